@@ -1,0 +1,180 @@
+"""Operations: what each command does, as one function call.
+
+Invariant: every function here validates all of its input before it writes
+anything, writes through `store`, and returns a plain value for `output` to
+render. No function here prints, exits, or touches SQLite directly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_journal import clock
+from agent_journal.derive import Derived, derive
+from agent_journal.errors import NotFoundError, UsageError
+from agent_journal.model import (
+    AUTHOR_AGENT,
+    AUTHOR_HUMAN,
+    ENTRY,
+    ENTRY_FIELDS,
+    ENTRY_KINDS,
+    INVALIDATION,
+    OBSERVATION,
+    OBSERVATION_STATUSES,
+    TOMBSTONE,
+    Event,
+    new_event_id,
+    parse_anchor,
+    validate_id,
+)
+from agent_journal.store import ReadResult, Root, Workspace
+
+
+class Context:
+    """Where a command acts and who is acting."""
+
+    def __init__(self, root: str | None, workspace: str, session: str | None = None) -> None:
+        self.root_arg = root
+        self.workspace_name = validate_id(workspace, "workspace")
+        self.session = validate_id(session, "session") if session is not None else None
+
+    @property
+    def author(self) -> str:
+        return AUTHOR_AGENT if self.session else AUTHOR_HUMAN
+
+    def open(self, *, create: bool) -> Workspace:
+        return Root.open(self.root_arg, create=create).workspace(self.workspace_name)
+
+
+class WriteResult:
+    def __init__(self, subject: str, event_id: str, warning: str | None = None) -> None:
+        self.id = subject
+        self.event_id = event_id
+        self.warning = warning
+
+    def as_json(self) -> dict[str, Any]:
+        return {"id": self.id, "eventId": self.event_id}
+
+
+def _event(ctx: Context, ws: Workspace, *, type: str, kind: str, subject: str,
+           data: dict[str, Any]) -> Event:
+    return Event(event_id=new_event_id(), type=type, kind=kind, id=subject, ts=clock.now_ts(),
+                 author=ctx.author, session=ctx.session, replica=ws.root.replica_id, data=data)
+
+
+def _require_text(value: str | None, flag: str) -> str:
+    if value is None or not value.strip():
+        raise UsageError(f"{flag} is required and must not be blank")
+    return value
+
+
+# -- writes -----------------------------------------------------------------------------
+
+def record(ctx: Context, *, kind: str, entry_id: str, fields: dict[str, str | None],
+           anchors: list[str], depends_on: list[str], subject: str | None) -> WriteResult:
+    if kind not in ENTRY_KINDS:
+        raise UsageError(f"--kind must be one of {', '.join(ENTRY_KINDS)}")
+    validate_id(entry_id, "entry id")
+    wanted = ENTRY_FIELDS[kind]
+    for name, value in fields.items():
+        if value is not None and name not in wanted:
+            raise UsageError(f"--{name} does not apply to a {kind}; it takes "
+                             + ", ".join(f"--{w}" for w in wanted))
+    clean = {name: _require_text(fields.get(name), f"--{name}") for name in wanted}
+    anchors = [parse_anchor(a) for a in anchors]
+    depends_on = [validate_id(d, "--depends-on id") for d in depends_on]
+    ws = ctx.open(create=True)
+    ev = _event(ctx, ws, type=ENTRY, kind=kind, subject=entry_id, data={
+        "fields": clean, "anchors": anchors, "dependsOn": depends_on, "subject": subject,
+    })
+    ws.append([ev], unique_subject=entry_id, subject_type=ENTRY)
+    return WriteResult(entry_id, ev.event_id)
+
+
+def observe(ctx: Context, *, kind: str, obs_id: str, tool: str | None, call_id: str | None,
+            input_value: Any, output: str | None, status: str | None, exit_code: int | None,
+            duration_ms: int | None, extra: dict[str, Any] | None = None) -> WriteResult:
+    validate_id(kind, "--kind")
+    validate_id(obs_id, "observation id")
+    status = status or "ok"
+    if status not in OBSERVATION_STATUSES:
+        raise UsageError(f"--status must be one of {', '.join(OBSERVATION_STATUSES)}")
+    ws = ctx.open(create=True)
+    data: dict[str, Any] = {
+        "tool": tool, "callId": call_id, "input": input_value, "output": output,
+        "status": status, "exitCode": exit_code, "durationMs": duration_ms,
+    }
+    if extra:
+        data.update(extra)
+    ev = _event(ctx, ws, type=OBSERVATION, kind=kind, subject=obs_id, data=data)
+    ws.append([ev])
+    return WriteResult(obs_id, ev.event_id)
+
+
+def _retraction(ctx: Context, type_: str, target: str, reason: str | None) -> WriteResult:
+    validate_id(target, "target id")
+    reason = _require_text(reason, "--reason")
+    ws = ctx.open(create=True)
+    data: dict[str, Any] = {"reason": reason}
+    if type_ == TOMBSTONE:
+        data["purged"] = False
+    ev = _event(ctx, ws, type=type_, kind=type_, subject=target, data=data)
+    ws.append([ev])
+    warning = None
+    if not ws.holds_subject(target, (ENTRY, OBSERVATION)):
+        # Not an error: the target may live on a replica not merged here yet.
+        warning = f"no entry with id {target} is present in this workspace"
+    return WriteResult(target, ev.event_id, warning)
+
+
+def invalidate(ctx: Context, target: str, reason: str | None) -> WriteResult:
+    return _retraction(ctx, INVALIDATION, target, reason)
+
+
+def tombstone(ctx: Context, target: str, reason: str | None) -> WriteResult:
+    return _retraction(ctx, TOMBSTONE, target, reason)
+
+
+# -- reads ------------------------------------------------------------------------------
+
+def read_workspace(ctx: Context) -> tuple[ReadResult, Derived]:
+    ws = ctx.open(create=False)
+    result = ws.read()
+    return result, derive(result.events)
+
+
+def damage_lists(result: ReadResult) -> dict[str, Any]:
+    return {"unreadable": result.unreadable, "malformed": result.malformed}
+
+
+def show(ctx: Context, *, only_id: str | None = None, observations: bool = False
+         ) -> tuple[dict[str, Any], ReadResult]:
+    if only_id is not None:
+        validate_id(only_id, "--id")
+    result, d = read_workspace(ctx)
+    items: list[dict[str, Any]] = []
+    for entry_id in d.visible_entry_ids():
+        if only_id is None or entry_id == only_id:
+            items.append(d.entry_view(entry_id))
+    if observations or only_id is not None:
+        for obs_id in d.visible_observation_ids():
+            if only_id is None or obs_id == only_id:
+                items.append(d.observation_view(obs_id))
+    if observations and only_id is None:
+        items.sort(key=lambda item: (item["ts"], item["id"]))
+    constraints = [d.entry_view(i) for i in d.visible_entry_ids()
+                   if d.entry_events[i].kind == "constraint" and d.is_live(i)]
+    report = {"entries": items, "liveConstraints": constraints}
+    report.update(damage_lists(result))
+    return report, result
+
+
+def get_entry_or_observation(ctx: Context, some_id: str) -> dict[str, Any]:
+    validate_id(some_id, "id")
+    _, d = read_workspace(ctx)
+    if d.is_tombstoned(some_id) or not d.holds(some_id):
+        raise NotFoundError(f"no entry or observation with id {some_id} in workspace "
+                            f"{ctx.workspace_name}")
+    if some_id in d.entry_events:
+        return d.entry_view(some_id)
+    return d.observation_view(some_id)

@@ -1,0 +1,170 @@
+"""Events and ids: the vocabulary every other module speaks.
+
+Invariant: an Event is an immutable value. Its identity is `event_id`; two
+replicas holding the same event id hold the same fact. Nothing in the package
+mutates an Event after construction (compaction writes a *new* tombstone value
+with `purged` flipped, never edits one in place).
+
+Kept free of dataclasses/typing imports at run time because the hook path
+imports this module on every agent tool call.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from agent_journal.errors import UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+SCHEMA_VERSION = 1
+
+# Event types. A reader meeting any other type keeps it (it may come from a
+# newer replica) but derives nothing from it.
+OBSERVATION = "observation"
+ENTRY = "entry"
+INVALIDATION = "invalidation"
+TOMBSTONE = "tombstone"
+KNOWN_TYPES = frozenset({OBSERVATION, ENTRY, INVALIDATION, TOMBSTONE})
+
+ENTRY_KINDS = ("finding", "decision", "constraint", "objective", "assumption", "note")
+# The text fields each entry kind carries, all required.
+ENTRY_FIELDS: dict[str, tuple[str, ...]] = {
+    "finding": ("claim",),
+    "decision": ("question", "chosen"),
+    "constraint": ("text",),
+    "objective": ("text",),
+    "assumption": ("text",),
+    "note": ("text",),
+}
+OBSERVATION_STATUSES = ("started", "ok", "error", "partial", "cancelled")
+ANCHOR_SCHEMES = ("tool_use", "file", "commit", "url")
+
+AUTHOR_AGENT = "agent"
+AUTHOR_HUMAN = "human"
+
+MAX_ID_LEN = 128
+
+
+def validate_id(value: str | None, what: str) -> str:
+    """Return `value` if it is a usable id, else raise UsageError.
+
+    Ids become parts of file names and lookup keys, so they must not be able
+    to escape a folder, hide control characters, or read as a flag (an unset
+    shell variable before `--json` must not become a workspace called --json).
+    """
+    if value is None or value == "":
+        raise UsageError(f"{what} must not be empty")
+    if len(value) > MAX_ID_LEN:
+        raise UsageError(f"{what} is longer than {MAX_ID_LEN} characters")
+    if value in (".", ".."):
+        raise UsageError(f"{what} must not be {value!r}")
+    if value.startswith("-"):
+        raise UsageError(f"{what} must not start with '-': {value!r}")
+    for ch in value:
+        if ch in "/\\" or ord(ch) < 32 or ord(ch) == 127:
+            raise UsageError(f"{what} must not contain path separators or control characters")
+    if value.strip() != value:
+        raise UsageError(f"{what} must not start or end with whitespace")
+    return value
+
+
+def parse_anchor(text: str) -> str:
+    """Validate `SCHEME:REF`; the anchor is stored verbatim."""
+    scheme, sep, ref = text.partition(":")
+    if not sep or scheme not in ANCHOR_SCHEMES or not ref:
+        raise UsageError(
+            f"anchor must be SCHEME:REF with SCHEME one of {', '.join(ANCHOR_SCHEMES)}: {text!r}"
+        )
+    if scheme == "tool_use":
+        validate_id(ref, "tool_use anchor id")
+    return text
+
+
+def anchor_ref(anchor: str) -> tuple[str, str]:
+    scheme, _, ref = anchor.partition(":")
+    return scheme, ref
+
+
+def new_event_id() -> str:
+    return str(uuid.uuid4())
+
+
+class Event:
+    """One immutable journal event."""
+
+    __slots__ = ("event_id", "type", "kind", "id", "ts", "author", "session", "replica",
+                 "data", "schema")
+
+    event_id: str
+    type: str
+    kind: str
+    id: str | None
+    ts: str
+    author: str
+    session: str | None
+    replica: str
+    data: dict[str, Any]
+    schema: int
+
+    def __init__(self, *, event_id: str, type: str, kind: str, id: str | None, ts: str,
+                 author: str, session: str | None, replica: str, data: Mapping[str, Any],
+                 schema: int = SCHEMA_VERSION) -> None:
+        setter = object.__setattr__
+        setter(self, "event_id", event_id)
+        setter(self, "type", type)
+        setter(self, "kind", kind)
+        setter(self, "id", id)
+        setter(self, "ts", ts)
+        setter(self, "author", author)
+        setter(self, "session", session)
+        setter(self, "replica", replica)
+        setter(self, "data", dict(data))
+        setter(self, "schema", schema)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Event is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Event) and self.as_dict() == other.as_dict()
+
+    def __hash__(self) -> int:
+        return hash(self.event_id)
+
+    def __repr__(self) -> str:
+        return f"Event({self.type}/{self.kind} {self.id!r} {self.event_id})"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The event as its stored JSON object (camelCase keys)."""
+        return {
+            "eventId": self.event_id,
+            "type": self.type,
+            "kind": self.kind,
+            "id": self.id,
+            "ts": self.ts,
+            "author": self.author,
+            "session": self.session,
+            "replica": self.replica,
+            "data": self.data,
+            "schema": self.schema,
+        }
+
+    def replace(self, **changes: Any) -> Event:
+        values = {
+            "event_id": self.event_id, "type": self.type, "kind": self.kind, "id": self.id,
+            "ts": self.ts, "author": self.author, "session": self.session,
+            "replica": self.replica, "data": self.data, "schema": self.schema,
+        }
+        values.update(changes)
+        return Event(**values)
+
+    @property
+    def sort_key(self) -> tuple[str, str]:
+        """Total order used wherever events are folded: time, then event id.
+
+        Clocks differ between machines, so ties and skew are settled by the
+        event id, never by which replica merged first.
+        """
+        return (self.ts, self.event_id)

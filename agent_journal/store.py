@@ -1,0 +1,520 @@
+"""Storage: the only module that opens a segment.
+
+Invariants:
+- Every SQLite connection, pragma and transaction in the package is made here.
+- A segment is one SQLite file holding the events of one workspace. A replica
+  appends only to segments named after its own replica id; segments from other
+  replicas (imports) are never appended to. Only compaction deletes rows.
+- Every connection sets its busy timeout before anything else, and every write
+  runs in `BEGIN IMMEDIATE` with a bounded retry, so concurrent writer
+  processes on one replica queue instead of failing or losing events.
+- The journal mode is chosen from the SQLite version loaded at run time (see
+  `journal_mode_for`): WAL only where SQLite has the WAL-reset fix.
+- Folders are 0700 and files 0600; a shared-writable root is refused.
+- Reads never trust a row: each body is checked against its checksum, and a
+  segment that cannot be read is reported, not raised.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import stat
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from agent_journal import codec
+from agent_journal.errors import BusyError, JournalError, UnsafeRootError
+from agent_journal.model import Event, validate_id
+
+ENV_ROOT = "AGENT_JOURNAL_ROOT"
+ENV_SEGMENT_MAX_BYTES = "AGENT_JOURNAL_SEGMENT_MAX_BYTES"
+SEGMENT_MAX_BYTES = 64 * 1024 * 1024
+SEGMENT_SUFFIX = ".sqlite"
+SEGMENT_FORMAT = 1
+BUSY_TIMEOUT_S = 15.0
+WRITE_ATTEMPTS = 6
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY,
+    event_id TEXT NOT NULL UNIQUE,
+    type TEXT NOT NULL,
+    subject TEXT,
+    ts TEXT NOT NULL,
+    body BLOB NOT NULL,
+    checksum TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_subject ON events(subject);
+"""
+
+
+# -- journal mode -----------------------------------------------------------------------
+
+def journal_mode_for(version: tuple[int, int, int]) -> str:
+    """WAL only on SQLite versions with the WAL-reset fix; rollback journal elsewhere.
+
+    SQLite before 3.51.3 can corrupt a WAL database when concurrent writers and
+    checkpoints race a WAL reset; 3.44.6 and 3.50.7 carry the backported fix.
+    A rollback journal (DELETE) is not exposed to that bug, at the cost of
+    readers briefly waiting on writers, which the busy timeout absorbs.
+    """
+    if version >= (3, 51, 3):
+        return "wal"
+    if (3, 44, 6) <= version < (3, 45, 0) or (3, 50, 7) <= version < (3, 51, 0):
+        return "wal"
+    return "delete"
+
+
+JOURNAL_MODE = journal_mode_for(sqlite3.sqlite_version_info)
+
+
+# -- roots and permissions --------------------------------------------------------------
+
+def default_root() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local",
+                                                            "share")
+    return Path(base) / "agent-journal"
+
+
+def resolve_root(root: str | os.PathLike[str] | None) -> Path:
+    if root is not None and str(root) != "":
+        return Path(root).expanduser().absolute()
+    env = os.environ.get(ENV_ROOT)
+    if env:
+        return Path(env).expanduser().absolute()
+    return default_root().absolute()
+
+
+def _shared_writable(mode: int) -> bool:
+    return bool(mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def check_root(path: Path, *, create: bool) -> bool:
+    """Refuse shared-writable roots. Returns True when the root exists.
+
+    A root others can write to lets them plant or swap segments, so an
+    existing group/world-writable root is refused, and so is creating one
+    inside a folder that others can write (such as /tmp itself).
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        ancestor = path.parent
+        while True:
+            try:
+                ast = os.stat(ancestor)
+                break
+            except FileNotFoundError:
+                if ancestor.parent == ancestor:
+                    raise JournalError(f"no existing folder above {path}") from None
+                ancestor = ancestor.parent
+        if _shared_writable(ast.st_mode):
+            raise UnsafeRootError(
+                f"refusing to create journal root {path}: {ancestor} is group- or "
+                "world-writable"
+            )
+        if create:
+            make_private_dirs(path)
+            return True
+        return False
+    if not stat.S_ISDIR(st.st_mode):
+        raise JournalError(f"journal root {path} is not a folder")
+    if _shared_writable(st.st_mode):
+        raise UnsafeRootError(f"refusing journal root {path}: it is group- or world-writable")
+    return True
+
+
+def make_private_dirs(path: Path) -> None:
+    missing: list[Path] = []
+    current = path
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, DIR_MODE)
+        except FileExistsError:
+            continue
+        os.chmod(folder, DIR_MODE)  # mkdir's mode is filtered by the umask
+
+
+def create_private_file(path: Path) -> bool:
+    """Create an empty 0600 file; False when it already exists."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+def write_file_atomic(path: Path, data: bytes) -> None:
+    """Temp file, fsync, rename: a reader sees the old file or the whole new one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, FILE_MODE)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+# -- the root ---------------------------------------------------------------------------
+
+class Root:
+    """One journal root: a replica id and a folder per workspace."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._replica_id: str | None = None
+
+    @classmethod
+    def open(cls, root: str | os.PathLike[str] | None = None, *, create: bool) -> Root:
+        path = resolve_root(root)
+        check_root(path, create=create)
+        return cls(path)
+
+    @property
+    def exists(self) -> bool:
+        return self.path.is_dir()
+
+    @property
+    def replica_id(self) -> str:
+        """Made once per root, on first write; every later process reads it back."""
+        if self._replica_id is None:
+            self._replica_id = self._load_or_make_replica_id()
+        return self._replica_id
+
+    def _load_or_make_replica_id(self) -> str:
+        path = self.path / "replica-id"
+        try:
+            return validate_id(path.read_text().strip(), "replica id")
+        except FileNotFoundError:
+            pass
+        import uuid
+
+        make_private_dirs(self.path)
+        candidate = "r" + uuid.uuid4().hex[:15]
+        tmp = self.path / f".replica-id.{os.getpid()}.{candidate}"
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
+        try:
+            os.write(fd, candidate.encode() + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            # link() fails if another process won the race; its id then stands.
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+        return validate_id(path.read_text().strip(), "replica id")
+
+    def workspace(self, name: str) -> Workspace:
+        return Workspace(self, validate_id(name, "workspace"))
+
+    def workspaces(self) -> list[str]:
+        folder = self.path / "workspaces"
+        if not folder.is_dir():
+            return []
+        return sorted(p.name for p in folder.iterdir() if p.is_dir())
+
+
+# -- connections ------------------------------------------------------------------------
+
+def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    """Open an existing segment. Busy timeout first, autocommit, no file creation."""
+    mode = "ro" if readonly else "rw"
+    uri = f"file:{_quote_path(path)}?mode={mode}"
+    # `timeout` installs SQLite's busy handler as the connection opens, before
+    # any statement runs.
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                           check_same_thread=False)
+    return conn
+
+
+def _quote_path(path: Path) -> str:
+    from urllib.parse import quote
+
+    return quote(str(path))
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def run_write(conn: sqlite3.Connection, work: Any) -> Any:
+    """Run `work(conn)` inside BEGIN IMMEDIATE, retrying when writers hold the lock."""
+    delay = 0.05
+    for attempt in range(WRITE_ATTEMPTS):
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc) and attempt + 1 < WRITE_ATTEMPTS:
+                time.sleep(delay)
+                delay *= 2
+                continue
+            if _is_busy(exc):
+                raise BusyError("the journal stayed locked by other writers; retry") from None
+            raise
+        try:
+            result = work(conn)
+            conn.execute("COMMIT")
+            return result
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    raise BusyError("the journal stayed locked by other writers; retry")
+
+
+def init_segment(conn: sqlite3.Connection, *, workspace: str, replica: str) -> None:
+    """Give a fresh segment its schema and journal mode (idempotent)."""
+    current = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    if current.lower() != JOURNAL_MODE:
+        conn.execute(f"PRAGMA journal_mode={JOURNAL_MODE}")
+
+    def work(c: sqlite3.Connection) -> None:
+        if c.execute("PRAGMA user_version").fetchone()[0] != 0:
+            return
+        for statement in SCHEMA.strip().split(";"):
+            if statement.strip():
+                c.execute(statement)
+        c.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [
+            ("format", str(SEGMENT_FORMAT)), ("workspace", workspace), ("replica", replica),
+        ])
+        c.execute(f"PRAGMA user_version = {SEGMENT_FORMAT}")
+
+    run_write(conn, work)
+
+
+def insert_events(conn: sqlite3.Connection, events: Iterable[Event]) -> int:
+    """Insert inside the caller's transaction; events already present are skipped."""
+    rows = []
+    for ev in events:
+        body, digest = codec.encode(ev)
+        rows.append((ev.event_id, ev.type, ev.id, ev.ts, body, digest))
+    before = conn.total_changes
+    conn.executemany(
+        "INSERT OR IGNORE INTO events(event_id, type, subject, ts, body, checksum) "
+        "VALUES (?, ?, ?, ?, ?, ?)", rows)
+    return conn.total_changes - before
+
+
+# -- reading ----------------------------------------------------------------------------
+
+class ReadResult:
+    """What a whole-workspace read saw, including what it could not trust."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.unreadable: list[dict[str, str]] = []
+        self.malformed: list[dict[str, Any]] = []
+        self.segments: list[str] = []
+        # segment relative path -> highest seq read (compaction's "did it grow" check)
+        self.high_water: dict[str, int] = {}
+
+    @property
+    def damaged(self) -> bool:
+        return bool(self.unreadable or self.malformed)
+
+
+def _describe_sqlite_error(exc: Exception) -> str:
+    return f"{exc.__class__.__name__}: {exc}".splitlines()[0]
+
+
+# -- workspaces -------------------------------------------------------------------------
+
+class Workspace:
+    def __init__(self, root: Root, name: str) -> None:
+        self.root = root
+        self.name = name
+        self.path = root.path / "workspaces" / name
+        self.segments_dir = self.path / "segments"
+
+    def rel(self, path: Path) -> str:
+        return str(path.relative_to(self.root.path))
+
+    def segment_paths(self) -> list[Path]:
+        try:
+            names = os.listdir(self.segments_dir)
+        except FileNotFoundError:
+            return []
+        return sorted(self.segments_dir / n for n in names
+                      if n.endswith(SEGMENT_SUFFIX) and not n.startswith("."))
+
+    # -- appending ----------------------------------------------------------------------
+
+    def _own_segment_pattern(self) -> re.Pattern[str]:
+        return re.compile(rf"^{re.escape(self.root.replica_id)}-(\d{{6}}){re.escape(SEGMENT_SUFFIX)}$")
+
+    def current_segment(self) -> Path:
+        """This replica's newest segment, rotated when it passes the size limit."""
+        pattern = self._own_segment_pattern()
+        numbers = []
+        for p in self.segment_paths():
+            m = pattern.match(p.name)
+            if m:
+                numbers.append(int(m.group(1)))
+        number = max(numbers) if numbers else 1
+        path = self._own_segment_name(number)
+        limit = int(os.environ.get(ENV_SEGMENT_MAX_BYTES) or SEGMENT_MAX_BYTES)
+        try:
+            if os.stat(path).st_size >= limit:
+                path = self._own_segment_name(number + 1)
+        except FileNotFoundError:
+            pass
+        return path
+
+    def _own_segment_name(self, number: int) -> Path:
+        return self.segments_dir / f"{self.root.replica_id}-{number:06d}{SEGMENT_SUFFIX}"
+
+    def open_for_append(self) -> sqlite3.Connection:
+        make_private_dirs(self.segments_dir)
+        path = self.current_segment()
+        created = create_private_file(path)
+        conn = connect(path)
+        try:
+            if created or conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                init_segment(conn, workspace=self.name, replica=self.root.replica_id)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def append(self, events: list[Event], *, unique_subject: str | None = None,
+               subject_type: str | None = None) -> int:
+        """Append events to this replica's current segment.
+
+        With `unique_subject`, refuse (ConflictError via `on_conflict`) when an
+        event of `subject_type` about that id already exists in any segment.
+        Older and imported segments are checked first; the current segment is
+        checked inside the write lock, so two local writers cannot both pass.
+        """
+        from agent_journal.errors import ConflictError
+
+        conn = self.open_for_append()
+        current = Path(conn.execute("PRAGMA database_list").fetchone()[2])
+        try:
+            if unique_subject is not None:
+                for path in self.segment_paths():
+                    if path.name == current.name:
+                        continue
+                    if self._segment_has_subject(path, unique_subject, subject_type):
+                        raise ConflictError(
+                            f"{subject_type} {unique_subject} already exists in workspace "
+                            f"{self.name}")
+
+            def work(c: sqlite3.Connection) -> int:
+                if unique_subject is not None and _has_subject(c, unique_subject, subject_type):
+                    raise ConflictError(
+                        f"{subject_type} {unique_subject} already exists in workspace {self.name}")
+                return insert_events(c, events)
+
+            return int(run_write(conn, work))
+        finally:
+            conn.close()
+
+    # -- lookups ------------------------------------------------------------------------
+
+    def _segment_has_subject(self, path: Path, subject: str, type_: str | None) -> bool:
+        try:
+            conn = connect(path)
+        except sqlite3.Error:
+            return False
+        try:
+            return _has_subject(conn, subject, type_)
+        except sqlite3.Error:
+            return False
+        finally:
+            conn.close()
+
+    def holds_subject(self, subject: str, types: tuple[str, ...]) -> bool:
+        """Whether any readable segment has an event of one of `types` about `subject`."""
+        for path in self.segment_paths():
+            for t in types:
+                if self._segment_has_subject(path, subject, t):
+                    return True
+        return False
+
+    # -- reading ------------------------------------------------------------------------
+
+    def read(self) -> ReadResult:
+        result = ReadResult()
+        for path in self.segment_paths():
+            rel = self.rel(path)
+            result.segments.append(rel)
+            for item in self.iter_segment(path):
+                if isinstance(item, Event):
+                    result.events.append(item)
+                elif item[0] == "malformed":
+                    result.malformed.append({"segment": rel, "row": item[1], "reason": item[2]})
+                elif item[0] == "unreadable":
+                    result.unreadable.append({"path": rel, "reason": item[2]})
+                elif item[0] == "high":
+                    result.high_water[rel] = item[1]
+        return result
+
+    def iter_segment(self, path: Path) -> Iterator[Event | tuple[str, int, str]]:
+        """Yield events, then ("high", seq, ""); damage as ("malformed"|"unreadable", ...)."""
+        try:
+            conn = connect(path)
+        except sqlite3.Error as exc:
+            try:
+                conn = connect(path, readonly=True)
+            except sqlite3.Error:
+                yield ("unreadable", 0, _describe_sqlite_error(exc))
+                return
+        high = 0
+        try:
+            try:
+                if conn.execute("SELECT name FROM sqlite_master WHERE name = 'events'"
+                                ).fetchone() is None and os.path.getsize(path) == 0:
+                    # Created but never initialised (its writer died first): empty.
+                    yield ("high", 0, "")
+                    return
+                rows = conn.execute("SELECT seq, event_id, body, checksum FROM events ORDER BY seq")
+                decode = codec.decode
+                malformed = codec.MalformedEvent
+                for seq, event_id, body, digest in rows:
+                    high = seq
+                    try:
+                        ev = decode(body, digest)
+                    except malformed as exc:
+                        yield ("malformed", seq, str(exc))
+                        continue
+                    if ev.event_id != event_id:
+                        yield ("malformed", seq, "event_id column does not match body")
+                        continue
+                    yield ev
+            except sqlite3.Error as exc:
+                yield ("unreadable", 0, _describe_sqlite_error(exc))
+                return
+            yield ("high", high, "")
+        finally:
+            conn.close()
+
+
+def _has_subject(conn: sqlite3.Connection, subject: str, type_: str | None) -> bool:
+    if type_ is None:
+        row = conn.execute("SELECT 1 FROM events WHERE subject = ? LIMIT 1", (subject,)).fetchone()
+    else:
+        row = conn.execute("SELECT 1 FROM events WHERE subject = ? AND type = ? LIMIT 1",
+                           (subject, type_)).fetchone()
+    return row is not None
