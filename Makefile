@@ -9,13 +9,18 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	# compat mode: a plain path entry, not an import hook that costs every
+	# process pathlib at start-up; compileall because this machine sets
+	# PYTHONDONTWRITEBYTECODE, and the hook path should not compile itself.
+	$(BIN)/pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
+	$(BIN)/python -m compileall -q agent_journal
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
 test: $(STAMP)
+	$(BIN)/python -m compileall -q agent_journal
 	$(BIN)/python -m pytest -q -n 2
 
 lint: $(STAMP)
@@ -23,6 +28,7 @@ lint: $(STAMP)
 	$(BIN)/mypy agent_journal
 
 bench: $(STAMP)
+	$(BIN)/python -m compileall -q agent_journal
 	$(BIN)/python scripts/bench.py
 
 soak: $(STAMP)

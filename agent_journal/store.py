@@ -23,12 +23,14 @@ import sqlite3
 import stat
 import time
 from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import Any
 
 from agent_journal import codec
 from agent_journal.errors import BusyError, JournalError, UnsafeRootError
 from agent_journal.model import Event, validate_id
+
+TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any
 
 ENV_ROOT = "AGENT_JOURNAL_ROOT"
 ENV_SEGMENT_MAX_BYTES = "AGENT_JOURNAL_SEGMENT_MAX_BYTES"
@@ -78,26 +80,30 @@ JOURNAL_MODE = journal_mode_for(sqlite3.sqlite_version_info)
 
 # -- roots and permissions --------------------------------------------------------------
 
-def default_root() -> Path:
+def default_root() -> str:
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local",
                                                             "share")
-    return Path(base) / "agent-journal"
+    return os.path.join(base, "agent-journal")
 
 
-def resolve_root(root: str | os.PathLike[str] | None) -> Path:
+def resolve_root(root: str | os.PathLike[str] | None) -> str:
+    """--root, else $AGENT_JOURNAL_ROOT, else the XDG data folder; always absolute.
+
+    Paths are plain strings throughout this module: pathlib costs the hook
+    path ~8 ms of imports per process.
+    """
     if root is not None and str(root) != "":
-        return Path(root).expanduser().absolute()
-    env = os.environ.get(ENV_ROOT)
-    if env:
-        return Path(env).expanduser().absolute()
-    return default_root().absolute()
+        chosen = os.fspath(root)
+    else:
+        chosen = os.environ.get(ENV_ROOT) or default_root()
+    return os.path.abspath(os.path.expanduser(chosen))
 
 
 def _shared_writable(mode: int) -> bool:
     return bool(mode & (stat.S_IWGRP | stat.S_IWOTH))
 
 
-def check_root(path: Path, *, create: bool) -> bool:
+def check_root(path: str, *, create: bool) -> bool:
     """Refuse shared-writable roots. Returns True when the root exists.
 
     A root others can write to lets them plant or swap segments, so an
@@ -107,20 +113,13 @@ def check_root(path: Path, *, create: bool) -> bool:
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        ancestor = path.parent
-        while True:
-            try:
-                ast = os.stat(ancestor)
-                break
-            except FileNotFoundError:
-                if ancestor.parent == ancestor:
-                    raise JournalError(f"no existing folder above {path}") from None
-                ancestor = ancestor.parent
-        if _shared_writable(ast.st_mode):
+        st = None
+    if st is None:
+        ancestor = _nearest_existing(path)
+        if _shared_writable(os.stat(ancestor).st_mode):
             raise UnsafeRootError(
                 f"refusing to create journal root {path}: {ancestor} is group- or "
-                "world-writable"
-            )
+                "world-writable")
         if create:
             make_private_dirs(path)
             return True
@@ -132,12 +131,19 @@ def check_root(path: Path, *, create: bool) -> bool:
     return True
 
 
-def make_private_dirs(path: Path) -> None:
-    missing: list[Path] = []
+def _nearest_existing(path: str) -> str:
+    ancestor = os.path.dirname(path)
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    return ancestor
+
+
+def make_private_dirs(path: str) -> None:
+    missing: list[str] = []
     current = path
-    while not current.exists():
+    while not os.path.exists(current):
         missing.append(current)
-        current = current.parent
+        current = os.path.dirname(current)
     for folder in reversed(missing):
         try:
             os.mkdir(folder, DIR_MODE)
@@ -146,7 +152,7 @@ def make_private_dirs(path: Path) -> None:
         os.chmod(folder, DIR_MODE)  # mkdir's mode is filtered by the umask
 
 
-def create_private_file(path: Path) -> bool:
+def create_private_file(path: str) -> bool:
     """Create an empty 0600 file; False when it already exists."""
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
@@ -156,9 +162,10 @@ def create_private_file(path: Path) -> bool:
     return True
 
 
-def write_file_atomic(path: Path, data: bytes) -> None:
+def write_file_atomic(path: str, data: bytes) -> None:
     """Temp file, fsync, rename: a reader sees the old file or the whole new one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, FILE_MODE)
     try:
         os.write(fd, data)
@@ -166,7 +173,7 @@ def write_file_atomic(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
+    dfd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(dfd)
     finally:
@@ -178,7 +185,7 @@ def write_file_atomic(path: Path, data: bytes) -> None:
 class Root:
     """One journal root: a replica id and a folder per workspace."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: str) -> None:
         self.path = path
         self._replica_id: str | None = None
 
@@ -190,7 +197,7 @@ class Root:
 
     @property
     def exists(self) -> bool:
-        return self.path.is_dir()
+        return os.path.isdir(self.path)
 
     @property
     def replica_id(self) -> str:
@@ -200,16 +207,16 @@ class Root:
         return self._replica_id
 
     def _load_or_make_replica_id(self) -> str:
-        path = self.path / "replica-id"
+        path = os.path.join(self.path, "replica-id")
         try:
-            return validate_id(path.read_text().strip(), "replica id")
+            return validate_id(_read_text(path).strip(), "replica id")
         except FileNotFoundError:
             pass
         import uuid
 
         make_private_dirs(self.path)
         candidate = "r" + uuid.uuid4().hex[:15]
-        tmp = self.path / f".replica-id.{os.getpid()}.{candidate}"
+        tmp = os.path.join(self.path, f".replica-id.{os.getpid()}.{candidate}")
         fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
         try:
             os.write(fd, candidate.encode() + b"\n")
@@ -223,21 +230,21 @@ class Root:
             pass
         finally:
             os.unlink(tmp)
-        return validate_id(path.read_text().strip(), "replica id")
+        return validate_id(_read_text(path).strip(), "replica id")
 
     def workspace(self, name: str) -> Workspace:
         return Workspace(self, validate_id(name, "workspace"))
 
     def workspaces(self) -> list[str]:
-        folder = self.path / "workspaces"
-        if not folder.is_dir():
+        folder = os.path.join(self.path, "workspaces")
+        if not os.path.isdir(folder):
             return []
-        return sorted(p.name for p in folder.iterdir() if p.is_dir())
+        return sorted(n for n in os.listdir(folder) if os.path.isdir(os.path.join(folder, n)))
 
 
 # -- connections ------------------------------------------------------------------------
 
-def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
     """Open an existing segment. Busy timeout first, autocommit, no file creation."""
     mode = "ro" if readonly else "rw"
     uri = f"file:{_quote_path(path)}?mode={mode}"
@@ -248,10 +255,10 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
-def _quote_path(path: Path) -> str:
-    from urllib.parse import quote
-
-    return quote(str(path))
+def _quote_path(path: str) -> str:
+    # Only these characters are special in a URI filename; urllib.parse is
+    # too costly to import on the hook path.
+    return path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -345,31 +352,33 @@ class Workspace:
     def __init__(self, root: Root, name: str) -> None:
         self.root = root
         self.name = name
-        self.path = root.path / "workspaces" / name
-        self.segments_dir = self.path / "segments"
+        self.path = os.path.join(root.path, "workspaces", name)
+        self.segments_dir = os.path.join(self.path, "segments")
 
-    def rel(self, path: Path) -> str:
-        return str(path.relative_to(self.root.path))
+    def rel(self, path: str) -> str:
+        """A path as reported to users: relative to the journal root."""
+        return os.path.relpath(path, self.root.path)
 
-    def segment_paths(self) -> list[Path]:
+    def segment_paths(self) -> list[str]:
         try:
             names = os.listdir(self.segments_dir)
         except FileNotFoundError:
             return []
-        return sorted(self.segments_dir / n for n in names
+        return sorted(os.path.join(self.segments_dir, n) for n in names
                       if n.endswith(SEGMENT_SUFFIX) and not n.startswith("."))
 
     # -- appending ----------------------------------------------------------------------
 
     def _own_segment_pattern(self) -> re.Pattern[str]:
-        return re.compile(rf"^{re.escape(self.root.replica_id)}-(\d{{6}}){re.escape(SEGMENT_SUFFIX)}$")
+        own = re.escape(self.root.replica_id)
+        return re.compile(rf"^{own}-(\d{{6}}){re.escape(SEGMENT_SUFFIX)}$")
 
-    def current_segment(self) -> Path:
+    def current_segment(self) -> str:
         """This replica's newest segment, rotated when it passes the size limit."""
         pattern = self._own_segment_pattern()
         numbers = []
         for p in self.segment_paths():
-            m = pattern.match(p.name)
+            m = pattern.match(os.path.basename(p))
             if m:
                 numbers.append(int(m.group(1)))
         number = max(numbers) if numbers else 1
@@ -382,8 +391,9 @@ class Workspace:
             pass
         return path
 
-    def _own_segment_name(self, number: int) -> Path:
-        return self.segments_dir / f"{self.root.replica_id}-{number:06d}{SEGMENT_SUFFIX}"
+    def _own_segment_name(self, number: int) -> str:
+        return os.path.join(self.segments_dir,
+                            f"{self.root.replica_id}-{number:06d}{SEGMENT_SUFFIX}")
 
     def open_for_append(self) -> sqlite3.Connection:
         make_private_dirs(self.segments_dir)
@@ -410,11 +420,11 @@ class Workspace:
         from agent_journal.errors import ConflictError
 
         conn = self.open_for_append()
-        current = Path(conn.execute("PRAGMA database_list").fetchone()[2])
+        current = conn.execute("PRAGMA database_list").fetchone()[2]
         try:
             if unique_subject is not None:
                 for path in self.segment_paths():
-                    if path.name == current.name:
+                    if os.path.basename(path) == os.path.basename(current):
                         continue
                     if self._segment_has_subject(path, unique_subject, subject_type):
                         raise ConflictError(
@@ -433,7 +443,7 @@ class Workspace:
 
     # -- lookups ------------------------------------------------------------------------
 
-    def _segment_has_subject(self, path: Path, subject: str, type_: str | None) -> bool:
+    def _segment_has_subject(self, path: str, subject: str, type_: str | None) -> bool:
         try:
             conn = connect(path)
         except sqlite3.Error:
@@ -471,7 +481,7 @@ class Workspace:
                     result.high_water[rel] = item[1]
         return result
 
-    def iter_segment(self, path: Path) -> Iterator[Event | tuple[str, int, str]]:
+    def iter_segment(self, path: str) -> Iterator[Event | tuple[str, int, str]]:
         """Yield events, then ("high", seq, ""); damage as ("malformed"|"unreadable", ...)."""
         try:
             conn = connect(path)
@@ -509,6 +519,11 @@ class Workspace:
             yield ("high", high, "")
         finally:
             conn.close()
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
 
 
 def _has_subject(conn: sqlite3.Connection, subject: str, type_: str | None) -> bool:
