@@ -1,0 +1,35 @@
+"""Core write path and show: whole-process record/observe vs one bare SQLite insert."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from bench import CLI, PY, Ctx, median
+
+
+def write_floor(ctx: Ctx) -> float:
+    db = ctx.path("floor") / "floor.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE IF NOT EXISTS t (x)")
+    conn.commit()
+    conn.close()
+    code = (f"import sqlite3;c=sqlite3.connect({str(db)!r});"
+            "c.execute('insert into t values (1)');c.commit()")
+    return median(ctx.time_process(lambda i: [PY, "-I", "-S", "-c", code]))
+
+
+def run(ctx: Ctx) -> None:
+    root = str(ctx.path("core") / "root")
+    floor = write_floor(ctx)
+    base = [CLI]
+    stamp = time.time_ns()
+    rec = median(ctx.time_process(lambda i: base + [
+        "record", "--root", root, "--workspace", "bench", "--kind", "finding",
+        "--id", f"f{stamp}-{i}", "--claim", "bench claim"]))
+    ctx.report("record (whole process)", rec, floor, goal=2.0)
+    obs = median(ctx.time_process(lambda i: base + [
+        "observe", "--root", root, "--workspace", "bench", "--kind", "tool_call",
+        "--id", f"o{stamp}-{i}", "--tool", "Bash", "--callId", f"c{i}",
+        "--input", '{"command": "ls"}']))
+    ctx.report("observe (whole process)", obs, floor, goal=2.0)
