@@ -51,6 +51,10 @@ def _reject_constant(name: str) -> Any:
 
 def decode(body: bytes, stored_checksum: str | None) -> Event:
     """Verify and parse one stored body. Raises MalformedEvent."""
+    if isinstance(body, str):
+        # A hand edit through SQL string functions turns the blob into text;
+        # judge it by its bytes like any other body.
+        body = body.encode("utf-8")
     if not isinstance(body, bytes | bytearray | memoryview):
         raise MalformedEvent("body is not a blob")
     body = bytes(body)

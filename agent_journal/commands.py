@@ -133,5 +133,6 @@ _add(Command(
     opts=(
         Opt("id", "--id", "Only this entry or observation."),
         Opt("observations", "--observations", "Include every observation.", kind=BARE),
+        Opt("json", "--json", "Accepted for symmetry; show always prints JSON.", kind=BARE),
     ) + READ_COMMON,
 ))

@@ -212,10 +212,8 @@ class Root:
             return validate_id(_read_text(path).strip(), "replica id")
         except FileNotFoundError:
             pass
-        import uuid
-
         make_private_dirs(self.path)
-        candidate = "r" + uuid.uuid4().hex[:15]
+        candidate = "r" + os.urandom(8).hex()[:15]
         tmp = os.path.join(self.path, f".replica-id.{os.getpid()}.{candidate}")
         fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
         try:

@@ -1,0 +1,210 @@
+"""The write commands and show, through the real console script."""
+
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+from conftest import CLI, clean_env
+
+
+def segment_rows(root):
+    total = 0
+    for seg in (root / "workspaces").rglob("*.sqlite"):
+        with sqlite3.connect(seg) as conn:
+            total += conn.execute("SELECT count(*) FROM events").fetchone()[0]
+    return total
+
+
+def test_record_kinds_and_fields(cli):
+    assert cli("record", "--kind", "finding", "--id", "f1", "--claim", "c").out == "recorded f1\n"
+    assert cli("record", "--kind", "decision", "--id", "d1", "--question", "q",
+               "--chosen", "a").code == 0
+    for kind in ("constraint", "objective", "assumption", "note"):
+        assert cli("record", "--kind", kind, "--id", f"{kind}1", "--text", "t").code == 0
+    entries = {e["id"]: e for e in cli("show").json()["entries"]}
+    assert entries["d1"]["fields"] == {"question": "q", "chosen": "a"}
+    assert entries["f1"]["author"] == "human" and entries["f1"]["session"] is None
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--kind", "finding", "--id", "f1"], "--claim is required"),
+    (["--kind", "finding", "--id", "f1", "--claim", "   "], "--claim is required"),
+    (["--kind", "decision", "--id", "d1", "--question", "q"], "--chosen is required"),
+    (["--kind", "finding", "--id", "f1", "--claim", "c", "--text", "t"], "--text does not apply"),
+    (["--kind", "guess", "--id", "g1", "--text", "t"], "--kind must be one of"),
+    (["--kind", "note", "--id", "a/b", "--text", "t"], "entry id must not contain"),
+    (["--kind", "note", "--id", "n", "--text", "t", "--anchor", "nowhere"], "anchor must be"),
+    (["--kind", "note", "--id", "n", "--text"], "--text needs a value"),
+    (["--kind", "note", "--id", "n", "--text", "t", "--json=yes"], "--json takes no value"),
+    (["--kind", "note", "--id", "n", "--text", "t", "--json", "true"], "--json takes no value"),
+    (["--kind", "note", "--id", "n", "--text", "t", "--bogus"], "no such option --bogus"),
+    (["--kind", "note", "--id", "n", "--id", "m", "--text", "t"], "more than once"),
+])
+def test_record_usage_errors_write_nothing(cli, root, args, message):
+    result = cli("record", *args)
+    assert result.code == 2, result.err
+    assert message in result.err
+    assert result.err.count("\n") == 1 and "Traceback" not in result.err
+    assert not root.exists()
+
+
+def test_workspace_flag_discipline(cli, root):
+    for args in (["--workspace"], ["--workspace", ""], ["--workspace", "--json"]):
+        result = cli("record", "--kind", "note", "--id", "n", "--text", "t", *args)
+        assert result.code == 2 and "--workspace needs a value" in result.err
+    result = cli("record", "--kind", "note", "--id", "n", "--text", "t", workspace=None)
+    assert result.code == 2 and "--workspace is required" in result.err
+    result = cli("record", "--kind", "note", "--id", "n", "--text", "t", workspace="",)
+    assert result.code == 2 and "is empty" in result.err
+    assert not root.exists()
+
+
+def test_duplicate_entry_id_is_refused(cli, root):
+    assert cli("record", "--kind", "note", "--id", "n", "--text", "first").code == 0
+    result = cli("record", "--kind", "note", "--id", "n", "--text", "second")
+    assert result.code == 1 and "already exists" in result.err
+    assert segment_rows(root) == 1
+
+
+def test_json_write_output_names_the_event(cli):
+    out = cli("tombstone", "x", "--reason", "r", "--json").json()
+    assert out["id"] == "x" and len(out["eventId"]) == 36
+
+
+def test_session_makes_agent_author(cli):
+    cli("record", "--kind", "note", "--id", "n", "--text", "t", env={
+        "AGENT_JOURNAL_SESSION": "s-1"})
+    cli("record", "--kind", "note", "--id", "m", "--text", "t", "--session", "s-2")
+    entries = {e["id"]: e for e in cli("show").json()["entries"]}
+    assert (entries["n"]["author"], entries["n"]["session"]) == ("agent", "s-1")
+    assert (entries["m"]["author"], entries["m"]["session"]) == ("agent", "s-2")
+
+
+def test_observe_fold_and_stdin_output(cli):
+    assert cli("observe", "--kind", "tool_call", "--id", "o1", "--tool", "Bash", "--callId",
+               "c1", "--input", '{"command": "make"}', "--status", "started").out == \
+        "observed o1\n"
+    assert cli("observe", "--kind", "tool_call", "--id", "o1", "--tool", "Bash", "--output",
+               "-", "--status", "error", "--exit-code", "2", "--duration-ms", "15",
+               input="make: *** boom\n").code == 0
+    obs = cli("show", "--id", "o1").json()["entries"][0]
+    assert obs["type"] == "observation"
+    assert (obs["status"], obs["exitCode"], obs["durationMs"]) == ("error", 2, 15)
+    assert obs["output"] == "make: *** boom\n" and obs["input"] == {"command": "make"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--input", "{bad"], "--input is not valid JSON"),
+    (["--input", '{"a": 1, "a": 2}'], "duplicate key"),
+    (["--input", '{"a": NaN}'], "NaN"),
+    (["--status", "maybe"], "--status must be one of"),
+    (["--exit-code", "x"], "whole number"),
+    (["--duration-ms", "-1"], "at least 0"),
+    (["--output", "/nonexistent/file"], "cannot read --output"),
+])
+def test_observe_usage_errors(cli, root, args, message):
+    result = cli("observe", "--kind", "tool_call", "--id", "o1", *args)
+    assert result.code == 2 and message in result.err
+    assert not root.exists()
+
+
+def test_invalidate_keeps_content_visible(cli):
+    cli("record", "--kind", "finding", "--id", "f1", "--claim", "cache is warm")
+    cli("record", "--kind", "decision", "--id", "d1", "--question", "q", "--chosen", "c",
+        "--depends-on", "f1")
+    assert cli("invalidate", "f1", "--reason", "measured cold").out == "invalidated f1\n"
+    f1, d1 = cli("show").json()["entries"]
+    assert (f1["outcome"], f1["live"], f1["fields"]["claim"]) == ("invalidated", False,
+                                                                  "cache is warm")
+    assert f1["invalidation"]["reason"] == "measured cold"
+    assert (d1["outcome"], d1["suppressedThrough"]) == ("suppressed", ["f1"])
+
+
+def test_tombstone_hides_at_once_and_purges_nothing(cli, root):
+    cli("record", "--kind", "finding", "--id", "f1", "--claim", "SECRET-MARKER-1")
+    result = cli("tombstone", "f1", "--reason", "leaked a key")
+    assert (result.code, result.out, result.err) == (0, "tombstoned f1\n", "")
+    assert cli("show").json()["entries"] == []
+    assert cli("show", "--id", "f1").json()["entries"] == []
+    raw = b"".join(p.read_bytes() for p in root.rglob("*.sqlite"))
+    assert b"SECRET-MARKER-1" in raw  # suppression now, destruction only by compact
+
+
+def test_tombstone_of_unknown_target_warns(cli):
+    result = cli("tombstone", "ghost", "--reason", "coming from another replica")
+    assert result.code == 0 and result.out == "tombstoned ghost\n"
+    assert result.err == "WARNING: no entry with id ghost is present in this workspace\n"
+
+
+@pytest.mark.parametrize("reason", [None, "", "   "])
+def test_reason_is_required(cli, root, reason):
+    args = ["tombstone", "x"] + ([] if reason is None else ["--reason", reason])
+    result = cli(*args)
+    assert result.code == 2 and "--reason" in result.err
+    assert not root.exists()
+    assert cli("invalidate", "x", *args[2:]).code == 2
+
+
+def test_live_constraints_listed(cli):
+    cli("record", "--kind", "constraint", "--id", "c1", "--text", "never force-push")
+    cli("record", "--kind", "constraint", "--id", "c2", "--text", "old rule")
+    cli("invalidate", "c2", "--reason", "superseded")
+    shown = cli("show").json()
+    assert [c["id"] for c in shown["liveConstraints"]] == ["c1"]
+    assert shown["liveConstraints"][0]["fields"]["text"] == "never force-push"
+
+
+def test_show_observations_flag(cli):
+    cli("observe", "--kind", "tool_call", "--id", "o1", "--tool", "Read")
+    cli("record", "--kind", "note", "--id", "n1", "--text", "t", "--anchor", "tool_use:o1")
+    assert [e["id"] for e in cli("show").json()["entries"]] == ["n1"]
+    assert [e["type"] for e in cli("show", "--observations").json()["entries"]] == [
+        "observation", "entry"]
+
+
+def test_now_env_fixes_the_clock(cli):
+    cli("record", "--kind", "note", "--id", "n", "--text", "t",
+        env={"AGENT_JOURNAL_NOW": "2026-03-04T05:06:07+02:00"})
+    assert cli("show").json()["entries"][0]["ts"] == "2026-03-04T03:06:07.000Z"
+    bad = cli("record", "--kind", "note", "--id", "m", "--text", "t",
+              env={"AGENT_JOURNAL_NOW": "yesterday"})
+    assert bad.code == 2 and "ISO 8601" in bad.err
+
+
+def test_show_on_missing_workspace_is_empty_and_creates_nothing(cli, root):
+    shown = cli("show").json()
+    assert shown == {"entries": [], "liveConstraints": [], "unreadable": [], "malformed": []}
+    assert not root.exists()
+
+
+def test_module_entry_point_matches_console_script(root):
+    env = clean_env(AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="ws")
+    proc = subprocess.run([sys.executable, "-m", "agent_journal", "record", "--kind", "note",
+                           "--id", "n", "--text", "t"], capture_output=True, env=env)
+    assert proc.returncode == 0 and proc.stdout == b"recorded n\n"
+
+
+def test_unknown_command(cli):
+    result = cli("frobnicate")
+    assert result.code == 2 and "no such command" in result.err
+
+
+def test_every_command_has_help():
+    from agent_journal.commands import COMMANDS
+
+    for name in COMMANDS:
+        proc = subprocess.run([CLI, *name.split(), "--help"], capture_output=True, text=True,
+                              env=clean_env(COLUMNS="120"))
+        assert proc.returncode == 0, (name, proc.stderr)
+        assert COMMANDS[name].help.split()[0] in proc.stdout
+        for opt in COMMANDS[name].opts:
+            assert opt.flag in proc.stdout, (name, opt.flag)
+
+
+def test_files_are_private(cli, root):
+    cli("record", "--kind", "note", "--id", "n", "--text", "t")
+    for path in [root, *root.rglob("*")]:
+        mode = os.stat(path).st_mode & 0o777
+        assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))

@@ -1,0 +1,147 @@
+"""Derivation laws: suppression equals a reference closure; event order is irrelevant."""
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent_journal.derive import INVALIDATED, LIVE, SUPPRESSED, derive
+from agent_journal.model import Event
+
+_n = 0
+
+
+def ev(type_, id_, *, kind=None, ts="2026-01-01T00:00:00.000Z", data=None, eid=None):
+    global _n
+    _n += 1
+    default = {"entry": {"fields": {"text": id_}, "anchors": [], "dependsOn": [],
+                         "subject": None},
+               "invalidation": {"reason": "wrong"},
+               "tombstone": {"reason": "leak", "purged": False},
+               "observation": {"tool": "Bash", "status": "ok"}}.get(type_, {})
+    return Event(event_id=eid or f"e{_n:06d}", type=type_, kind=kind or {
+        "entry": "note", "observation": "tool_call"}.get(type_, type_), id=id_, ts=ts,
+        author="human", session=None, replica="r", data=data if data is not None else default)
+
+
+def entry(id_, deps=(), ts="2026-01-01T00:00:00.000Z", kind="note", eid=None):
+    return ev("entry", id_, kind=kind, ts=ts, eid=eid, data={
+        "fields": {"text": id_}, "anchors": [], "dependsOn": list(deps), "subject": None})
+
+
+def test_invalidation_suppresses_dependents_transitively():
+    d = derive([entry("a"), entry("b", ["a"]), entry("c", ["b"]), entry("x"),
+                ev("invalidation", "a")])
+    assert d.outcome == {"a": INVALIDATED, "b": SUPPRESSED, "c": SUPPRESSED, "x": LIVE}
+    assert d.entry_view("c")["suppressedThrough"] == ["a"]
+    assert d.entry_view("a")["invalidation"]["reason"] == "wrong"
+    assert not d.is_live("b") and d.is_live("x")
+
+
+def test_cycles_terminate():
+    d = derive([entry("a", ["b"]), entry("b", ["a"]), ev("invalidation", "a")])
+    assert d.outcome == {"a": INVALIDATED, "b": SUPPRESSED}
+
+
+def test_tombstoned_ids_are_invisible_but_still_suppress():
+    d = derive([entry("a"), entry("b", ["a"]), ev("invalidation", "a"), ev("tombstone", "a")])
+    assert d.visible_entry_ids() == ["b"]
+    assert d.outcome["b"] == SUPPRESSED
+    assert d.entry_view("b")["suppressedThrough"] == []
+
+
+def test_tombstone_alone_does_not_retract():
+    d = derive([entry("a"), entry("b", ["a"]), ev("tombstone", "a")])
+    assert d.outcome["b"] == LIVE and d.visible_entry_ids() == ["b"]
+
+
+def test_observation_fold_latest_status_wins():
+    d = derive([
+        ev("observation", "o", ts="2026-01-01T00:00:01.000Z",
+           data={"tool": "Bash", "input": {"command": "ls"}, "status": "started"}),
+        ev("observation", "o", ts="2026-01-01T00:00:02.000Z",
+           data={"status": "error", "exitCode": 2}),
+    ])
+    view = d.observation_view("o")
+    assert (view["status"], view["exitCode"], view["input"]) == ("error", 2, {"command": "ls"})
+    assert view["ts"] == "2026-01-01T00:00:01.000Z"
+    assert view["lastTs"] == "2026-01-01T00:00:02.000Z"
+
+
+def test_duplicate_entry_id_earliest_wins_and_others_are_conflicts():
+    late = entry("a", ts="2026-01-02T00:00:00.000Z", eid="e-late")
+    early = entry("a", ts="2026-01-01T00:00:00.000Z", eid="e-early")
+    same_ts = entry("a", ts="2026-01-01T00:00:00.000Z", eid="e-early2")
+    for order in ([late, early, same_ts], [same_ts, late, early]):
+        d = derive(order)
+        assert d.entry_events["a"].event_id == "e-early"
+        assert d.entry_view("a")["conflicts"] == ["e-early2", "e-late"]
+
+
+def test_unknown_types_are_kept_aside():
+    d = derive([ev("hologram", None, kind="x"), entry("a")])
+    assert [e.type for e in d.unclassified] == ["hologram"]
+    assert d.visible_entry_ids() == ["a"]
+
+
+# -- property tests ---------------------------------------------------------------------
+
+IDS = [f"n{i}" for i in range(8)]
+
+
+@st.composite
+def journals(draw):
+    events = []
+    for i, eid in enumerate(IDS):
+        if draw(st.booleans()):
+            deps = draw(st.lists(st.sampled_from(IDS), max_size=3, unique=True))
+            events.append(entry(eid, deps, ts=f"2026-01-01T00:00:{i:02d}.000Z"))
+    for target in draw(st.lists(st.sampled_from(IDS), max_size=4)):
+        events.append(ev("invalidation", target))
+    for target in draw(st.lists(st.sampled_from(IDS), max_size=3)):
+        events.append(ev("tombstone", target))
+    return events
+
+
+def reference_outcomes(events):
+    """A deliberately naive closure: fixpoint over 'depends on something not live'."""
+    entries = {e.id: e for e in events if e.type == "entry"}
+    invalidated = {e.id for e in events if e.type == "invalidation"} & set(entries)
+    tainted = set(invalidated)
+    changed = True
+    while changed:
+        changed = False
+        for eid, e in entries.items():
+            if eid not in tainted and any(d in tainted for d in e.data["dependsOn"]):
+                tainted.add(eid)
+                changed = True
+    return {eid: INVALIDATED if eid in invalidated else SUPPRESSED if eid in tainted else LIVE
+            for eid in entries}
+
+
+@settings(max_examples=200, deadline=None)
+@given(journals())
+def test_suppression_equals_reference_closure(events):
+    d = derive(events)
+    assert d.outcome == reference_outcomes(events)
+    tombstoned = {e.id for e in events if e.type == "tombstone"}
+    assert set(d.visible_entry_ids()) == {e.id for e in events if e.type == "entry"} - tombstoned
+
+
+def snapshot(d):
+    return ([d.entry_view(i) for i in d.visible_entry_ids()],
+            [d.observation_view(i) for i in d.visible_observation_ids()])
+
+
+@settings(max_examples=100, deadline=None)
+@given(journals(), st.randoms(use_true_random=False))
+def test_derivation_ignores_event_order(events, rnd):
+    shuffled = list(events)
+    rnd.shuffle(shuffled)
+    assert snapshot(derive(shuffled)) == snapshot(derive(events))
+
+
+def test_shuffle_smoke():
+    events = [entry("a"), entry("b", ["a"]), ev("invalidation", "a")]
+    random.Random(1).shuffle(events)
+    assert derive(events).outcome["b"] == SUPPRESSED

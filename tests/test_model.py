@@ -1,0 +1,45 @@
+import re
+
+import pytest
+
+from agent_journal.errors import UsageError
+from agent_journal.model import Event, new_event_id, parse_anchor, validate_id
+
+
+@pytest.mark.parametrize("value", ["ws", "a.b", "x" * 128, "f-1", "ÜNICODE", "a b"])
+def test_valid_ids(value):
+    assert validate_id(value, "id") == value
+
+
+@pytest.mark.parametrize("value", [None, "", ".", "..", "a/b", "a\\b", "x" * 129, "-x",
+                                   "--json", "a\nb", "a\x00b", "a\x7fb", " a", "a "])
+def test_invalid_ids(value):
+    with pytest.raises(UsageError):
+        validate_id(value, "id")
+
+
+def test_event_ids_are_v4_uuids_and_unique():
+    ids = {new_event_id() for _ in range(1000)}
+    assert len(ids) == 1000
+    pattern = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+    assert all(pattern.match(i) for i in ids)
+
+
+def test_event_is_immutable():
+    ev = Event(event_id="e", type="entry", kind="note", id="n", ts="t", author="human",
+               session=None, replica="r", data={})
+    with pytest.raises(AttributeError):
+        ev.kind = "x"  # type: ignore[misc]
+    assert ev.replace(kind="finding").kind == "finding" and ev.kind == "note"
+
+
+@pytest.mark.parametrize("anchor", ["tool_use:obs1", "file:src/a.py", "commit:abc123",
+                                    "url:https://example.com/x"])
+def test_anchor_schemes(anchor):
+    assert parse_anchor(anchor) == anchor
+
+
+@pytest.mark.parametrize("anchor", ["obs1", "ftp:x", "file:", "tool_use:a/b", ":x"])
+def test_bad_anchors(anchor):
+    with pytest.raises(UsageError):
+        parse_anchor(anchor)
