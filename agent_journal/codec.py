@@ -49,6 +49,10 @@ def _reject_constant(name: str) -> Any:
     raise MalformedEvent(f"non-finite number {name} in body")
 
 
+# One decoder for every row: json.loads builds a new one per call.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def decode(body: bytes, stored_checksum: str | None) -> Event:
     """Verify and parse one stored body. Raises MalformedEvent."""
     if isinstance(body, str):
@@ -60,11 +64,88 @@ def decode(body: bytes, stored_checksum: str | None) -> Event:
     body = bytes(body)
     if stored_checksum != checksum(body):
         raise MalformedEvent("checksum mismatch")
+    return from_dict(_parse(body))
+
+
+def _parse(body: bytes) -> Any:
     try:
-        obj = json.loads(body, parse_constant=_reject_constant)
+        return _DECODER.decode(body.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedEvent(f"body does not parse: {exc.__class__.__name__}") from None
-    return from_dict(obj)
+
+
+def decode_lazy(body: bytes, stored_checksum: str | None, event_id: str, type_: str,
+                subject: str | None, ts: str) -> Event:
+    """Verify a row's bytes and header without parsing its JSON.
+
+    For bulk reads that need only an event's id, type, subject and time (an
+    observation, for most read commands), parsing every body dominated the
+    cost. The checksum still covers every byte, and canonical form puts
+    `eventId, id` and `ts, type` side by side at fixed places, so the indexed
+    columns can be confirmed against the body exactly with byte searches:
+    the last `"eventId"` key reads `"eventId":E,"id":S,"kind":`, and the body ends with
+    `"ts":T,"type":Y}` (a quote inside any string is escaped, so these
+    patterns cannot occur inside a value). The rest is parsed on first use;
+    a body that then fails the shape check reads as empty data (only a
+    writer computing valid checksums over invalid shapes can cause that,
+    and `compact` reads strictly and refuses it).
+    """
+    if type(body) is not bytes or type(subject) is not str:
+        return decode_checked(body, stored_checksum, event_id, type_, subject, ts)
+    if stored_checksum != _PREFIX + _xxh3(body):
+        raise MalformedEvent("checksum mismatch")
+    # Plain f-strings are exact for strings with nothing to escape; anything
+    # else simply fails the match and takes the strict path.
+    # The last `,"eventId":"` is the top-level key: data (which may nest such
+    # keys) sorts before it, and the keys after it hold only escaped strings.
+    at = body.rfind(b',"eventId":"') + 1
+    if not at or not body.endswith(f'"ts":"{ts}","type":"{type_}"}}'.encode()) or \
+            not body.startswith(f'"eventId":"{event_id}","id":"{subject}","kind":'.encode(), at):
+        return decode_checked(body, stored_checksum, event_id, type_, subject, ts)
+    return LazyEvent(body, event_id, type_, subject, ts)
+
+
+def decode_checked(body: Any, stored_checksum: str | None, event_id: str, type_: str,
+                   subject: str | None, ts: str) -> Event:
+    """Strict decode of a stored row, also checking its indexed columns against the body."""
+    ev = decode(body, stored_checksum)
+    if (ev.event_id, ev.type, ev.id, ev.ts) != (event_id, type_, subject, ts):
+        raise MalformedEvent("indexed columns do not match body")
+    return ev
+
+
+_PREFIX = CHECKSUM_PREFIX
+_xxh3 = xxhash.xxh3_64_hexdigest
+
+
+class LazyEvent(Event):
+    """An Event whose body is parsed the first time anything beyond its header is read."""
+
+    __slots__ = ("_body",)
+
+    def __init__(self, body: bytes, event_id: str, type_: str, subject: str | None,
+                 ts: str) -> None:
+        setter = object.__setattr__
+        setter(self, "_body", body)
+        setter(self, "event_id", event_id)
+        setter(self, "type", type_)
+        setter(self, "id", subject)
+        setter(self, "ts", ts)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for slots not yet filled: kind, author, session, replica,
+        # data, schema.
+        body = object.__getattribute__(self, "_body")
+        try:
+            full = from_dict(_parse(body))
+            values = full.as_dict()
+        except MalformedEvent:
+            values = {"kind": "", "author": "", "session": None, "replica": "", "data": {},
+                      "schema": 0}
+        setter = object.__setattr__
+        for key in ("kind", "author", "session", "replica", "data", "schema"):
+            setter(self, key, values[key])
+        return object.__getattribute__(self, name)
 
 
 def from_dict(obj: Any) -> Event:

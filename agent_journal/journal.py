@@ -139,9 +139,9 @@ def tombstone(ctx: Context, target: str, reason: str | None) -> WriteResult:
 
 # -- reads ------------------------------------------------------------------------------
 
-def read_workspace(ctx: Context) -> tuple[ReadResult, Derived]:
+def read_workspace(ctx: Context, *, lazy: bool = True) -> tuple[ReadResult, Derived]:
     ws = ctx.open(create=False)
-    result = ws.read()
+    result = ws.read(lazy=lazy)
     return result, derive(result.events)
 
 

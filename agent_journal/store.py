@@ -463,60 +463,93 @@ class Workspace:
 
     # -- reading ------------------------------------------------------------------------
 
-    def read(self) -> ReadResult:
+    def read(self, *, lazy: bool = False) -> ReadResult:
+        """Every event of the workspace, with what could not be trusted.
+
+        `lazy=True` verifies every row's checksum and header but defers
+        parsing observation bodies until they are used (see
+        codec.decode_lazy); destructive commands read strictly.
+        """
         result = ReadResult()
         for path in self.segment_paths():
             rel = self.rel(path)
             result.segments.append(rel)
-            for item in self.iter_segment(path):
-                if isinstance(item, Event):
-                    result.events.append(item)
-                elif item[0] == "malformed":
-                    result.malformed.append({"segment": rel, "row": item[1], "reason": item[2]})
-                elif item[0] == "unreadable":
-                    result.unreadable.append({"path": rel, "reason": item[2]})
-                elif item[0] == "high":
-                    result.high_water[rel] = item[1]
+            scan = read_segment(path, lazy=lazy)
+            result.events.extend(scan.events)
+            result.malformed.extend({"segment": rel, "row": seq, "reason": why}
+                                    for seq, why in scan.malformed)
+            if scan.unreadable is not None:
+                result.unreadable.append({"path": rel, "reason": scan.unreadable})
+            else:
+                result.high_water[rel] = scan.high
         return result
 
-    def iter_segment(self, path: str) -> Iterator[Event | tuple[str, int, str]]:
+    def iter_segment(self, path: str, *, lazy: bool = False
+                     ) -> Iterator[Event | tuple[str, int, str]]:
         """Yield events, then ("high", seq, ""); damage as ("malformed"|"unreadable", ...)."""
+        scan = read_segment(path, lazy=lazy)
+        yield from scan.events
+        for seq, why in scan.malformed:
+            yield ("malformed", seq, why)
+        if scan.unreadable is not None:
+            yield ("unreadable", 0, scan.unreadable)
+        else:
+            yield ("high", scan.high, "")
+
+
+class SegmentScan:
+    """One segment's rows: events, malformed rows, or why it could not be read."""
+
+    __slots__ = ("events", "malformed", "unreadable", "high")
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.malformed: list[tuple[int, str]] = []
+        self.unreadable: str | None = None
+        self.high = 0
+
+
+def read_segment(path: str, *, lazy: bool = False) -> SegmentScan:
+    """Read and verify every row of one segment; damage is recorded, never raised.
+
+    Rows read before a mid-file error are kept (a floor), and the segment is
+    reported unreadable.
+    """
+    scan = SegmentScan()
+    try:
+        conn = connect(path)
+    except sqlite3.Error as exc:
         try:
-            conn = connect(path)
-        except sqlite3.Error as exc:
+            conn = connect(path, readonly=True)
+        except sqlite3.Error:
+            scan.unreadable = _describe_sqlite_error(exc)
+            return scan
+    events = scan.events
+    malformed = scan.malformed
+    decode_lazy = codec.decode_lazy
+    decode_checked = codec.decode_checked
+    bad = codec.MalformedEvent
+    try:
+        if conn.execute("SELECT name FROM sqlite_master WHERE name = 'events'"
+                        ).fetchone() is None and os.path.getsize(path) == 0:
+            return scan  # created but never initialised (its writer died first): empty
+        rows = conn.execute("SELECT seq, event_id, body, checksum, type, subject, ts "
+                            "FROM events ORDER BY seq")
+        seq = 0
+        for seq, event_id, body, digest, type_, subject, ts in rows:
             try:
-                conn = connect(path, readonly=True)
-            except sqlite3.Error:
-                yield ("unreadable", 0, _describe_sqlite_error(exc))
-                return
-        high = 0
-        try:
-            try:
-                if conn.execute("SELECT name FROM sqlite_master WHERE name = 'events'"
-                                ).fetchone() is None and os.path.getsize(path) == 0:
-                    # Created but never initialised (its writer died first): empty.
-                    yield ("high", 0, "")
-                    return
-                rows = conn.execute("SELECT seq, event_id, body, checksum FROM events ORDER BY seq")
-                decode = codec.decode
-                malformed = codec.MalformedEvent
-                for seq, event_id, body, digest in rows:
-                    high = seq
-                    try:
-                        ev = decode(body, digest)
-                    except malformed as exc:
-                        yield ("malformed", seq, str(exc))
-                        continue
-                    if ev.event_id != event_id:
-                        yield ("malformed", seq, "event_id column does not match body")
-                        continue
-                    yield ev
-            except sqlite3.Error as exc:
-                yield ("unreadable", 0, _describe_sqlite_error(exc))
-                return
-            yield ("high", high, "")
-        finally:
-            conn.close()
+                if lazy and type_ == "observation":
+                    events.append(decode_lazy(body, digest, event_id, type_, subject, ts))
+                else:
+                    events.append(decode_checked(body, digest, event_id, type_, subject, ts))
+            except bad as exc:
+                malformed.append((seq, str(exc)))
+        scan.high = seq
+    except sqlite3.Error as exc:
+        scan.unreadable = _describe_sqlite_error(exc)
+    finally:
+        conn.close()
+    return scan
 
 
 def _read_text(path: str) -> str:

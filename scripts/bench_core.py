@@ -33,3 +33,25 @@ def run(ctx: Ctx) -> None:
         "--id", f"o{stamp}-{i}", "--tool", "Bash", "--callId", f"c{i}",
         "--input", '{"command": "ls"}']))
     ctx.report("observe (whole process)", obs, floor, goal=2.0)
+    bench_show(ctx)
+
+
+def bench_show(ctx: Ctx) -> None:
+    import resource
+    import subprocess
+
+    from bench_data import build_workspace, plain_select_seconds, scaled
+
+    root = str(ctx.path("core-show") / "root")
+    n = scaled(1_000_000)
+    ws = build_workspace(root, "big", events=n, segments=100)
+    floor = min(plain_select_seconds(ws) for _ in range(3))
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        subprocess.run([CLI, "show", "--root", root, "--workspace", "big"], check=True,
+                       stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    ctx.report(f"show over {n:,} events / 100 segments", min(times), floor, goal=4.0,
+               extra=f"peak RSS {peak:.0f} MiB")

@@ -83,3 +83,39 @@ def test_non_finite_numbers_are_malformed():
 def test_any_data_roundtrips(data):
     ev = GOLDEN.replace(type="observation", kind="tool_call", data=data)
     assert codec.decode(*codec.encode(ev)) == ev
+
+
+OBS = GOLDEN.replace(type="observation", kind="tool_call", id="o1",
+                     data={"tool": "Bash", "input": {"id": "x", "kind": "y"}, "status": "ok"})
+
+
+def test_lazy_decode_defers_parsing_but_checks_header():
+    body, digest = codec.encode(OBS)
+    lazy = codec.decode_lazy(body, digest, OBS.event_id, "observation", "o1", OBS.ts)
+    assert isinstance(lazy, codec.LazyEvent)
+    assert lazy == OBS and lazy.data["tool"] == "Bash" and lazy.kind == "tool_call"
+
+
+@pytest.mark.parametrize("field, value", [("event_id", "other"), ("type", "entry"),
+                                          ("subject", "o2"), ("ts", "2026-01-01T00:00:00.000Z")])
+def test_lazy_decode_rejects_columns_that_disagree_with_the_body(field, value):
+    body, digest = codec.encode(OBS)
+    cols = {"event_id": OBS.event_id, "type": "observation", "subject": "o1", "ts": OBS.ts}
+    cols[field] = value
+    with pytest.raises(codec.MalformedEvent):
+        codec.decode_lazy(body, digest, cols["event_id"], cols["type"], cols["subject"],
+                          cols["ts"])
+
+
+def test_lazy_decode_still_checks_the_checksum():
+    body, digest = codec.encode(OBS)
+    with pytest.raises(codec.MalformedEvent, match="checksum"):
+        codec.decode_lazy(body.replace(b"Bash", b"Bosh"), digest, OBS.event_id,
+                          "observation", "o1", OBS.ts)
+
+
+def test_lazy_decode_is_not_fooled_by_nested_header_lookalikes():
+    nested = OBS.replace(data={"input": {"eventId": "fake", "id": "o9", "kind": "k"}})
+    body, digest = codec.encode(nested)
+    with pytest.raises(codec.MalformedEvent, match="columns"):
+        codec.decode_lazy(body, digest, "fake", "observation", "o9", OBS.ts)
