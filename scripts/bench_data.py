@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from agent_journal import codec, store
+from agent_journal import store
 from agent_journal.model import Event
 
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))

@@ -1,0 +1,432 @@
+"""Claude Code hook payloads and session transcripts, normalised into observation dicts.
+
+Invariant: every dict this module returns has passed through the redactor, so no caller can
+persist a Claude Code payload without redaction; and every dict has exactly the keys of
+OBSERVATION_KEYS (plus `ts` and `endTs` for transcript replays), with None where a field does
+not apply. Parsing is strict (see strictjson), input that is not what it claims to be raises
+HookPayloadError or NotATranscriptError with a one-line message, and nothing here reads files:
+callers pass text or lines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from agent_journal.capture.redact import default_redactor
+from agent_journal.capture.strictjson import StrictJSONError, loads
+
+# Annotations only: typing costs milliseconds to import and this module is on the hook path.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+    from typing import Any
+
+    from agent_journal.capture.redact import Redactor
+
+__all__ = [
+    "DEFAULT_WORKSPACE",
+    "FILE_WRITE_TOOLS",
+    "OBSERVATION_KEYS",
+    "HookPayloadError",
+    "NotATranscriptError",
+    "hook_to_observation",
+    "is_file_write",
+    "main_input",
+    "parse_hook_payload",
+    "read_transcript",
+    "sanitise_workspace_id",
+]
+
+OBSERVATION_KEYS = (
+    "id", "kind", "session", "tool", "callId", "input", "output", "status", "durationMs",
+    "exitCode", "data",
+)
+
+FILE_WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
+
+DEFAULT_WORKSPACE = "default"
+_MAX_ID_CHARS = 128
+# A workspace id may become a file or folder name, and most filesystems cap a name at 255 bytes.
+_MAX_ID_BYTES = 255
+
+# Hook events that describe one tool call; every other event is a session-level observation.
+_TOOL_STATUS = {"PreToolUse": "started", "PostToolUse": "ok", "PostToolUseFailure": "error"}
+_SESSION_KINDS = {
+    "UserPromptSubmit": "user_prompt",
+    "SessionStart": "session_start",
+    "PreCompact": "pre_compact",
+    "Stop": "stop",
+    "SessionEnd": "session_end",
+}
+# Lifted into `input`/`output`; the rest of a tool event's payload (cwd, permission_mode,
+# prompt_id, is_interrupt, ...) is small context and stays in `data`.
+_LIFTED = frozenset({"tool_input", "tool_response", "error"})
+# Patterns are kept as strings and compiled by re's cache on first use, which keeps importing
+# this module cheap for commands that never parse a hook payload.
+# An event name becomes part of a kind (`hook_<name>`), so it must be a plain identifier.
+_EVENT_NAME = r"[A-Za-z][A-Za-z0-9_]{0,63}"
+# How Claude Code reports a failed shell command, in hook errors and transcript results alike.
+_EXIT_CODE = r"Exit code (\d{1,9})\b"
+
+# Input field(s) that best show what a call did, tried in order. An empty tuple means the tool
+# has no such field (TodoWrite's list, ExitPlanMode's plan), so no fallback is attempted.
+_MAIN_FIELDS: dict[str, tuple[str, ...]] = {
+    "Bash": ("command",),
+    "BashOutput": ("bash_id",),
+    "KillShell": ("shell_id",),
+    "Read": ("file_path",),
+    "Write": ("file_path",),
+    "Edit": ("file_path",),
+    "MultiEdit": ("file_path",),
+    "NotebookEdit": ("notebook_path",),
+    "NotebookRead": ("notebook_path",),
+    "Grep": ("pattern",),
+    "Glob": ("pattern",),
+    "LS": ("path",),
+    "WebFetch": ("url",),
+    "WebSearch": ("query",),
+    "ToolSearch": ("query",),
+    "Task": ("description", "prompt"),
+    "Agent": ("description", "prompt"),
+    "TaskCreate": ("subject",),
+    "TaskUpdate": ("taskId",),
+    "TaskGet": ("taskId",),
+    "SendMessage": ("to", "recipient"),
+    "Skill": ("skill", "command"),
+    "SlashCommand": ("command",),
+    "TodoWrite": (),
+    "ExitPlanMode": (),
+}
+# For tools not listed (MCP tools, tools newer than this table).
+_FALLBACK_FIELDS = ("file_path", "path", "notebook_path", "command", "pattern", "url", "query")
+
+# Transcript record fields worth keeping as context on each replayed call.
+_TRANSCRIPT_CONTEXT = ("cwd", "gitBranch", "version", "isSidechain", "agentId")
+
+
+class HookPayloadError(ValueError):
+    """Hook stdin that is not a usable Claude Code hook payload; the message says why."""
+
+
+class NotATranscriptError(ValueError):
+    """Input that is not a Claude Code session transcript; the message says why."""
+
+
+def parse_hook_payload(text: str | bytes) -> dict[str, Any]:
+    """Parse hook stdin strictly; the result is a dict with a valid `hook_event_name`."""
+    try:
+        # A JavaScript producer that cuts a string inside a surrogate pair leaves a lone
+        # surrogate; that should cost one character, not the whole observation.
+        payload = loads(text, lone_surrogates="replace")
+    except StrictJSONError as exc:
+        raise HookPayloadError(f"hook payload is not valid JSON: {exc}") from None
+    _check_payload(payload)
+    return payload  # type: ignore[no-any-return]
+
+
+def _check_payload(payload: Any) -> None:
+    if not isinstance(payload, dict):
+        raise HookPayloadError(f"hook payload must be a JSON object, got {_json_type(payload)}")
+    name = payload.get("hook_event_name")
+    if name is None:
+        raise HookPayloadError("hook payload has no hook_event_name")
+    if not isinstance(name, str) or not re.fullmatch(_EVENT_NAME, name):
+        raise HookPayloadError(
+            f"hook_event_name must be an identifier of at most 64 characters, got {name!r:.80}"
+        )
+
+
+def hook_to_observation(
+    payload: dict[str, Any], redactor: Redactor | None = None
+) -> dict[str, Any]:
+    """Turn one hook payload into a redacted observation dict (keys: OBSERVATION_KEYS).
+
+    Tool events (PreToolUse, PostToolUse, PostToolUseFailure) become kind `tool_call` with
+    id and callId = tool_use_id, so the start and the end of one call share an id. Every other
+    event becomes a session-level kind with id None (the caller assigns one) and the whole
+    payload as `data`. `redactor` defaults to the built-in rules; pass one built with the
+    user's configured patterns.
+    """
+    _check_payload(payload)
+    event = payload["hook_event_name"]
+    session = _str_or_none(payload.get("session_id"))
+    observation: dict[str, Any] = dict.fromkeys(OBSERVATION_KEYS)
+    observation["session"] = session
+    status = _TOOL_STATUS.get(event)
+    if status is None:
+        observation["kind"] = _SESSION_KINDS.get(event, f"hook_{event}")
+        observation["data"] = dict(payload)
+    else:
+        call_id = _str_or_none(payload.get("tool_use_id"))
+        observation.update(
+            id=call_id,
+            kind="tool_call",
+            tool=_str_or_none(payload.get("tool_name")),
+            callId=call_id,
+            input=payload.get("tool_input"),
+            status=status,
+            durationMs=_duration(payload.get("duration_ms")),
+            data={k: v for k, v in payload.items() if k not in _LIFTED},
+        )
+        if event == "PostToolUse":
+            observation["output"] = payload.get("tool_response")
+        elif event == "PostToolUseFailure":
+            error = payload.get("error")
+            observation["output"] = error
+            observation["exitCode"] = _exit_code(error)
+    return (redactor or default_redactor()).redact_value(observation)  # type: ignore[no-any-return]
+
+
+def main_input(tool: str | None, tool_input: Any) -> str | None:
+    """The one string that best shows what a call did (a command, a path, a pattern), or None.
+
+    Pass the redacted input (as returned by hook_to_observation or read_transcript): this
+    function returns a piece of it verbatim.
+    """
+    if not isinstance(tool_input, dict):
+        return None
+    fields = _MAIN_FIELDS.get(tool or "", _FALLBACK_FIELDS)
+    for field in fields:
+        value = tool_input.get(field)
+        if isinstance(value, str) and value.strip():
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+    return None
+
+
+def is_file_write(tool: str | None) -> bool:
+    """True for the tools that change a file's content (Write, Edit, MultiEdit, NotebookEdit)."""
+    return tool in FILE_WRITE_TOOLS
+
+
+def read_transcript(
+    lines: Iterable[str | bytes], redactor: Redactor | None = None
+) -> Iterator[dict[str, Any]]:
+    """Replay a transcript's tool calls as redacted observation dicts, one per tool_use.
+
+    `lines` are the JSONL lines of a `~/.claude/projects/<dir>/<session>.jsonl` file (or a
+    subagent's `<session>/subagents/agent-<id>.jsonl`), in file order. Each call is yielded
+    when its tool_result arrives: status "error" when the result says is_error, else "ok";
+    `ts` is the tool_use record's timestamp and `endTs` the tool_result record's. Calls with no
+    result by the end (an interrupted or still-running session) follow, status "started",
+    output and endTs None. A tool_use id met again (a resumed session repeating history) is
+    replayed once.
+
+    Raises NotATranscriptError at the first line that is not a transcript record, or at the end
+    if no line carried a session id. A final line that is cut off mid-write (a live file) is
+    ignored when earlier lines were valid. Observations yielded before an error are sound.
+    """
+    redact = (redactor or default_redactor()).redact_value
+    pending: dict[str, dict[str, Any]] = {}
+    done: set[str] = set()
+    recognised = False
+    deferred_error: str | None = None
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        if deferred_error is not None:
+            raise NotATranscriptError(deferred_error)
+        try:
+            record = loads(raw, lone_surrogates="replace")
+        except StrictJSONError as exc:
+            message = f"not a Claude Code transcript: line {number} is not JSON ({exc})"
+            complete = raw.endswith(b"\n") if isinstance(raw, bytes) else raw.endswith("\n")
+            if recognised and not complete:
+                # Possibly the last line of a file still being written: fail only if more
+                # lines follow it.
+                deferred_error = message
+                continue
+            raise NotATranscriptError(message) from None
+        kind = _check_record(record, number)
+        if isinstance(record.get("sessionId"), str) or (
+            kind == "summary" and "leafUuid" in record
+        ):
+            recognised = True
+        if kind == "assistant":
+            _collect_tool_uses(record, pending, done)
+        elif kind == "user":
+            for observation in _finish_tool_uses(record, pending, done):
+                yield redact(observation)
+    if not recognised:
+        raise NotATranscriptError(
+            "not a Claude Code transcript: no record carries a sessionId "
+            "(expected the JSONL of a ~/.claude/projects session)"
+        )
+    for call_id, started in pending.items():
+        yield redact(_call(call_id, started, None, None, "started", None))
+
+
+def _check_record(record: Any, number: int) -> str:
+    if not isinstance(record, dict):
+        raise NotATranscriptError(
+            f"not a Claude Code transcript: line {number} is a JSON {_json_type(record)}, "
+            "not an object"
+        )
+    kind = record.get("type")
+    if not isinstance(kind, str):
+        raise NotATranscriptError(
+            f'not a Claude Code transcript: line {number} has no "type" field'
+        )
+    if kind in ("user", "assistant") and not (
+        isinstance(record.get("message"), dict) and isinstance(record.get("sessionId"), str)
+    ):
+        raise NotATranscriptError(
+            f"not a Claude Code transcript: the {kind} record on line {number} lacks "
+            "sessionId or message"
+        )
+    return kind
+
+
+def _content_blocks(record: dict[str, Any]) -> list[dict[str, Any]]:
+    content = record["message"].get("content")
+    if not isinstance(content, list):
+        return []
+    return [block for block in content if isinstance(block, dict)]
+
+
+def _collect_tool_uses(
+    record: dict[str, Any], pending: dict[str, dict[str, Any]], done: set[str]
+) -> None:
+    for block in _content_blocks(record):
+        call_id = block.get("id")
+        if block.get("type") != "tool_use" or not isinstance(call_id, str):
+            continue
+        if call_id in pending or call_id in done:
+            continue
+        pending[call_id] = {
+            "record": record,
+            "tool": _str_or_none(block.get("name")),
+            "input": block.get("input"),
+        }
+
+
+def _finish_tool_uses(
+    record: dict[str, Any], pending: dict[str, dict[str, Any]], done: set[str]
+) -> Iterator[dict[str, Any]]:
+    for block in _content_blocks(record):
+        call_id = block.get("tool_use_id")
+        if block.get("type") != "tool_result" or not isinstance(call_id, str):
+            continue
+        if call_id in done:
+            continue
+        done.add(call_id)
+        # A result whose tool_use is not in this file (it was in the session this one
+        # resumed) is still evidence; it is replayed with tool and input unknown.
+        started = pending.pop(call_id, None) or {"record": record, "tool": None, "input": None}
+        output = _flatten(block.get("content"))
+        is_error = block.get("is_error") is True
+        yield _call(
+            call_id,
+            started,
+            record,
+            output,
+            "error" if is_error else "ok",
+            _exit_code(output) if is_error else None,
+        )
+
+
+def _call(
+    call_id: str,
+    started: dict[str, Any],
+    finished: dict[str, Any] | None,
+    output: str | None,
+    status: str,
+    exit_code: int | None,
+) -> dict[str, Any]:
+    begun = started["record"]
+    context = {key: begun[key] for key in _TRANSCRIPT_CONTEXT if key in begun}
+    return {
+        "id": call_id,
+        "kind": "tool_call",
+        "session": begun.get("sessionId") or (finished or {}).get("sessionId"),
+        "tool": started["tool"],
+        "callId": call_id,
+        "input": started["input"],
+        "output": output,
+        "status": status,
+        "durationMs": None,
+        "exitCode": exit_code,
+        "data": context,
+        "ts": _str_or_none(begun.get("timestamp")),
+        "endTs": _str_or_none(finished.get("timestamp")) if finished is not None else None,
+    }
+
+
+def _flatten(content: Any) -> str | None:
+    """A tool_result's content as one string: text blocks verbatim, other blocks as a tag."""
+    if content is None or isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return json.dumps(content, sort_keys=True, ensure_ascii=False)
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif isinstance(block, dict) and block.get("type") == "tool_reference":
+            parts.append(f"[tool_reference: {block.get('tool_name')}]")
+        elif isinstance(block, dict):
+            # Images and other binary blocks: their bytes are not text evidence.
+            parts.append(f"[{block.get('type', 'block')}]")
+        else:
+            parts.append(json.dumps(block, ensure_ascii=False))
+    return "\n".join(parts)
+
+
+def sanitise_workspace_id(cwd: str | None) -> str:
+    """The folder name of `cwd` made into a valid workspace id, or "default".
+
+    The name is kept as far as it can be. Dropped: control and format characters (they could
+    hide or spoof text), surrogates (they cannot be encoded), surrounding whitespace and
+    leading dashes (an id must not read as a flag). The result is cut to 128 characters and
+    255 UTF-8 bytes, the longest file name most filesystems accept.
+    """
+    if not cwd:
+        return DEFAULT_WORKSPACE
+    import unicodedata  # only here: the hook path calls this at most once per process
+
+    name = re.split(r"[\\/]", cwd.rstrip("/\\"))[-1]
+    name = "".join(ch for ch in name if unicodedata.category(ch) not in ("Cc", "Cf", "Cs"))
+    name = name.strip().lstrip("-").strip()
+    name = name[:_MAX_ID_CHARS]
+    while len(name.encode("utf-8")) > _MAX_ID_BYTES:
+        name = name[:-1]
+    name = name.rstrip()
+    if name in ("", ".", ".."):
+        return DEFAULT_WORKSPACE
+    return name
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _duration(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    # The comparison is also false for NaN; the bound keeps round() away from infinity.
+    return round(value) if 0 <= value <= 2**53 else None
+
+
+def _exit_code(text: Any) -> int | None:
+    if not isinstance(text, str):
+        return None
+    match = re.match(_EXIT_CODE, text)
+    return int(match.group(1)) if match else None
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if value is None:
+        return "null"
+    return type(value).__name__

@@ -1,0 +1,275 @@
+"""Secret redaction by precise, prefix-anchored patterns.
+
+Invariant: text is rewritten only where a rule's own shape matches (a vendor prefix, a PEM
+armour line, a `scheme://user:password@` authority, an `Authorization` header), and each match
+becomes `[REDACTED:<rule>]`. There are no entropy or keyword heuristics, on purpose: ids,
+hashes and prose such as `token: ORDER-4471-ZULU` must survive verbatim, because a redactor that
+guesses once destroyed the very objective a journal exists to keep. Anything that does not match
+a rule is returned unchanged, and an input with no match is returned as the same object.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Annotations only: typing costs milliseconds to import and this module is on the hook path.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any
+
+__all__ = [
+    "BUILTIN_RULES",
+    "RULE_NAMES",
+    "Redactor",
+    "default_redactor",
+    "marker",
+    "redact_text",
+    "redact_value",
+]
+
+
+def _lit(prefix: str, width: int) -> str:
+    # A literal first keeps the regex engine on its fast literal scan; the boundary check comes
+    # after it as a lookbehind, because a leading lookbehind makes every position a candidate
+    # (measured: 30x slower on transcript text). The vendor prefix preceded by a token
+    # character is the middle of a longer identifier, not the start of a key.
+    return f"{prefix}(?<![A-Za-z0-9_-].{{{width}}})"
+
+
+_TAIL = r"(?![A-Za-z0-9_-])"
+
+# (name, pattern), applied in this order, each to the output of the one before. A name may
+# appear more than once (one pattern per literal prefix). A pattern with a group named "secret"
+# keeps the rest of its match (the header word, the URL's user and host) and redacts only that
+# group; any other pattern is replaced whole. Rule names are written into stored text, so they
+# are part of the format: do not rename them.
+BUILTIN_RULES: tuple[tuple[str, str], ...] = (
+    (
+        "private-key",
+        # Through the END line. A block cut off before END (output truncated by `head` or by
+        # the agent) runs to the next blank line, literal or JSON-escaped, or to the end of
+        # the text, so no part of the key body survives. The search for END stops at the next
+        # BEGIN: without that, every BEGIN would rescan to the end of the text, and a few
+        # thousand BEGIN lines in one tool output would take minutes.
+        r"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:(?:[^-]|-(?!----BEGIN))*?-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----"
+        r"|[\s\S]*?(?=\r?\n[ \t]*\r?\n|\\n\\n|\Z))",
+    ),
+    (
+        "url-password",
+        # Runs before the token rules so that a token used as the URL's user is still caught
+        # by its own rule afterwards. The last @ before the path ends the userinfo, as in
+        # browsers, so a password holding a raw @ is covered too. Quotes, brackets and
+        # backslashes end it, so JSON such as "http://host:3000","a@b" is not a password.
+        r"://(?<=[A-Za-z0-9+.-]://)[^\s:/?#@\"'`<>\\\[\]]*"
+        r":(?P<secret>[^\s/?#\"'`<>\\\[\]]+)@",
+    ),
+    (
+        "slack-webhook",
+        r"https://hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9_/-]{8,})",
+    ),
+    # RFC 6750 b64token of at least 16 characters, so prose such as "bearer authentication"
+    # is left alone; real bearer tokens are far longer. The scheme word is matched in the
+    # spellings that occur (Bearer, bearer, BEARER), starting from a literal for speed.
+    (
+        "bearer-token",
+        r"earer(?<=[Bb]earer)(?<![A-Za-z0-9_].{6})[ \t]+(?P<secret>[A-Za-z0-9._~+/-]{16,}=*)",
+    ),
+    ("bearer-token", r"BEARER(?<![A-Za-z0-9_].{6})[ \t]+(?P<secret>[A-Za-z0-9._~+/-]{16,}=*)"),
+    (
+        "basic-auth",
+        r"uthorization(?<=[Aa]uthorization)(?<![A-Za-z0-9_].{13})"
+        r"[\"']?[ \t]*[:=][ \t]*[\"']?[Bb]asic[ \t]+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})",
+    ),
+    ("anthropic-key", _lit("sk-ant-", 7) + r"[A-Za-z0-9_-]{20,250}"),
+    (
+        "openai-key",
+        # Project, service-account and admin keys carry a type segment and may contain - and _;
+        # legacy keys are one run of letters and digits, so hyphenated words never match.
+        _lit("sk-", 3) + r"(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,250}|[A-Za-z0-9]{32,250})",
+    ),
+    ("aws-access-key", r"A[KS]IA(?<![A-Za-z0-9].{4})[A-Z0-9]{16}(?![A-Za-z0-9])"),
+    ("github-token", _lit("gh[pousr]_", 4) + r"[A-Za-z0-9]{36,251}"),
+    ("github-token", _lit("github_pat_", 11) + r"[A-Za-z0-9_]{22,244}"),
+    ("gitlab-token", _lit("glpat-", 6) + r"[A-Za-z0-9_.-]{20,250}"),
+    ("slack-token", _lit("xox", 3) + r"(?:[abeoprs]|e\.xox[bp])-[A-Za-z0-9-]{10,250}"),
+    ("stripe-key", _lit("sk_", 3) + r"(?:live|test)_[A-Za-z0-9]{16,247}"),
+    ("stripe-key", _lit("rk_", 3) + r"(?:live|test)_[A-Za-z0-9]{16,247}"),
+    ("stripe-webhook-secret", _lit("whsec_", 6) + r"[A-Za-z0-9+/=]{24,250}"),
+    ("google-api-key", _lit("AIza", 4) + r"[0-9A-Za-z_-]{35}" + _TAIL),
+    ("huggingface-token", _lit("hf_", 3) + r"[A-Za-z0-9]{34,40}" + _TAIL),
+    ("npm-token", _lit("npm_", 4) + r"[A-Za-z0-9]{36}" + _TAIL),
+    # Every PyPI token is a macaroon whose serialisation starts with these bytes.
+    ("pypi-token", _lit("pypi-AgEIcHlwaS5vcmc", 20) + r"[A-Za-z0-9_-]{50,}"),
+    ("sendgrid-key", _lit(r"SG\.", 3) + r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}" + _TAIL),
+    ("jwt", _lit("eyJ", 3) + r"[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
+)
+
+RULE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(name for name, _ in BUILTIN_RULES))
+
+# A plain string, compiled by re's cache only when a Redactor is given extra patterns.
+_NAME = r"[a-z0-9][a-z0-9._-]{0,63}"
+
+
+def marker(rule: str) -> str:
+    return f"[REDACTED:{rule}]"
+
+
+class Redactor:
+    """The built-in rules plus `extra_patterns` given as (name, regex) pairs, e.g. from config.
+
+    An extra pattern redacts its whole match, or only its group named `secret` if it has one,
+    and runs after the built-in rules, over their output. Bad names or regexes raise ValueError
+    with a one-line message, so a config error is reported when the Redactor is built.
+    """
+
+    def __init__(self, extra_patterns: Iterable[tuple[str, str]] = ()) -> None:
+        self._extra: list[tuple[str, re.Pattern[str]]] = []
+        for name, pattern in extra_patterns:
+            if not isinstance(name, str) or not re.fullmatch(_NAME, name):
+                raise ValueError(
+                    f"redaction rule name {name!r} must be 1-64 characters of a-z 0-9 . _ - "
+                    "starting with a letter or digit"
+                )
+            try:
+                compiled = re.compile(pattern)
+            except (re.error, TypeError) as exc:
+                raise ValueError(f"redaction rule {name!r}: invalid regex: {exc}") from None
+            if compiled.fullmatch(""):
+                raise ValueError(f"redaction rule {name!r}: pattern matches the empty string")
+            self._extra.append((name, compiled))
+        self._passes: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] | None = None
+
+    def _compiled(self) -> list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]]:
+        # Compiled on first use, not at import: the hook path imports this module on every
+        # tool call, and commands that never redact should not pay for the compile.
+        if self._passes is None:
+            self._passes = [
+                (compiled, _replacer(name, compiled)) for name, compiled in _builtin_compiled()
+            ] + [(compiled, _replacer(name, compiled)) for name, compiled in self._extra]
+        return self._passes
+
+    def redact_text(self, text: str) -> str:
+        """`text` with every secret replaced by its marker; the same object if none matched."""
+        out = text
+        for compiled, replace in self._compiled():
+            out = compiled.sub(replace, out)
+        return text if out == text else out
+
+    def redact_value(self, value: Any) -> Any:
+        """Redact every string inside dicts and lists; keys are left alone.
+
+        Keys are schema names (tool parameter names, JSON field names), and rewriting two of
+        them to the same marker would silently merge entries. Returns `value` itself when
+        nothing inside it changed, so `result is value` means no secret was found; a changed
+        container is a copy and the input is never mutated.
+        """
+        if isinstance(value, str):
+            return self.redact_text(value)
+        if not isinstance(value, dict | list):
+            return value
+        return _redact_container(self, value)
+
+
+_builtin: list[tuple[str, re.Pattern[str]]] | None = None
+
+
+def _builtin_compiled() -> list[tuple[str, re.Pattern[str]]]:
+    global _builtin
+    if _builtin is None:
+        _builtin = [(name, re.compile(pattern)) for name, pattern in BUILTIN_RULES]
+    return _builtin
+
+
+def _replacer(name: str, compiled: re.Pattern[str]) -> Callable[[re.Match[str]], str]:
+    text = marker(name)
+    if "secret" not in compiled.groupindex:
+
+        def replace_whole(match: re.Match[str]) -> str:
+            # An extra pattern may match the empty string somewhere (a bare lookaround);
+            # marking nothing would litter the text with markers.
+            return text if match.end() > match.start() else ""
+
+        return replace_whole
+
+    def replace_secret(match: re.Match[str]) -> str:
+        start, end = match.span("secret")
+        if start < 0:
+            return text if match.end() > match.start() else ""
+        whole, offset = match.group(), match.start()
+        return whole[: start - offset] + text + whole[end - offset :]
+
+    return replace_secret
+
+
+def _redact_container(redactor: Redactor, root: dict[Any, Any] | list[Any]) -> Any:
+    # Iterative, because strictjson accepts nesting as deep as the decoder allows, and a
+    # recursive walk started deeper in the stack could overflow where parsing did not.
+    # Containers are copied only on the path to a changed string.
+    order: list[dict[Any, Any] | list[Any]] = []
+    stack: list[dict[Any, Any] | list[Any]] = [root]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        order.append(node)
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, dict | list):
+                stack.append(child)
+    # A parent is always listed before its children, so walking the list backwards settles
+    # every child before its parent looks at it.
+    changed: dict[int, Any] = {}
+    for node in reversed(order):
+        if isinstance(node, dict):
+            new_dict: dict[Any, Any] | None = None
+            for key, child in node.items():
+                new_child = _settled(redactor, child, changed)
+                if new_child is not child:
+                    if new_dict is None:
+                        new_dict = dict(node)
+                    new_dict[key] = new_child
+            if new_dict is not None:
+                changed[id(node)] = new_dict
+        else:
+            new_list: list[Any] | None = None
+            for index, child in enumerate(node):
+                new_child = _settled(redactor, child, changed)
+                if new_child is not child:
+                    if new_list is None:
+                        new_list = list(node)
+                    new_list[index] = new_child
+            if new_list is not None:
+                changed[id(node)] = new_list
+    return changed.get(id(root), root)
+
+
+def _settled(redactor: Redactor, child: Any, changed: dict[int, Any]) -> Any:
+    if isinstance(child, str):
+        return redactor.redact_text(child)
+    if isinstance(child, dict | list):
+        return changed.get(id(child), child)
+    return child
+
+
+_default: Redactor | None = None
+
+
+def default_redactor() -> Redactor:
+    """The shared Redactor with only the built-in rules."""
+    global _default
+    if _default is None:
+        _default = Redactor()
+    return _default
+
+
+def redact_text(text: str) -> str:
+    """Redact `text` with the built-in rules only."""
+    return default_redactor().redact_text(text)
+
+
+def redact_value(value: Any) -> Any:
+    """Redact every string in a JSON-like value with the built-in rules only."""
+    return default_redactor().redact_value(value)

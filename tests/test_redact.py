@@ -1,0 +1,440 @@
+"""Redaction corpus: every rule's positives and the look-alikes it must never touch.
+
+Fake secrets are assembled at run time (prefix + filler) so that this file holds no literal
+that a secret scanner would flag; each one has the exact shape of the real thing.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent_journal.capture.redact import (
+    BUILTIN_RULES,
+    RULE_NAMES,
+    Redactor,
+    marker,
+    redact_text,
+    redact_value,
+)
+
+UPPER = "FAKEXAMPLE0123456789"
+ALNUM = "FakeExample0123456789xyzXYZ"
+URLSAFE = ALNUM + "-_"
+
+
+def fill(n: int, alphabet: str = ALNUM) -> str:
+    return (alphabet * (n // len(alphabet) + 1))[:n]
+
+
+def j(*parts: str) -> str:
+    return "".join(parts)
+
+
+AWS = j("AK", "IA", fill(16, UPPER))
+AWS_STS = j("AS", "IA", fill(16, UPPER))
+GH = {p: j("gh", p, "_", fill(36)) for p in "pousr"}
+GH_PAT = j("github", "_pat_", fill(22), "_", fill(59))
+SLACK = {p: j("xo", "x", p, "-", "1234567890-1234567890123-", fill(24)) for p in "bparsa"}
+SLACK_HOOK_PATH = j("T0", fill(8, UPPER), "/B0", fill(8, UPPER), "/", fill(24))
+SLACK_HOOK = j("https://hooks.", "slack.com/services/", SLACK_HOOK_PATH)
+STRIPE = {
+    f"{a}_{b}": j(a, "_", b, "_", fill(24)) for a in ("sk", "rk") for b in ("live", "test")
+}
+STRIPE_WH = j("wh", "sec_", fill(32))
+GOOGLE = j("AI", "za", fill(35, URLSAFE))
+OPENAI_LEGACY = j("sk", "-", fill(20), "T3Blbk", "FJ", fill(20))
+OPENAI_PROJ = j("sk", "-proj-", fill(64, URLSAFE), "T3Blbk", "FJ", fill(64, URLSAFE))
+OPENAI_SVC = j("sk", "-svcacct-", fill(40, URLSAFE))
+ANTHROPIC = j("sk", "-ant-", "api03-", fill(93, URLSAFE), "AA")
+ANTHROPIC_ADMIN = j("sk", "-ant-", "admin01-", fill(60, URLSAFE))
+JWT = j(
+    "ey", "JhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.", "eyJzdWIiOiIxMjM0NTY3ODkwIn0.", fill(43, URLSAFE)
+)
+GITLAB = j("gl", "pat-", fill(20, URLSAFE))
+NPM = j("np", "m_", fill(36))
+PYPI = j("py", "pi-", "AgEIcHlwaS5vcmc", fill(60, URLSAFE))
+HF = j("h", "f_", fill(34))
+SENDGRID = j("S", "G.", fill(22, URLSAFE), ".", fill(43, URLSAFE))
+OPAQUE = fill(40, ALNUM + "._-")
+BASIC = "dXNlcjpwYXNzd29yZA=="
+
+
+def pem(label: str, body_lines: int = 3) -> str:
+    body = "\n".join(fill(64, ALNUM + "+/") for _ in range(body_lines))
+    return j("-----BEGIN ", label, "-----\n", body, "\n-----END ", label, "-----")
+
+
+R = marker
+POSITIVES: list[tuple[str, str, str]] = [
+    ("aws", f"aws_access_key_id = {AWS}", f"aws_access_key_id = {R('aws-access-key')}"),
+    ("aws-sts", f'"AccessKeyId": "{AWS_STS}"', f'"AccessKeyId": "{R("aws-access-key")}"'),
+    ("aws-env", f"AWS_ACCESS_KEY_ID={AWS}\n", f"AWS_ACCESS_KEY_ID={R('aws-access-key')}\n"),
+    *[(f"github-{p}", f"token {GH[p]} end", f"token {R('github-token')} end") for p in "pousr"],
+    ("github-pat", f"GH_TOKEN={GH_PAT}", f"GH_TOKEN={R('github-token')}"),
+    (
+        "github-header",
+        f"Authorization: token {GH['p']}",
+        f"Authorization: token {R('github-token')}",
+    ),
+    *[(f"slack-{p}", f"slack {SLACK[p]}.", f"slack {R('slack-token')}.") for p in "bparsa"],
+    (
+        "slack-webhook",
+        f"curl -X POST {SLACK_HOOK} -d x",
+        f"curl -X POST https://hooks.slack.com/services/{R('slack-webhook')} -d x",
+    ),
+    *[(f"stripe-{k}", f"key={v};", f"key={R('stripe-key')};") for k, v in STRIPE.items()],
+    ("stripe-webhook", f"WHSEC={STRIPE_WH}", f"WHSEC={R('stripe-webhook-secret')}"),
+    ("google", f"?key={GOOGLE}&q=1", f"?key={R('google-api-key')}&q=1"),
+    ("openai-legacy", f"OPENAI_API_KEY={OPENAI_LEGACY}", f"OPENAI_API_KEY={R('openai-key')}"),
+    ("openai-proj", f"'{OPENAI_PROJ}'", f"'{R('openai-key')}'"),
+    ("openai-svcacct", f"{OPENAI_SVC}", R("openai-key")),
+    ("anthropic", f"x-api-key: {ANTHROPIC}", f"x-api-key: {R('anthropic-key')}"),
+    ("anthropic-admin", f"[{ANTHROPIC_ADMIN}]", f"[{R('anthropic-key')}]"),
+    ("jwt", f"id_token={JWT}", f"id_token={R('jwt')}"),
+    ("gitlab", f"PRIVATE-TOKEN: {GITLAB}", f"PRIVATE-TOKEN: {R('gitlab-token')}"),
+    ("npm", f"//registry/:_authToken={NPM}", f"//registry/:_authToken={R('npm-token')}"),
+    ("pypi", f"password = {PYPI}", f"password = {R('pypi-token')}"),
+    ("huggingface", f"HF_TOKEN={HF}", f"HF_TOKEN={R('huggingface-token')}"),
+    ("sendgrid", f"SENDGRID_API_KEY={SENDGRID}", f"SENDGRID_API_KEY={R('sendgrid-key')}"),
+    ("pem-rsa", f"key:\n{pem('RSA PRIVATE KEY')}\ndone", f"key:\n{R('private-key')}\ndone"),
+    ("pem-pkcs8", pem("PRIVATE KEY"), R("private-key")),
+    ("pem-openssh", pem("OPENSSH PRIVATE KEY"), R("private-key")),
+    ("pem-ec", pem("EC PRIVATE KEY", 1), R("private-key")),
+    ("pem-encrypted", pem("ENCRYPTED PRIVATE KEY"), R("private-key")),
+    ("pem-pgp", pem("PGP PRIVATE KEY BLOCK"), R("private-key")),
+    (
+        "pem-json-escaped",
+        '{"private_key": "' + pem("PRIVATE KEY").replace("\n", "\\n") + '\\n", "x": 1}',
+        '{"private_key": "' + R("private-key") + '\\n", "x": 1}',
+    ),
+    (
+        "pem-truncated",
+        pem("RSA PRIVATE KEY").rsplit("\n", 1)[0] + "\n\n$ next command",
+        R("private-key") + "\n\n$ next command",
+    ),
+    ("pem-truncated-at-end", pem("OPENSSH PRIVATE KEY").rsplit("\n", 2)[0], R("private-key")),
+    (
+        "pem-truncated-then-whole",
+        pem("EC PRIVATE KEY").rsplit("\n", 1)[0] + "\n\nretry:\n" + pem("EC PRIVATE KEY"),
+        R("private-key") + "\n\nretry:\n" + R("private-key"),
+    ),
+    (
+        "pem-legacy-encrypted",
+        pem("RSA PRIVATE KEY").replace(
+            "-----\n", "-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,0A1B2C3D\n\n", 1
+        ),
+        R("private-key"),
+    ),
+    (
+        "bearer-header",
+        f"Authorization: Bearer {OPAQUE}",
+        f"Authorization: Bearer {R('bearer-token')}",
+    ),
+    (
+        "bearer-lower",
+        f"authorization: bearer {OPAQUE}",
+        f"authorization: bearer {R('bearer-token')}",
+    ),
+    ("bearer-upper", f"BEARER {OPAQUE}", f"BEARER {R('bearer-token')}"),
+    (
+        "bearer-curl",
+        f'curl -H "Authorization: Bearer {OPAQUE}" https://api.example.com',
+        f'curl -H "Authorization: Bearer {R("bearer-token")}" https://api.example.com',
+    ),
+    (
+        "bearer-json",
+        f'{{"headers": {{"Authorization": "Bearer {OPAQUE}=="}}}}',
+        f'{{"headers": {{"Authorization": "Bearer {R("bearer-token")}"}}}}',
+    ),
+    ("bearer-jwt", f"Bearer {JWT}", f"Bearer {R('bearer-token')}"),
+    (
+        "basic-header",
+        f"Authorization: Basic {BASIC}",
+        f"Authorization: Basic {R('basic-auth')}",
+    ),
+    (
+        "basic-json",
+        f'{{"authorization": "Basic {BASIC}"}}',
+        f'{{"authorization": "Basic {R("basic-auth")}"}}',
+    ),
+    (
+        "url-postgres",
+        "postgres://admin:" + "s3cretPass" + "@db.example.com:5432/app",
+        f"postgres://admin:{R('url-password')}@db.example.com:5432/app",
+    ),
+    (
+        "url-at-in-password",
+        "mysql://root:" + "p@ss:w0rd" + "@10.0.0.5/db?x=1",
+        f"mysql://root:{R('url-password')}@10.0.0.5/db?x=1",
+    ),
+    (
+        "url-empty-user",
+        "redis://:" + "hunter2hunter2" + "@localhost:6379/0",
+        f"redis://:{R('url-password')}@localhost:6379/0",
+    ),
+    (
+        "url-srv",
+        'MONGO="mongodb+srv://app:' + "Zx9-Qq" + '@cluster0.example.net/test"',
+        f'MONGO="mongodb+srv://app:{R("url-password")}@cluster0.example.net/test"',
+    ),
+    (
+        "url-token-user",
+        f"git clone https://{GH['p']}:x-oauth-basic@github.com/o/r.git",
+        f"git clone https://{R('github-token')}:{R('url-password')}@github.com/o/r.git",
+    ),
+    (
+        "several",
+        f"{AWS} {GH['s']}\n{ANTHROPIC},{OPENAI_LEGACY}",
+        f"{R('aws-access-key')} {R('github-token')}\n{R('anthropic-key')},{R('openai-key')}",
+    ),
+]
+
+NEGATIVES: list[str] = [
+    "550e8400-e29b-41d4-a716-446655440000",
+    "9e953218-585f-4692-89df-9e0747a31c68",
+    "5ea305f67ff76bfb498a20a174b387c516f23f60",
+    "commit 5ea305f67ff76bfb498a20a174b387c516f23f60 (HEAD -> main)",
+    "e4756ca746899ebd35c712f725d62734cdfa84d710a79e55139a24228df3e530",
+    "sha256:e4756ca746899ebd35c712f725d62734cdfa84d710a79e55139a24228df3e530",
+    "xxh3-64:0123456789abcdef",
+    "toolu_01ABC123",
+    "toolu_01JkXFMdH7P2xBPSqL2NRJ8Y",
+    "msg_01JTYeTNdx3Cxj5p84DbzvX8",
+    "req_011CUsk2bG5pQhH3KuYc6nQz",
+    "agent-a36efb2a1231c41e2",
+    "token: ORDER-4471-ZULU",
+    "Remember this token: ORDER-4471-ZULU.",
+    "password: see vault",
+    "PASSWORD=hunter2",
+    "api_key = changeme",
+    'secret: "correct horse battery staple"',
+    "git@github.com:daaain/online-llm-tokenizer.git",
+    "https://github.com/daaain/online-llm-tokenizer",
+    "http://localhost:3000/path?x=1#frag",
+    "https://user@example.com/",
+    "ssh://git@github.com:22/o/r.git",
+    "mongodb://localhost:27017/db",
+    "postgres://user@host/db",
+    "https://example.com:8443/a@b",
+    '{"url":"http://localhost:3000","email":"dain@example.com"}',
+    "<a href='http://x.example:80'>x@y</a>",
+    "mail dain@example.com about it",
+    "use bearer authentication",
+    "The bearer of this letter is trusted.",
+    "Authorization: Bearer $TOKEN",
+    "Authorization: Bearer ${API_KEY}",
+    "Bearer short",
+    "Authorization: Basic",
+    "task-" + fill(40),
+    "risk-assessment-matrix-for-the-quarterly-review",
+    "sk-learn",
+    "sk-" + fill(20),
+    "a-sk-" + fill(40),
+    "disk-" + fill(36),
+    "AK" + "IA" + fill(15, UPPER),
+    "X" + AWS,
+    AWS + "X",
+    "gh" + "p_" + fill(20),
+    "my" + GH["p"],
+    "xo" + "xb-123",
+    "sk" + "_live_" + "short",
+    "pk" + "_live_" + fill(24),
+    "AI" + "za" + "Short",
+    "ey" + "JhbGciOiJIUzI1NiJ9",
+    "ey" + "JhbGciOiJIUzI1NiJ9.e30",
+    "hf_hub_download(repo_id)",
+    "npm_config_cache=/tmp",
+    "gl" + "pat-short",
+    "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
+    "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",
+    "C:\\Users\\me\\project",
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk",
+    "[REDACTED:aws-access-key]",
+    "Authorization: Bearer [REDACTED:bearer-token]",
+    "",
+]
+
+
+@pytest.mark.parametrize(("label", "text", "expected"), POSITIVES, ids=[p[0] for p in POSITIVES])
+def test_positive(label: str, text: str, expected: str) -> None:
+    assert redact_text(text) == expected
+
+
+@pytest.mark.parametrize("text", NEGATIVES)
+def test_negative_is_returned_untouched(text: str) -> None:
+    assert redact_text(text) is text
+
+
+def test_every_rule_has_a_positive() -> None:
+    found = (re.findall(r"REDACTED:([a-z-]+)", expected) for _, _, expected in POSITIVES)
+    covered = {name for names in found for name in names}
+    assert covered == set(RULE_NAMES)
+
+
+def test_rule_names_are_the_documented_set() -> None:
+    assert RULE_NAMES == (
+        "private-key", "url-password", "slack-webhook", "bearer-token", "basic-auth",
+        "anthropic-key", "openai-key", "aws-access-key", "github-token", "gitlab-token",
+        "slack-token", "stripe-key", "stripe-webhook-secret", "google-api-key",
+        "huggingface-token", "npm-token", "pypi-token", "sendgrid-key", "jwt",
+    )
+
+
+def test_anthropic_is_not_reported_as_openai() -> None:
+    assert redact_text(ANTHROPIC) == R("anthropic-key")
+
+
+@pytest.mark.parametrize(("label", "text", "expected"), POSITIVES, ids=[p[0] for p in POSITIVES])
+def test_redaction_is_idempotent(label: str, text: str, expected: str) -> None:
+    assert redact_text(expected) is expected
+
+
+SECRETS = [
+    AWS, AWS_STS, *GH.values(), GH_PAT, *SLACK.values(), *STRIPE.values(), STRIPE_WH, GOOGLE,
+    OPENAI_LEGACY, OPENAI_PROJ, OPENAI_SVC, ANTHROPIC, ANTHROPIC_ADMIN, JWT, GITLAB, NPM, PYPI,
+    HF, SENDGRID, pem("RSA PRIVATE KEY"),
+]
+# Surroundings that end a token: the secret must vanish whatever sits around it.
+separators = st.text(alphabet=" \t\n\"'=:,;()[]{}<>|", max_size=3)
+prose = st.text(alphabet=st.characters(codec="utf-8"), max_size=40)
+
+
+@given(st.sampled_from(SECRETS), separators, separators, prose, prose)
+def test_secret_never_survives_its_surroundings(
+    secret: str, left: str, right: str, before: str, after: str
+) -> None:
+    text = before + " " + left + secret + right + " " + after
+    out = redact_text(text)
+    assert secret not in out
+    assert redact_text(out) == out
+
+
+@given(st.text(alphabet="0123456789abcdefABCDEF-: \n/._", max_size=200))
+def test_hex_ids_and_paths_are_never_touched(text: str) -> None:
+    assert redact_text(text) is text
+
+
+@given(st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"))
+def test_tool_use_ids_are_never_touched(suffix: str) -> None:
+    for text in ("toolu_01" + suffix, "msg_01" + suffix, "call_" + suffix):
+        assert redact_text(text) is text
+
+
+def test_redact_value_walks_dicts_and_lists_but_not_keys() -> None:
+    value = {
+        "command": f"export GH={GH['p']}",
+        "nested": [1, None, True, 2.5, {"k": AWS, AWS: "key-named-by-a-secret"}],
+        "clean": {"a": "b"},
+    }
+    out = redact_value(value)
+    assert out == {
+        "command": f"export GH={R('github-token')}",
+        "nested": [1, None, True, 2.5, {"k": R("aws-access-key"), AWS: "key-named-by-a-secret"}],
+        "clean": {"a": "b"},
+    }
+    # Copy on write: the input is intact and the untouched branch is shared, not copied.
+    assert value["command"] == f"export GH={GH['p']}"
+    assert out["clean"] is value["clean"]
+
+
+def test_redact_value_returns_the_same_object_when_clean() -> None:
+    value = {"a": ["x", {"b": "toolu_01ABC123"}], "n": 3}
+    assert redact_value(value) is value
+    assert redact_value("plain") == "plain"
+    assert redact_value(42) == 42
+    assert redact_value(None) is None
+
+
+def test_redact_value_handles_nesting_deeper_than_the_recursion_limit() -> None:
+    depth = sys.getrecursionlimit() * 3
+    value: list[object] = [AWS]
+    for _ in range(depth):
+        value = [value]
+    out = redact_value(value)
+    for _ in range(depth):
+        out = out[0]
+    assert out == [R("aws-access-key")]
+
+
+def test_redact_value_handles_shared_subtrees() -> None:
+    shared = {"k": AWS}
+    out = redact_value([shared, shared])
+    assert out == [{"k": R("aws-access-key")}] * 2
+    assert shared == {"k": AWS}
+
+
+def test_extra_patterns_redact_whole_match_or_secret_group() -> None:
+    redactor = Redactor(
+        [
+            ("acme-key", r"ACME-[0-9]{6}"),
+            ("session-cookie", r"sid=(?P<secret>[a-f0-9]{16})"),
+        ]
+    )
+    text = f"ACME-123456 sid=0123456789abcdef {AWS}"
+    assert redactor.redact_text(text) == (
+        f"{R('acme-key')} sid={R('session-cookie')} {R('aws-access-key')}"
+    )
+    assert redactor.redact_value({"t": ["ACME-000000"]}) == {"t": [R("acme-key")]}
+    # The shared default redactor is not affected by one built with extras.
+    assert redact_text("ACME-123456") == "ACME-123456"
+
+
+def test_extra_patterns_run_after_builtins() -> None:
+    # A user pattern that would match inside a key sees only the builtin's marker.
+    redactor = Redactor([("aws-tail", r"EXAMPLE")])
+    assert redactor.redact_text(AWS) == R("aws-access-key")
+
+
+def test_extra_pattern_matching_empty_string_somewhere_adds_nothing() -> None:
+    redactor = Redactor([("odd", r"(?<=x)y?")])
+    assert redactor.redact_text("xa xy") == f"xa x{R('odd')}"
+
+
+@pytest.mark.parametrize(
+    ("patterns", "message"),
+    [
+        ([("Bad Name", "x")], "redaction rule name 'Bad Name' must be"),
+        ([("", "x")], "redaction rule name '' must be"),
+        ([("ok", "(unclosed")], "redaction rule 'ok': invalid regex: missing ), unterminated"),
+        ([("ok", "a*")], "redaction rule 'ok': pattern matches the empty string"),
+    ],
+)
+def test_bad_extra_patterns_are_refused(patterns: list[tuple[str, str]], message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        Redactor(patterns)
+    assert str(info.value).startswith(message)
+    assert "\n" not in str(info.value)
+
+
+def test_builtin_patterns_all_compile_and_are_named() -> None:
+    for name, pattern in BUILTIN_RULES:
+        assert re.fullmatch(r"[a-z][a-z-]+", name)
+        re.compile(pattern)
+
+
+PEM_BEGIN = "-----BEGIN " + "PRIVATE KEY-----"
+ADVERSARIAL = {
+    "pem-begin-and-blank-lines": (PEM_BEGIN + "\n\n") * 10_000,
+    "pem-begin-lines": (PEM_BEGIN + "\n") * 10_000,
+    "jwt-prefix-run": "ey" + "J" + "eyJ" * 100_000,
+    "url-colons": "a://" + "b:" * 150_000,
+    "url-ats": "x://u:" + "@" * 300_000,
+    "bearer-short-tokens": ("Bearer " + "a" * 15 + " ") * 15_000,
+    "authorization-spaces": ("Authorization" + " " * 1000) * 300,
+}
+
+
+@pytest.mark.parametrize("label", sorted(ADVERSARIAL))
+def test_crafted_output_is_redacted_in_linear_time(label: str) -> None:
+    # Tool output is attacker-controlled (cat a file from a hostile repo) and the hook must
+    # never stall the agent: ~300 KB of the worst shape each rule has must take milliseconds.
+    text = ADVERSARIAL[label]
+    started = time.perf_counter()
+    redact_text(text)
+    assert time.perf_counter() - started < 2.0
