@@ -67,7 +67,12 @@ def test_sigkilled_writers_lose_no_acknowledged_event(root):
     for round_ in range(12):
         procs = [subprocess.Popen([sys.executable, "-c", WRITER, f"r{round_}p{p}", "400"],
                                   stderr=subprocess.PIPE, env=env) for p in range(3)]
-        time.sleep(rnd.uniform(0.05, 0.6))
+        # Kill at a random moment after writing has begun (start-up time varies
+        # with machine load, so a fixed delay could kill before any write).
+        first = procs[0].stderr.readline().decode()
+        assert first.startswith("ack "), first
+        acknowledged.add(first.split()[1])
+        time.sleep(rnd.uniform(0.0, 0.4))
         for proc in procs:
             proc.send_signal(signal.SIGKILL)
         for proc in procs:
