@@ -201,8 +201,10 @@ def snippet(text: str, terms: Iterable[str]) -> str:
     start = 0
     if found:
         best = -1
+        last_start = max(0, len(tokens) - SNIPPET_WORDS)
         for i in found[:200]:
-            candidate = max(0, i - 2)
+            # two words of context before the match, but no shorter than it must be
+            candidate = max(0, min(i - 2, last_start))
             window = {tokens[j].group().casefold() for j in found
                       if candidate <= j < candidate + SNIPPET_WORDS}
             if len(window) > best:
@@ -275,6 +277,7 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE segments (
     name TEXT PRIMARY KEY,
     high INTEGER NOT NULL,
+    last_event TEXT,
     rows INTEGER NOT NULL,
     signature TEXT,
     trusted INTEGER NOT NULL,
@@ -430,8 +433,9 @@ class _Index:
     def _drop_words(self, doc_id: int, text: str) -> None:
         # A contentless FTS5 table forgets a row only when handed the exact
         # words it was given; they are derived from the stored text again.
-        self.conn.execute("INSERT INTO wordindex(wordindex, rowid, words) VALUES ('delete', ?, ?)",
-                          (doc_id, _words_of(text)))
+        self.conn.execute(
+            "INSERT INTO wordindex(wordindex, rowid, words) VALUES ('delete', ?, ?)",
+            (doc_id, _words_of(text)))
 
     def _entry(self, subject: str, ev: Event, inserts: list[tuple[Any, ...]]) -> None:
         c = self.conn
@@ -518,7 +522,7 @@ class _Index:
         """
         c = self.conn
         stored = {row[0]: row for row in c.execute(
-            "SELECT name, high, rows, signature, trusted, unreadable FROM segments")}
+            "SELECT name, high, rows, signature, trusted, unreadable, last_event FROM segments")}
         paths = ws.segment_paths()
         present = {os.path.basename(p) for p in paths}
         for name, row in stored.items():
@@ -539,26 +543,29 @@ class _Index:
         sig = store.segment_signature(path)
         signature = sig[0] if sig else None
         trusted = int(sig is not None and taken_ns - sig[1] >= RACY_NS)
-        high, rows = (row[1], row[2]) if row else (0, 0)
+        high, rows, last = (row[1], row[2], row[6]) if row else (0, 0, None)
         if row is not None and signature is not None and row[3] == signature and row[4]:
             return  # unchanged since it was indexed
         try:
-            now_high, total, newer = store.segment_census(path, high)
+            now_high, total, newer, at_high = store.segment_census(path, high)
         except sqlite3.Error as exc:
             if rows:
                 raise _Rebuild(f"segment {name} became unreadable") from None
-            self._record_segment(name, 0, 0, signature, trusted, _describe(exc))
+            self._record_segment(name, 0, None, 0, signature, trusted, _describe(exc))
             return
-        if now_high < high or total - newer != rows:
+        # Rows only ever arrive above the high-water mark, so fewer rows at or
+        # below it, or another event at it (a file replaced under the same
+        # name), means something was removed.
+        if now_high < high or total - newer != rows or at_high != last:
             raise _Rebuild(f"segment {name} lost rows")
         unreadable = None
         batch: list[Event] = []
         bad: list[tuple[str, int, str]] = []
-        for tag, seq, item in store.iter_segment_after(path, high):
+        for tag, seq, item, event_id in store.iter_segment_after(path, high):
             if tag == "unreadable":
                 unreadable = item
                 break
-            high = seq
+            high, last = seq, event_id
             rows += 1
             if tag == "event":
                 batch.append(item)
@@ -572,13 +579,14 @@ class _Index:
         if bad:
             c.executemany("INSERT OR REPLACE INTO malformed(segment, seq, reason) "
                           "VALUES (?, ?, ?)", bad)
-        self._record_segment(name, high, rows, signature, trusted, unreadable)
+        self._record_segment(name, high, last, rows, signature, trusted, unreadable)
 
-    def _record_segment(self, name: str, high: int, rows: int, signature: str | None,
-                        trusted: int, unreadable: str | None) -> None:
+    def _record_segment(self, name: str, high: int, last: str | None, rows: int,
+                        signature: str | None, trusted: int, unreadable: str | None) -> None:
         self.conn.execute(
-            "INSERT OR REPLACE INTO segments(name, high, rows, signature, trusted, unreadable) "
-            "VALUES (?, ?, ?, ?, ?, ?)", (name, high, rows, signature, trusted, unreadable))
+            "INSERT OR REPLACE INTO segments(name, high, last_event, rows, signature, trusted, "
+            "unreadable) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (name, high, last, rows, signature, trusted, unreadable))
 
     def damage(self, ws: store.Workspace) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         def rel(name: str) -> str:
@@ -612,7 +620,8 @@ class _Index:
             return []
         if len(active) == 1:
             i = active[0]
-            matched = f"SELECT rowid AS rid, {1 << i} AS mask FROM wordindex WHERE wordindex MATCH :q{i}"
+            matched = (f"SELECT rowid AS rid, {1 << i} AS mask FROM wordindex "
+                       f"WHERE wordindex MATCH :q{i}")
         else:
             union = " UNION ALL ".join(
                 f"SELECT rowid AS rid, {1 << i} AS bit FROM wordindex WHERE wordindex MATCH :q{i}"
@@ -727,8 +736,8 @@ def search(ctx: Context, query: str, *, limit: int | None = None, kind: str | No
     report: dict[str, Any] = {"query": query, "terms": terms, "hits": [],
                               "unreadable": [], "malformed": []}
     ws = ctx.open(create=False)
-    if not ws.segment_paths():
-        return report
+    if not ws.segment_paths() and not os.path.exists(index_path(ws)):
+        return report  # nothing to search, and no index to bring up to date
     for attempt in range(2):
         index = refresh(ws)
         try:

@@ -674,8 +674,9 @@ def _uninitialised(conn: sqlite3.Connection, path: str) -> bool:
                         ).fetchone() is None and os.path.getsize(path) == 0
 
 
-def segment_census(path: str, after: int) -> tuple[int, int, int]:
-    """(highest seq, rows in total, rows with seq > after), from one snapshot.
+def segment_census(path: str, after: int) -> tuple[int, int, int, str | None]:
+    """(highest seq, rows in total, rows with seq > after, event_id column of row
+    `after` or None), all from one snapshot.
 
     Raises sqlite3.Error when the segment cannot be read.
     """
@@ -684,12 +685,13 @@ def segment_census(path: str, after: int) -> tuple[int, int, int]:
         conn.execute("BEGIN")
         try:
             if _uninitialised(conn, path):
-                return 0, 0, 0
+                return 0, 0, 0, None
             high = conn.execute("SELECT max(seq) FROM events").fetchone()[0] or 0
             total = conn.execute("SELECT count(*) FROM events").fetchone()[0]
             newer = conn.execute("SELECT count(*) FROM events WHERE seq > ?",
                                  (after,)).fetchone()[0]
-            return int(high), int(total), int(newer)
+            row = conn.execute("SELECT event_id FROM events WHERE seq = ?", (after,)).fetchone()
+            return int(high), int(total), int(newer), (row[0] if row else None)
         finally:
             conn.execute("COMMIT")
     finally:
@@ -697,12 +699,13 @@ def segment_census(path: str, after: int) -> tuple[int, int, int]:
 
 
 def iter_segment_after(path: str, after: int, batch: int = 2000
-                       ) -> Iterator[tuple[str, int, Any]]:
+                       ) -> Iterator[tuple[str, int, Any, str | None]]:
     """Rows with seq > after, in seq order, as tagged tuples.
 
-    ("event", seq, Event) for a trusted row, ("malformed", seq, reason) for a
-    row that fails its checksum or shape, and at most one ("unreadable", 0,
-    reason) when SQLite gives up part way (what was yielded before stands, as
+    ("event", seq, Event, event_id) for a trusted row, ("malformed", seq,
+    reason, event_id) for a row that fails its checksum or shape (event_id is
+    the row's column, as stored), and at most one ("unreadable", 0, reason,
+    None) when SQLite gives up part way (what was yielded before stands, as
     in `Workspace.iter_segment`). Rows are fetched in short batches, so no
     read lock is held while the caller works and writers are never kept
     waiting on a long scan.
@@ -710,7 +713,7 @@ def iter_segment_after(path: str, after: int, batch: int = 2000
     try:
         conn = _open_segment_for_read(path)
     except sqlite3.Error as exc:
-        yield ("unreadable", 0, _describe_sqlite_error(exc))
+        yield ("unreadable", 0, _describe_sqlite_error(exc), None)
         return
     try:
         decode = codec.decode
@@ -724,7 +727,7 @@ def iter_segment_after(path: str, after: int, batch: int = 2000
                     "SELECT seq, event_id, body, checksum FROM events WHERE seq > ? "
                     "ORDER BY seq LIMIT ?", (last, batch)).fetchall()
             except sqlite3.Error as exc:
-                yield ("unreadable", 0, _describe_sqlite_error(exc))
+                yield ("unreadable", 0, _describe_sqlite_error(exc), None)
                 return
             if not rows:
                 return
@@ -733,11 +736,11 @@ def iter_segment_after(path: str, after: int, batch: int = 2000
                 try:
                     ev = decode(body, digest)
                 except malformed as exc:
-                    yield ("malformed", seq, str(exc))
+                    yield ("malformed", seq, str(exc), event_id)
                     continue
                 if ev.event_id != event_id:
-                    yield ("malformed", seq, "event_id column does not match body")
+                    yield ("malformed", seq, "event_id column does not match body", event_id)
                     continue
-                yield ("event", seq, ev)
+                yield ("event", seq, ev, event_id)
     finally:
         conn.close()
