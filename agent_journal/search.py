@@ -339,6 +339,8 @@ class _Index:
         self.next_id = 1
         self.n_docs = 0
         self.outcomes_dirty = False
+        # Set only while building from empty: keys of everything inserted so far.
+        self.known: set[str] | None = None
 
     # -- format -------------------------------------------------------------------------
 
@@ -437,12 +439,23 @@ class _Index:
             "INSERT INTO wordindex(wordindex, rowid, words) VALUES ('delete', ?, ?)",
             (doc_id, _words_of(text)))
 
+    def _seen(self, key: str) -> bool:
+        """False only when `key` is certainly not in the index yet (a build from
+        empty remembers what it inserted, sparing a lookup per document)."""
+        if self.known is None:
+            return True
+        if key in self.known:
+            return True
+        self.known.add(key)
+        return False
+
     def _entry(self, subject: str, ev: Event, inserts: list[tuple[Any, ...]]) -> None:
         c = self.conn
-        row = c.execute("SELECT ts, event_id FROM entries WHERE subject = ?",
-                        (subject,)).fetchone()
-        if row is not None and (row[0], row[1]) <= ev.sort_key:
-            return  # the record already indexed sorts first and wins (see derive)
+        if self._seen("E" + subject):
+            row = c.execute("SELECT ts, event_id FROM entries WHERE subject = ?",
+                            (subject,)).fetchone()
+            if row is not None and (row[0], row[1]) <= ev.sort_key:
+                return  # the record already indexed sorts first and wins (see derive)
         deps = ev.data.get("dependsOn")
         deps = [d for d in deps if isinstance(d, str)] if isinstance(deps, list) else []
         c.execute("INSERT OR REPLACE INTO entries(subject, ts, event_id, deps) "
@@ -452,17 +465,25 @@ class _Index:
             return
         text = entry_text(ev)
         parts = json.dumps([[ev.ts, ev.event_id, ev.kind, len(text)]])
-        self._put(ENTRY, subject, ev.kind, ev.ts, parts, text, LIVE, inserts)
+        self._put(ENTRY, subject, ev.kind, ev.ts, parts, text, LIVE, inserts,
+                  self._doc(ENTRY, subject))
+
+    def _doc(self, type_: str, subject: str) -> tuple[int, str, str] | None:
+        """(id, parts, text) of the indexed document, if there is one."""
+        if not self._seen(type_[0] + subject):
+            return None
+        row = self.conn.execute(
+            "SELECT d.id, t.parts, t.text FROM docs AS d JOIN texts AS t ON t.id = d.id "
+            "WHERE d.type = ? AND d.subject = ?", (type_, subject)).fetchone()
+        return None if row is None else (row[0], row[1], row[2])
 
     def _observation(self, subject: str, by_id: dict[str, Event],
                      inserts: list[tuple[Any, ...]]) -> None:
-        c = self.conn
-        row = c.execute("SELECT t.parts, t.text FROM docs AS d JOIN texts AS t ON t.id = d.id "
-                        "WHERE d.type = ? AND d.subject = ?", (OBSERVATION, subject)).fetchone()
+        existing = self._doc(OBSERVATION, subject)
         pieces: dict[str, tuple[list[Any], str]] = {}
-        if row is not None:
-            old_parts = json.loads(row[0])
-            for part, piece in zip(old_parts, split_parts(old_parts, row[1]), strict=True):
+        if existing is not None:
+            old_parts = json.loads(existing[1])
+            for part, piece in zip(old_parts, split_parts(old_parts, existing[2]), strict=True):
                 pieces[part[1]] = (part, piece)
         changed = False
         for event_id, ev in by_id.items():
@@ -478,19 +499,18 @@ class _Index:
         text = "\n".join(piece for _, piece in ordered)
         first = parts[0]
         self._put(OBSERVATION, subject, first[2], first[0], json.dumps(parts), text, None,
-                  inserts)
+                  inserts, existing)
 
     def _put(self, type_: str, subject: str, kind: str, ts: str, parts: str, text: str,
-             outcome: str | None, inserts: list[tuple[Any, ...]]) -> None:
-        c = self.conn
-        row = c.execute("SELECT d.id, t.text FROM docs AS d JOIN texts AS t ON t.id = d.id "
-                        "WHERE d.type = ? AND d.subject = ?", (type_, subject)).fetchone()
-        if row is None:
+             outcome: str | None, inserts: list[tuple[Any, ...]],
+             existing: tuple[int, str, str] | None) -> None:
+        if existing is None:
             inserts.append((self.next_id, type_, subject, kind, ts, ts_millis(ts), outcome,
                             parts, text))
             self.next_id += 1
             return
-        doc_id, old_text = row
+        c = self.conn
+        doc_id, _, old_text = existing
         self._drop_words(doc_id, old_text)
         c.execute("UPDATE docs SET kind = ?, ts = ?, ts_ms = ? WHERE id = ?",
                   (kind, ts, ts_millis(ts), doc_id))
@@ -513,6 +533,24 @@ class _Index:
         self.outcomes_dirty = False
 
     # -- following the segments ---------------------------------------------------------
+
+    def current(self, ws: store.Workspace) -> bool:
+        """True when no segment changed since it was indexed: nothing to write.
+
+        This is the whole cost of an up-to-date search: one stat and a 28-byte
+        header read per segment.
+        """
+        stored = {row[0]: (row[1], row[2]) for row in self.conn.execute(
+            "SELECT name, signature, trusted FROM segments")}
+        paths = ws.segment_paths()
+        if len(paths) != len(stored):
+            return False
+        for path in paths:
+            row = stored.get(os.path.basename(path))
+            sig = store.segment_signature(path)
+            if row is None or sig is None or row[0] != sig[0] or not row[1]:
+                return False
+        return True
 
     def sync(self, ws: store.Workspace) -> None:
         """Fold every event the segments hold beyond what was indexed.
@@ -678,6 +716,7 @@ def _build(ws: store.Workspace, path: str) -> None:
         def work(c: sqlite3.Connection) -> None:
             index.create(ws.name)
             index.load()
+            index.known = set()
             index.outcomes_dirty = True
             index.sync(ws)
 
@@ -704,6 +743,9 @@ def refresh(ws: store.Workspace) -> _Index:
                     index = _Index(conn)
                     if not index.valid(ws.name):
                         raise _Rebuild("index format differs")
+
+                    if index.current(ws):
+                        return index
 
                     def work(c: sqlite3.Connection, index: _Index = index) -> None:
                         index.load()
