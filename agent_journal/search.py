@@ -70,6 +70,11 @@ INDEX_FORMAT = "agent-journal-search/1"
 # miss a write landing in the same clock tick, so it is checked again next time.
 RACY_NS = 2_000_000_000
 APPLY_BATCH = 5000
+# Pruned ranking (see _Index._pruned): try at most this many rare-word prefixes,
+# while they cover at most max(PRUNE_MIN_CANDIDATES, all matches / PRUNE_FRACTION).
+PRUNE_ATTEMPTS = 3
+PRUNE_MIN_CANDIDATES = 20_000
+PRUNE_FRACTION = 4
 REBUILD_ATTEMPTS = 3
 
 LIVE, INVALIDATED, SUPPRESSED = "live", "invalidated", "suppressed"
@@ -640,46 +645,58 @@ class _Index:
     # -- ranking ------------------------------------------------------------------------
 
     def query(self, terms: list[str], *, limit: int, kind: str | None, include_retracted: bool,
-              now_ms: int, boost: float) -> list[dict[str, Any]]:
+              now_ms: int, boost: float, prune: bool = True) -> list[dict[str, Any]]:
         c = self.conn
         n = int(c.execute("SELECT value FROM meta WHERE key = 'docs'").fetchone()[0])
         params: dict[str, Any] = {"now": now_ms, "boost": float(boost), "limit": limit}
-        active = []
+        active: list[int] = []
         weights: dict[int, float] = {}
+        dfs: dict[int, int] = {}
         for i, term in enumerate(terms):
             df = c.execute("SELECT count(*) FROM wordindex WHERE wordindex MATCH ?",
                            (_phrase(term),)).fetchone()[0]
             if df:
                 active.append(i)
+                dfs[i] = df
                 weights[i] = idf(n, df)
-                params[f"q{i}"] = _phrase(term)
                 params[f"w{i}"] = weights[i]
         if not active:
             return []
-        if len(active) == 1:
-            i = active[0]
-            matched = (f"SELECT rowid AS rid, {1 << i} AS mask FROM wordindex "
-                       f"WHERE wordindex MATCH :q{i}")
-        else:
-            union = " UNION ALL ".join(
-                f"SELECT rowid AS rid, {1 << i} AS bit FROM wordindex WHERE wordindex MATCH :q{i}"
-                for i in active)
-            matched = f"SELECT rid, sum(bit) AS mask FROM ({union}) GROUP BY rid"
-        weight = " + ".join(f"(CASE WHEN m.mask & {1 << i} THEN :w{i} ELSE 0.0 END)"
-                            for i in active)
         where = []
         if not include_retracted:
             where.append("(d.outcome IS NULL OR d.outcome = 'live')")
         if kind is not None:
             where.append("d.kind = :kind")
             params["kind"] = kind
-        sql = (f"SELECT d.id, d.type, d.subject, d.kind, d.ts, d.outcome, m.mask, "
-               f"({weight}) * (1.0 + :boost / (max(:now - d.ts_ms, 0) / {PERIOD_MS} + 1)) "
-               f"AS score FROM ({matched}) AS m JOIN docs AS d ON d.id = m.rid "
-               + (f"WHERE {' AND '.join(where)} " if where else "")
-               + "ORDER BY score DESC, d.ts_ms DESC, d.subject, d.type LIMIT :limit")
+        weight = " + ".join(f"(CASE WHEN m.mask & {1 << i} THEN :w{i} ELSE 0.0 END)"
+                            for i in active)
+        head = (f"SELECT d.id, d.type, d.subject, d.kind, d.ts, d.outcome, m.mask, "
+                f"({weight}) * (1.0 + :boost / (max(:now - d.ts_ms, 0) / {PERIOD_MS} + 1)) "
+                "AS score FROM (")
+        tail = (") AS m JOIN docs AS d ON d.id = m.rid "
+                + (f"WHERE {' AND '.join(where)} " if where else "")
+                + "ORDER BY score DESC, d.ts_ms DESC, d.subject, d.type LIMIT :limit")
+
+        def run(matches: dict[int, str]) -> list[tuple[Any, ...]]:
+            if len(matches) == 1:
+                (i, expr), = matches.items()
+                inner = f"SELECT rowid AS rid, {1 << i} AS mask FROM wordindex " \
+                        f"WHERE wordindex MATCH :m{i}"
+            else:
+                inner = "SELECT rid, sum(bit) AS mask FROM (" + " UNION ALL ".join(
+                    f"SELECT rowid AS rid, {1 << i} AS bit FROM wordindex "
+                    f"WHERE wordindex MATCH :m{i}" for i in matches) + ") GROUP BY rid"
+            bound = dict(params)
+            bound.update({f"m{i}": expr for i, expr in matches.items()})
+            return c.execute(head + inner + tail, bound).fetchall()
+
+        rows = None
+        if prune and len(active) > 1:
+            rows = self._pruned(run, terms, active, weights, dfs, limit, boost)
+        if rows is None:
+            rows = run({i: _phrase(terms[i]) for i in active})
         hits = []
-        for doc_id, type_, subject, kind_, ts, outcome, mask, value in c.execute(sql, params):
+        for doc_id, type_, subject, kind_, ts, outcome, mask, value in rows:
             matched_terms = [terms[i] for i in active if mask & (1 << i)]
             text = c.execute("SELECT text FROM texts WHERE id = ?", (doc_id,)).fetchone()[0]
             hits.append({
@@ -693,6 +710,43 @@ class _Index:
                 "snippet": snippet(text, matched_terms),
             })
         return hits
+
+    @staticmethod
+    def _pruned(run: Any, terms: list[str], active: list[int], weights: dict[int, float],
+                dfs: dict[int, int], limit: int, boost: float) -> list[tuple[Any, ...]] | None:
+        """The exact top hits found by reading only the rarer words' documents, or None.
+
+        Take the rarest words as the candidates' source. A document holding
+        none of them holds only commoner words, so it scores at most the sum
+        of those words' weights times the largest recency factor. The
+        candidates' masks are completed with `common AND (rare OR ...)`
+        queries, which FTS5 answers by skipping through the long lists rather
+        than reading them. When the last of `limit` candidates still scores
+        above that ceiling, nothing outside can reach the page, and the
+        answer is the one the full query would give. Otherwise None: run it.
+        """
+        order = sorted(active, key=lambda i: (-weights[i], i))
+        total = sum(dfs.values())
+        budget = max(PRUNE_MIN_CANDIDATES, total // PRUNE_FRACTION)
+        seen = 0
+        for j in range(1, min(len(order), PRUNE_ATTEMPTS + 1)):
+            seen += dfs[order[j - 1]]
+            if seen > budget:
+                return None
+            if seen < limit:
+                continue  # too few candidates to fill the page: take the next word too
+            rare, common = order[:j], order[j:]
+            any_rare = " OR ".join(_phrase(terms[i]) for i in rare)
+            matches = {i: _phrase(terms[i]) for i in rare}
+            matches.update({i: f"{_phrase(terms[i])} AND ({any_rare})" for i in common})
+            rows = run(matches)
+            ceiling = 0.0
+            for i in common:
+                ceiling += weights[i]
+            ceiling *= 1.0 + boost
+            if len(rows) == limit and rows[-1][7] > ceiling * (1 + 1e-9):
+                return list(rows)
+        return None
 
 
 def _describe(exc: Exception) -> str:

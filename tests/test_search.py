@@ -564,6 +564,66 @@ def test_cache_files_are_private(j):
         assert mode == (0o700 if p.is_dir() else 0o600), p
 
 
+def test_pruned_ranking_equals_the_full_query(root, monkeypatch):
+    """Reading only the rare words' documents must never change the answer."""
+    import random
+
+    from agent_journal.model import Event
+
+    rng = random.Random(3)
+    vocab = [f"w{i}" for i in range(60)]
+    weights = [1 / (i + 1) for i in range(60)]
+    events = []
+    for k in range(400):
+        ts = f"2025-03-{1 + k % 9:02d}T{k % 24:02d}:00:00.000Z"
+        text = " ".join(rng.choices(vocab, weights=weights, k=rng.randint(2, 8)))
+        if k % 5 == 0:
+            events.append(Event(event_id=f"00000000-0000-4000-8000-{k:012d}", type="entry",
+                                kind=rng.choice(["note", "finding"]), id=f"e{k}", ts=ts,
+                                author="human", session=None, replica="r",
+                                data={"fields": {"text": text}, "anchors": [],
+                                      "dependsOn": [f"e{k - 5}"] if k % 15 == 0 else [],
+                                      "subject": None}))
+        else:
+            events.append(Event(event_id=f"00000000-0000-4000-8000-{k:012d}",
+                                type="observation", kind="tool_call", id=f"o{k}", ts=ts,
+                                author="agent", session="s", replica="r",
+                                data={"tool": "Bash", "output": text}))
+        if k % 37 == 0:
+            events.append(Event(event_id=f"00000000-0000-4000-9000-{k:012d}",
+                                type="invalidation", kind="invalidation", id=f"e{k - 2}",
+                                ts=ts, author="human", session=None, replica="r",
+                                data={"reason": "x"}))
+    ws = store.Root.open(str(root), create=True).workspace("ws")
+    conn = ws.open_for_append()
+    store.run_write(conn, lambda c: store.insert_events(c, events))
+    conn.close()
+    index = search.refresh(ws)
+    pruned = []
+    original = search._Index._pruned
+
+    def spy(*args, **kwargs):
+        result = original(*args, **kwargs)
+        pruned.append(result is not None)
+        return result
+
+    monkeypatch.setattr(search._Index, "_pruned", staticmethod(spy))
+    try:
+        for _ in range(300):
+            terms = list(dict.fromkeys(rng.choices(vocab, k=rng.randint(2, 5))))
+            kw = dict(limit=rng.randint(1, 12), kind=rng.choice([None, None, "note"]),
+                      include_retracted=rng.random() < 0.5,
+                      now_ms=search.ts_millis("2025-03-10T00:00:00.000Z"),
+                      boost=rng.choice([0.0, 1.0, 4.0]))
+            fast = index.query(terms, prune=True, **kw)
+            full = index.query(terms, prune=False, **kw)
+            assert fast == full, (terms, kw)
+    finally:
+        index.conn.close()
+    assert sum(pruned) > 50, sum(pruned)  # the shortcut was taken, and agreed
+    assert not all(pruned)       # and so was the fallback
+
+
 # -- law: the index agrees with derive -----------------------------------------------------
 
 OPS = st.lists(st.one_of(
