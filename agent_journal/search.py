@@ -807,7 +807,9 @@ def refresh(ws: store.Workspace) -> _Index:
 
                     store.run_write(conn, work)
                     return index
-                except (_Rebuild, sqlite3.Error):
+                except (_Rebuild, sqlite3.Error, FileNotFoundError):
+                    # FileNotFoundError: a sweep of the cache (compact --apply)
+                    # took the file being built; build again from what is there now.
                     if conn is not None:
                         conn.close()
                     store.remove_cache_files(path)

@@ -461,6 +461,24 @@ def test_rows_removed_from_a_segment_are_noticed_and_purged_from_the_index(j):
         assert word not in data
 
 
+def test_a_cache_sweep_during_a_build_is_survived(j, monkeypatch):
+    """compact --apply may delete <ws>.* under cache/ while a search builds."""
+    _populate(j)
+    real = store.publish_cache
+    swept = []
+
+    def sweeping(conn, tmp, path):
+        if not swept:
+            swept.append(tmp)
+            os.unlink(tmp)
+        real(conn, tmp, path)
+
+    monkeypatch.setattr(store, "publish_cache", sweeping)
+    assert j.ids("deadlock") == ["o1"]
+    assert len(swept) == 1
+    assert not Path(swept[0]).exists()
+
+
 def test_a_vanished_segment_is_noticed(j):
     j.note("n1", "walrus")
     j.search("walrus")
