@@ -127,6 +127,21 @@ def cmd_show(a: dict[str, Any]) -> int:
     return 0
 
 
+# -- search (issue 7) -------------------------------------------------------------------
+
+def cmd_search(a: dict[str, Any]) -> int:
+    from agent_journal import search
+
+    report = search.search(_context(a), a["query"], limit=a["limit"], kind=a["kind"],
+                           include_retracted=a["include_retracted"])
+    if a["json"]:
+        output.emit_json(report)
+    else:
+        output.search_lines(report)
+    output.floor_warning(report["unreadable"], report["malformed"])
+    return 0
+
+
 # -- dispatch ---------------------------------------------------------------------------
 
 def _wants_help(argv: list[str]) -> bool:

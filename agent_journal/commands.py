@@ -136,3 +136,20 @@ _add(Command(
         Opt("json", "--json", "Accepted for symmetry; show always prints JSON.", kind=BARE),
     ) + READ_COMMON,
 ))
+
+
+# -- search (issue 7) -------------------------------------------------------------------
+
+_add(Command(
+    "search", "Find entries and observations by their words, ranked by term rarity and "
+    "recency; tombstoned content is never returned.", "cmd_search",
+    args=(Arg("query", "Words to look for (quote several words as one argument)."),),
+    opts=(
+        Opt("limit", "--limit", "At most N hits (default 10).", type="int", metavar="N",
+            minimum=1),
+        Opt("kind", "--kind", "Only hits of this kind (finding, decision, tool_call, ...)."),
+        Opt("include_retracted", "--include-retracted", "Also return invalidated and "
+            "suppressed entries, marked as such.", kind=BARE),
+        Opt("json", "--json", "Print JSON instead of a list.", kind=BARE),
+    ) + READ_COMMON,
+))

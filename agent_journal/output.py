@@ -40,3 +40,18 @@ def floor_warning(unreadable: list[Any], malformed: list[Any]) -> None:
     if unreadable or malformed:
         warn(f"{len(unreadable)} unreadable segment(s), {len(malformed)} malformed row(s): "
              "this result is a floor, not a total")
+
+
+# -- search (issue 7) -------------------------------------------------------------------
+
+def search_lines(report: dict[str, Any]) -> None:
+    """One line per hit (score, id, type/kind, ts, retraction mark), its snippet below."""
+    hits = report["hits"]
+    if not hits:
+        emit_line("no matches")
+        return
+    for hit in hits:
+        mark = f"  [{hit['outcome']}]" if hit["outcome"] not in (None, "live") else ""
+        emit_line(f"{hit['score']:8.3f}  {hit['id']}  {hit['type']}/{hit['kind']}  "
+                  f"{hit['ts']}{mark}")
+        emit_line(f"          {hit['snippet']}")

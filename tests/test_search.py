@@ -1,0 +1,764 @@
+"""Search: ranking by the documented formula, derivation interplay, and the index's life.
+
+Ranking expectations are computed by hand from the formula in spec/SEARCH.md:
+score = sum over matched terms of ln(1 + (N - df + 0.5) / (df + 0.5)),
+times 1 + boost / (floor(age_hours / 24) + 1).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import CLI, clean_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_journal import journal, search, store
+from agent_journal.derive import derive
+from agent_journal.errors import UsageError
+from agent_journal.journal import Context
+
+NOW = "2025-03-10T12:00:00.000Z"
+
+
+def ln_idf(n: int, df: int) -> float:
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def expected(weights: list[float], age_hours: float, boost: float = 1.0) -> float:
+    total = 0.0
+    for w in weights:
+        total += w
+    return total * (1 + boost / (math.floor(age_hours / 24) + 1))
+
+
+class J:
+    """In-process writes and searches against one root, with the clock fixed per call."""
+
+    def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch, ws: str = "ws") -> None:
+        self.root = root
+        self.mp = monkeypatch
+        self.ws = ws
+
+    @property
+    def ctx(self) -> Context:
+        return Context(str(self.root), self.ws)
+
+    def at(self, when: str) -> J:
+        self.mp.setenv("AGENT_JOURNAL_NOW", when)
+        return self
+
+    def note(self, entry_id: str, text: str, *, kind: str = "note", deps: tuple[str, ...] = (),
+             when: str = NOW, subject: str | None = None, anchors: tuple[str, ...] = ()) -> None:
+        self.at(when)
+        fields: dict[str, str | None] = {"claim": None, "question": None, "chosen": None,
+                                         "text": None}
+        if kind == "finding":
+            fields["claim"] = text
+        else:
+            fields["text"] = text
+        journal.record(self.ctx, kind=kind, entry_id=entry_id, fields=fields,
+                       anchors=list(anchors), depends_on=list(deps), subject=subject)
+
+    def obs(self, obs_id: str, output: str, *, tool: str = "Bash", when: str = NOW,
+            status: str = "ok", input_value: object = None) -> None:
+        self.at(when)
+        journal.observe(self.ctx, kind="tool_call", obs_id=obs_id, tool=tool, call_id="c-" + obs_id,
+                        input_value=input_value, output=output, status=status, exit_code=0,
+                        duration_ms=1)
+
+    def invalidate(self, target: str) -> None:
+        self.at(NOW)
+        journal.invalidate(self.ctx, target, "wrong premise")
+
+    def tombstone(self, target: str) -> None:
+        self.at(NOW)
+        journal.tombstone(self.ctx, target, "must not exist")
+
+    def search(self, query: str, *, now: str = NOW, **kw: object) -> dict:
+        self.at(now)
+        return search.search(self.ctx, query, **kw)  # type: ignore[arg-type]
+
+    def ids(self, query: str, **kw: object) -> list[str]:
+        return [h["id"] for h in self.search(query, **kw)["hits"]]
+
+    @property
+    def index_file(self) -> Path:
+        return self.root / "cache" / "search" / f"{self.ws}.sqlite"
+
+    def segments(self) -> list[Path]:
+        return sorted((self.root / "workspaces" / self.ws / "segments").glob("*.sqlite"))
+
+    def index_n(self) -> int:
+        conn = sqlite3.connect(self.index_file)
+        try:
+            return int(conn.execute("SELECT value FROM meta WHERE key = 'docs'").fetchone()[0])
+        finally:
+            conn.close()
+
+
+@pytest.fixture
+def j(root: Path, monkeypatch: pytest.MonkeyPatch) -> J:
+    monkeypatch.delenv("AGENT_JOURNAL_SEARCH_BOOST", raising=False)
+    return J(root, monkeypatch)
+
+
+# -- tokenisation, formula, snippets (pure) -------------------------------------------------
+
+def test_words_fold_case_and_keep_underscores_and_unicode():
+    assert search.words("Run db_migrate on Straße, ÉTÉ-2024!") == \
+        ["run", "db_migrate", "on", "strasse", "été", "2024"]
+
+
+def test_query_terms_are_distinct_in_first_order():
+    assert search.query_terms("Build the build, then THE deploy") == \
+        ["build", "the", "then", "deploy"]
+
+
+@pytest.mark.parametrize("query", ["", "   ", "?!-- ..."])
+def test_query_without_words_is_a_usage_error(query):
+    with pytest.raises(UsageError):
+        search.query_terms(query)
+
+
+def test_query_with_too_many_words_is_a_usage_error():
+    with pytest.raises(UsageError):
+        search.query_terms(" ".join(f"w{i}" for i in range(search.MAX_TERMS + 1)))
+
+
+@pytest.mark.parametrize("age_ms, factor", [
+    (0, 2.0),
+    (24 * 3600 * 1000 - 1, 2.0),          # still inside the first 24-hour period
+    (24 * 3600 * 1000, 1.5),
+    (48 * 3600 * 1000 - 1, 1.5),
+    (48 * 3600 * 1000, 1 + 1 / 3),
+    (-5 * 3600 * 1000, 2.0),              # a clock-skewed future event counts as new
+])
+def test_recency_decays_once_per_whole_day(age_ms, factor):
+    now = 1_700_000_000_000
+    assert search.recency(now, now - age_ms, 1.0) == factor
+
+
+def test_idf_is_the_smoothed_formula():
+    assert search.idf(4, 1) == math.log(1 + 3.5 / 1.5)
+    assert search.idf(4, 4) == math.log(1 + 0.5 / 4.5)
+    assert search.idf(1000, 1) > search.idf(1000, 10) > search.idf(1000, 999) > 0
+
+
+def test_snippet_marks_terms_and_cuts_with_ellipses():
+    text = " ".join(f"w{i}" for i in range(40)) + " the Migration\nran fine " + \
+        " ".join(f"x{i}" for i in range(40))
+    out = search.snippet(text, ["migration"])
+    assert "«Migration»" in out
+    assert out.startswith("…") and out.endswith("…")
+    assert "\n" not in out
+    assert len(out.split()) <= search.SNIPPET_WORDS + 2
+
+
+def test_snippet_prefers_the_window_with_more_distinct_terms():
+    text = "alpha " + "filler " * 30 + "alpha beta gamma " + "filler " * 30
+    out = search.snippet(text, ["alpha", "beta", "gamma"])
+    assert "«alpha» «beta» «gamma»" in out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from("abcdefg"), st.lists(st.sampled_from("abcdefgh"),
+                                                           max_size=3), max_size=7),
+       st.sets(st.sampled_from("abcdefgh")))
+def test_outcomes_follow_derive(deps, invalidated):
+    from agent_journal.model import Event
+
+    events = []
+    for n, (entry_id, on) in enumerate(sorted(deps.items())):
+        events.append(Event(event_id=f"e{n}", type="entry", kind="note", id=entry_id,
+                            ts="2025-01-01T00:00:00.000Z", author="human", session=None,
+                            replica="r", data={"fields": {"text": "t"}, "anchors": [],
+                                               "dependsOn": on, "subject": None}))
+    for n, target in enumerate(sorted(invalidated)):
+        events.append(Event(event_id=f"i{n}", type="invalidation", kind="invalidation",
+                            id=target, ts="2025-01-01T00:00:00.000Z", author="human",
+                            session=None, replica="r", data={"reason": "x"}))
+    assert search.outcomes(deps, set(invalidated)) == derive(events).outcome
+
+
+# -- ranking, hand-computed ----------------------------------------------------------------
+
+def test_rare_term_beats_common_term(j):
+    j.obs("o1", "build ok")
+    j.obs("o2", "build ok again")
+    j.obs("o3", "build failed")
+    j.obs("o4", "deadlock in worker")
+    report = j.search("build deadlock", now="2025-03-10T13:00:00.000Z")
+    hits = report["hits"]
+    assert [h["id"] for h in hits] == ["o4", "o1", "o2", "o3"]  # ties: same ts, by id
+    rare, common = ln_idf(4, 1), ln_idf(4, 3)
+    assert rare > common
+    assert hits[0]["score"] == expected([rare], 1)
+    assert [h["score"] for h in hits[1:]] == [expected([common], 1)] * 3
+    assert hits[0]["terms"] == ["deadlock"] and hits[1]["terms"] == ["build"]
+
+
+def test_matching_more_terms_adds_their_weights(j):
+    j.obs("o1", "deploy staging")
+    j.obs("o2", "deploy production")
+    j.obs("o3", "rollback production")
+    j.obs("o4", "unrelated words")
+    hits = j.search("deploy production", now="2025-03-10T12:00:00.000Z")["hits"]
+    assert hits[0]["id"] == "o2"
+    w = ln_idf(4, 2)
+    assert hits[0]["score"] == expected([w, w], 0)
+    assert hits[0]["terms"] == ["deploy", "production"]
+    # the two single-term hits tie on score and ts: ordered by id
+    assert [h["id"] for h in hits[1:]] == ["o1", "o3"]
+
+
+def test_recent_hit_beats_an_older_equal_one(j):
+    j.note("n-old", "cache invalidation bug", when="2025-03-09T06:00:00.000Z")
+    j.note("n-new", "cache invalidation bug", when="2025-03-10T11:00:00.000Z")
+    j.note("n-other", "nothing to see", when="2025-03-10T11:00:00.000Z")
+    hits = j.search("cache", now="2025-03-10T12:00:00.000Z")["hits"]
+    assert [h["id"] for h in hits] == ["n-new", "n-old"]
+    w = ln_idf(3, 2)
+    assert hits[0]["score"] == expected([w], 1)            # x2
+    assert hits[1]["score"] == expected([w], 30)           # 30 h old: x1.5
+    assert hits[1]["score"] == w * 1.5
+
+
+def test_equal_scores_in_one_period_are_ordered_by_ts_then_id(j):
+    j.note("b", "flaky test", when="2025-03-10T01:00:00.000Z")
+    j.note("a", "flaky test", when="2025-03-10T01:00:00.000Z")
+    j.note("c", "flaky test", when="2025-03-10T02:00:00.000Z")
+    hits = j.search("flaky", now="2025-03-10T12:00:00.000Z")["hits"]
+    assert len({h["score"] for h in hits}) == 1
+    assert [h["id"] for h in hits] == ["c", "a", "b"]
+
+
+def test_boost_knob_changes_recency(j, monkeypatch):
+    j.note("n1", "vacuum", when="2025-03-01T12:00:00.000Z")
+    j.note("n2", "other", when="2025-03-01T12:00:00.000Z")
+    monkeypatch.setenv("AGENT_JOURNAL_SEARCH_BOOST", "0")
+    assert j.search("vacuum")["hits"][0]["score"] == ln_idf(2, 1)
+    monkeypatch.setenv("AGENT_JOURNAL_SEARCH_BOOST", "3")
+    assert j.search("vacuum")["hits"][0]["score"] == expected([ln_idf(2, 1)], 9 * 24, 3.0)
+    monkeypatch.setenv("AGENT_JOURNAL_SEARCH_BOOST", "-1")
+    with pytest.raises(UsageError):
+        j.search("vacuum")
+
+
+def test_limit_and_kind(j):
+    for i in range(5):
+        j.note(f"n{i}", "shared word")
+    j.note("f1", "shared word", kind="finding")
+    j.obs("o1", "shared word")
+    assert len(j.search("shared", limit=3)["hits"]) == 3
+    assert j.ids("shared", kind="finding") == ["f1"]
+    assert j.ids("shared", kind="tool_call") == ["o1"]
+
+
+def test_searches_entry_fields_subject_anchors_and_observation_content(j):
+    j.obs("o1", "stdout text", tool="Grep", input_value={"pattern": "needle_pattern",
+                                                        "path": "src"})
+    j.note("n1", "body", subject="payments-service", anchors=("tool_use:o1",
+                                                              "file:src/ledger.py"))
+    j.at(NOW)
+    journal.record(j.ctx, kind="decision", entry_id="d1",
+                   fields={"claim": None, "question": "which queue?", "chosen": "rabbitmq",
+                           "text": None}, anchors=[], depends_on=[], subject=None)
+    assert j.ids("grep") == ["o1"]
+    assert j.ids("needle_pattern") == ["o1"]
+    assert j.ids("payments") == ["n1"]
+    assert j.ids("ledger") == ["n1"]
+    assert j.ids("rabbitmq queue")[0] == "d1"
+    assert j.ids("c") == []             # call id c-o1 is bookkeeping, not content
+
+
+def test_observation_events_fold_into_one_document(j):
+    j.obs("o1", "", status="started", input_value={"command": "pytest -x"})
+    j.obs("o1", "3 passed", status="ok")
+    report = j.search("pytest passed")
+    assert [(h["id"], h["terms"]) for h in report["hits"]] == [("o1", ["pytest", "passed"])]
+    assert report["hits"][0]["type"] == "observation"
+    assert report["hits"][0]["outcome"] is None
+
+
+# -- tombstones, invalidations -------------------------------------------------------------
+
+def test_tombstoned_content_is_never_returned_nor_counted(j):
+    j.note("n1", "secret token leaked")
+    j.note("n2", "token rotation done")
+    j.obs("o1", "unrelated")
+    assert sorted(j.ids("token")) == ["n1", "n2"]
+    j.tombstone("n1")
+    report = j.search("token leaked", include_retracted=True)
+    assert [h["id"] for h in report["hits"]] == ["n2"]
+    # N = 2 (n2, o1), df(token) = 1, df(leaked) = 0
+    assert report["hits"][0]["score"] == expected([ln_idf(2, 1)], 0)
+    assert j.index_n() == 2
+
+
+def test_tombstone_before_its_target_keeps_it_out(j):
+    j.tombstone("later")
+    j.note("later", "arrives after its tombstone")
+    j.note("other", "arrives too")
+    assert j.ids("arrives", include_retracted=True) == ["other"]
+    assert j.index_n() == 1
+
+
+def test_invalidated_and_suppressed_only_on_request_and_marked(j):
+    j.note("root", "schema migration plan")
+    j.note("child", "migration step two", deps=("root",))
+    j.note("free", "migration unrelated")
+    j.note("pad", "padding")
+    assert sorted(j.ids("migration")) == ["child", "free", "root"]
+    j.invalidate("root")
+    assert j.ids("migration") == ["free"]
+    report = j.search("migration", include_retracted=True)
+    outcome = {h["id"]: h["outcome"] for h in report["hits"]}
+    assert outcome == {"root": "invalidated", "child": "suppressed", "free": "live"}
+    # retracted entries still count: N = 4, df = 3 with or without the flag
+    w = ln_idf(4, 3)
+    assert j.search("migration")["hits"][0]["score"] == expected([w], 0)
+    assert {h["score"] for h in report["hits"]} == {expected([w], 0)}
+
+
+def test_tombstoned_invalidated_root_still_suppresses_its_dependents(j):
+    j.note("root", "alpha plan")
+    j.note("child", "alpha detail", deps=("root",))
+    j.invalidate("root")
+    j.tombstone("root")
+    report = j.search("alpha", include_retracted=True)
+    assert [(h["id"], h["outcome"]) for h in report["hits"]] == [("child", "suppressed")]
+
+
+def test_invalidation_arriving_before_its_target(j):
+    j.invalidate("early")
+    j.note("early", "gamma ray")
+    j.note("late", "gamma dependent", deps=("early",))
+    assert j.ids("gamma") == []
+    assert {h["id"]: h["outcome"] for h in j.search("gamma", include_retracted=True)["hits"]} \
+        == {"early": "invalidated", "late": "suppressed"}
+
+
+def test_tombstoning_an_already_indexed_doc_drops_it_incrementally(j):
+    j.obs("o1", "password hunter2")
+    j.obs("o2", "password reset flow")
+    assert len(j.search("password")["hits"]) == 2
+    inode = j.index_file.stat().st_ino
+    j.tombstone("o1")
+    assert j.ids("hunter2") == []
+    assert j.ids("password") == ["o2"]
+    assert j.index_file.stat().st_ino == inode      # folded in place, no rebuild needed
+
+
+# -- the index: disposable, incremental, self-checking -------------------------------------
+
+QUERIES = ["migration", "build deadlock", "token", "alpha beta", "gamma", "password",
+           "shared word", "zzz"]
+
+
+def _all_results(j: J) -> list[dict]:
+    return [j.search(q, include_retracted=flag, limit=50) for q in QUERIES
+            for flag in (False, True)]
+
+
+def _populate(j: J) -> None:
+    j.note("m1", "migration plan alpha", when="2025-03-01T00:00:00.000Z")
+    j.note("m2", "migration beta", deps=("m1",), when="2025-03-05T00:00:00.000Z")
+    j.obs("o1", "build deadlock", when="2025-03-09T00:00:00.000Z")
+    j.obs("o2", "token gamma", when="2025-03-09T05:00:00.000Z", status="started")
+    j.obs("o2", "password finished", when="2025-03-09T06:00:00.000Z")
+    j.note("s1", "shared word", when="2025-03-10T00:00:00.000Z")
+
+
+def test_deleting_the_index_loses_nothing(j):
+    _populate(j)
+    before = _all_results(j)
+    j.invalidate("m1")
+    j.tombstone("o1")
+    middle = _all_results(j)
+    assert middle != before
+    for p in j.index_file.parent.glob("ws.*"):
+        p.unlink()
+    assert _all_results(j) == middle
+
+
+def test_incremental_update_picks_up_new_events_and_equals_a_rebuild(j):
+    _populate(j)
+    j.search("anything")
+    inode = j.index_file.stat().st_ino
+    j.obs("o3", "fresh deadlock", when="2025-03-10T11:00:00.000Z")
+    j.note("n9", "gamma again", deps=("m2",))
+    j.invalidate("m1")
+    assert "o3" in j.ids("deadlock")
+    assert j.index_file.stat().st_ino == inode
+    incremental = _all_results(j)
+    j.index_file.unlink()
+    assert _all_results(j) == incremental
+
+
+def test_events_merged_out_of_order_fold_like_a_rebuild(j):
+    _populate(j)
+    j.search("anything")
+    # an imported segment from another replica with older events: an earlier
+    # record of s1 (it wins, as in derive) and the start of observation o2
+    seg = j.segments()[0].parent / "rother-000001.sqlite"
+    store.create_private_file(str(seg))
+    conn = store.connect(str(seg))
+    store.init_segment(conn, workspace="ws", replica="rother")
+    from agent_journal.model import Event
+
+    events = [
+        Event(event_id="00000000-0000-4000-8000-000000000001", type="entry", kind="note",
+              id="s1", ts="2025-02-01T00:00:00.000Z", author="human", session=None,
+              replica="rother", data={"fields": {"text": "older wording kiwi"}, "anchors": [],
+                                      "dependsOn": [], "subject": None}),
+        Event(event_id="00000000-0000-4000-8000-000000000002", type="observation",
+              kind="tool_call", id="o2", ts="2025-03-09T04:00:00.000Z", author="agent",
+              session="s", replica="rother", data={"tool": "Read", "output": "papaya"}),
+    ]
+    store.run_write(conn, lambda c: store.insert_events(c, events))
+    conn.close()
+    assert j.ids("kiwi") == ["s1"]
+    assert j.ids("word") == []
+    hit = j.search("papaya token")["hits"][0]
+    assert (hit["id"], hit["ts"]) == ("o2", "2025-03-09T04:00:00.000Z")
+    assert hit["snippet"].startswith("Read «papaya»")
+    incremental = _all_results(j) + [j.search("kiwi papaya read")]
+    j.index_file.unlink()
+    assert _all_results(j) + [j.search("kiwi papaya read")] == incremental
+
+
+def _delete_rows(segment: Path, subject: str) -> None:
+    conn = sqlite3.connect(segment)
+    conn.execute("DELETE FROM events WHERE subject = ?", (subject,))
+    conn.commit()
+    conn.execute("VACUUM")
+    conn.close()
+
+
+def test_rows_removed_from_a_segment_are_noticed_and_purged_from_the_index(j):
+    _populate(j)
+    j.tombstone("o1")
+    j.obs("o5", "unique zebra", when="2025-03-10T00:00:00.000Z")
+    assert j.ids("zebra") == ["o5"]
+    n_before = j.index_n()
+    # what compaction does to the segment: the tombstoned target's rows go, and an
+    # untombstoned observation expires; the cache files are left alone here
+    for seg in j.segments():
+        _delete_rows(seg, "o1")
+        _delete_rows(seg, "o5")
+    assert j.ids("zebra") == []
+    assert j.index_n() == n_before - 1
+    data = b"\n".join(p.read_bytes() for p in j.index_file.parent.iterdir() if p.is_file())
+    for word in (b"deadlock", b"zebra"):
+        assert word not in data
+
+
+def test_a_cache_sweep_during_a_build_is_survived(j, monkeypatch):
+    """compact --apply may delete <ws>.* under cache/ while a search builds."""
+    _populate(j)
+    real = store.publish_cache
+    swept = []
+
+    def sweeping(conn, tmp, path):
+        if not swept:
+            swept.append(tmp)
+            os.unlink(tmp)
+        real(conn, tmp, path)
+
+    monkeypatch.setattr(store, "publish_cache", sweeping)
+    assert j.ids("deadlock") == ["o1"]
+    assert len(swept) == 1
+    assert not Path(swept[0]).exists()
+
+
+def test_a_vanished_segment_is_noticed(j):
+    j.note("n1", "walrus")
+    j.search("walrus")
+    for seg in j.segments():
+        seg.unlink()
+    assert j.search("walrus")["hits"] == []
+    j.note("n2", "walrus again")
+    assert j.ids("walrus") == ["n2"]
+
+
+def test_segment_signature_moves_on_every_commit_even_with_mtime_restored(j):
+    j.note("n1", "first")
+    seg = j.segments()[0]
+    sig1 = store.segment_signature(str(seg))
+    st1 = seg.stat()
+    conn = sqlite3.connect(seg)
+    conn.execute("INSERT INTO meta(key, value) VALUES ('probe', 'x')")
+    conn.commit()
+    conn.close()
+    os.utime(seg, ns=(st1.st_atime_ns, st1.st_mtime_ns))
+    assert seg.stat().st_size == st1.st_size
+    assert store.segment_signature(str(seg)) != sig1
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncate", "format", "workspace"])
+def test_a_damaged_index_is_rebuilt(j, damage):
+    _populate(j)
+    good = _all_results(j)
+    path = j.index_file
+    if damage == "garbage":
+        path.write_bytes(b"not a database at all" * 500)
+    elif damage == "truncate":
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    else:
+        conn = sqlite3.connect(path)
+        key = "format" if damage == "format" else "workspace"
+        conn.execute("UPDATE meta SET value = 'other' WHERE key = ?", (key,))
+        conn.commit()
+        conn.close()
+    assert _all_results(j) == good
+    assert j.index_n() == 5
+
+
+@pytest.mark.parametrize("where", ["id = 10", "id > 10"])  # structure record, leaves
+def test_a_corrupt_fts_record_met_by_a_query_is_rebuilt(j, where):
+    _populate(j)
+    good = _all_results(j)
+    conn = sqlite3.connect(j.index_file)
+    conn.execute(f"UPDATE wordindex_data SET block = randomblob(length(block)) WHERE {where}")
+    conn.commit()
+    conn.close()
+    assert _all_results(j) == good
+
+
+def test_malformed_and_unreadable_segments_are_reported_each_time(j):
+    j.note("n1", "lychee one")
+    j.note("n2", "lychee two")
+    seg = j.segments()[0]
+    conn = sqlite3.connect(seg)
+    conn.execute("UPDATE events SET body = CAST(replace(CAST(body AS TEXT), 'two', 'TWO') "
+                 "AS BLOB) WHERE subject = 'n2'")
+    conn.commit()
+    conn.close()
+    (seg.parent / "junk.sqlite").write_bytes(b"this is no sqlite file" * 100)
+    for _ in range(2):  # the second search reads nothing new but reports the same
+        report = j.search("lychee")
+        assert [h["id"] for h in report["hits"]] == ["n1"]
+        assert report["malformed"] == [{"segment": f"workspaces/ws/segments/{seg.name}",
+                                        "row": 2, "reason": "checksum mismatch"}]
+        assert [u["path"] for u in report["unreadable"]] == \
+            ["workspaces/ws/segments/junk.sqlite"]
+
+
+def test_a_segment_becoming_unreadable_drops_its_content(j):
+    j.note("n1", "durian")
+    assert j.ids("durian") == ["n1"]
+    seg = j.segments()[0]
+    seg.write_bytes(b"garbage" * 1000)
+    report = j.search("durian")
+    assert report["hits"] == []
+    assert len(report["unreadable"]) == 1
+
+
+def test_nothing_is_created_for_a_missing_root_or_workspace(j):
+    report = j.search("anything")
+    assert report["hits"] == [] and report["unreadable"] == []
+    assert not j.root.exists()
+    j.note("n1", "here")
+    j.ws = "other"
+    assert j.search("here")["hits"] == []
+    assert not (j.root / "cache" / "search" / "other.sqlite").exists()
+
+
+def test_cache_files_are_private(j):
+    _populate(j)
+    j.search("migration")
+    cache = j.root / "cache"
+    for p in [cache, *cache.rglob("*")]:
+        mode = stat.S_IMODE(p.stat().st_mode)
+        assert mode == (0o700 if p.is_dir() else 0o600), p
+
+
+def test_pruned_ranking_equals_the_full_query(root, monkeypatch):
+    """Reading only the rare words' documents must never change the answer."""
+    import random
+
+    from agent_journal.model import Event
+
+    rng = random.Random(3)
+    vocab = [f"w{i}" for i in range(60)]
+    weights = [1 / (i + 1) for i in range(60)]
+    events = []
+    for k in range(400):
+        ts = f"2025-03-{1 + k % 9:02d}T{k % 24:02d}:00:00.000Z"
+        text = " ".join(rng.choices(vocab, weights=weights, k=rng.randint(2, 8)))
+        if k % 5 == 0:
+            events.append(Event(event_id=f"00000000-0000-4000-8000-{k:012d}", type="entry",
+                                kind=rng.choice(["note", "finding"]), id=f"e{k}", ts=ts,
+                                author="human", session=None, replica="r",
+                                data={"fields": {"text": text}, "anchors": [],
+                                      "dependsOn": [f"e{k - 5}"] if k % 15 == 0 else [],
+                                      "subject": None}))
+        else:
+            events.append(Event(event_id=f"00000000-0000-4000-8000-{k:012d}",
+                                type="observation", kind="tool_call", id=f"o{k}", ts=ts,
+                                author="agent", session="s", replica="r",
+                                data={"tool": "Bash", "output": text}))
+        if k % 37 == 0:
+            events.append(Event(event_id=f"00000000-0000-4000-9000-{k:012d}",
+                                type="invalidation", kind="invalidation", id=f"e{k - 2}",
+                                ts=ts, author="human", session=None, replica="r",
+                                data={"reason": "x"}))
+    ws = store.Root.open(str(root), create=True).workspace("ws")
+    conn = ws.open_for_append()
+    store.run_write(conn, lambda c: store.insert_events(c, events))
+    conn.close()
+    index = search.refresh(ws)
+    pruned = []
+    original = search._Index._pruned
+
+    def spy(*args, **kwargs):
+        result = original(*args, **kwargs)
+        pruned.append(result is not None)
+        return result
+
+    monkeypatch.setattr(search._Index, "_pruned", staticmethod(spy))
+    try:
+        for _ in range(300):
+            terms = list(dict.fromkeys(rng.choices(vocab, k=rng.randint(2, 5))))
+            kw = dict(limit=rng.randint(1, 12), kind=rng.choice([None, None, "note"]),
+                      include_retracted=rng.random() < 0.5,
+                      now_ms=search.ts_millis("2025-03-10T00:00:00.000Z"),
+                      boost=rng.choice([0.0, 1.0, 4.0]))
+            fast = index.query(terms, prune=True, **kw)
+            full = index.query(terms, prune=False, **kw)
+            assert fast == full, (terms, kw)
+    finally:
+        index.conn.close()
+    assert sum(pruned) > 50, sum(pruned)  # the shortcut was taken, and agreed
+    assert not all(pruned)       # and so was the fallback
+
+
+# -- law: the index agrees with derive -----------------------------------------------------
+
+OPS = st.lists(st.one_of(
+    st.tuples(st.just("note"), st.sampled_from("abcde"), st.lists(st.sampled_from("abcde"),
+                                                                 max_size=2)),
+    st.tuples(st.just("obs"), st.sampled_from("pqr"), st.just([])),
+    st.tuples(st.just("invalidate"), st.sampled_from("abcdepq"), st.just([])),
+    st.tuples(st.just("tombstone"), st.sampled_from("abcdepq"), st.just([])),
+    st.tuples(st.just("search"), st.just(""), st.just([])),
+), max_size=14)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_index_agrees_with_derive(tmp_path_factory, monkeypatch, ops):
+    base = tmp_path_factory.mktemp("law")
+    os.chmod(base, 0o700)
+    jj = J(base / "journal", monkeypatch)
+    jj.note("seed", "word seed")
+    for n, (op, target, deps) in enumerate(ops):
+        when = f"2025-03-0{1 + n % 9}T00:00:00.000Z"
+        if op == "note":
+            try:
+                jj.note(target, f"word note {target}", deps=tuple(deps), when=when)
+            except Exception:
+                pass  # an id already recorded: refused, as it should be
+        elif op == "obs":
+            jj.obs(target, f"word obs {target} {n}", when=when)
+        elif op == "invalidate":
+            jj.invalidate(target)
+        elif op == "tombstone":
+            jj.tombstone(target)
+        else:
+            jj.search("word")
+    report = jj.search("word", include_retracted=True, limit=100)
+    _, d = journal.read_workspace(jj.ctx)
+    want = {("entry", i): d.outcome[i] for i in d.visible_entry_ids()}
+    want.update({("observation", i): None for i in d.visible_observation_ids()})
+    got = {(h["type"], h["id"]): h["outcome"] for h in report["hits"]}
+    assert got == want
+    assert jj.index_n() == len(want)
+    live = {(h["type"], h["id"]) for h in jj.search("word", limit=100)["hits"]}
+    assert live == {k for k, v in want.items() if v in (None, "live")}
+
+
+# -- the command line ----------------------------------------------------------------------
+
+def test_cli_human_list_and_json(cli, root):
+    env = {"AGENT_JOURNAL_NOW": "2025-03-10T10:00:00.000Z"}
+    assert cli("record", "--kind", "decision", "--id", "d1", "--question", "Which queue?",
+               "--chosen", "RabbitMQ for the migration", env=env).code == 0
+    assert cli("record", "--kind", "finding", "--id", "f1", "--claim",
+               "migration doubles latency", env=env).code == 0
+    assert cli("record", "--kind", "note", "--id", "n1", "--text", "unrelated", env=env
+               ).code == 0
+    assert cli("invalidate", "f1", "--reason", "measured wrong").code == 0
+    env["AGENT_JOURNAL_NOW"] = "2025-03-11T12:00:00.000Z"
+    w = ln_idf(3, 2)
+    human = cli("search", "migration", "--include-retracted", env=env)
+    assert human.code == 0 and human.err == ""
+    score = f"{expected([w], 26):8.3f}"
+    assert human.out == (
+        f"{score}  d1  entry/decision  2025-03-10T10:00:00.000Z\n"
+        "          Which queue? RabbitMQ for the «migration»\n"
+        f"{score}  f1  entry/finding  2025-03-10T10:00:00.000Z  [invalidated]\n"
+        "          «migration» doubles latency\n")
+    out = cli("search", "Migration", "--json", env=env)
+    doc = out.json()
+    assert list(doc) == ["query", "terms", "hits", "unreadable", "malformed"]
+    assert doc["query"] == "Migration" and doc["terms"] == ["migration"]
+    assert doc["hits"] == [{
+        "id": "d1", "type": "entry", "kind": "decision", "ts": "2025-03-10T10:00:00.000Z",
+        "score": expected([w], 26), "outcome": "live", "terms": ["migration"],
+        "snippet": "Which queue? RabbitMQ for the «migration»"}]
+    assert cli("search", "nothing-like-it", env=env).out == "no matches\n"
+
+
+@pytest.mark.parametrize("args", [
+    ["search"],
+    ["search", "   "],
+    ["search", "x", "--limit", "0"],
+    ["search", "x", "--limit", "ten"],
+    ["search", "x", "--limit"],
+    ["search", "x", "--kind", ""],
+    ["search", "x", "--kind", "a/b"],
+    ["search", "x", "--include-retracted=yes"],
+    ["search", "x", "--json", "true"],
+    ["search", "x", "--workspace", "--json"],
+])
+def test_cli_usage_errors_exit_2(cli, args):
+    result = cli(*args)
+    assert result.code == 2, result
+    assert result.out == ""
+
+
+def test_cli_reports_damage_with_the_floor_warning(cli, root):
+    assert cli("record", "--kind", "note", "--id", "n1", "--text", "fig").code == 0
+    seg_dir = root / "workspaces" / "ws" / "segments"
+    (seg_dir / "broken.sqlite").write_bytes(b"nope" * 100)
+    result = cli("search", "fig", "--json")
+    assert result.code == 0
+    assert [h["id"] for h in result.json()["hits"]] == ["n1"]
+    assert result.json()["unreadable"][0]["path"] == "workspaces/ws/segments/broken.sqlite"
+    assert "floor, not a total" in result.err
+
+
+def test_cli_concurrent_first_searches_agree(cli, root):
+    for i in range(20):
+        assert cli("observe", "--kind", "tool_call", "--id", f"o{i}", "--tool", "Bash",
+                   "--input", json.dumps({"command": f"make step{i % 3}"})).code == 0
+    env = clean_env(AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="ws",
+                    AGENT_JOURNAL_NOW="2025-03-10T10:00:00.000Z")
+    procs = [subprocess.Popen([CLI, "search", "make step1", "--json", "--limit", "50"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    assert len({o[0] for o in outs}) == 1
+    assert len(json.loads(outs[0][0])["hits"]) == 20
