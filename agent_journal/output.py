@@ -40,3 +40,19 @@ def floor_warning(unreadable: list[Any], malformed: list[Any]) -> None:
     if unreadable or malformed:
         warn(f"{len(unreadable)} unreadable segment(s), {len(malformed)} malformed row(s): "
              "this result is a floor, not a total")
+
+
+# -- capture ----------------------------------------------------------------------------
+
+def emit_raw(data: bytes) -> None:
+    """Exact bytes on stdout (get prints stored evidence verbatim, no newline added)."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def progress(done: int, total: int, what: str) -> None:
+    """One rewritten status line on stderr (called only when stderr is a terminal)."""
+    end = "\n" if done >= total else ""
+    sys.stderr.write(f"\r{what}: {done}/{total}{end}")
+    sys.stderr.flush()
