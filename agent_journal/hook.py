@@ -27,7 +27,7 @@ from agent_journal.capture.claude_code import (
     safe_id,
     sanitise_workspace_id,
 )
-from agent_journal.errors import JournalError
+from agent_journal.errors import BusyError, JournalError
 from agent_journal.evidence import capture_output
 from agent_journal.model import AUTHOR_AGENT, OBSERVATION, Event, new_event_id
 from agent_journal.redaction import redactor_for
@@ -40,10 +40,15 @@ if TYPE_CHECKING:
 
 MAX_CONTEXT_CHARS = 10_000
 LOG_NAME = "hook.log"
-# A locked journal costs the agent at most ~3 attempts x 2 s before the hook gives up
-# (logged). The installer's timeout is set well above that.
+# How long a locked journal may hold up the agent's tool call before the hook gives up (and
+# logs it). Parallel tool calls and subagents run hooks side by side, and SQLite's lock
+# waits are not fair (a waiter polls ever more rarely and can lose to newcomers for
+# seconds), so the whole append is retried with jitter until WRITE_BUDGET_S has passed,
+# each try waiting at most BUSY_TIMEOUT_S per lock. The installer's timeout is set above
+# the worst case.
 BUSY_TIMEOUT_S = 2.0
-WRITE_ATTEMPTS = 3
+WRITE_ATTEMPTS = 2
+WRITE_BUDGET_S = 15.0
 
 _TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
 
@@ -72,19 +77,42 @@ def claude_code(stdin: BinaryIO, *, root: str | None, workspace: str | None) -> 
     ws = journal_root.workspace(name)
     event = _event(ws, observation, payload)
     if payload["hook_event_name"] != "SessionStart":
-        ws.append([event])
+        _append(ws, event)
         return HookResult()
     # The context matters more to the agent than this one record: if the write fails,
     # the context is still printed and the failure is logged afterwards.
     deferred: BaseException | None = None
     try:
-        ws.append([event])
+        _append(ws, event)
     except Exception as exc:
         deferred = exc
     text = session_context(ws, MAX_CONTEXT_CHARS)
     out = json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
                                              "additionalContext": text}}, ensure_ascii=False)
     return HookResult(out, deferred)
+
+
+def _append(ws: Workspace, event: Event) -> None:
+    """Append, retrying while other writers hold the journal, until WRITE_BUDGET_S.
+
+    Retrying is safe: a failed try committed nothing, and the event id is the same, so
+    even a commit that landed unseen would be ignored the second time.
+    """
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + WRITE_BUDGET_S
+    while True:
+        try:
+            ws.append([event])
+            return
+        except (BusyError, sqlite3.OperationalError) as exc:
+            text = str(exc).lower()
+            if "locked" not in text and "busy" not in text:
+                raise
+            if time.monotonic() + BUSY_TIMEOUT_S > deadline:
+                raise
+            time.sleep(0.01 + int.from_bytes(os.urandom(1), "big") / 2550)
 
 
 def _event(ws: Workspace, observation: dict[str, Any], payload: dict[str, Any]) -> Event:

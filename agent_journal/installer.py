@@ -4,7 +4,8 @@ Invariants:
 - Everything in settings.json that is not an agent-journal hook handler is kept: every
   other key, every other hook, their order, and the file's indentation.
 - Install is idempotent (a second run changes no byte) and uninstall removes exactly the
-  handlers install adds, plus any group, event list or `hooks` object left empty by that.
+  handlers install adds, plus any group, event list or `hooks` object left empty by that
+  (and the file, and an empty .claude folder, when nothing else is left in it).
 - A file that is not strict JSON (duplicate keys, NaN, trailing garbage) or not shaped as
   Claude Code settings is refused, never rewritten; the file is replaced atomically
   (temp file, fsync, rename) and keeps its permissions.
@@ -30,10 +31,10 @@ if TYPE_CHECKING:
 # The events the hook journals, in the order they are written into settings.json.
 EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit",
           "SessionStart", "PreCompact", "Stop", "SessionEnd")
-# Seconds. The hook gives up on a locked journal after ~6 s (hook.py); SessionStart also
-# reads the workspace to build its context.
-TIMEOUTS = {"SessionStart": 30}
-DEFAULT_TIMEOUT = 15
+# Seconds. The hook gives up on a locked journal after ~25 s at worst (hook.py); SessionStart
+# also reads the workspace to build its context.
+TIMEOUTS = {"SessionStart": 60}
+DEFAULT_TIMEOUT = 30
 SETTINGS = os.path.join(".claude", "settings.json")
 SCRIPT = "agent-journal"
 
@@ -51,7 +52,7 @@ class Change:
 
     @property
     def changed(self) -> bool:
-        return self.after is not None and self.after != self.before
+        return self.after != self.before
 
 
 def hook_executable() -> list[str]:
@@ -162,7 +163,9 @@ def uninstall(*, project: str | None, dry_run: bool) -> Change:
                 emptied = True
         if emptied and not hooks:
             del settings["hooks"]
-    after = _dump(settings, indent)
+    # A settings file left holding nothing is removed: it is what install started from
+    # when it created the file, and an empty object configures nothing either way.
+    after = _dump(settings, indent) if settings else None
     return _finish(path, before, after, dry_run,
                    done=f"removed agent-journal hooks from {path}",
                    same=f"no agent-journal hooks in {path}; nothing changed")
@@ -249,18 +252,27 @@ def _dump(settings: dict[str, Any], indent: str) -> str:
     return json.dumps(settings, indent=indent, ensure_ascii=False) + "\n"
 
 
-def _finish(path: str, before: str | None, after: str, dry_run: bool, *, done: str,
+def _finish(path: str, before: str | None, after: str | None, dry_run: bool, *, done: str,
             same: str) -> Change:
-    if after == before or (before is None and after == "{}\n"):
+    """Write `after` (None: remove the file), or with `dry_run` describe it as a diff."""
+    if after == before:
         return Change(path, before, before, same, diff="" if dry_run else None)
     if dry_run:
         import difflib
 
         diff = "".join(difflib.unified_diff(
-            (before or "").splitlines(keepends=True), after.splitlines(keepends=True),
-            fromfile=path if before is not None else "/dev/null", tofile=path))
+            (before or "").splitlines(keepends=True), (after or "").splitlines(keepends=True),
+            fromfile=path if before is not None else "/dev/null",
+            tofile=path if after is not None else "/dev/null"))
         return Change(path, before, after, done, diff=diff)
-    _write(path, after)
+    if after is None:
+        os.unlink(path)
+        try:
+            os.rmdir(os.path.dirname(path))  # only when install's .claude folder is empty
+        except OSError:
+            pass
+    else:
+        _write(path, after)
     return Change(path, before, after, done)
 
 
