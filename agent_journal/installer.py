@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import copy
 import os
 import shlex
 import sys
@@ -118,6 +119,7 @@ def install(*, project: str | None, workspace: str | None, root: str | None,
     command = hook_command(workspace, root_path)
     path = os.path.join(folder, SETTINGS)
     before, settings, indent = _load(path)
+    original = copy.deepcopy(settings)
     hooks = settings.setdefault("hooks", {})
     for event in EVENTS:
         handler = {"type": "command", "command": command,
@@ -125,7 +127,8 @@ def install(*, project: str | None, workspace: str | None, root: str | None,
         groups = hooks.setdefault(event, [])
         _check_groups(path, event, groups)
         _place(groups, handler)
-    after = _dump(settings, indent)
+    # Already installed as wanted: the file is left as it is, whatever its formatting.
+    after = before if settings == original else _dump(settings, indent)
     return _finish(path, before, after, dry_run,
                    done=f"installed agent-journal hooks (workspace {workspace}) in {path}",
                    same=f"agent-journal hooks already installed in {path}; nothing changed")
@@ -138,6 +141,7 @@ def uninstall(*, project: str | None, dry_run: bool) -> Change:
         return Change(path, None, None, f"no {path}; nothing to remove",
                       diff="" if dry_run else None)
     before, settings, indent = _load(path)
+    original = copy.deepcopy(settings)
     hooks = settings.get("hooks")
     emptied = False
     if isinstance(hooks, dict):
@@ -165,7 +169,10 @@ def uninstall(*, project: str | None, dry_run: bool) -> Change:
             del settings["hooks"]
     # A settings file left holding nothing is removed: it is what install started from
     # when it created the file, and an empty object configures nothing either way.
-    after = _dump(settings, indent) if settings else None
+    if settings == original:
+        after = before
+    else:
+        after = _dump(settings, indent) if settings else None
     return _finish(path, before, after, dry_run,
                    done=f"removed agent-journal hooks from {path}",
                    same=f"no agent-journal hooks in {path}; nothing changed")
