@@ -41,14 +41,17 @@ if TYPE_CHECKING:
 MAX_CONTEXT_CHARS = 10_000
 LOG_NAME = "hook.log"
 # How long a locked journal may hold up the agent's tool call before the hook gives up (and
-# logs it). Parallel tool calls and subagents run hooks side by side, and SQLite's lock
-# waits are not fair (a waiter polls ever more rarely and can lose to newcomers for
-# seconds), so the whole append is retried with jitter until WRITE_BUDGET_S has passed,
-# each try waiting at most BUSY_TIMEOUT_S per lock. The installer's timeout is set above
-# the worst case.
-BUSY_TIMEOUT_S = 2.0
-WRITE_ATTEMPTS = 2
+# logs it). Parallel tool calls and subagents run hooks side by side, and SQLite's own lock
+# wait is not fair: a waiter polls ever more rarely (every 100 ms after the first 0.3 s) and
+# keeps losing to newcomers that poll every few milliseconds; under load one hook starved
+# for over 15 s. So each try waits only TRY_BUSY_S, which keeps it in SQLite's fast-polling
+# phase, and the whole append is retried with jitter until WRITE_BUDGET_S has passed. The
+# installer's timeout is set above that.
+TRY_BUSY_S = 0.25
 WRITE_BUDGET_S = 15.0
+# Reading the workspace for the SessionStart context is one long read, not a queue of
+# short writes: it may wait longer per lock before a segment is reported unreadable.
+READ_BUSY_S = 5.0
 
 _TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
 
@@ -67,7 +70,6 @@ def claude_code(stdin: BinaryIO, *, root: str | None, workspace: str | None) -> 
     if stdin.isatty():
         raise JournalError("no hook payload: stdin is a terminal")
     payload = parse_hook_payload(stdin.read())
-    store.set_write_patience(BUSY_TIMEOUT_S, WRITE_ATTEMPTS)
     journal_root = store.Root.open(root, create=True)
     redactor = redactor_for(journal_root.path)
     observation = hook_to_observation(payload, redactor)
@@ -101,6 +103,7 @@ def _append(ws: Workspace, event: Event) -> None:
     import sqlite3
     import time
 
+    store.set_write_patience(TRY_BUSY_S, 1)
     deadline = time.monotonic() + WRITE_BUDGET_S
     while True:
         try:
@@ -110,9 +113,9 @@ def _append(ws: Workspace, event: Event) -> None:
             text = str(exc).lower()
             if "locked" not in text and "busy" not in text:
                 raise
-            if time.monotonic() + BUSY_TIMEOUT_S > deadline:
+            if time.monotonic() > deadline:
                 raise
-            time.sleep(0.01 + int.from_bytes(os.urandom(1), "big") / 2550)
+            time.sleep(int.from_bytes(os.urandom(1), "big") / 10_000)  # 0 to 25 ms
 
 
 def _event(ws: Workspace, observation: dict[str, Any], payload: dict[str, Any]) -> Event:
@@ -157,6 +160,7 @@ def session_context(ws: Workspace, max_chars: int = MAX_CONTEXT_CHARS) -> str:
     (`agent_journal.digest.session_markdown(ws, max_chars)`), else builds the short
     fallback below. Never longer than `max_chars`.
     """
+    store.set_write_patience(READ_BUSY_S, 1)
     text = None
     try:
         from agent_journal import digest  # type: ignore[attr-defined]

@@ -237,8 +237,6 @@ def test_damaged_journal_fails_open(cli, root):
 LOCKED = r"""
 import sys
 from agent_journal import hook
-hook.BUSY_TIMEOUT_S = 0.2
-hook.WRITE_ATTEMPTS = 2
 hook.WRITE_BUDGET_S = 1.0
 from agent_journal.cli import main
 sys.exit(main(sys.argv[1:]))
@@ -270,9 +268,9 @@ def test_default_patience_is_bounded():
     from agent_journal import hook as hook_module
     from agent_journal import installer
 
-    # The last try starts before the budget ends and can wait on opening the segment,
-    # each BEGIN IMMEDIATE and the COMMIT.
-    last_try = hook_module.BUSY_TIMEOUT_S * (hook_module.WRITE_ATTEMPTS + 2) + 1
+    # The last try starts before the budget ends and can wait on opening the segment, its
+    # BEGIN IMMEDIATE and its COMMIT.
+    last_try = hook_module.TRY_BUSY_S * 3 + 1
     assert hook_module.WRITE_BUDGET_S + last_try < installer.DEFAULT_TIMEOUT
 
 
@@ -347,8 +345,7 @@ def session_start(cli, source: str = "startup", **kw: Any) -> str:
     return context
 
 
-@pytest.mark.parametrize("source", ["startup", "resume", "clear", "compact", "fork"])
-def test_session_start_prints_live_state_for_every_source(cli, source):
+def test_session_start_prints_live_state_for_every_source(cli):
     cli("record", "--kind", "objective", "--id", "obj", "--text",
         "Ship the sync fix. token: ORDER-4471-ZULU")
     cli("record", "--kind", "constraint", "--id", "c1", "--text", "never force-push to main")
@@ -362,7 +359,9 @@ def test_session_start_prints_live_state_for_every_source(cli, source):
     cli("record", "--kind", "finding", "--id", "f-gone", "--claim", "Jane Roe broke it")
     cli("invalidate", "f-wrong", "--reason", "it was not the clock")
     cli("tombstone", "f-gone", "--reason", "names a person")
-    context = session_start(cli, source)
+    contexts = {session_start(cli, source)
+                for source in ("startup", "resume", "clear", "compact", "fork")}
+    (context,) = contexts
     assert "Ship the sync fix. token: ORDER-4471-ZULU" in context
     assert "never force-push to main" in context
     assert "tests pass on 3.11" in context and "fix how?" not in context
@@ -371,11 +370,18 @@ def test_session_start_prints_live_state_for_every_source(cli, source):
     assert "f-gone" not in context and "f-wrong" not in context
 
 
-def test_session_start_context_is_bounded(cli):
-    cli("record", "--kind", "objective", "--id", "obj", "--text", "the objective")
-    cli("record", "--kind", "constraint", "--id", "c1", "--text", "a constraint")
+def test_session_start_context_is_bounded(cli, root):
+    from agent_journal import journal
+
+    ctx = journal.Context(str(root), "ws")
+    journal.record(ctx, kind="objective", entry_id="obj", fields={"text": "the objective"},
+                   anchors=[], depends_on=[], subject=None)
+    journal.record(ctx, kind="constraint", entry_id="c1", fields={"text": "a constraint"},
+                   anchors=[], depends_on=[], subject=None)
     for i in range(40):
-        cli("record", "--kind", "finding", "--id", f"f{i:02d}", "--claim", f"claim {i} " * 60)
+        journal.record(ctx, kind="finding", entry_id=f"f{i:02d}",
+                       fields={"claim": f"claim {i} " * 60}, anchors=[], depends_on=[],
+                       subject=None)
     context = session_start(cli)
     assert "the objective" in context and "a constraint" in context
     assert "claim 39" in context and "claim 0 " not in context  # newest kept
