@@ -12,7 +12,8 @@ Invariants:
   `hookSpecificOutput.additionalContext`, at most 10,000 characters (Claude Code moves
   longer context out of the prompt). Every other event prints nothing.
 - It is the hottest path in the package: it imports nothing beyond the write path's own
-  modules and the capture layer, and waits at most a few seconds on a locked journal.
+  modules and the capture layer, and gives up on a journal that stays locked for
+  WRITE_BUDGET_S.
 """
 
 from __future__ import annotations
@@ -52,9 +53,6 @@ WRITE_BUDGET_S = 15.0
 # Reading the workspace for the SessionStart context is one long read, not a queue of
 # short writes: it may wait longer per lock before a segment is reported unreadable.
 READ_BUSY_S = 5.0
-
-_TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
-
 
 class HookResult:
     """What the hook prints, and a write error to report after printing it."""
