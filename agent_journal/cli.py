@@ -201,6 +201,11 @@ def run(argv: list[str]) -> int:
     cmd, rest = find_command(argv)
     if cmd is not None and cmd.fail_open:
         return _run_failing_open(cmd, rest)
+    if cmd is None and argv[0] == "hook":
+        # A hook entry naming an agent this version does not know must not block the
+        # agent either (exit 2 would): it fails open like the hook itself.
+        _log_failed_open("hook", argv[1:], UsageError(f"no such hook {' '.join(argv[:2])!r}"))
+        return 0
     try:
         if cmd is None:
             raise UsageError(f"no such command {argv[0]!r}; see {PROG} --help")
@@ -233,19 +238,23 @@ def _run_failing_open(cmd: Any, rest: list[str]) -> int:
     try:
         globals()[cmd.handler](parse(cmd, rest))
     except BaseException as exc:  # all of them, KeyboardInterrupt and SystemExit included
-        try:
-            from agent_journal.hook import log_failure
-
-            log_failure(rest, exc)
-        except BaseException as log_exc:
-            # No private place to log (the root itself is unsafe or unusable): stderr is
-            # all that is left, and it is not shown to the agent on exit 0.
-            try:
-                output.error(f"{cmd.name} failed ({exc.__class__.__name__}) and could not "
-                             f"log it: {log_exc.__class__.__name__}")
-            except BaseException:
-                pass
+        _log_failed_open(cmd.name, rest, exc)
     return 0
+
+
+def _log_failed_open(name: str, rest: list[str], exc: BaseException) -> None:
+    try:
+        from agent_journal.hook import log_failure
+
+        log_failure(name, rest, exc)
+    except BaseException as log_exc:
+        # No private place to log (the root itself is unsafe or unusable): stderr is all
+        # that is left, and it is not shown to the agent on exit 0.
+        try:
+            output.error(f"{name} failed ({exc.__class__.__name__}) and could not log it: "
+                         f"{log_exc.__class__.__name__}")
+        except BaseException:
+            pass
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -247,8 +247,8 @@ def _cut(text: str, max_chars: int) -> str:
 
 # -- failing open -----------------------------------------------------------------------
 
-def log_failure(argv: list[str], exc: BaseException) -> None:
-    """Append one redacted line about `exc` to <root>/logs/hook.log.
+def log_failure(command: str, argv: list[str], exc: BaseException) -> None:
+    """Append one redacted line about `command` failing with `exc` to <root>/logs/hook.log.
 
     The root is found the way the command would have found it, without trusting the
     parser (which may be what failed). A root that is unsafe or unusable raises here;
@@ -276,8 +276,7 @@ def log_failure(argv: list[str], exc: BaseException) -> None:
         import time
 
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    line = f"{when} hook claude-code failed open: {exc.__class__.__name__}{where}: " \
-           f"{message}"
+    line = f"{when} {command} failed open: {exc.__class__.__name__}{where}: {message}"
     line = redactor.redact_text(line.replace("\r", "\\r").replace("\n", "\\n"))[:2000]
     store.append_private_log(path, LOG_NAME, line)
 

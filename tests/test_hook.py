@@ -189,6 +189,14 @@ def test_failures_never_exit_2_even_for_session_start(cli, root):
     assert result.code == 0 and result.out == ""
 
 
+@pytest.mark.parametrize("args", [["hook"], ["hook", "claude_code"], ["hook", "codex", "-x"]])
+def test_a_hook_this_version_does_not_know_fails_open(cli, root, args):
+    result = cli(*args, input=(DOCS / "PreToolUse.json").read_bytes())
+    assert (result.code, result.out, result.err) == (0, "", "")
+    (line,) = log_lines(root)
+    assert "hook failed open: UsageError" in line and "no such hook" in line
+
+
 def test_log_is_private_and_found_through_root_flag(cli, tmp_path):
     other = tmp_path / "private" / "other-root"
     result = hook(cli, b"not json", "--root", str(other))
