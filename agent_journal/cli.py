@@ -142,6 +142,63 @@ def cmd_search(a: dict[str, Any]) -> int:
     return 0
 
 
+# -- capture: hook, installer, import, get ---------------------------------------------
+
+def cmd_hook_claude_code(a: dict[str, Any]) -> int:
+    from agent_journal import hook
+
+    result = hook.claude_code(sys.stdin.buffer, root=a["root"], workspace=a["workspace"])
+    if result.stdout is not None:
+        output.emit_line(result.stdout)
+    if result.deferred is not None:
+        raise result.deferred
+    return 0
+
+
+def _print_install(result: Any) -> None:
+    if result.diff:
+        output.emit_raw(result.diff.encode("utf-8"))
+    else:
+        output.emit_line(result.message)
+
+
+def cmd_hooks_install(a: dict[str, Any]) -> int:
+    from agent_journal import installer
+
+    _print_install(installer.install(project=a["project"], workspace=a["workspace"],
+                                     root=a["root"], dry_run=a["dry_run"]))
+    return 0
+
+
+def cmd_hooks_uninstall(a: dict[str, Any]) -> int:
+    from agent_journal import installer
+
+    _print_install(installer.uninstall(project=a["project"], dry_run=a["dry_run"]))
+    return 0
+
+
+def cmd_import_claude_code(a: dict[str, Any]) -> int:
+    from agent_journal import backfill
+
+    progress = output.progress if sys.stderr.isatty() else None
+    report = backfill.import_claude_code(_context(a), a["transcript"], progress=progress)
+    output.emit_json(report)
+    return 0
+
+
+def cmd_get(a: dict[str, Any]) -> int:
+    from agent_journal import evidence
+
+    found = evidence.get(_context(a), a["id"])
+    if found.record is not None:
+        output.emit_json(found.record)
+    else:
+        output.emit_raw(found.raw or b"")
+    for warning in found.warnings:
+        output.warn(warning)
+    return 0
+
+
 # -- dispatch ---------------------------------------------------------------------------
 
 def _wants_help(argv: list[str]) -> bool:
@@ -157,6 +214,13 @@ def run(argv: list[str]) -> int:
 
         return show_help(argv)
     cmd, rest = find_command(argv)
+    if cmd is not None and cmd.fail_open:
+        return _run_failing_open(cmd, rest)
+    if cmd is None and argv[0] == "hook":
+        # A hook entry naming an agent this version does not know must not block the
+        # agent either (exit 2 would): it fails open like the hook itself.
+        _log_failed_open("hook", argv[1:], UsageError(f"no such hook {' '.join(argv[:2])!r}"))
+        return 0
     try:
         if cmd is None:
             raise UsageError(f"no such command {argv[0]!r}; see {PROG} --help")
@@ -176,6 +240,36 @@ def run(argv: list[str]) -> int:
         if os.environ.get("AGENT_JOURNAL_DEBUG"):
             raise
         return 1
+
+
+def _run_failing_open(cmd: Any, rest: list[str]) -> int:
+    """Run a fail-open command: every failure is logged and the exit code is 0.
+
+    The agent hook's caller treats exit 2 as "block this tool call" and other codes as
+    errors shown to the user, so nothing it does may surface as anything but 0.
+    """
+    from agent_journal.argv import parse
+
+    try:
+        globals()[cmd.handler](parse(cmd, rest))
+    except BaseException as exc:  # all of them, KeyboardInterrupt and SystemExit included
+        _log_failed_open(cmd.name, rest, exc)
+    return 0
+
+
+def _log_failed_open(name: str, rest: list[str], exc: BaseException) -> None:
+    try:
+        from agent_journal.hook import log_failure
+
+        log_failure(name, rest, exc)
+    except BaseException as log_exc:
+        # No private place to log (the root itself is unsafe or unusable): stderr is all
+        # that is left, and it is not shown to the agent on exit 0.
+        try:
+            output.error(f"{name} failed ({exc.__class__.__name__}) and could not log it: "
+                         f"{log_exc.__class__.__name__}")
+        except BaseException:
+            pass
 
 
 def main(argv: list[str] | None = None) -> int:

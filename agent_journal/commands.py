@@ -46,15 +46,18 @@ class Arg:
 
 
 class Command:
-    __slots__ = ("name", "help", "args", "opts", "handler")
+    __slots__ = ("name", "help", "args", "opts", "handler", "fail_open")
 
     def __init__(self, name: str, help: str, handler: str, args: tuple[Arg, ...] = (),
-                 opts: tuple[Opt, ...] = ()) -> None:
+                 opts: tuple[Opt, ...] = (), fail_open: bool = False) -> None:
         self.name = name
         self.help = help
         self.handler = handler
         self.args = args
         self.opts = opts
+        # A fail-open command (the agent hook) must never fail its caller: cli.run logs
+        # any failure, its own usage errors included, and exits 0.
+        self.fail_open = fail_open
 
 
 ROOT = Opt("root", "--root", "Journal root folder (default: $AGENT_JOURNAL_ROOT, else "
@@ -152,4 +155,52 @@ _add(Command(
             "suppressed entries, marked as such.", kind=BARE),
         Opt("json", "--json", "Print JSON instead of a list.", kind=BARE),
     ) + READ_COMMON,
+))
+
+
+# -- capture: the agent hook, its installer, transcript import, exact evidence --------
+
+HOOK_WORKSPACE = Opt("workspace", "--workspace", "Workspace id (default: "
+                     "$AGENT_JOURNAL_WORKSPACE, else the name of the payload's cwd folder).",
+                     env=ENV_WORKSPACE, metavar="ID")
+PROJECT = Opt("project", "--project", "Project folder holding .claude/settings.json "
+              "(default: the current folder).", metavar="DIR")
+DRY_RUN = Opt("dry_run", "--dry-run", "Print the change as a diff; write nothing.", kind=BARE)
+
+_add(Command(
+    "hook claude-code", "Journal one Claude Code hook payload read on stdin (run by Claude "
+    "Code; never fails the agent: errors go to <root>/logs/hook.log and exit 0).",
+    "cmd_hook_claude_code",
+    opts=(HOOK_WORKSPACE, ROOT),
+    fail_open=True,
+))
+
+_add(Command(
+    "hooks install claude-code", "Add the agent-journal hook to a project's "
+    ".claude/settings.json, keeping everything else in it.", "cmd_hooks_install",
+    opts=(PROJECT,
+          Opt("workspace", "--workspace", "Workspace the hook writes to (default: "
+              "$AGENT_JOURNAL_WORKSPACE, else the project folder's name).", env=ENV_WORKSPACE,
+              metavar="ID"),
+          ROOT, DRY_RUN),
+))
+
+_add(Command(
+    "hooks uninstall claude-code", "Remove exactly the hook entries `hooks install` added.",
+    "cmd_hooks_uninstall",
+    opts=(PROJECT, DRY_RUN),
+))
+
+_add(Command(
+    "import claude-code", "Replay a Claude Code session transcript's tool calls as "
+    "observations (re-importing adds nothing).", "cmd_import_claude_code",
+    args=(Arg("transcript", "The session's .jsonl file.", metavar="TRANSCRIPT"),),
+    opts=READ_COMMON,
+))
+
+_add(Command(
+    "get", "Print an observation's exact output (verified against its checksum) or an "
+    "entry's full record.", "cmd_get",
+    args=(Arg("id", "Observation or entry id.", metavar="ID"),),
+    opts=READ_COMMON,
 ))

@@ -2,7 +2,10 @@
 
 Invariant: every function here validates all of its input before it writes
 anything, writes through `store`, and returns a plain value for `output` to
-render. No function here prints, exits, or touches SQLite directly.
+render. No function here prints, exits, or touches SQLite directly. Every
+text a write stores passes the root's redactor first (see redaction.py):
+entry fields, subjects and non-id anchors, observation input and output,
+retraction reasons. Ids are keys and are stored as given.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from agent_journal import clock
 from agent_journal.derive import Derived, derive
 from agent_journal.errors import NotFoundError, UsageError
+from agent_journal.evidence import capture_output
 from agent_journal.model import (
     AUTHOR_AGENT,
     AUTHOR_HUMAN,
@@ -25,6 +29,7 @@ from agent_journal.model import (
     parse_anchor,
     validate_id,
 )
+from agent_journal.redaction import redactor_for
 from agent_journal.store import ReadResult, Root, Workspace
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
@@ -86,8 +91,14 @@ def record(ctx: Context, *, kind: str, entry_id: str, fields: dict[str, str | No
     anchors = [parse_anchor(a) for a in anchors]
     depends_on = [validate_id(d, "--depends-on id") for d in depends_on]
     ws = ctx.open(create=True)
+    redactor = redactor_for(ws.root.path)
+    # Ids (dependsOn, tool_use anchors) are keys, not text: they are never rewritten.
     ev = _event(ctx, ws, type=ENTRY, kind=kind, subject=entry_id, data={
-        "fields": clean, "anchors": anchors, "dependsOn": depends_on, "subject": subject,
+        "fields": redactor.redact_value(clean),
+        "anchors": [a if a.startswith("tool_use:") else redactor.redact_text(a)
+                    for a in anchors],
+        "dependsOn": depends_on,
+        "subject": None if subject is None else redactor.redact_text(subject),
     })
     ws.append([ev], unique_subject=entry_id, subject_type=ENTRY)
     return WriteResult(entry_id, ev.event_id)
@@ -102,12 +113,16 @@ def observe(ctx: Context, *, kind: str, obs_id: str, tool: str | None, call_id: 
     if status not in OBSERVATION_STATUSES:
         raise UsageError(f"--status must be one of {', '.join(OBSERVATION_STATUSES)}")
     ws = ctx.open(create=True)
+    redactor = redactor_for(ws.root.path)
     data: dict[str, Any] = {
         "tool": tool, "callId": call_id, "input": input_value, "output": output,
         "status": status, "exitCode": exit_code, "durationMs": duration_ms,
     }
     if extra:
         data.update(extra)
+    data = redactor.redact_value(data)
+    data["output"], data["artifact"] = capture_output(
+        ws, data["output"], partial=status in ("partial", "cancelled"))
     ev = _event(ctx, ws, type=OBSERVATION, kind=kind, subject=obs_id, data=data)
     ws.append([ev])
     return WriteResult(obs_id, ev.event_id)
@@ -117,7 +132,7 @@ def _retraction(ctx: Context, type_: str, target: str, reason: str | None) -> Wr
     validate_id(target, "target id")
     reason = _require_text(reason, "--reason")
     ws = ctx.open(create=True)
-    data: dict[str, Any] = {"reason": reason}
+    data: dict[str, Any] = {"reason": redactor_for(ws.root.path).redact_text(reason)}
     if type_ == TOMBSTONE:
         data["purged"] = False
     ev = _event(ctx, ws, type=type_, kind=type_, subject=target, data=data)

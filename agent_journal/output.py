@@ -55,3 +55,19 @@ def search_lines(report: dict[str, Any]) -> None:
         emit_line(f"{hit['score']:8.3f}  {hit['id']}  {hit['type']}/{hit['kind']}  "
                   f"{hit['ts']}{mark}")
         emit_line(f"          {hit['snippet']}")
+
+
+# -- capture ----------------------------------------------------------------------------
+
+def emit_raw(data: bytes) -> None:
+    """Exact bytes on stdout (get prints stored evidence verbatim, no newline added)."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def progress(done: int, total: int, what: str) -> None:
+    """One rewritten status line on stderr (called only when stderr is a terminal)."""
+    end = "\n" if done >= total else ""
+    sys.stderr.write(f"\r{what}: {done}/{total}{end}")
+    sys.stderr.flush()

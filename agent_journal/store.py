@@ -775,3 +775,162 @@ def iter_segment_after(path: str, after: int, batch: int = 2000
                 yield ("event", seq, ev, event_id)
     finally:
         conn.close()
+
+
+# -- capture: artifacts, root config, the hook's log, import lookups --------------------
+#
+# Artifact layout (spec/FORMAT.md, "Artifacts"): a blob's reference is
+# `xxh3-128:<32 hex>` of its exact bytes, and it lives at
+# <root>/workspaces/<ws>/artifacts/<first 2 hex>/<32 hex>, 0600 in 0700 folders.
+# A reference is validated before it becomes a path: references arrive in
+# events, and events arrive from other replicas.
+
+ARTIFACTS_DIR = "artifacts"
+ARTIFACT_ALGO = "xxh3-128"
+_ARTIFACT_HEX = re.compile(r"[0-9a-f]{32}")
+CONFIG_NAME = "config.json"
+LOGS_DIR = "logs"
+LOG_MAX_BYTES = 1024 * 1024
+
+
+def artifact_ref(data: bytes) -> str:
+    """The content address of `data`."""
+    import xxhash
+
+    return f"{ARTIFACT_ALGO}:{xxhash.xxh3_128_hexdigest(data)}"
+
+
+def artifact_path(ws: Workspace, ref: str) -> str:
+    """Where the blob with reference `ref` lives; JournalError for anything but a valid ref."""
+    algo, sep, hexdigest = ref.partition(":") if isinstance(ref, str) else ("", "", "")
+    if not sep or algo != ARTIFACT_ALGO or not _ARTIFACT_HEX.fullmatch(hexdigest):
+        raise JournalError(f"not an artifact reference: {str(ref)[:80]!r}")
+    return os.path.join(ws.path, ARTIFACTS_DIR, hexdigest[:2], hexdigest)
+
+
+def write_artifact(ws: Workspace, data: bytes) -> str:
+    """Store `data` as a blob (temp file, fsync, rename, fsync folder); return its ref.
+
+    Content-addressed, so writing the same bytes twice is one file. An existing
+    file is kept only if its bytes are exactly `data`; anything else there
+    (damage, a hand edit) is replaced whole. OSError propagates: the caller
+    records the capture as failed.
+    """
+    ref = artifact_ref(data)
+    path = artifact_path(ws, ref)
+    try:
+        with open(path, "rb") as fh:
+            if fh.read() == data:
+                return ref
+    except FileNotFoundError:
+        pass
+    folder = os.path.dirname(path)
+    make_private_dirs(folder)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    dfd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    return ref
+
+
+def read_artifact(ws: Workspace, ref: str) -> bytes:
+    """The blob's bytes as stored; FileNotFoundError when it is not there. Verifies nothing."""
+    with open(artifact_path(ws, ref), "rb") as fh:
+        return fh.read()
+
+
+def read_root_config(root_path: str) -> tuple[str, bytes] | None:
+    """(path, bytes) of <root>/config.json, or None when there is none.
+
+    One failed open is all a missing file costs: the hook asks on every call.
+    """
+    path = os.path.join(root_path, CONFIG_NAME)
+    try:
+        with open(path, "rb") as fh:
+            return path, fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise JournalError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def append_private_log(root_path: str, name: str, line: str) -> None:
+    """Append one line to <root>/logs/<name> (0600), keeping one previous file past 1 MiB."""
+    folder = os.path.join(root_path, LOGS_DIR)
+    make_private_dirs(folder)
+    path = os.path.join(folder, name)
+    try:
+        if os.stat(path).st_size > LOG_MAX_BYTES:
+            os.replace(path, path + ".1")
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, FILE_MODE)
+    try:
+        os.write(fd, line.encode("utf-8", errors="replace") + b"\n")
+    finally:
+        os.close(fd)
+
+
+def set_write_patience(busy_timeout_s: float, attempts: int) -> None:
+    """Bound how long this process waits on a locked journal (the hook must not stall
+    the agent's tool call; a CLI user can afford the defaults)."""
+    global BUSY_TIMEOUT_S, WRITE_ATTEMPTS
+    BUSY_TIMEOUT_S = busy_timeout_s
+    WRITE_ATTEMPTS = attempts
+
+
+def observation_phases(ws: Workspace, ids: Iterable[str]) -> dict[str, tuple[set[Any], str]]:
+    """For each observation id present in a readable segment: the statuses its events
+    carry and the latest `ts` among them.
+
+    Used by import to recognise calls the live hook already captured. Rows that fail
+    verification are skipped here; read commands report them.
+    """
+    wanted = sorted(set(ids))
+    found: dict[str, tuple[set[Any], str]] = {}
+    if not wanted:
+        return found
+    for path in ws.segment_paths():
+        try:
+            conn = connect(path)
+        except sqlite3.Error:
+            continue
+        try:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(
+                    "SELECT event_id, type, subject, ts, body, checksum FROM events "
+                    f"WHERE type = 'observation' AND subject IN ({marks})", chunk)
+                for event_id, type_, subject, ts, body, digest in rows:
+                    try:
+                        ev = codec.decode_checked(body, digest, event_id, type_, subject, ts)
+                    except codec.MalformedEvent:
+                        continue
+                    statuses, latest = found.get(subject, (set(), ts))
+                    statuses.add(ev.data.get("status"))
+                    found[subject] = (statuses, max(latest, ts))
+        except sqlite3.Error:
+            continue
+        finally:
+            conn.close()
+    return found

@@ -8,7 +8,8 @@ import time
 from bench import CLI, PY, Ctx, median
 
 
-def write_floor(ctx: Ctx) -> float:
+def write_floor_cmd(ctx: Ctx) -> list[str]:
+    """The floor process: one SQLite insert and commit from a bare `python -I -S`."""
     db = ctx.path("floor") / "floor.db"
     conn = sqlite3.connect(db)
     conn.execute("CREATE TABLE IF NOT EXISTS t (x)")
@@ -16,7 +17,12 @@ def write_floor(ctx: Ctx) -> float:
     conn.close()
     code = (f"import sqlite3;c=sqlite3.connect({str(db)!r});"
             "c.execute('insert into t values (1)');c.commit()")
-    return median(ctx.time_process(lambda i: [PY, "-I", "-S", "-c", code]))
+    return [PY, "-I", "-S", "-c", code]
+
+
+def write_floor(ctx: Ctx) -> float:
+    cmd = write_floor_cmd(ctx)
+    return median(ctx.time_process(lambda i: cmd))
 
 
 def run(ctx: Ctx) -> None:

@@ -74,14 +74,24 @@ sys.exit(rc)
 """
 
 
+HOOK_PAYLOAD = json.dumps({
+    "session_id": "s1", "cwd": "/home/user/ws", "hook_event_name": "PostToolUse",
+    "tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "toolu_01",
+    "tool_response": {"stdout": "a\nb\n", "stderr": "", "interrupted": False},
+})
+
+
 def test_write_commands_import_nothing_heavy(root):
     env = clean_env(AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="ws")
     for args in (["record", "--kind", "note", "--id", "n", "--text", "t"],
                  ["observe", "--kind", "tool_call", "--id", "o", "--tool", "Bash"],
                  ["invalidate", "n", "--reason", "r"],
-                 ["tombstone", "o", "--reason", "r"]):
+                 ["tombstone", "o", "--reason", "r"],
+                 ["hook", "claude-code"]):
         proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True,
-                              text=True, env=env)
+                              text=True, env=env, input=HOOK_PAYLOAD)
         assert proc.returncode == 0, proc.stderr
         loaded = json.loads(proc.stderr.split("MODULES ")[1])
         assert loaded == [], (args, loaded)
+    # The hook fails open, so its exit code proves nothing: it must also have logged nothing.
+    assert not (root / "logs").exists()

@@ -690,3 +690,40 @@ def test_importing_capture_is_light() -> None:
     assert lazy == "True"
     heavy = {"typer", "click", "pydantic", "rich", "sqlite_utils", "sqlite3", "dateutil"}
     assert not heavy & {name.split(".")[0] for name in loaded.split()}
+
+
+# ---------------------------------------------------------------- ids from payloads
+
+
+@given(st.text(max_size=80))
+def test_event_name_check_matches_its_pattern(name: str) -> None:
+    from agent_journal.capture.claude_code import _EVENT_NAME, _is_event_name
+
+    assert _is_event_name(name) == bool(re.fullmatch(_EVENT_NAME, name))
+
+
+@given(st.text(max_size=300))
+def test_safe_id_is_always_valid_and_deterministic(raw: str) -> None:
+    from agent_journal.capture.claude_code import safe_id
+    from agent_journal.errors import UsageError
+    from agent_journal.model import validate_id
+
+    value = safe_id(raw)
+    assert validate_id(value, "id") == value
+    assert safe_id(raw) == value
+    try:
+        validate_id(raw, "id")
+    except UsageError:
+        assert value != raw and re.search(r"~[0-9a-f]{12}$", value)
+    else:
+        assert value == raw
+
+
+def test_safe_id_keeps_distinct_raw_ids_apart() -> None:
+    from agent_journal.capture.claude_code import safe_id
+
+    raws = ["a/b", "a\\b", "a_b/", "a\nb", " a/b", "-a/b", "", ".", "..", "x" * 200, "x" * 201]
+    values = [safe_id(r) for r in raws]
+    assert len(set(values)) == len(values)
+    assert safe_id("toolu_01ABC123...") == "toolu_01ABC123..."
+    assert safe_id("a/b").startswith("a_b~")

@@ -438,3 +438,48 @@ def test_crafted_output_is_redacted_in_linear_time(label: str) -> None:
     started = time.perf_counter()
     redact_text(text)
     assert time.perf_counter() - started < 2.0
+
+
+# -- the literal prefilter ----------------------------------------------------------------
+
+def _unfiltered(text: str) -> str:
+    """Every built-in rule applied regardless of its trigger literals."""
+    from agent_journal.capture import redact as module
+
+    out = text
+    for rule in module._builtin_rules():
+        compiled, replace = rule.compiled()
+        out = compiled.sub(replace, out)
+    return out
+
+
+def test_triggers_line_up_with_the_rules() -> None:
+    from agent_journal.capture.redact import _TRIGGERS
+
+    assert len(_TRIGGERS) == len(BUILTIN_RULES)
+    assert all(triggers and all(triggers) for triggers in _TRIGGERS)
+
+
+def test_every_match_of_a_rule_holds_one_of_its_triggers() -> None:
+    from agent_journal.capture.redact import _TRIGGERS
+
+    texts = [text for _, text, _ in POSITIVES] + NEGATIVES + [f" {s} " for s in SECRETS]
+    matched = 0
+    for (name, pattern), triggers in zip(BUILTIN_RULES, _TRIGGERS, strict=True):
+        for text in texts:
+            for match in re.finditer(pattern, text):
+                matched += 1
+                assert any(t in match.group() for t in triggers), (name, match.group())
+    assert matched >= len(POSITIVES)
+
+
+@pytest.mark.parametrize(("label", "text", "expected"), POSITIVES, ids=[p[0] for p in POSITIVES])
+def test_prefilter_changes_no_result(label: str, text: str, expected: str) -> None:
+    assert redact_text(text) == _unfiltered(text) == expected
+
+
+@given(st.lists(st.sampled_from(SECRETS + NEGATIVES + ["\n", " ", ":", "@", "://"]),
+                max_size=8), prose)
+def test_prefilter_changes_no_result_on_mixtures(parts: list[str], noise: str) -> None:
+    text = noise.join(parts)
+    assert redact_text(text) == _unfiltered(text)

@@ -35,6 +35,7 @@ __all__ = [
     "main_input",
     "parse_hook_payload",
     "read_transcript",
+    "safe_id",
     "sanitise_workspace_id",
 ]
 
@@ -131,10 +132,19 @@ def _check_payload(payload: Any) -> None:
     name = payload.get("hook_event_name")
     if name is None:
         raise HookPayloadError("hook payload has no hook_event_name")
-    if not isinstance(name, str) or not re.fullmatch(_EVENT_NAME, name):
+    if not isinstance(name, str) or not _is_event_name(name):
         raise HookPayloadError(
             f"hook_event_name must be an identifier of at most 64 characters, got {name!r:.80}"
         )
+
+
+_EVENT_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _is_event_name(name: str) -> bool:
+    # _EVENT_NAME without the regex: compiling it cost the hook a millisecond per call.
+    return (0 < len(name) <= 64 and name[0].isascii() and name[0].isalpha()
+            and all(ch in _EVENT_NAME_CHARS for ch in name))
 
 
 def hook_to_observation(
@@ -398,6 +408,34 @@ def sanitise_workspace_id(cwd: str | None) -> str:
     if name in ("", ".", ".."):
         return DEFAULT_WORKSPACE
     return name
+
+
+def safe_id(raw: str) -> str:
+    """`raw` itself when it is a valid journal id, else a valid id derived from it alone.
+
+    Tool-use and session ids become observation ids and session names, which must pass
+    model.validate_id (whose rules `_is_valid_id` repeats; this package imports nothing of
+    the journal). An id that does not pass is not dropped: its path separators and control
+    characters become `_`, surrounding blanks and leading dashes go, it is cut to fit, and
+    `~` plus 12 hex digits of a hash of the original is appended, so two different raw ids
+    never meet and the hook and `import` derive the same id from the same raw one.
+    """
+    if _is_valid_id(raw):
+        return raw
+    import hashlib  # only for ids that need it: rare, and off the common path
+
+    digest = hashlib.blake2s(raw.encode("utf-8", errors="surrogatepass"), digest_size=6)
+    base = "".join("_" if ch in "/\\" or ord(ch) < 32 or ord(ch) == 127 else ch for ch in raw)
+    base = base.strip().lstrip("-").strip()[: _MAX_ID_CHARS - 13] or "id"
+    return f"{base}~{digest.hexdigest()}"
+
+
+def _is_valid_id(value: str) -> bool:
+    if not value or len(value) > _MAX_ID_CHARS or value in (".", "..") or value[0] == "-":
+        return False
+    if value.strip() != value:
+        return False
+    return not any(ch in "/\\" or ord(ch) < 32 or ord(ch) == 127 for ch in value)
 
 
 def _str_or_none(value: Any) -> str | None:

@@ -108,6 +108,35 @@ BUILTIN_RULES: tuple[tuple[str, str], ...] = (
 
 RULE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(name for name, _ in BUILTIN_RULES))
 
+# For each built-in rule, in the same order: literals of which every match contains at least
+# one. A rule runs (and is compiled) only on text holding one of them: compiling every rule
+# costs the hook several milliseconds per process, and most text holds none. Each entry must
+# be implied by its pattern (tests/test_redact.py checks every positive both ways).
+_TRIGGERS: tuple[tuple[str, ...], ...] = (
+    ("-----BEGIN",),
+    ("://",),
+    ("hooks.slack.com/",),
+    ("earer",),
+    ("BEARER",),
+    ("uthorization",),
+    ("sk-ant-",),
+    ("sk-",),
+    ("AKIA", "ASIA"),
+    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ("github_pat_",),
+    ("glpat-",),
+    ("xox",),
+    ("sk_",),
+    ("rk_",),
+    ("whsec_",),
+    ("AIza",),
+    ("hf_",),
+    ("npm_",),
+    ("pypi-AgEIcHlwaS5vcmc",),
+    ("SG.",),
+    ("eyJ",),
+)
+
 # A plain string, compiled by re's cache only when a Redactor is given extra patterns.
 _NAME = r"[a-z0-9][a-z0-9._-]{0,63}"
 
@@ -139,21 +168,24 @@ class Redactor:
             if compiled.fullmatch(""):
                 raise ValueError(f"redaction rule {name!r}: pattern matches the empty string")
             self._extra.append((name, compiled))
-        self._passes: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] | None = None
+        self._rules: list[_Rule] | None = None
 
-    def _compiled(self) -> list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]]:
-        # Compiled on first use, not at import: the hook path imports this module on every
-        # tool call, and commands that never redact should not pay for the compile.
-        if self._passes is None:
-            self._passes = [
-                (compiled, _replacer(name, compiled)) for name, compiled in _builtin_compiled()
-            ] + [(compiled, _replacer(name, compiled)) for name, compiled in self._extra]
-        return self._passes
+    def _all_rules(self) -> list[_Rule]:
+        if self._rules is None:
+            self._rules = _builtin_rules() + [
+                _Rule(name, compiled.pattern, None, compiled) for name, compiled in self._extra
+            ]
+        return self._rules
 
     def redact_text(self, text: str) -> str:
         """`text` with every secret replaced by its marker; the same object if none matched."""
         out = text
-        for compiled, replace in self._compiled():
+        for rule in self._all_rules():
+            # Each rule sees the output of the ones before it, so its trigger is looked
+            # for in that output, not in the original text.
+            if rule.triggers is not None and not any(t in out for t in rule.triggers):
+                continue
+            compiled, replace = rule.compiled()
             out = compiled.sub(replace, out)
         return text if out == text else out
 
@@ -172,13 +204,38 @@ class Redactor:
         return _redact_container(self, value)
 
 
-_builtin: list[tuple[str, re.Pattern[str]]] | None = None
+class _Rule:
+    """One rule, compiled on first use: rules whose trigger never shows up cost nothing."""
+
+    __slots__ = ("name", "source", "triggers", "_compiled", "_replace")
+
+    def __init__(self, name: str, source: str, triggers: tuple[str, ...] | None,
+                 compiled: re.Pattern[str] | None = None) -> None:
+        self.name = name
+        self.source = source
+        self.triggers = triggers
+        self._compiled = compiled
+        self._replace: Callable[[re.Match[str]], str] | None = None
+
+    def compiled(self) -> tuple[re.Pattern[str], Callable[[re.Match[str]], str]]:
+        if self._compiled is None:
+            self._compiled = re.compile(self.source)
+        if self._replace is None:
+            self._replace = _replacer(self.name, self._compiled)
+        return self._compiled, self._replace
 
 
-def _builtin_compiled() -> list[tuple[str, re.Pattern[str]]]:
+_builtin: list[_Rule] | None = None
+
+
+def _builtin_rules() -> list[_Rule]:
+    # Shared by every Redactor, so each pattern is compiled at most once per process.
     global _builtin
     if _builtin is None:
-        _builtin = [(name, re.compile(pattern)) for name, pattern in BUILTIN_RULES]
+        _builtin = [
+            _Rule(name, pattern, triggers)
+            for (name, pattern), triggers in zip(BUILTIN_RULES, _TRIGGERS, strict=True)
+        ]
     return _builtin
 
 
