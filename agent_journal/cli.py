@@ -127,6 +127,54 @@ def cmd_show(a: dict[str, Any]) -> int:
     return 0
 
 
+# -- audit and recovery reads: trace, digest, coverage, decay ---------------------------
+
+def _read_context(a: dict[str, Any]) -> Any:
+    from agent_journal.journal import Context
+
+    return Context(a["root"], a["workspace"])
+
+
+def cmd_trace(a: dict[str, Any]) -> int:
+    from agent_journal.trace import trace
+
+    report, result = trace(_read_context(a), a["id"])
+    output.emit_json(report)
+    output.floor_warning(result.unreadable, result.malformed)
+    return 0
+
+
+def cmd_digest(a: dict[str, Any]) -> int:
+    from agent_journal.digest import digest
+
+    markdown, report, result = digest(_read_context(a), session=a["session"],
+                                      max_chars=a["max_chars"])
+    if a["json"]:
+        output.emit_json(report)
+    else:
+        output.emit_text(markdown)
+    output.floor_warning(result.unreadable, result.malformed)
+    return 0
+
+
+def cmd_coverage(a: dict[str, Any]) -> int:
+    from agent_journal.coverage import coverage
+
+    report, result = coverage(_read_context(a))
+    output.emit_json(report)
+    output.floor_warning(result.unreadable, result.malformed)
+    return 0
+
+
+def cmd_decay(a: dict[str, Any]) -> int:
+    from agent_journal.decay import decay
+
+    report, result = decay(_read_context(a))
+    output.emit_json(report)
+    output.floor_warning(result.unreadable, result.malformed)
+    return 0
+
+
 # -- dispatch ---------------------------------------------------------------------------
 
 def _wants_help(argv: list[str]) -> bool:
