@@ -59,15 +59,17 @@ WRITING_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 GENERIC_INPUT_CHARS = 200
 
 # How many items each section keeps as candidates before the bound is applied;
-# the rest are counted as "earlier, not shown" (a busy journal holds far more
-# tool calls than any prompt should carry).
+# the rest are counted as "earlier, not shown". A busy journal holds far more
+# tool calls than any prompt should carry, and because the bound trims whole
+# sections in priority order, a long list of old successes must not be able to
+# starve the recent activity below it.
 CAPS = {
-    "unfinishedToolCalls": 100,
+    "unfinishedToolCalls": 50,
     "liveEntries": 500,
-    "retracted": 200,
-    "failedToolCalls": 100,
-    "succeededToolCalls": 100,
-    "filesTouched": 200,
+    "retracted": 50,
+    "failedToolCalls": 30,
+    "succeededToolCalls": 15,
+    "filesTouched": 50,
     "recentActivity": 20,
 }
 
@@ -299,14 +301,14 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
     for section, ids in ((unfinished, unfinished_ids), (failed, failed_ids),
                          (succeeded, succeeded_ids), (recent, activity_ids)):
         section.total = len(ids)
-        for obs_id in ids[len(ids) - CAPS[section.key]:] if ids else ():
+        for obs_id in ids[-CAPS[section.key]:]:
             view = views[obs_id]
             item = _tool_call_item(view, main_input(view["tool"], view["input"]))
             section.add(item, _tool_call_md(item, show_session))
 
     files.total = len(touched)
     ordered = sorted(touched.values(), key=lambda f: (f["lastTs"], f["path"]))
-    for f in ordered[len(ordered) - CAPS["filesTouched"]:]:
+    for f in ordered[-CAPS["filesTouched"]:]:
         tools = ", ".join(f"{t} x{n}" if n > 1 else t for t, n in sorted(f["tools"].items()))
         item = {"path": f["path"], "tools": dict(sorted(f["tools"].items())),
                 "count": f["count"], "lastTs": f["lastTs"]}
