@@ -26,7 +26,7 @@ import json
 
 from agent_journal.anchors import EXTERNAL, anchor_report
 from agent_journal.derive import INVALIDATED, Derived
-from agent_journal.model import ENTRY_FIELDS
+from agent_journal.model import ENTRY_FIELDS, Event
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
@@ -209,9 +209,16 @@ def _tool_call_md(item: dict[str, Any], show_session: bool) -> str:
     return f"- {label} {rendered} ({meta_text})\n"
 
 
-def _is_failed(view: dict[str, Any]) -> bool:
-    exit_code = view["exitCode"]
-    return view["status"] in FAILED_STATUSES or (
+def _latest(events: list[Event], name: str) -> Any:
+    for ev in reversed(events):
+        value = ev.data.get(name)
+        if value is not None:
+            return value
+    return None
+
+
+def _is_failed(status: Any, exit_code: Any) -> bool:
+    return (isinstance(status, str) and status in FAILED_STATUSES) or (
         isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0)
 
 
@@ -275,34 +282,38 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
     succeeded_ids: list[str] = []
     activity_ids: list[str] = []
     touched: dict[str, dict[str, Any]] = {}
-    views: dict[str, dict[str, Any]] = {}
     for obs_id in d.visible_observation_ids():
-        view = d.observation_view(obs_id)
-        if session is not None and view["session"] != session:
+        events = d.observation_events[obs_id]
+        first, last = events[0], events[-1]
+        if session is not None and first.session != session:
             continue
-        views[obs_id] = view
         activity_ids.append(obs_id)
-        if view["kind"] != TOOL_CALL:
+        if first.kind != TOOL_CALL:
             continue
-        if view["status"] == STARTED:
+        # The same fold as Derived.observation_view (latest non-null value wins;
+        # the latest event's status wins), for the few fields classifying needs:
+        # building a full view of every observation would dominate a large read.
+        status = last.data.get("status") or _latest(events, "status")
+        if status == STARTED:
             unfinished_ids.append(obs_id)
-        elif _is_failed(view):
+        elif _is_failed(status, _latest(events, "exitCode")):
             failed_ids.append(obs_id)
         else:
             succeeded_ids.append(obs_id)
-            path = written_path(view["tool"], view["input"])
+            tool = _latest(events, "tool")
+            path = written_path(tool, _latest(events, "input"))
             if path is not None:
                 entry = touched.setdefault(path, {"path": path, "tools": {}, "count": 0,
-                                                  "lastTs": view["lastTs"]})
-                entry["tools"][view["tool"]] = entry["tools"].get(view["tool"], 0) + 1
+                                                  "lastTs": last.ts})
+                entry["tools"][tool] = entry["tools"].get(tool, 0) + 1
                 entry["count"] += 1
-                entry["lastTs"] = max(entry["lastTs"], view["lastTs"])
+                entry["lastTs"] = max(entry["lastTs"], last.ts)
 
     for section, ids in ((unfinished, unfinished_ids), (failed, failed_ids),
                          (succeeded, succeeded_ids), (recent, activity_ids)):
         section.total = len(ids)
         for obs_id in ids[-CAPS[section.key]:]:
-            view = views[obs_id]
+            view = d.observation_view(obs_id)
             item = _tool_call_item(view, main_input(view["tool"], view["input"]))
             section.add(item, _tool_call_md(item, show_session))
 

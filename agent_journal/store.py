@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import sqlite3
@@ -466,6 +467,18 @@ class Workspace:
     # -- reading ------------------------------------------------------------------------
 
     def read(self) -> ReadResult:
+        # A large read allocates millions of objects and none of them form cycles;
+        # the cyclic collector re-scanning them all as they pile up cost about as
+        # much as decoding them. Paused for the read, restored after.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._read()
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _read(self) -> ReadResult:
         result = ReadResult()
         for path in self.segment_paths():
             rel = self.rel(path)
