@@ -13,7 +13,7 @@ import json
 
 import xxhash
 
-from agent_journal.model import Event
+from agent_journal.model import Event, event_from_stored
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
@@ -109,11 +109,7 @@ def from_dict(obj: Any) -> Event:
     if not isinstance(obj["schema"], int):
         raise MalformedEvent("field schema is not an integer")
     _check_type_fields(obj)
-    return Event(
-        event_id=obj["eventId"], type=obj["type"], kind=obj["kind"], id=obj["id"],
-        ts=obj["ts"], author=obj["author"], session=obj["session"],
-        replica=obj["replica"], data=obj["data"], schema=obj["schema"],
-    )
+    return event_from_stored(obj)
 
 
 def _check_type_fields(obj: dict[str, Any]) -> None:

@@ -136,8 +136,12 @@ class Derived:
 
 
 def derive(events: Iterable[Event]) -> Derived:
+    # attrgetter is Event.sort_key without a Python call per event; imported here
+    # because the write path imports this module and never derives.
+    from operator import attrgetter
+
     d = Derived()
-    ordered = sorted(events, key=lambda e: e.sort_key)
+    ordered = sorted(events, key=attrgetter("ts", "event_id"))
     d.event_count = len(ordered)
     for ev in ordered:
         t = ev.type

@@ -68,3 +68,22 @@ def test_decode_reports_the_same_reasons():
                            "session": None, "replica": "r", "data": {},
                            "schema": 1}).encode()
         codec.decode(body, codec.checksum(body))
+
+
+def test_decoded_event_equals_the_constructed_one_and_stays_immutable():
+    from agent_journal.model import Event
+
+    original = Event(event_id="e-1", type="entry", kind="finding", id="f1",
+                     ts="2026-01-01T00:00:00.000Z", author="agent", session="s1", replica="r1",
+                     data={"fields": {"claim": "c"}, "anchors": ["tool_use:o1"],
+                           "dependsOn": [], "subject": None})
+    body, digest = codec.encode(original)
+    decoded = codec.decode(body, digest)
+    assert decoded == original and decoded.as_dict() == original.as_dict()
+    assert type(decoded) is Event and hash(decoded) == hash(original)
+    with pytest.raises(AttributeError):
+        decoded.kind = "decision"  # type: ignore[misc]
+    obj = json.loads(body)
+    from_obj = codec.from_dict(obj)
+    obj["data"]["fields"] = "changed later"
+    assert from_obj.data["fields"] == {"claim": "c"}  # data is the event's own copy
