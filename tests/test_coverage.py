@@ -89,3 +89,23 @@ def test_damage_is_reported_and_warned(cli, root):
     assert report["unreadable"][0]["path"].endswith("junk.sqlite")
     assert len(report["segments"]) == 2 and report["segmentsRead"] == 1
     assert "floor, not a total" in result.err
+
+
+def test_order_of_events_does_not_matter():
+    import random
+
+    from audit_scenario import entry as make_entry
+
+    rnd = random.Random(3)
+    events = []
+    for i in range(60):
+        events.append(ev("observation", "tool_call", f"o{i % 20}", at(i), {"tool": "Bash"}))
+        events.append(make_entry(f"e{i}", at(i % 7), anchors=[f"tool_use:o{rnd.randrange(30)}"]
+                                 if i % 3 else []))
+        if i % 9 == 0:
+            events.append(ev("tombstone", "tombstone", f"o{i % 25}", at(i), {"reason": "r"},
+                             event_id=f"t{i}"))
+    first = coverage_derived(events, derive(events))
+    for _ in range(5):
+        rnd.shuffle(events)
+        assert coverage_derived(events, derive(events)) == first

@@ -68,3 +68,23 @@ def test_damage_is_reported_and_warned(cli, root):
     assert result.code == 0
     assert len(result.json()["malformed"]) == 1 and len(result.json()["unreadable"]) == 1
     assert "floor, not a total" in result.err
+
+
+def test_order_of_events_does_not_matter():
+    import random
+
+    rnd = random.Random(5)
+    events = []
+    for i in range(80):
+        events.append(entry(f"e{i}", at(i % 11), anchors=[f"tool_use:o{rnd.randrange(40)}"
+                                                           for _ in range(i % 3)]))
+        if i % 2:
+            events.append(ev("observation", "tool_call", f"o{i % 40}", at(i), {"tool": "Read"}))
+        if i % 7 == 0:
+            events.append(ev("tombstone", "tombstone", f"o{rnd.randrange(40)}", at(i),
+                             {"reason": "r", "purged": bool(i % 2)}))
+    first = decay_derived(derive(events))
+    assert first["entries"]
+    for _ in range(5):
+        rnd.shuffle(events)
+        assert decay_derived(derive(events)) == first
