@@ -89,13 +89,16 @@ def coverage_derived(events: Iterable[Event], d: Derived) -> dict[str, Any]:
 
 def coverage(ctx: Context) -> tuple[dict[str, Any], ReadResult]:
     from agent_journal.journal import damage_lists, read_workspace
+    from agent_journal.store import PausedGC
 
-    result, d = read_workspace(ctx)
+    with PausedGC():
+        result, d = read_workspace(ctx)
+        counted = coverage_derived(result.events, d)
     failed = {u["path"] for u in result.unreadable}
     # `segments` lists every segment found; `segmentsRead` counts those read to the
     # end (a segment that failed part-way is in `unreadable` too).
     report: dict[str, Any] = {"segments": list(result.segments),
                               "segmentsRead": sum(1 for s in result.segments if s not in failed)}
-    report.update(coverage_derived(result.events, d))
+    report.update(counted)
     report.update(damage_lists(result))
     return report, result

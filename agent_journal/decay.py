@@ -53,8 +53,10 @@ def decay_derived(d: Derived) -> dict[str, Any]:
 
 def decay(ctx: Context) -> tuple[dict[str, Any], ReadResult]:
     from agent_journal.journal import damage_lists, read_workspace
+    from agent_journal.store import PausedGC
 
-    result, d = read_workspace(ctx)
-    report = decay_derived(d)
+    with PausedGC():
+        result, d = read_workspace(ctx)
+        report = decay_derived(d)
     report.update(damage_lists(result))
     return report, result

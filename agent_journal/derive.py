@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable
 
 from agent_journal.model import (
@@ -136,6 +137,20 @@ class Derived:
 
 
 def derive(events: Iterable[Event]) -> Derived:
+    # The cyclic collector is paused: deriving from a large read builds a few
+    # objects per event, and the collector's full passes over every event
+    # already held would cost more than the derivation (nothing here forms a
+    # cycle; reference counting frees it all).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _derive(events)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _derive(events: Iterable[Event]) -> Derived:
     # attrgetter is Event.sort_key without a Python call per event; imported here
     # because the write path imports this module and never derives.
     from operator import attrgetter

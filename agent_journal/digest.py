@@ -85,7 +85,7 @@ def main_input(tool: str | None, value: Any) -> str | None:
     """The part of a tool's input a reader recognises it by, verbatim when known."""
     if value is None:
         return None
-    if isinstance(value, dict) and tool in MAIN_INPUT_KEYS:
+    if isinstance(value, dict) and isinstance(tool, str) and tool in MAIN_INPUT_KEYS:
         for key in MAIN_INPUT_KEYS[tool]:
             if isinstance(value.get(key), str):
                 return str(value[key])
@@ -100,7 +100,7 @@ def main_input(tool: str | None, value: Any) -> str | None:
 
 
 def written_path(tool: str | None, value: Any) -> str | None:
-    if tool in WRITING_TOOLS and isinstance(value, dict):
+    if isinstance(tool, str) and tool in WRITING_TOOLS and isinstance(value, dict):
         for key in MAIN_INPUT_KEYS[tool]:
             if isinstance(value.get(key), str) and value[key]:
                 return str(value[key])
@@ -210,6 +210,9 @@ def _tool_call_md(item: dict[str, Any], show_session: bool) -> str:
 
 
 def _latest(events: list[Event], name: str) -> Any:
+    value = events[-1].data.get(name)
+    if value is not None:
+        return value
     for ev in reversed(events):
         value = ev.data.get(name)
         if value is not None:
@@ -229,46 +232,62 @@ def _entry_item(d: Derived, entry_id: str) -> dict[str, Any]:
             "ts": ev.ts}
 
 
+def _live_entry(d: Derived, entry_id: str) -> tuple[dict[str, Any], str]:
+    item = _entry_item(d, entry_id)
+    kind = item["kind"]
+    item["anchors"] = [anchor_report(d, a)
+                       for a in d.entry_events[entry_id].data.get("anchors", ())]
+    md = f"- {kind} {entry_id}: {_fields_text(kind, item['fields'])}\n"
+    if item["anchors"]:
+        md += "  anchors: " + "; ".join(_anchor_md(r) for r in item["anchors"]) + "\n"
+    elif kind in ("finding", "decision"):
+        md += "  anchors: none\n"
+    return item, md
+
+
+def _retracted_entry(d: Derived, entry_id: str) -> tuple[dict[str, Any], str]:
+    item = _entry_item(d, entry_id)
+    kind = item["kind"]
+    outcome = d.outcome.get(entry_id)
+    item["outcome"] = outcome
+    if outcome == INVALIDATED:
+        reason = str(d.invalidations[entry_id][0].data.get("reason"))
+        item["reason"] = reason
+        why = f"invalidated: {reason}"
+    else:
+        through = list(d.suppressed_through.get(entry_id, []))
+        item["suppressedThrough"] = through
+        item["reason"] = ("depends on retracted " + ", ".join(through) if through
+                          else "depends on a retracted entry")
+        why = f"suppressed: {item['reason']}"
+    return item, f"- {kind} {entry_id} ({why}); it said: {_fields_text(kind, item['fields'])}\n"
+
+
 def collect(d: Derived, session: str | None) -> dict[str, Any]:
     """Everything the digest may show, before the bound is applied."""
     objectives: list[dict[str, Any]] = []
     constraints: list[dict[str, Any]] = []
+    live_ids: list[str] = []
+    retracted_ids: list[str] = []
+    for entry_id in d.visible_entry_ids():
+        if not d.is_live(entry_id):
+            retracted_ids.append(entry_id)
+            continue
+        kind = d.entry_events[entry_id].kind
+        if kind in ("objective", "constraint"):
+            item = _entry_item(d, entry_id)
+            item["text"] = _fields_text(kind, item["fields"])
+            (objectives if kind == "objective" else constraints).append(item)
+        else:
+            live_ids.append(entry_id)
     live = Section("liveEntries", "Live decisions and findings", "entries")
     retracted = Section("retracted", "Retracted entries", "retracted entries",
                         RETRACTED_NOTE)
-    for entry_id in d.visible_entry_ids():
-        item = _entry_item(d, entry_id)
-        kind = item["kind"]
-        if d.is_live(entry_id):
-            if kind in ("objective", "constraint"):
-                item["text"] = _fields_text(kind, item["fields"])
-                (objectives if kind == "objective" else constraints).append(item)
-                continue
-            item["anchors"] = [anchor_report(d, a)
-                               for a in d.entry_events[entry_id].data.get("anchors", ())]
-            md = f"- {kind} {entry_id}: {_fields_text(kind, item['fields'])}\n"
-            if item["anchors"]:
-                md += "  anchors: " + "; ".join(_anchor_md(r) for r in item["anchors"]) + "\n"
-            elif kind in ("finding", "decision"):
-                md += "  anchors: none\n"
-            live.add(item, md)
-        else:
-            outcome = d.outcome.get(entry_id)
-            item["outcome"] = outcome
-            if outcome == INVALIDATED:
-                reason = str(d.invalidations[entry_id][0].data.get("reason"))
-                item["reason"] = reason
-                why = f"invalidated: {reason}"
-            else:
-                through = list(d.suppressed_through.get(entry_id, []))
-                item["suppressedThrough"] = through
-                item["reason"] = ("depends on retracted " + ", ".join(through) if through
-                                  else "depends on a retracted entry")
-                why = f"suppressed: {item['reason']}"
-            retracted.add(item, f"- {kind} {entry_id} ({why}); it said: "
-                                f"{_fields_text(kind, item['fields'])}\n")
-    live.total = len(live.md)
-    retracted.total = len(retracted.md)
+    for section, ids, render in ((live, live_ids, _live_entry),
+                                 (retracted, retracted_ids, _retracted_entry)):
+        section.total = len(ids)
+        for entry_id in ids[-CAPS[section.key]:]:
+            section.add(*render(d, entry_id))
 
     show_session = session is None
     unfinished = Section("unfinishedToolCalls", "Unfinished tool calls", "unfinished tool calls",
@@ -301,6 +320,8 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
         else:
             succeeded_ids.append(obs_id)
             tool = _latest(events, "tool")
+            if not isinstance(tool, str) or tool not in WRITING_TOOLS:
+                continue
             path = written_path(tool, _latest(events, "input"))
             if path is not None:
                 entry = touched.setdefault(path, {"path": path, "tools": {}, "count": 0,
@@ -325,10 +346,6 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                 "count": f["count"], "lastTs": f["lastTs"]}
         files.add(item, f"- {code(f['path'])} ({tools}; last {f['lastTs']})\n")
 
-    for section in (live, retracted):
-        cap = CAPS[section.key]
-        del section.md[:-cap]
-        del section.items[:-cap]
     # Priority order, most important first: trimming starts from the end.
     sections = [unfinished, live, retracted, failed, succeeded, files, recent]
     return {"objectives": objectives, "liveConstraints": constraints, "sections": sections}
@@ -441,6 +458,7 @@ def digest(ctx: Context, *, session: str | None = None, max_chars: int | None = 
     from agent_journal.errors import UsageError
     from agent_journal.journal import damage_lists, read_workspace
     from agent_journal.model import validate_id
+    from agent_journal.store import PausedGC
 
     if session is not None:
         validate_id(session, "--session")
@@ -448,7 +466,8 @@ def digest(ctx: Context, *, session: str | None = None, max_chars: int | None = 
         max_chars = DEFAULT_MAX_CHARS
     if max_chars < 1:
         raise UsageError("--max-chars must be at least 1")
-    result, d = read_workspace(ctx)
-    markdown, report = build(d, workspace=ctx.workspace_name, session=session,
-                             max_chars=max_chars, damage=damage_lists(result))
+    with PausedGC():
+        result, d = read_workspace(ctx)
+        markdown, report = build(d, workspace=ctx.workspace_name, session=session,
+                                 max_chars=max_chars, damage=damage_lists(result))
     return markdown, report, result

@@ -327,6 +327,25 @@ def insert_events(conn: sqlite3.Connection, events: Iterable[Event]) -> int:
 
 # -- reading ----------------------------------------------------------------------------
 
+class PausedGC:
+    """Pause Python's cyclic collector for a bulk read or computation; restore after.
+
+    A whole-workspace read allocates millions of objects and none of them form
+    cycles; with the collector running, its full passes over everything read so
+    far cost as much as decoding it. Reference counting still frees everything.
+    Nests: the collector is re-enabled only if it was enabled on entry.
+    """
+
+    def __enter__(self) -> PausedGC:
+        self._was_enabled = gc.isenabled()
+        gc.disable()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._was_enabled:
+            gc.enable()
+
+
 class ReadResult:
     """What a whole-workspace read saw, including what it could not trust."""
 
@@ -467,16 +486,8 @@ class Workspace:
     # -- reading ------------------------------------------------------------------------
 
     def read(self) -> ReadResult:
-        # A large read allocates millions of objects and none of them form cycles;
-        # the cyclic collector re-scanning them all as they pile up cost about as
-        # much as decoding them. Paused for the read, restored after.
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with PausedGC():
             return self._read()
-        finally:
-            if was_enabled:
-                gc.enable()
 
     def _read(self) -> ReadResult:
         result = ReadResult()

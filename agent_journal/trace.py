@@ -100,9 +100,11 @@ def trace_derived(d: Derived, target: str) -> dict[str, Any]:
 def trace(ctx: Context, target: str) -> tuple[dict[str, Any], ReadResult]:
     from agent_journal.journal import damage_lists, read_workspace
     from agent_journal.model import validate_id
+    from agent_journal.store import PausedGC
 
     validate_id(target, "ID")
-    result, d = read_workspace(ctx)
-    report = trace_derived(d, target)
+    with PausedGC():
+        result, d = read_workspace(ctx)
+        report = trace_derived(d, target)
     report.update(damage_lists(result))
     return report, result

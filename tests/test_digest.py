@@ -385,3 +385,15 @@ def test_writing_session_variable_does_not_scope_the_digest(cli, root):
     scoped = cli("digest", "--json", env={"AGENT_JOURNAL_SESSION": "s2"}).json()
     assert scoped["session"] is None
     assert {c["session"] for c in scoped["recentActivity"]} == {"s1", "s2"}
+
+
+def test_odd_values_from_newer_replicas_do_not_break_the_digest():
+    events = [
+        ev("observation", "tool_call", "o1", at(1), {"tool": {"name": "x"}, "input": [1],
+                                                     "status": {"s": 1}, "exitCode": "2"}),
+        ev("observation", "tool_call", "o2", at(2), {"tool": ["Edit"], "input": {"a": 1}}),
+        entry("f1", at(3), kind="hunch", fields={"guess": "g", "why": 3}),
+    ]
+    markdown, report = build(events)
+    assert [c["id"] for c in report["recentActivity"]] == ["o1", "o2"]
+    assert "- hunch f1: guess: g; why: 3\n" in markdown
