@@ -130,8 +130,15 @@ def cmd_show(a: dict[str, Any]) -> int:
 # -- audit and recovery reads: trace, digest, coverage, decay ---------------------------
 
 def _read_context(a: dict[str, Any]) -> Any:
+    import gc
+
     from agent_journal.journal import Context
 
+    # This process is about to hold a whole workspace and then exit. The
+    # operations pause the cyclic collector while they work; turned off here it
+    # also skips the one full pass over everything read that re-enabling it
+    # would trigger while the result is printed. Nothing read forms a cycle.
+    gc.disable()
     return Context(a["root"], a["workspace"])
 
 
