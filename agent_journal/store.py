@@ -327,25 +327,6 @@ def insert_events(conn: sqlite3.Connection, events: Iterable[Event]) -> int:
 
 # -- reading ----------------------------------------------------------------------------
 
-class PausedGC:
-    """Pause Python's cyclic collector for a bulk read or computation; restore after.
-
-    A whole-workspace read allocates millions of objects and none of them form
-    cycles; with the collector running, its full passes over everything read so
-    far cost as much as decoding it. Reference counting still frees everything.
-    Nests: the collector is re-enabled only if it was enabled on entry.
-    """
-
-    def __enter__(self) -> PausedGC:
-        self._was_enabled = gc.isenabled()
-        gc.disable()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._was_enabled:
-            gc.enable()
-
-
 class ReadResult:
     """What a whole-workspace read saw, including what it could not trust."""
 
@@ -557,3 +538,24 @@ def _has_subject(conn: sqlite3.Connection, subject: str, type_: str | None) -> b
         row = conn.execute("SELECT 1 FROM events WHERE subject = ? AND type = ? LIMIT 1",
                            (subject, type_)).fetchone()
     return row is not None
+
+
+# -- bulk reads (audit and recovery reads) ---------------------------------------------
+
+class PausedGC:
+    """Pause Python's cyclic collector for a bulk read or computation; restore after.
+
+    A whole-workspace read allocates millions of objects and none of them form
+    cycles; with the collector running, its full passes over everything read so
+    far cost as much as decoding it. Reference counting still frees everything.
+    Nests: the collector is re-enabled only if it was enabled on entry.
+    """
+
+    def __enter__(self) -> PausedGC:
+        self._was_enabled = gc.isenabled()
+        gc.disable()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._was_enabled:
+            gc.enable()
