@@ -199,6 +199,61 @@ def cmd_get(a: dict[str, Any]) -> int:
     return 0
 
 
+# -- audit and recovery reads: trace, digest, coverage, decay ---------------------------
+
+def _read_context(a: dict[str, Any]) -> Any:
+    import gc
+
+    from agent_journal.journal import Context
+
+    # This process is about to hold a whole workspace and then exit. The
+    # operations pause the cyclic collector while they work; turned off here it
+    # also skips the one full pass over everything read that re-enabling it
+    # would trigger while the result is printed. Nothing read forms a cycle.
+    gc.disable()
+    return Context(a["root"], a["workspace"])
+
+
+def cmd_trace(a: dict[str, Any]) -> int:
+    from agent_journal.trace import trace
+
+    report, result = trace(_read_context(a), a["id"])
+    output.emit_json(report)
+    output.floor_warning(result.unreadable, result.malformed)
+    return 0
+
+
+def cmd_digest(a: dict[str, Any]) -> int:
+    from agent_journal.digest import digest
+
+    markdown, report, result = digest(_read_context(a), session=a["session"],
+                                      max_chars=a["max_chars"])
+    if a["json"]:
+        output.emit_json(report)
+    else:
+        output.emit_text(markdown)
+    output.floor_warning(result.unreadable, result.malformed)
+    return 0
+
+
+def cmd_coverage(a: dict[str, Any]) -> int:
+    from agent_journal.coverage import coverage
+
+    report, result = coverage(_read_context(a))
+    output.emit_json(report)
+    output.floor_warning(result.unreadable, result.malformed)
+    return 0
+
+
+def cmd_decay(a: dict[str, Any]) -> int:
+    from agent_journal.decay import decay
+
+    report, result = decay(_read_context(a))
+    output.emit_json(report)
+    output.floor_warning(result.unreadable, result.malformed)
+    return 0
+
+
 # -- dispatch ---------------------------------------------------------------------------
 
 def _wants_help(argv: list[str]) -> bool:

@@ -204,3 +204,39 @@ _add(Command(
     args=(Arg("id", "Observation or entry id.", metavar="ID"),),
     opts=READ_COMMON,
 ))
+
+# -- audit and recovery reads: trace, digest, coverage, decay ----------------------------
+
+_add(Command(
+    "trace", "Find every entry that cites ID (by id, subject, anchor or dependsOn) and "
+    "every entry built on them.", "cmd_trace",
+    args=(Arg("id", "The id (or anchor text) to trace.", metavar="ID"),),
+    opts=READ_COMMON,
+))
+
+_add(Command(
+    "digest", "What an agent needs to resume work: objectives and constraints verbatim, "
+    "live entries, unfinished and failed tool calls, files, recent activity.", "cmd_digest",
+    opts=(
+        # No $AGENT_JOURNAL_SESSION default here: that variable names the *writing*
+        # session, and a read scoped by it silently would hide other sessions' work.
+        Opt("session", "--session", "Only this session's tool calls (entries are always "
+            "shown).", metavar="ID"),
+        Opt("json", "--json", "Print JSON instead of Markdown.", kind=BARE),
+        Opt("max_chars", "--max-chars", "Bound the Markdown to N characters (default 8000); "
+            "the least important sections are trimmed first.", type="int", metavar="N",
+            minimum=1),
+    ) + READ_COMMON,
+))
+
+_add(Command(
+    "coverage", "What a read of the workspace saw and could not see: segments, damage, "
+    "counts, unanchored entries, dangling anchors, tombstones.", "cmd_coverage",
+    opts=READ_COMMON,
+))
+
+_add(Command(
+    "decay", "Re-validate every live entry's anchors: list those citing ids that no longer "
+    "stand here (tombstoned, purged or absent). Read-only.", "cmd_decay",
+    opts=READ_COMMON,
+))

@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable
 
 from agent_journal.model import (
@@ -136,6 +137,20 @@ class Derived:
 
 
 def derive(events: Iterable[Event]) -> Derived:
+    # The cyclic collector is paused: deriving from a large read builds a few
+    # objects per event, and the collector's full passes over every event
+    # already held would cost more than the derivation (nothing here forms a
+    # cycle; reference counting frees it all).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _derive(events)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _derive(events: Iterable[Event]) -> Derived:
     d = Derived()
     # Group first and order within each group: sorting a million events as a
     # whole cost more than everything else a read does.
@@ -158,7 +173,11 @@ def derive(events: Iterable[Event]) -> Derived:
         elif t not in KNOWN_TYPES:
             d.unclassified.append(ev)
     d.event_count = count
-    key = _sort_key
+    # attrgetter is Event.sort_key without a Python call per event; imported here
+    # because the write path imports this module and never derives.
+    from operator import attrgetter
+
+    key = attrgetter("ts", "event_id")
     for group in (observations, invalidations, tombstones):
         for evs in group.values():
             if len(evs) > 1:
@@ -171,10 +190,6 @@ def derive(events: Iterable[Event]) -> Derived:
     d.unclassified.sort(key=key)
     _derive_outcomes(d)
     return d
-
-
-def _sort_key(ev: Event) -> tuple[str, str]:
-    return (ev.ts, ev.event_id)
 
 
 def _derive_outcomes(d: Derived) -> None:

@@ -176,3 +176,27 @@ class Event:
         event id, never by which replica merged first.
         """
         return (self.ts, self.event_id)
+
+
+# Slot setters, bound once: a whole-workspace read builds an Event per stored
+# row, and keyword parsing plus object.__setattr__ by name was a fifth of it.
+_new_event = object.__new__
+(_set_event_id, _set_type, _set_kind, _set_id, _set_ts, _set_author, _set_session,
+ _set_replica, _set_data, _set_schema) = (Event.__dict__[name].__set__ for name in Event.__slots__)
+
+
+def event_from_stored(obj: dict[str, Any]) -> Event:
+    """The Event `Event(**fields of obj)` would build, from a stored object
+    (camelCase keys) whose fields the codec has already checked."""
+    ev = _new_event(Event)
+    _set_event_id(ev, obj["eventId"])
+    _set_type(ev, obj["type"])
+    _set_kind(ev, obj["kind"])
+    _set_id(ev, obj["id"])
+    _set_ts(ev, obj["ts"])
+    _set_author(ev, obj["author"])
+    _set_session(ev, obj["session"])
+    _set_replica(ev, obj["replica"])
+    _set_data(ev, dict(obj["data"]))
+    _set_schema(ev, obj["schema"])
+    return ev

@@ -27,6 +27,11 @@ def emit_line(text: str) -> None:
     sys.stdout.write(text + "\n")
 
 
+def emit_text(text: str) -> None:
+    """A document that carries its own line endings (the digest's Markdown)."""
+    sys.stdout.write(text)
+
+
 def warn(text: str) -> None:
     sys.stderr.write(f"WARNING: {text}\n")
 

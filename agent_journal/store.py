@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import sqlite3
@@ -470,6 +471,10 @@ class Workspace:
         parsing observation bodies until they are used (see
         codec.decode_lazy); destructive commands read strictly.
         """
+        with PausedGC():
+            return self._read(lazy)
+
+    def _read(self, lazy: bool) -> ReadResult:
         result = ReadResult()
         for path in self.segment_paths():
             rel = self.rel(path)
@@ -934,3 +939,24 @@ def observation_phases(ws: Workspace, ids: Iterable[str]) -> dict[str, tuple[set
         finally:
             conn.close()
     return found
+
+
+# -- bulk reads (audit and recovery reads) ---------------------------------------------
+
+class PausedGC:
+    """Pause Python's cyclic collector for a bulk read or computation; restore after.
+
+    A whole-workspace read allocates millions of objects and none of them form
+    cycles; with the collector running, its full passes over everything read so
+    far cost as much as decoding it. Reference counting still frees everything.
+    Nests: the collector is re-enabled only if it was enabled on entry.
+    """
+
+    def __enter__(self) -> PausedGC:
+        self._was_enabled = gc.isenabled()
+        gc.disable()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._was_enabled:
+            gc.enable()

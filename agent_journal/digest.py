@@ -1,0 +1,490 @@
+"""digest: what an agent needs to resume work, ready to put in front of a prompt.
+
+Invariants:
+- Objectives and live constraints are rendered verbatim (a human wrote
+  them): never trimmed, never redacted, never rewritten. When they alone
+  exceed the bound they are printed whole and the digest says so.
+- Tombstoned content never renders at all: no tombstoned entry or
+  observation contributes a single field. Invalidated and suppressed
+  entries never appear as live; they are listed only under "Retracted",
+  with the reason.
+- An anchor is `present` only when the observation it cites is held here and
+  not tombstoned; evidence that is gone reads `unknown`, and anchors outside
+  the journal read `external` (not checked), never `present`.
+- Bounded: the Markdown fits `max_chars` by dropping the least important
+  sections' oldest items first, and it says what it left out. `--json`
+  carries the same selection as structure.
+- `downgradedAnchors` is null: only a retention pass (compact) assesses it.
+- The output is a function of the event set (every order is (ts, id)).
+
+Everything but `digest` (the operation) is pure.
+"""
+
+from __future__ import annotations
+
+import json
+
+from agent_journal.anchors import EXTERNAL, anchor_report
+from agent_journal.derive import INVALIDATED, Derived
+from agent_journal.model import ENTRY_FIELDS, Event
+
+TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+    from agent_journal.journal import Context
+    from agent_journal.store import ReadResult, Workspace
+
+DEFAULT_MAX_CHARS = 8000
+
+TOOL_CALL = "tool_call"
+STARTED = "started"
+FAILED_STATUSES = frozenset({"error", "cancelled"})
+
+# The input key that names what a tool acted on, shown verbatim.
+MAIN_INPUT_KEYS: dict[str, tuple[str, ...]] = {
+    "Bash": ("command",),
+    "Read": ("file_path",),
+    "Write": ("file_path",),
+    "Edit": ("file_path",),
+    "MultiEdit": ("file_path",),
+    "NotebookEdit": ("notebook_path", "file_path"),
+    "Grep": ("pattern",),
+    "Glob": ("pattern",),
+    "WebFetch": ("url",),
+    "WebSearch": ("query",),
+}
+WRITING_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
+# Inputs of other tools are shown as compact JSON, cut to this many characters.
+GENERIC_INPUT_CHARS = 200
+
+# How many items each section keeps as candidates before the bound is applied;
+# the rest are counted as "earlier, not shown". A busy journal holds far more
+# tool calls than any prompt should carry, and because the bound trims whole
+# sections in priority order, a long list of old successes must not be able to
+# starve the recent activity below it.
+CAPS = {
+    "unfinishedToolCalls": 50,
+    "liveEntries": 500,
+    "retracted": 50,
+    "failedToolCalls": 30,
+    "succeededToolCalls": 15,
+    "filesTouched": 50,
+    "recentActivity": 20,
+}
+
+WATERMARK = ("These tool calls started but never recorded an outcome: the session may "
+             "have crashed or been compacted mid-call, so their effects are unknown. "
+             "Verify the workspace before acting; do not repeat them blindly.")
+RETRACTED_NOTE = "Not live: their reasoning was retracted. Do not rely on them."
+
+
+# -- pure helpers -------------------------------------------------------------------------
+
+def main_input(tool: str | None, value: Any) -> str | None:
+    """The part of a tool's input a reader recognises it by, verbatim when known."""
+    if value is None:
+        return None
+    if isinstance(value, dict) and isinstance(tool, str) and tool in MAIN_INPUT_KEYS:
+        for key in MAIN_INPUT_KEYS[tool]:
+            if isinstance(value.get(key), str):
+                return str(value[key])
+    if isinstance(value, str):
+        text = value
+    else:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    if len(text) > GENERIC_INPUT_CHARS:
+        cut = len(text) - GENERIC_INPUT_CHARS
+        text = f"{text[:GENERIC_INPUT_CHARS]}... ({cut} more characters)"
+    return text
+
+
+def written_path(tool: str | None, value: Any) -> str | None:
+    if isinstance(tool, str) and tool in WRITING_TOOLS and isinstance(value, dict):
+        for key in MAIN_INPUT_KEYS[tool]:
+            if isinstance(value.get(key), str) and value[key]:
+                return str(value[key])
+    return None
+
+
+def _longest_backtick_run(text: str) -> int:
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    return longest
+
+
+def code(text: str) -> str:
+    """`text` as Markdown code, its bytes unchanged (fences outgrow any backtick run).
+
+    Multi-line text becomes a fenced block that starts on its own line.
+    """
+    if text == "":
+        return "(empty)"
+    ticks = _longest_backtick_run(text) + 1
+    if "\n" in text or "\r" in text:
+        fence = "`" * max(3, ticks)
+        return f"\n{fence}\n{text}\n{fence}"
+    pad = " " if text[0] in "` " or text[-1] in "` " else ""
+    return f"{'`' * ticks}{pad}{text}{pad}{'`' * ticks}"
+
+
+def _fields_text(kind: str, fields: dict[str, Any]) -> str:
+    if kind == "finding" and "claim" in fields:
+        return str(fields["claim"])
+    if kind == "decision" and "question" in fields and "chosen" in fields:
+        return f"{fields['question']} — chosen: {fields['chosen']}"
+    if list(fields) == ["text"]:
+        return str(fields["text"])
+    names = list(ENTRY_FIELDS.get(kind, ())) + sorted(n for n in fields
+                                                      if n not in ENTRY_FIELDS.get(kind, ()))
+    return "; ".join(f"{n}: {fields[n]}" for n in names if n in fields)
+
+
+def _anchor_md(report: dict[str, Any]) -> str:
+    status = report["status"]
+    if status == EXTERNAL:
+        return f"{code(report['anchor'])} external (outside the journal, not checked)"
+    if report["reason"]:
+        return f"{code(report['anchor'])} {status} ({report['reason']})"
+    return f"{code(report['anchor'])} {status}"
+
+
+class Section:
+    """One trimmable part of the digest: rendered items, oldest first."""
+
+    __slots__ = ("key", "title", "intro", "noun", "md", "items", "total")
+
+    def __init__(self, key: str, title: str, noun: str, intro: str | None = None) -> None:
+        self.key = key
+        self.title = title
+        self.intro = intro
+        self.noun = noun
+        self.md: list[str] = []
+        self.items: list[dict[str, Any]] = []
+        self.total = 0
+
+    def add(self, item: dict[str, Any], md: str) -> None:
+        self.items.append(item)
+        self.md.append(md)
+
+    def head(self) -> str:
+        return f"## {self.title}\n" + (f"{self.intro}\n" if self.intro else "")
+
+    def footer(self, shown: int) -> str:
+        hidden = self.total - shown
+        return f"- ... and {hidden} earlier {self.noun} not shown\n" if hidden else ""
+
+    def render(self, shown: int) -> str:
+        if shown == 0:
+            return ""
+        return self.head() + "".join(self.md[len(self.md) - shown:]) + self.footer(shown) + "\n"
+
+
+# -- collecting ---------------------------------------------------------------------------
+
+def _tool_call_item(view: dict[str, Any], main: str | None) -> dict[str, Any]:
+    return {"id": view["id"], "kind": view["kind"], "tool": view["tool"], "mainInput": main,
+            "status": view["status"], "exitCode": view["exitCode"], "ts": view["ts"],
+            "session": view["session"]}
+
+
+def _tool_call_md(item: dict[str, Any], show_session: bool) -> str:
+    label = item["tool"] or item["kind"]
+    meta = [item["status"] or "no status"]
+    if item["exitCode"] is not None:
+        meta.append(f"exit {item['exitCode']}")
+    meta.append(item["ts"])
+    meta.append(f"id {item['id']}")
+    if show_session and item["session"]:
+        meta.append(f"session {item['session']}")
+    meta_text = ", ".join(str(m) for m in meta)
+    main = item["mainInput"]
+    if main is None:
+        return f"- {label} ({meta_text})\n"
+    rendered = code(main)
+    if rendered.startswith("\n"):
+        return f"- {label} ({meta_text}):{rendered}\n"
+    return f"- {label} {rendered} ({meta_text})\n"
+
+
+def _latest(events: list[Event], name: str) -> Any:
+    value = events[-1].data.get(name)
+    if value is not None:
+        return value
+    for ev in reversed(events):
+        value = ev.data.get(name)
+        if value is not None:
+            return value
+    return None
+
+
+def _is_failed(status: Any, exit_code: Any) -> bool:
+    return (isinstance(status, str) and status in FAILED_STATUSES) or (
+        isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0)
+
+
+def _entry_item(d: Derived, entry_id: str) -> dict[str, Any]:
+    ev = d.entry_events[entry_id]
+    return {"id": entry_id, "kind": ev.kind, "fields": dict(ev.data.get("fields", {})),
+            "subject": ev.data.get("subject"), "author": ev.author, "session": ev.session,
+            "ts": ev.ts}
+
+
+def _live_entry(d: Derived, entry_id: str) -> tuple[dict[str, Any], str]:
+    item = _entry_item(d, entry_id)
+    kind = item["kind"]
+    item["anchors"] = [anchor_report(d, a)
+                       for a in d.entry_events[entry_id].data.get("anchors", ())]
+    md = f"- {kind} {entry_id}: {_fields_text(kind, item['fields'])}\n"
+    if item["anchors"]:
+        md += "  anchors: " + "; ".join(_anchor_md(r) for r in item["anchors"]) + "\n"
+    elif kind in ("finding", "decision"):
+        md += "  anchors: none\n"
+    return item, md
+
+
+def _retracted_entry(d: Derived, entry_id: str) -> tuple[dict[str, Any], str]:
+    item = _entry_item(d, entry_id)
+    kind = item["kind"]
+    outcome = d.outcome.get(entry_id)
+    item["outcome"] = outcome
+    if outcome == INVALIDATED:
+        reason = str(d.invalidations[entry_id][0].data.get("reason"))
+        item["reason"] = reason
+        why = f"invalidated: {reason}"
+    else:
+        through = list(d.suppressed_through.get(entry_id, []))
+        item["suppressedThrough"] = through
+        item["reason"] = ("depends on retracted " + ", ".join(through) if through
+                          else "depends on a retracted entry")
+        why = f"suppressed: {item['reason']}"
+    return item, f"- {kind} {entry_id} ({why}); it said: {_fields_text(kind, item['fields'])}\n"
+
+
+def collect(d: Derived, session: str | None) -> dict[str, Any]:
+    """Everything the digest may show, before the bound is applied."""
+    objectives: list[dict[str, Any]] = []
+    constraints: list[dict[str, Any]] = []
+    live_ids: list[str] = []
+    retracted_ids: list[str] = []
+    for entry_id in d.visible_entry_ids():
+        if not d.is_live(entry_id):
+            retracted_ids.append(entry_id)
+            continue
+        kind = d.entry_events[entry_id].kind
+        if kind in ("objective", "constraint"):
+            item = _entry_item(d, entry_id)
+            item["text"] = _fields_text(kind, item["fields"])
+            (objectives if kind == "objective" else constraints).append(item)
+        else:
+            live_ids.append(entry_id)
+    live = Section("liveEntries", "Live decisions and findings", "entries")
+    retracted = Section("retracted", "Retracted entries", "retracted entries",
+                        RETRACTED_NOTE)
+    for section, ids, render in ((live, live_ids, _live_entry),
+                                 (retracted, retracted_ids, _retracted_entry)):
+        section.total = len(ids)
+        for entry_id in ids[-CAPS[section.key]:]:
+            section.add(*render(d, entry_id))
+
+    show_session = session is None
+    unfinished = Section("unfinishedToolCalls", "Unfinished tool calls", "unfinished tool calls",
+                         WATERMARK)
+    failed = Section("failedToolCalls", "Failed tool calls", "failed tool calls")
+    succeeded = Section("succeededToolCalls", "Succeeded tool calls", "succeeded tool calls")
+    files = Section("filesTouched", "Files written or edited", "files")
+    recent = Section("recentActivity", "Recent activity", "observations")
+    unfinished_ids: list[str] = []
+    failed_ids: list[str] = []
+    succeeded_ids: list[str] = []
+    activity_ids: list[str] = []
+    touched: dict[str, dict[str, Any]] = {}
+    for obs_id in d.visible_observation_ids():
+        events = d.observation_events[obs_id]
+        first, last = events[0], events[-1]
+        if session is not None and first.session != session:
+            continue
+        activity_ids.append(obs_id)
+        if first.kind != TOOL_CALL:
+            continue
+        # The same fold as Derived.observation_view (latest non-null value wins;
+        # the latest event's status wins), for the few fields classifying needs:
+        # building a full view of every observation would dominate a large read.
+        status = last.data.get("status") or _latest(events, "status")
+        if status == STARTED:
+            unfinished_ids.append(obs_id)
+        elif _is_failed(status, _latest(events, "exitCode")):
+            failed_ids.append(obs_id)
+        else:
+            succeeded_ids.append(obs_id)
+            tool = _latest(events, "tool")
+            if not isinstance(tool, str) or tool not in WRITING_TOOLS:
+                continue
+            path = written_path(tool, _latest(events, "input"))
+            if path is not None:
+                entry = touched.setdefault(path, {"path": path, "tools": {}, "count": 0,
+                                                  "lastTs": last.ts})
+                entry["tools"][tool] = entry["tools"].get(tool, 0) + 1
+                entry["count"] += 1
+                entry["lastTs"] = max(entry["lastTs"], last.ts)
+
+    for section, ids in ((unfinished, unfinished_ids), (failed, failed_ids),
+                         (succeeded, succeeded_ids), (recent, activity_ids)):
+        section.total = len(ids)
+        for obs_id in ids[-CAPS[section.key]:]:
+            view = d.observation_view(obs_id)
+            item = _tool_call_item(view, main_input(view["tool"], view["input"]))
+            section.add(item, _tool_call_md(item, show_session))
+
+    files.total = len(touched)
+    ordered = sorted(touched.values(), key=lambda f: (f["lastTs"], f["path"]))
+    for f in ordered[-CAPS["filesTouched"]:]:
+        tools = ", ".join(f"{t} x{n}" if n > 1 else t for t, n in sorted(f["tools"].items()))
+        item = {"path": f["path"], "tools": dict(sorted(f["tools"].items())),
+                "count": f["count"], "lastTs": f["lastTs"]}
+        files.add(item, f"- {code(f['path'])} ({tools}; last {f['lastTs']})\n")
+
+    # Priority order, most important first: trimming starts from the end.
+    sections = [unfinished, live, retracted, failed, succeeded, files, recent]
+    return {"objectives": objectives, "liveConstraints": constraints, "sections": sections}
+
+
+# -- rendering ----------------------------------------------------------------------------
+
+def _fixed_md(workspace: str, session: str | None, collected: dict[str, Any],
+              damage: dict[str, Any]) -> str:
+    scope = f"session {session}" if session is not None else "all sessions"
+    out = [f"# Journal digest: workspace {workspace}\n",
+           f"Tool calls: {scope}. Entries: all sessions.\n"]
+    unreadable, malformed = damage["unreadable"], damage["malformed"]
+    if unreadable or malformed:
+        out.append(f"WARNING: {len(unreadable)} unreadable segment(s), {len(malformed)} "
+                   "malformed row(s): this digest is a floor, not a total.\n")
+    out.append("\n## Objectives\n")
+    if not collected["objectives"]:
+        out.append("(none recorded)\n")
+    for item in collected["objectives"]:
+        out.append(f"- {item['id']} ({item['author']}): {item['text']}\n")
+    out.append("\n## Live constraints\n")
+    if not collected["liveConstraints"]:
+        out.append("(none)\n")
+    for item in collected["liveConstraints"]:
+        out.append(f"- {item['id']} ({item['author']}): {item['text']}\n")
+    out.append("\n")
+    return "".join(out)
+
+
+def _trim_note(sections: list[Section], shown: list[int], max_chars: int) -> str:
+    parts = [f"{s.title} ({len(s.md) - n} of {len(s.md)})"
+             for s, n in zip(sections, shown, strict=True) if n < len(s.md)]
+    if not parts:
+        return ""
+    return (f"_Left out to fit --max-chars {max_chars}, least important first: "
+            + "; ".join(parts) + "._\n")
+
+
+def fit(fixed: str, sections: list[Section], max_chars: int) -> list[int]:
+    """How many items of each section to show: drop the least important section's
+    oldest items first until the whole document fits (or nothing is left to drop)."""
+    shown = [len(s.md) for s in sections]
+    # suffix[i][n]: characters of the newest n items of section i
+    suffix: list[list[int]] = []
+    for s in sections:
+        sums = [0]
+        for md in reversed(s.md):
+            sums.append(sums[-1] + len(md))
+        suffix.append(sums)
+    heads = [len(s.head()) for s in sections]
+
+    def size() -> int:
+        total = len(fixed)
+        for i, s in enumerate(sections):
+            if shown[i]:
+                total += heads[i] + suffix[i][shown[i]] + len(s.footer(shown[i])) + 1
+        return total + len(_trim_note(sections, shown, max_chars))
+
+    i = len(sections) - 1
+    while i >= 0 and size() > max_chars:
+        if shown[i] == 0:
+            i -= 1
+            continue
+        shown[i] -= 1
+    return shown
+
+
+def build(d: Derived, *, workspace: str, session: str | None, max_chars: int,
+          damage: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(markdown, json) for one digest."""
+    collected = collect(d, session)
+    sections: list[Section] = collected["sections"]
+    fixed = _fixed_md(workspace, session, collected, damage)
+    shown = fit(fixed, sections, max_chars)
+    body = "".join(s.render(n) for s, n in zip(sections, shown, strict=True))
+    note = _trim_note(sections, shown, max_chars)
+    markdown = (fixed + body + note).rstrip("\n") + "\n"
+    over = len(markdown) > max_chars
+    if over and len(fixed) > max_chars:
+        markdown += (f"_The objectives and live constraints alone exceed --max-chars "
+                     f"{max_chars}; they are printed whole._\n")
+    elif over:
+        markdown += f"_This digest exceeds --max-chars {max_chars}: the bound is too small._\n"
+    report: dict[str, Any] = {
+        "workspace": workspace,
+        "session": session,
+        "objectives": collected["objectives"],
+        "liveConstraints": collected["liveConstraints"],
+    }
+    for s, n in zip(sections, shown, strict=True):
+        report[s.key] = s.items[len(s.items) - n:] if n else []
+    report["unfinishedInstruction"] = WATERMARK if report["unfinishedToolCalls"] else None
+    report["notShown"] = {s.key: s.total - n for s, n in zip(sections, shown, strict=True)
+                          if s.total - n}
+    report["trimmedToFit"] = {s.key: len(s.md) - n for s, n in zip(sections, shown, strict=True)
+                              if len(s.md) - n}
+    report["maxChars"] = max_chars
+    report["chars"] = len(markdown)
+    report["overBound"] = over
+    report["downgradedAnchors"] = None
+    report.update(damage)
+    return markdown, report
+
+
+# -- the operation ------------------------------------------------------------------------
+
+def digest(ctx: Context, *, session: str | None = None, max_chars: int | None = None
+           ) -> tuple[str, dict[str, Any], ReadResult]:
+    from agent_journal.errors import UsageError
+    from agent_journal.journal import damage_lists, read_workspace
+    from agent_journal.model import validate_id
+    from agent_journal.store import PausedGC
+
+    if session is not None:
+        validate_id(session, "--session")
+    if max_chars is None:
+        max_chars = DEFAULT_MAX_CHARS
+    if max_chars < 1:
+        raise UsageError("--max-chars must be at least 1")
+    with PausedGC():
+        result, d = read_workspace(ctx)
+        markdown, report = build(d, workspace=ctx.workspace_name, session=session,
+                                 max_chars=max_chars, damage=damage_lists(result))
+    return markdown, report, result
+
+
+def session_markdown(ws: Workspace, max_chars: int) -> str:
+    """The digest the Claude Code hook prints at session start and after compaction.
+
+    The objectives and constraints are never trimmed, so the result can exceed
+    `max_chars`; the hook cuts it to Claude Code's limit.
+    """
+    from agent_journal.derive import derive
+    from agent_journal.journal import damage_lists
+    from agent_journal.store import PausedGC
+
+    with PausedGC():
+        result = ws.read(lazy=True)
+        markdown, _ = build(derive(result.events), workspace=ws.name, session=None,
+                            max_chars=max_chars, damage=damage_lists(result))
+    return markdown
