@@ -135,3 +135,21 @@ _add(Command(
         Opt("observations", "--observations", "Include every observation.", kind=BARE),
     ) + READ_COMMON,
 ))
+
+
+# -- retention: compact ------------------------------------------------------------------
+
+_add(Command(
+    "compact", "Purge tombstoned content and, with TTLs, expired entries and observations. "
+    "A dry run printing the plan unless --apply is given.", "cmd_compact",
+    opts=(
+        Opt("entry_ttl_days", "--entry-ttl-days", "Expire entries whose latest event is at "
+            "least N days old (omitted: entries never expire).", type="int", metavar="N",
+            minimum=0),
+        Opt("observation_ttl_days", "--observation-ttl-days", "Expire observations whose "
+            "latest event is at least N days old, unless a live entry cites them (omitted: "
+            "observations never expire).", type="int", metavar="N", minimum=0),
+        Opt("apply", "--apply", "Carry out the plan (deletes for real). Takes no value.",
+            kind=BARE),
+    ) + READ_COMMON,
+))

@@ -533,3 +533,253 @@ def _has_subject(conn: sqlite3.Connection, subject: str, type_: str | None) -> b
         row = conn.execute("SELECT 1 FROM events WHERE subject = ? AND type = ? LIMIT 1",
                            (subject, type_)).fetchone()
     return row is not None
+
+
+# -- compaction ---------------------------------------------------------------------------
+# The only code in the package that deletes rows or files holding events. Every
+# deleting connection sets what erasure needs itself (secure_delete, a journal
+# that is unlinked at commit) instead of trusting how SQLite was compiled, and
+# every segment is changed in place, one transaction each, and only when it has
+# not grown since it was read: a rewrite-and-rename could drop an append made
+# through a connection that still had the old file open.
+
+WAL_CHECKPOINT_ATTEMPTS = 20
+COMPACT_INTENT = ".compact-pending.json"
+
+
+class SegmentGrew(Exception):
+    """A segment gained rows after it was read; it must be left alone."""
+
+
+def read_located(ws: Workspace) -> tuple[ReadResult, dict[str, list[str]]]:
+    """Read a workspace like `Workspace.read`, also noting which segment holds each event.
+
+    Returns the read and a map segment (relative path) -> event ids in it.
+    """
+    result = ReadResult()
+    located: dict[str, list[str]] = {}
+    for path in ws.segment_paths():
+        rel = ws.rel(path)
+        result.segments.append(rel)
+        ids = located.setdefault(rel, [])
+        for item in ws.iter_segment(path):
+            if isinstance(item, Event):
+                result.events.append(item)
+                ids.append(item.event_id)
+            elif item[0] == "malformed":
+                result.malformed.append({"segment": rel, "row": item[1], "reason": item[2]})
+            elif item[0] == "unreadable":
+                result.unreadable.append({"path": rel, "reason": item[2]})
+            elif item[0] == "high":
+                result.high_water[rel] = item[1]
+    return result, located
+
+
+def erasing_connection(path: str) -> sqlite3.Connection:
+    """A connection whose deletes overwrite what they free.
+
+    secure_delete is set here, on the connection, because its compile-time
+    default differs between builds. A rollback journal holds the old pages
+    until commit, so it must be one that is unlinked at commit (DELETE), never
+    one that is kept (PERSIST, TRUNCATE). A WAL segment stays WAL; the caller
+    checkpoints it with TRUNCATE after the commit.
+    """
+    conn = connect(path)
+    try:
+        on = conn.execute("PRAGMA secure_delete = ON").fetchone()
+        if on is None or int(on[0]) != 1:
+            raise JournalError(f"SQLite refused secure_delete on {path}; nothing was deleted")
+        mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+        if mode != "wal" and mode != "delete":
+            conn.execute("PRAGMA journal_mode = DELETE")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _max_seq(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+
+
+def apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
+                     rewrites: Iterable[tuple[str, str, bytes, str]]
+                     ) -> tuple[int, set[str], bool]:
+    """Delete rows and rewrite tombstones in one segment, in one transaction.
+
+    `rewrites` are (event_id, checksum as read, new body, new checksum); a row
+    whose checksum changed since it was read is left alone. Raises SegmentGrew
+    (having changed nothing) when the segment's highest seq is no longer
+    `expected_high`. Returns the new highest seq, the event ids rewritten, and
+    whether the segment is clean afterwards (a WAL that could not be truncated
+    may still hold old page images).
+    """
+    delete_rows = [(event_id,) for event_id in delete_ids]
+    rewrite_rows = list(rewrites)
+    conn = erasing_connection(path)
+    try:
+        wal = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
+
+        def work(c: sqlite3.Connection) -> tuple[int, set[str]]:
+            if _max_seq(c) != expected_high:
+                raise SegmentGrew(path)
+            c.executemany("DELETE FROM events WHERE event_id = ?", delete_rows)
+            done: set[str] = set()
+            for event_id, old_checksum, body, digest in rewrite_rows:
+                cur = c.execute("UPDATE events SET body = ?, checksum = ? "
+                                "WHERE event_id = ? AND checksum = ?",
+                                (body, digest, event_id, old_checksum))
+                if cur.rowcount == 1:
+                    done.add(event_id)
+            return _max_seq(c), done
+
+        high, done = run_write(conn, work)
+        clean = _truncate_wal(conn) if wal else True
+        return high, done, clean
+    finally:
+        conn.close()
+
+
+def _truncate_wal(conn: sqlite3.Connection) -> bool:
+    """Copy the WAL into the database and cut it to zero bytes.
+
+    The WAL keeps every page image written since it was last reset, including
+    the ones that first stored content just deleted.
+    """
+    delay = 0.02
+    for _ in range(WAL_CHECKPOINT_ATTEMPTS):
+        try:
+            busy, _log, _done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+            busy = 1
+        if busy == 0:
+            return True
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+    return False
+
+
+def refs_in_rows_since(ws: Workspace, high_water: dict[str, int], needles: Iterable[str]
+                       ) -> set[str]:
+    """Which needles occur in rows appended after `high_water` (or in new segments).
+
+    Lets compaction keep an artifact blob that a writer referenced again while
+    the run was working.
+    """
+    wanted = sorted(set(needles))
+    found: set[str] = set()
+    if not wanted:
+        return found
+    for path in ws.segment_paths():
+        since = high_water.get(ws.rel(path), 0)
+        try:
+            conn = connect(path, readonly=True)
+        except sqlite3.Error:
+            return set(wanted)  # cannot tell: keep them all
+        try:
+            for needle in wanted:
+                if needle in found:
+                    continue
+                row = conn.execute("SELECT 1 FROM events WHERE seq > ? AND instr(body, ?) > 0 "
+                                   "LIMIT 1", (since, needle.encode())).fetchone()
+                if row is not None:
+                    found.add(needle)
+        except sqlite3.Error:
+            return set(wanted)
+        finally:
+            conn.close()
+    return found
+
+
+def artifact_files(ws: Workspace, digests: Iterable[str]) -> dict[str, list[str]]:
+    """Blob files under the workspace's artifact store named by each hex digest.
+
+    The store is content-addressed, so a blob's path spells its digest (possibly
+    split into fan-out folders); a digest shorter than 16 characters matches nothing.
+    """
+    wanted = {h.lower() for h in digests if len(h) >= 16}
+    found: dict[str, list[str]] = {}
+    top = os.path.join(ws.path, "artifacts")
+    if not wanted or not os.path.isdir(top):
+        return found
+    for folder, _dirs, files in os.walk(top):
+        for name in files:
+            path = os.path.join(folder, name)
+            flat = os.path.relpath(path, top).replace(os.sep, "").lower()
+            for digest in wanted:
+                if digest in flat:
+                    found.setdefault(digest, []).append(path)
+    return found
+
+
+def remove_files(paths: Iterable[str]) -> list[str]:
+    removed = []
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            continue
+        removed.append(path)
+    return removed
+
+
+def clear_workspace_cache(ws: Workspace) -> list[str]:
+    """Delete every disposable projection of the workspace under <root>/cache.
+
+    Projections are named after the workspace (`cache/<kind>/<ws>.*`); readers
+    rebuild them from the segments, so removing them loses nothing.
+    """
+    import shutil
+
+    cache = os.path.join(ws.root.path, "cache")
+    removed: list[str] = []
+    if not os.path.isdir(cache):
+        return removed
+    folders = [cache] + [os.path.join(cache, n) for n in sorted(os.listdir(cache))
+                         if os.path.isdir(os.path.join(cache, n))]
+    for folder in folders:
+        for name in sorted(os.listdir(folder)):
+            if name != ws.name and not name.startswith(ws.name + "."):
+                continue
+            path = os.path.join(folder, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    continue
+            removed.append(ws.rel(path))
+    return removed
+
+
+def read_compact_intent(ws: Workspace) -> dict[str, Any] | None:
+    """What an earlier `compact --apply` meant to finish (blobs, cache) if it died first."""
+    import json
+
+    try:
+        raw = _read_text(os.path.join(ws.path, COMPACT_INTENT))
+    except FileNotFoundError:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"digests": [], "cache": True}  # a torn intent: assume the worst
+    return value if isinstance(value, dict) else {"digests": [], "cache": True}
+
+
+def write_compact_intent(ws: Workspace, intent: dict[str, Any]) -> None:
+    import json
+
+    make_private_dirs(ws.path)
+    write_file_atomic(os.path.join(ws.path, COMPACT_INTENT),
+                      json.dumps(intent, sort_keys=True).encode())
+
+
+def drop_compact_intent(ws: Workspace) -> None:
+    try:
+        os.unlink(os.path.join(ws.path, COMPACT_INTENT))
+    except FileNotFoundError:
+        pass
