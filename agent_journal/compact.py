@@ -15,9 +15,10 @@ Invariants:
   every event about its target is gone, so a run stopped anywhere (killed,
   skipped) never claims more than it did and never turns a dependent live.
 - After the segments, artifact blobs that only removed events referenced and
-  the workspace's cache projections are deleted. An intent file written
-  before the first segment is touched lets the next run finish that part if
-  this one dies in between.
+  the workspace's cache projections are deleted.
+- An intent file written before the first segment is touched (blobs, cache,
+  tombstones to flip) lets the next run finish the job if this one dies
+  anywhere in between; a run that completes removes it.
 """
 
 from __future__ import annotations
@@ -76,8 +77,11 @@ def prepare(ws: Workspace, *, entry_ttl_days: int | None, observation_ttl_days: 
     read, located = store.read_located(ws)
     if read.damaged:
         raise DamagedJournalError(refusal(read))
+    pending = store.read_compact_intent(ws) or {}
+    flips = pending.get("flips")
+    unfinished = {str(k): str(v) for k, v in flips.items()} if isinstance(flips, dict) else {}
     plan = plan_compaction(read.events, now or clock.now(), entry_ttl_days,
-                           observation_ttl_days)
+                           observation_ttl_days, unfinished)
     return Prepared(ws, read, located, plan)
 
 
@@ -233,8 +237,9 @@ def carry_out(prepared: Prepared) -> Outcome:
     if not run.has_work() and pending is None:
         return Outcome(plan.report(apply=True, removed=set(), marked_purged=[]), [], [])
     earlier = [d for d in (pending or {}).get("digests", []) if isinstance(d, str)]
+    flips = {t: str(plan.tombstone_events[t].id) for t in plan.flips}
     store.write_compact_intent(ws, {"digests": sorted(purged_digests | set(earlier)),
-                                    "cache": True})
+                                    "cache": True, "flips": flips})
     run.run()
 
     # Artifact blobs: only those no event still held (or newly written) references.

@@ -33,7 +33,7 @@ from agent_journal.model import (
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
 TOMBSTONED = "tombstoned"
@@ -173,7 +173,15 @@ def _due(events: Iterable[Event], now: datetime, cutoff: datetime | None,
 
 
 def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int | None,
-                    observation_ttl_days: int | None) -> CompactionPlan:
+                    observation_ttl_days: int | None,
+                    unfinished: Mapping[str, str] | None = None) -> CompactionPlan:
+    """Plan one run.
+
+    `unfinished`: tombstone event id -> target, the flips an interrupted
+    `--apply` meant to make after removing those targets. Only compaction
+    removes events, so a target that run saw here and that is now gone was
+    removed by it: its tombstone is flipped now.
+    """
     entry_ttl_days = check_ttl(entry_ttl_days, "--entry-ttl-days")
     observation_ttl_days = check_ttl(observation_ttl_days, "--observation-ttl-days")
     events = list(events)
@@ -216,6 +224,19 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
             plan.tombstone_events[tomb.event_id] = tomb
             if tomb.data.get("purged") is False:
                 plan.flips[tomb.event_id] = gone
+
+    tombstones_by_event = {t.event_id: t for ts in d.tombstones.values() for t in ts}
+    for tomb_id, target in sorted((unfinished or {}).items()):
+        left_tomb = tombstones_by_event.get(tomb_id)
+        if left_tomb is None or left_tomb.id != target or tomb_id in plan.flips \
+                or left_tomb.data.get("purged") is not False:
+            continue
+        # The interrupted run saw the target here; whatever of it is left (an
+        # invalidation in a segment it had not reached) goes in this run first.
+        left = records.get(target, []) + observations.get(target, []) \
+            + invalidations.get(target, [])
+        plan.tombstone_events[tomb_id] = left_tomb
+        plan.flips[tomb_id] = frozenset(ev.event_id for ev in left)
 
     # -- ages ----------------------------------------------------------------------------
     cache: dict[str, datetime | None] = {}
