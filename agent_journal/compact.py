@@ -36,17 +36,15 @@ if TYPE_CHECKING:
     from typing import Any
 
     from agent_journal.journal import Context
-    from agent_journal.store import ReadResult, Workspace
+    from agent_journal.store import CompactionRead, ReadResult, Workspace
 
 
 class Prepared:
     """A plan together with the read it was made from."""
 
-    def __init__(self, ws: Workspace, read: ReadResult, located: dict[str, list[str]],
-                 plan: CompactionPlan) -> None:
+    def __init__(self, ws: Workspace, read: CompactionRead, plan: CompactionPlan) -> None:
         self.ws = ws
         self.read = read
-        self.located = located
         self.plan = plan
 
 
@@ -74,7 +72,7 @@ def busy_message(count: int) -> str:
 
 def prepare(ws: Workspace, *, entry_ttl_days: int | None, observation_ttl_days: int | None,
             now: datetime | None = None) -> Prepared:
-    read, located = store.read_located(ws)
+    read = store.read_located(ws)
     if read.damaged:
         raise DamagedJournalError(refusal(read))
     pending = store.read_compact_intent(ws) or {}
@@ -82,7 +80,7 @@ def prepare(ws: Workspace, *, entry_ttl_days: int | None, observation_ttl_days: 
     unfinished = {str(k): str(v) for k, v in flips.items()} if isinstance(flips, dict) else {}
     plan = plan_compaction(read.events, now or clock.now(), entry_ttl_days,
                            observation_ttl_days, unfinished)
-    return Prepared(ws, read, located, plan)
+    return Prepared(ws, read, plan)
 
 
 def compact(ctx: Context, *, entry_ttl_days: int | None, observation_ttl_days: int | None,
@@ -100,7 +98,7 @@ def compact(ctx: Context, *, entry_ttl_days: int | None, observation_ttl_days: i
 # -- applying ---------------------------------------------------------------------------
 
 def _artifact_digest(ev: Event) -> str | None:
-    if ev.type != OBSERVATION:
+    if ev.type != OBSERVATION or not ev.data:
         return None
     artifact = ev.data.get("artifact")
     if not isinstance(artifact, dict):
@@ -115,27 +113,27 @@ class _Run:
     """Book-keeping for one applied plan across segments and passes."""
 
     def __init__(self, prepared: Prepared) -> None:
-        self.p = prepared
-        self.plan = prepared.plan
+        self.plan = plan = prepared.plan
         self.ws = prepared.ws
         self.expected = dict(prepared.read.high_water)
+        wanted = plan.deletions.keys() | plan.tombstone_events.keys()
         self.segments_of: dict[str, list[str]] = {}
-        for seg, ids in prepared.located.items():
-            for event_id in ids:
-                self.segments_of.setdefault(event_id, []).append(seg)
-        plan = self.plan
         self.todo: dict[str, set[str]] = {}
-        for event_id in plan.deletions:
-            for seg in self.segments_of.get(event_id, []):
-                self.todo.setdefault(seg, set()).add(event_id)
-        # (segment, tombstone event id) -> checksum currently stored
-        self.tombs: dict[tuple[str, str], str] = {}
+        for seg, ids in prepared.read.located.items():
+            for event_id in ids:
+                if event_id in wanted:
+                    self.segments_of.setdefault(event_id, []).append(seg)
+                    if event_id in plan.deletions:
+                        self.todo.setdefault(seg, set()).add(event_id)
+        # segment -> tombstone event id -> checksum currently stored
+        self.tombs: dict[str, dict[str, str]] = {}
+        stored = prepared.read.tombstone_checksums
         for event_id, ev in plan.tombstone_events.items():
             if event_id not in plan.flips and not plan.needs_graph(event_id):
                 continue
-            digest = codec.encode(ev)[1]
             for seg in self.segments_of.get(event_id, []):
-                self.tombs[(seg, event_id)] = digest
+                digest = stored.get((seg, event_id)) or codec.encode(ev)[1]
+                self.tombs.setdefault(seg, {})[event_id] = digest
         self.graph_done: set[tuple[str, str]] = set()
         self.graph_stored: set[str] = set(plan.graph_ready)
         self.flipped: set[tuple[str, str]] = set()
@@ -153,30 +151,33 @@ class _Run:
         return all((seg, e) in gone
                    for e in self.plan.flips[event_id] for seg in self.segments_of.get(e, []))
 
+    def stores_graph(self, seg: str) -> bool:
+        return any(self._graph_pending(seg, t) for t in self.tombs.get(seg, {}))
+
     def step(self, seg: str) -> bool:
         """One transaction on one segment: whatever of its work may run now."""
         if seg in self.skipped:
             return False
         plan = self.plan
-        graphs_here = {str(plan.tombstone_events[t].id) for (s, t) in self.tombs
-                       if s == seg and self._graph_pending(s, t)}
+        tombs = self.tombs.get(seg, {})
+        graphs_here = {str(plan.tombstone_events[t].id) for t in tombs
+                       if self._graph_pending(seg, t)}
         deletes = sorted(
             e for e in self.todo.get(seg, ())
             if e not in plan.guards or plan.guards[e] in self.graph_stored
             or plan.guards[e] in graphs_here)
-        gone_after = self.gone | {(seg, e) for e in deletes}
+        gone_now = {(seg, e) for e in deletes}
+        gone_after = self.gone | gone_now if gone_now else self.gone
         rewrites: list[tuple[str, str, bytes, str]] = []
         planned: dict[str, tuple[bool, bool, str]] = {}
-        for (s, t), current in self.tombs.items():
-            if s != seg:
-                continue
-            graph = self._graph_pending(s, t)
-            flip = t in plan.flips and (s, t) not in self.flipped \
+        for t, current in tombs.items():
+            graph = self._graph_pending(seg, t)
+            flip = t in plan.flips and (seg, t) not in self.flipped \
                 and self._flip_ready(t, gone_after)
             if not graph and not flip:
                 continue
             new = plan.rewritten(t, graph=plan.needs_graph(t),
-                                 flip=flip or (s, t) in self.flipped)
+                                 flip=flip or (seg, t) in self.flipped)
             body, digest = codec.encode(new)
             rewrites.append((t, current, body, digest))
             planned[t] = (graph, flip, digest)
@@ -201,26 +202,27 @@ class _Run:
         for t, (graph, flip, digest) in planned.items():
             if t not in done:
                 # Someone else rewrote it meanwhile (another compaction); leave it.
-                self.tombs.pop((seg, t), None)
+                tombs.pop(t, None)
                 continue
-            self.tombs[(seg, t)] = digest
+            tombs[t] = digest
             if graph:
                 self.graph_done.add((seg, t))
                 self.graph_stored.add(str(plan.tombstone_events[t].id))
             if flip:
                 self.flipped.add((seg, t))
-        for (s, t) in list(self.tombs):
-            if s == seg and not self._graph_pending(s, t) \
-                    and (t not in plan.flips or (s, t) in self.flipped):
-                del self.tombs[(s, t)]
+        for t in list(tombs):
+            if not self._graph_pending(seg, t) \
+                    and (t not in plan.flips or (seg, t) in self.flipped):
+                del tombs[t]
+        if not tombs:
+            self.tombs.pop(seg, None)
         return True
 
     def run(self) -> None:
         for _ in range(4):
-            segs = sorted(set(self.todo) | {s for s, _ in self.tombs})
             # Segments that store a graph go first so the records it guards can go.
-            segs.sort(key=lambda s: not any(
-                ss == s and self._graph_pending(ss, t) for ss, t in self.tombs))
+            segs = sorted(set(self.todo) | set(self.tombs),
+                          key=lambda s: (not self.stores_graph(s), s))
             progress = False
             for seg in segs:
                 progress = self.step(seg) or progress
@@ -232,8 +234,8 @@ def carry_out(prepared: Prepared) -> Outcome:
     plan, read, ws = prepared.plan, prepared.read, prepared.ws
     run = _Run(prepared)
     pending = store.read_compact_intent(ws)
-    by_id = {ev.event_id: ev for ev in read.events}
-    purged_digests = {d for e in plan.deletions if (d := _artifact_digest(by_id[e]))}
+    artifacts = {ev.event_id: d for ev in read.events if (d := _artifact_digest(ev))}
+    purged_digests = {d for e, d in artifacts.items() if e in plan.deletions}
     if not run.has_work() and pending is None:
         return Outcome(plan.report(apply=True, removed=set(), marked_purged=[]), [], [])
     earlier = [d for d in (pending or {}).get("digests", []) if isinstance(d, str)]
@@ -243,9 +245,9 @@ def carry_out(prepared: Prepared) -> Outcome:
     run.run()
 
     # Artifact blobs: only those no event still held (or newly written) references.
-    still_there = {e for e in by_id
-                   if any((s, e) not in run.gone for s in run.segments_of.get(e, []))}
-    referenced = {d for e in still_there if (d := _artifact_digest(by_id[e]))}
+    referenced = {d for e, d in artifacts.items()
+                  if e not in plan.deletions
+                  or any((s, e) not in run.gone for s in run.segments_of.get(e, []))}
     candidates = (purged_digests | set(earlier)) - referenced
     since = {seg: (0 if seg in run.skipped else high) for seg, high in run.expected.items()}
     candidates -= store.refs_in_rows_since(ws, since, candidates)

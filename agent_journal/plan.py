@@ -184,24 +184,28 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     """
     entry_ttl_days = check_ttl(entry_ttl_days, "--entry-ttl-days")
     observation_ttl_days = check_ttl(observation_ttl_days, "--observation-ttl-days")
-    events = list(events)
-    d = derive(events)
     plan = CompactionPlan(entry_ttl_days, observation_ttl_days)
-
     records: dict[str, list[Event]] = {}
     observations: dict[str, list[Event]] = {}
     invalidations: dict[str, list[Event]] = {}
     unclassified: list[str] = []
+    others: list[Event] = []
     for ev in events:
-        if ev.type == ENTRY:
-            records.setdefault(str(ev.id), []).append(ev)
-        elif ev.type == OBSERVATION:
+        t = ev.type
+        if t == OBSERVATION:
             observations.setdefault(str(ev.id), []).append(ev)
-        elif ev.type == INVALIDATION:
+            continue
+        others.append(ev)
+        if t == ENTRY:
+            records.setdefault(str(ev.id), []).append(ev)
+        elif t == INVALIDATION:
             invalidations.setdefault(str(ev.id), []).append(ev)
-        elif ev.type not in KNOWN_TYPES:
+        elif t not in KNOWN_TYPES:
             unclassified.append(ev.event_id)
     plan.unclassified = sorted(set(unclassified))
+    # Observations take no part in liveness or the dependency graph, and they
+    # are most of a journal: derive the rest only.
+    d = derive(others)
 
     def remove(item: str, evs: Iterable[Event], reason: str) -> None:
         for ev in evs:

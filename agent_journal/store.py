@@ -551,28 +551,139 @@ class SegmentGrew(Exception):
     """A segment gained rows after it was read; it must be left alone."""
 
 
-def read_located(ws: Workspace) -> tuple[ReadResult, dict[str, list[str]]]:
-    """Read a workspace like `Workspace.read`, also noting which segment holds each event.
+class CompactionRead(ReadResult):
+    """A whole-workspace read made for planning a compaction.
 
-    Returns the read and a map segment (relative path) -> event ids in it.
+    Damage is found exactly as `Workspace.read` finds it. Besides the events it
+    keeps, per segment, the event ids it holds and the stored checksum of
+    every tombstone (so a rewrite can check the row is still the one read).
+    Observation events carry only `data.artifact` of their data: nothing else
+    of an observation's data takes part in a plan, and most of a journal is
+    observations, so their bodies are checked and picked apart by SQLite.
     """
-    result = ReadResult()
-    located: dict[str, list[str]] = {}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.located: dict[str, list[str]] = {}
+        # (segment, tombstone event id) -> checksum stored in that segment
+        self.tombstone_checksums: dict[tuple[str, str], str] = {}
+
+
+# An observation row is taken on the fast path only when every field `codec`
+# checks is present with the type it requires; anything else, or any doubt,
+# goes through `codec.decode` for the exact verdict.
+_COMPACTION_ROWS = """
+SELECT seq, event_id, type, subject, ts, body, checksum,
+  CASE WHEN type = 'observation' AND json_valid(t) AND json_type(t, '$.data') = 'object'
+        AND json_type(t, '$.session') IS NOT NULL
+  THEN json_extract(t, '$.eventId', '$.type', '$.kind', '$.id', '$.ts', '$.author',
+                    '$.session', '$.replica', '$.schema', '$.data.artifact') END
+FROM (SELECT seq, event_id, type, subject, ts, body, checksum, CAST(body AS TEXT) AS t
+      FROM events)
+ORDER BY seq
+"""
+
+
+def _json_scanner() -> Any:
+    import json
+
+    # The C scanner behind json.loads, without its per-call regex passes: the
+    # text is SQLite's own output, a single array with no surrounding space.
+    return json.JSONDecoder(parse_constant=_reject_constant).scan_once  # type: ignore[attr-defined]
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+def _fast_observation(event_id: str, type_: str, subject: str | None, ts: str, body: bytes,
+                      digest: str | None, extracted: str, scan: Any) -> Event | None:
+    if digest != codec.checksum(body):
+        return None
+    try:
+        body.decode("utf-8")
+        values, end = scan(extracted, 0)
+    except (ValueError, StopIteration):
+        return None
+    if end != len(extracted):
+        return None
+    if not isinstance(values, list) or len(values) != 10:
+        return None
+    eid, etype, kind, sid, ets, author, session, replica, schema, artifact = values
+    for text in (eid, etype, kind, sid, ets, author, replica):
+        if type(text) is not str or not text:
+            return None
+    if session is not None and type(session) is not str:
+        return None
+    if not isinstance(schema, int):
+        return None
+    # The row's own columns were written from the same event; a body that says
+    # otherwise (a hand-made row, duplicate keys) gets the exact decode.
+    if eid != event_id or etype != type_ or sid != subject or ets != ts:
+        return None
+    data = {} if artifact is None else {"artifact": artifact}
+    return Event(event_id=eid, type=etype, kind=kind, id=sid, ts=ets, author=author,
+                 session=session, replica=replica, data=data, schema=schema)
+
+
+def read_located(ws: Workspace) -> CompactionRead:
+    result = CompactionRead()
     for path in ws.segment_paths():
         rel = ws.rel(path)
         result.segments.append(rel)
-        ids = located.setdefault(rel, [])
-        for item in ws.iter_segment(path):
-            if isinstance(item, Event):
-                result.events.append(item)
-                ids.append(item.event_id)
-            elif item[0] == "malformed":
-                result.malformed.append({"segment": rel, "row": item[1], "reason": item[2]})
-            elif item[0] == "unreadable":
-                result.unreadable.append({"path": rel, "reason": item[2]})
-            elif item[0] == "high":
-                result.high_water[rel] = item[1]
-    return result, located
+        result.located[rel] = _read_segment_for_compaction(path, rel, result)
+    return result
+
+
+def _read_segment_for_compaction(path: str, rel: str, result: CompactionRead) -> list[str]:
+    ids: list[str] = []
+    try:
+        conn = connect(path)
+    except sqlite3.Error as exc:
+        try:
+            conn = connect(path, readonly=True)
+        except sqlite3.Error:
+            result.unreadable.append({"path": rel, "reason": _describe_sqlite_error(exc)})
+            return ids
+    high = 0
+    try:
+        if conn.execute("SELECT name FROM sqlite_master WHERE name = 'events'"
+                        ).fetchone() is None and os.path.getsize(path) == 0:
+            result.high_water[rel] = 0
+            return ids
+        events = result.events
+        scan = _json_scanner()
+        for seq, event_id, type_, subject, ts, body, digest, extracted in conn.execute(
+                _COMPACTION_ROWS):
+            high = seq
+            ev = None
+            if extracted is not None and isinstance(body, bytes):
+                ev = _fast_observation(event_id, type_, subject, ts, body, digest, extracted,
+                                       scan)
+            if ev is None:
+                try:
+                    ev = codec.decode(body, digest)
+                except codec.MalformedEvent as exc:
+                    result.malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
+                    continue
+                if ev.event_id != event_id:
+                    result.malformed.append({"segment": rel, "row": seq,
+                                             "reason": "event_id column does not match body"})
+                    continue
+                if ev.type == "tombstone":
+                    result.tombstone_checksums[(rel, ev.event_id)] = digest
+                if ev.type == "observation":
+                    artifact = ev.data.get("artifact")
+                    ev = ev.replace(data={} if artifact is None else {"artifact": artifact})
+            events.append(ev)
+            ids.append(ev.event_id)
+    except sqlite3.Error as exc:
+        result.unreadable.append({"path": rel, "reason": _describe_sqlite_error(exc)})
+        return ids
+    finally:
+        conn.close()
+    result.high_water[rel] = high
+    return ids
 
 
 def erasing_connection(path: str) -> sqlite3.Connection:
@@ -624,13 +735,19 @@ def apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
             if _max_seq(c) != expected_high:
                 raise SegmentGrew(path)
             c.executemany("DELETE FROM events WHERE event_id = ?", delete_rows)
-            done: set[str] = set()
-            for event_id, old_checksum, body, digest in rewrite_rows:
-                cur = c.execute("UPDATE events SET body = ?, checksum = ? "
-                                "WHERE event_id = ? AND checksum = ?",
-                                (body, digest, event_id, old_checksum))
-                if cur.rowcount == 1:
-                    done.add(event_id)
+            update = ("UPDATE events SET body = ?, checksum = ? "
+                      "WHERE event_id = ? AND checksum = ?")
+            params = [(body, digest, event_id, old) for event_id, old, body, digest
+                      in rewrite_rows]
+            before = c.total_changes
+            c.executemany(update, params)
+            if c.total_changes - before == len(params):
+                done = {row[0] for row in rewrite_rows}
+            else:  # some row changed since it was read: find out which were rewritten
+                wanted = {row[0]: row[3] for row in rewrite_rows}
+                done = {event_id for event_id, digest in wanted.items()
+                        if c.execute("SELECT 1 FROM events WHERE event_id = ? AND checksum = ?",
+                                     (event_id, digest)).fetchone()}
             return _max_seq(c), done
 
         high, done = run_write(conn, work)
