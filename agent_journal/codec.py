@@ -56,11 +56,15 @@ def decode(body: bytes, stored_checksum: str | None) -> Event:
     body = bytes(body)
     if stored_checksum != checksum(body):
         raise MalformedEvent("checksum mismatch")
+    return from_dict(parse_json(body))
+
+
+def parse_json(body: bytes) -> Any:
+    """Parse stored bytes the one way every reader does. Raises MalformedEvent."""
     try:
-        obj = json.loads(body, parse_constant=_reject_constant)
+        return json.loads(body, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedEvent(f"body does not parse: {exc.__class__.__name__}") from None
-    return from_dict(obj)
 
 
 def from_dict(obj: Any) -> Event:

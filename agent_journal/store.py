@@ -569,61 +569,51 @@ class CompactionRead(ReadResult):
         self.tombstone_checksums: dict[tuple[str, str], str] = {}
 
 
-# An observation row is taken on the fast path only when every field `codec`
-# checks is present with the type it requires; anything else, or any doubt,
-# goes through `codec.decode` for the exact verdict.
+# Observation rows: SQLite checks the body is JSON and hands back the text of
+# its `data` object; Python then parses everything else of the body exactly as
+# `codec` would, with that object's text cut out. A row is taken this way only
+# when the cut is unambiguous; anything else gets `codec.decode`, the exact
+# verdict every reader gives.
 _COMPACTION_ROWS = """
-SELECT seq, event_id, type, subject, ts, body, checksum,
-  CASE WHEN type = 'observation' AND json_valid(t) AND json_type(t, '$.data') = 'object'
-        AND json_type(t, '$.session') IS NOT NULL
-  THEN json_extract(t, '$.eventId', '$.type', '$.kind', '$.id', '$.ts', '$.author',
-                    '$.session', '$.replica', '$.schema', '$.data.artifact') END
-FROM (SELECT seq, event_id, type, subject, ts, body, checksum, CAST(body AS TEXT) AS t
-      FROM events)
+SELECT seq, event_id, type, body, checksum,
+  CASE WHEN type = 'observation' AND json_valid(t)
+  THEN CAST(json_extract(t, '$.data') AS BLOB) END
+FROM (SELECT seq, event_id, type, body, checksum, CAST(body AS TEXT) AS t FROM events)
 ORDER BY seq
 """
+_DATA_KEY = b'"data":'
 
 
-def _json_scanner() -> Any:
-    import json
+def _fast_observation(body: bytes, digest: str | None, data_text: bytes) -> Event | None:
+    """The observation in `body`, or None when only the exact decoder may judge it.
 
-    # The C scanner behind json.loads, without its per-call regex passes: the
-    # text is SQLite's own output, a single array with no surrounding space.
-    return json.JSONDecoder(parse_constant=_reject_constant).scan_once  # type: ignore[attr-defined]
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(name)
-
-
-def _fast_observation(event_id: str, type_: str, subject: str | None, ts: str, body: bytes,
-                      digest: str | None, extracted: str, scan: Any) -> Event | None:
-    if digest != codec.checksum(body):
+    SQLite copies strings and numbers from the input as they are, so for a
+    body in canonical form `data_text` is a byte-for-byte slice of it. An
+    unescaped `"data":` cannot occur inside a JSON string, so the slice found
+    is the data object's own text; replacing it by `{}` leaves every other
+    field to parse exactly as in the whole body.
+    """
+    if digest != codec.checksum(body) or not data_text.startswith(b"{"):
+        return None  # an object's text starts with "{"; a string's content might too,
+        # but then the cut below finds no match, or leaves a "data" that is not {}
+    cut = body.find(_DATA_KEY + data_text)
+    if cut < 0:
         return None
+    rest = body[:cut] + b'"data":{}' + body[cut + len(_DATA_KEY) + len(data_text):]
     try:
-        body.decode("utf-8")
-        values, end = scan(extracted, 0)
-    except (ValueError, StopIteration):
+        data_text.decode("utf-8")
+        obj = codec.parse_json(rest)
+        if not isinstance(obj, dict) or obj.get("data") != {}:
+            return None  # another "data" key: which one counts is the exact decoder's call
+        ev = codec.from_dict(obj)
+        if b'"artifact"' in data_text:
+            data = codec.parse_json(data_text)
+            artifact = data.get("artifact") if isinstance(data, dict) else None
+            if artifact is not None:
+                ev = ev.replace(data={"artifact": artifact})
+    except (ValueError, codec.MalformedEvent):
         return None
-    if end != len(extracted):
-        return None
-    if not isinstance(values, list) or len(values) != 10:
-        return None
-    eid, etype, kind, sid, ets, author, session, replica, schema, artifact = values
-    for text in (eid, etype, kind, sid, ets, author, replica):
-        if type(text) is not str or not text:
-            return None
-    if session is not None and type(session) is not str:
-        return None
-    if not isinstance(schema, int):
-        return None
-    # The row's own columns were written from the same event; a body that says
-    # otherwise (a hand-made row, duplicate keys) gets the exact decode.
-    if eid != event_id or etype != type_ or sid != subject or ets != ts:
-        return None
-    data = {} if artifact is None else {"artifact": artifact}
-    return Event(event_id=eid, type=etype, kind=kind, id=sid, ts=ets, author=author,
-                 session=session, replica=replica, data=data, schema=schema)
+    return ev
 
 
 def read_located(ws: Workspace) -> CompactionRead:
@@ -652,14 +642,13 @@ def _read_segment_for_compaction(path: str, rel: str, result: CompactionRead) ->
             result.high_water[rel] = 0
             return ids
         events = result.events
-        scan = _json_scanner()
-        for seq, event_id, type_, subject, ts, body, digest, extracted in conn.execute(
-                _COMPACTION_ROWS):
+        for seq, event_id, type_, body, digest, data_text in conn.execute(_COMPACTION_ROWS):
             high = seq
             ev = None
-            if extracted is not None and isinstance(body, bytes):
-                ev = _fast_observation(event_id, type_, subject, ts, body, digest, extracted,
-                                       scan)
+            if data_text is not None and isinstance(body, bytes):
+                ev = _fast_observation(body, digest, data_text)
+                if ev is not None and (ev.event_id != event_id or ev.type != type_):
+                    ev = None
             if ev is None:
                 try:
                     ev = codec.decode(body, digest)
