@@ -140,8 +140,8 @@ _add(Command(
 # -- retention: compact ------------------------------------------------------------------
 
 _add(Command(
-    "compact", "Purge tombstoned content and, with TTLs, expired entries and observations. "
-    "A dry run printing the plan unless --apply is given.", "cmd_compact",
+    "compact", "Erase tombstoned content and, with TTLs, expired entries and observations. "
+    "Prints the plan as JSON and changes nothing unless --apply is given.", "cmd_compact",
     opts=(
         Opt("entry_ttl_days", "--entry-ttl-days", "Expire entries whose latest event is at "
             "least N days old (omitted: entries never expire).", type="int", metavar="N",
