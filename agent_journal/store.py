@@ -834,8 +834,10 @@ def remove_files(paths: Iterable[str]) -> list[str]:
 def clear_workspace_cache(ws: Workspace) -> list[str]:
     """Delete every disposable projection of the workspace under <root>/cache.
 
-    Projections are named after the workspace (`cache/<kind>/<ws>.*`); readers
-    rebuild them from the segments, so removing them loses nothing.
+    Projections are named after the workspace (`cache/<kind>/<ws>.<ext>`, with
+    SQLite's `-wal`/`-shm`/`-journal` beside them); readers rebuild them from
+    the segments, so removing them loses nothing. A name with a further dot
+    after the workspace's belongs to another workspace (`a.b.sqlite` is not `a`'s).
     """
     import shutil
 
@@ -847,7 +849,8 @@ def clear_workspace_cache(ws: Workspace) -> list[str]:
                          if os.path.isdir(os.path.join(cache, n))]
     for folder in folders:
         for name in sorted(os.listdir(folder)):
-            if name != ws.name and not name.startswith(ws.name + "."):
+            if name != ws.name and not (name.startswith(ws.name + ".")
+                                        and "." not in name[len(ws.name) + 1:]):
                 continue
             path = os.path.join(folder, name)
             if os.path.isdir(path) and not os.path.islink(path):

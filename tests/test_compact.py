@@ -259,6 +259,7 @@ def test_no_byte_of_a_purged_event_survives_anywhere_under_the_root(cli, root, t
     (cache / "ws.sqlite").write_bytes(SECRET_CLAIM + SECRET_OUTPUT)
     (cache / "ws.sqlite-wal").write_bytes(SECRET_CLAIM)
     (cache / "other-ws.sqlite").write_bytes(b"another workspace's index")
+    (cache / "ws.dotted.sqlite").write_bytes(b"workspace ws.dotted's index")
     for n in range(3):  # rows after the secrets, so the deletes leave holes mid-file
         ok(cli("observe", "--kind", "tool_call", "--id", f"o-filler-{n}", "--tool", "Bash",
                "--callId", f"f{n}"))
@@ -276,7 +277,7 @@ def test_no_byte_of_a_purged_event_survives_anywhere_under_the_root(cli, root, t
     assert KEPT in everything
     assert not blob.exists() and kept_blob.exists()
     assert not (cache / "ws.sqlite").exists() and not (cache / "ws.sqlite-wal").exists()
-    assert (cache / "other-ws.sqlite").exists()
+    assert (cache / "other-ws.sqlite").exists() and (cache / "ws.dotted.sqlite").exists()
     for seg in segments(root):
         conn = sqlite3.connect(seg)
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
@@ -887,3 +888,17 @@ def test_random_field_damage_is_judged_the_same_by_both_reads(root, changes):
         rows.append((f"ev-{n}", f"o{n}", "2025-01-01T00:00:00.000Z", body, codec.checksum(body)))
     _raw_rows(root, rows)
     _compare_reads(root)
+
+
+def test_events_of_unknown_types_are_listed_and_never_removed(cli, root):
+    ok(cli("record", "--kind", "finding", "--id", "f1", "--claim", "x"))
+    ok(cli("tombstone", "f1", "--reason", "r"))
+    newer = Event(event_id=new_event_id(), type="retention-hint", kind="hint", id="f1",
+                  ts="2020-01-01T00:00:00.000Z", author="agent", session="s", replica="r9",
+                  data={"note": "written by a newer replica"})
+    build_segment(segments(root)[0].parent / "imported-newer.sqlite", [newer])
+    report = ok(cli("compact", "--entry-ttl-days", "0", "--observation-ttl-days", "0",
+                    "--apply")).json()
+    assert report["unclassified"] == [newer.event_id] and report["tombstoned"] == ["f1"]
+    assert newer.event_id in {e.event_id for e in ctx_for(root).open(create=False).read().events}
+    assert ok(cli("compact", "--apply")).json()["unclassified"] == [newer.event_id]
