@@ -125,11 +125,12 @@ class _Run:
                     self.segments_of.setdefault(event_id, []).append(seg)
                     if event_id in plan.deletions:
                         self.todo.setdefault(seg, set()).add(event_id)
+        self.graph_needed = {t for t in plan.tombstone_events if plan.needs_graph(t)}
         # segment -> tombstone event id -> checksum currently stored
         self.tombs: dict[str, dict[str, str]] = {}
         stored = prepared.read.tombstone_checksums
         for event_id, ev in plan.tombstone_events.items():
-            if event_id not in plan.flips and not plan.needs_graph(event_id):
+            if event_id not in plan.flips and event_id not in self.graph_needed:
                 continue
             for seg in self.segments_of.get(event_id, []):
                 digest = stored.get((seg, event_id)) or codec.encode(ev)[1]
@@ -145,7 +146,7 @@ class _Run:
         return bool(self.todo) or bool(self.tombs)
 
     def _graph_pending(self, seg: str, event_id: str) -> bool:
-        return self.plan.needs_graph(event_id) and (seg, event_id) not in self.graph_done
+        return event_id in self.graph_needed and (seg, event_id) not in self.graph_done
 
     def _flip_ready(self, event_id: str, gone: set[tuple[str, str]]) -> bool:
         return all((seg, e) in gone
@@ -176,7 +177,7 @@ class _Run:
                 and self._flip_ready(t, gone_after)
             if not graph and not flip:
                 continue
-            new = plan.rewritten(t, graph=plan.needs_graph(t),
+            new = plan.rewritten(t, graph=t in self.graph_needed,
                                  flip=flip or (seg, t) in self.flipped)
             body, digest = codec.encode(new)
             rewrites.append((t, current, body, digest))

@@ -193,7 +193,11 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     for ev in events:
         t = ev.type
         if t == OBSERVATION:
-            observations.setdefault(str(ev.id), []).append(ev)
+            group = observations.get(ev.id)  # type: ignore[arg-type]
+            if group is None:
+                observations[str(ev.id)] = [ev]
+            else:
+                group.append(ev)
             continue
         others.append(ev)
         if t == ENTRY:
@@ -246,11 +250,11 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     cache: dict[str, datetime | None] = {}
     entry_cut = _cutoff(now, entry_ttl_days)
     obs_cut = _cutoff(now, observation_ttl_days)
-    due_entries = {
+    due_entries = set() if entry_cut is None else {
         e for e, recs in records.items()
         if e not in d.tombstones and _due(recs + invalidations.get(e, []), now, entry_cut, cache)
     }
-    due_obs = {
+    due_obs = set() if obs_cut is None else {
         o for o, evs in observations.items()
         if o not in d.tombstones and _due(evs, now, obs_cut, cache)
     }
