@@ -66,8 +66,16 @@ def parse_json(body: bytes) -> Any:
     json.loads builds a new decoder on every call that passes an option.
     """
     try:
-        return _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
-    except (ValueError, UnicodeDecodeError) as exc:
+        return parse_json_text(body.decode(json.detect_encoding(body), "surrogatepass"))
+    except UnicodeDecodeError as exc:
+        raise MalformedEvent(f"body does not parse: {exc.__class__.__name__}") from None
+
+
+def parse_json_text(text: str) -> Any:
+    """`parse_json` for bytes already decoded the way it decodes them."""
+    try:
+        return _DECODER.decode(text)
+    except ValueError as exc:
         raise MalformedEvent(f"body does not parse: {exc.__class__.__name__}") from None
 
 

@@ -600,9 +600,12 @@ def _fast_observation(body: bytes, digest: str | None, data_text: bytes) -> Even
     if cut < 0:
         return None
     rest = body[:cut] + b'"data":{}' + body[cut + len(_DATA_KEY) + len(data_text):]
+    if not rest.startswith(b'{"'):
+        return None
     try:
         data_text.decode("utf-8")
-        obj = codec.parse_json(rest)
+        # What json.detect_encoding picks for text starting '{"': UTF-8.
+        obj = codec.parse_json_text(rest.decode("utf-8", "surrogatepass"))
         if not isinstance(obj, dict) or obj.get("data") != {}:
             return None  # another "data" key: which one counts is the exact decoder's call
         ev = codec.from_dict(obj)

@@ -814,6 +814,11 @@ def _mutations() -> list[tuple[str, Any]]:
             {**o, "data": {"output": '"artifact":{"ref":"x"}'}})),
         ("nested data key", lambda o: _canonical({**o, "data": {"data": {"a": 1}}})),
         ("escaped unicode", lambda o: _canonical(o).replace(b'"agent"', b'"\\u0061gent"')),
+        ("utf-8 bom", lambda o: b"\xef\xbb\xbf" + _canonical(o)),
+        ("leading space", lambda o: b" " + _canonical(o)),
+        ("utf-16", lambda o: json.dumps(o).encode("utf-16")),
+        ("surrogate bytes", lambda o: _canonical(o).replace(b'"output":"x"',
+                                                            b'"output":"\xed\xa0\x80"')),
         ("surrogate", lambda o: _canonical(o).replace(b'"output":"x"', b'"output":"\\ud800"')),
     ]
     return cases
