@@ -31,10 +31,12 @@ def find_command(argv: list[str]) -> tuple[Command | None, list[str]]:
 
 def _convert(opt: Opt, raw: str) -> Any:
     if opt.type == "int":
-        try:
-            value = int(raw, 10)
-        except ValueError:
-            raise UsageError(f"{opt.flag} takes a whole number, not {raw!r}") from None
+        # Plain ASCII digits only: int() would also take " 5", "1_000" and
+        # non-ASCII digits, none of which a caller means as a number.
+        digits = raw[1:] if raw[:1] in ("+", "-") else raw
+        if not (digits.isascii() and digits.isdigit()):
+            raise UsageError(f"{opt.flag} takes a whole number, not {raw!r}")
+        value = int(raw, 10)
         if opt.minimum is not None and value < opt.minimum:
             raise UsageError(f"{opt.flag} must be at least {opt.minimum}, not {value}")
         return value

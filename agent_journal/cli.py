@@ -254,6 +254,23 @@ def cmd_decay(a: dict[str, Any]) -> int:
     return 0
 
 
+# -- retention: compact ----------------------------------------------------------------
+
+def cmd_compact(a: dict[str, Any]) -> int:
+    from agent_journal import compact
+
+    outcome = compact.compact(_context(a), entry_ttl_days=a["entry_ttl_days"],
+                              observation_ttl_days=a["observation_ttl_days"],
+                              apply=a["apply"])
+    output.emit_json(outcome.report)
+    for text in outcome.warnings:
+        output.warn(text)
+    if outcome.skipped:
+        output.error(compact.busy_message(len(outcome.skipped)))
+        return 1
+    return 0
+
+
 # -- dispatch ---------------------------------------------------------------------------
 
 def _wants_help(argv: list[str]) -> bool:

@@ -172,6 +172,19 @@ class LazyEvent(Event):
         return object.__getattribute__(self, name)
 
 
+def parse_json(body: bytes) -> Any:
+    """Parse stored bytes the one way every reader does. Raises MalformedEvent."""
+    return _parse(body)
+
+
+def parse_json_text(text: str) -> Any:
+    """`parse_json` for bytes already decoded as UTF-8."""
+    try:
+        return _DECODER.decode(text)
+    except ValueError as exc:
+        raise MalformedEvent(f"body does not parse: {exc.__class__.__name__}") from None
+
+
 def from_dict(obj: Any) -> Event:
     if not isinstance(obj, dict):
         raise MalformedEvent("body is not a JSON object")

@@ -240,3 +240,21 @@ _add(Command(
     "stand here (tombstoned, purged or absent). Read-only.", "cmd_decay",
     opts=READ_COMMON,
 ))
+
+
+# -- retention: compact ------------------------------------------------------------------
+
+_add(Command(
+    "compact", "Erase tombstoned content and, with TTLs, expired entries and observations. "
+    "Prints the plan as JSON and changes nothing unless --apply is given.", "cmd_compact",
+    opts=(
+        Opt("entry_ttl_days", "--entry-ttl-days", "Expire entries whose latest event is at "
+            "least N days old (omitted: entries never expire).", type="int", metavar="N",
+            minimum=0),
+        Opt("observation_ttl_days", "--observation-ttl-days", "Expire observations whose "
+            "latest event is at least N days old, unless a live entry cites them (omitted: "
+            "observations never expire).", type="int", metavar="N", minimum=0),
+        Opt("apply", "--apply", "Carry out the plan (deletes for real). Takes no value.",
+            kind=BARE),
+    ) + READ_COMMON,
+))

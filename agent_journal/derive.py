@@ -9,6 +9,10 @@ Invariants:
 - An invalidated entry stays visible with `outcome: invalidated`; every entry
   that depends on it, transitively, is `suppressed`. Neither is live.
 - Nothing derived here is stored: read paths call `derive` every time.
+- Purging an entry's record does not change what its dependents derive: a
+  tombstone that compaction rewrote may carry `data.graph` (the erased entry's
+  dependsOn and whether it was invalidated), and those edges and that root
+  count exactly as the record and its invalidations did.
 """
 
 from __future__ import annotations
@@ -55,6 +59,12 @@ class Derived:
         # entry id -> outcome and, for suppressed entries, the invalidated roots
         self.outcome: dict[str, str] = {}
         self.suppressed_through: dict[str, list[str]] = {}
+        # The dependency graph the outcomes were folded from, over entry ids and
+        # ids known only from a tombstone's kept graph: id -> ids it depends on,
+        # the invalidated roots, and id -> the roots that reach it.
+        self.depends: dict[str, list[str]] = {}
+        self.roots: set[str] = set()
+        self.reached: dict[str, set[str]] = {}
         self.event_count = 0
 
     # -- questions every read path asks -------------------------------------------------
@@ -192,15 +202,42 @@ def _derive(events: Iterable[Event]) -> Derived:
     return d
 
 
+def tombstone_graph(ev: Event) -> tuple[list[str], bool] | None:
+    """The graph a rewritten tombstone kept for its erased target, if well-formed."""
+    graph = ev.data.get("graph")
+    if not isinstance(graph, dict):
+        return None
+    deps = graph.get("dependsOn", [])
+    invalidated = graph.get("invalidated", False)
+    if not isinstance(deps, list) or not all(isinstance(x, str) for x in deps) \
+            or not isinstance(invalidated, bool):
+        return None
+    return deps, invalidated
+
+
 def _derive_outcomes(d: Derived) -> None:
     """Invalidation closure over dependsOn edges (cycles allowed)."""
-    dependents: dict[str, list[str]] = {}
+    depends: dict[str, list[str]] = {}
     for entry_id, ev in d.entry_events.items():
-        for dep in ev.data.get("dependsOn", []):
-            dependents.setdefault(dep, []).append(entry_id)
-    invalidated = sorted(i for i in d.invalidations if i in d.entry_events)
+        depends[entry_id] = list(ev.data.get("dependsOn", []))
+    roots = {i for i in d.invalidations if i in d.entry_events}
+    # A purged entry's edges and root status live on in its tombstones' graph,
+    # so its dependents keep the outcome they had while its record was here.
+    for target, tombs in d.tombstones.items():
+        for tomb in tombs:
+            kept = tombstone_graph(tomb)
+            if kept is None:
+                continue
+            edges = depends.setdefault(target, [])
+            edges.extend(x for x in kept[0] if x not in edges)
+            if kept[1]:
+                roots.add(target)
+    dependents: dict[str, list[str]] = {}
+    for node, deps in depends.items():
+        for dep in deps:
+            dependents.setdefault(dep, []).append(node)
     through: dict[str, set[str]] = {}
-    for root in invalidated:
+    for root in sorted(roots):
         stack = list(dependents.get(root, []))
         seen: set[str] = set()
         while stack:
@@ -210,6 +247,7 @@ def _derive_outcomes(d: Derived) -> None:
             seen.add(current)
             through.setdefault(current, set()).add(root)
             stack.extend(dependents.get(current, []))
+    d.depends, d.roots, d.reached = depends, roots, through
     for entry_id in d.entry_events:
         if entry_id in d.invalidations:
             d.outcome[entry_id] = INVALIDATED

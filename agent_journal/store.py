@@ -960,3 +960,365 @@ class PausedGC:
     def __exit__(self, *exc: object) -> None:
         if self._was_enabled:
             gc.enable()
+
+
+# -- compaction ---------------------------------------------------------------------------
+# The only code in the package that deletes rows or files holding events. Every
+# deleting connection sets what erasure needs itself (secure_delete, a journal
+# that is unlinked at commit) instead of trusting how SQLite was compiled, and
+# every segment is changed in place, one transaction each, and only when it has
+# not grown since it was read: a rewrite-and-rename could drop an append made
+# through a connection that still had the old file open.
+
+WAL_CHECKPOINT_ATTEMPTS = 20
+COMPACT_INTENT = ".compact-pending.json"
+
+
+class SegmentGrew(Exception):
+    """A segment gained rows after it was read; it must be left alone."""
+
+
+class CompactionRead(ReadResult):
+    """A whole-workspace read made for planning a compaction.
+
+    Damage is found exactly as `Workspace.read` finds it. Besides the events it
+    keeps, per segment, the event ids it holds and the stored checksum of
+    every tombstone (so a rewrite can check the row is still the one read).
+    Observation events carry only `data.artifact` of their data: nothing else
+    of an observation's data takes part in a plan, and most of a journal is
+    observations, so their bodies are checked and picked apart by SQLite.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.located: dict[str, list[str]] = {}
+        # (segment, tombstone event id) -> checksum stored in that segment
+        self.tombstone_checksums: dict[tuple[str, str], str] = {}
+
+
+# Observation rows: SQLite checks the body is JSON and hands back the text of
+# its `data` object; Python then parses everything else of the body exactly as
+# `codec` would, with that object's text cut out. A row is taken this way only
+# when the cut is unambiguous; anything else gets `codec.decode`, the exact
+# verdict every reader gives.
+_COMPACTION_ROWS = """
+SELECT seq, event_id, type, body, checksum,
+  CASE WHEN type = 'observation' AND json_valid(t)
+  THEN CAST(json_extract(t, '$.data') AS BLOB) END, subject, ts
+FROM (SELECT seq, event_id, type, body, checksum, subject, ts, CAST(body AS TEXT) AS t
+      FROM events)
+ORDER BY seq
+"""
+_DATA_KEY = b'"data":'
+
+
+def _fast_observation(body: bytes, digest: str | None, data_text: bytes) -> Event | None:
+    """The observation in `body`, or None when only the exact decoder may judge it.
+
+    SQLite copies strings and numbers from the input as they are, so for a
+    body in canonical form `data_text` is a byte-for-byte slice of it. An
+    unescaped `"data":` cannot occur inside a JSON string, so the slice found
+    is the data object's own text; replacing it by `{}` leaves every other
+    field to parse exactly as in the whole body.
+    """
+    if digest != codec.checksum(body) or not data_text.startswith(b"{"):
+        return None  # an object's text starts with "{"; a string's content might too,
+        # but then the cut below finds no match, or leaves a "data" that is not {}
+    cut = body.find(_DATA_KEY + data_text)
+    if cut < 0:
+        return None
+    rest = body[:cut] + b'"data":{}' + body[cut + len(_DATA_KEY) + len(data_text):]
+    if not rest.startswith(b'{"'):
+        return None
+    try:
+        data_text.decode("utf-8")
+        # What json.detect_encoding picks for text starting '{"': UTF-8.
+        obj = codec.parse_json_text(rest.decode("utf-8", "surrogatepass"))
+        if not isinstance(obj, dict) or obj.get("data") != {}:
+            return None  # another "data" key: which one counts is the exact decoder's call
+        ev = codec.from_dict(obj)
+        if b'"artifact"' in data_text:
+            data = codec.parse_json(data_text)
+            artifact = data.get("artifact") if isinstance(data, dict) else None
+            if artifact is not None:
+                ev = ev.replace(data={"artifact": artifact})
+    except (ValueError, codec.MalformedEvent):
+        return None
+    return ev
+
+
+def read_located(ws: Workspace) -> CompactionRead:
+    result = CompactionRead()
+    for path in ws.segment_paths():
+        rel = ws.rel(path)
+        result.segments.append(rel)
+        result.located[rel] = _read_segment_for_compaction(path, rel, result)
+    return result
+
+
+def _read_segment_for_compaction(path: str, rel: str, result: CompactionRead) -> list[str]:
+    ids: list[str] = []
+    try:
+        conn = connect(path)
+    except sqlite3.Error as exc:
+        try:
+            conn = connect(path, readonly=True)
+        except sqlite3.Error:
+            result.unreadable.append({"path": rel, "reason": _describe_sqlite_error(exc)})
+            return ids
+    high = 0
+    try:
+        if conn.execute("SELECT name FROM sqlite_master WHERE name = 'events'"
+                        ).fetchone() is None and os.path.getsize(path) == 0:
+            result.high_water[rel] = 0
+            return ids
+        events = result.events
+        rows = conn.execute(_COMPACTION_ROWS)
+        for seq, event_id, type_, body, digest, data_text, subject, ts in rows:
+            high = seq
+            ev = None
+            if data_text is not None and isinstance(body, bytes):
+                ev = _fast_observation(body, digest, data_text)
+                if ev is not None and (ev.event_id, ev.type, ev.id, ev.ts) != (
+                        event_id, type_, subject, ts):
+                    ev = None
+            if ev is None:
+                # The same strict verdict every other read gives (codec.decode_checked).
+                try:
+                    ev = codec.decode_checked(body, digest, event_id, type_, subject, ts)
+                except codec.MalformedEvent as exc:
+                    result.malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
+                    continue
+                if ev.type == "tombstone":
+                    result.tombstone_checksums[(rel, ev.event_id)] = digest
+                if ev.type == "observation":
+                    artifact = ev.data.get("artifact")
+                    ev = ev.replace(data={} if artifact is None else {"artifact": artifact})
+            events.append(ev)
+            ids.append(ev.event_id)
+    except sqlite3.Error as exc:
+        result.unreadable.append({"path": rel, "reason": _describe_sqlite_error(exc)})
+        return ids
+    finally:
+        conn.close()
+    result.high_water[rel] = high
+    return ids
+
+
+def erasing_connection(path: str) -> sqlite3.Connection:
+    """A connection whose deletes overwrite what they free.
+
+    secure_delete is set here, on the connection, because its compile-time
+    default differs between builds. A rollback journal holds the old pages
+    until commit, so it must be one that is unlinked at commit (DELETE), never
+    one that is kept (PERSIST, TRUNCATE). A WAL segment stays WAL; the caller
+    checkpoints it with TRUNCATE after the commit.
+    """
+    conn = connect(path)
+    try:
+        on = conn.execute("PRAGMA secure_delete = ON").fetchone()
+        if on is None or int(on[0]) != 1:
+            raise JournalError(f"SQLite refused secure_delete on {path}; nothing was deleted")
+        mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+        if mode != "wal" and mode != "delete":
+            conn.execute("PRAGMA journal_mode = DELETE")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _max_seq(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+
+
+def apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
+                     rewrites: Iterable[tuple[str, str, bytes, str]]
+                     ) -> tuple[int, set[str], bool]:
+    """Delete rows and rewrite tombstones in one segment, in one transaction.
+
+    `rewrites` are (event_id, checksum as read, new body, new checksum); a row
+    whose checksum changed since it was read is left alone. Raises SegmentGrew
+    (having changed nothing) when the segment's highest seq is no longer
+    `expected_high`. Returns the new highest seq, the event ids rewritten, and
+    whether the segment is clean afterwards (a WAL that could not be truncated
+    may still hold old page images).
+    """
+    delete_rows = [(event_id,) for event_id in delete_ids]
+    rewrite_rows = list(rewrites)
+    conn = erasing_connection(path)
+    try:
+        wal = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
+
+        def work(c: sqlite3.Connection) -> tuple[int, set[str]]:
+            if _max_seq(c) != expected_high:
+                raise SegmentGrew(path)
+            c.executemany("DELETE FROM events WHERE event_id = ?", delete_rows)
+            update = ("UPDATE events SET body = ?, checksum = ? "
+                      "WHERE event_id = ? AND checksum = ?")
+            params = [(body, digest, event_id, old) for event_id, old, body, digest
+                      in rewrite_rows]
+            before = c.total_changes
+            c.executemany(update, params)
+            if c.total_changes - before == len(params):
+                done = {row[0] for row in rewrite_rows}
+            else:  # some row changed since it was read: find out which were rewritten
+                wanted = {row[0]: row[3] for row in rewrite_rows}
+                done = {event_id for event_id, digest in wanted.items()
+                        if c.execute("SELECT 1 FROM events WHERE event_id = ? AND checksum = ?",
+                                     (event_id, digest)).fetchone()}
+            return _max_seq(c), done
+
+        high, done = run_write(conn, work)
+        clean = _truncate_wal(conn) if wal else True
+        return high, done, clean
+    finally:
+        conn.close()
+
+
+def _truncate_wal(conn: sqlite3.Connection) -> bool:
+    """Copy the WAL into the database and cut it to zero bytes.
+
+    The WAL keeps every page image written since it was last reset, including
+    the ones that first stored content just deleted.
+    """
+    delay = 0.02
+    for _ in range(WAL_CHECKPOINT_ATTEMPTS):
+        try:
+            busy, _log, _done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+            busy = 1
+        if busy == 0:
+            return True
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+    return False
+
+
+def refs_in_rows_since(ws: Workspace, high_water: dict[str, int], needles: Iterable[str]
+                       ) -> set[str]:
+    """Which needles occur in rows appended after `high_water` (or in new segments).
+
+    Lets compaction keep an artifact blob that a writer referenced again while
+    the run was working.
+    """
+    wanted = sorted(set(needles))
+    found: set[str] = set()
+    if not wanted:
+        return found
+    for path in ws.segment_paths():
+        since = high_water.get(ws.rel(path), 0)
+        try:
+            conn = connect(path, readonly=True)
+        except sqlite3.Error:
+            return set(wanted)  # cannot tell: keep them all
+        try:
+            for needle in wanted:
+                if needle in found:
+                    continue
+                row = conn.execute("SELECT 1 FROM events WHERE seq > ? AND instr(body, ?) > 0 "
+                                   "LIMIT 1", (since, needle.encode())).fetchone()
+                if row is not None:
+                    found.add(needle)
+        except sqlite3.Error:
+            return set(wanted)
+        finally:
+            conn.close()
+    return found
+
+
+def artifact_files(ws: Workspace, digests: Iterable[str]) -> dict[str, list[str]]:
+    """Blob files under the workspace's artifact store named by each hex digest.
+
+    The store is content-addressed, so a blob's path spells its digest (possibly
+    split into fan-out folders); a digest shorter than 16 characters matches nothing.
+    """
+    wanted = {h.lower() for h in digests if len(h) >= 16}
+    found: dict[str, list[str]] = {}
+    top = os.path.join(ws.path, "artifacts")
+    if not wanted or not os.path.isdir(top):
+        return found
+    for folder, _dirs, files in os.walk(top):
+        for name in files:
+            path = os.path.join(folder, name)
+            flat = os.path.relpath(path, top).replace(os.sep, "").lower()
+            for digest in wanted:
+                if digest in flat:
+                    found.setdefault(digest, []).append(path)
+    return found
+
+
+def remove_files(paths: Iterable[str]) -> list[str]:
+    removed = []
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            continue
+        removed.append(path)
+    return removed
+
+
+def clear_workspace_cache(ws: Workspace) -> list[str]:
+    """Delete every disposable projection of the workspace under <root>/cache.
+
+    Projections are named after the workspace (`cache/<kind>/<ws>.<ext>`, with
+    SQLite's `-wal`/`-shm`/`-journal` beside them); readers rebuild them from
+    the segments, so removing them loses nothing. A name with a further dot
+    after the workspace's belongs to another workspace (`a.b.sqlite` is not `a`'s).
+    """
+    import shutil
+
+    cache = os.path.join(ws.root.path, "cache")
+    removed: list[str] = []
+    if not os.path.isdir(cache):
+        return removed
+    folders = [cache] + [os.path.join(cache, n) for n in sorted(os.listdir(cache))
+                         if os.path.isdir(os.path.join(cache, n))]
+    for folder in folders:
+        for name in sorted(os.listdir(folder)):
+            if name != ws.name and not (name.startswith(ws.name + ".")
+                                        and "." not in name[len(ws.name) + 1:]):
+                continue
+            path = os.path.join(folder, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    continue
+            removed.append(ws.rel(path))
+    return removed
+
+
+def read_compact_intent(ws: Workspace) -> dict[str, Any] | None:
+    """What an earlier `compact --apply` meant to finish (blobs, cache) if it died first."""
+    import json
+
+    try:
+        raw = _read_text(os.path.join(ws.path, COMPACT_INTENT))
+    except FileNotFoundError:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"digests": [], "cache": True}  # a torn intent: assume the worst
+    return value if isinstance(value, dict) else {"digests": [], "cache": True}
+
+
+def write_compact_intent(ws: Workspace, intent: dict[str, Any]) -> None:
+    import json
+
+    make_private_dirs(ws.path)
+    write_file_atomic(os.path.join(ws.path, COMPACT_INTENT),
+                      json.dumps(intent, sort_keys=True).encode())
+
+
+def drop_compact_intent(ws: Workspace) -> None:
+    try:
+        os.unlink(os.path.join(ws.path, COMPACT_INTENT))
+    except FileNotFoundError:
+        pass

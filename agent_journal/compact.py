@@ -1,0 +1,267 @@
+"""compact: the one operation that destroys journal content.
+
+Invariants:
+- The plan is made from a read of the whole workspace. Any unreadable segment
+  or malformed row refuses the run (DamagedJournalError) before anything is
+  touched: a segment that did not load may hold the tombstone that protects
+  something, or the content a tombstone names.
+- A dry run changes no byte; `--apply` carries out exactly the plan a dry run
+  prints, and reports what it actually did.
+- Segments are changed in place, one transaction each, and only when their
+  highest seq is still what the read saw. A segment that grew is skipped,
+  never rewritten from a stale read, so no acknowledged append is lost.
+- Order between segments: a tombstone's kept graph is committed before its
+  target's record or invalidations go, and a tombstone reads purged only once
+  every event about its target is gone, so a run stopped anywhere (killed,
+  skipped) never claims more than it did and never turns a dependent live.
+- After the segments, artifact blobs that only removed events referenced and
+  the workspace's cache projections are deleted.
+- An intent file written before the first segment is touched (blobs, cache,
+  tombstones to flip) lets the next run finish the job if this one dies
+  anywhere in between; a run that completes removes it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from agent_journal import clock, codec, store
+from agent_journal.errors import DamagedJournalError
+from agent_journal.model import OBSERVATION, Event
+from agent_journal.plan import CompactionPlan, check_ttl, plan_compaction
+
+TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import Any
+
+    from agent_journal.journal import Context
+    from agent_journal.store import CompactionRead, ReadResult, Workspace
+
+
+class Prepared:
+    """A plan together with the read it was made from."""
+
+    def __init__(self, ws: Workspace, read: CompactionRead, plan: CompactionPlan) -> None:
+        self.ws = ws
+        self.read = read
+        self.plan = plan
+
+
+class Outcome:
+    """What `compact` returns: the report, and what the CLI must say besides it."""
+
+    def __init__(self, report: dict[str, Any], skipped: list[str],
+                 warnings: list[str]) -> None:
+        self.report = report
+        self.skipped = skipped
+        self.warnings = warnings
+
+
+def refusal(read: ReadResult) -> str:
+    return (f"refusing to compact: {len(read.unreadable)} unreadable segment(s), "
+            f"{len(read.malformed)} malformed row(s); nothing was changed. A compaction "
+            "planned from a partial read could erase content whose tombstone status it "
+            "never saw, and erased bytes cannot be brought back")
+
+
+def busy_message(count: int) -> str:
+    return (f"{count} segment(s) gained events while compaction ran and were left "
+            "untouched; nothing was lost. Re-run when writers are idle")
+
+
+def prepare(ws: Workspace, *, entry_ttl_days: int | None, observation_ttl_days: int | None,
+            now: datetime | None = None) -> Prepared:
+    read = store.read_located(ws)
+    if read.damaged:
+        raise DamagedJournalError(refusal(read))
+    pending = store.read_compact_intent(ws) or {}
+    flips = pending.get("flips")
+    unfinished = {str(k): str(v) for k, v in flips.items()} if isinstance(flips, dict) else {}
+    plan = plan_compaction(read.events, now or clock.now(), entry_ttl_days,
+                           observation_ttl_days, unfinished)
+    return Prepared(ws, read, plan)
+
+
+def compact(ctx: Context, *, entry_ttl_days: int | None, observation_ttl_days: int | None,
+            apply: bool) -> Outcome:
+    check_ttl(entry_ttl_days, "--entry-ttl-days")
+    check_ttl(observation_ttl_days, "--observation-ttl-days")
+    ws = ctx.open(create=False)
+    prepared = prepare(ws, entry_ttl_days=entry_ttl_days,
+                       observation_ttl_days=observation_ttl_days)
+    if not apply:
+        return Outcome(prepared.plan.report(apply=False), [], [])
+    return carry_out(prepared)
+
+
+# -- applying ---------------------------------------------------------------------------
+
+def _artifact_digest(ev: Event) -> str | None:
+    if ev.type != OBSERVATION or not ev.data:
+        return None
+    artifact = ev.data.get("artifact")
+    if not isinstance(artifact, dict):
+        return None
+    ref = artifact.get("ref")
+    if not isinstance(ref, str) or ":" not in ref:
+        return None
+    return ref.partition(":")[2].lower() or None
+
+
+class _Run:
+    """Book-keeping for one applied plan across segments and passes."""
+
+    def __init__(self, prepared: Prepared) -> None:
+        self.plan = plan = prepared.plan
+        self.ws = prepared.ws
+        self.expected = dict(prepared.read.high_water)
+        wanted = plan.deletions.keys() | plan.tombstone_events.keys()
+        self.segments_of: dict[str, list[str]] = {}
+        self.todo: dict[str, set[str]] = {}
+        for seg, ids in prepared.read.located.items():
+            for event_id in ids:
+                if event_id in wanted:
+                    self.segments_of.setdefault(event_id, []).append(seg)
+                    if event_id in plan.deletions:
+                        self.todo.setdefault(seg, set()).add(event_id)
+        self.graph_needed = {t for t in plan.tombstone_events if plan.needs_graph(t)}
+        # segment -> tombstone event id -> checksum currently stored
+        self.tombs: dict[str, dict[str, str]] = {}
+        stored = prepared.read.tombstone_checksums
+        for event_id, ev in plan.tombstone_events.items():
+            if event_id not in plan.flips and event_id not in self.graph_needed:
+                continue
+            for seg in self.segments_of.get(event_id, []):
+                digest = stored.get((seg, event_id)) or codec.encode(ev)[1]
+                self.tombs.setdefault(seg, {})[event_id] = digest
+        self.graph_done: set[tuple[str, str]] = set()
+        self.graph_stored: set[str] = set(plan.graph_ready)
+        self.flipped: set[tuple[str, str]] = set()
+        self.gone: set[tuple[str, str]] = set()
+        self.skipped: set[str] = set()
+        self.unclean: set[str] = set()
+
+    def has_work(self) -> bool:
+        return bool(self.todo) or bool(self.tombs)
+
+    def _graph_pending(self, seg: str, event_id: str) -> bool:
+        return event_id in self.graph_needed and (seg, event_id) not in self.graph_done
+
+    def _flip_ready(self, event_id: str, gone: set[tuple[str, str]]) -> bool:
+        return all((seg, e) in gone
+                   for e in self.plan.flips[event_id] for seg in self.segments_of.get(e, []))
+
+    def stores_graph(self, seg: str) -> bool:
+        return any(self._graph_pending(seg, t) for t in self.tombs.get(seg, {}))
+
+    def step(self, seg: str) -> bool:
+        """One transaction on one segment: whatever of its work may run now."""
+        if seg in self.skipped:
+            return False
+        plan = self.plan
+        tombs = self.tombs.get(seg, {})
+        graphs_here = {str(plan.tombstone_events[t].id) for t in tombs
+                       if self._graph_pending(seg, t)}
+        deletes = sorted(
+            e for e in self.todo.get(seg, ())
+            if e not in plan.guards or plan.guards[e] in self.graph_stored
+            or plan.guards[e] in graphs_here)
+        gone_now = {(seg, e) for e in deletes}
+        gone_after = self.gone | gone_now if gone_now else self.gone
+        rewrites: list[tuple[str, str, bytes, str]] = []
+        planned: dict[str, tuple[bool, bool, str]] = {}
+        for t, current in tombs.items():
+            graph = self._graph_pending(seg, t)
+            flip = t in plan.flips and (seg, t) not in self.flipped \
+                and self._flip_ready(t, gone_after)
+            if not graph and not flip:
+                continue
+            new = plan.rewritten(t, graph=t in self.graph_needed,
+                                 flip=flip or (seg, t) in self.flipped)
+            body, digest = codec.encode(new)
+            rewrites.append((t, current, body, digest))
+            planned[t] = (graph, flip, digest)
+        if not deletes and not rewrites:
+            return False
+        path = os.path.join(self.ws.root.path, seg)
+        try:
+            high, done, clean = store.apply_to_segment(path, self.expected[seg], deletes,
+                                                       rewrites)
+        except store.SegmentGrew:
+            self.skipped.add(seg)
+            return False
+        self.expected[seg] = high
+        if not clean:
+            self.unclean.add(seg)
+        self.gone = gone_after
+        remaining = self.todo.get(seg, set()) - set(deletes)
+        if remaining:
+            self.todo[seg] = remaining
+        else:
+            self.todo.pop(seg, None)
+        for t, (graph, flip, digest) in planned.items():
+            if t not in done:
+                # Someone else rewrote it meanwhile (another compaction); leave it.
+                tombs.pop(t, None)
+                continue
+            tombs[t] = digest
+            if graph:
+                self.graph_done.add((seg, t))
+                self.graph_stored.add(str(plan.tombstone_events[t].id))
+            if flip:
+                self.flipped.add((seg, t))
+        for t in list(tombs):
+            if not self._graph_pending(seg, t) \
+                    and (t not in plan.flips or (seg, t) in self.flipped):
+                del tombs[t]
+        if not tombs:
+            self.tombs.pop(seg, None)
+        return True
+
+    def run(self) -> None:
+        for _ in range(4):
+            # Segments that store a graph go first so the records it guards can go.
+            segs = sorted(set(self.todo) | set(self.tombs),
+                          key=lambda s: (not self.stores_graph(s), s))
+            progress = False
+            for seg in segs:
+                progress = self.step(seg) or progress
+            if not progress:
+                break
+
+
+def carry_out(prepared: Prepared) -> Outcome:
+    plan, read, ws = prepared.plan, prepared.read, prepared.ws
+    run = _Run(prepared)
+    pending = store.read_compact_intent(ws)
+    artifacts = {ev.event_id: d for ev in read.events if (d := _artifact_digest(ev))}
+    purged_digests = {d for e, d in artifacts.items() if e in plan.deletions}
+    if not run.has_work() and pending is None:
+        return Outcome(plan.report(apply=True, removed=set(), marked_purged=[]), [], [])
+    earlier = [d for d in (pending or {}).get("digests", []) if isinstance(d, str)]
+    flips = {t: str(plan.tombstone_events[t].id) for t in plan.flips}
+    store.write_compact_intent(ws, {"digests": sorted(purged_digests | set(earlier)),
+                                    "cache": True, "flips": flips})
+    run.run()
+
+    # Artifact blobs: only those no event still held (or newly written) references.
+    referenced = {d for e, d in artifacts.items()
+                  if e not in plan.deletions
+                  or any((s, e) not in run.gone for s in run.segments_of.get(e, []))}
+    candidates = (purged_digests | set(earlier)) - referenced
+    since = {seg: (0 if seg in run.skipped else high) for seg, high in run.expected.items()}
+    candidates -= store.refs_in_rows_since(ws, since, candidates)
+    files = store.artifact_files(ws, candidates)
+    store.remove_files(sorted(p for paths in files.values() for p in paths))
+    store.clear_workspace_cache(ws)
+    store.drop_compact_intent(ws)
+
+    removed = {plan.deletions[e] for (_, e) in run.gone}
+    marked = sorted({t for (_, t) in run.flipped})
+    skipped = sorted(run.skipped)
+    warnings = [f"{seg}: its write-ahead log could not be truncated while other processes "
+                "held it; old page images may remain in it until the next compaction"
+                for seg in sorted(run.unclean)]
+    report = plan.report(apply=True, removed=removed, marked_purged=marked, skipped=skipped)
+    return Outcome(report, skipped, warnings)

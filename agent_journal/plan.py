@@ -1,0 +1,346 @@
+"""Compaction planning: which events a compaction removes, and why. Pure; no I/O.
+
+Invariants:
+- A plan is a function of the events read, the clock reading and the two
+  TTLs; nothing here touches a file, so a dry run and `--apply` see the same plan.
+- Removed: every entry, observation and invalidation event about an id a
+  tombstone names, and the events of entries and observations past their own
+  axis's TTL. Tombstones and events of unknown types are never removed.
+- Tombstone suppression is decided before pins: a tombstoned observation goes
+  even when a live entry cites it. Only live entries that survive the run pin.
+- The run never changes what a surviving entry derives. An invalidated or
+  suppressed entry that a surviving entry still depends on is held back from
+  expiry, and an erased entry's graph is kept on its tombstones (`graph`), so
+  no dependent of removed content turns live.
+- A tombstone is marked purged only when this run removes its target's bytes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from agent_journal import clock
+from agent_journal.derive import Derived, derive, tombstone_graph
+from agent_journal.errors import UsageError
+from agent_journal.model import (
+    ENTRY,
+    INVALIDATION,
+    KNOWN_TYPES,
+    OBSERVATION,
+    Event,
+    anchor_ref,
+)
+
+TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any
+
+TOMBSTONED = "tombstoned"
+EXPIRED = "expired"
+
+
+class CompactionPlan:
+    """What one compaction run removes and rewrites, and the report it gives."""
+
+    def __init__(self, entry_ttl_days: int | None, observation_ttl_days: int | None) -> None:
+        self.entry_ttl_days = entry_ttl_days
+        self.observation_ttl_days = observation_ttl_days
+        # Report lists, already in report order.
+        self.expired: list[str] = []
+        self.tombstoned: list[str] = []
+        self.pinned: list[str] = []
+        self.downgraded: list[str] = []
+        self.unclassified: list[str] = []
+        # event id -> the id (entry/observation) whose removal deletes it
+        self.deletions: dict[str, str] = {}
+        # removed id -> why (TOMBSTONED or EXPIRED)
+        self.reasons: dict[str, str] = {}
+        # live entry id -> the removed ids its anchors cite
+        self.citations: dict[str, list[str]] = {}
+        # tombstone event id -> its current event (every tombstone the run rewrites)
+        self.tombstone_events: dict[str, Event] = {}
+        # tombstone event id -> event ids that must all be gone before it reads purged
+        self.flips: dict[str, frozenset[str]] = {}
+        # tombstoned id -> the graph its tombstones must carry before its record goes
+        self.graphs: dict[str, dict[str, Any]] = {}
+        # tombstoned ids whose graph some tombstone already carries, as read
+        self.graph_ready: set[str] = set()
+        # event id -> tombstoned id whose graph must be stored before the event goes
+        self.guards: dict[str, str] = {}
+        # entries due on their TTL but kept because a survivor still derives through them
+        self.held: list[str] = []
+
+    @property
+    def tombstones_marked_purged(self) -> list[str]:
+        return sorted(self.flips)
+
+    def rewritten(self, tomb_event_id: str, *, graph: bool, flip: bool) -> Event:
+        """The tombstone as compaction writes it back: graph kept, purged flipped."""
+        ev = self.tombstone_events[tomb_event_id]
+        data = dict(ev.data)
+        target = ev.id
+        if graph and target in self.graphs:
+            data["graph"] = self.graphs[target]
+        if flip:
+            data["purged"] = True
+        return ev.replace(data=data)
+
+    def needs_graph(self, tomb_event_id: str) -> bool:
+        ev = self.tombstone_events[tomb_event_id]
+        return ev.id in self.graphs and ev.data.get("graph") != self.graphs[ev.id]
+
+    def report(self, *, apply: bool, removed: set[str] | None = None,
+               marked_purged: list[str] | None = None,
+               skipped: list[str] | None = None) -> dict[str, Any]:
+        """The JSON report. An applied run passes what it actually did.
+
+        `removed`: ids of which at least one event was deleted; ids the run
+        did not reach (their segment was skipped) drop out of the lists.
+        """
+        def done(ids: list[str]) -> list[str]:
+            return ids if removed is None else [i for i in ids if i in removed]
+
+        downgraded = self.downgraded
+        if removed is not None:
+            downgraded = [e for e in downgraded
+                          if any(c in removed for c in self.citations.get(e, []))]
+        report: dict[str, Any] = {
+            "apply": apply,
+            "entryTtlDays": self.entry_ttl_days,
+            "observationTtlDays": self.observation_ttl_days,
+            "expired": done(self.expired),
+            "tombstoned": done(self.tombstoned),
+            "pinned": list(self.pinned),
+            "downgraded": downgraded,
+            "unclassified": list(self.unclassified),
+            "tombstonesMarkedPurged": (self.tombstones_marked_purged if marked_purged is None
+                                       else sorted(marked_purged)),
+        }
+        if skipped:
+            report["skipped"] = sorted(skipped)
+        return report
+
+
+def check_ttl(value: int | None, flag: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(f"{flag} takes a whole number of days, 0 or more, not {value!r}")
+    return value
+
+
+def _instant(ts: str, cache: dict[str, datetime | None]) -> datetime | None:
+    if ts in cache:
+        return cache[ts]
+    try:
+        value: datetime | None = clock.parse_instant(ts)
+    except UsageError:
+        value = None  # an unreadable time is never old enough to expire
+    cache[ts] = value
+    return value
+
+
+def _cutoff(now: datetime, days: int | None) -> datetime | None:
+    """Latest instant an item may carry and be due; None when nothing is due."""
+    if days is None:
+        return None
+    try:
+        return now - timedelta(days=days)
+    except OverflowError:
+        return None  # a window longer than the calendar: nothing is that old
+
+
+def _due(events: Iterable[Event], now: datetime, cutoff: datetime | None,
+         cache: dict[str, datetime | None]) -> bool:
+    """Due when the latest event is at least the TTL old.
+
+    An event stamped in the future (clock skew between replicas) counts as
+    stamped now, so a 0-day window still makes it due and no other does.
+    """
+    if cutoff is None:
+        return False
+    latest: datetime | None = None
+    for ev in events:
+        at = _instant(ev.ts, cache)
+        if at is None:
+            return False
+        if latest is None or at > latest:
+            latest = at
+    if latest is None:
+        return False
+    return min(latest, now) <= cutoff
+
+
+def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int | None,
+                    observation_ttl_days: int | None,
+                    unfinished: Mapping[str, str] | None = None) -> CompactionPlan:
+    """Plan one run.
+
+    `unfinished`: tombstone event id -> target, the flips an interrupted
+    `--apply` meant to make after removing those targets. Only compaction
+    removes events, so a target that run saw here and that is now gone was
+    removed by it: its tombstone is flipped now.
+    """
+    entry_ttl_days = check_ttl(entry_ttl_days, "--entry-ttl-days")
+    observation_ttl_days = check_ttl(observation_ttl_days, "--observation-ttl-days")
+    plan = CompactionPlan(entry_ttl_days, observation_ttl_days)
+    records: dict[str, list[Event]] = {}
+    observations: dict[str, list[Event]] = {}
+    invalidations: dict[str, list[Event]] = {}
+    unclassified: list[str] = []
+    others: list[Event] = []
+    for ev in events:
+        t = ev.type
+        if t == OBSERVATION:
+            group = observations.get(ev.id)  # type: ignore[arg-type]
+            if group is None:
+                observations[str(ev.id)] = [ev]
+            else:
+                group.append(ev)
+            continue
+        others.append(ev)
+        if t == ENTRY:
+            records.setdefault(str(ev.id), []).append(ev)
+        elif t == INVALIDATION:
+            invalidations.setdefault(str(ev.id), []).append(ev)
+        elif t not in KNOWN_TYPES:
+            unclassified.append(ev.event_id)
+    plan.unclassified = sorted(set(unclassified))
+    # Observations take no part in liveness or the dependency graph, and they
+    # are most of a journal: derive the rest only.
+    d = derive(others)
+
+    def remove(item: str, evs: Iterable[Event], reason: str) -> None:
+        for ev in evs:
+            plan.deletions[ev.event_id] = item
+        plan.reasons[item] = reason
+
+    # -- tombstones first: nothing pins or holds back what a tombstone names -------------
+    for target in sorted(d.tombstones):
+        about = records.get(target, []) + observations.get(target, []) \
+            + invalidations.get(target, [])
+        if not about:
+            continue  # nothing here: the tombstone keeps purged: false
+        remove(target, about, TOMBSTONED)
+        if records.get(target):
+            _plan_graph(plan, d, target, records[target] + invalidations.get(target, []))
+        if target not in records and target not in observations:
+            continue  # only invalidations were here: the target itself never was
+        gone = frozenset(ev.event_id for ev in about)
+        for tomb in d.tombstones[target]:
+            plan.tombstone_events[tomb.event_id] = tomb
+            if tomb.data.get("purged") is False:
+                plan.flips[tomb.event_id] = gone
+
+    tombstones_by_event = {t.event_id: t for ts in d.tombstones.values() for t in ts}
+    for tomb_id, target in sorted((unfinished or {}).items()):
+        left_tomb = tombstones_by_event.get(tomb_id)
+        if left_tomb is None or left_tomb.id != target or tomb_id in plan.flips \
+                or left_tomb.data.get("purged") is not False:
+            continue
+        # The interrupted run saw the target here; whatever of it is left (an
+        # invalidation in a segment it had not reached) goes in this run first.
+        left = records.get(target, []) + observations.get(target, []) \
+            + invalidations.get(target, [])
+        plan.tombstone_events[tomb_id] = left_tomb
+        plan.flips[tomb_id] = frozenset(ev.event_id for ev in left)
+
+    # -- ages ----------------------------------------------------------------------------
+    cache: dict[str, datetime | None] = {}
+    entry_cut = _cutoff(now, entry_ttl_days)
+    obs_cut = _cutoff(now, observation_ttl_days)
+    due_entries = set() if entry_cut is None else {
+        e for e, recs in records.items()
+        if e not in d.tombstones and _due(recs + invalidations.get(e, []), now, entry_cut, cache)
+    }
+    due_obs = set() if obs_cut is None else {
+        o for o, evs in observations.items()
+        if o not in d.tombstones and _due(evs, now, obs_cut, cache)
+    }
+
+    # An entry that is not live and that a surviving entry derives its outcome
+    # through must stay, or the survivor would turn live once it is gone.
+    def not_live(node: str) -> bool:
+        return node in d.roots or node in d.reached
+
+    survivors = [e for e in records if e not in d.tombstones and e not in due_entries]
+    queue = [e for e in survivors if not_live(e)]
+    seen = set(queue)
+    held: set[str] = set()
+    while queue:
+        node = queue.pop()
+        for dep in d.depends.get(node, []):
+            if dep in seen or not not_live(dep):
+                continue
+            seen.add(dep)
+            if dep in due_entries:
+                due_entries.discard(dep)
+                held.add(dep)
+            queue.append(dep)
+    plan.held = sorted(held)
+
+    live = sorted(e for e in records if e not in d.tombstones and e not in due_entries
+                  and d.is_live(e))
+    cited: set[str] = set()
+    for e in live:
+        for anchor in _anchors(d, e):
+            scheme, ref = anchor_ref(anchor)
+            if scheme == "tool_use":
+                cited.add(ref)
+    pinned = sorted(o for o in due_obs if o in cited)
+    expired_obs = due_obs - set(pinned)
+    for e in due_entries:
+        remove(e, records[e] + invalidations.get(e, []), EXPIRED)
+    for o in expired_obs:
+        remove(o, observations[o], EXPIRED)
+
+    removed = set(plan.reasons)
+    for e in live:
+        hits = sorted({ref for scheme, ref in map(anchor_ref, _anchors(d, e))
+                       if scheme == "tool_use" and ref in removed})
+        if hits:
+            plan.citations[e] = hits
+
+    order = _report_order(observations)
+    plan.expired = sorted(due_entries | expired_obs, key=order)
+    plan.tombstoned = sorted((i for i, r in plan.reasons.items() if r == TOMBSTONED), key=order)
+    plan.pinned = pinned
+    plan.downgraded = sorted(plan.citations)
+    return plan
+
+
+def _anchors(d: Derived, entry_id: str) -> list[str]:
+    anchors = d.entry_events[entry_id].data.get("anchors", [])
+    return [a for a in anchors if isinstance(a, str)]
+
+
+def _plan_graph(plan: CompactionPlan, d: Derived, target: str, guarded: list[Event]) -> None:
+    """Keep an erased entry's place in the dependency graph on its tombstones.
+
+    Its dependents derive their outcome through its dependsOn edges and its
+    invalidation; both must be stored before the record or an invalidation
+    goes, or those dependents would read as live afterwards.
+    """
+    deps = list(d.depends.get(target, []))
+    invalidated = target in d.roots
+    if not deps and not invalidated:
+        return
+    graph = {"dependsOn": deps, "invalidated": invalidated}
+    plan.graphs[target] = graph
+    for tomb in d.tombstones[target]:
+        plan.tombstone_events[tomb.event_id] = tomb
+        kept = tombstone_graph(tomb)
+        if kept is not None and tomb.data.get("graph") == graph:
+            plan.graph_ready.add(target)
+    if target not in plan.graph_ready:
+        for ev in guarded:
+            plan.guards[ev.event_id] = target
+
+
+def _report_order(observations: dict[str, list[Event]]) -> Any:
+    """Evidence before conclusions: observations first, then entries, each by id."""
+    def key(item: str) -> tuple[int, str]:
+        return (0 if item in observations else 1, item)
+    return key
+

@@ -1,0 +1,915 @@
+"""compact: the retention document's examples, refusals, erasure, and real-process safety."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import CLI, all_bytes_under, clean_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_journal import codec, compact, journal, store
+from agent_journal.model import Event, new_event_id
+
+EMPTY = {"expired": [], "tombstoned": [], "pinned": [], "downgraded": [], "unclassified": [],
+         "tombstonesMarkedPurged": []}
+
+
+def full(apply: bool, entry_ttl: int | None = None, obs_ttl: int | None = None,
+         **lists: Any) -> dict[str, Any]:
+    report = {"apply": apply, "entryTtlDays": entry_ttl, "observationTtlDays": obs_ttl}
+    report.update(EMPTY)
+    report.update(lists)
+    return report
+
+
+def ok(result) -> Any:
+    assert result.code == 0, result.err
+    return result
+
+
+def tombstone_id(cli, target: str, reason: str, **kw: Any) -> str:
+    return ok(cli("tombstone", target, "--reason", reason, "--json", **kw)).json()["eventId"]
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, int]]:
+    return {str(p): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def segments(root: Path, ws: str = "ws") -> list[Path]:
+    return sorted((root / "workspaces" / ws / "segments").glob("*.sqlite"))
+
+
+def stored_tombstones(root: Path, ws: str = "ws") -> dict[str, dict[str, Any]]:
+    ctx = journal.Context(str(root), ws)
+    return {e.event_id: e.data for e in ctx.open(create=False).read().events
+            if e.type == "tombstone"}
+
+
+def ctx_for(root: Path, ws: str = "ws") -> journal.Context:
+    return journal.Context(str(root), ws)
+
+
+# -- the retention document's examples -------------------------------------------------------
+
+def test_tombstone_then_compact_purges_f1_and_flips_only_its_tombstone(cli, root):
+    ws = {"workspace": "retention-demo"}
+    ok(cli("record", "--kind", "finding", "--id", "f1", "--claim",
+           "leaked a live API key in its rationale", **ws))
+    f1_tomb = tombstone_id(cli, "f1", "leaked a live API key in its rationale", **ws)
+    ghost = cli("tombstone", "ghost", "--reason",
+                "preemptive; the entry is coming from another replica", **ws)
+    assert ghost.code == 0 and ghost.out == "tombstoned ghost\n"
+    assert "no entry with id ghost is present in this workspace" in ghost.err
+    assert len(ok(cli("show", "--id", "f1", **ws)).out) > 0  # tombstone purges nothing
+
+    expected = {"expired": [], "tombstoned": ["f1"], "pinned": [], "downgraded": [],
+                "unclassified": [], "tombstonesMarkedPurged": [f1_tomb]}
+    dry = ok(cli("compact", **ws))
+    assert dry.json() == full(False, **expected)
+    applied = ok(cli("compact", "--apply", **ws))
+    assert applied.json() == full(True, **expected)
+    assert ok(cli("show", "--id", "f1", **ws)).json() == {
+        "entries": [], "liveConstraints": [], "unreadable": [], "malformed": []}
+    flags = {e: d["purged"] for e, d in stored_tombstones(root, "retention-demo").items()}
+    assert flags[f1_tomb] is True and sorted(flags.values()) == [False, True]
+    assert ok(cli("compact", "--apply", **ws)).json() == full(True)
+
+
+def pin_setup(cli) -> None:
+    ok(cli("observe", "--kind", "tool_call", "--id", "obs-migrate", "--tool", "Bash",
+           "--callId", "call-1"))
+    ok(cli("record", "--kind", "decision", "--id", "d-migrate", "--question",
+           "how do we backfill the new column?", "--chosen",
+           "a one-off script run under a maintenance window", "--anchor", "tool_use:obs-migrate"))
+
+
+def test_a_live_entrys_anchor_pins_its_observation_past_the_ttl(cli):
+    pin_setup(cli)
+    time.sleep(0.01)
+    report = ok(cli("compact", "--observation-ttl-days", "0", "--apply")).json()
+    assert report == full(True, obs_ttl=0, pinned=["obs-migrate"])
+    assert [e["id"] for e in ok(cli("show", "--id", "obs-migrate")).json()["entries"]] == \
+        ["obs-migrate"]
+
+
+def test_an_expired_entry_stops_pinning_and_both_go(cli):
+    pin_setup(cli)
+    ok(cli("compact", "--observation-ttl-days", "0", "--apply"))
+    time.sleep(0.01)
+    report = ok(cli("compact", "--entry-ttl-days", "0", "--observation-ttl-days", "0",
+                    "--apply")).json()
+    assert report == full(True, entry_ttl=0, obs_ttl=0, expired=["obs-migrate", "d-migrate"])
+    assert ok(cli("show", "--observations")).json()["entries"] == []
+
+
+def test_tombstoned_evidence_downgrades_the_live_entry_citing_it(cli):
+    ok(cli("observe", "--kind", "tool_call", "--id", "obs-vendor-call", "--tool", "Bash",
+           "--callId", "call-2"))
+    ok(cli("record", "--kind", "finding", "--id", "f-vendor-latency", "--claim",
+           "the vendor call adds 40ms p50", "--anchor", "tool_use:obs-vendor-call"))
+    t = tombstone_id(cli, "obs-vendor-call", "the callId embeds an internal vendor account id")
+    report = ok(cli("compact", "--apply")).json()
+    assert report == full(True, tombstoned=["obs-vendor-call"], downgraded=["f-vendor-latency"],
+                          tombstonesMarkedPurged=[t])
+    assert ok(cli("show", "--id", "obs-vendor-call")).json()["entries"] == []
+    [kept] = ok(cli("show", "--id", "f-vendor-latency")).json()["entries"]
+    assert kept["anchors"] == ["tool_use:obs-vendor-call"] and kept["live"] is True
+    # Computed fresh each run: the earlier purge is not reported again.
+    assert ok(cli("compact")).json() == full(False)
+
+
+def test_the_same_plan_printed_dry_is_the_one_applied(cli):
+    pin_setup(cli)
+    ok(cli("record", "--kind", "note", "--id", "n1", "--text", "old note"))
+    ok(cli("tombstone", "n1", "--reason", "named a person"))
+    time.sleep(0.01)
+    args = ("compact", "--entry-ttl-days", "0", "--observation-ttl-days", "0")
+    dry = ok(cli(*args)).json()
+    applied = ok(cli(*args, "--apply")).json()
+    assert dry.pop("apply") is False and applied.pop("apply") is True
+    assert dry == applied and dry["expired"] and dry["tombstoned"] == ["n1"]
+
+
+# -- flags and refusals ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    (["--apply", "true"], "--apply takes no value"),
+    (["--apply=maybe"], "--apply takes no value"),
+    (["--apply="], "--apply takes no value"),
+    (["--entry-ttl-days", "-1"], "--entry-ttl-days must be at least 0"),
+    (["--observation-ttl-days", "1.5"], "--observation-ttl-days takes a whole number"),
+    (["--observation-ttl-days", "ten"], "--observation-ttl-days takes a whole number"),
+    (["--entry-ttl-days", " 7"], "--entry-ttl-days takes a whole number"),
+    (["--entry-ttl-days"], "--entry-ttl-days needs a value"),
+    (["--entry-ttl-days", "--apply"], "--entry-ttl-days needs a value"),
+    (["--observation-ttl-days="], "--observation-ttl-days needs a value"),
+    (["--entry-ttl-days", "1", "--entry-ttl-days", "2"], "more than once"),
+])
+def test_bad_flags_exit_2_and_touch_nothing(cli, root, args, message):
+    ok(cli("record", "--kind", "finding", "--id", "f1", "--claim", "x"))
+    ok(cli("tombstone", "f1", "--reason", "r"))
+    before = snapshot(root)
+    result = cli("compact", *args, "--apply")
+    assert result.code == 2 and message in result.err and result.out == ""
+    assert snapshot(root) == before
+
+
+def test_a_dry_run_changes_no_byte(cli, root):
+    pin_setup(cli)
+    ok(cli("tombstone", "obs-migrate", "--reason", "r"))
+    before = snapshot(root)
+    assert ok(cli("compact", "--entry-ttl-days", "0", "--observation-ttl-days", "0")).json()[
+        "tombstoned"] == ["obs-migrate"]
+    assert snapshot(root) == before
+
+
+def _damage_unreadable(root: Path) -> None:
+    (segments(root)[0].parent / "zz-imported.sqlite").write_bytes(b"not a database" * 300)
+
+
+def _damage_malformed(root: Path) -> None:
+    conn = sqlite3.connect(segments(root)[0])
+    conn.execute("UPDATE events SET body = CAST('{}' AS BLOB) WHERE event_id = "
+                 "(SELECT event_id FROM events WHERE type = 'entry' LIMIT 1)")
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("damage, counts", [
+    (_damage_unreadable, "1 unreadable segment(s), 0 malformed row(s)"),
+    (_damage_malformed, "0 unreadable segment(s), 1 malformed row(s)"),
+])
+def test_a_damaged_journal_is_refused_even_with_apply(cli, root, damage, counts):
+    ok(cli("record", "--kind", "finding", "--id", "keep", "--claim", "kept"))
+    ok(cli("record", "--kind", "finding", "--id", "f1", "--claim", "secret"))
+    ok(cli("tombstone", "f1", "--reason", "r"))
+    damage(root)
+    before = snapshot(root)
+    for extra in ([], ["--apply"], ["--apply", "--entry-ttl-days", "0"]):
+        result = cli("compact", *extra)
+        assert result.code == 1 and result.out == ""
+        assert counts in result.err and "partial read" in result.err
+    assert snapshot(root) == before
+
+
+def test_compacting_an_empty_workspace_reports_nothing(cli, root):
+    assert ok(cli("compact", "--apply", workspace="nothing-here")).json() == full(True)
+    assert not root.exists()
+
+
+# -- erasure: no byte of a purged event anywhere under the root --------------------------------
+
+SECRET_CLAIM = b"MARKER-CLAIM-7f3ae1"
+SECRET_OUTPUT = b"MARKER-OUTPUT-19c2b4"
+SECRET_INVAL = b"MARKER-INVAL-5d0e77"
+SECRET_OLD = b"MARKER-EXPIRED-a91c03"
+SECRET_BLOB = b"MARKER-BLOB-33f1d9"
+KEPT = b"KEPT-CONTENT-0b6e2c"
+
+
+def write_artifact_observation(root: Path, obs_id: str, content: bytes) -> Path:
+    """An observation whose output observe stores as a content-addressed blob."""
+    import os
+
+    from agent_journal import evidence
+
+    saved = os.environ.get(evidence.ENV_THRESHOLD)
+    os.environ[evidence.ENV_THRESHOLD] = "16"  # every output here is large enough
+    try:
+        journal.observe(ctx_for(root), kind="tool_call", obs_id=obs_id, tool="Bash",
+                        call_id="c-blob", input_value=None, output=content.decode(),
+                        status="ok", exit_code=0, duration_ms=1)
+    finally:
+        if saved is None:
+            del os.environ[evidence.ENV_THRESHOLD]
+        else:
+            os.environ[evidence.ENV_THRESHOLD] = saved
+    ws = store.Root.open(str(root), create=False).workspace("ws")
+    ref = journal.show(ctx_for(root), only_id=obs_id)[0]["entries"][0]["artifact"]["ref"]
+    blob = Path(store.artifact_path(ws, ref))
+    assert blob.read_bytes() == content
+    return blob
+
+
+def test_no_byte_of_a_purged_event_survives_anywhere_under_the_root(cli, root, tmp_path):
+    big = tmp_path / "big.txt"
+    big.write_bytes((b"line of tool output " + SECRET_OUTPUT + b"\n") * 2000)  # overflow pages
+    ok(cli("record", "--kind", "finding", "--id", "keep", "--claim", KEPT.decode()))
+    ok(cli("record", "--kind", "finding", "--id", "f-secret", "--claim",
+           f"the key is {SECRET_CLAIM.decode()}"))
+    ok(cli("invalidate", "f-secret", "--reason", f"wrong, and it quoted {SECRET_INVAL.decode()}"))
+    ok(cli("observe", "--kind", "tool_call", "--id", "o-secret", "--tool", "Bash",
+           "--callId", "c1", "--output", str(big)))
+    ok(cli("observe", "--kind", "tool_call", "--id", "o-old", "--tool", "Bash",
+           "--callId", "c2", "--input", json.dumps({"command": SECRET_OLD.decode()}),
+           env={"AGENT_JOURNAL_NOW": "2020-01-01T00:00:00Z"}))
+    blob = write_artifact_observation(root, "o-blob", SECRET_BLOB * 100)
+    kept_blob = write_artifact_observation(root, "o-kept-blob", KEPT * 100)
+    for target in ("f-secret", "o-secret", "o-blob"):
+        ok(cli("tombstone", target, "--reason", "must not exist"))
+    cache = root / "cache" / "search"
+    cache.mkdir(parents=True)
+    (cache / "ws.sqlite").write_bytes(SECRET_CLAIM + SECRET_OUTPUT)
+    (cache / "ws.sqlite-wal").write_bytes(SECRET_CLAIM)
+    (cache / "other-ws.sqlite").write_bytes(b"another workspace's index")
+    (cache / "ws.dotted.sqlite").write_bytes(b"workspace ws.dotted's index")
+    for n in range(3):  # rows after the secrets, so the deletes leave holes mid-file
+        ok(cli("observe", "--kind", "tool_call", "--id", f"o-filler-{n}", "--tool", "Bash",
+               "--callId", f"f{n}"))
+
+    everything = all_bytes_under(root)
+    for marker in (SECRET_CLAIM, SECRET_OUTPUT, SECRET_INVAL, SECRET_OLD, SECRET_BLOB, KEPT):
+        assert marker in everything  # the scan can see them: this test can fail
+
+    report = ok(cli("compact", "--observation-ttl-days", "365", "--apply")).json()
+    assert report["tombstoned"] == ["o-blob", "o-secret", "f-secret"]
+    assert report["expired"] == ["o-old"]
+    everything = all_bytes_under(root)
+    for marker in (SECRET_CLAIM, SECRET_OUTPUT, SECRET_INVAL, SECRET_OLD, SECRET_BLOB):
+        assert marker not in everything, marker
+    assert KEPT in everything
+    assert not blob.exists() and kept_blob.exists()
+    assert not (cache / "ws.sqlite").exists() and not (cache / "ws.sqlite-wal").exists()
+    assert (cache / "other-ws.sqlite").exists() and (cache / "ws.dotted.sqlite").exists()
+    for seg in segments(root):
+        conn = sqlite3.connect(seg)
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        conn.close()
+    assert not (root / "workspaces" / "ws" / store.COMPACT_INTENT).exists()
+
+
+def _force_secure_delete_off(monkeypatch) -> None:
+    """Simulate a SQLite built without secure delete by default."""
+    real = store.connect
+
+    def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
+        conn = real(path, readonly=readonly)
+        conn.execute("PRAGMA secure_delete = OFF")
+        return conn
+
+    monkeypatch.setattr(store, "connect", connect)
+
+
+def _secret_journal(root: Path) -> journal.Context:
+    ctx = ctx_for(root)
+    journal.record(ctx, kind="finding", entry_id="f-secret",
+                   fields={"claim": SECRET_CLAIM.decode() * 50}, anchors=[], depends_on=[],
+                   subject=None)
+    journal.record(ctx, kind="finding", entry_id="keep", fields={"claim": "kept"}, anchors=[],
+                   depends_on=[], subject=None)
+    journal.tombstone(ctx, "f-secret", "must go")
+    return ctx
+
+
+def test_the_deleting_connection_sets_secure_delete_itself(root, monkeypatch):
+    _force_secure_delete_off(monkeypatch)
+    ctx = _secret_journal(root)
+    [seg] = segments(root)
+    plain = store.connect(str(seg))
+    assert plain.execute("PRAGMA secure_delete").fetchone() == (0,)
+    plain.close()
+    erasing = store.erasing_connection(str(seg))
+    assert erasing.execute("PRAGMA secure_delete").fetchone() == (1,)
+    assert erasing.execute("PRAGMA journal_mode").fetchone()[0] in ("delete", "wal")
+    erasing.close()
+
+    outcome = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    assert outcome.report["tombstoned"] == ["f-secret"]
+    assert SECRET_CLAIM not in all_bytes_under(root)
+
+
+def test_without_secure_delete_the_bytes_would_stay(root, monkeypatch):
+    """The control for the test above: a delete on a connection left at OFF keeps them."""
+    _force_secure_delete_off(monkeypatch)
+    _secret_journal(root)
+    [seg] = segments(root)
+    conn = store.connect(str(seg))
+    conn.execute("DELETE FROM events WHERE subject = 'f-secret'")
+    assert conn.execute("SELECT count(*) FROM events WHERE subject = 'f-secret'").fetchone() \
+        == (0,)
+    conn.close()
+    assert SECRET_CLAIM in all_bytes_under(root)
+
+
+def test_a_wal_segment_is_checkpointed_and_truncated(root):
+    ctx = ctx_for(root)
+    journal.record(ctx, kind="finding", entry_id="first", fields={"claim": "x"}, anchors=[],
+                   depends_on=[], subject=None)
+    [seg] = segments(root)
+    conn = sqlite3.connect(seg)
+    assert conn.execute("PRAGMA journal_mode = WAL").fetchone() == ("wal",)
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("SELECT count(*) FROM events").fetchall()  # hold the WAL open: no reset
+    _secret_journal(root)  # appended through the WAL
+    assert SECRET_CLAIM in Path(str(seg) + "-wal").read_bytes()
+    outcome = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    assert outcome.warnings == [] and outcome.report["tombstoned"] == ["f-secret"]
+    # Scanned while another connection still holds the WAL open, so SQLite's
+    # own checkpoint-on-last-close cannot be what cleaned it.
+    assert SECRET_CLAIM not in all_bytes_under(root)
+    assert Path(str(seg) + "-wal").stat().st_size == 0
+    conn.close()
+
+
+# -- equivalence and second runs through the real CLI --------------------------------------------
+
+def test_without_ttls_every_read_is_unchanged_and_a_second_run_purges_nothing(cli):
+    ok(cli("observe", "--kind", "tool_call", "--id", "o1", "--tool", "Bash", "--callId", "1"))
+    ok(cli("observe", "--kind", "tool_call", "--id", "o2", "--tool", "Bash", "--callId", "2"))
+    ok(cli("record", "--kind", "finding", "--id", "root", "--claim", "base premise"))
+    ok(cli("record", "--kind", "finding", "--id", "mid", "--claim", "built on it",
+           "--depends-on", "root"))
+    ok(cli("record", "--kind", "decision", "--id", "leaf", "--question", "q", "--chosen", "c",
+           "--depends-on", "mid", "--anchor", "tool_use:o1"))
+    ok(cli("record", "--kind", "constraint", "--id", "rule", "--text", "never do X",
+           "--anchor", "tool_use:o2"))
+    ok(cli("invalidate", "root", "--reason", "premise was wrong"))
+    ok(cli("tombstone", "mid", "--reason", "named a person"))
+    ok(cli("tombstone", "o2", "--reason", "held a token"))
+    ok(cli("tombstone", "ghost", "--reason", "preemptive"))
+    reads = [("show",), ("show", "--observations"), ("show", "--id", "leaf"),
+             ("show", "--id", "mid"), ("show", "--id", "o2")]
+    before = [ok(cli(*r)).json() for r in reads]
+    assert before[2]["entries"][0]["outcome"] == "suppressed"
+    report = ok(cli("compact", "--apply")).json()
+    assert report["tombstoned"] == ["o2", "mid"] and report["downgraded"] == ["rule"]
+    assert [ok(cli(*r)).json() for r in reads] == before
+    assert ok(cli("compact", "--apply")).json() == full(True)
+
+
+# -- segments left alone ------------------------------------------------------------------------
+
+def _grow(path: Path, ws: str = "ws") -> None:
+    """Append one event straight into a given segment, as a writer holding it open would."""
+    conn = store.connect(str(path))
+    ev = Event(event_id=new_event_id(), type="observation", kind="tool_call", id="late-write",
+               ts="2025-01-01T00:00:00.000Z", author="agent", session="s1", replica="r-other",
+               data={"tool": "Bash", "status": "ok"})
+    store.run_write(conn, lambda c: store.insert_events(c, [ev]))
+    conn.close()
+
+
+def test_a_segment_that_grew_after_planning_is_skipped_and_nothing_is_lost(root):
+    ctx = _secret_journal(root)
+    ws = ctx.open(create=False)
+    prepared = compact.prepare(ws, entry_ttl_days=None, observation_ttl_days=None)
+    journal.observe(ctx, kind="tool_call", obs_id="arrived-meanwhile", tool="Bash",
+                    call_id="c", input_value=None, output=None, status="ok", exit_code=0,
+                    duration_ms=1)
+    outcome = compact.carry_out(prepared)
+    [seg] = segments(root)
+    assert outcome.skipped == [str(seg.relative_to(root))]
+    assert outcome.report["skipped"] == outcome.skipped
+    assert outcome.report["tombstoned"] == [] and outcome.report["tombstonesMarkedPurged"] == []
+    ids = {e.id for e in ws.read().events}
+    assert {"arrived-meanwhile", "f-secret", "keep"} <= ids
+    again = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    assert again.skipped == [] and again.report["tombstoned"] == ["f-secret"]
+    assert "arrived-meanwhile" in {e.id for e in ws.read().events}
+
+
+def test_the_cli_prints_the_report_and_exits_1_when_it_skipped(root, monkeypatch, capsys):
+    from agent_journal import cli
+
+    ctx = _secret_journal(root)
+    real_prepare = compact.prepare
+
+    def prepare_then_write(*a: Any, **kw: Any) -> compact.Prepared:
+        prepared = real_prepare(*a, **kw)
+        journal.observe(ctx, kind="tool_call", obs_id="late", tool="Bash", call_id="c",
+                        input_value=None, output=None, status="ok", exit_code=0,
+                        duration_ms=1)
+        return prepared
+
+    monkeypatch.setattr(compact, "prepare", prepare_then_write)
+    code = cli.main(["compact", "--apply", "--root", str(root), "--workspace", "ws"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    report = json.loads(out)
+    assert report["apply"] is True and len(report["skipped"]) == 1
+    assert "1 segment(s) gained events while compaction ran" in err
+    assert "Re-run when writers are idle" in err
+
+
+def _rotating(monkeypatch) -> None:
+    monkeypatch.setenv(store.ENV_SEGMENT_MAX_BYTES, "1")  # every write opens a new segment
+
+
+def test_a_tombstone_in_another_segment_is_flipped_once_its_target_is_gone(root, monkeypatch):
+    _rotating(monkeypatch)
+    ctx = _secret_journal(root)
+    assert len(segments(root)) == 3
+    outcome = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    [(tomb_id, data)] = stored_tombstones(root).items()
+    assert data["purged"] is True and outcome.report["tombstonesMarkedPurged"] == [tomb_id]
+    assert SECRET_CLAIM not in all_bytes_under(root)
+
+
+def test_target_erased_but_tombstone_segment_busy_leaves_purged_false_for_good(
+        root, monkeypatch):
+    _rotating(monkeypatch)
+    ctx = _secret_journal(root)
+    ws = ctx.open(create=False)
+    tomb_seg = segments(root)[-1]
+    prepared = compact.prepare(ws, entry_ttl_days=None, observation_ttl_days=None)
+    _grow(tomb_seg)
+    outcome = compact.carry_out(prepared)
+    assert outcome.report["tombstoned"] == ["f-secret"]
+    assert outcome.report["tombstonesMarkedPurged"] == []
+    assert outcome.skipped == [str(tomb_seg.relative_to(root))]
+    assert SECRET_CLAIM not in all_bytes_under(root)
+    # Nothing later can tell "purged here" from "never here", so the flag stays false.
+    again = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    assert again.report == full(True)
+    assert [d["purged"] for d in stored_tombstones(root).values()] == [False]
+
+
+def test_a_dependent_never_turns_live_when_the_tombstone_segment_is_busy(root, monkeypatch):
+    _rotating(monkeypatch)
+    ctx = ctx_for(root)
+    journal.record(ctx, kind="finding", entry_id="root", fields={"claim": "premise"},
+                   anchors=[], depends_on=[], subject=None)
+    journal.record(ctx, kind="finding", entry_id="leaf", fields={"claim": "built on it"},
+                   anchors=[], depends_on=["root"], subject=None)
+    journal.invalidate(ctx, "root", "premise was wrong")
+    journal.tombstone(ctx, "root", "named a person")
+    ws = ctx.open(create=False)
+
+    def leaf() -> dict[str, Any]:
+        return journal.show(ctx, only_id="leaf")[0]["entries"][0]
+
+    assert leaf()["outcome"] == "suppressed"
+    prepared = compact.prepare(ws, entry_ttl_days=None, observation_ttl_days=None)
+    _grow(segments(root)[3])  # the tombstone's segment: its graph cannot be stored
+    outcome = compact.carry_out(prepared)
+    assert outcome.report["tombstoned"] == [] and len(outcome.skipped) == 1
+    assert leaf()["outcome"] == "suppressed"  # root's record and invalidation were kept
+    again = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    assert again.report["tombstoned"] == ["root"] and again.skipped == []
+    assert leaf()["outcome"] == "suppressed" and leaf()["suppressedThrough"] == []
+    [data] = stored_tombstones(root).values()
+    assert data["purged"] is True and data["graph"] == {"dependsOn": [], "invalidated": True}
+
+
+def test_an_interrupted_run_leaves_an_intent_the_next_run_finishes(root, monkeypatch):
+    blob = write_artifact_observation(root, "o-blob", SECRET_BLOB * 10)
+    ctx = ctx_for(root)
+    journal.tombstone(ctx, "o-blob", "must go")
+    cache = root / "cache" / "search"
+    cache.mkdir(parents=True)
+    (cache / "ws.sqlite").write_bytes(SECRET_BLOB)
+
+    def die(*a: Any, **kw: Any) -> None:
+        raise KeyboardInterrupt  # killed after the segments, before the files
+
+    monkeypatch.setattr(store, "artifact_files", die)
+    with pytest.raises(KeyboardInterrupt):
+        compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    monkeypatch.undo()
+    assert blob.exists() and (root / "workspaces" / "ws" / store.COMPACT_INTENT).exists()
+    again = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    assert again.report == full(True)  # nothing left to plan, but the files are finished
+    assert not blob.exists() and not (cache / "ws.sqlite").exists()
+    assert SECRET_BLOB not in all_bytes_under(root)
+
+
+class Died(BaseException):
+    pass
+
+
+def _crossed_journal(root: Path) -> journal.Context:
+    """Targets, invalidations, tombstones and dependents, each in its own segment."""
+    ctx = ctx_for(root)
+    journal.record(ctx, kind="finding", entry_id="root", fields={"claim": SECRET_CLAIM.decode()},
+                   anchors=[], depends_on=[], subject=None)
+    journal.record(ctx, kind="finding", entry_id="leaf", fields={"claim": "built on it"},
+                   anchors=[], depends_on=["root"], subject=None)
+    journal.observe(ctx, kind="tool_call", obs_id="o1", tool="Bash", call_id="c",
+                    input_value=None, output=SECRET_OUTPUT.decode(), status="ok",
+                    exit_code=0, duration_ms=1)
+    journal.invalidate(ctx, "root", SECRET_INVAL.decode())
+    journal.tombstone(ctx, "root", "named a person")
+    journal.tombstone(ctx, "o1", "held a token")
+    return ctx
+
+
+def test_a_run_stopped_between_any_two_transactions_is_finished_by_the_next(
+        root, tmp_path, monkeypatch):
+    _rotating(monkeypatch)
+    _crossed_journal(root)
+    template = tmp_path / "template"
+    os.rename(root, template)
+    calls = []
+    real_apply = store.apply_to_segment
+
+    def counting(*a: Any, **kw: Any) -> Any:
+        calls.append(a[0])
+        return real_apply(*a, **kw)
+
+    subprocess.run(["cp", "-a", str(template), str(root)], check=True)
+    monkeypatch.setattr(store, "apply_to_segment", counting)
+    compact.compact(ctx_for(root), entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    total = len(calls)
+    assert total >= 4  # several segments, several passes: worth stopping between
+    for stop_after in range(total + 1):
+        subprocess.run(["rm", "-rf", str(root)], check=True)
+        subprocess.run(["cp", "-a", str(template), str(root)], check=True)
+        def dying(*a: Any, done: list[str] = [], stop_after: int = stop_after,  # noqa: B006
+                  **kw: Any) -> Any:
+            if len(done) == stop_after:
+                raise Died()
+            done.append(a[0])
+            return real_apply(*a, **kw)
+
+        monkeypatch.setattr(store, "apply_to_segment", dying)
+        ctx = ctx_for(root)
+        if stop_after < total:
+            with pytest.raises(Died):
+                compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None,
+                                apply=True)
+        leaf = journal.show(ctx, only_id="leaf")[0]["entries"][0]
+        assert leaf["outcome"] == "suppressed", stop_after  # never live, at any point
+        monkeypatch.setattr(store, "apply_to_segment", real_apply)
+        compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
+        flags = [d["purged"] for d in stored_tombstones(root).values()]
+        assert flags == [True, True], stop_after
+        everything = all_bytes_under(root)
+        assert not [m for m in (SECRET_CLAIM, SECRET_OUTPUT, SECRET_INVAL) if m in everything]
+        assert journal.show(ctx, only_id="leaf")[0]["entries"][0]["outcome"] == "suppressed"
+        again = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None,
+                                apply=True)
+        assert again.report == full(True)
+
+
+def test_a_blob_another_event_still_references_is_kept(root):
+    blob = write_artifact_observation(root, "o-a", KEPT * 10)
+    write_artifact_observation(root, "o-b", KEPT * 10)  # same content, same blob
+    ctx = ctx_for(root)
+    journal.tombstone(ctx, "o-a", "must go")
+    outcome = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    assert outcome.report["tombstoned"] == ["o-a"] and blob.exists()
+
+
+# -- real processes -----------------------------------------------------------------------------
+
+def build_segment(path: Path, events: list[Event], *, workspace: str = "ws") -> None:
+    store.make_private_dirs(str(path.parent))
+    store.create_private_file(str(path))
+    conn = store.connect(str(path))
+    store.init_segment(conn, workspace=workspace, replica="r-seed")
+    store.run_write(conn, lambda c: store.insert_events(c, events))
+    conn.close()
+
+
+def seed_events(prefix: str, n: int, *, tombstone_every: int, secret: bytes) -> list[Event]:
+    events = []
+    for i in range(n):
+        oid = f"{prefix}-{i}"
+        marked = i % tombstone_every == 0
+        output = (secret.decode() if marked else "plain output ") * 4
+        events.append(Event(event_id=new_event_id(), type="observation", kind="tool_call",
+                            id=oid, ts="2025-01-01T00:00:00.000Z", author="agent",
+                            session="s", replica="r-seed",
+                            data={"tool": "Bash", "output": output, "status": "ok"}))
+        if marked:
+            events.append(Event(event_id=new_event_id(), type="tombstone", kind="tombstone",
+                                id=oid, ts="2025-01-01T00:00:01.000Z", author="human",
+                                session=None, replica="r-seed",
+                                data={"reason": "must go", "purged": False}))
+    return events
+
+
+WRITER = r"""
+import sys, time
+from agent_journal import journal
+root, ws, name, log, stop = sys.argv[1:6]
+ctx = journal.Context(root, ws, session=name)
+i = 0
+with open(log, "a") as out:
+    while True:
+        import os
+        if os.path.exists(stop):
+            break
+        oid = f"{name}-{i}"
+        if i % 25 == 24:
+            time.sleep(0.4)  # bursts and pauses: some runs meet a quiet segment
+        journal.observe(ctx, kind="tool_call", obs_id=oid, tool="Bash", call_id=str(i),
+                        input_value=None, output="written while compacting", status="ok",
+                        exit_code=0, duration_ms=1)
+        out.write(oid + "\n")
+        out.flush()
+        i += 1
+"""
+
+
+def _env(root: Path) -> dict[str, str]:
+    return clean_env(AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="ws")
+
+
+def test_writers_appending_during_compaction_lose_nothing(root, tmp_path):
+    _writers_and_compactions(root, tmp_path, rounds=5)
+
+
+@pytest.mark.soak
+def test_writers_appending_during_many_compactions_lose_nothing(root, tmp_path):
+    _writers_and_compactions(root, tmp_path, rounds=60)
+
+
+def _writers_and_compactions(root: Path, tmp_path: Path, rounds: int) -> None:
+    secret = b"MARKER-CONCURRENT-44aa"
+    ctx = ctx_for(root)
+    journal.record(ctx, kind="note", entry_id="start", fields={"text": "x"}, anchors=[],
+                   depends_on=[], subject=None)
+    seg_dir = segments(root)[0].parent
+    build_segment(seg_dir / "imported-a.sqlite",
+                  seed_events("imp", 600, tombstone_every=5, secret=secret))
+    stop = tmp_path / "stop"
+    logs = [tmp_path / f"w{n}.log" for n in range(2)]
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(root), "ws", f"w{n}",
+                                 str(logs[n]), str(stop)], env=_env(root))
+               for n in range(2)]
+    codes: list[int] = []
+    try:
+        for round_ in range(rounds):
+            # New tombstoned content in the busy local segment every round.
+            journal.observe(ctx, kind="tool_call", obs_id=f"doomed-{round_}", tool="Bash",
+                            call_id="d", input_value=None, output=secret.decode(),
+                            status="ok", exit_code=0, duration_ms=1)
+            journal.tombstone(ctx, f"doomed-{round_}", "must go")
+            result = subprocess.run([CLI, "compact", "--apply"], env=_env(root),
+                                    capture_output=True, timeout=120)
+            report = json.loads(result.stdout)
+            assert result.returncode in (0, 1), result.stderr
+            if result.returncode == 1:
+                assert report["skipped"] and b"Re-run when writers are idle" in result.stderr
+            else:
+                assert "skipped" not in report
+            codes.append(result.returncode)
+    finally:
+        stop.write_text("")
+        for w in writers:
+            w.wait(timeout=60)
+    assert all(w.returncode == 0 for w in writers)
+    acknowledged = [line for log in logs for line in log.read_text().split()]
+    assert len(acknowledged) > 20
+    present = {e.id for e in ctx.open(create=False).read().events}
+    assert not [oid for oid in acknowledged if oid not in present]
+    # The segment nobody was writing was purged while the writers ran.
+    assert secret not in (seg_dir / "imported-a.sqlite").read_bytes()
+    # With the writers gone, a last run finishes what busy rounds left.
+    final = subprocess.run([CLI, "compact", "--apply"], env=_env(root), capture_output=True)
+    assert final.returncode == 0, final.stderr
+    assert secret not in all_bytes_under(root)
+    assert set(codes) <= {0, 1}
+
+
+def test_a_killed_compaction_leaves_a_readable_journal_and_a_rerun_finishes(root, tmp_path):
+    _kill_rounds(root, tmp_path, rounds=3, segments_=2, per_segment=2000, seed=1234)
+
+
+@pytest.mark.soak
+def test_compactions_killed_at_many_points_all_recover(root, tmp_path):
+    _kill_rounds(root, tmp_path, rounds=40, segments_=3, per_segment=4000, seed=99)
+
+
+def _kill_rounds(root: Path, tmp_path: Path, *, rounds: int, segments_: int,
+                 per_segment: int, seed: int) -> None:
+    secret = b"MARKER-KILLED-7c1e"
+    seg_dir = root / "workspaces" / "ws" / "segments"
+    store.check_root(str(root), create=True)
+    for n in range(segments_):
+        build_segment(seg_dir / f"imported-{n}.sqlite",
+                      seed_events(f"s{n}", per_segment, tombstone_every=4, secret=secret))
+    template = tmp_path / "template"
+    os.rename(root, template)
+    rng = random.Random(seed)
+    start = time.perf_counter()
+    subprocess.run(["cp", "-a", str(template), str(root)], check=True)
+    ok_run = subprocess.run([CLI, "compact", "--apply"], env=_env(root), capture_output=True)
+    assert ok_run.returncode == 0, ok_run.stderr
+    full_time = time.perf_counter() - start
+    for _ in range(rounds):
+        subprocess.run(["rm", "-rf", str(root)], check=True)
+        subprocess.run(["cp", "-a", str(template), str(root)], check=True)
+        proc = subprocess.Popen([CLI, "compact", "--apply"], env=_env(root),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.05, full_time))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        ctx = ctx_for(root)
+        read = ctx.open(create=False).read()
+        assert read.unreadable == [] and read.malformed == []
+        for seg in segments(root):
+            conn = sqlite3.connect(seg)
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+            conn.close()
+        rerun = subprocess.run([CLI, "compact", "--apply"], env=_env(root), capture_output=True)
+        assert rerun.returncode == 0, rerun.stderr
+        assert secret not in all_bytes_under(root)
+        tombs = stored_tombstones(root)
+        assert len(tombs) == segments_ * per_segment // 4
+        assert all(d["purged"] for d in tombs.values())
+        done = subprocess.run([CLI, "compact", "--apply"], env=_env(root), capture_output=True)
+        assert json.loads(done.stdout) == full(True)
+
+
+def test_report_rows_decode_after_rewrite(root):
+    """A rewritten tombstone is a well-formed event: checksum over its canonical bytes."""
+    ctx = _secret_journal(root)
+    compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    [seg] = segments(root)
+    conn = sqlite3.connect(seg)
+    for body, digest in conn.execute("SELECT body, checksum FROM events"):
+        codec.decode(body, digest)
+    conn.close()
+
+
+# -- the compaction read finds exactly the damage every reader finds ---------------------------
+
+def _observation_obj(n: int) -> dict[str, Any]:
+    return {"eventId": f"ev-{n}", "type": "observation", "kind": "tool_call", "id": f"o{n}",
+            "ts": "2025-01-01T00:00:00.000Z", "author": "agent", "session": "s1",
+            "replica": "r1", "schema": 1,
+            "data": {"tool": "Bash", "output": "x", "status": "ok",
+                     "artifact": {"ref": "sha256:" + "ab" * 32, "bytes": 3}}}
+
+
+def _canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _mutations() -> list[tuple[str, Any]]:
+    cases: list[tuple[str, Any]] = [("intact", lambda o: _canonical(o))]
+    for key in ("eventId", "type", "kind", "id", "ts", "author", "session", "replica",
+                "schema", "data"):
+        cases.append((f"no {key}", lambda o, k=key: _canonical({x: v for x, v in o.items()
+                                                                   if x != k})))
+        for value in (None, "", 7, 1.5, True, [], {}, "other"):
+            cases.append((f"{key}={value!r}",
+                          lambda o, k=key, v=value: _canonical({**o, k: v})))
+    cases += [
+        ("not json", lambda o: b"{not json"),
+        ("array", lambda o: _canonical([o])),
+        ("NaN", lambda o: _canonical(o).replace(b'"schema":1', b'"schema":NaN')),
+        ("bad utf-8", lambda o: _canonical(o).replace(b'"output":"x"', b'"output":"\xff"')),
+        ("spaces", lambda o: json.dumps(o, indent=1).encode()),
+        ("unicode", lambda o: _canonical({**o, "author": "agént"})),
+        ("no artifact", lambda o: _canonical({**o, "data": {"tool": "Bash"}})),
+        ("artifact null", lambda o: _canonical({**o, "data": {"artifact": None}})),
+        ("dup id", lambda o: _canonical(o)[:-1] + b',"id":"o-dup"}'),
+        ("schema big", lambda o: _canonical({**o, "schema": 10**30})),
+        ("two data keys", lambda o: _canonical(o)[:-1] + b',"data":{"artifact":null}}'),
+        ("data text elsewhere", lambda o: _canonical({**o, "author": '"data":{}'})),
+        ("bad utf-8 in id", lambda o: _canonical(o).replace(b'"id":"o', b'"id":"\xff')),
+        ("two artifacts", lambda o: _canonical(o).replace(
+            b'"output"', b'"artifact":{"ref":"sha256:' + b"cd" * 32 + b'"},"output"')),
+        ("artifact in text", lambda o: _canonical(
+            {**o, "data": {"output": '"artifact":{"ref":"x"}'}})),
+        ("nested data key", lambda o: _canonical({**o, "data": {"data": {"a": 1}}})),
+        ("escaped unicode", lambda o: _canonical(o).replace(b'"agent"', b'"\\u0061gent"')),
+        ("utf-8 bom", lambda o: b"\xef\xbb\xbf" + _canonical(o)),
+        ("leading space", lambda o: b" " + _canonical(o)),
+        ("utf-16", lambda o: json.dumps(o).encode("utf-16")),
+        ("surrogate bytes", lambda o: _canonical(o).replace(b'"output":"x"',
+                                                            b'"output":"\xed\xa0\x80"')),
+        ("surrogate", lambda o: _canonical(o).replace(b'"output":"x"', b'"output":"\\ud800"')),
+    ]
+    return cases
+
+
+def _raw_rows(root: Path, rows: list[tuple[str, str | None, str, bytes, str]]) -> None:
+    path = root / "workspaces" / "ws" / "segments" / "imported-raw.sqlite"
+    build_segment(path, [])
+    conn = sqlite3.connect(path)
+    conn.executemany("INSERT INTO events(event_id, type, subject, ts, body, checksum) "
+                     "VALUES (?, ?, ?, ?, ?, ?)",
+                     [(eid, "observation", subject, ts, body, digest)
+                      for eid, subject, ts, body, digest in rows])
+    conn.commit()
+    conn.close()
+
+
+def _compare_reads(root: Path) -> None:
+    ws = ctx_for(root).open(create=False)
+    exact = ws.read()
+    fast = store.read_located(ws)
+    assert [(m["row"], m["reason"]) for m in fast.malformed] == \
+        [(m["row"], m["reason"]) for m in exact.malformed]
+    assert fast.unreadable == exact.unreadable and fast.high_water == exact.high_water
+
+    def key(e: Event) -> tuple[Any, ...]:
+        return (e.event_id, e.type, e.kind, e.id, e.ts, e.author, e.session, e.replica,
+                e.schema, e.data.get("artifact"))
+
+    assert [key(e) for e in fast.events] == [key(e) for e in exact.events]
+
+
+def test_the_fast_compaction_read_agrees_with_the_exact_decoder(root):
+    store.check_root(str(root), create=True)
+    rows = []
+    for n, (_name, mutate) in enumerate(_mutations()):
+        obj = _observation_obj(n)
+        body = mutate(obj)
+        rows.append((obj["eventId"], obj["id"], obj["ts"], body, codec.checksum(body)))
+    obj = _observation_obj(999)
+    body = _canonical(obj)
+    rows.append((obj["eventId"], obj["id"], obj["ts"], body, "xxh3-64:0000"))  # bad checksum
+    rows.append(("ev-other", obj["id"], obj["ts"], _canonical({**obj, "eventId": "ev-x"}),
+                 codec.checksum(_canonical({**obj, "eventId": "ev-x"}))))
+    _raw_rows(root, rows)
+    _compare_reads(root)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
+                                                              max_size=3),
+    max_leaves=6)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(["eventId", "type", "kind", "id", "ts", "author",
+                                           "session", "replica", "schema", "data", "extra"]),
+                          json_values, st.booleans()), min_size=1, max_size=8))
+def test_random_field_damage_is_judged_the_same_by_both_reads(root, changes):
+    subprocess.run(["rm", "-rf", str(root)], check=True)
+    store.check_root(str(root), create=True)
+    rows = []
+    for n, (field, value, drop) in enumerate(changes):
+        obj = _observation_obj(n)
+        if drop:
+            obj.pop(field, None)
+        else:
+            obj[field] = value
+        body = _canonical(obj)
+        rows.append((f"ev-{n}", f"o{n}", "2025-01-01T00:00:00.000Z", body, codec.checksum(body)))
+    _raw_rows(root, rows)
+    _compare_reads(root)
+
+
+def test_events_of_unknown_types_are_listed_and_never_removed(cli, root):
+    ok(cli("record", "--kind", "finding", "--id", "f1", "--claim", "x"))
+    ok(cli("tombstone", "f1", "--reason", "r"))
+    newer = Event(event_id=new_event_id(), type="retention-hint", kind="hint", id="f1",
+                  ts="2020-01-01T00:00:00.000Z", author="agent", session="s", replica="r9",
+                  data={"note": "written by a newer replica"})
+    build_segment(segments(root)[0].parent / "imported-newer.sqlite", [newer])
+    report = ok(cli("compact", "--entry-ttl-days", "0", "--observation-ttl-days", "0",
+                    "--apply")).json()
+    assert report["unclassified"] == [newer.event_id] and report["tombstoned"] == ["f1"]
+    assert newer.event_id in {e.event_id for e in ctx_for(root).open(create=False).read().events}
+    assert ok(cli("compact", "--apply")).json()["unclassified"] == [newer.event_id]

@@ -1,0 +1,386 @@
+"""Compaction planning, pure: rules on hand-built journals, laws on random ones."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent_journal.clock import format_ts
+from agent_journal.derive import derive
+from agent_journal.errors import UsageError
+from agent_journal.model import Event
+from agent_journal.plan import CompactionPlan, plan_compaction
+
+NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
+_counter = iter(range(10**9))
+
+
+def ts(days_ago: float = 1.0) -> str:
+    return format_ts(NOW - timedelta(days=days_ago))
+
+
+def ev(type_: str, subject: str | None, data: dict[str, Any], *, days_ago: float = 1.0,
+       kind: str | None = None, event_id: str | None = None) -> Event:
+    return Event(event_id=event_id or f"e{next(_counter):06d}", type=type_,
+                 kind=kind or {"entry": "finding", "observation": "tool_call"}.get(type_, type_),
+                 id=subject, ts=ts(days_ago), author="human", session=None, replica="r1",
+                 data=data)
+
+
+def entry(eid: str, *, anchors: tuple[str, ...] = (), depends: tuple[str, ...] = (),
+          days_ago: float = 1.0, kind: str = "finding") -> Event:
+    fields = {"claim": f"claim of {eid}"} if kind == "finding" else {"text": f"text of {eid}"}
+    return ev("entry", eid, {"fields": fields, "anchors": list(anchors),
+                             "dependsOn": list(depends), "subject": None},
+              days_ago=days_ago, kind=kind)
+
+
+def obs(oid: str, *, days_ago: float = 1.0, status: str = "ok") -> Event:
+    return ev("observation", oid, {"tool": "Bash", "callId": f"c-{oid}", "input": None,
+                                   "output": f"output of {oid}", "status": status,
+                                   "exitCode": 0, "durationMs": 1}, days_ago=days_ago)
+
+
+def inval(target: str, *, days_ago: float = 1.0) -> Event:
+    return ev("invalidation", target, {"reason": "wrong premise"}, days_ago=days_ago)
+
+
+def tomb(target: str, *, days_ago: float = 1.0, purged: bool = False) -> Event:
+    return ev("tombstone", target, {"reason": "must go", "purged": purged}, days_ago=days_ago)
+
+
+def plan(events: list[Event], entry_ttl: int | None = None,
+         obs_ttl: int | None = None) -> CompactionPlan:
+    return plan_compaction(events, NOW, entry_ttl, obs_ttl)
+
+
+def report(p: CompactionPlan) -> dict[str, Any]:
+    return p.report(apply=False)
+
+
+def apply_in_memory(events: list[Event], p: CompactionPlan) -> list[Event]:
+    """What the store ends up holding after a clean, unskipped apply of `p`."""
+    out = []
+    for e in events:
+        if e.event_id in p.deletions:
+            continue
+        if e.event_id in p.tombstone_events and (p.needs_graph(e.event_id)
+                                                 or e.event_id in p.flips):
+            e = p.rewritten(e.event_id, graph=p.needs_graph(e.event_id),
+                            flip=e.event_id in p.flips)
+        out.append(e)
+    return out
+
+
+# -- the rules ----------------------------------------------------------------------------
+
+def test_no_ttl_and_no_tombstone_purges_nothing_however_old():
+    events = [entry("f1", days_ago=4000), obs("o1", days_ago=4000), inval("f1", days_ago=3000)]
+    p = plan(events)
+    assert p.deletions == {}
+    assert report(p) == {
+        "apply": False, "entryTtlDays": None, "observationTtlDays": None, "expired": [],
+        "tombstoned": [], "pinned": [], "downgraded": [], "unclassified": [],
+        "tombstonesMarkedPurged": []}
+
+
+def test_tombstone_purges_records_observations_and_invalidations_of_its_target():
+    f1 = [entry("f1"), inval("f1")]
+    o1 = [obs("o1", status="started"), obs("o1", days_ago=0.5)]
+    t1, t2 = tomb("f1"), tomb("o1")
+    p = plan(f1 + o1 + [t1, t2, entry("keep")])
+    assert set(p.deletions) == {e.event_id for e in f1 + o1}
+    assert p.tombstoned == ["o1", "f1"]
+    assert p.tombstones_marked_purged == sorted([t1.event_id, t2.event_id])
+
+
+def test_ghost_tombstone_is_not_listed_and_keeps_purged_false():
+    t = tomb("ghost")
+    p = plan([entry("f1"), t])
+    assert p.deletions == {} and p.tombstoned == [] and p.tombstones_marked_purged == []
+
+
+def test_invalidation_of_a_ghost_goes_but_its_tombstone_stays_unpurged():
+    i, t = inval("ghost"), tomb("ghost")
+    p = plan([i, t])
+    assert set(p.deletions) == {i.event_id}
+    assert p.tombstoned == ["ghost"]
+    assert p.tombstones_marked_purged == []  # the target itself was never here
+
+
+def test_already_purged_tombstone_is_not_flipped_again():
+    f1, t = entry("f1"), tomb("f1", purged=True)
+    p = plan([f1, t])
+    assert set(p.deletions) == {f1.event_id}
+    assert p.tombstones_marked_purged == []
+
+
+def test_every_tombstone_of_a_removed_target_is_flipped():
+    f1, t1, t2 = entry("f1"), tomb("f1"), tomb("f1", days_ago=0.1)
+    assert plan([f1, t1, t2]).tombstones_marked_purged == sorted([t1.event_id, t2.event_id])
+
+
+def test_tombstones_and_unknown_types_are_never_purged():
+    t = tomb("f1", days_ago=9000)
+    future = ev("retention-hint", "f1", {"x": 1}, days_ago=9000)
+    p = plan([entry("f1", days_ago=9000), t, future], entry_ttl=0, obs_ttl=0)
+    assert t.event_id not in p.deletions and future.event_id not in p.deletions
+    assert p.unclassified == [future.event_id]
+
+
+def test_pinned_observation_survives_its_ttl_while_a_live_entry_cites_it():
+    o, d = obs("obs-migrate", days_ago=2), entry("d-migrate", anchors=("tool_use:obs-migrate",))
+    p = plan([o, d], obs_ttl=0)
+    assert p.pinned == ["obs-migrate"] and p.expired == [] and p.deletions == {}
+
+
+def test_an_expired_entry_stops_pinning():
+    o, d = obs("obs-migrate", days_ago=2), entry("d-migrate", anchors=("tool_use:obs-migrate",))
+    p = plan([o, d], entry_ttl=0, obs_ttl=0)
+    assert p.pinned == [] and p.expired == ["obs-migrate", "d-migrate"]
+
+
+def test_another_live_citation_still_pins():
+    o = obs("o1", days_ago=30)
+    old = entry("old", anchors=("tool_use:o1",), days_ago=30)
+    new = entry("new", anchors=("tool_use:o1",), days_ago=1)
+    p = plan([o, old, new], entry_ttl=10, obs_ttl=10)
+    assert p.expired == ["old"] and p.pinned == ["o1"]
+
+
+@pytest.mark.parametrize("how", ["invalidated", "suppressed", "tombstoned"])
+def test_only_live_entries_pin(how):
+    o = obs("o1", days_ago=5)
+    events = [o, entry("base", days_ago=1)]
+    if how == "suppressed":
+        events.append(entry("cite", anchors=("tool_use:o1",), depends=("base",)))
+        events.append(inval("base"))
+    else:
+        events.append(entry("cite", anchors=("tool_use:o1",)))
+        events.append(inval("cite") if how == "invalidated" else tomb("cite"))
+    p = plan(events, obs_ttl=1)
+    assert p.pinned == [] and "o1" in p.expired
+
+
+def test_tombstone_is_checked_before_pins():
+    o, t = obs("o1"), tomb("o1")
+    d = entry("d1", anchors=("tool_use:o1",))
+    p = plan([o, t, d], obs_ttl=0)
+    assert p.tombstoned == ["o1"] and p.pinned == [] and p.expired == []
+    assert p.downgraded == ["d1"]
+
+
+def test_downgraded_lists_live_entries_citing_what_the_run_removes():
+    o1, o2 = obs("o1"), obs("o2")
+    live = entry("f-live", anchors=("tool_use:o1", "file:README.md"))
+    dead = entry("f-dead", anchors=("tool_use:o1",))
+    other = entry("f-other", anchors=("tool_use:o2",))
+    p = plan([o1, o2, live, dead, other, inval("f-dead"), tomb("o1")])
+    assert p.downgraded == ["f-live"]
+    assert p.citations == {"f-live": ["o1"]}
+
+
+def test_age_is_from_the_latest_event_and_due_at_exactly_the_ttl():
+    at_ttl = obs("o-at", days_ago=10)
+    younger = [obs("o-young", days_ago=30), obs("o-young", days_ago=9.99)]
+    entry_inval_recent = [entry("f1", days_ago=30), inval("f1", days_ago=2)]
+    p = plan([at_ttl, *younger, *entry_inval_recent], entry_ttl=10, obs_ttl=10)
+    assert p.expired == ["o-at"]
+
+
+def test_an_event_from_the_future_counts_as_now():
+    future = obs("o-future", days_ago=-3)
+    assert plan([future], obs_ttl=0).expired == ["o-future"]
+    assert plan([future], obs_ttl=1).expired == []
+
+
+def test_axes_are_independent():
+    events = [obs("o1", days_ago=50), entry("f1", days_ago=50)]
+    assert plan(events, obs_ttl=10).expired == ["o1"]
+    assert plan(events, entry_ttl=10).expired == ["f1"]
+
+
+def test_expiry_takes_an_entrys_invalidations_and_conflicting_records():
+    a, b, i = entry("f1", days_ago=40), entry("f1", days_ago=39), inval("f1", days_ago=38)
+    p = plan([a, b, i], entry_ttl=30)
+    assert set(p.deletions) == {a.event_id, b.event_id, i.event_id}
+
+
+def test_a_ttl_longer_than_the_calendar_expires_nothing():
+    assert plan([obs("o1", days_ago=1000)], obs_ttl=10**12).expired == []
+
+
+def test_an_unreadable_timestamp_never_expires():
+    odd = Event(event_id="e-odd", type="observation", kind="tool_call", id="o1",
+                ts="sometime last week", author="human", session=None, replica="r1",
+                data={"status": "ok"})
+    assert plan([odd], obs_ttl=0).expired == []
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "3", True])
+def test_bad_ttls_are_usage_errors(bad):
+    with pytest.raises(UsageError):
+        plan_compaction([], NOW, bad, None)
+
+
+def test_an_invalidated_root_is_held_while_a_surviving_dependent_derives_through_it():
+    root = entry("root", days_ago=40)
+    mid = entry("mid", depends=("root",), days_ago=40)
+    leaf = entry("leaf", depends=("mid",), days_ago=1)
+    events = [root, mid, leaf, inval("root", days_ago=40)]
+    p = plan(events, entry_ttl=30)
+    assert p.expired == [] and p.held == ["mid", "root"]
+    after = derive(apply_in_memory(events, p))
+    assert after.outcome["leaf"] == "suppressed" and after.suppressed_through["leaf"] == ["root"]
+
+
+def test_a_live_dependency_expires_without_changing_its_dependent():
+    base, leaf = entry("base", days_ago=40), entry("leaf", depends=("base",), days_ago=1)
+    p = plan([base, leaf], entry_ttl=30)
+    assert p.expired == ["base"]
+    assert derive(apply_in_memory([base, leaf], p)).outcome["leaf"] == "live"
+
+
+def test_a_whole_dead_chain_expires_together():
+    events = [entry("root", days_ago=40), entry("leaf", depends=("root",), days_ago=35),
+              inval("root", days_ago=40)]
+    p = plan(events, entry_ttl=30)
+    assert p.expired == ["leaf", "root"] and p.held == []
+
+
+def test_erasing_an_invalidated_entry_keeps_its_dependents_suppressed():
+    root, leaf = entry("root"), entry("leaf", depends=("root",))
+    i, t = inval("root"), tomb("root")
+    events = [root, leaf, i, t]
+    p = plan(events)
+    assert set(p.deletions) == {root.event_id, i.event_id}
+    assert p.graphs == {"root": {"dependsOn": [], "invalidated": True}}
+    assert p.guards == {root.event_id: "root", i.event_id: "root"}
+    after = apply_in_memory(events, p)
+    assert [e.data.get("graph") for e in after if e.type == "tombstone"] == \
+        [{"dependsOn": [], "invalidated": True}]
+    d = derive(after)
+    assert d.outcome["leaf"] == "suppressed" and d.suppressed_through["leaf"] == []
+    assert plan(after).deletions == {}
+
+
+def test_erasing_a_suppressed_middle_keeps_the_chain():
+    events = [entry("root"), entry("mid", depends=("root",)), entry("leaf", depends=("mid",)),
+              inval("root"), tomb("mid")]
+    p = plan(events)
+    assert p.graphs == {"mid": {"dependsOn": ["root"], "invalidated": False}}
+    d = derive(apply_in_memory(events, p))
+    assert d.outcome["leaf"] == "suppressed" and d.suppressed_through["leaf"] == ["root"]
+
+
+def test_a_live_leaf_with_no_edges_needs_no_graph():
+    p = plan([entry("f1"), tomb("f1")])
+    assert p.graphs == {} and p.guards == {}
+
+
+# -- laws on random journals ---------------------------------------------------------------
+
+ENTRY_IDS = ["a", "b", "c", "d", "e", "x"]
+OBS_IDS = ["o1", "o2", "o3", "x"]  # "x" is both an entry and an observation id
+ALL_IDS = sorted(set(ENTRY_IDS + OBS_IDS + ["ghost"]))
+
+
+@st.composite
+def journals(draw: Any) -> list[Event]:
+    events: list[Event] = []
+    n = draw(st.integers(min_value=0, max_value=25))
+    for i in range(n):
+        days = draw(st.sampled_from([0.0, 0.5, 1.0, 3.0, 10.0, 40.0, -1.0]))
+        what = draw(st.sampled_from(["entry", "entry", "obs", "obs", "inval", "tomb",
+                                     "unknown"]))
+        eid = f"r{i:03d}"
+        if what == "entry":
+            anchors = draw(st.lists(st.sampled_from(OBS_IDS), max_size=2))
+            deps = draw(st.lists(st.sampled_from(ENTRY_IDS + ["ghost"]), max_size=2))
+            e = entry(draw(st.sampled_from(ENTRY_IDS)), days_ago=days,
+                      kind=draw(st.sampled_from(["finding", "constraint"])),
+                      anchors=tuple(f"tool_use:{a}" for a in anchors), depends=tuple(deps))
+        elif what == "obs":
+            e = obs(draw(st.sampled_from(OBS_IDS)), days_ago=days,
+                    status=draw(st.sampled_from(["started", "ok"])))
+        elif what == "inval":
+            e = inval(draw(st.sampled_from(ALL_IDS)), days_ago=days)
+        elif what == "tomb":
+            e = tomb(draw(st.sampled_from(ALL_IDS)), days_ago=days,
+                     purged=draw(st.booleans()))
+        else:
+            e = ev("future-kind", draw(st.sampled_from(ALL_IDS)), {"n": i}, days_ago=days)
+        events.append(e.replace(event_id=eid))
+    return events
+
+
+def read_views(events: list[Event]) -> dict[str, Any]:
+    """Everything a read command renders, derived from the events."""
+    d = derive(events)
+    return {
+        "entries": [d.entry_view(i) for i in d.visible_entry_ids()],
+        "observations": [d.observation_view(i) for i in d.visible_observation_ids()],
+        "live": sorted(i for i in d.entry_events if d.is_live(i)),
+    }
+
+
+def tombstones_without_flags(events: list[Event]) -> list[tuple[str, Any]]:
+    out = []
+    for e in events:
+        if e.type == "tombstone":
+            data = {k: v for k, v in e.data.items() if k not in ("purged", "graph")}
+            out.append((e.event_id, sorted(data.items())))
+    return sorted(out)
+
+
+@settings(max_examples=100, deadline=None)
+@given(journals())
+def test_without_ttls_compaction_changes_no_read_output(events):
+    p = plan(events)
+    after = apply_in_memory(events, p)
+    assert read_views(after) == read_views(events)
+    assert tombstones_without_flags(after) == tombstones_without_flags(events)
+    assert plan(after).deletions == {}
+
+
+@settings(max_examples=100, deadline=None)
+@given(journals(), st.sampled_from([None, 0, 2, 20]), st.sampled_from([None, 0, 2, 20]))
+def test_surviving_entries_keep_their_outcome_and_a_second_run_purges_nothing(
+        events, entry_ttl, obs_ttl):
+    p = plan(events, entry_ttl, obs_ttl)
+    after = apply_in_memory(events, p)
+    before_d, after_d = derive(events), derive(after)
+    for entry_id in after_d.entry_events:
+        assert after_d.outcome[entry_id] == before_d.outcome[entry_id]
+        assert after_d.suppressed_through.get(entry_id) == \
+            before_d.suppressed_through.get(entry_id)
+    again = plan(after, entry_ttl, obs_ttl)
+    assert again.deletions == {} and again.tombstones_marked_purged == []
+    assert again.pinned == p.pinned
+
+
+@settings(max_examples=100, deadline=None)
+@given(journals(), st.sampled_from([None, 0, 2]), st.sampled_from([None, 0, 2]))
+def test_report_lists_are_disjoint_sorted_and_never_name_a_tombstone(events, e_ttl, o_ttl):
+    p = plan(events, e_ttl, o_ttl)
+    assert not set(p.expired) & set(p.tombstoned)
+    assert not set(p.pinned) & set(p.tombstoned)
+    # One id may name an entry and an observation: its entry can expire while
+    # its observation is pinned. Otherwise an id is in one list only.
+    both = {e.id for e in events if e.type == "entry"} & \
+        {e.id for e in events if e.type == "observation"}
+    assert set(p.pinned) & set(p.expired) <= both
+    assert all(events_by_id(events)[e].type != "tombstone" for e in p.deletions)
+    assert all(events_by_id(events)[e].type in ("entry", "observation", "invalidation")
+               for e in p.deletions)
+    r = p.report(apply=False)
+    for key in ("pinned", "downgraded", "unclassified", "tombstonesMarkedPurged"):
+        assert r[key] == sorted(r[key])
+
+
+def events_by_id(events: list[Event]) -> dict[str, Event]:
+    return {e.event_id: e for e in events}
