@@ -66,11 +66,23 @@ def main() -> int:
             note = why or (f"depends on {through}" if through else "")
             print(f"  {entry['id']:<10} {entry['kind']:<10} {entry['outcome']:<12} {note}")
         print("  (f-leak is tombstoned: no read shows it; `compact --apply` erases its bytes)")
-        from agent_journal.commands import COMMANDS
-
-        if "compact" in COMMANDS:
-            step("What compact would do: a dry run, nothing is deleted", "compact")
+        step("What an agent reads after its context was compacted", "digest")
+        step("What compact would do: a dry run, nothing is deleted", "compact")
+        print(f"\n  copies of the leaked password on disk before: {_count(root, b'hunter2')}")
+        step("The scheduled job: compact --apply erases the tombstoned bytes", "compact",
+             "--apply")
+        print(f"\n  copies of the leaked password on disk after: {_count(root, b'hunter2')}")
     return 0
+
+
+def _count(root: str, needle: bytes) -> int:
+    """How many times `needle` occurs in the raw bytes of every file under `root`."""
+    total = 0
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(folder, name), "rb") as fh:
+                total += fh.read().count(needle)
+    return total
 
 
 if __name__ == "__main__":
