@@ -29,7 +29,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m compileall -q agent_journal
-	$(BIN)/python scripts/bench.py
+	$(BIN)/python scripts/bench.py $(BENCH)
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -q -m soak

@@ -5,7 +5,9 @@ promise: each benchmark times the real command and a floor (a bare
 `python -I -S` doing the same SQLite work, or a plain SQL statement over the
 same rows) back to back, and prints the ratio. Benchmarks live in
 scripts/bench_*.py, each exposing `run(ctx)`; this driver runs them all, or
-the ones named on the command line (`python scripts/bench.py core compact`).
+the ones named on the command line (`python scripts/bench.py core compact`,
+or `make bench BENCH="core compact"`). BENCH_SCALE=0.1 shrinks every
+million-event workspace tenfold, for a quick look on a busy machine.
 """
 
 from __future__ import annotations

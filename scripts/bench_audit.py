@@ -123,7 +123,7 @@ print(n)
 
 
 def scale() -> float:
-    return float(os.environ.get("BENCH_AUDIT_SCALE") or 1.0)
+    return float(os.environ.get("BENCH_AUDIT_SCALE") or os.environ.get("BENCH_SCALE") or 1.0)
 
 
 def run(ctx: Ctx) -> None:

@@ -85,7 +85,7 @@ def vacuum_into(paths: list[Path], dest: Path) -> float:
 
 def run(ctx: Ctx, scale: float | None = None) -> None:
     if scale is None:
-        scale = float(os.environ.get("BENCH_COMPACT_SCALE") or 1.0)
+        scale = float(os.environ.get("BENCH_COMPACT_SCALE") or os.environ.get("BENCH_SCALE") or 1.0)
     root = ctx.path("compact") / "root"
     start = time.perf_counter()
     paths = build(root, scale)

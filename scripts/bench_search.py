@@ -142,7 +142,7 @@ def pick_queries(index_file: str, rng: random.Random) -> list[str]:
 
 
 def run(ctx: Ctx) -> None:
-    total = int(os.environ.get(ENV_EVENTS) or 1_000_000)
+    total = int(os.environ.get(ENV_EVENTS) or 1_000_000 * float(os.environ.get("BENCH_SCALE") or 1))
     print(f"scale: {total:,} events (+1,000 for the incremental update)", flush=True)
     base = ctx.path("search")
     root_dir = str(base / "root")
