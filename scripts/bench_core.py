@@ -46,7 +46,7 @@ def bench_show(ctx: Ctx) -> None:
     import resource
     import subprocess
 
-    from bench_data import build_workspace, plain_select_seconds, scaled
+    from benchdata import build_workspace, plain_select_seconds, scaled
 
     root = str(ctx.path("core-show") / "root")
     n = scaled(1_000_000)
