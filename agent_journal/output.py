@@ -40,3 +40,26 @@ def floor_warning(unreadable: list[Any], malformed: list[Any]) -> None:
     if unreadable or malformed:
         warn(f"{len(unreadable)} unreadable segment(s), {len(malformed)} malformed row(s): "
              "this result is a floor, not a total")
+
+
+# -- progress ---------------------------------------------------------------------------
+
+def progress_for_terminal() -> Any:
+    """A progress callback for long commands when stderr is a terminal, else None.
+
+    Progress is for a person watching; in a pipe or a log it would be noise.
+    """
+    if not sys.stderr.isatty():
+        return None
+
+    def show(text: str) -> None:
+        sys.stderr.write("\r\033[K" + text)
+        sys.stderr.flush()
+
+    return show
+
+
+def progress_done(progress: Any) -> None:
+    if progress is not None:
+        sys.stderr.write("\r\033[K")
+        sys.stderr.flush()

@@ -531,3 +531,428 @@ def _has_subject(conn: sqlite3.Connection, subject: str, type_: str | None) -> b
         row = conn.execute("SELECT 1 FROM events WHERE subject = ? AND type = ? LIMIT 1",
                            (subject, type_)).fetchone()
     return row is not None
+
+
+# -- replicas: snapshots, raw reads, import segments, artifacts ------------------------
+# Export and merge (agent_journal/replicas.py) do all their file and SQLite work
+# through these functions. Nothing here decides what to import; merge_plan does.
+
+IMPORT_TEMP_PREFIX = ".import-"
+MERGE_LOCK_NAME = ".merge.lock"
+ORIGIN_SCHEMA = """
+CREATE TABLE IF NOT EXISTS origin (
+    event_id TEXT NOT NULL,
+    replica TEXT NOT NULL,
+    segment TEXT NOT NULL,
+    seq INTEGER NOT NULL
+)
+"""
+_COPY_CHUNK = 1 << 20
+
+
+class Unreadable(Exception):
+    """A source or snapshot file SQLite cannot read; str() is the one-line reason."""
+
+
+def read_replica_id(root_path: str) -> str | None:
+    """Another root's replica id, read without creating one."""
+    try:
+        return _read_text(os.path.join(root_path, "replica-id")).strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def rename_durable(tmp: str, final: str, *, clobber: bool = True) -> None:
+    """Rename a fully written, fsynced temp file into place and persist the rename.
+
+    With clobber=False an existing `final` is an error (FileExistsError),
+    never silently replaced.
+    """
+    if clobber:
+        os.replace(tmp, final)
+    else:
+        os.link(tmp, final)
+        os.unlink(tmp)
+    fsync_path(os.path.dirname(final) or ".")
+
+
+def file_digest(path: str) -> tuple[int, str]:
+    """(byte count, `xxh3-64:` checksum) of a file, read in chunks."""
+    import xxhash
+
+    h = xxhash.xxh3_64()
+    size = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_COPY_CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return size, codec.CHECKSUM_PREFIX + h.hexdigest()
+
+
+def _open_for_reading(path: str, *, immutable: bool) -> sqlite3.Connection:
+    if immutable:
+        # A verified export file: nobody writes it, so no locks and no journal.
+        uri = f"file:{_quote_path(path)}?mode=ro&immutable=1"
+        return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                               check_same_thread=False)
+    try:
+        conn = connect(path, readonly=True)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.Error:
+        # A hot journal left by a crashed writer needs a writable connection
+        # to roll back before anything can be read.
+        return connect(path)
+
+
+class SegmentRows:
+    """One segment read in one transaction: meta, stored rows and import provenance.
+
+    Rows come back exactly as stored (body and checksum unverified): the
+    caller decides what to trust. Any SQLite failure raises `Unreadable`.
+
+    `candidates_only` keeps only rows that may be tombstones (see
+    merge_plan.tombstone_candidate), filtered inside SQLite. `provenance` is
+    "none", "keys" (the distinct (replica, segment) pairs of the origin
+    table) or "rows" (event id -> (replica, segment, seq)).
+    """
+
+    def __init__(self, path: str, *, immutable: bool = False, candidates_only: bool = False,
+                 provenance: str = "none") -> None:
+        self.path = path
+        self.meta: dict[str, str] = {}
+        self.rows: list[tuple[int, str, str, str | None, str, bytes, str]] = []
+        self.provenance_keys: set[tuple[str, str]] = set()
+        self.provenance: dict[str, tuple[str, str, int]] = {}
+        self.high_water = 0
+        self.empty = False
+        try:
+            conn = _open_for_reading(path, immutable=immutable)
+        except sqlite3.Error as exc:
+            raise Unreadable(_describe_sqlite_error(exc)) from None
+        try:
+            conn.execute("BEGIN")
+            tables = {r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "events" not in tables:
+                if not tables:
+                    # Created but never initialised (its writer died first): empty.
+                    self.empty = True
+                    return
+                raise Unreadable("no events table")
+            if "meta" in tables:
+                self.meta = {str(k): str(v) for k, v in conn.execute(
+                    "SELECT key, value FROM meta")}
+            query = "SELECT seq, event_id, type, subject, ts, body, checksum FROM events"
+            if candidates_only:
+                query += (" WHERE type = 'tombstone' OR typeof(body) != 'blob'"
+                          " OR instr(body, x'746f6d6273746f6e65') OR instr(body, x'5c75')"
+                          " OR instr(body, x'00')")
+            self.rows = conn.execute(query + " ORDER BY seq").fetchall()
+            self.high_water = int(conn.execute("SELECT coalesce(max(seq), 0) FROM events"
+                                               ).fetchone()[0])
+            if "origin" in tables and provenance == "keys":
+                self.provenance_keys = {(str(r), str(s)) for r, s in conn.execute(
+                    "SELECT DISTINCT replica, segment FROM origin")}
+            elif "origin" in tables and provenance == "rows":
+                self.provenance = {e: (str(r), str(s), int(q)) for e, r, s, q in conn.execute(
+                    "SELECT event_id, replica, segment, seq FROM origin")}
+        except sqlite3.Error as exc:
+            raise Unreadable(_describe_sqlite_error(exc)) from None
+        finally:
+            conn.close()
+
+
+def read_slots(path: str, *, own: tuple[str, str] | None,
+               keys: set[tuple[str, str]]) -> list[tuple[str, str, int, str, str, str | None]]:
+    """Append slots a segment shows: (replica, segment, seq, event id, type, subject).
+
+    `own` is (replica, file name) when the file is that replica's own
+    segment (every row is a slot); otherwise slots come from the provenance
+    an import segment keeps, limited to `keys`. Columns are read without the
+    bodies: this feeds a collision report, not a decision about content.
+    """
+    out: list[tuple[str, str, int, str, str, str | None]] = []
+    try:
+        conn = _open_for_reading(path, immutable=False)
+    except sqlite3.Error:
+        return out
+    try:
+        conn.execute("BEGIN")
+        if own is not None:
+            if own in keys:
+                for seq, event_id, type_, subject in conn.execute(
+                        "SELECT seq, event_id, type, subject FROM events"):
+                    out.append((own[0], own[1], seq, event_id, type_, subject))
+        elif conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'origin'").fetchone():
+            for event_id, replica, segment, seq, type_, subject in conn.execute(
+                    "SELECT o.event_id, o.replica, o.segment, o.seq, e.type, e.subject "
+                    "FROM origin o JOIN events e ON e.event_id = o.event_id"):
+                if (replica, segment) in keys:
+                    out.append((replica, segment, seq, event_id, type_, subject))
+    except sqlite3.Error:
+        pass
+    finally:
+        conn.close()
+    return out
+
+
+def snapshot_segment(src: str, dest: str) -> None:
+    """Copy a live segment to `dest` (which must not exist) with SQLite's VACUUM INTO.
+
+    VACUUM INTO reads one transaction, so the copy holds exactly what was
+    committed when it began, whatever writers do meanwhile; a raw file copy
+    could catch a page half-written. The copy is in rollback-journal mode.
+    """
+    if not create_private_file(dest):
+        raise FileExistsError(dest)
+    try:
+        conn = _open_for_reading(src, immutable=False)
+        try:
+            conn.execute("VACUUM INTO ?", (dest,))
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        _unlink_quietly(dest)
+        raise Unreadable(_describe_sqlite_error(exc)) from None
+
+
+def scrub_rows(path: str, seqs: Iterable[int]) -> int:
+    """Delete rows from a private snapshot so that no byte of them remains in the file.
+
+    secure_delete zeroes freed cells, journal_mode OFF writes no journal
+    holding the old pages, and VACUUM rebuilds the file without free pages.
+    """
+    wanted = [(s,) for s in seqs]
+    if not wanted:
+        return 0
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA secure_delete = ON")
+        conn.execute("PRAGMA journal_mode = OFF")
+        conn.execute("BEGIN")
+        conn.executemany("DELETE FROM events WHERE seq = ?", wanted)
+        if conn.execute("SELECT name FROM sqlite_master WHERE name = 'origin'").fetchone():
+            conn.execute("DELETE FROM origin WHERE event_id NOT IN (SELECT event_id FROM events)")
+        conn.execute("COMMIT")
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA journal_mode = DELETE")
+        return len(wanted)
+    finally:
+        conn.close()
+
+
+def integrity_check(path: str) -> str:
+    conn = _open_for_reading(path, immutable=True)
+    try:
+        return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class ImportWriter:
+    """Writes imported events into new segment files that no replica appends to.
+
+    Each file is built under a hidden temporary name (readers skip names
+    starting with '.'), closed, fsynced, and only then renamed to its final
+    `import-<source>-<digest>.sqlite` name: a merge that dies half-way leaves
+    nothing a reader can see. Files are cut at `max_bytes` of event bodies.
+    Provenance (the source slot each event came from) is kept in an `origin`
+    table so later merges can recognise replicas sharing an id.
+    """
+
+    def __init__(self, ws: Workspace, source_replica: str, *, max_bytes: int,
+                 name_for: Any) -> None:
+        self.ws = ws
+        self.source_replica = source_replica
+        self.max_bytes = max_bytes
+        self.name_for = name_for  # (source replica, event ids) -> final file name
+        self._done: list[tuple[str, list[str]]] = []
+        self._conn: sqlite3.Connection | None = None
+        self._tmp = ""
+        self._ids: list[str] = []
+        self._rows: list[tuple[str, str, str | None, str, bytes, str]] = []
+        self._origins: list[tuple[str, str, str, int]] = []
+        self._bytes = 0
+        self._counter = 0
+
+    def add(self, event_id: str, type_: str, subject: str | None, ts: str, body: bytes,
+            checksum: str, origin: tuple[str, str, int] | None) -> None:
+        if self._conn is None:
+            self._open()
+        self._rows.append((event_id, type_, subject, ts, body, checksum))
+        if origin is not None:
+            self._origins.append((event_id, origin[0], origin[1], origin[2]))
+        self._ids.append(event_id)
+        self._bytes += len(body)
+        if len(self._rows) >= 5000:
+            self._flush()
+        if self._bytes >= self.max_bytes:
+            self._close_current()
+
+    def _open(self) -> None:
+        make_private_dirs(self.ws.segments_dir)
+        self._counter += 1
+        self._tmp = os.path.join(
+            self.ws.segments_dir, f"{IMPORT_TEMP_PREFIX}{os.getpid()}-{self._counter}.tmp")
+        _unlink_quietly(self._tmp)
+        create_private_file(self._tmp)
+        conn = sqlite3.connect(self._tmp, isolation_level=None, check_same_thread=False)
+        # A temp file no reader can see: no journal, no syncs until it is done.
+        conn.execute("PRAGMA journal_mode = OFF")
+        conn.execute("PRAGMA synchronous = OFF")
+        conn.execute("PRAGMA cache_size = -65536")
+        for statement in SCHEMA.strip().split(";"):
+            if statement.strip() and "CREATE INDEX" not in statement:
+                conn.execute(statement)
+        conn.execute(ORIGIN_SCHEMA)
+        conn.execute("BEGIN")
+        self._conn = conn
+
+    def _flush(self) -> None:
+        assert self._conn is not None
+        self._conn.executemany(
+            "INSERT INTO events(event_id, type, subject, ts, body, checksum) "
+            "VALUES (?, ?, ?, ?, ?, ?)", self._rows)
+        self._conn.executemany(
+            "INSERT INTO origin(event_id, replica, segment, seq) VALUES (?, ?, ?, ?)",
+            self._origins)
+        self._rows.clear()
+        self._origins.clear()
+
+    def _close_current(self) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        self._flush()
+        for statement in SCHEMA.strip().split(";"):
+            if "CREATE INDEX" in statement:
+                conn.execute(statement)
+        conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [
+            ("format", str(SEGMENT_FORMAT)), ("workspace", self.ws.name),
+            ("replica", self.source_replica), ("importedBy", self.ws.root.replica_id),
+            ("kind", "import"),
+        ])
+        conn.execute(f"PRAGMA user_version = {SEGMENT_FORMAT}")
+        conn.execute("COMMIT")
+        conn.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
+        conn.close()
+        self._conn = None
+        fsync_path(self._tmp)
+        self._done.append((self._tmp, self._ids))
+        self._ids = []
+        self._bytes = 0
+
+    def finish(self) -> list[str]:
+        """Make every built file visible; returns their final paths."""
+        self._close_current()
+        final_paths = []
+        for tmp, ids in self._done:
+            final = os.path.join(self.ws.segments_dir, self.name_for(self.source_replica, ids))
+            rename_durable(tmp, final, clobber=False)
+            final_paths.append(final)
+        self._done = []
+        return final_paths
+
+    def abort(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+            self._done.append((self._tmp, self._ids))
+        for tmp, _ in self._done:
+            for suffix in ("", "-journal", "-wal", "-shm"):
+                _unlink_quietly(tmp + suffix)
+        self._done = []
+
+
+class MergeLock:
+    """One merge at a time per workspace, so two merges never import the same event twice."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.path = os.path.join(ws.path, MERGE_LOCK_NAME)
+        self.segments_dir = ws.segments_dir
+        self.fd = -1
+
+    def __enter__(self) -> MergeLock:
+        import fcntl
+
+        make_private_dirs(self.segments_dir)
+        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, FILE_MODE)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        # Under the lock no other merge is running: any temp import is a leftover.
+        for name in os.listdir(self.segments_dir):
+            if name.startswith(IMPORT_TEMP_PREFIX):
+                _unlink_quietly(os.path.join(self.segments_dir, name))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import fcntl
+
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def artifact_path(ws: Workspace, ref: str) -> str:
+    """Where a workspace keeps the blob of an artifact ref (`<algo>:<hex>`).
+
+    The one place that knows the blob layout; it must agree with the capture
+    code that writes blobs.
+    """
+    from agent_journal.merge_plan import parse_ref
+
+    parsed = parse_ref(ref)
+    if parsed is None:
+        raise JournalError(f"not an artifact ref: {ref!r}")
+    algo, digest = parsed
+    return os.path.join(ws.path, "artifacts", algo, digest[:2], digest)
+
+
+def copy_file_verified(src: str, dest: str, *, size: int, checksum: str) -> bool:
+    """Copy `src` to `dest` atomically if its bytes match `size` and `checksum`.
+
+    Returns False (and leaves `dest` untouched) when `src` is missing or differs.
+    """
+    import xxhash
+
+    make_private_dirs(os.path.dirname(dest))
+    tmp = os.path.join(os.path.dirname(dest), f".{os.path.basename(dest)}.{os.getpid()}.tmp")
+    h = xxhash.xxh3_64()
+    total = 0
+    try:
+        src_fh = open(src, "rb")
+    except OSError:
+        return False
+    try:
+        fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, FILE_MODE)
+        try:
+            while chunk := src_fh.read(_COPY_CHUNK):
+                h.update(chunk)
+                total += len(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    finally:
+        src_fh.close()
+    if total != size or codec.CHECKSUM_PREFIX + h.hexdigest() != checksum:
+        _unlink_quietly(tmp)
+        return False
+    rename_durable(tmp, dest)
+    return True

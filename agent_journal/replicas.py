@@ -1,0 +1,498 @@
+"""Replicas: export a workspace as a verifiable folder, merge another replica into one.
+
+Invariants:
+- Export never copies a live file: every segment is snapshotted by SQLite
+  (VACUUM INTO), so each copy holds exactly what was committed when it was
+  taken, while writers keep appending. Each file and then the manifest appear
+  only complete (temporary name, fsync, rename); the manifest comes last, so
+  a folder without one is not an export.
+- Export carries no content a tombstone names: those rows are scrubbed from
+  the snapshots before the files are published. Tombstones travel.
+- Merge verifies a whole export against its manifest before it reads one
+  event; any mismatch refuses the merge with nothing imported.
+- Merge refuses to write into a damaged local workspace: an unreadable
+  segment or an untrustworthy row there could be the tombstone that keeps
+  some content out.
+- Merge only ever creates new import segments (store.ImportWriter); it never
+  writes to an existing segment, its own or another replica's.
+- Every distinct, well-formed source event is counted exactly once in the
+  report: imported + alreadyPresent + len(notImported).
+- Nothing here prints: progress goes through the callback the caller passes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from agent_journal import clock, codec, merge_plan, store
+from agent_journal.errors import (
+    DamagedJournalError,
+    IntegrityError,
+    JournalError,
+    NotFoundError,
+    UsageError,
+)
+from agent_journal.merge_plan import (
+    DUPLICATE,
+    IMPORT,
+    MANIFEST_FORMAT,
+    MANIFEST_NAME,
+    PRESENT,
+    TOMBSTONED,
+    SlotIndex,
+)
+from agent_journal.model import TOMBSTONE, Event
+
+TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from agent_journal.journal import Context
+
+    Progress = Callable[[str], None] | None
+
+ENV_IMPORT_MAX_BYTES = "AGENT_JOURNAL_SEGMENT_MAX_BYTES"
+
+
+def _say(progress: Progress, text: str) -> None:
+    if progress is not None:
+        progress(text)
+
+
+def _path_arg(value: str | None, what: str) -> str:
+    if value is None or value.strip() == "":
+        raise UsageError(f"{what} must not be empty")
+    return os.path.abspath(os.path.expanduser(value))
+
+
+def _decode_row(body: Any, checksum: str, event_id: str) -> Event:
+    """codec.decode plus the one check that needs the row: its event_id column."""
+    ev = codec.decode(body, checksum)
+    if ev.event_id != event_id:
+        raise codec.MalformedEvent("event_id column does not match body")
+    return ev
+
+
+# -- export -----------------------------------------------------------------------------
+
+def export(ctx: Context, dest: str, *, progress: Progress = None) -> dict[str, Any]:
+    dest = _path_arg(dest, "DEST")
+    ws = ctx.open(create=False)
+    if not os.path.isdir(ws.segments_dir):
+        raise NotFoundError(f"workspace {ws.name} has no segments in {ws.root.path}")
+    _prepare_dest(dest)
+    replica = ws.root.replica_id
+    segments = ws.segment_paths()
+    unreadable: list[dict[str, str]] = []
+    snapshots: list[tuple[str, str, str]] = []  # (file name, temp path, reported path)
+    # Snapshot everything first, back to back, then do the slow work on the copies.
+    for n, path in enumerate(segments, 1):
+        _say(progress, f"export: snapshot {n}/{len(segments)}")
+        name = os.path.basename(path)
+        tmp = os.path.join(dest, f".{name}.tmp")
+        try:
+            store.snapshot_segment(path, tmp)
+        except store.Unreadable as exc:
+            unreadable.append({"path": ws.rel(path), "reason": str(exc)})
+            continue
+        snapshots.append((name, tmp, ws.rel(path)))
+
+    tombstoned: set[str] = set()
+    for _, tmp, _ in snapshots:
+        rows = store.SegmentRows(tmp, immutable=True, candidates_only=True).rows
+        for seq, event_id, _t, _s, _ts, body, checksum in rows:
+            try:
+                ev = _decode_row(body, checksum, event_id)
+            except codec.MalformedEvent:
+                continue  # reported by the full pass below
+            if ev.type == TOMBSTONE and ev.id is not None:
+                tombstoned.add(ev.id)
+
+    malformed: list[dict[str, Any]] = []
+    artifacts: dict[str, dict[str, Any]] = {}
+    files: list[dict[str, Any]] = []
+    withheld_total = 0
+    events_total = 0
+    for n, (name, tmp, rel) in enumerate(snapshots, 1):
+        _say(progress, f"export: checking {n}/{len(snapshots)}")
+        seg = store.SegmentRows(tmp, immutable=True)
+        withheld: list[int] = []
+        for seq, event_id, _t, _s, _ts, body, checksum in seg.rows:
+            try:
+                ev = _decode_row(body, checksum, event_id)
+            except codec.MalformedEvent as exc:
+                # Shipped as stored; the receiving merge reports it and skips it.
+                malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
+                continue
+            if merge_plan.withheld(ev.type, ev.id, tombstoned):
+                withheld.append(seq)
+                continue
+            art = merge_plan.artifact_record(ev)
+            if art is not None:
+                artifacts.setdefault(art["ref"], art)
+        store.scrub_rows(tmp, withheld)
+        withheld_total += len(withheld)
+        count = len(seg.rows) - len(withheld)
+        events_total += count
+        owner = seg.meta.get("replica") or (merge_plan.own_segment(name) or ("", 0))[0]
+        store.fsync_path(tmp)
+        size, digest = store.file_digest(tmp)
+        store.rename_durable(tmp, os.path.join(dest, name), clobber=False)
+        files.append({"name": name, "bytes": size, "checksum": digest, "events": count,
+                      "replica": owner})
+
+    listed: list[dict[str, Any]] = []
+    missing: list[str] = []
+    for n, (ref, art) in enumerate(sorted(artifacts.items()), 1):
+        _say(progress, f"export: artifact {n}/{len(artifacts)}")
+        rel_path = merge_plan.export_artifact_path(ref)
+        if store.copy_file_verified(store.artifact_path(ws, ref), os.path.join(dest, rel_path),
+                                    size=art["bytes"], checksum=art["checksum"]):
+            listed.append({"ref": ref, "path": rel_path, "bytes": art["bytes"],
+                           "checksum": art["checksum"]})
+        else:
+            missing.append(ref)
+
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "workspace": ws.name,
+        "sourceReplica": replica,
+        "createdTs": clock.now_ts(),
+        "files": files,
+        "artifacts": listed,
+    }
+    body = json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8") + b"\n"
+    store.write_file_atomic(os.path.join(dest, MANIFEST_NAME), body)
+    return {
+        "dest": dest,
+        "workspace": ws.name,
+        "sourceReplica": replica,
+        "files": len(files),
+        "events": events_total,
+        "withheld": withheld_total,
+        "artifacts": len(listed),
+        "artifactsMissing": missing,
+        "unreadable": unreadable,
+        "malformed": malformed,
+    }
+
+
+def _prepare_dest(dest: str) -> None:
+    if os.path.exists(dest):
+        if not os.path.isdir(dest):
+            raise JournalError(f"export destination {dest} exists and is not a folder")
+        if os.listdir(dest):
+            raise JournalError(f"export destination {dest} is not empty")
+        return
+    store.make_private_dirs(dest)
+
+
+# -- sources ----------------------------------------------------------------------------
+
+class Source:
+    """Where merge reads from: an export folder (verified) or another journal root."""
+
+    def __init__(self, path: str, kind: str, replica: str | None,
+                 segments: list[tuple[str, str]], *, immutable: bool,
+                 artifact_files: dict[str, str], source_ws: store.Workspace | None) -> None:
+        self.path = path
+        self.kind = kind
+        self.replica = replica
+        self.segments = segments  # (file name, absolute path)
+        self.immutable = immutable
+        self.artifact_files = artifact_files
+        self.source_ws = source_ws
+
+    def rel(self, path: str) -> str:
+        return os.path.relpath(path, self.path)
+
+    def artifact_file(self, ref: str) -> str | None:
+        if self.kind == "export":
+            return self.artifact_files.get(ref)
+        assert self.source_ws is not None
+        try:
+            return store.artifact_path(self.source_ws, ref)
+        except JournalError:
+            return None
+
+
+def open_source(path: str, workspace: str) -> Source:
+    """Recognise and, for an export, verify the whole source. Raises before any import."""
+    if not os.path.isdir(path):
+        raise NotFoundError(f"merge source {path} is not a folder")
+    if os.path.exists(os.path.join(path, MANIFEST_NAME)):
+        return _open_export(path, workspace)
+    segments_dir = os.path.join(path, "workspaces", workspace, "segments")
+    if os.path.isdir(os.path.join(path, "workspaces")):
+        src_ws = store.Root(path).workspace(workspace)
+        if not os.path.isdir(segments_dir):
+            raise NotFoundError(f"merge source {path} has no workspace {workspace}")
+        segs = [(os.path.basename(p), p) for p in src_ws.segment_paths()]
+        return Source(path, "root", store.read_replica_id(path), segs, immutable=False,
+                      artifact_files={}, source_ws=src_ws)
+    raise NotFoundError(f"merge source {path} is neither an export folder (no {MANIFEST_NAME}) "
+                        "nor a journal root (no workspaces/)")
+
+
+def _open_export(path: str, workspace: str) -> Source:
+    try:
+        with open(os.path.join(path, MANIFEST_NAME), "rb") as fh:
+            obj = json.loads(fh.read())
+        manifest = merge_plan.check_manifest(obj, workspace=workspace)
+    except (OSError, ValueError) as exc:
+        raise IntegrityError(f"refusing to merge {path}: {exc}") from None
+    mismatched: list[str] = []
+    segs: list[tuple[str, str]] = []
+    for f in manifest["files"]:
+        full = os.path.join(path, f["name"])
+        if _digest_or_none(full) != (f["bytes"], f["checksum"]):
+            mismatched.append(f["name"])
+        segs.append((f["name"], full))
+    artifact_files: dict[str, str] = {}
+    for a in manifest["artifacts"]:
+        full = os.path.join(path, a["path"])
+        if _digest_or_none(full) != (a["bytes"], a["checksum"]):
+            mismatched.append(a["path"])
+        artifact_files[a["ref"]] = full
+    if mismatched:
+        shown = ", ".join(mismatched[:5]) + (" ..." if len(mismatched) > 5 else "")
+        raise IntegrityError(
+            f"refusing to merge {path}: {len(mismatched)} file(s) do not match the manifest "
+            f"({shown}); nothing was imported")
+    return Source(path, "export", manifest["sourceReplica"], segs, immutable=True,
+                  artifact_files=artifact_files, source_ws=None)
+
+
+def _digest_or_none(path: str) -> tuple[int, str] | None:
+    if os.path.islink(path) or not os.path.isfile(path):
+        return None
+    try:
+        return store.file_digest(path)
+    except OSError:
+        return None
+
+
+# -- the local side -----------------------------------------------------------------------
+
+class Local:
+    """What a merge must know about the local workspace before deciding anything."""
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self.tombstoned: set[str] = set()
+        self.high_water: dict[str, int] = {}       # own segment file name -> max seq
+        self.slot_keys: set[tuple[str, str]] = set()
+        self.unreadable = 0
+        self.malformed = 0
+
+
+def scan_local(ws: store.Workspace) -> Local:
+    """Event ids, tombstones and slot keys of the local workspace; damage counted.
+
+    Every row's checksum is verified; a row is decoded in full only when it
+    could be a tombstone or its event_id column does not match its bytes, so
+    a large workspace is scanned at the speed of reading it.
+    """
+    local = Local()
+    me = ws.root.replica_id
+    checksum = codec.checksum
+    candidate = merge_plan.tombstone_candidate
+    id_in_body = merge_plan.id_in_body
+    for path in ws.segment_paths():
+        name = os.path.basename(path)
+        try:
+            seg = store.SegmentRows(path, provenance="keys")
+        except store.Unreadable:
+            local.unreadable += 1
+            continue
+        own = merge_plan.own_segment(name)
+        if own is not None:
+            local.slot_keys.add((own[0], name))
+            if own[0] == me:
+                local.high_water[name] = seg.high_water
+        local.slot_keys |= seg.provenance_keys
+        for _seq, event_id, _t, _s, _ts, body, digest in seg.rows:
+            if not isinstance(body, bytes) or checksum(body) != digest:
+                local.malformed += 1
+                continue
+            if candidate(body) or not id_in_body(event_id, body):
+                try:
+                    ev = _decode_row(body, digest, event_id)
+                except codec.MalformedEvent:
+                    local.malformed += 1
+                    continue
+                if ev.type == TOMBSTONE and ev.id is not None:
+                    local.tombstoned.add(ev.id)
+            local.ids.add(event_id)
+    return local
+
+
+# -- merge ------------------------------------------------------------------------------
+
+def merge(ctx: Context, source: str, *, progress: Progress = None) -> dict[str, Any]:
+    path = _path_arg(source, "SOURCE")
+    ws = ctx.open(create=True)
+    src = open_source(path, ws.name)  # an export is verified whole here, before the lock
+    me = ws.root.replica_id
+    with store.MergeLock(ws):
+        return _merge_locked(ws, src, me, progress)
+
+
+def _merge_locked(ws: store.Workspace, src: Source, me: str,
+                  progress: Progress) -> dict[str, Any]:
+    unreadable: list[dict[str, str]] = []
+    malformed: list[dict[str, Any]] = []
+
+    # Pass 1 over the source: its tombstones (rows that may be tombstones only,
+    # filtered inside SQLite) and which append slots it can speak about.
+    tombstoned: set[str] = set()
+    src_keys: set[tuple[str, str]] = set()
+    src_own_keys: set[tuple[str, str]] = set()
+    src_prov_keys: set[tuple[str, str]] = set()
+    readable: list[tuple[str, str]] = []
+    for n, (name, full) in enumerate(src.segments, 1):
+        _say(progress, f"merge: scanning source {n}/{len(src.segments)}")
+        try:
+            seg = store.SegmentRows(full, immutable=src.immutable, candidates_only=True,
+                                    provenance="keys")
+        except store.Unreadable as exc:
+            unreadable.append({"path": src.rel(full), "reason": str(exc)})
+            continue
+        readable.append((name, full))
+        own = merge_plan.own_segment(name)
+        if own is not None:
+            src_own_keys.add((own[0], name))
+        src_prov_keys |= seg.provenance_keys
+        for _seq, event_id, _t, _s, _ts, body, digest in seg.rows:
+            try:
+                ev = _decode_row(body, digest, event_id)
+            except codec.MalformedEvent:
+                continue  # reported by pass 2
+            if ev.type == TOMBSTONE and ev.id is not None:
+                tombstoned.add(ev.id)
+    src_keys = src_own_keys | src_prov_keys
+
+    _say(progress, "merge: reading the local workspace")
+    local = scan_local(ws)
+    if local.unreadable or local.malformed:
+        raise DamagedJournalError(
+            f"refusing to merge: the local workspace has {local.unreadable} unreadable "
+            f"segment(s) and {local.malformed} malformed row(s) -- a damaged row could be "
+            "the tombstone that keeps some of the source out")
+    tombstoned |= local.tombstoned
+
+    # Slots worth comparing: those both sides can speak about, those the source
+    # speaks about twice, and any slot of our own replica id.
+    watch = (src_keys & local.slot_keys) | (src_own_keys & src_prov_keys)
+    watch |= {k for k in src_keys if k[0] == me}
+    slots = SlotIndex(me, tombstoned)
+    if watch:
+        for path in ws.segment_paths():
+            name = os.path.basename(path)
+            own = merge_plan.own_segment(name)
+            key = (own[0], name) if own is not None else None
+            for slot in store.read_slots(path, own=key, keys=watch):
+                slots.add(*slot)
+
+    limit = int(os.environ.get(ENV_IMPORT_MAX_BYTES) or store.SEGMENT_MAX_BYTES)
+    source_replica = merge_plan.safe_replica(src.replica)
+    writer = store.ImportWriter(ws, source_replica, max_bytes=limit,
+                                name_for=merge_plan.import_segment_name)
+    seen: set[str] = set()
+    imported = present = 0
+    not_imported: list[dict[str, str]] = []
+    wanted_artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {}
+    try:
+        for n, (name, full) in enumerate(readable, 1):
+            _say(progress, f"merge: importing {n}/{len(readable)}")
+            try:
+                seg = store.SegmentRows(full, immutable=src.immutable, provenance="rows")
+            except store.Unreadable as exc:
+                unreadable.append({"path": src.rel(full), "reason": str(exc)})
+                continue
+            own = merge_plan.own_segment(name)
+            own_key = (own[0], name) if own is not None else None
+            for seq, event_id, _t, _s, _ts, body, digest in seg.rows:
+                try:
+                    ev = _decode_row(body, digest, event_id)
+                except codec.MalformedEvent as exc:
+                    malformed.append({"segment": src.rel(full), "row": seq, "reason": str(exc)})
+                    continue
+                if ev.type == TOMBSTONE and ev.id is not None:
+                    tombstoned.add(ev.id)  # a live source may have grown since pass 1
+                origin = (own_key[0], own_key[1], seq) if own_key else seg.provenance.get(
+                    event_id)
+                if origin is not None and (origin[0], origin[1]) in watch:
+                    slots.add(origin[0], origin[1], origin[2], event_id, ev.type, ev.id)
+                    if origin[0] == me:
+                        slots.beyond_own_history(origin[1], origin[2], event_id, ev.type,
+                                                 ev.id, local_ids=local.ids,
+                                                 high_water=local.high_water)
+                decision = merge_plan.decide(event_id, ev.type, ev.id, local_ids=local.ids,
+                                             seen=seen, tombstoned=tombstoned)
+                if decision == DUPLICATE:
+                    continue
+                seen.add(event_id)
+                if decision == TOMBSTONED:
+                    not_imported.append({"eventId": event_id, "reason": TOMBSTONED})
+                    continue
+                art = merge_plan.artifact_record(ev)
+                if art is not None and not merge_plan.withheld(ev.type, ev.id, tombstoned):
+                    wanted_artifacts.setdefault(art["ref"], (art, set()))[1].add(ev.id or "")
+                if decision == PRESENT:
+                    present += 1
+                    continue
+                assert decision == IMPORT
+                changed = merge_plan.arriving(ev)
+                if changed is not None:
+                    body, digest = codec.encode(changed)
+                writer.add(event_id, ev.type, ev.id, ev.ts, bytes(body), digest, origin)
+                imported += 1
+        _say(progress, "merge: publishing import segments")
+        touched = writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+
+    copied, already, missing = _merge_artifacts(ws, src, wanted_artifacts, tombstoned)
+    not_imported.sort(key=lambda item: item["eventId"])
+    return {
+        "source": {"path": src.path, "kind": src.kind, "replica": src.replica},
+        "workspace": ws.name,
+        "imported": imported,
+        "alreadyPresent": present,
+        "notImported": not_imported,
+        "segmentsTouched": [ws.rel(p) for p in touched],
+        "replicaIdCollisions": sorted(slots.collisions),
+        "artifacts": {"copied": copied, "alreadyPresent": already, "missing": missing},
+        "unreadable": unreadable,
+        "malformed": malformed,
+    }
+
+
+def _merge_artifacts(ws: store.Workspace, src: Source,
+                     wanted: dict[str, tuple[dict[str, Any], set[str]]],
+                     tombstoned: set[str]) -> tuple[int, int, list[str]]:
+    """Bring over the blobs that merged (or already held) observations cite.
+
+    A blob is only wanted for an observation that is not tombstoned, checked
+    again here because a live source can show a tombstone late in the merge.
+    """
+    copied = already = 0
+    missing: list[str] = []
+    for ref, (art, subjects) in sorted(wanted.items()):
+        if all(s in tombstoned for s in subjects):
+            continue
+        dest = store.artifact_path(ws, ref)
+        if os.path.exists(dest):
+            already += 1
+            continue
+        origin = src.artifact_file(ref)
+        if origin is not None and store.copy_file_verified(origin, dest, size=art["bytes"],
+                                                           checksum=art["checksum"]):
+            copied += 1
+        else:
+            missing.append(ref)
+    return copied, already, missing
