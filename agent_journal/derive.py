@@ -5,7 +5,10 @@ Invariants:
   events derives the same state (everything is folded in `Event.sort_key`
   order, and every tie is settled by event id).
 - A tombstoned id is invisible: no derived view lists it as an entry or
-  observation, whatever else is known about it.
+  observation, whatever else is known about it. It also takes no part in
+  deriving anything else (its dependsOn edges and its invalidations are
+  ignored): its bytes may already be erased on one replica and present on
+  another, and what every reader derives must not depend on which.
 - An invalidated entry stays visible with `outcome: invalidated`; every entry
   that depends on it, transitively, is `suppressed`. Neither is live.
 - Nothing derived here is stored: read paths call `derive` every time.
@@ -163,12 +166,21 @@ def derive(events: Iterable[Event]) -> Derived:
 
 
 def _derive_outcomes(d: Derived) -> None:
-    """Invalidation closure over dependsOn edges (cycles allowed)."""
+    """Invalidation closure over dependsOn edges (cycles allowed).
+
+    Tombstoned entries are left out of the closure, as roots and as links:
+    compaction and merge may erase their bytes on one replica before another,
+    so counting them would make liveness depend on which replica is asked.
+    """
+    tombstoned = d.tombstones
     dependents: dict[str, list[str]] = {}
     for entry_id, ev in d.entry_events.items():
+        if entry_id in tombstoned:
+            continue
         for dep in ev.data.get("dependsOn", []):
             dependents.setdefault(dep, []).append(entry_id)
-    invalidated = sorted(i for i in d.invalidations if i in d.entry_events)
+    invalidated = sorted(i for i in d.invalidations
+                         if i in d.entry_events and i not in tombstoned)
     through: dict[str, set[str]] = {}
     for root in invalidated:
         stack = list(dependents.get(root, []))
@@ -185,10 +197,6 @@ def _derive_outcomes(d: Derived) -> None:
             d.outcome[entry_id] = INVALIDATED
         elif entry_id in through:
             d.outcome[entry_id] = SUPPRESSED
-            # A tombstoned root is still why this entry is suppressed, but its id
-            # must not be shown anywhere.
-            d.suppressed_through[entry_id] = sorted(
-                r for r in through[entry_id] if r not in d.tombstones
-            )
+            d.suppressed_through[entry_id] = sorted(through[entry_id])
         else:
             d.outcome[entry_id] = LIVE

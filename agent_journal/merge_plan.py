@@ -10,11 +10,11 @@ Invariants:
   never imported as bytes. Every tombstone is imported, and arrives with
   `purged: false`: purged records what compaction removed *here*.
 - Replica id collisions (two roots sharing one replica id, e.g. a root copied
-  wholesale) are recognised by append slots: a replica is the only writer of
-  the segments named after it, so one slot (replica, segment file, seq) only
-  ever holds one event. Two different events in one slot, or a slot of our
-  own replica that our own segment never reached, name a collision. The
-  result is reported only; events are keyed by id, so none is lost either way.
+  wholesale and used on two machines) are recognised by append slots: a
+  replica is the only writer of the segments named after it, so one slot
+  (replica, segment file, seq) ever holds one event. Two different events
+  seen in one slot mean two roots wrote under that id. This is a report
+  only: events are keyed by id, so none is lost either way.
 - Manifests are checked for shape and safe names here, before any file they
   name is opened.
 """
@@ -171,8 +171,12 @@ class SlotIndex:
 
     Slots are fed from the replicas' own segments (any file named
     `<replica>-NNNNNN.sqlite`) and from the provenance that import segments
-    keep. Events whose bytes a tombstone allows to be erased are not fed: a
-    slot emptied by compaction and taken by a later append is not a clash.
+    keep. A copy that only one side kept writing is a linear history, not a
+    collision; the clash appears once both have written the same slot.
+    Events whose bytes a tombstone allows to be erased are not fed: a slot
+    emptied by compaction and taken by a later append is not a clash. (The
+    same can happen after a TTL purge of a segment's newest rows; that rare
+    case reads as a collision, a false alarm that loses nothing.)
     """
 
     def __init__(self, local_replica: str, tombstoned: Container[str]) -> None:
@@ -188,20 +192,6 @@ class SlotIndex:
         held = self.slots.setdefault((replica, segment, seq), event_id)
         if held != event_id:
             self.collisions.add(replica)
-
-    def beyond_own_history(self, segment: str, seq: int, event_id: str, type_: str,
-                           subject: str | None, *, local_ids: Container[str],
-                           high_water: dict[str, int]) -> None:
-        """A source slot of *our* replica that our own segment never reached.
-
-        Only another root using our replica id can have written it. (A slot
-        at or below our high-water mark that we do not hold was emptied by our
-        own compaction, which is not a collision.)
-        """
-        if event_id in local_ids or withheld(type_, subject, self.tombstoned):
-            return
-        if seq > high_water.get(segment, 0):
-            self.collisions.add(self.local_replica)
 
 
 # -- manifests --------------------------------------------------------------------------

@@ -102,7 +102,7 @@ def export(ctx: Context, dest: str, *, progress: Progress = None) -> dict[str, A
     tombstoned: set[str] = set()
     for _, tmp, _ in snapshots:
         rows = store.SegmentRows(tmp, immutable=True, candidates_only=True).rows
-        for seq, event_id, _t, _s, _ts, body, checksum in rows:
+        for _seq, event_id, _t, _s, _ts, body, checksum in rows:
             try:
                 ev = _decode_row(body, checksum, event_id)
             except codec.MalformedEvent:
@@ -282,7 +282,6 @@ class Local:
     def __init__(self) -> None:
         self.ids: set[str] = set()
         self.tombstoned: set[str] = set()
-        self.high_water: dict[str, int] = {}       # own segment file name -> max seq
         self.slot_keys: set[tuple[str, str]] = set()
         self.unreadable = 0
         self.malformed = 0
@@ -296,7 +295,6 @@ def scan_local(ws: store.Workspace) -> Local:
     a large workspace is scanned at the speed of reading it.
     """
     local = Local()
-    me = ws.root.replica_id
     checksum = codec.checksum
     candidate = merge_plan.tombstone_candidate
     id_in_body = merge_plan.id_in_body
@@ -310,8 +308,6 @@ def scan_local(ws: store.Workspace) -> Local:
         own = merge_plan.own_segment(name)
         if own is not None:
             local.slot_keys.add((own[0], name))
-            if own[0] == me:
-                local.high_water[name] = seg.high_water
         local.slot_keys |= seg.provenance_keys
         for _seq, event_id, _t, _s, _ts, body, digest in seg.rows:
             if not isinstance(body, bytes) or checksum(body) != digest:
@@ -383,10 +379,9 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
             "the tombstone that keeps some of the source out")
     tombstoned |= local.tombstoned
 
-    # Slots worth comparing: those both sides can speak about, those the source
-    # speaks about twice, and any slot of our own replica id.
+    # Slots worth comparing: those both sides can speak about, and those the
+    # source speaks about twice (its own segment and an import's provenance).
     watch = (src_keys & local.slot_keys) | (src_own_keys & src_prov_keys)
-    watch |= {k for k in src_keys if k[0] == me}
     slots = SlotIndex(me, tombstoned)
     if watch:
         for path in ws.segment_paths():
@@ -426,10 +421,6 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
                     event_id)
                 if origin is not None and (origin[0], origin[1]) in watch:
                     slots.add(origin[0], origin[1], origin[2], event_id, ev.type, ev.id)
-                    if origin[0] == me:
-                        slots.beyond_own_history(origin[1], origin[2], event_id, ev.type,
-                                                 ev.id, local_ids=local.ids,
-                                                 high_water=local.high_water)
                 decision = merge_plan.decide(event_id, ev.type, ev.id, local_ids=local.ids,
                                              seen=seen, tombstoned=tombstoned)
                 if decision == DUPLICATE:
