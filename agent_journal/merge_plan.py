@@ -70,16 +70,55 @@ def decide(event_id: str, type_: str, subject: str | None, *, local_ids: Contain
            seen: Container[str], tombstoned: Container[str]) -> str:
     """What a merge does with one well-formed source event.
 
-    An id already held is left alone (even if tombstoned: compaction, not a
-    merge, removes bytes); a second copy of an id within one merge is a no-op.
+    A second copy of an id within one merge is a no-op; an id already held is
+    left alone (even if tombstoned: compaction, not a merge, removes bytes).
     """
-    if event_id in local_ids:
-        return PRESENT
     if event_id in seen:
         return DUPLICATE
+    if event_id in local_ids:
+        return PRESENT
     if withheld(type_, subject, tombstoned):
         return TOMBSTONED
     return IMPORT
+
+
+class Planner:
+    """The running decisions of one merge, one source event at a time.
+
+    Fed every well-formed source event (in any order), it ends with the same
+    counts and the same not-imported list: the tombstones that decide what is
+    held back are all known before the first event is fed (`tombstoned`
+    holds both sides' targets), and ids are deduplicated.
+    """
+
+    def __init__(self, local_ids: Container[str], tombstoned: set[str]) -> None:
+        self.local_ids = local_ids
+        self.tombstoned = tombstoned
+        self.seen: set[str] = set()
+        self.imported = 0
+        self.present = 0
+        self.not_imported: list[dict[str, str]] = []
+
+    def take(self, event: Event) -> str:
+        if event.type == TOMBSTONE and event.id is not None:
+            # A source being written during the merge can show one late.
+            self.tombstoned.add(event.id)
+        decision = decide(event.event_id, event.type, event.id, local_ids=self.local_ids,
+                          seen=self.seen, tombstoned=self.tombstoned)
+        if decision == DUPLICATE:
+            return decision
+        self.seen.add(event.event_id)
+        if decision == PRESENT:
+            self.present += 1
+        elif decision == TOMBSTONED:
+            self.not_imported.append({"eventId": event.event_id, "reason": TOMBSTONED})
+        else:
+            self.imported += 1
+        return decision
+
+    def report(self) -> dict[str, Any]:
+        return {"imported": self.imported, "alreadyPresent": self.present,
+                "notImported": sorted(self.not_imported, key=lambda r: r["eventId"])}
 
 
 def arriving(event: Event) -> Event | None:

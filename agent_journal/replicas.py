@@ -395,9 +395,7 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
     source_replica = merge_plan.safe_replica(src.replica)
     writer = store.ImportWriter(ws, source_replica, max_bytes=limit,
                                 name_for=merge_plan.import_segment_name)
-    seen: set[str] = set()
-    imported = present = 0
-    not_imported: list[dict[str, str]] = []
+    planner = merge_plan.Planner(local.ids, tombstoned)
     wanted_artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {}
     try:
         for n, (name, full) in enumerate(readable, 1):
@@ -415,32 +413,23 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
                 except codec.MalformedEvent as exc:
                     malformed.append({"segment": src.rel(full), "row": seq, "reason": str(exc)})
                     continue
-                if ev.type == TOMBSTONE and ev.id is not None:
-                    tombstoned.add(ev.id)  # a live source may have grown since pass 1
                 origin = (own_key[0], own_key[1], seq) if own_key else seg.provenance.get(
                     event_id)
                 if origin is not None and (origin[0], origin[1]) in watch:
                     slots.add(origin[0], origin[1], origin[2], event_id, ev.type, ev.id)
-                decision = merge_plan.decide(event_id, ev.type, ev.id, local_ids=local.ids,
-                                             seen=seen, tombstoned=tombstoned)
-                if decision == DUPLICATE:
-                    continue
-                seen.add(event_id)
-                if decision == TOMBSTONED:
-                    not_imported.append({"eventId": event_id, "reason": TOMBSTONED})
+                decision = planner.take(ev)
+                if decision in (DUPLICATE, TOMBSTONED):
                     continue
                 art = merge_plan.artifact_record(ev)
                 if art is not None and not merge_plan.withheld(ev.type, ev.id, tombstoned):
                     wanted_artifacts.setdefault(art["ref"], (art, set()))[1].add(ev.id or "")
                 if decision == PRESENT:
-                    present += 1
                     continue
                 assert decision == IMPORT
                 changed = merge_plan.arriving(ev)
                 if changed is not None:
                     body, digest = codec.encode(changed)
                 writer.add(event_id, ev.type, ev.id, ev.ts, bytes(body), digest, origin)
-                imported += 1
         _say(progress, "merge: publishing import segments")
         touched = writer.finish()
     except BaseException:
@@ -448,13 +437,10 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
         raise
 
     copied, already, missing = _merge_artifacts(ws, src, wanted_artifacts, tombstoned)
-    not_imported.sort(key=lambda item: item["eventId"])
     return {
         "source": {"path": src.path, "kind": src.kind, "replica": src.replica},
         "workspace": ws.name,
-        "imported": imported,
-        "alreadyPresent": present,
-        "notImported": not_imported,
+        **planner.report(),
         "segmentsTouched": [ws.rel(p) for p in touched],
         "replicaIdCollisions": sorted(slots.collisions),
         "artifacts": {"copied": copied, "alreadyPresent": already, "missing": missing},
