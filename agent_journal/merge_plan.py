@@ -99,19 +99,19 @@ class Planner:
         self.present = 0
         self.not_imported: list[dict[str, str]] = []
 
-    def take(self, event: Event) -> str:
-        if event.type == TOMBSTONE and event.id is not None:
+    def take(self, event_id: str, type_: str, subject: str | None) -> str:
+        if type_ == TOMBSTONE and subject is not None:
             # A source being written during the merge can show one late.
-            self.tombstoned.add(event.id)
-        decision = decide(event.event_id, event.type, event.id, local_ids=self.local_ids,
-                          seen=self.seen, tombstoned=self.tombstoned)
+            self.tombstoned.add(subject)
+        decision = decide(event_id, type_, subject, local_ids=self.local_ids, seen=self.seen,
+                          tombstoned=self.tombstoned)
         if decision == DUPLICATE:
             return decision
-        self.seen.add(event.event_id)
+        self.seen.add(event_id)
         if decision == PRESENT:
             self.present += 1
         elif decision == TOMBSTONED:
-            self.not_imported.append({"eventId": event.event_id, "reason": TOMBSTONED})
+            self.not_imported.append({"eventId": event_id, "reason": TOMBSTONED})
         else:
             self.imported += 1
         return decision
@@ -191,11 +191,11 @@ def parse_ref(ref: Any) -> tuple[str, str] | None:
     return (m.group("algo"), m.group("digest")) if m else None
 
 
-def artifact_record(event: Event) -> dict[str, Any] | None:
+def artifact_record(type_: str, data: dict[str, Any]) -> dict[str, Any] | None:
     """An observation's artifact record when it is usable: {ref, bytes, checksum, ...}."""
-    if event.type != OBSERVATION:
+    if type_ != OBSERVATION:
         return None
-    art = event.data.get("artifact")
+    art = data.get("artifact")
     if not isinstance(art, dict) or parse_ref(art.get("ref")) is None:
         return None
     if not isinstance(art.get("bytes"), int) or not isinstance(art.get("checksum"), str):

@@ -42,7 +42,7 @@ from agent_journal.merge_plan import (
     TOMBSTONED,
     SlotIndex,
 )
-from agent_journal.model import TOMBSTONE, Event
+from agent_journal.model import OBSERVATION, TOMBSTONE, Event
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
@@ -54,6 +54,26 @@ if TYPE_CHECKING:
     Progress = Callable[[str], None] | None
 
 ENV_IMPORT_MAX_BYTES = "AGENT_JOURNAL_SEGMENT_MAX_BYTES"
+
+
+class _bulk:
+    """Pause the cycle collector around bulk work.
+
+    A merge holds millions of small row tuples that contain no cycles; the
+    collector would walk them again and again for nothing.
+    """
+
+    def __enter__(self) -> None:
+        import gc
+
+        self.was_enabled = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        import gc
+
+        if self.was_enabled:
+            gc.enable()
 
 
 def _say(progress: Progress, text: str) -> None:
@@ -75,6 +95,14 @@ def _decode_row(body: Any, checksum: str, event_id: str) -> Event:
     return ev
 
 
+def _verify_row(body: Any, checksum: str, event_id: str) -> dict[str, Any]:
+    """codec.verify plus the event_id column check, without building an Event."""
+    obj = codec.verify(body, checksum)
+    if obj["eventId"] != event_id:
+        raise codec.MalformedEvent("event_id column does not match body")
+    return obj
+
+
 # -- export -----------------------------------------------------------------------------
 
 def export(ctx: Context, dest: str, *, progress: Progress = None) -> dict[str, Any]:
@@ -83,6 +111,11 @@ def export(ctx: Context, dest: str, *, progress: Progress = None) -> dict[str, A
     if not os.path.isdir(ws.segments_dir):
         raise NotFoundError(f"workspace {ws.name} has no segments in {ws.root.path}")
     _prepare_dest(dest)
+    with _bulk():
+        return _export(ws, dest, progress)
+
+
+def _export(ws: store.Workspace, dest: str, progress: Progress) -> dict[str, Any]:
     replica = ws.root.replica_id
     segments = ws.segment_paths()
     unreadable: list[dict[str, str]] = []
@@ -129,7 +162,7 @@ def export(ctx: Context, dest: str, *, progress: Progress = None) -> dict[str, A
             if merge_plan.withheld(ev.type, ev.id, tombstoned):
                 withheld.append(seq)
                 continue
-            art = merge_plan.artifact_record(ev)
+            art = merge_plan.artifact_record(ev.type, ev.data)
             if art is not None:
                 artifacts.setdefault(art["ref"], art)
         store.scrub_rows(tmp, withheld)
@@ -290,38 +323,39 @@ class Local:
 def scan_local(ws: store.Workspace) -> Local:
     """Event ids, tombstones and slot keys of the local workspace; damage counted.
 
-    Every row's checksum is verified; a row is decoded in full only when it
-    could be a tombstone or its event_id column does not match its bytes, so
-    a large workspace is scanned at the speed of reading it.
+    Every row's checksum is verified (a damaged row could be a tombstone);
+    a row is parsed in full only when it could be a tombstone or its
+    event_id column does not match its bytes, so a large workspace is
+    scanned at about the speed of reading it.
     """
     local = Local()
     checksum = codec.checksum
     candidate = merge_plan.tombstone_candidate
     id_in_body = merge_plan.id_in_body
+    ids = local.ids
     for path in ws.segment_paths():
         name = os.path.basename(path)
-        try:
-            seg = store.SegmentRows(path, provenance="keys")
-        except store.Unreadable:
-            local.unreadable += 1
-            continue
         own = merge_plan.own_segment(name)
         if own is not None:
             local.slot_keys.add((own[0], name))
-        local.slot_keys |= seg.provenance_keys
-        for _seq, event_id, _t, _s, _ts, body, digest in seg.rows:
-            if not isinstance(body, bytes) or checksum(body) != digest:
-                local.malformed += 1
-                continue
-            if candidate(body) or not id_in_body(event_id, body):
-                try:
-                    ev = _decode_row(body, digest, event_id)
-                except codec.MalformedEvent:
-                    local.malformed += 1
-                    continue
-                if ev.type == TOMBSTONE and ev.id is not None:
-                    local.tombstoned.add(ev.id)
-            local.ids.add(event_id)
+        local.slot_keys |= store.origin_keys(path)
+        try:
+            for rows in store.stream_rows(path):
+                for event_id, body, digest in rows:
+                    if (type(body) is bytes and checksum(body) == digest
+                            and not candidate(body) and id_in_body(event_id, body)):
+                        ids.add(event_id)
+                        continue
+                    try:
+                        obj = _verify_row(body, digest, event_id)
+                    except codec.MalformedEvent:
+                        local.malformed += 1
+                        continue
+                    if obj["type"] == TOMBSTONE:
+                        local.tombstoned.add(obj["id"])
+                    ids.add(event_id)
+        except store.Unreadable:
+            local.unreadable += 1
     return local
 
 
@@ -332,7 +366,7 @@ def merge(ctx: Context, source: str, *, progress: Progress = None) -> dict[str, 
     ws = ctx.open(create=True)
     src = open_source(path, ws.name)  # an export is verified whole here, before the lock
     me = ws.root.replica_id
-    with store.MergeLock(ws):
+    with store.MergeLock(ws), _bulk():
         return _merge_locked(ws, src, me, progress)
 
 
@@ -397,6 +431,9 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
                                 name_for=merge_plan.import_segment_name)
     planner = merge_plan.Planner(local.ids, tombstoned)
     wanted_artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {}
+    checksum = codec.checksum
+    id_in_body = merge_plan.id_in_body
+    local_ids, seen = local.ids, planner.seen
     try:
         for n, (name, full) in enumerate(readable, 1):
             _say(progress, f"merge: importing {n}/{len(readable)}")
@@ -406,30 +443,44 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
                 unreadable.append({"path": src.rel(full), "reason": str(exc)})
                 continue
             own = merge_plan.own_segment(name)
-            own_key = (own[0], name) if own is not None else None
-            for seq, event_id, _t, _s, _ts, body, digest in seg.rows:
-                try:
-                    ev = _decode_row(body, digest, event_id)
-                except codec.MalformedEvent as exc:
-                    malformed.append({"segment": src.rel(full), "row": seq, "reason": str(exc)})
-                    continue
-                origin = (own_key[0], own_key[1], seq) if own_key else seg.provenance.get(
-                    event_id)
+            provenance = seg.provenance
+            for seq, event_id, col_type, col_subject, _ts, body, digest in seg.rows:
+                obj: dict[str, Any] | None = None
+                if (event_id in local_ids and event_id not in seen and type(body) is bytes
+                        and checksum(body) == digest and id_in_body(event_id, body)):
+                    # Held here already: nothing will be written, so intact bytes
+                    # are all that matters. Parse only to find an artifact to repair.
+                    type_, subject = col_type, col_subject
+                    if b'"artifact":{' in body:
+                        obj = codec.verify(body, digest)
+                else:
+                    try:
+                        obj = _verify_row(body, digest, event_id)
+                    except codec.MalformedEvent as exc:
+                        malformed.append({"segment": src.rel(full), "row": seq,
+                                          "reason": str(exc)})
+                        continue
+                    type_, subject = obj["type"], obj["id"]
+                origin = (own[0], name, seq) if own is not None else provenance.get(event_id)
                 if origin is not None and (origin[0], origin[1]) in watch:
-                    slots.add(origin[0], origin[1], origin[2], event_id, ev.type, ev.id)
-                decision = planner.take(ev)
+                    slots.add(origin[0], origin[1], origin[2], event_id, type_, subject)
+                decision = planner.take(event_id, type_, subject)
                 if decision in (DUPLICATE, TOMBSTONED):
                     continue
-                art = merge_plan.artifact_record(ev)
-                if art is not None and not merge_plan.withheld(ev.type, ev.id, tombstoned):
-                    wanted_artifacts.setdefault(art["ref"], (art, set()))[1].add(ev.id or "")
+                if obj is not None and type_ == OBSERVATION:
+                    art = merge_plan.artifact_record(type_, obj["data"])
+                    if art is not None:
+                        wanted_artifacts.setdefault(art["ref"], (art, set()))[1].add(
+                            subject or "")
                 if decision == PRESENT:
                     continue
-                assert decision == IMPORT
-                changed = merge_plan.arriving(ev)
-                if changed is not None:
-                    body, digest = codec.encode(changed)
-                writer.add(event_id, ev.type, ev.id, ev.ts, bytes(body), digest, origin)
+                assert decision == IMPORT and obj is not None
+                raw = codec.as_bytes(body)
+                if type_ == TOMBSTONE:
+                    changed = merge_plan.arriving(codec.from_dict(obj))
+                    if changed is not None:
+                        raw, digest = codec.encode(changed)
+                writer.add(event_id, type_, subject, obj["ts"], raw, digest, origin)
         _say(progress, "merge: publishing import segments")
         touched = writer.finish()
     except BaseException:

@@ -671,6 +671,46 @@ class SegmentRows:
             conn.close()
 
 
+def stream_rows(path: str, *, batch: int = 20_000) -> Iterator[list[tuple[str, Any, str]]]:
+    """A segment's (event_id, body, checksum) rows in batches, from one read transaction.
+
+    For scanning large local segments without holding them in memory.
+    Raises Unreadable, possibly after some batches were yielded.
+    """
+    try:
+        conn = _open_for_reading(path, immutable=False)
+    except sqlite3.Error as exc:
+        raise Unreadable(_describe_sqlite_error(exc)) from None
+    try:
+        conn.execute("BEGIN")
+        if not conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            return  # created but never initialised: empty
+        cursor = conn.execute("SELECT event_id, body, checksum FROM events")
+        while rows := cursor.fetchmany(batch):
+            yield rows
+    except sqlite3.Error as exc:
+        raise Unreadable(_describe_sqlite_error(exc)) from None
+    finally:
+        conn.close()
+
+
+def origin_keys(path: str) -> set[tuple[str, str]]:
+    """The distinct (replica, segment) pairs an import segment's provenance names."""
+    try:
+        conn = _open_for_reading(path, immutable=False)
+    except sqlite3.Error:
+        return set()
+    try:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'origin'").fetchone():
+            return set()
+        return {(str(r), str(s)) for r, s in conn.execute(
+            "SELECT DISTINCT replica, segment FROM origin")}
+    except sqlite3.Error:
+        return set()
+    finally:
+        conn.close()
+
+
 def read_slots(path: str, *, own: tuple[str, str] | None,
                keys: set[tuple[str, str]]) -> list[tuple[str, str, int, str, str, str | None]]:
     """Append slots a segment shows: (replica, segment, seq, event id, type, subject).

@@ -62,7 +62,7 @@ def test_planner_counts_each_event_once():
     p = mp.Planner(local, {"secret"})
     events = [ev("entry", "a", 1), ev("entry", "b", 2), ev("entry", "b", 2),
               ev("entry", "secret", 3), ev("tombstone", "secret", 4)]
-    decisions = [p.take(e) for e in events]
+    decisions = [p.take(e.event_id, e.type, e.id) for e in events]
     assert decisions == [mp.PRESENT, mp.IMPORT, mp.DUPLICATE, mp.TOMBSTONED, mp.IMPORT]
     assert p.report() == {"imported": 2, "alreadyPresent": 1, "notImported": [
         {"eventId": events[3].event_id, "reason": "tombstoned"}]}
@@ -84,7 +84,7 @@ def test_planner_is_order_free(specs, local_ns, rnd):
 
     def run(order):
         p = mp.Planner(local, set(tombstoned))
-        taken = {e.event_id for e in order if p.take(e) == mp.IMPORT}
+        taken = {e.event_id for e in order if p.take(e.event_id, e.type, e.id) == mp.IMPORT}
         return taken, p.report()
 
     shuffled = list(source)
