@@ -86,9 +86,11 @@ class Planner:
     """The running decisions of one merge, one source event at a time.
 
     Fed every well-formed source event (in any order), it ends with the same
-    counts and the same not-imported list: the tombstones that decide what is
-    held back are all known before the first event is fed (`tombstoned`
-    holds both sides' targets), and ids are deduplicated.
+    counts and the same not-imported list, provided the tombstones that decide
+    what is held back are known before the first event is fed (`tombstoned`
+    holds both sides' targets) and ids are deduplicated. A tombstone met only
+    while feeding (a pre-scan missed it) is added at once; the caller must
+    then `retract` what it already took about that target.
     """
 
     def __init__(self, local_ids: Container[str], tombstoned: set[str]) -> None:
@@ -115,6 +117,12 @@ class Planner:
         else:
             self.imported += 1
         return decision
+
+    def retract(self, event_ids: Iterable[str]) -> None:
+        """Events counted as imported that a tombstone met later holds back after all."""
+        for event_id in event_ids:
+            self.imported -= 1
+            self.not_imported.append({"eventId": event_id, "reason": TOMBSTONED})
 
     def report(self) -> dict[str, Any]:
         return {"imported": self.imported, "alreadyPresent": self.present,

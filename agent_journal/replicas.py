@@ -11,8 +11,10 @@ Invariants:
 - Merge verifies a whole export against its manifest before it reads one
   event; any mismatch refuses the merge with nothing imported.
 - Merge refuses to write into a damaged local workspace: an unreadable
-  segment or an untrustworthy row there could be the tombstone that keeps
+  segment or a damaged tombstone row there could be the tombstone that keeps
   some content out.
+- A source tombstone is honoured even when a quick pre-scan missed it: rows
+  already written about its target are dropped before anything is published.
 - Merge only ever creates new import segments (store.ImportWriter); it never
   writes to an existing segment, its own or another replica's.
 - Every distinct, well-formed source event is counted exactly once in the
@@ -134,7 +136,7 @@ def _export(ws: store.Workspace, dest: str, progress: Progress) -> dict[str, Any
 
     tombstoned: set[str] = set()
     for _, tmp, _ in snapshots:
-        rows = store.SegmentRows(tmp, immutable=True, candidates_only=True).rows
+        rows = store.SegmentRows(tmp, immutable=True, only="tombstone_candidates").rows
         for _seq, event_id, _t, _s, _ts, body, checksum in rows:
             try:
                 ev = _decode_row(body, checksum, event_id)
@@ -323,15 +325,12 @@ class Local:
 def scan_local(ws: store.Workspace) -> Local:
     """Event ids, tombstones and slot keys of the local workspace; damage counted.
 
-    Every row's checksum is verified (a damaged row could be a tombstone);
-    a row is parsed in full only when it could be a tombstone or its
-    event_id column does not match its bytes, so a large workspace is
-    scanned at about the speed of reading it.
+    Ids come from the event_id column, without reading bodies: a merge only
+    needs to know what is held. Tombstone rows are verified in full, because
+    they decide what a merge may write; a damaged one, or an unreadable
+    segment (which could hold one), is counted as damage.
     """
     local = Local()
-    checksum = codec.checksum
-    candidate = merge_plan.tombstone_candidate
-    id_in_body = merge_plan.id_in_body
     ids = local.ids
     for path in ws.segment_paths():
         name = os.path.basename(path)
@@ -340,22 +339,20 @@ def scan_local(ws: store.Workspace) -> Local:
             local.slot_keys.add((own[0], name))
         local.slot_keys |= store.origin_keys(path)
         try:
-            for rows in store.stream_rows(path):
-                for event_id, body, digest in rows:
-                    if (type(body) is bytes and checksum(body) == digest
-                            and not candidate(body) and id_in_body(event_id, body)):
-                        ids.add(event_id)
-                        continue
-                    try:
-                        obj = _verify_row(body, digest, event_id)
-                    except codec.MalformedEvent:
-                        local.malformed += 1
-                        continue
-                    if obj["type"] == TOMBSTONE:
-                        local.tombstoned.add(obj["id"])
-                    ids.add(event_id)
+            for rows in store.stream_ids(path):
+                ids.update(r[0] for r in rows)
+            tombstones = store.SegmentRows(path, only="tombstone_rows").rows
         except store.Unreadable:
             local.unreadable += 1
+            continue
+        for _seq, event_id, _t, _s, _ts, body, digest in tombstones:
+            try:
+                obj = _verify_row(body, digest, event_id)
+            except codec.MalformedEvent:
+                local.malformed += 1
+                continue
+            if obj["type"] == TOMBSTONE:
+                local.tombstoned.add(obj["id"])
     return local
 
 
@@ -375,8 +372,8 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
     unreadable: list[dict[str, str]] = []
     malformed: list[dict[str, Any]] = []
 
-    # Pass 1 over the source: its tombstones (rows that may be tombstones only,
-    # filtered inside SQLite) and which append slots it can speak about.
+    # Pass 1 over the source: its tombstones (found by the type column, which is
+    # quick; pass 2 still catches any it missed) and the slots it speaks about.
     tombstoned: set[str] = set()
     src_keys: set[tuple[str, str]] = set()
     src_own_keys: set[tuple[str, str]] = set()
@@ -385,7 +382,7 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
     for n, (name, full) in enumerate(src.segments, 1):
         _say(progress, f"merge: scanning source {n}/{len(src.segments)}")
         try:
-            seg = store.SegmentRows(full, immutable=src.immutable, candidates_only=True,
+            seg = store.SegmentRows(full, immutable=src.immutable, only="tombstone_rows",
                                     provenance="keys")
         except store.Unreadable as exc:
             unreadable.append({"path": src.rel(full), "reason": str(exc)})
@@ -409,9 +406,10 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
     if local.unreadable or local.malformed:
         raise DamagedJournalError(
             f"refusing to merge: the local workspace has {local.unreadable} unreadable "
-            f"segment(s) and {local.malformed} malformed row(s) -- a damaged row could be "
-            "the tombstone that keeps some of the source out")
+            f"segment(s) and {local.malformed} malformed tombstone row(s) -- what they hide "
+            "could be the tombstone that keeps some of the source out")
     tombstoned |= local.tombstoned
+    known_before = set(tombstoned)
 
     # Slots worth comparing: those both sides can speak about, and those the
     # source speaks about twice (its own segment and an import's provenance).
@@ -481,6 +479,11 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
                     if changed is not None:
                         raw, digest = codec.encode(changed)
                 writer.add(event_id, type_, subject, obj["ts"], raw, digest, origin)
+        late = tombstoned - known_before
+        if late:
+            # Tombstones the pre-scan did not see: hold back what was already
+            # written about their targets before anything is published.
+            planner.retract(writer.drop(late, tuple(merge_plan.ERASABLE_TYPES)))
         _say(progress, "merge: publishing import segments")
         touched = writer.finish()
     except BaseException:

@@ -619,13 +619,16 @@ class SegmentRows:
     Rows come back exactly as stored (body and checksum unverified): the
     caller decides what to trust. Any SQLite failure raises `Unreadable`.
 
-    `candidates_only` keeps only rows that may be tombstones (see
-    merge_plan.tombstone_candidate), filtered inside SQLite. `provenance` is
-    "none", "keys" (the distinct (replica, segment) pairs of the origin
+    `only` filters inside SQLite: "all"; "tombstone_rows", the rows whose
+    type column says tombstone (a quick pre-scan: the column is a lookup
+    copy, so callers must still catch a tombstone found later); or
+    "tombstone_candidates", every row whose bytes could decode to a
+    tombstone (merge_plan.tombstone_candidate; exact, slower). `provenance`
+    is "none", "keys" (the distinct (replica, segment) pairs of the origin
     table) or "rows" (event id -> (replica, segment, seq)).
     """
 
-    def __init__(self, path: str, *, immutable: bool = False, candidates_only: bool = False,
+    def __init__(self, path: str, *, immutable: bool = False, only: str = "all",
                  provenance: str = "none") -> None:
         self.path = path
         self.meta: dict[str, str] = {}
@@ -652,7 +655,9 @@ class SegmentRows:
                 self.meta = {str(k): str(v) for k, v in conn.execute(
                     "SELECT key, value FROM meta")}
             query = "SELECT seq, event_id, type, subject, ts, body, checksum FROM events"
-            if candidates_only:
+            if only == "tombstone_rows":
+                query += " WHERE type = 'tombstone'"
+            elif only == "tombstone_candidates":
                 query += (" WHERE type = 'tombstone' OR typeof(body) != 'blob'"
                           " OR instr(body, x'746f6d6273746f6e65') OR instr(body, x'5c75')"
                           " OR instr(body, x'00')")
@@ -671,11 +676,11 @@ class SegmentRows:
             conn.close()
 
 
-def stream_rows(path: str, *, batch: int = 20_000) -> Iterator[list[tuple[str, Any, str]]]:
-    """A segment's (event_id, body, checksum) rows in batches, from one read transaction.
+def stream_ids(path: str, *, batch: int = 50_000) -> Iterator[list[tuple[str]]]:
+    """A segment's event_id column in batches, from one read transaction.
 
-    For scanning large local segments without holding them in memory.
-    Raises Unreadable, possibly after some batches were yielded.
+    For learning which events a large workspace holds without reading the
+    bodies. Raises Unreadable, possibly after some batches were yielded.
     """
     try:
         conn = _open_for_reading(path, immutable=False)
@@ -685,7 +690,7 @@ def stream_rows(path: str, *, batch: int = 20_000) -> Iterator[list[tuple[str, A
         conn.execute("BEGIN")
         if not conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
             return  # created but never initialised: empty
-        cursor = conn.execute("SELECT event_id, body, checksum FROM events")
+        cursor = conn.execute("SELECT event_id FROM events")
         while rows := cursor.fetchmany(batch):
             yield rows
     except sqlite3.Error as exc:
@@ -898,11 +903,51 @@ class ImportWriter:
         self._ids = []
         self._bytes = 0
 
+    def drop(self, subjects: set[str], types: tuple[str, ...]) -> list[str]:
+        """Remove not yet published rows about `subjects`; returns their event ids.
+
+        For a tombstone a merge meets only after it wrote rows its target
+        names: those bytes must not be published. secure_delete zeroes them
+        in the (journal-less) temporary files.
+        """
+        if not subjects:
+            return []
+        dropped: list[str] = []
+        builds = list(self._done)
+        if self._conn is not None:
+            self._flush()
+            builds.append((self._tmp, self._ids))
+        marks = ",".join("?" * len(types))
+        for tmp, ids in builds:
+            current = self._conn is not None and tmp == self._tmp
+            conn = self._conn if current else sqlite3.connect(tmp, isolation_level=None)
+            assert conn is not None
+            if not current:
+                conn.execute("PRAGMA journal_mode = OFF")  # no journal keeps old pages
+            conn.execute("PRAGMA secure_delete = ON")
+            gone = [r[0] for r in conn.execute(
+                f"SELECT event_id, subject FROM events WHERE type IN ({marks})", types)
+                if r[1] in subjects]
+            conn.executemany("DELETE FROM events WHERE event_id = ?", [(g,) for g in gone])
+            conn.executemany("DELETE FROM origin WHERE event_id = ?", [(g,) for g in gone])
+            if not current:
+                conn.execute("VACUUM")
+                conn.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
+                conn.close()
+                fsync_path(tmp)
+            gone_set = set(gone)
+            ids[:] = [i for i in ids if i not in gone_set]
+            dropped.extend(gone)
+        return dropped
+
     def finish(self) -> list[str]:
         """Make every built file visible; returns their final paths."""
         self._close_current()
         final_paths = []
         for tmp, ids in self._done:
+            if not ids:  # everything in it was dropped
+                _unlink_quietly(tmp)
+                continue
             final = os.path.join(self.ws.segments_dir, self.name_for(self.source_replica, ids))
             rename_durable(tmp, final, clobber=False)
             final_paths.append(final)

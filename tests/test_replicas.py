@@ -505,6 +505,26 @@ def test_compacted_replica_erases_on_the_stale_one_too(tmp_path, cli):
     simulate_compact(b)
 
 
+def test_tombstone_the_prescan_misses_still_holds_back(tmp_path):
+    """The pre-scan finds tombstones by their type column; one whose column lies
+    (or that lands while a live source is read) is met later, after its target
+    was already written to the unpublished import: it is dropped, bytes and all."""
+    a = make_root(tmp_path, "a", "raaaaaaaaaaaaaaa")
+    b = make_root(tmp_path, "b", "rbbbbbbbbbbbbbbb")
+    secret = observation("o-secret", replica="rb", output=f"printed {MARKER}")
+    fine = [entry(f"n{i}", replica="rb") for i in range(5)]
+    put(b, fine[:2] + [secret] + fine[2:] + [tombstone("o-secret", replica="rb")])
+    seg = b / "workspaces" / WS / "segments" / "rbbbbbbbbbbbbbbb-000001.sqlite"
+    with sqlite3.connect(seg) as conn:
+        conn.execute("UPDATE events SET type = 'entry' WHERE type = 'tombstone'")
+    report = merge(a, b)
+    assert report["imported"] == 6 and report["malformed"] == []
+    assert report["notImported"] == [{"eventId": secret.event_id, "reason": "tombstoned"}]
+    assert MARKER.encode() not in all_bytes_under(a)
+    _, d = read_workspace(Context(str(a), WS))
+    assert "o-secret" in d.tombstones and len(d.visible_entry_ids()) == 5
+
+
 def test_ttl_expired_content_may_return_but_tombstoned_never(tmp_path):
     a = make_root(tmp_path, "a", "raaaaaaaaaaaaaaa")
     b = make_root(tmp_path, "b", "rbbbbbbbbbbbbbbb")
@@ -618,7 +638,7 @@ def test_merge_refuses_a_damaged_local_workspace(tmp_path, cli):
     with sqlite3.connect(seg) as conn:  # the tombstone's row is damaged
         conn.execute("UPDATE events SET body = replace(body, 'must', 'must') || ' ' "
                      "WHERE type = 'tombstone'")
-    with pytest.raises(DamagedJournalError, match="1 malformed row"):
+    with pytest.raises(DamagedJournalError, match="1 malformed tombstone row"):
         merge(a, b)
     res = cli("merge", str(b), env={"AGENT_JOURNAL_ROOT": str(a)})
     assert res.code == 1 and "refusing to merge" in res.err
