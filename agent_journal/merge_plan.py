@@ -214,31 +214,36 @@ def artifact_record(type_: str, data: dict[str, Any]) -> dict[str, Any] | None:
 # -- replica id collisions ----------------------------------------------------------------
 
 class SlotIndex:
-    """Which event each append slot (replica, segment, seq) holds, as far as a merge can see.
+    """Which events each append slot (replica, segment, seq) was seen holding.
 
     Slots are fed from the replicas' own segments (any file named
     `<replica>-NNNNNN.sqlite`) and from the provenance that import segments
     keep. A copy that only one side kept writing is a linear history, not a
     collision; the clash appears once both have written the same slot.
-    Events whose bytes a tombstone allows to be erased are not fed: a slot
-    emptied by compaction and taken by a later append is not a clash. (The
-    same can happen after a TTL purge of a segment's newest rows; that rare
-    case reads as a collision, a false alarm that loses nothing.)
+    Events whose bytes a tombstone allows to be erased do not count (judged
+    at the end, against every tombstone the merge met): a slot emptied by
+    compaction and taken by a later append is not a clash. (The same can
+    happen after a TTL purge of a segment's newest rows; that rare case reads
+    as a collision, a false alarm that loses nothing.)
     """
 
     def __init__(self, local_replica: str, tombstoned: Container[str]) -> None:
         self.local_replica = local_replica
         self.tombstoned = tombstoned
-        self.slots: dict[tuple[str, str, int], str] = {}
-        self.collisions: set[str] = set()
+        self.slots: dict[tuple[str, str, int], dict[str, tuple[str, str | None]]] = {}
 
     def add(self, replica: str, segment: str, seq: int, event_id: str, type_: str,
             subject: str | None) -> None:
-        if withheld(type_, subject, self.tombstoned):
-            return
-        held = self.slots.setdefault((replica, segment, seq), event_id)
-        if held != event_id:
-            self.collisions.add(replica)
+        self.slots.setdefault((replica, segment, seq), {})[event_id] = (type_, subject)
+
+    @property
+    def collisions(self) -> set[str]:
+        found = set()
+        for (replica, _, _), held in self.slots.items():
+            if len(held) > 1 and sum(
+                    1 for t, s in held.values() if not withheld(t, s, self.tombstoned)) > 1:
+                found.add(replica)
+        return found
 
 
 # -- manifests --------------------------------------------------------------------------
@@ -272,6 +277,10 @@ def check_manifest(obj: Any, *, workspace: str) -> dict[str, Any]:
         _require(_count(f.get("bytes")) and _count(f.get("events")),
                  f"segment {name}: bytes and events must be counts")
         _require(isinstance(f.get("checksum"), str), f"segment {name}: no checksum")
+        bad = f.get("malformed")
+        _require(isinstance(bad, list) and all(
+            isinstance(m, dict) and _count(m.get("row")) and isinstance(m.get("reason"), str)
+            for m in bad), f"segment {name}: malformed must list {{row, reason}}")
     paths: set[str] = set()
     for a in artifacts:
         _require(isinstance(a, dict), "manifest artifact entry is not an object")

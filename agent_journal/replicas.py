@@ -154,20 +154,29 @@ def _export(ws: store.Workspace, dest: str, progress: Progress) -> dict[str, Any
         _say(progress, f"export: checking {n}/{len(snapshots)}")
         seg = store.SegmentRows(tmp, immutable=True)
         withheld: list[int] = []
-        for seq, event_id, _t, _s, _ts, body, checksum in seg.rows:
+        sealed_bad: list[dict[str, Any]] = []
+        fixes: list[tuple[str, str | None, str, bytes, int]] = []
+        for seq, event_id, col_type, col_subject, col_ts, body, checksum in seg.rows:
             try:
                 ev = _decode_row(body, checksum, event_id)
             except codec.MalformedEvent as exc:
-                # Shipped as stored; the receiving merge reports it and skips it.
+                # Shipped as stored, and named in the manifest: the receiving
+                # merge reports it and skips it.
                 malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
+                sealed_bad.append({"row": seq, "reason": str(exc)})
                 continue
             if merge_plan.withheld(ev.type, ev.id, tombstoned):
                 withheld.append(seq)
                 continue
+            if type(body) is not bytes or (col_type, col_subject, col_ts) != (ev.type, ev.id,
+                                                                              ev.ts):
+                # A receiver decides from these columns (the manifest seals
+                # them), so they must say what the bytes say.
+                fixes.append((ev.type, ev.id, ev.ts, codec.as_bytes(body), seq))
             art = merge_plan.artifact_record(ev.type, ev.data)
             if art is not None:
                 artifacts.setdefault(art["ref"], art)
-        store.scrub_rows(tmp, withheld)
+        store.scrub_rows(tmp, withheld, fixes=fixes)
         withheld_total += len(withheld)
         count = len(seg.rows) - len(withheld)
         events_total += count
@@ -176,7 +185,7 @@ def _export(ws: store.Workspace, dest: str, progress: Progress) -> dict[str, Any
         size, digest = store.file_digest(tmp)
         store.rename_durable(tmp, os.path.join(dest, name), clobber=False)
         files.append({"name": name, "bytes": size, "checksum": digest, "events": count,
-                      "replica": owner})
+                      "replica": owner, "malformed": sealed_bad})
 
     listed: list[dict[str, Any]] = []
     missing: list[str] = []
@@ -231,7 +240,8 @@ class Source:
 
     def __init__(self, path: str, kind: str, replica: str | None,
                  segments: list[tuple[str, str]], *, immutable: bool,
-                 artifact_files: dict[str, str], source_ws: store.Workspace | None) -> None:
+                 artifact_files: dict[str, str], source_ws: store.Workspace | None,
+                 sealed_malformed: dict[str, dict[int, str]] | None = None) -> None:
         self.path = path
         self.kind = kind
         self.replica = replica
@@ -239,6 +249,10 @@ class Source:
         self.immutable = immutable
         self.artifact_files = artifact_files
         self.source_ws = source_ws
+        # An export's rows were checked by the exporter; the manifest, verified
+        # byte for byte, names the malformed ones per file.
+        self.sealed = sealed_malformed is not None
+        self.sealed_malformed = sealed_malformed or {}
 
     def rel(self, path: str) -> str:
         return os.path.relpath(path, self.path)
@@ -296,8 +310,10 @@ def _open_export(path: str, workspace: str) -> Source:
         raise IntegrityError(
             f"refusing to merge {path}: {len(mismatched)} file(s) do not match the manifest "
             f"({shown}); nothing was imported")
+    sealed = {f["name"]: {int(m["row"]): str(m["reason"]) for m in f["malformed"]}
+              for f in manifest["files"]}
     return Source(path, "export", manifest["sourceReplica"], segs, immutable=True,
-                  artifact_files=artifact_files, source_ws=None)
+                  artifact_files=artifact_files, source_ws=None, sealed_malformed=sealed)
 
 
 def _digest_or_none(path: str) -> tuple[int, str] | None:
@@ -429,56 +445,17 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
                                 name_for=merge_plan.import_segment_name)
     planner = merge_plan.Planner(local.ids, tombstoned)
     wanted_artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {}
-    checksum = codec.checksum
-    id_in_body = merge_plan.id_in_body
-    local_ids, seen = local.ids, planner.seen
     try:
         for n, (name, full) in enumerate(readable, 1):
             _say(progress, f"merge: importing {n}/{len(readable)}")
             try:
-                seg = store.SegmentRows(full, immutable=src.immutable, provenance="rows")
+                with writer.source(full, immutable=src.immutable,
+                                   bodies="needed" if src.sealed else "all") as attached:
+                    _import_segment(attached, name, src, planner, slots, watch, malformed,
+                                    wanted_artifacts)
             except store.Unreadable as exc:
                 unreadable.append({"path": src.rel(full), "reason": str(exc)})
                 continue
-            own = merge_plan.own_segment(name)
-            provenance = seg.provenance
-            for seq, event_id, col_type, col_subject, _ts, body, digest in seg.rows:
-                obj: dict[str, Any] | None = None
-                if (event_id in local_ids and event_id not in seen and type(body) is bytes
-                        and checksum(body) == digest and id_in_body(event_id, body)):
-                    # Held here already: nothing will be written, so intact bytes
-                    # are all that matters. Parse only to find an artifact to repair.
-                    type_, subject = col_type, col_subject
-                    if b'"artifact":{' in body:
-                        obj = codec.verify(body, digest)
-                else:
-                    try:
-                        obj = _verify_row(body, digest, event_id)
-                    except codec.MalformedEvent as exc:
-                        malformed.append({"segment": src.rel(full), "row": seq,
-                                          "reason": str(exc)})
-                        continue
-                    type_, subject = obj["type"], obj["id"]
-                origin = (own[0], name, seq) if own is not None else provenance.get(event_id)
-                if origin is not None and (origin[0], origin[1]) in watch:
-                    slots.add(origin[0], origin[1], origin[2], event_id, type_, subject)
-                decision = planner.take(event_id, type_, subject)
-                if decision in (DUPLICATE, TOMBSTONED):
-                    continue
-                if obj is not None and type_ == OBSERVATION:
-                    art = merge_plan.artifact_record(type_, obj["data"])
-                    if art is not None:
-                        wanted_artifacts.setdefault(art["ref"], (art, set()))[1].add(
-                            subject or "")
-                if decision == PRESENT:
-                    continue
-                assert decision == IMPORT and obj is not None
-                raw = codec.as_bytes(body)
-                if type_ == TOMBSTONE:
-                    changed = merge_plan.arriving(codec.from_dict(obj))
-                    if changed is not None:
-                        raw, digest = codec.encode(changed)
-                writer.add(event_id, type_, subject, obj["ts"], raw, digest, origin)
         late = tombstoned - known_before
         if late:
             # Tombstones the pre-scan did not see: hold back what was already
@@ -501,6 +478,88 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
         "unreadable": unreadable,
         "malformed": malformed,
     }
+
+
+def _import_segment(seg: store.ImportSource, name: str, src: Source,
+                    planner: merge_plan.Planner, slots: SlotIndex,
+                    watch: set[tuple[str, str]], malformed: list[dict[str, Any]],
+                    wanted_artifacts: dict[str, tuple[dict[str, Any], set[str]]]) -> None:
+    """Decide every row of one attached source segment, then let SQLite copy the rest.
+
+    Rows of a root are verified here (checksum, parse, shape); a row already
+    held only needs intact bytes. Rows of a verified export were checked by
+    the exporter, sealed by the manifest checksums, and are decided from
+    their columns; only tombstones and artifact-citing observations are read.
+    """
+    checksum = codec.checksum
+    id_in_body = merge_plan.id_in_body
+    local_ids, seen = planner.local_ids, planner.seen
+    sealed_bad = src.sealed_malformed.get(name, {})
+    own = merge_plan.own_segment(name)
+    provenance = seg.provenance
+    rel = src.rel(seg.path)
+    skip: list[int] = []
+    copied: list[str] = []
+    copied_bytes = 0
+    rebuilt: list[tuple[str, str, str | None, str, bytes, str]] = []
+    rebuilt_origins: list[tuple[str, str, str, int]] = []
+    for seq, event_id, col_type, col_subject, col_ts, size, digest, body in seg.rows:
+        obj: dict[str, Any] | None = None
+        type_, subject, ts = col_type, col_subject, col_ts
+        try:
+            if src.sealed:
+                if seq in sealed_bad:
+                    raise codec.MalformedEvent(sealed_bad[seq])
+                if body is not None:
+                    obj = _verify_row(body, digest, event_id)
+            elif (event_id in local_ids and event_id not in seen and type(body) is bytes
+                    and checksum(body) == digest and id_in_body(event_id, body)):
+                # Held here already: nothing will be written, so intact bytes are
+                # all that matters. Parse only to find an artifact to repair.
+                if b'"artifact":{' in body:
+                    obj = codec.verify(body, digest)
+            else:
+                obj = _verify_row(body, digest, event_id)
+                type_, subject, ts = obj["type"], obj["id"], obj["ts"]
+        except codec.MalformedEvent as exc:
+            malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
+            skip.append(seq)
+            continue
+        origin = (own[0], name, seq) if own is not None else provenance.get(event_id)
+        if origin is not None and (origin[0], origin[1]) in watch:
+            slots.add(origin[0], origin[1], origin[2], event_id, type_, subject)
+        decision = planner.take(event_id, type_, subject)
+        if decision in (DUPLICATE, TOMBSTONED):
+            skip.append(seq)
+            continue
+        if obj is not None and type_ == OBSERVATION:
+            art = merge_plan.artifact_record(type_, obj["data"])
+            if art is not None:
+                wanted_artifacts.setdefault(art["ref"], (art, set()))[1].add(subject or "")
+        if decision == PRESENT:
+            skip.append(seq)
+            continue
+        assert decision == IMPORT
+        changed = merge_plan.arriving(codec.from_dict(obj)) if type_ == TOMBSTONE and \
+            obj is not None else None
+        if changed is not None:
+            raw, new_digest = codec.encode(changed)
+            rebuilt.append((event_id, type_, subject, ts, raw, new_digest))
+        elif type(body) is not bytes and body is not None or \
+                (col_type, col_subject, col_ts) != (type_, subject, ts):
+            # Text body or lookup columns that disagree with the bytes: store it
+            # the way this replica would have written it.
+            rebuilt.append((event_id, type_, subject, ts, codec.as_bytes(body), digest))
+        else:
+            copied.append(event_id)
+            copied_bytes += size
+            continue
+        skip.append(seq)
+        if origin is not None:
+            rebuilt_origins.append((event_id, origin[0], origin[1], origin[2]))
+    seg.copy(skip, copied_ids=copied, copied_bytes=copied_bytes,
+             own=(own[0], name) if own is not None else None)
+    seg.insert(rebuilt, rebuilt_origins)
 
 
 def _merge_artifacts(ws: store.Workspace, src: Source,

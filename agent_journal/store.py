@@ -770,20 +770,26 @@ def snapshot_segment(src: str, dest: str) -> None:
         raise Unreadable(_describe_sqlite_error(exc)) from None
 
 
-def scrub_rows(path: str, seqs: Iterable[int]) -> int:
+def scrub_rows(path: str, seqs: Iterable[int], *,
+               fixes: Iterable[tuple[str, str | None, str, bytes, int]] = ()) -> int:
     """Delete rows from a private snapshot so that no byte of them remains in the file.
 
     secure_delete zeroes freed cells, journal_mode OFF writes no journal
     holding the old pages, and VACUUM rebuilds the file without free pages.
+    `fixes` (type, subject, ts, body, seq) rewrite a row's lookup columns
+    (and a text body as a blob) to agree with its bytes.
     """
     wanted = [(s,) for s in seqs]
-    if not wanted:
+    fixes = list(fixes)
+    if not wanted and not fixes:
         return 0
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA secure_delete = ON")
         conn.execute("PRAGMA journal_mode = OFF")
         conn.execute("BEGIN")
+        conn.executemany("UPDATE events SET type = ?, subject = ?, ts = ?, body = ? "
+                         "WHERE seq = ?", fixes)
         conn.executemany("DELETE FROM events WHERE seq = ?", wanted)
         if conn.execute("SELECT name FROM sqlite_master WHERE name = 'origin'").fetchone():
             conn.execute("DELETE FROM origin WHERE event_id NOT IN (SELECT event_id FROM events)")
@@ -816,9 +822,13 @@ class ImportWriter:
     Each file is built under a hidden temporary name (readers skip names
     starting with '.'), closed, fsynced, and only then renamed to its final
     `import-<source>-<digest>.sqlite` name: a merge that dies half-way leaves
-    nothing a reader can see. Files are cut at `max_bytes` of event bodies.
-    Provenance (the source slot each event came from) is kept in an `origin`
-    table so later merges can recognise replicas sharing an id.
+    nothing a reader can see. A file is cut once it holds `max_bytes` of
+    event bodies. Provenance (the source slot each event came from) is kept
+    in an `origin` table so later merges can recognise replicas sharing an id.
+
+    Rows are copied by SQLite itself (`ImportSource.copy`), inside the same
+    read transaction in which the caller examined them, so what is written is
+    exactly what was checked even if the source is being written meanwhile.
     """
 
     def __init__(self, ws: Workspace, source_replica: str, *, max_bytes: int,
@@ -831,33 +841,20 @@ class ImportWriter:
         self._conn: sqlite3.Connection | None = None
         self._tmp = ""
         self._ids: list[str] = []
-        self._rows: list[tuple[str, str, str | None, str, bytes, str]] = []
-        self._origins: list[tuple[str, str, str, int]] = []
         self._bytes = 0
         self._counter = 0
 
-    def add(self, event_id: str, type_: str, subject: str | None, ts: str, body: bytes,
-            checksum: str, origin: tuple[str, str, int] | None) -> None:
-        if self._conn is None:
-            self._open()
-        self._rows.append((event_id, type_, subject, ts, body, checksum))
-        if origin is not None:
-            self._origins.append((event_id, origin[0], origin[1], origin[2]))
-        self._ids.append(event_id)
-        self._bytes += len(body)
-        if len(self._rows) >= 5000:
-            self._flush()
-        if self._bytes >= self.max_bytes:
-            self._close_current()
-
-    def _open(self) -> None:
+    def _open(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
         make_private_dirs(self.ws.segments_dir)
         self._counter += 1
         self._tmp = os.path.join(
             self.ws.segments_dir, f"{IMPORT_TEMP_PREFIX}{os.getpid()}-{self._counter}.tmp")
         _unlink_quietly(self._tmp)
         create_private_file(self._tmp)
-        conn = sqlite3.connect(self._tmp, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(f"file:{_quote_path(self._tmp)}", uri=True,
+                               isolation_level=None, check_same_thread=False)
         # A temp file no reader can see: no journal, no syncs until it is done.
         conn.execute("PRAGMA journal_mode = OFF")
         conn.execute("PRAGMA synchronous = OFF")
@@ -866,28 +863,31 @@ class ImportWriter:
             if statement.strip() and "CREATE INDEX" not in statement:
                 conn.execute(statement)
         conn.execute(ORIGIN_SCHEMA)
-        conn.execute("BEGIN")
+        conn.execute("CREATE TEMP TABLE skip (seq INTEGER PRIMARY KEY)")
         self._conn = conn
+        return conn
 
-    def _flush(self) -> None:
-        assert self._conn is not None
-        self._conn.executemany(
-            "INSERT INTO events(event_id, type, subject, ts, body, checksum) "
-            "VALUES (?, ?, ?, ?, ?, ?)", self._rows)
-        self._conn.executemany(
-            "INSERT INTO origin(event_id, replica, segment, seq) VALUES (?, ?, ?, ?)",
-            self._origins)
-        self._rows.clear()
-        self._origins.clear()
+    def source(self, path: str, *, immutable: bool, bodies: str) -> ImportSource:
+        """Attach a source segment for reading and copying, in one transaction.
+
+        `bodies` is "all" (every row's body is read) or "needed" (only rows
+        that are tombstones by their type column, or observations naming an
+        artifact: for sources whose rows were checked when they were sealed).
+        """
+        return ImportSource(self, path, immutable=immutable, bodies=bodies)
+
+    def _cut_if_full(self) -> None:
+        if self._bytes >= self.max_bytes:
+            self._close_current()
 
     def _close_current(self) -> None:
         conn = self._conn
         if conn is None:
             return
-        self._flush()
         for statement in SCHEMA.strip().split(";"):
             if "CREATE INDEX" in statement:
                 conn.execute(statement)
+        conn.execute("BEGIN")
         conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [
             ("format", str(SEGMENT_FORMAT)), ("workspace", self.ws.name),
             ("replica", self.source_replica), ("importedBy", self.ws.root.replica_id),
@@ -895,6 +895,7 @@ class ImportWriter:
         ])
         conn.execute(f"PRAGMA user_version = {SEGMENT_FORMAT}")
         conn.execute("COMMIT")
+        conn.execute("DROP TABLE temp.skip")
         conn.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
         conn.close()
         self._conn = None
@@ -915,7 +916,6 @@ class ImportWriter:
         dropped: list[str] = []
         builds = list(self._done)
         if self._conn is not None:
-            self._flush()
             builds.append((self._tmp, self._ids))
         marks = ",".join("?" * len(types))
         for tmp, ids in builds:
@@ -945,7 +945,7 @@ class ImportWriter:
         self._close_current()
         final_paths = []
         for tmp, ids in self._done:
-            if not ids:  # everything in it was dropped
+            if not ids:  # nothing imported into it, or everything dropped again
                 _unlink_quietly(tmp)
                 continue
             final = os.path.join(self.ws.segments_dir, self.name_for(self.source_replica, ids))
@@ -963,6 +963,136 @@ class ImportWriter:
             for suffix in ("", "-journal", "-wal", "-shm"):
                 _unlink_quietly(tmp + suffix)
         self._done = []
+
+
+class ImportSource:
+    """One source segment attached to the import being built (see ImportWriter.source).
+
+    Use as a context manager. `rows` are (seq, event_id, type, subject, ts,
+    size, checksum, body or None) and `provenance` maps event ids to
+    (replica, segment, seq) when the source is itself an import. The caller
+    decides; `copy` then lets SQLite copy every row not skipped, and `insert`
+    adds rows the caller rebuilt (a tombstone re-encoded, a corrected row).
+    A source SQLite cannot read raises Unreadable on entry.
+    """
+
+    def __init__(self, writer: ImportWriter, path: str, *, immutable: bool,
+                 bodies: str) -> None:
+        self.writer = writer
+        self.path = path
+        self.immutable = immutable
+        self.bodies = bodies
+        self.rows: list[tuple[int, str, str, str | None, str, int, str, Any]] = []
+        self.provenance: dict[str, tuple[str, str, int]] = {}
+        self.empty = False
+        self.has_origin = False
+
+    def __enter__(self) -> ImportSource:
+        conn = self.writer._open()
+        attached = False
+        error: sqlite3.Error | None = None
+        tables: set[str] = set()
+        for mode in (("ro&immutable=1",) if self.immutable else ("ro", "rw")):
+            try:
+                conn.execute("ATTACH DATABASE ? AS src",
+                             (f"file:{_quote_path(self.path)}?mode={mode}",))
+                attached = True
+                conn.execute("BEGIN")
+                tables = {r[0] for r in conn.execute(
+                    "SELECT name FROM src.sqlite_master WHERE type = 'table'")}
+                break
+            except sqlite3.Error as exc:
+                error = exc
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if attached:
+                    conn.execute("DETACH DATABASE src")
+                    attached = False
+        if not attached:
+            assert error is not None
+            raise Unreadable(_describe_sqlite_error(error))
+        try:
+            if "events" not in tables:
+                if tables:
+                    raise Unreadable("no events table")
+                self.empty = True  # created but never initialised: empty
+                return self
+            if self.bodies == "all":
+                body = "body"
+            else:
+                body = ("CASE WHEN type = 'tombstone' OR (type = 'observation' AND "
+                        "instr(body, CAST('\"artifact\":{' AS BLOB))) THEN body END")
+            self.rows = conn.execute(
+                f"SELECT seq, event_id, type, subject, ts, length(body), checksum, {body} "
+                "FROM src.events ORDER BY seq").fetchall()
+            if "origin" in tables:
+                self.has_origin = True
+                self.provenance = {e: (str(r), str(s), int(q)) for e, r, s, q in conn.execute(
+                    "SELECT event_id, replica, segment, seq FROM src.origin")}
+        except sqlite3.Error as exc:
+            self.__exit__(None, None, None)
+            raise Unreadable(_describe_sqlite_error(exc)) from None
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def copy(self, skip: list[int], *, copied_ids: list[str], copied_bytes: int,
+             own: tuple[str, str] | None) -> None:
+        """Copy every source row whose seq is not in `skip`, with its provenance.
+
+        `own` is (replica, file name) when the source is that replica's own
+        segment (each row's slot is its seq); otherwise the source's own
+        provenance is carried over.
+        """
+        conn = self.writer._conn
+        assert conn is not None
+        conn.execute("DELETE FROM temp.skip")
+        conn.executemany("INSERT OR IGNORE INTO temp.skip(seq) VALUES (?)",
+                         [(s,) for s in skip])
+        before = conn.total_changes
+        conn.execute(
+            "INSERT INTO main.events(event_id, type, subject, ts, body, checksum) "
+            "SELECT event_id, type, subject, ts, body, checksum FROM src.events "
+            "WHERE seq NOT IN (SELECT seq FROM temp.skip) ORDER BY seq")
+        if conn.total_changes - before != len(copied_ids):
+            raise JournalError(f"import of {self.path} copied "
+                               f"{conn.total_changes - before} rows, expected {len(copied_ids)}")
+        if own is not None:
+            conn.execute(
+                "INSERT INTO main.origin(event_id, replica, segment, seq) "
+                "SELECT event_id, ?, ?, seq FROM src.events "
+                "WHERE seq NOT IN (SELECT seq FROM temp.skip)", own)
+        elif self.has_origin:
+            conn.execute(
+                "INSERT INTO main.origin(event_id, replica, segment, seq) "
+                "SELECT o.event_id, o.replica, o.segment, o.seq FROM src.origin o "
+                "JOIN src.events e ON e.event_id = o.event_id "
+                "WHERE e.seq NOT IN (SELECT seq FROM temp.skip)")
+        self.writer._ids.extend(copied_ids)
+        self.writer._bytes += copied_bytes
+
+    def insert(self, rows: list[tuple[str, str, str | None, str, bytes, str]],
+               origins: list[tuple[str, str, str, int]]) -> None:
+        """Add rows the caller rebuilt: (event_id, type, subject, ts, body, checksum)."""
+        conn = self.writer._conn
+        assert conn is not None
+        conn.executemany("INSERT INTO main.events(event_id, type, subject, ts, body, checksum) "
+                         "VALUES (?, ?, ?, ?, ?, ?)", rows)
+        conn.executemany("INSERT INTO main.origin(event_id, replica, segment, seq) "
+                         "VALUES (?, ?, ?, ?)", origins)
+        self.writer._ids.extend(r[0] for r in rows)
+        self.writer._bytes += sum(len(r[4]) for r in rows)
+
+    def __exit__(self, *exc: object) -> None:
+        conn = self.writer._conn
+        if conn is None:
+            return
+        if conn.in_transaction:
+            conn.execute("COMMIT" if exc[0] is None else "ROLLBACK")
+        conn.execute("DETACH DATABASE src")
+        if exc[0] is None:
+            self.writer._cut_if_full()
 
 
 class MergeLock:

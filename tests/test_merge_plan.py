@@ -178,7 +178,8 @@ def good_manifest():
     return {
         "format": 1, "workspace": "ws", "sourceReplica": "rabc", "createdTs": "t",
         "files": [{"name": "rabc-000001.sqlite", "bytes": 10, "checksum": "xxh3-64:00",
-                   "events": 2, "replica": "rabc"}],
+                   "events": 2, "replica": "rabc",
+                   "malformed": [{"row": 2, "reason": "checksum mismatch"}]}],
         "artifacts": [{"ref": "sha256:" + "ab" * 32, "path": "artifacts/sha256/" + "ab" * 32,
                        "bytes": 3, "checksum": "xxh3-64:01"}],
     }
@@ -201,6 +202,8 @@ def test_good_manifest_passes():
     (lambda m: m["artifacts"][0].update(path="../../x"), "unexpected path"),
     (lambda m: m["artifacts"][0].update(ref="sha256:../../x"), "bad artifact ref"),
     (lambda m: m.update(files={}), "must be lists"),
+    (lambda m: m["files"][0].pop("malformed"), "malformed must list"),
+    (lambda m: m["files"][0].update(malformed=[{"row": "2"}]), "malformed must list"),
 ])
 def test_bad_manifests_are_refused(mutate, message):
     m = good_manifest()

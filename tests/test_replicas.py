@@ -629,6 +629,32 @@ def test_damaged_source_is_reported_never_imported(tmp_path, cli):
     assert shown["malformed"] == [] and shown["unreadable"] == []
 
 
+def test_export_names_its_damaged_rows_and_fixes_lying_columns(tmp_path):
+    a = make_root(tmp_path, "a", "raaaaaaaaaaaaaaa")
+    put(a, [entry(f"n{i}", replica="ra") for i in range(5)])
+    seg = a / "workspaces" / WS / "segments" / "raaaaaaaaaaaaaaa-000001.sqlite"
+    with sqlite3.connect(seg) as conn:
+        conn.execute("UPDATE events SET body = replace(body, 'n3', 'n9') WHERE subject = 'n3'")
+        # A lookup column that lies: the bytes say entry n1.
+        conn.execute("UPDATE events SET subject = 'elsewhere', type = 'tombstone' "
+                     "WHERE subject = 'n1'")
+    report = export(a, tmp_path / "exp")
+    assert [(m["row"], m["reason"]) for m in report["malformed"]] == [(4, "checksum mismatch")]
+    manifest = json.loads((tmp_path / "exp" / "manifest.json").read_text())
+    assert manifest["files"][0]["malformed"] == [{"row": 4, "reason": "checksum mismatch"}]
+    b = make_root(tmp_path, "b", "rbbbbbbbbbbbbbbb")
+    out = merge(b, tmp_path / "exp")
+    assert out["imported"] == 4
+    assert [(m["row"], m["reason"]) for m in out["malformed"]] == [(4, "checksum mismatch")]
+    shown, result = show(Context(str(b), WS))
+    assert [e["id"] for e in shown["entries"]] == ["n0", "n1", "n2", "n4"]
+    assert not result.damaged
+    (imp,) = [p for p in (b / "workspaces" / WS / "segments").glob("import-*")]
+    with sqlite3.connect(imp) as conn:
+        assert conn.execute("SELECT type FROM events WHERE subject = 'n1'").fetchone() == \
+            ("entry",)
+
+
 def test_merge_refuses_a_damaged_local_workspace(tmp_path, cli):
     a = make_root(tmp_path, "a", "raaaaaaaaaaaaaaa")
     b = make_root(tmp_path, "b", "rbbbbbbbbbbbbbbb")
