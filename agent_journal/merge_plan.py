@@ -66,22 +66,6 @@ def withheld(type_: str, subject: str | None, tombstoned: Container[str]) -> boo
     return type_ in ERASABLE_TYPES and subject is not None and subject in tombstoned
 
 
-def decide(event_id: str, type_: str, subject: str | None, *, local_ids: Container[str],
-           seen: Container[str], tombstoned: Container[str]) -> str:
-    """What a merge does with one well-formed source event.
-
-    A second copy of an id within one merge is a no-op; an id already held is
-    left alone (even if tombstoned: compaction, not a merge, removes bytes).
-    """
-    if event_id in seen:
-        return DUPLICATE
-    if event_id in local_ids:
-        return PRESENT
-    if withheld(type_, subject, tombstoned):
-        return TOMBSTONED
-    return IMPORT
-
-
 class Planner:
     """The running decisions of one merge, one source event at a time.
 
@@ -102,21 +86,27 @@ class Planner:
         self.not_imported: list[dict[str, str]] = []
 
     def take(self, event_id: str, type_: str, subject: str | None) -> str:
+        """Decide one well-formed source event (called once per source row: kept lean).
+
+        A second copy of an id within one merge is a no-op; an id already
+        held is left alone (even if tombstoned: compaction, not a merge,
+        removes bytes); an erasable event whose subject is tombstoned is held
+        back; everything else, tombstones included, is imported.
+        """
+        if event_id in self.seen:
+            return DUPLICATE
+        self.seen.add(event_id)
         if type_ == TOMBSTONE and subject is not None:
             # A source being written during the merge can show one late.
             self.tombstoned.add(subject)
-        decision = decide(event_id, type_, subject, local_ids=self.local_ids, seen=self.seen,
-                          tombstoned=self.tombstoned)
-        if decision == DUPLICATE:
-            return decision
-        self.seen.add(event_id)
-        if decision == PRESENT:
+        if event_id in self.local_ids:
             self.present += 1
-        elif decision == TOMBSTONED:
+            return PRESENT
+        if type_ in ERASABLE_TYPES and subject is not None and subject in self.tombstoned:
             self.not_imported.append({"eventId": event_id, "reason": TOMBSTONED})
-        else:
-            self.imported += 1
-        return decision
+            return TOMBSTONED
+        self.imported += 1
+        return IMPORT
 
     def retract(self, event_ids: Iterable[str]) -> None:
         """Events counted as imported that a tombstone met later holds back after all."""
@@ -184,11 +174,8 @@ def import_segment_name(source_replica: str, event_ids: Iterable[str]) -> str:
     confused with a replica's own segment (those are `<replica>-NNNNNN`), and
     no two imports holding different events share a name.
     """
-    h = xxhash.xxh3_64()
-    for event_id in sorted(event_ids):
-        h.update(event_id.encode("utf-8"))
-        h.update(b"\n")
-    return f"{IMPORT_PREFIX}{safe_replica(source_replica)}-{h.hexdigest()}{SEGMENT_SUFFIX}"
+    digest = xxhash.xxh3_64_hexdigest("\n".join(sorted(event_ids)).encode("utf-8"))
+    return f"{IMPORT_PREFIX}{safe_replica(source_replica)}-{digest}{SEGMENT_SUFFIX}"
 
 
 def parse_ref(ref: Any) -> tuple[str, str] | None:
@@ -287,13 +274,20 @@ def check_manifest(obj: Any, *, workspace: str) -> dict[str, Any]:
         parsed = parse_ref(a.get("ref"))
         _require(parsed is not None, f"bad artifact ref {a.get('ref')!r}")
         assert parsed is not None
-        _require(a.get("path") == export_artifact_path(a["ref"]),
+        _require(a.get("path") in (export_artifact_path(a["ref"]), None),
                  f"artifact {a['ref']}: unexpected path {a.get('path')!r}")
-        _require(a["path"] not in paths, f"artifact {a['ref']} listed twice")
-        paths.add(a["path"])
+        _require(a["ref"] not in paths, f"artifact {a['ref']} listed twice")
+        paths.add(a["ref"])
         _require(_count(a.get("bytes")) and isinstance(a.get("checksum"), str),
                  f"artifact {a['ref']}: bytes and checksum required")
+        _require(_strings(a.get("observations")),
+                 f"artifact {a['ref']}: observations must list ids")
+    _require(_strings(obj.get("tombstoned")), "manifest tombstoned must list ids")
     return obj
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def _count(value: Any) -> bool:

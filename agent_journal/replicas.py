@@ -146,7 +146,7 @@ def _export(ws: store.Workspace, dest: str, progress: Progress) -> dict[str, Any
                 tombstoned.add(ev.id)
 
     malformed: list[dict[str, Any]] = []
-    artifacts: dict[str, dict[str, Any]] = {}
+    artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {}
     files: list[dict[str, Any]] = []
     withheld_total = 0
     events_total = 0
@@ -175,7 +175,7 @@ def _export(ws: store.Workspace, dest: str, progress: Progress) -> dict[str, Any
                 fixes.append((ev.type, ev.id, ev.ts, codec.as_bytes(body), seq))
             art = merge_plan.artifact_record(ev.type, ev.data)
             if art is not None:
-                artifacts.setdefault(art["ref"], art)
+                artifacts.setdefault(art["ref"], (art, set()))[1].add(ev.id or "")
         store.scrub_rows(tmp, withheld, fixes=fixes)
         withheld_total += len(withheld)
         count = len(seg.rows) - len(withheld)
@@ -189,14 +189,17 @@ def _export(ws: store.Workspace, dest: str, progress: Progress) -> dict[str, Any
 
     listed: list[dict[str, Any]] = []
     missing: list[str] = []
-    for n, (ref, art) in enumerate(sorted(artifacts.items()), 1):
+    for n, (ref, (art, cited_by)) in enumerate(sorted(artifacts.items()), 1):
         _say(progress, f"export: artifact {n}/{len(artifacts)}")
         rel_path = merge_plan.export_artifact_path(ref)
         if store.copy_file_verified(store.artifact_path(ws, ref), os.path.join(dest, rel_path),
                                     size=art["bytes"], checksum=art["checksum"]):
             listed.append({"ref": ref, "path": rel_path, "bytes": art["bytes"],
-                           "checksum": art["checksum"]})
+                           "checksum": art["checksum"], "observations": sorted(cited_by)})
         else:
+            # Still listed, without a file, so a receiver knows it is missing.
+            listed.append({"ref": ref, "path": None, "bytes": art["bytes"],
+                           "checksum": art["checksum"], "observations": sorted(cited_by)})
             missing.append(ref)
 
     manifest = {
@@ -206,6 +209,7 @@ def _export(ws: store.Workspace, dest: str, progress: Progress) -> dict[str, Any
         "createdTs": clock.now_ts(),
         "files": files,
         "artifacts": listed,
+        "tombstoned": sorted(tombstoned),
     }
     body = json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8") + b"\n"
     store.write_file_atomic(os.path.join(dest, MANIFEST_NAME), body)
@@ -216,7 +220,7 @@ def _export(ws: store.Workspace, dest: str, progress: Progress) -> dict[str, Any
         "files": len(files),
         "events": events_total,
         "withheld": withheld_total,
-        "artifacts": len(listed),
+        "artifacts": len(listed) - len(missing),
         "artifactsMissing": missing,
         "unreadable": unreadable,
         "malformed": malformed,
@@ -241,7 +245,8 @@ class Source:
     def __init__(self, path: str, kind: str, replica: str | None,
                  segments: list[tuple[str, str]], *, immutable: bool,
                  artifact_files: dict[str, str], source_ws: store.Workspace | None,
-                 sealed_malformed: dict[str, dict[int, str]] | None = None) -> None:
+                 sealed_malformed: dict[str, dict[int, str]] | None = None,
+                 manifest: dict[str, Any] | None = None) -> None:
         self.path = path
         self.kind = kind
         self.replica = replica
@@ -253,6 +258,10 @@ class Source:
         # byte for byte, names the malformed ones per file.
         self.sealed = sealed_malformed is not None
         self.sealed_malformed = sealed_malformed or {}
+        self.tombstoned: list[str] = manifest["tombstoned"] if manifest else []
+        # ref -> (artifact record, observation ids citing it), for a sealed export
+        self.artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {
+            a["ref"]: (a, set(a["observations"])) for a in (manifest or {}).get("artifacts", [])}
 
     def rel(self, path: str) -> str:
         return os.path.relpath(path, self.path)
@@ -301,6 +310,8 @@ def _open_export(path: str, workspace: str) -> Source:
         segs.append((f["name"], full))
     artifact_files: dict[str, str] = {}
     for a in manifest["artifacts"]:
+        if a["path"] is None:
+            continue  # the exporter could not ship it either
         full = os.path.join(path, a["path"])
         if _digest_or_none(full) != (a["bytes"], a["checksum"]):
             mismatched.append(a["path"])
@@ -313,7 +324,8 @@ def _open_export(path: str, workspace: str) -> Source:
     sealed = {f["name"]: {int(m["row"]): str(m["reason"]) for m in f["malformed"]}
               for f in manifest["files"]}
     return Source(path, "export", manifest["sourceReplica"], segs, immutable=True,
-                  artifact_files=artifact_files, source_ws=None, sealed_malformed=sealed)
+                  artifact_files=artifact_files, source_ws=None, sealed_malformed=sealed,
+                  manifest=manifest)
 
 
 def _digest_or_none(path: str) -> tuple[int, str] | None:
@@ -395,8 +407,16 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
     src_own_keys: set[tuple[str, str]] = set()
     src_prov_keys: set[tuple[str, str]] = set()
     readable: list[tuple[str, str]] = []
+    tombstoned.update(src.tombstoned)  # a sealed export lists its tombstones
     for n, (name, full) in enumerate(src.segments, 1):
         _say(progress, f"merge: scanning source {n}/{len(src.segments)}")
+        own = merge_plan.own_segment(name)
+        if own is not None:
+            src_own_keys.add((own[0], name))
+        if src.sealed:
+            readable.append((name, full))
+            src_prov_keys |= store.origin_keys(full)
+            continue
         try:
             seg = store.SegmentRows(full, immutable=src.immutable, only="tombstone_rows",
                                     provenance="keys")
@@ -404,9 +424,6 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
             unreadable.append({"path": src.rel(full), "reason": str(exc)})
             continue
         readable.append((name, full))
-        own = merge_plan.own_segment(name)
-        if own is not None:
-            src_own_keys.add((own[0], name))
         src_prov_keys |= seg.provenance_keys
         for _seq, event_id, _t, _s, _ts, body, digest in seg.rows:
             try:
@@ -444,13 +461,13 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
     writer = store.ImportWriter(ws, source_replica, max_bytes=limit,
                                 name_for=merge_plan.import_segment_name)
     planner = merge_plan.Planner(local.ids, tombstoned)
-    wanted_artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {}
+    wanted_artifacts: dict[str, tuple[dict[str, Any], set[str]]] = dict(src.artifacts)
     try:
         for n, (name, full) in enumerate(readable, 1):
             _say(progress, f"merge: importing {n}/{len(readable)}")
             try:
                 with writer.source(full, immutable=src.immutable,
-                                   bodies="needed" if src.sealed else "all") as attached:
+                                   bodies="tombstones" if src.sealed else "all") as attached:
                     _import_segment(attached, name, src, planner, slots, watch, malformed,
                                     wanted_artifacts)
             except store.Unreadable as exc:
@@ -489,7 +506,7 @@ def _import_segment(seg: store.ImportSource, name: str, src: Source,
     Rows of a root are verified here (checksum, parse, shape); a row already
     held only needs intact bytes. Rows of a verified export were checked by
     the exporter, sealed by the manifest checksums, and are decided from
-    their columns; only tombstones and artifact-citing observations are read.
+    their columns; only tombstones are read (the manifest lists artifacts).
     """
     checksum = codec.checksum
     id_in_body = merge_plan.id_in_body

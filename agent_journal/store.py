@@ -870,9 +870,9 @@ class ImportWriter:
     def source(self, path: str, *, immutable: bool, bodies: str) -> ImportSource:
         """Attach a source segment for reading and copying, in one transaction.
 
-        `bodies` is "all" (every row's body is read) or "needed" (only rows
-        that are tombstones by their type column, or observations naming an
-        artifact: for sources whose rows were checked when they were sealed).
+        `bodies` is "all" (every row's body is read) or "tombstones" (only
+        rows whose type column says tombstone: for sources whose rows were
+        checked, and their columns made true, when they were sealed).
         """
         return ImportSource(self, path, immutable=immutable, bodies=bodies)
 
@@ -1020,8 +1020,7 @@ class ImportSource:
             if self.bodies == "all":
                 body = "body"
             else:
-                body = ("CASE WHEN type = 'tombstone' OR (type = 'observation' AND "
-                        "instr(body, CAST('\"artifact\":{' AS BLOB))) THEN body END")
+                body = "CASE WHEN type = 'tombstone' THEN body END"
             self.rows = conn.execute(
                 f"SELECT seq, event_id, type, subject, ts, length(body), checksum, {body} "
                 "FROM src.events ORDER BY seq").fetchall()

@@ -32,18 +32,16 @@ def ev(type_, subject, n, *, data=None, kind=None):
     ("hologram", mp.IMPORT),    # unknown types: never held back, never purged
 ])
 def test_what_a_tombstone_holds_back(type_, expected):
-    assert mp.decide("e1", type_, "x", local_ids=set(), seen=set(),
-                     tombstoned={"x"}) == expected
-    assert mp.decide("e1", type_, "y", local_ids=set(), seen=set(),
-                     tombstoned={"x"}) == mp.IMPORT
+    assert mp.Planner(set(), {"x"}).take("e1", type_, "x") == expected
+    assert mp.Planner(set(), {"x"}).take("e1", type_, "y") == mp.IMPORT
 
 
 def test_present_and_duplicate_come_first():
     # Already held: a merge adds nothing, tombstoned or not (compaction erases).
-    assert mp.decide("e1", "entry", "x", local_ids={"e1"}, seen=set(),
-                     tombstoned={"x"}) == mp.PRESENT
-    assert mp.decide("e1", "entry", "x", local_ids={"e1"}, seen={"e1"},
-                     tombstoned=set()) == mp.DUPLICATE
+    p = mp.Planner({"e1"}, {"x"})
+    assert p.take("e1", "entry", "x") == mp.PRESENT
+    assert p.take("e1", "entry", "x") == mp.DUPLICATE
+    assert p.report()["alreadyPresent"] == 1
 
 
 def test_arriving_tombstone_is_not_purged_here():
@@ -181,7 +179,8 @@ def good_manifest():
                    "events": 2, "replica": "rabc",
                    "malformed": [{"row": 2, "reason": "checksum mismatch"}]}],
         "artifacts": [{"ref": "sha256:" + "ab" * 32, "path": "artifacts/sha256/" + "ab" * 32,
-                       "bytes": 3, "checksum": "xxh3-64:01"}],
+                       "bytes": 3, "checksum": "xxh3-64:01", "observations": ["o1"]}],
+        "tombstoned": ["gone"],
     }
 
 
@@ -203,6 +202,8 @@ def test_good_manifest_passes():
     (lambda m: m["artifacts"][0].update(ref="sha256:../../x"), "bad artifact ref"),
     (lambda m: m.update(files={}), "must be lists"),
     (lambda m: m["files"][0].pop("malformed"), "malformed must list"),
+    (lambda m: m.update(tombstoned="gone"), "tombstoned must list"),
+    (lambda m: m["artifacts"][0].update(observations=[1]), "observations must list"),
     (lambda m: m["files"][0].update(malformed=[{"row": "2"}]), "malformed must list"),
 ])
 def test_bad_manifests_are_refused(mutate, message):

@@ -697,7 +697,7 @@ def test_export_manifest_and_round_trip(tmp_path, cli):
     assert (report["files"], report["events"], report["withheld"]) == (1, 2, 0)
     manifest = json.loads((dest / "manifest.json").read_text())
     assert set(manifest) == {"format", "workspace", "sourceReplica", "createdTs", "files",
-                             "artifacts"}
+                             "artifacts", "tombstoned"}
     (f,) = manifest["files"]
     assert f["events"] == 2 and f["bytes"] == (dest / f["name"]).stat().st_size
     assert f["replica"] == manifest["sourceReplica"] == (a / "replica-id").read_text().strip()
