@@ -515,12 +515,28 @@ def _import_segment(seg: store.ImportSource, name: str, src: Source,
     own = merge_plan.own_segment(name)
     provenance = seg.provenance
     rel = src.rel(seg.path)
+    own_key = (own[0], name) if own is not None else None
+    rows = seg.rows
+    if src.sealed and not sealed_bad and (own_key not in watch) and not (
+            provenance and watch) and all(r[7] is None for r in rows):
+        # The common case of a sealed export: no tombstone rows, nothing damaged,
+        # no slot to watch. Decide in bulk; SQLite copies the rest.
+        event_ids = [r[1] for r in rows]
+        decisions = planner.take_bulk(event_ids, [r[2] for r in rows], [r[3] for r in rows])
+        if decisions:
+            keep = [i for i in range(len(rows)) if i not in decisions]
+            seg.copy([rows[i][0] for i in decisions], copied_ids=[event_ids[i] for i in keep],
+                     copied_bytes=sum(rows[i][5] for i in keep), own=own_key)
+        else:
+            seg.copy([], copied_ids=event_ids, copied_bytes=sum(r[5] for r in rows),
+                     own=own_key)
+        return
     skip: list[int] = []
     copied: list[str] = []
     copied_bytes = 0
     rebuilt: list[tuple[str, str, str | None, str, bytes, str]] = []
     rebuilt_origins: list[tuple[str, str, str, int]] = []
-    for seq, event_id, col_type, col_subject, col_ts, size, digest, body in seg.rows:
+    for seq, event_id, col_type, col_subject, col_ts, size, digest, body in rows:
         obj: dict[str, Any] | None = None
         type_, subject, ts = col_type, col_subject, col_ts
         try:
@@ -574,8 +590,7 @@ def _import_segment(seg: store.ImportSource, name: str, src: Source,
         skip.append(seq)
         if origin is not None:
             rebuilt_origins.append((event_id, origin[0], origin[1], origin[2]))
-    seg.copy(skip, copied_ids=copied, copied_bytes=copied_bytes,
-             own=(own[0], name) if own is not None else None)
+    seg.copy(skip, copied_ids=copied, copied_bytes=copied_bytes, own=own_key)
     seg.insert(rebuilt, rebuilt_origins)
 
 

@@ -95,6 +95,31 @@ def test_planner_is_order_free(specs, local_ns, rnd):
                    for e in source)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["entry", "observation", "invalidation",
+                                           "tombstone", "hologram"]),
+                          st.sampled_from(["a", "b", "c", "d", None]), st.integers(0, 15)),
+                max_size=12),
+       st.lists(st.tuples(st.sampled_from(["entry", "observation"]),
+                          st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 15)),
+                max_size=12),
+       st.sets(st.integers(0, 15)), st.sets(st.sampled_from(["a", "b", "c"])))
+def test_bulk_take_equals_one_by_one(first, second, local_ns, tombstoned):
+    local = {f"e{n}" for n in local_ns}
+    one, bulk = mp.Planner(local, set(tombstoned)), mp.Planner(local, set(tombstoned))
+    for batch in (first, second):
+        ids = [f"e{n}" for _, _, n in batch]
+        expected = {}
+        for i, (t, s, n) in enumerate(batch):
+            d = one.take(f"e{n}", t, s)
+            if d != mp.IMPORT:
+                expected[i] = d
+        got = bulk.take_bulk(ids, [t for t, _, _ in batch], [s for _, s, _ in batch])
+        assert got == expected
+    assert bulk.report() == one.report()
+    assert (bulk.seen, bulk.tombstoned) == (one.seen, one.tombstoned)
+
+
 # -- cheap byte tests ---------------------------------------------------------------------
 
 @settings(max_examples=300, deadline=None)
