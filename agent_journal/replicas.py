@@ -388,8 +388,9 @@ def scan_local(ws: store.Workspace) -> Local:
 
 def merge(ctx: Context, source: str, *, progress: Progress = None) -> dict[str, Any]:
     path = _path_arg(source, "SOURCE")
+    # An export is verified whole here, before anything (even the root) is created.
+    src = open_source(path, ctx.workspace_name)
     ws = ctx.open(create=True)
-    src = open_source(path, ws.name)  # an export is verified whole here, before the lock
     me = ws.root.replica_id
     with store.MergeLock(ws), _bulk():
         return _merge_locked(ws, src, me, progress)
