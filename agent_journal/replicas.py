@@ -158,24 +158,24 @@ def _export(ws: store.Workspace, dest: str, progress: Progress) -> dict[str, Any
         fixes: list[tuple[str, str | None, str, bytes, int]] = []
         for seq, event_id, col_type, col_subject, col_ts, body, checksum in seg.rows:
             try:
-                ev = _decode_row(body, checksum, event_id)
+                obj = _verify_row(body, checksum, event_id)
             except codec.MalformedEvent as exc:
                 # Shipped as stored, and named in the manifest: the receiving
                 # merge reports it and skips it.
                 malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
                 sealed_bad.append({"row": seq, "reason": str(exc)})
                 continue
-            if merge_plan.withheld(ev.type, ev.id, tombstoned):
+            type_, subject, ts = obj["type"], obj["id"], obj["ts"]
+            if merge_plan.withheld(type_, subject, tombstoned):
                 withheld.append(seq)
                 continue
-            if type(body) is not bytes or (col_type, col_subject, col_ts) != (ev.type, ev.id,
-                                                                              ev.ts):
+            if type(body) is not bytes or (col_type, col_subject, col_ts) != (type_, subject, ts):
                 # A receiver decides from these columns (the manifest seals
                 # them), so they must say what the bytes say.
-                fixes.append((ev.type, ev.id, ev.ts, codec.as_bytes(body), seq))
-            art = merge_plan.artifact_record(ev.type, ev.data)
+                fixes.append((type_, subject, ts, codec.as_bytes(body), seq))
+            art = merge_plan.artifact_record(type_, obj["data"])
             if art is not None:
-                artifacts.setdefault(art["ref"], (art, set()))[1].add(ev.id or "")
+                artifacts.setdefault(art["ref"], (art, set()))[1].add(subject or "")
         store.scrub_rows(tmp, withheld, fixes=fixes)
         withheld_total += len(withheld)
         count = len(seg.rows) - len(withheld)
@@ -420,7 +420,7 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
             continue
         try:
             seg = store.SegmentRows(full, immutable=src.immutable, only="tombstone_rows",
-                                    provenance="keys")
+                                    provenance_keys=True)
         except store.Unreadable as exc:
             unreadable.append({"path": src.rel(full), "reason": str(exc)})
             continue

@@ -623,20 +623,17 @@ class SegmentRows:
     type column says tombstone (a quick pre-scan: the column is a lookup
     copy, so callers must still catch a tombstone found later); or
     "tombstone_candidates", every row whose bytes could decode to a
-    tombstone (merge_plan.tombstone_candidate; exact, slower). `provenance`
-    is "none", "keys" (the distinct (replica, segment) pairs of the origin
-    table) or "rows" (event id -> (replica, segment, seq)).
+    tombstone (merge_plan.tombstone_candidate; exact, slower). With
+    `provenance_keys`, also the distinct (replica, segment) pairs an import
+    segment's origin table names.
     """
 
     def __init__(self, path: str, *, immutable: bool = False, only: str = "all",
-                 provenance: str = "none") -> None:
+                 provenance_keys: bool = False) -> None:
         self.path = path
         self.meta: dict[str, str] = {}
         self.rows: list[tuple[int, str, str, str | None, str, bytes, str]] = []
         self.provenance_keys: set[tuple[str, str]] = set()
-        self.provenance: dict[str, tuple[str, str, int]] = {}
-        self.high_water = 0
-        self.empty = False
         try:
             conn = _open_for_reading(path, immutable=immutable)
         except sqlite3.Error as exc:
@@ -647,9 +644,7 @@ class SegmentRows:
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "events" not in tables:
                 if not tables:
-                    # Created but never initialised (its writer died first): empty.
-                    self.empty = True
-                    return
+                    return  # created but never initialised (its writer died first): empty
                 raise Unreadable("no events table")
             if "meta" in tables:
                 self.meta = {str(k): str(v) for k, v in conn.execute(
@@ -662,14 +657,9 @@ class SegmentRows:
                           " OR instr(body, x'746f6d6273746f6e65') OR instr(body, x'5c75')"
                           " OR instr(body, x'00')")
             self.rows = conn.execute(query + " ORDER BY seq").fetchall()
-            self.high_water = int(conn.execute("SELECT coalesce(max(seq), 0) FROM events"
-                                               ).fetchone()[0])
-            if "origin" in tables and provenance == "keys":
+            if "origin" in tables and provenance_keys:
                 self.provenance_keys = {(str(r), str(s)) for r, s in conn.execute(
                     "SELECT DISTINCT replica, segment FROM origin")}
-            elif "origin" in tables and provenance == "rows":
-                self.provenance = {e: (str(r), str(s), int(q)) for e, r, s, q in conn.execute(
-                    "SELECT event_id, replica, segment, seq FROM origin")}
         except sqlite3.Error as exc:
             raise Unreadable(_describe_sqlite_error(exc)) from None
         finally:
@@ -797,14 +787,6 @@ def scrub_rows(path: str, seqs: Iterable[int], *,
         conn.execute("VACUUM")
         conn.execute("PRAGMA journal_mode = DELETE")
         return len(wanted)
-    finally:
-        conn.close()
-
-
-def integrity_check(path: str) -> str:
-    conn = _open_for_reading(path, immutable=True)
-    try:
-        return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
     finally:
         conn.close()
 
@@ -984,7 +966,6 @@ class ImportSource:
         self.bodies = bodies
         self.rows: list[tuple[int, str, str, str | None, str, int, str, Any]] = []
         self.provenance: dict[str, tuple[str, str, int]] = {}
-        self.empty = False
         self.has_origin = False
 
     def __enter__(self) -> ImportSource:
@@ -1015,8 +996,7 @@ class ImportSource:
             if "events" not in tables:
                 if tables:
                     raise Unreadable("no events table")
-                self.empty = True  # created but never initialised: empty
-                return self
+                return self  # created but never initialised: empty
             if self.bodies == "all":
                 body = "body"
             else:
