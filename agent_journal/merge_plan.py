@@ -109,38 +109,33 @@ class Planner:
         self.imported += 1
         return IMPORT
 
-    def take_bulk(self, event_ids: list[str], types: list[str],
-                  subjects: list[str | None]) -> dict[int, str]:
-        """`take` for a batch of rows in order; returns {index: decision} for the
-        rows not imported (every other row is IMPORT).
+    def take_bulk(self, event_ids: Iterable[str],
+                  special: list[tuple[int, str, str, str | None]]) -> dict[str, str]:
+        """`take` for every row of one segment; returns {event id: decision} for
+        the rows not imported (every other row is IMPORT).
 
-        Exactly what calling `take` row by row would do, but a batch of plain
-        new rows (no tombstone, no id seen before or held here, no repeated
-        id, no tombstoned subject) is counted with set operations.
+        `event_ids` are all the segment's ids (unique within a segment);
+        `special` lists (seq, event id, type, subject) of at least every row
+        that is a tombstone or whose subject is tombstoned, counting the
+        segment's own tombstones. The result is exactly what calling `take`
+        on each row in seq order would give: special rows are taken in seq
+        order, and the others (plain rows, which no order can affect) are
+        counted with set operations.
         """
-        batch = set(event_ids)
-        if len(batch) != len(event_ids) or TOMBSTONE in types:
-            return self._take_each(range(len(event_ids)), event_ids, types, subjects)
-        special = (batch & self.seen) | (batch & self.local_ids)
-        marked = self.tombstoned.intersection(subjects) if self.tombstoned else set()
-        if special or marked:
-            rows = [i for i, (e, s) in enumerate(zip(event_ids, subjects, strict=True))
-                    if e in special or s in marked]
-            out = self._take_each(rows, event_ids, types, subjects)
-            plain = batch.difference(event_ids[i] for i in rows)
-        else:
-            out, plain = {}, batch
-        self.seen |= plain
-        self.imported += len(plain)
-        return out
-
-    def _take_each(self, rows: Iterable[int], event_ids: list[str], types: list[str],
-                   subjects: list[str | None]) -> dict[int, str]:
-        out = {}
-        for i in rows:
-            decision = self.take(event_ids[i], types[i], subjects[i])
+        out: dict[str, str] = {}
+        for _seq, event_id, type_, subject in sorted(special):
+            decision = self.take(event_id, type_, subject)
             if decision != IMPORT:
-                out[i] = decision
+                out[event_id] = decision
+        plain = set(event_ids).difference(e for _, e, _, _ in special)
+        duplicate = plain & self.seen
+        present = (plain - duplicate) & self.local_ids
+        out.update(dict.fromkeys(duplicate, DUPLICATE))
+        out.update(dict.fromkeys(present, PRESENT))
+        taken = plain - duplicate
+        self.seen |= taken
+        self.present += len(present)
+        self.imported += len(taken) - len(present)
         return out
 
     def retract(self, event_ids: Iterable[str]) -> None:

@@ -467,8 +467,7 @@ def _merge_locked(ws: store.Workspace, src: Source, me: str,
         for n, (name, full) in enumerate(readable, 1):
             _say(progress, f"merge: importing {n}/{len(readable)}")
             try:
-                with writer.source(full, immutable=src.immutable,
-                                   bodies="tombstones" if src.sealed else "all") as attached:
+                with writer.source(full, immutable=src.immutable) as attached:
                     _import_segment(attached, name, src, planner, slots, watch, malformed,
                                     wanted_artifacts)
             except store.Unreadable as exc:
@@ -506,38 +505,26 @@ def _import_segment(seg: store.ImportSource, name: str, src: Source,
 
     Rows of a root are verified here (checksum, parse, shape); a row already
     held only needs intact bytes. Rows of a verified export were checked by
-    the exporter, sealed by the manifest checksums, and are decided from
-    their columns; only tombstones are read (the manifest lists artifacts).
+    the exporter and sealed by the manifest checksums: they are decided from
+    their columns, and only tombstones are read (the manifest lists artifacts).
     """
+    own = merge_plan.own_segment(name)
+    own_key = (own[0], name) if own is not None else None
+    if src.sealed and not src.sealed_malformed.get(name) and own_key not in watch and not (
+            seg.has_origin and watch) and _import_sealed(seg, own_key, planner):
+        return
     checksum = codec.checksum
     id_in_body = merge_plan.id_in_body
     local_ids, seen = planner.local_ids, planner.seen
     sealed_bad = src.sealed_malformed.get(name, {})
-    own = merge_plan.own_segment(name)
-    provenance = seg.provenance
+    provenance = seg.provenance()
     rel = src.rel(seg.path)
-    own_key = (own[0], name) if own is not None else None
-    rows = seg.rows
-    if src.sealed and not sealed_bad and (own_key not in watch) and not (
-            provenance and watch) and all(r[7] is None for r in rows):
-        # The common case of a sealed export: no tombstone rows, nothing damaged,
-        # no slot to watch. Decide in bulk; SQLite copies the rest.
-        event_ids = [r[1] for r in rows]
-        decisions = planner.take_bulk(event_ids, [r[2] for r in rows], [r[3] for r in rows])
-        if decisions:
-            keep = [i for i in range(len(rows)) if i not in decisions]
-            seg.copy([rows[i][0] for i in decisions], copied_ids=[event_ids[i] for i in keep],
-                     copied_bytes=sum(rows[i][5] for i in keep), own=own_key)
-        else:
-            seg.copy([], copied_ids=event_ids, copied_bytes=sum(r[5] for r in rows),
-                     own=own_key)
-        return
-    skip: list[int] = []
+    skip: list[str] = []
     copied: list[str] = []
-    copied_bytes = 0
     rebuilt: list[tuple[str, str, str | None, str, bytes, str]] = []
     rebuilt_origins: list[tuple[str, str, str, int]] = []
-    for seq, event_id, col_type, col_subject, col_ts, size, digest, body in rows:
+    rows = seg.rows(bodies="tombstones" if src.sealed else "all")
+    for seq, event_id, col_type, col_subject, col_ts, digest, body in rows:
         obj: dict[str, Any] | None = None
         type_, subject, ts = col_type, col_subject, col_ts
         try:
@@ -557,21 +544,21 @@ def _import_segment(seg: store.ImportSource, name: str, src: Source,
                 type_, subject, ts = obj["type"], obj["id"], obj["ts"]
         except codec.MalformedEvent as exc:
             malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
-            skip.append(seq)
+            skip.append(event_id)
             continue
         origin = (own[0], name, seq) if own is not None else provenance.get(event_id)
         if origin is not None and (origin[0], origin[1]) in watch:
             slots.add(origin[0], origin[1], origin[2], event_id, type_, subject)
         decision = planner.take(event_id, type_, subject)
         if decision in (DUPLICATE, TOMBSTONED):
-            skip.append(seq)
+            skip.append(event_id)
             continue
         if obj is not None and type_ == OBSERVATION:
             art = merge_plan.artifact_record(type_, obj["data"])
             if art is not None:
                 wanted_artifacts.setdefault(art["ref"], (art, set()))[1].add(subject or "")
         if decision == PRESENT:
-            skip.append(seq)
+            skip.append(event_id)
             continue
         assert decision == IMPORT
         changed = merge_plan.arriving(codec.from_dict(obj)) if type_ == TOMBSTONE and \
@@ -586,13 +573,52 @@ def _import_segment(seg: store.ImportSource, name: str, src: Source,
             rebuilt.append((event_id, type_, subject, ts, codec.as_bytes(body), digest))
         else:
             copied.append(event_id)
-            copied_bytes += size
             continue
-        skip.append(seq)
+        skip.append(event_id)
         if origin is not None:
             rebuilt_origins.append((event_id, origin[0], origin[1], origin[2]))
-    seg.copy(skip, copied_ids=copied, copied_bytes=copied_bytes, own=own_key)
+    seg.copy(skip, copied_ids=copied, own=own_key)
     seg.insert(rebuilt, rebuilt_origins)
+
+
+def _import_sealed(seg: store.ImportSource, own_key: tuple[str, str] | None,
+                   planner: merge_plan.Planner) -> bool:
+    """The common case of a sealed export segment: nothing damaged, no slot to
+    watch. Only its tombstones and the rows about tombstoned ids are read
+    row by row; every other row is decided with set operations over its id
+    (read from the index alone) and copied by SQLite. False, with nothing
+    decided, when a tombstone's bytes do not check out (the row-by-row path
+    then reports it)."""
+    tombstones = []
+    for seq, event_id, type_, subject, ts, digest, body in seg.tombstone_rows():
+        try:
+            obj = _verify_row(body, digest, event_id)
+        except codec.MalformedEvent:
+            return False
+        tombstones.append((seq, event_id, type_, subject, ts, obj))
+    for *_, obj in tombstones:
+        planner.tombstoned.add(obj["id"])
+    special = set(seg.rows_about(planner.tombstoned))
+    special.update((seq, event_id, type_, subject)
+                   for seq, event_id, type_, subject, _, _ in tombstones)
+    ids = seg.ids()
+    decisions = planner.take_bulk((e for _, e in ids), list(special))
+    rebuilt = []
+    origins = []
+    for seq, event_id, type_, subject, ts, obj in tombstones:
+        if decisions.get(event_id, IMPORT) != IMPORT:
+            continue
+        changed = merge_plan.arriving(codec.from_dict(obj))
+        if changed is not None:
+            raw, new_digest = codec.encode(changed)
+            rebuilt.append((event_id, type_, subject, ts, raw, new_digest))
+            decisions[event_id] = "rebuilt"
+            if own_key is not None:
+                origins.append((event_id, own_key[0], own_key[1], seq))
+    copied = [e for _, e in ids if e not in decisions] if decisions else [e for _, e in ids]
+    seg.copy(decisions, copied_ids=copied, own=own_key)
+    seg.insert(rebuilt, origins)
+    return True
 
 
 def _merge_artifacts(ws: store.Workspace, src: Source,

@@ -804,9 +804,10 @@ class ImportWriter:
     Each file is built under a hidden temporary name (readers skip names
     starting with '.'), closed, fsynced, and only then renamed to its final
     `import-<source>-<digest>.sqlite` name: a merge that dies half-way leaves
-    nothing a reader can see. A file is cut once it holds `max_bytes` of
-    event bodies. Provenance (the source slot each event came from) is kept
-    in an `origin` table so later merges can recognise replicas sharing an id.
+    nothing a reader can see. A file is cut once it reaches `max_bytes`, the
+    size at which a replica starts a new own segment. Provenance (the source
+    slot each event came from) is kept in an `origin` table so later merges
+    can recognise replicas sharing an id.
 
     Rows are copied by SQLite itself (`ImportSource.copy`), inside the same
     read transaction in which the caller examined them, so what is written is
@@ -823,8 +824,8 @@ class ImportWriter:
         self._conn: sqlite3.Connection | None = None
         self._tmp = ""
         self._ids: list[str] = []
-        self._bytes = 0
         self._counter = 0
+        self._wanted: set[str] = set()
 
     def _open(self) -> sqlite3.Connection:
         if self._conn is not None:
@@ -845,21 +846,19 @@ class ImportWriter:
             if statement.strip() and "CREATE INDEX" not in statement:
                 conn.execute(statement)
         conn.execute(ORIGIN_SCHEMA)
-        conn.execute("CREATE TEMP TABLE skip (seq INTEGER PRIMARY KEY)")
+        conn.execute("CREATE TEMP TABLE skip (event_id TEXT PRIMARY KEY)")
+        conn.execute("CREATE TEMP TABLE wanted (id TEXT PRIMARY KEY)")
+        self._wanted = set()  # what temp.wanted holds
         self._conn = conn
         return conn
 
-    def source(self, path: str, *, immutable: bool, bodies: str) -> ImportSource:
-        """Attach a source segment for reading and copying, in one transaction.
-
-        `bodies` is "all" (every row's body is read) or "tombstones" (only
-        rows whose type column says tombstone: for sources whose rows were
-        checked, and their columns made true, when they were sealed).
-        """
-        return ImportSource(self, path, immutable=immutable, bodies=bodies)
+    def source(self, path: str, *, immutable: bool) -> ImportSource:
+        """Attach a source segment for reading and copying, in one transaction."""
+        return ImportSource(self, path, immutable=immutable)
 
     def _cut_if_full(self) -> None:
-        if self._bytes >= self.max_bytes:
+        # The same measure a replica rotates its own segments by: file size.
+        if self._conn is not None and os.path.getsize(self._tmp) >= self.max_bytes:
             self._close_current()
 
     def _close_current(self) -> None:
@@ -878,13 +877,13 @@ class ImportWriter:
         conn.execute(f"PRAGMA user_version = {SEGMENT_FORMAT}")
         conn.execute("COMMIT")
         conn.execute("DROP TABLE temp.skip")
+        conn.execute("DROP TABLE temp.wanted")
         conn.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
         conn.close()
         self._conn = None
         fsync_path(self._tmp)
         self._done.append((self._tmp, self._ids))
         self._ids = []
-        self._bytes = 0
 
     def drop(self, subjects: set[str], types: tuple[str, ...]) -> list[str]:
         """Remove not yet published rows about `subjects`; returns their event ids.
@@ -950,23 +949,22 @@ class ImportWriter:
 class ImportSource:
     """One source segment attached to the import being built (see ImportWriter.source).
 
-    Use as a context manager. `rows` are (seq, event_id, type, subject, ts,
-    size, checksum, body or None) and `provenance` maps event ids to
-    (replica, segment, seq) when the source is itself an import. The caller
-    decides; `copy` then lets SQLite copy every row not skipped, and `insert`
-    adds rows the caller rebuilt (a tombstone re-encoded, a corrected row).
-    A source SQLite cannot read raises Unreadable on entry.
+    Use as a context manager: everything between entering and leaving reads
+    one snapshot of the source. The caller reads what it needs to decide
+    (`rows`, or for a sealed source the cheaper `ids`, `tombstone_rows` and
+    `rows_about`), then `copy` lets SQLite copy every row not skipped, and
+    `insert` adds rows the caller rebuilt (a tombstone re-encoded, a row with
+    corrected columns). Row tuples are (seq, event_id, type, subject, ts,
+    checksum, body or None). A source SQLite cannot read raises Unreadable.
     """
 
-    def __init__(self, writer: ImportWriter, path: str, *, immutable: bool,
-                 bodies: str) -> None:
+    def __init__(self, writer: ImportWriter, path: str, *, immutable: bool) -> None:
         self.writer = writer
         self.path = path
         self.immutable = immutable
-        self.bodies = bodies
-        self.rows: list[tuple[int, str, str, str | None, str, int, str, Any]] = []
-        self.provenance: dict[str, tuple[str, str, int]] = {}
+        self.empty = False
         self.has_origin = False
+        self._conn: sqlite3.Connection | None = None
 
     def __enter__(self) -> ImportSource:
         conn = self.writer._open()
@@ -992,33 +990,71 @@ class ImportSource:
         if not attached:
             assert error is not None
             raise Unreadable(_describe_sqlite_error(error))
-        try:
-            if "events" not in tables:
-                if tables:
-                    raise Unreadable("no events table")
-                return self  # created but never initialised: empty
-            if self.bodies == "all":
-                body = "body"
-            else:
-                body = "CASE WHEN type = 'tombstone' THEN body END"
-            self.rows = conn.execute(
-                f"SELECT seq, event_id, type, subject, ts, length(body), checksum, {body} "
-                "FROM src.events ORDER BY seq").fetchall()
-            if "origin" in tables:
-                self.has_origin = True
-                self.provenance = {e: (str(r), str(s), int(q)) for e, r, s, q in conn.execute(
-                    "SELECT event_id, replica, segment, seq FROM src.origin")}
-        except sqlite3.Error as exc:
+        self._conn = conn
+        if "events" not in tables:
             self.__exit__(None, None, None)
-            raise Unreadable(_describe_sqlite_error(exc)) from None
-        except BaseException:
-            self.__exit__(None, None, None)
-            raise
+            if tables:
+                raise Unreadable("no events table")
+            self.empty = True  # created but never initialised: nothing to read
+        self.has_origin = "origin" in tables
         return self
 
-    def copy(self, skip: list[int], *, copied_ids: list[str], copied_bytes: int,
+    def _query(self, sql: str, params: Any = ()) -> list[Any]:
+        assert self._conn is not None
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise Unreadable(_describe_sqlite_error(exc)) from None
+
+    def rows(self, *, bodies: str) -> list[tuple[int, str, str, str | None, str, str, Any]]:
+        """Every row in seq order; `bodies` "all", or "tombstones" (only rows whose
+        type column says tombstone carry their body, for a sealed source)."""
+        if self.empty:
+            return []
+        body = "body" if bodies == "all" else "CASE WHEN type = 'tombstone' THEN body END"
+        return self._query(f"SELECT seq, event_id, type, subject, ts, checksum, {body} "
+                           "FROM src.events ORDER BY seq")
+
+    def ids(self) -> list[tuple[int, str]]:
+        """(seq, event_id) of every row, read from the event_id index alone."""
+        if self.empty:
+            return []
+        return self._query("SELECT seq, event_id FROM src.events")
+
+    def tombstone_rows(self) -> list[tuple[int, str, str, str | None, str, str, Any]]:
+        """Rows whose type column says tombstone, with their bodies."""
+        if self.empty:
+            return []
+        return self._query("SELECT seq, event_id, type, subject, ts, checksum, body "
+                           "FROM src.events WHERE type = 'tombstone'")
+
+    def rows_about(self, subjects: set[str]) -> list[tuple[int, str, str, str | None]]:
+        """(seq, event_id, type, subject) of rows whose subject is in `subjects`,
+        found through the subject index."""
+        if self.empty or not subjects:
+            return []
+        assert self._conn is not None
+        loaded = self.writer._wanted
+        if not loaded <= subjects:
+            self._conn.execute("DELETE FROM temp.wanted")
+            loaded.clear()
+        # The set only grows during a merge: add what is new since last time.
+        self._conn.executemany("INSERT OR IGNORE INTO temp.wanted(id) VALUES (?)",
+                               [(s,) for s in subjects - loaded])
+        loaded |= subjects
+        return self._query("SELECT seq, event_id, type, subject FROM src.events "
+                           "WHERE subject IN (SELECT id FROM temp.wanted)")
+
+    def provenance(self) -> dict[str, tuple[str, str, int]]:
+        """event id -> (replica, segment, seq) when the source is itself an import."""
+        if self.empty or not self.has_origin:
+            return {}
+        return {e: (str(r), str(s), int(q)) for e, r, s, q in self._query(
+            "SELECT event_id, replica, segment, seq FROM src.origin")}
+
+    def copy(self, skip: Iterable[str], *, copied_ids: list[str],
              own: tuple[str, str] | None) -> None:
-        """Copy every source row whose seq is not in `skip`, with its provenance.
+        """Copy every source row whose event id is not in `skip`, with its provenance.
 
         `own` is (replica, file name) when the source is that replica's own
         segment (each row's slot is its seq); otherwise the source's own
@@ -1026,30 +1062,27 @@ class ImportSource:
         """
         conn = self.writer._conn
         assert conn is not None
+        if self.empty:
+            return
         conn.execute("DELETE FROM temp.skip")
-        conn.executemany("INSERT OR IGNORE INTO temp.skip(seq) VALUES (?)",
+        conn.executemany("INSERT OR IGNORE INTO temp.skip(event_id) VALUES (?)",
                          [(s,) for s in skip])
+        where = "WHERE event_id NOT IN (SELECT event_id FROM temp.skip)"
         before = conn.total_changes
-        conn.execute(
-            "INSERT INTO main.events(event_id, type, subject, ts, body, checksum) "
-            "SELECT event_id, type, subject, ts, body, checksum FROM src.events "
-            "WHERE seq NOT IN (SELECT seq FROM temp.skip) ORDER BY seq")
+        conn.execute("INSERT INTO main.events(event_id, type, subject, ts, body, checksum) "
+                     f"SELECT event_id, type, subject, ts, body, checksum FROM src.events {where} "
+                     "ORDER BY seq")
         if conn.total_changes - before != len(copied_ids):
             raise JournalError(f"import of {self.path} copied "
                                f"{conn.total_changes - before} rows, expected {len(copied_ids)}")
         if own is not None:
-            conn.execute(
-                "INSERT INTO main.origin(event_id, replica, segment, seq) "
-                "SELECT event_id, ?, ?, seq FROM src.events "
-                "WHERE seq NOT IN (SELECT seq FROM temp.skip)", own)
+            conn.execute("INSERT INTO main.origin(event_id, replica, segment, seq) "
+                         f"SELECT event_id, ?, ?, seq FROM src.events {where}", own)
         elif self.has_origin:
-            conn.execute(
-                "INSERT INTO main.origin(event_id, replica, segment, seq) "
-                "SELECT o.event_id, o.replica, o.segment, o.seq FROM src.origin o "
-                "JOIN src.events e ON e.event_id = o.event_id "
-                "WHERE e.seq NOT IN (SELECT seq FROM temp.skip)")
+            conn.execute("INSERT INTO main.origin(event_id, replica, segment, seq) "
+                         "SELECT event_id, replica, segment, seq FROM src.origin "
+                         f"{where} AND event_id IN (SELECT event_id FROM src.events)")
         self.writer._ids.extend(copied_ids)
-        self.writer._bytes += copied_bytes
 
     def insert(self, rows: list[tuple[str, str, str | None, str, bytes, str]],
                origins: list[tuple[str, str, str, int]]) -> None:
@@ -1061,10 +1094,9 @@ class ImportSource:
         conn.executemany("INSERT INTO main.origin(event_id, replica, segment, seq) "
                          "VALUES (?, ?, ?, ?)", origins)
         self.writer._ids.extend(r[0] for r in rows)
-        self.writer._bytes += sum(len(r[4]) for r in rows)
 
     def __exit__(self, *exc: object) -> None:
-        conn = self.writer._conn
+        conn, self._conn = self._conn, None
         if conn is None:
             return
         if conn.in_transaction:
