@@ -271,6 +271,42 @@ def cmd_compact(a: dict[str, Any]) -> int:
     return 0
 
 
+# -- replicas: export, merge ----------------------------------------------------------
+
+def cmd_export(a: dict[str, Any]) -> int:
+    from agent_journal import replicas
+
+    progress = output.progress_for_terminal()
+    try:
+        report = replicas.export(_context(a), a["dest"], progress=progress)
+    finally:
+        output.progress_done(progress)
+    output.emit_json(report)
+    output.floor_warning(report["unreadable"], report["malformed"])
+    if report["artifactsMissing"]:
+        output.warn(f"{len(report['artifactsMissing'])} artifact(s) could not be exported "
+                    "(missing or not matching their checksum)")
+    return 0
+
+
+def cmd_merge(a: dict[str, Any]) -> int:
+    from agent_journal import replicas
+
+    progress = output.progress_for_terminal()
+    try:
+        report = replicas.merge(_context(a), a["source"], progress=progress)
+    finally:
+        output.progress_done(progress)
+    output.emit_json(report)
+    if report["unreadable"] or report["malformed"]:
+        output.warn(f"the source has {len(report['unreadable'])} unreadable segment(s) and "
+                    f"{len(report['malformed'])} malformed row(s); they were not imported")
+    if report["replicaIdCollisions"]:
+        output.warn("replica id shared by two roots (a copied journal root?): "
+                    + ", ".join(report["replicaIdCollisions"]) + "; every event was kept")
+    return 0
+
+
 # -- dispatch ---------------------------------------------------------------------------
 
 def _wants_help(argv: list[str]) -> bool:

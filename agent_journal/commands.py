@@ -258,3 +258,22 @@ _add(Command(
             kind=BARE),
     ) + READ_COMMON,
 ))
+
+
+# -- replicas: export, merge ----------------------------------------------------------
+
+_add(Command(
+    "export", "Write a verifiable snapshot of a workspace (segments, artifacts, manifest) into "
+    "DEST, while writers keep appending.", "cmd_export",
+    args=(Arg("dest", "Folder to create (or an empty one)."),),
+    opts=(Opt("json", "--json", "Accepted for symmetry; export always prints JSON.",
+              kind=BARE),) + READ_COMMON,
+))
+
+_add(Command(
+    "merge", "Union another replica into this workspace: an export folder (verified against "
+    "its manifest) or another journal root.", "cmd_merge",
+    args=(Arg("source", "Export folder or journal root."),),
+    opts=(Opt("json", "--json", "Accepted for symmetry; merge always prints JSON.",
+              kind=BARE),) + READ_COMMON,
+))

@@ -5,14 +5,13 @@ Invariants:
   events derives the same state (everything is folded in `Event.sort_key`
   order, and every tie is settled by event id).
 - A tombstoned id is invisible: no derived view lists it as an entry or
-  observation, whatever else is known about it.
+  observation, whatever else is known about it. In the dependency graph it
+  counts only through the graph its tombstones carry, so erasing its bytes
+  (compaction) or lacking them (a replica that never had them) changes
+  nothing any reader derives.
 - An invalidated entry stays visible with `outcome: invalidated`; every entry
   that depends on it, transitively, is `suppressed`. Neither is live.
 - Nothing derived here is stored: read paths call `derive` every time.
-- Purging an entry's record does not change what its dependents derive: a
-  tombstone that compaction rewrote may carry `data.graph` (the erased entry's
-  dependsOn and whether it was invalidated), and those edges and that root
-  count exactly as the record and its invalidations did.
 """
 
 from __future__ import annotations
@@ -203,7 +202,7 @@ def _derive(events: Iterable[Event]) -> Derived:
 
 
 def tombstone_graph(ev: Event) -> tuple[list[str], bool] | None:
-    """The graph a rewritten tombstone kept for its erased target, if well-formed."""
+    """The graph a tombstone carries for its target (written with it), if well-formed."""
     graph = ev.data.get("graph")
     if not isinstance(graph, dict):
         return None
@@ -216,14 +215,23 @@ def tombstone_graph(ev: Event) -> tuple[list[str], bool] | None:
 
 
 def _derive_outcomes(d: Derived) -> None:
-    """Invalidation closure over dependsOn edges (cycles allowed)."""
+    """Invalidation closure over dependsOn edges (cycles allowed).
+
+    A tombstoned entry takes part only through the graph its tombstones carry
+    (`data.graph`: its dependsOn edges and whether it was invalidated, copied
+    when the tombstone was written), never through its own record or
+    invalidations: compaction erases those on one replica while another still
+    holds them, and a merge never brings them back, so reading them would make
+    an outcome depend on which replica is asked. The graph travels with the
+    tombstone, so every replica that has the tombstone derives the same.
+    """
+    tombstoned = d.tombstones
     depends: dict[str, list[str]] = {}
     for entry_id, ev in d.entry_events.items():
-        depends[entry_id] = list(ev.data.get("dependsOn", []))
-    roots = {i for i in d.invalidations if i in d.entry_events}
-    # A purged entry's edges and root status live on in its tombstones' graph,
-    # so its dependents keep the outcome they had while its record was here.
-    for target, tombs in d.tombstones.items():
+        if entry_id not in tombstoned:
+            depends[entry_id] = list(ev.data.get("dependsOn", []))
+    roots = {i for i in d.invalidations if i in d.entry_events and i not in tombstoned}
+    for target, tombs in tombstoned.items():
         for tomb in tombs:
             kept = tombstone_graph(tomb)
             if kept is None:

@@ -135,6 +135,9 @@ def _retraction(ctx: Context, type_: str, target: str, reason: str | None) -> Wr
     data: dict[str, Any] = {"reason": redactor_for(ws.root.path).redact_text(reason)}
     if type_ == TOMBSTONE:
         data["purged"] = False
+        graph = _graph_of(ws, target)
+        if graph is not None:
+            data["graph"] = graph
     ev = _event(ctx, ws, type=type_, kind=type_, subject=target, data=data)
     ws.append([ev])
     warning = None
@@ -142,6 +145,26 @@ def _retraction(ctx: Context, type_: str, target: str, reason: str | None) -> Wr
         # Not an error: the target may live on a replica not merged here yet.
         warning = f"no entry with id {target} is present in this workspace"
     return WriteResult(target, ev.event_id, warning)
+
+
+def _graph_of(ws: Workspace, target: str) -> dict[str, Any] | None:
+    """The target's place in the dependency graph, as this replica knows it now.
+
+    A tombstone carries it so that the entry's dependents keep their outcome on
+    every replica, whether that replica still holds the entry's bytes, has
+    erased them, or never had them (derive.py reads only this for tombstoned
+    ids). None when the entry neither depends on anything nor was invalidated.
+    """
+    about = [e for e in ws.events_about(target) if e.type in (ENTRY, INVALIDATION)]
+    if not about:
+        return None
+    d = derive(about)
+    record = d.entry_events.get(target)
+    deps = list(record.data.get("dependsOn", [])) if record is not None else []
+    invalidated = record is not None and target in d.invalidations
+    if not deps and not invalidated:
+        return None
+    return {"dependsOn": deps, "invalidated": invalidated}
 
 
 def invalidate(ctx: Context, target: str, reason: str | None) -> WriteResult:

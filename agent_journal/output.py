@@ -76,3 +76,26 @@ def progress(done: int, total: int, what: str) -> None:
     end = "\n" if done >= total else ""
     sys.stderr.write(f"\r{what}: {done}/{total}{end}")
     sys.stderr.flush()
+
+
+# -- progress ---------------------------------------------------------------------------
+
+def progress_for_terminal() -> Any:
+    """A progress callback for long commands when stderr is a terminal, else None.
+
+    Progress is for a person watching; in a pipe or a log it would be noise.
+    """
+    if not sys.stderr.isatty():
+        return None
+
+    def show(text: str) -> None:
+        sys.stderr.write("\r\033[K" + text)
+        sys.stderr.flush()
+
+    return show
+
+
+def progress_done(progress: Any) -> None:
+    if progress is not None:
+        sys.stderr.write("\r\033[K")
+        sys.stderr.flush()

@@ -10,8 +10,8 @@ Invariants:
   even when a live entry cites it. Only live entries that survive the run pin.
 - The run never changes what a surviving entry derives. An invalidated or
   suppressed entry that a surviving entry still depends on is held back from
-  expiry, and an erased entry's graph is kept on its tombstones (`graph`), so
-  no dependent of removed content turns live.
+  expiry; a tombstoned entry counts in derivation only through the graph its
+  tombstone carried from the start (derive.py), so erasing it changes nothing.
 - A tombstone is marked purged only when this run removes its target's bytes.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from agent_journal import clock
-from agent_journal.derive import Derived, derive, tombstone_graph
+from agent_journal.derive import Derived, derive
 from agent_journal.errors import UsageError
 from agent_journal.model import (
     ENTRY,
@@ -223,8 +223,6 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
         if not about:
             continue  # nothing here: the tombstone keeps purged: false
         remove(target, about, TOMBSTONED)
-        if records.get(target):
-            _plan_graph(plan, d, target, records[target] + invalidations.get(target, []))
         if target not in records and target not in observations:
             continue  # only invalidations were here: the target itself never was
         gone = frozenset(ev.event_id for ev in about)
@@ -313,29 +311,6 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
 def _anchors(d: Derived, entry_id: str) -> list[str]:
     anchors = d.entry_events[entry_id].data.get("anchors", [])
     return [a for a in anchors if isinstance(a, str)]
-
-
-def _plan_graph(plan: CompactionPlan, d: Derived, target: str, guarded: list[Event]) -> None:
-    """Keep an erased entry's place in the dependency graph on its tombstones.
-
-    Its dependents derive their outcome through its dependsOn edges and its
-    invalidation; both must be stored before the record or an invalidation
-    goes, or those dependents would read as live afterwards.
-    """
-    deps = list(d.depends.get(target, []))
-    invalidated = target in d.roots
-    if not deps and not invalidated:
-        return
-    graph = {"dependsOn": deps, "invalidated": invalidated}
-    plan.graphs[target] = graph
-    for tomb in d.tombstones[target]:
-        plan.tombstone_events[tomb.event_id] = tomb
-        kept = tombstone_graph(tomb)
-        if kept is not None and tomb.data.get("graph") == graph:
-            plan.graph_ready.add(target)
-    if target not in plan.graph_ready:
-        for ev in guarded:
-            plan.guards[ev.event_id] = target
 
 
 def _report_order(observations: dict[str, list[Event]]) -> Any:

@@ -32,6 +32,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from agent_journal import clock, store
+from agent_journal.derive import tombstone_graph
 from agent_journal.errors import JournalError, UsageError
 from agent_journal.model import (
     ENTRY,
@@ -65,7 +66,7 @@ SNIPPET_OPEN, SNIPPET_CLOSE, ELLIPSIS = "\u00ab", "\u00bb", "\u2026"
 INDEX_AREA = "search"
 # Bump when the schema, the text extraction or the tokenisation changes: an
 # index of another format is rebuilt, never read.
-INDEX_FORMAT = "agent-journal-search/1"
+INDEX_FORMAT = "agent-journal-search/2"
 # A segment fingerprint taken this close to the segment's newest mtime could
 # miss a write landing in the same clock tick, so it is checked again next time.
 RACY_NS = 2_000_000_000
@@ -302,6 +303,12 @@ CREATE TABLE entries (
 );
 CREATE TABLE invalidated (subject TEXT PRIMARY KEY);
 CREATE TABLE tombstoned (subject TEXT PRIMARY KEY);
+CREATE TABLE graphs (
+    event_id TEXT PRIMARY KEY,
+    subject TEXT NOT NULL,
+    deps TEXT NOT NULL,
+    invalidated INTEGER NOT NULL
+);
 CREATE TABLE docs (
     id INTEGER PRIMARY KEY,
     type TEXT NOT NULL,
@@ -379,6 +386,7 @@ class _Index:
 
     def apply(self, events: list[Event]) -> None:
         tombs: set[str] = set()
+        graphs: list[tuple[str, str, str, int]] = []
         invals: set[str] = set()
         entries: dict[str, Event] = {}
         observations: dict[str, dict[str, Event]] = {}
@@ -394,10 +402,24 @@ class _Index:
                     entries[subject] = ev
             elif t == TOMBSTONE:
                 tombs.add(subject)
+                kept = tombstone_graph(ev)
+                if kept is not None:
+                    graphs.append((ev.event_id, subject, json.dumps(kept[0]), int(kept[1])))
             elif t == INVALIDATION:
                 invals.add(subject)
         if tombs:
-            self._tombstone(tombs - self.tombstoned)
+            new = tombs - self.tombstoned
+            if new:
+                # A tombstoned entry leaves the graph but for what its
+                # tombstone carries (derive.py): outcomes may change.
+                self.outcomes_dirty = True
+            self._tombstone(new)
+        if graphs:
+            before = self.conn.total_changes
+            self.conn.executemany("INSERT OR IGNORE INTO graphs(event_id, subject, deps, "
+                                  "invalidated) VALUES (?, ?, ?, ?)", graphs)
+            if self.conn.total_changes != before:
+                self.outcomes_dirty = True
         if invals:
             before = self.conn.total_changes
             self.conn.executemany("INSERT OR IGNORE INTO invalidated(subject) VALUES (?)",
@@ -527,8 +549,18 @@ class _Index:
         if not self.outcomes_dirty:
             return
         c = self.conn
-        deps = {s: json.loads(d) for s, d in c.execute("SELECT subject, deps FROM entries")}
-        invalidated = {r[0] for r in c.execute("SELECT subject FROM invalidated")}
+        tombstoned = self.tombstoned
+        deps = {s: json.loads(d) for s, d in c.execute("SELECT subject, deps FROM entries")
+                if s not in tombstoned}
+        invalidated = {r[0] for r in c.execute("SELECT subject FROM invalidated")
+                       if r[0] in deps}
+        # Tombstoned entries count only through their tombstones' graphs, as in derive.
+        for subject, graph_deps, graph_invalidated in c.execute(
+                "SELECT subject, deps, invalidated FROM graphs ORDER BY event_id"):
+            edges = deps.setdefault(subject, [])
+            edges.extend(x for x in json.loads(graph_deps) if x not in edges)
+            if graph_invalidated:
+                invalidated.add(subject)
         wanted = outcomes(deps, invalidated)
         changes = [(wanted.get(s, LIVE), s) for s, current in
                    c.execute("SELECT subject, outcome FROM docs WHERE type = ?", (ENTRY,))

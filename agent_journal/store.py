@@ -454,6 +454,28 @@ class Workspace:
         finally:
             conn.close()
 
+    def events_about(self, subject: str) -> list[Event]:
+        """Every readable, well-formed event whose subject is `subject` (indexed lookup)."""
+        found: list[Event] = []
+        for path in self.segment_paths():
+            try:
+                conn = connect(path)
+            except sqlite3.Error:
+                continue
+            try:
+                rows = conn.execute("SELECT event_id, type, subject, ts, body, checksum "
+                                    "FROM events WHERE subject = ?", (subject,)).fetchall()
+            except sqlite3.Error:
+                continue
+            finally:
+                conn.close()
+            for event_id, type_, subj, ts, body, digest in rows:
+                try:
+                    found.append(codec.decode_checked(body, digest, event_id, type_, subj, ts))
+                except codec.MalformedEvent:
+                    continue
+        return found
+
     def holds_subject(self, subject: str, types: tuple[str, ...]) -> bool:
         """Whether any readable segment has an event of one of `types` about `subject`."""
         for path in self.segment_paths():
@@ -1322,3 +1344,639 @@ def drop_compact_intent(ws: Workspace) -> None:
         os.unlink(os.path.join(ws.path, COMPACT_INTENT))
     except FileNotFoundError:
         pass
+
+
+# -- replicas: snapshots, raw reads, import segments, artifacts ------------------------
+# Export and merge (agent_journal/replicas.py) do all their file and SQLite work
+# through these functions. Nothing here decides what to import; merge_plan does.
+
+IMPORT_TEMP_PREFIX = ".import-"
+MERGE_LOCK_NAME = ".merge.lock"
+ORIGIN_SCHEMA = """
+CREATE TABLE IF NOT EXISTS origin (
+    event_id TEXT NOT NULL,
+    replica TEXT NOT NULL,
+    segment TEXT NOT NULL,
+    seq INTEGER NOT NULL
+)
+"""
+_COPY_CHUNK = 1 << 20
+
+
+class Unreadable(Exception):
+    """A source or snapshot file SQLite cannot read; str() is the one-line reason."""
+
+
+def read_replica_id(root_path: str) -> str | None:
+    """Another root's replica id, read without creating one."""
+    try:
+        return _read_text(os.path.join(root_path, "replica-id")).strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def rename_durable(tmp: str, final: str, *, clobber: bool = True) -> None:
+    """Rename a fully written, fsynced temp file into place and persist the rename.
+
+    With clobber=False an existing `final` is an error (FileExistsError),
+    never silently replaced.
+    """
+    if clobber:
+        os.replace(tmp, final)
+    else:
+        os.link(tmp, final)
+        os.unlink(tmp)
+    fsync_path(os.path.dirname(final) or ".")
+
+
+def file_digest(path: str) -> tuple[int, str]:
+    """(byte count, `xxh3-64:` checksum) of a file, read in chunks."""
+    import xxhash
+
+    h = xxhash.xxh3_64()
+    size = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_COPY_CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return size, codec.CHECKSUM_PREFIX + h.hexdigest()
+
+
+def _open_for_reading(path: str, *, immutable: bool) -> sqlite3.Connection:
+    if immutable:
+        # A verified export file: nobody writes it, so no locks and no journal.
+        uri = f"file:{_quote_path(path)}?mode=ro&immutable=1"
+        return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                               check_same_thread=False)
+    try:
+        conn = connect(path, readonly=True)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.Error:
+        # A hot journal left by a crashed writer needs a writable connection
+        # to roll back before anything can be read.
+        return connect(path)
+
+
+class SegmentRows:
+    """One segment read in one transaction: meta, stored rows and import provenance.
+
+    Rows come back exactly as stored (body and checksum unverified): the
+    caller decides what to trust. Any SQLite failure raises `Unreadable`.
+
+    `only` filters inside SQLite: "all"; "tombstone_rows", the rows whose
+    type column says tombstone (a quick pre-scan: the column is a lookup
+    copy, so callers must still catch a tombstone found later); or
+    "tombstone_candidates", every row whose bytes could decode to a
+    tombstone (merge_plan.tombstone_candidate; exact, slower). With
+    `provenance_keys`, also the distinct (replica, segment) pairs an import
+    segment's origin table names.
+    """
+
+    def __init__(self, path: str, *, immutable: bool = False, only: str = "all",
+                 provenance_keys: bool = False) -> None:
+        self.path = path
+        self.meta: dict[str, str] = {}
+        self.rows: list[tuple[int, str, str, str | None, str, bytes, str]] = []
+        self.provenance_keys: set[tuple[str, str]] = set()
+        try:
+            conn = _open_for_reading(path, immutable=immutable)
+        except sqlite3.Error as exc:
+            raise Unreadable(_describe_sqlite_error(exc)) from None
+        try:
+            conn.execute("BEGIN")
+            tables = {r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "events" not in tables:
+                if not tables:
+                    return  # created but never initialised (its writer died first): empty
+                raise Unreadable("no events table")
+            if "meta" in tables:
+                self.meta = {str(k): str(v) for k, v in conn.execute(
+                    "SELECT key, value FROM meta")}
+            query = "SELECT seq, event_id, type, subject, ts, body, checksum FROM events"
+            if only == "tombstone_rows":
+                query += " WHERE type = 'tombstone'"
+            elif only == "tombstone_candidates":
+                query += (" WHERE type = 'tombstone' OR typeof(body) != 'blob'"
+                          " OR instr(body, x'746f6d6273746f6e65') OR instr(body, x'5c75')"
+                          " OR instr(body, x'00')")
+            self.rows = conn.execute(query + " ORDER BY seq").fetchall()
+            if "origin" in tables and provenance_keys:
+                self.provenance_keys = {(str(r), str(s)) for r, s in conn.execute(
+                    "SELECT DISTINCT replica, segment FROM origin")}
+        except sqlite3.Error as exc:
+            raise Unreadable(_describe_sqlite_error(exc)) from None
+        finally:
+            conn.close()
+
+
+def stream_ids(path: str, *, batch: int = 50_000) -> Iterator[list[tuple[str]]]:
+    """A segment's event_id column in batches, from one read transaction.
+
+    For learning which events a large workspace holds without reading the
+    bodies. Raises Unreadable, possibly after some batches were yielded.
+    """
+    try:
+        conn = _open_for_reading(path, immutable=False)
+    except sqlite3.Error as exc:
+        raise Unreadable(_describe_sqlite_error(exc)) from None
+    try:
+        conn.execute("BEGIN")
+        if not conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            return  # created but never initialised: empty
+        cursor = conn.execute("SELECT event_id FROM events")
+        while rows := cursor.fetchmany(batch):
+            yield rows
+    except sqlite3.Error as exc:
+        raise Unreadable(_describe_sqlite_error(exc)) from None
+    finally:
+        conn.close()
+
+
+def origin_keys(path: str) -> set[tuple[str, str]]:
+    """The distinct (replica, segment) pairs an import segment's provenance names."""
+    try:
+        conn = _open_for_reading(path, immutable=False)
+    except sqlite3.Error:
+        return set()
+    try:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'origin'").fetchone():
+            return set()
+        return {(str(r), str(s)) for r, s in conn.execute(
+            "SELECT DISTINCT replica, segment FROM origin")}
+    except sqlite3.Error:
+        return set()
+    finally:
+        conn.close()
+
+
+def read_slots(path: str, *, own: tuple[str, str] | None,
+               keys: set[tuple[str, str]]) -> list[tuple[str, str, int, str, str, str | None]]:
+    """Append slots a segment shows: (replica, segment, seq, event id, type, subject).
+
+    `own` is (replica, file name) when the file is that replica's own
+    segment (every row is a slot); otherwise slots come from the provenance
+    an import segment keeps, limited to `keys`. Columns are read without the
+    bodies: this feeds a collision report, not a decision about content.
+    """
+    out: list[tuple[str, str, int, str, str, str | None]] = []
+    try:
+        conn = _open_for_reading(path, immutable=False)
+    except sqlite3.Error:
+        return out
+    try:
+        conn.execute("BEGIN")
+        if own is not None:
+            if own in keys:
+                for seq, event_id, type_, subject in conn.execute(
+                        "SELECT seq, event_id, type, subject FROM events"):
+                    out.append((own[0], own[1], seq, event_id, type_, subject))
+        elif conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'origin'").fetchone():
+            for event_id, replica, segment, seq, type_, subject in conn.execute(
+                    "SELECT o.event_id, o.replica, o.segment, o.seq, e.type, e.subject "
+                    "FROM origin o JOIN events e ON e.event_id = o.event_id"):
+                if (replica, segment) in keys:
+                    out.append((replica, segment, seq, event_id, type_, subject))
+    except sqlite3.Error:
+        pass
+    finally:
+        conn.close()
+    return out
+
+
+def snapshot_segment(src: str, dest: str) -> None:
+    """Copy a live segment to `dest` (which must not exist) with SQLite's VACUUM INTO.
+
+    VACUUM INTO reads one transaction, so the copy holds exactly what was
+    committed when it began, whatever writers do meanwhile; a raw file copy
+    could catch a page half-written. The copy is in rollback-journal mode.
+    """
+    if not create_private_file(dest):
+        raise FileExistsError(dest)
+    try:
+        conn = _open_for_reading(src, immutable=False)
+        try:
+            conn.execute("VACUUM INTO ?", (dest,))
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        _unlink_quietly(dest)
+        raise Unreadable(_describe_sqlite_error(exc)) from None
+
+
+def scrub_rows(path: str, seqs: Iterable[int], *,
+               fixes: Iterable[tuple[str, str | None, str, bytes, int]] = ()) -> int:
+    """Delete rows from a private snapshot so that no byte of them remains in the file.
+
+    secure_delete zeroes freed cells, journal_mode OFF writes no journal
+    holding the old pages, and VACUUM rebuilds the file without free pages.
+    `fixes` (type, subject, ts, body, seq) rewrite a row's lookup columns
+    (and a text body as a blob) to agree with its bytes.
+    """
+    wanted = [(s,) for s in seqs]
+    fixes = list(fixes)
+    if not wanted and not fixes:
+        return 0
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA secure_delete = ON")
+        conn.execute("PRAGMA journal_mode = OFF")
+        conn.execute("BEGIN")
+        conn.executemany("UPDATE events SET type = ?, subject = ?, ts = ?, body = ? "
+                         "WHERE seq = ?", fixes)
+        conn.executemany("DELETE FROM events WHERE seq = ?", wanted)
+        if conn.execute("SELECT name FROM sqlite_master WHERE name = 'origin'").fetchone():
+            conn.execute("DELETE FROM origin WHERE event_id NOT IN (SELECT event_id FROM events)")
+        conn.execute("COMMIT")
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA journal_mode = DELETE")
+        return len(wanted)
+    finally:
+        conn.close()
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class ImportWriter:
+    """Writes imported events into new segment files that no replica appends to.
+
+    Each file is built under a hidden temporary name (readers skip names
+    starting with '.'), closed, fsynced, and only then renamed to its final
+    `import-<source>-<digest>.sqlite` name: a merge that dies half-way leaves
+    nothing a reader can see. A file is cut once it reaches `max_bytes`, the
+    size at which a replica starts a new own segment. Provenance (the source
+    slot each event came from) is kept in an `origin` table so later merges
+    can recognise replicas sharing an id.
+
+    Rows are copied by SQLite itself (`ImportSource.copy`), inside the same
+    read transaction in which the caller examined them, so what is written is
+    exactly what was checked even if the source is being written meanwhile.
+    """
+
+    def __init__(self, ws: Workspace, source_replica: str, *, max_bytes: int,
+                 name_for: Any) -> None:
+        self.ws = ws
+        self.source_replica = source_replica
+        self.max_bytes = max_bytes
+        self.name_for = name_for  # (source replica, event ids) -> final file name
+        self._done: list[tuple[str, list[str]]] = []
+        self._conn: sqlite3.Connection | None = None
+        self._tmp = ""
+        self._ids: list[str] = []
+        self._counter = 0
+        self._wanted: set[str] = set()
+
+    def _open(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        make_private_dirs(self.ws.segments_dir)
+        self._counter += 1
+        self._tmp = os.path.join(
+            self.ws.segments_dir, f"{IMPORT_TEMP_PREFIX}{os.getpid()}-{self._counter}.tmp")
+        _unlink_quietly(self._tmp)
+        create_private_file(self._tmp)
+        conn = sqlite3.connect(f"file:{_quote_path(self._tmp)}", uri=True,
+                               isolation_level=None, check_same_thread=False)
+        # A temp file no reader can see: no journal, no syncs until it is done.
+        conn.execute("PRAGMA journal_mode = OFF")
+        conn.execute("PRAGMA synchronous = OFF")
+        conn.execute("PRAGMA cache_size = -65536")
+        for statement in SCHEMA.strip().split(";"):
+            if statement.strip() and "CREATE INDEX" not in statement:
+                conn.execute(statement)
+        conn.execute(ORIGIN_SCHEMA)
+        conn.execute("CREATE TEMP TABLE skip (event_id TEXT PRIMARY KEY)")
+        conn.execute("CREATE TEMP TABLE wanted (id TEXT PRIMARY KEY)")
+        self._wanted = set()  # what temp.wanted holds
+        self._conn = conn
+        return conn
+
+    def source(self, path: str, *, immutable: bool) -> ImportSource:
+        """Attach a source segment for reading and copying, in one transaction."""
+        return ImportSource(self, path, immutable=immutable)
+
+    def _cut_if_full(self) -> None:
+        # The same measure a replica rotates its own segments by: file size.
+        if self._conn is not None and os.path.getsize(self._tmp) >= self.max_bytes:
+            self._close_current()
+
+    def _close_current(self) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        for statement in SCHEMA.strip().split(";"):
+            if "CREATE INDEX" in statement:
+                conn.execute(statement)
+        conn.execute("BEGIN")
+        conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [
+            ("format", str(SEGMENT_FORMAT)), ("workspace", self.ws.name),
+            ("replica", self.source_replica), ("importedBy", self.ws.root.replica_id),
+            ("kind", "import"),
+        ])
+        conn.execute(f"PRAGMA user_version = {SEGMENT_FORMAT}")
+        conn.execute("COMMIT")
+        conn.execute("DROP TABLE temp.skip")
+        conn.execute("DROP TABLE temp.wanted")
+        conn.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
+        conn.close()
+        self._conn = None
+        fsync_path(self._tmp)
+        self._done.append((self._tmp, self._ids))
+        self._ids = []
+
+    def drop(self, subjects: set[str], types: tuple[str, ...]) -> list[str]:
+        """Remove not yet published rows about `subjects`; returns their event ids.
+
+        For a tombstone a merge meets only after it wrote rows its target
+        names: those bytes must not be published. secure_delete zeroes them
+        in the (journal-less) temporary files.
+        """
+        if not subjects:
+            return []
+        dropped: list[str] = []
+        builds = list(self._done)
+        if self._conn is not None:
+            builds.append((self._tmp, self._ids))
+        marks = ",".join("?" * len(types))
+        for tmp, ids in builds:
+            current = self._conn is not None and tmp == self._tmp
+            conn = self._conn if current else sqlite3.connect(tmp, isolation_level=None)
+            assert conn is not None
+            if not current:
+                conn.execute("PRAGMA journal_mode = OFF")  # no journal keeps old pages
+            conn.execute("PRAGMA secure_delete = ON")
+            gone = [r[0] for r in conn.execute(
+                f"SELECT event_id, subject FROM events WHERE type IN ({marks})", types)
+                if r[1] in subjects]
+            conn.executemany("DELETE FROM events WHERE event_id = ?", [(g,) for g in gone])
+            conn.executemany("DELETE FROM origin WHERE event_id = ?", [(g,) for g in gone])
+            if not current:
+                conn.execute("VACUUM")
+                conn.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
+                conn.close()
+                fsync_path(tmp)
+            gone_set = set(gone)
+            ids[:] = [i for i in ids if i not in gone_set]
+            dropped.extend(gone)
+        return dropped
+
+    def finish(self) -> list[str]:
+        """Make every built file visible; returns their final paths."""
+        self._close_current()
+        final_paths = []
+        for tmp, ids in self._done:
+            if not ids:  # nothing imported into it, or everything dropped again
+                _unlink_quietly(tmp)
+                continue
+            final = os.path.join(self.ws.segments_dir, self.name_for(self.source_replica, ids))
+            rename_durable(tmp, final, clobber=False)
+            final_paths.append(final)
+        self._done = []
+        return final_paths
+
+    def abort(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+            self._done.append((self._tmp, self._ids))
+        for tmp, _ in self._done:
+            for suffix in ("", "-journal", "-wal", "-shm"):
+                _unlink_quietly(tmp + suffix)
+        self._done = []
+
+
+class ImportSource:
+    """One source segment attached to the import being built (see ImportWriter.source).
+
+    Use as a context manager: everything between entering and leaving reads
+    one snapshot of the source. The caller reads what it needs to decide
+    (`rows`, or for a sealed source the cheaper `ids`, `tombstone_rows` and
+    `rows_about`), then `copy` lets SQLite copy every row not skipped, and
+    `insert` adds rows the caller rebuilt (a tombstone re-encoded, a row with
+    corrected columns). Row tuples are (seq, event_id, type, subject, ts,
+    checksum, body or None). A source SQLite cannot read raises Unreadable.
+    """
+
+    def __init__(self, writer: ImportWriter, path: str, *, immutable: bool) -> None:
+        self.writer = writer
+        self.path = path
+        self.immutable = immutable
+        self.empty = False
+        self.has_origin = False
+        self._conn: sqlite3.Connection | None = None
+
+    def __enter__(self) -> ImportSource:
+        conn = self.writer._open()
+        attached = False
+        error: sqlite3.Error | None = None
+        tables: set[str] = set()
+        for mode in (("ro&immutable=1",) if self.immutable else ("ro", "rw")):
+            try:
+                conn.execute("ATTACH DATABASE ? AS src",
+                             (f"file:{_quote_path(self.path)}?mode={mode}",))
+                attached = True
+                conn.execute("BEGIN")
+                tables = {r[0] for r in conn.execute(
+                    "SELECT name FROM src.sqlite_master WHERE type = 'table'")}
+                break
+            except sqlite3.Error as exc:
+                error = exc
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if attached:
+                    conn.execute("DETACH DATABASE src")
+                    attached = False
+        if not attached:
+            assert error is not None
+            raise Unreadable(_describe_sqlite_error(error))
+        self._conn = conn
+        if "events" not in tables:
+            self.__exit__(None, None, None)
+            if tables:
+                raise Unreadable("no events table")
+            self.empty = True  # created but never initialised: nothing to read
+        self.has_origin = "origin" in tables
+        return self
+
+    def _query(self, sql: str, params: Any = ()) -> list[Any]:
+        assert self._conn is not None
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise Unreadable(_describe_sqlite_error(exc)) from None
+
+    def rows(self, *, bodies: str) -> list[tuple[int, str, str, str | None, str, str, Any]]:
+        """Every row in seq order; `bodies` "all", or "tombstones" (only rows whose
+        type column says tombstone carry their body, for a sealed source)."""
+        if self.empty:
+            return []
+        body = "body" if bodies == "all" else "CASE WHEN type = 'tombstone' THEN body END"
+        return self._query(f"SELECT seq, event_id, type, subject, ts, checksum, {body} "
+                           "FROM src.events ORDER BY seq")
+
+    def ids(self) -> list[tuple[int, str]]:
+        """(seq, event_id) of every row, read from the event_id index alone."""
+        if self.empty:
+            return []
+        return self._query("SELECT seq, event_id FROM src.events")
+
+    def tombstone_rows(self) -> list[tuple[int, str, str, str | None, str, str, Any]]:
+        """Rows whose type column says tombstone, with their bodies."""
+        if self.empty:
+            return []
+        return self._query("SELECT seq, event_id, type, subject, ts, checksum, body "
+                           "FROM src.events WHERE type = 'tombstone'")
+
+    def rows_about(self, subjects: set[str]) -> list[tuple[int, str, str, str | None]]:
+        """(seq, event_id, type, subject) of rows whose subject is in `subjects`,
+        found through the subject index."""
+        if self.empty or not subjects:
+            return []
+        assert self._conn is not None
+        loaded = self.writer._wanted
+        if not loaded <= subjects:
+            self._conn.execute("DELETE FROM temp.wanted")
+            loaded.clear()
+        # The set only grows during a merge: add what is new since last time.
+        self._conn.executemany("INSERT OR IGNORE INTO temp.wanted(id) VALUES (?)",
+                               [(s,) for s in subjects - loaded])
+        loaded |= subjects
+        return self._query("SELECT seq, event_id, type, subject FROM src.events "
+                           "WHERE subject IN (SELECT id FROM temp.wanted)")
+
+    def provenance(self) -> dict[str, tuple[str, str, int]]:
+        """event id -> (replica, segment, seq) when the source is itself an import."""
+        if self.empty or not self.has_origin:
+            return {}
+        return {e: (str(r), str(s), int(q)) for e, r, s, q in self._query(
+            "SELECT event_id, replica, segment, seq FROM src.origin")}
+
+    def copy(self, skip: Iterable[str], *, copied_ids: list[str],
+             own: tuple[str, str] | None) -> None:
+        """Copy every source row whose event id is not in `skip`, with its provenance.
+
+        `own` is (replica, file name) when the source is that replica's own
+        segment (each row's slot is its seq); otherwise the source's own
+        provenance is carried over.
+        """
+        conn = self.writer._conn
+        assert conn is not None
+        if self.empty:
+            return
+        conn.execute("DELETE FROM temp.skip")
+        conn.executemany("INSERT OR IGNORE INTO temp.skip(event_id) VALUES (?)",
+                         [(s,) for s in skip])
+        where = "WHERE event_id NOT IN (SELECT event_id FROM temp.skip)"
+        before = conn.total_changes
+        conn.execute("INSERT INTO main.events(event_id, type, subject, ts, body, checksum) "
+                     f"SELECT event_id, type, subject, ts, body, checksum FROM src.events {where} "
+                     "ORDER BY seq")
+        if conn.total_changes - before != len(copied_ids):
+            raise JournalError(f"import of {self.path} copied "
+                               f"{conn.total_changes - before} rows, expected {len(copied_ids)}")
+        if own is not None:
+            conn.execute("INSERT INTO main.origin(event_id, replica, segment, seq) "
+                         f"SELECT event_id, ?, ?, seq FROM src.events {where}", own)
+        elif self.has_origin:
+            conn.execute("INSERT INTO main.origin(event_id, replica, segment, seq) "
+                         "SELECT event_id, replica, segment, seq FROM src.origin "
+                         f"{where} AND event_id IN (SELECT event_id FROM src.events)")
+        self.writer._ids.extend(copied_ids)
+
+    def insert(self, rows: list[tuple[str, str, str | None, str, bytes, str]],
+               origins: list[tuple[str, str, str, int]]) -> None:
+        """Add rows the caller rebuilt: (event_id, type, subject, ts, body, checksum)."""
+        conn = self.writer._conn
+        assert conn is not None
+        conn.executemany("INSERT INTO main.events(event_id, type, subject, ts, body, checksum) "
+                         "VALUES (?, ?, ?, ?, ?, ?)", rows)
+        conn.executemany("INSERT INTO main.origin(event_id, replica, segment, seq) "
+                         "VALUES (?, ?, ?, ?)", origins)
+        self.writer._ids.extend(r[0] for r in rows)
+
+    def __exit__(self, *exc: object) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        if conn.in_transaction:
+            conn.execute("COMMIT" if exc[0] is None else "ROLLBACK")
+        conn.execute("DETACH DATABASE src")
+        if exc[0] is None:
+            self.writer._cut_if_full()
+
+
+class MergeLock:
+    """One merge at a time per workspace, so two merges never import the same event twice."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.path = os.path.join(ws.path, MERGE_LOCK_NAME)
+        self.segments_dir = ws.segments_dir
+        self.fd = -1
+
+    def __enter__(self) -> MergeLock:
+        import fcntl
+
+        make_private_dirs(self.segments_dir)
+        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, FILE_MODE)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        # Under the lock no other merge is running: any temp import is a leftover.
+        for name in os.listdir(self.segments_dir):
+            if name.startswith(IMPORT_TEMP_PREFIX):
+                _unlink_quietly(os.path.join(self.segments_dir, name))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import fcntl
+
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def copy_file_verified(src: str, dest: str, *, size: int, checksum: str) -> bool:
+    """Copy `src` to `dest` atomically if its bytes match `size` and `checksum`.
+
+    Returns False (and leaves `dest` untouched) when `src` is missing or differs.
+    """
+    import xxhash
+
+    make_private_dirs(os.path.dirname(dest))
+    tmp = os.path.join(os.path.dirname(dest), f".{os.path.basename(dest)}.{os.getpid()}.tmp")
+    h = xxhash.xxh3_64()
+    total = 0
+    try:
+        src_fh = open(src, "rb")
+    except OSError:
+        return False
+    try:
+        fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, FILE_MODE)
+        try:
+            while chunk := src_fh.read(_COPY_CHUNK):
+                h.update(chunk)
+                total += len(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    finally:
+        src_fh.close()
+    if total != size or codec.CHECKSUM_PREFIX + h.hexdigest() != checksum:
+        _unlink_quietly(tmp)
+        return False
+    rename_durable(tmp, dest)
+    return True

@@ -43,11 +43,20 @@ def test_cycles_terminate():
     assert d.outcome == {"a": INVALIDATED, "b": SUPPRESSED}
 
 
-def test_tombstoned_ids_are_invisible_but_still_suppress():
-    d = derive([entry("a"), entry("b", ["a"]), ev("invalidation", "a"), ev("tombstone", "a")])
+def test_tombstoned_ids_are_invisible_and_take_no_part():
+    # Once a tombstone names `a`, what is derived must not depend on whether a's
+    # bytes (or its invalidation's) are still here: compaction and merges erase
+    # them replica by replica. So `a` is neither a root nor a link.
+    events = [entry("a"), entry("b", ["a"]), ev("invalidation", "a"), ev("tombstone", "a")]
+    d = derive(events)
     assert d.visible_entry_ids() == ["b"]
-    assert d.outcome["b"] == SUPPRESSED
-    assert d.entry_view("b")["suppressedThrough"] == []
+    assert d.outcome["b"] == LIVE
+    erased = derive([events[1], events[3]])
+    assert snapshot(erased) == snapshot(d)
+    # A tombstoned link does not carry suppression through either.
+    d = derive([entry("r"), entry("m", ["r"]), entry("c", ["m"]), ev("invalidation", "r"),
+                ev("tombstone", "m")])
+    assert (d.outcome["r"], d.outcome["c"]) == (INVALIDATED, LIVE)
 
 
 def test_tombstone_alone_does_not_retract():
@@ -104,8 +113,13 @@ def journals(draw):
 
 
 def reference_outcomes(events):
-    """A deliberately naive closure: fixpoint over 'depends on something not live'."""
-    entries = {e.id: e for e in events if e.type == "entry"}
+    """A deliberately naive closure: fixpoint over 'depends on something not live'.
+
+    Tombstoned entries take no part (they are shown nowhere, and their bytes
+    may be erased), so the reference is over the others only.
+    """
+    tombstoned = {e.id for e in events if e.type == "tombstone"}
+    entries = {e.id: e for e in events if e.type == "entry" and e.id not in tombstoned}
     invalidated = {e.id for e in events if e.type == "invalidation"} & set(entries)
     tainted = set(invalidated)
     changed = True
@@ -123,8 +137,9 @@ def reference_outcomes(events):
 @given(journals())
 def test_suppression_equals_reference_closure(events):
     d = derive(events)
-    assert d.outcome == reference_outcomes(events)
     tombstoned = {e.id for e in events if e.type == "tombstone"}
+    assert {k: v for k, v in d.outcome.items() if k not in tombstoned} == \
+        reference_outcomes(events)
     assert set(d.visible_entry_ids()) == {e.id for e in events if e.type == "entry"} - tombstoned
 
 
@@ -145,3 +160,40 @@ def test_shuffle_smoke():
     events = [entry("a"), entry("b", ["a"]), ev("invalidation", "a")]
     random.Random(1).shuffle(events)
     assert derive(events).outcome["b"] == SUPPRESSED
+
+
+@settings(max_examples=200, deadline=None)
+@given(journals())
+def test_erasing_tombstoned_content_changes_no_view(events):
+    """What compaction removes and merges hold back (entries, observations and
+    invalidations whose id a tombstone names) must not change any view."""
+    tombstoned = {e.id for e in events if e.type == "tombstone"}
+    kept = [e for e in events
+            if not (e.type in ("entry", "observation", "invalidation") and e.id in tombstoned)]
+    d, erased = derive(events), derive(kept)
+    assert snapshot(erased) == snapshot(d)
+    assert erased.outcome == {k: v for k, v in d.outcome.items() if k not in tombstoned}
+
+
+def test_a_tombstones_graph_stands_in_for_its_target():
+    # `tombstone` copies the target's edges and invalidation into the tombstone, so
+    # the dependents derive the same with or without the target's own bytes.
+    graph = {"dependsOn": [], "invalidated": True}
+    t = ev("tombstone", "a", data={"reason": "leak", "purged": False, "graph": graph})
+    full = [entry("a"), entry("b", ["a"]), ev("invalidation", "a"), t]
+    for events in (full, [full[1], t]):
+        d = derive(events)
+        assert d.outcome["b"] == SUPPRESSED and d.suppressed_through["b"] == []
+        assert d.visible_entry_ids() == ["b"]
+
+
+def test_tombstone_records_the_graph_it_knows(cli):
+    cli("record", "--kind", "finding", "--id", "a", "--claim", "premise")
+    cli("record", "--kind", "finding", "--id", "b", "--claim", "built on a", "--depends-on", "a")
+    cli("invalidate", "a", "--reason", "wrong")
+    cli("tombstone", "a", "--reason", "names a person")
+    (b,) = cli("show").json()["entries"]
+    assert (b["id"], b["outcome"]) == ("b", "suppressed")
+    cli("compact", "--apply")
+    (b,) = cli("show").json()["entries"]
+    assert (b["id"], b["outcome"]) == ("b", "suppressed")

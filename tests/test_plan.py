@@ -49,8 +49,12 @@ def inval(target: str, *, days_ago: float = 1.0) -> Event:
     return ev("invalidation", target, {"reason": "wrong premise"}, days_ago=days_ago)
 
 
-def tomb(target: str, *, days_ago: float = 1.0, purged: bool = False) -> Event:
-    return ev("tombstone", target, {"reason": "must go", "purged": purged}, days_ago=days_ago)
+def tomb(target: str, *, days_ago: float = 1.0, purged: bool = False,
+         graph: dict[str, Any] | None = None) -> Event:
+    data: dict[str, Any] = {"reason": "must go", "purged": purged}
+    if graph is not None:
+        data["graph"] = graph
+    return ev("tombstone", target, data, days_ago=days_ago)
 
 
 def plan(events: list[Event], entry_ttl: int | None = None,
@@ -253,13 +257,14 @@ def test_a_whole_dead_chain_expires_together():
 
 
 def test_erasing_an_invalidated_entry_keeps_its_dependents_suppressed():
+    # `tombstone` copies the entry's place in the graph into the tombstone it writes.
     root, leaf = entry("root"), entry("leaf", depends=("root",))
-    i, t = inval("root"), tomb("root")
+    i = inval("root")
+    t = tomb("root", graph={"dependsOn": [], "invalidated": True})
     events = [root, leaf, i, t]
+    assert derive(events).outcome["leaf"] == "suppressed"
     p = plan(events)
     assert set(p.deletions) == {root.event_id, i.event_id}
-    assert p.graphs == {"root": {"dependsOn": [], "invalidated": True}}
-    assert p.guards == {root.event_id: "root", i.event_id: "root"}
     after = apply_in_memory(events, p)
     assert [e.data.get("graph") for e in after if e.type == "tombstone"] == \
         [{"dependsOn": [], "invalidated": True}]
@@ -270,16 +275,19 @@ def test_erasing_an_invalidated_entry_keeps_its_dependents_suppressed():
 
 def test_erasing_a_suppressed_middle_keeps_the_chain():
     events = [entry("root"), entry("mid", depends=("root",)), entry("leaf", depends=("mid",)),
-              inval("root"), tomb("mid")]
-    p = plan(events)
-    assert p.graphs == {"mid": {"dependsOn": ["root"], "invalidated": False}}
-    d = derive(apply_in_memory(events, p))
+              inval("root"), tomb("mid", graph={"dependsOn": ["root"], "invalidated": False})]
+    assert derive(events).outcome["leaf"] == "suppressed"
+    d = derive(apply_in_memory(events, plan(events)))
     assert d.outcome["leaf"] == "suppressed" and d.suppressed_through["leaf"] == ["root"]
 
 
-def test_a_live_leaf_with_no_edges_needs_no_graph():
-    p = plan([entry("f1"), tomb("f1")])
+def test_compaction_writes_no_graph_of_its_own():
+    # Adding one at compaction time would change what dependents derive then.
+    events = [entry("root"), entry("leaf", depends=("root",)), inval("root"), tomb("root")]
+    p = plan(events)
     assert p.graphs == {} and p.guards == {}
+    assert derive(events).outcome["leaf"] == "live"  # no graph: the tombstoned id takes no part
+    assert derive(apply_in_memory(events, p)).outcome["leaf"] == "live"
 
 
 # -- laws on random journals ---------------------------------------------------------------

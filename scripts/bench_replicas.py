@@ -1,0 +1,170 @@
+"""Merge speed: 100 source segments of 10,000 events into a workspace holding 1,000,000.
+
+The floor is the naive union the same run can do with plain SQL: ATTACH each
+source file to a copy of the local segment and INSERT OR IGNORE its rows. The
+naive way checks nothing (no checksums, no malformed rows, no tombstones, no
+manifest, no provenance) and writes into a live segment; `merge` does all of
+that and writes new import files. Goal: merge <= 1.5x the floor.
+
+Two sources, the same 1,000,000 rows:
+- an export folder (`agent-journal export` of the source root, made before
+  timing): its rows were checked by the exporter and sealed by the manifest
+  checksums, so merge verifies the files and decides from lookup columns;
+- the source journal root itself: nothing vouches for its rows, so merge
+  parses and checks every row it imports (the price of that parse is shown).
+
+AJ_BENCH_REPLICAS_SCALE scales both sizes (default 1.0; 0.1 = 100,000 local
+events and 100 segments of 1,000), for a quick look on a busy machine;
+AJ_BENCH_REPLICAS_ROUNDS sets the interleaved rounds (default 2, best kept).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import time
+
+from bench import CLI, Ctx
+
+WS = "bench"
+LOCAL_REPLICA = "r10ca1000000000"
+SOURCE_REPLICA = "r50urce00000000"
+OVERLAP = 0.01  # share of each source segment the local side already holds
+
+
+def _events(start: int, count: int, replica: str) -> list:
+    from agent_journal.model import Event
+
+    out = []
+    for i in range(start, start + count):
+        ts = f"2026-01-{1 + (i // 86_400_000) % 28:02d}T00:{(i // 60_000) % 60:02d}:" \
+             f"{(i // 1000) % 60:02d}.{i % 1000:03d}Z"
+        eid = f"{i:08x}-{(i * 7919) % 65536:04x}-4{i % 4096:03x}-8000-{(i * 104729) % 2**48:012x}"
+        if i % 4 == 0:
+            out.append(Event(event_id=eid, type="entry", kind="finding", id=f"f{i}", ts=ts,
+                             author="agent", session="s", replica=replica, data={
+                                 "fields": {"claim": f"finding number {i} about the build"},
+                                 "anchors": [f"tool_use:o{i - 1}"], "dependsOn": [],
+                                 "subject": None}))
+        else:
+            out.append(Event(event_id=eid, type="observation", kind="tool_call", id=f"o{i}",
+                             ts=ts, author="agent", session="s", replica=replica, data={
+                                 "tool": "Bash", "callId": f"c{i}",
+                                 "input": {"command": f"pytest -q tests/test_{i % 97}.py"},
+                                 "output": "." * 40 + f" {i % 50} passed", "status": "ok",
+                                 "exitCode": 0, "durationMs": i % 5000}))
+    return out
+
+
+def _write_segment(path: str, replica: str, batches) -> None:
+    from agent_journal import store
+
+    store.create_private_file(path)
+    conn = store.connect(path)
+    try:
+        conn.execute("PRAGMA synchronous = OFF")
+        conn.execute("PRAGMA cache_size = -131072")
+        store.init_segment(conn, workspace=WS, replica=replica)
+        for batch in batches:
+            store.run_write(conn, lambda c, b=batch: store.insert_events(c, b))
+    finally:
+        conn.close()
+
+
+def _make_root(path: str, replica: str) -> str:
+    seg_dir = os.path.join(path, "workspaces", WS, "segments")
+    os.makedirs(seg_dir, mode=0o700)
+    for p in (path, os.path.join(path, "workspaces"), os.path.dirname(seg_dir), seg_dir):
+        os.chmod(p, 0o700)
+    with open(os.path.join(path, "replica-id"), "w") as fh:
+        fh.write(replica + "\n")
+    return seg_dir
+
+
+def build(ctx: Ctx, local_n: int, seg_n: int, per_seg: int) -> tuple[str, str, str]:
+    base = str(ctx.path("replicas"))
+    local = os.path.join(base, "local")
+    source = os.path.join(base, "source")
+    seg_dir = _make_root(local, LOCAL_REPLICA)
+    local_seg = os.path.join(seg_dir, f"{LOCAL_REPLICA}-000001.sqlite")
+    step = 50_000
+    _write_segment(local_seg, LOCAL_REPLICA,
+                   (_events(s, min(step, local_n - s), LOCAL_REPLICA)
+                    for s in range(0, local_n, step)))
+    src_dir = _make_root(source, SOURCE_REPLICA)
+    shared = int(per_seg * OVERLAP)
+    for k in range(seg_n):
+        fresh = _events(local_n + k * per_seg, per_seg - shared, SOURCE_REPLICA)
+        old = _events((k * shared) % max(local_n - shared, 1), shared, LOCAL_REPLICA)
+        _write_segment(os.path.join(src_dir, f"{SOURCE_REPLICA}-{k + 1:06d}.sqlite"),
+                       SOURCE_REPLICA, [old + fresh])
+    return local, source, local_seg
+
+
+def naive(local_seg: str, source: str, work: str) -> float:
+    target = os.path.join(work, "naive.sqlite")
+    shutil.copyfile(local_seg, target)
+    src_dir = os.path.join(source, "workspaces", WS, "segments")
+    files = sorted(os.path.join(src_dir, n) for n in os.listdir(src_dir))
+    start = time.perf_counter()
+    conn = sqlite3.connect(target, isolation_level=None)
+    for path in files:
+        conn.execute("ATTACH ? AS src", (path,))
+        conn.execute("BEGIN")
+        conn.execute("INSERT OR IGNORE INTO main.events(event_id, type, subject, ts, body, "
+                     "checksum) SELECT event_id, type, subject, ts, body, checksum "
+                     "FROM src.events")
+        conn.execute("COMMIT")
+        conn.execute("DETACH src")
+    conn.close()
+    elapsed = time.perf_counter() - start
+    os.unlink(target)
+    return elapsed
+
+
+def ours(local: str, source: str, work: str) -> tuple[float, str]:
+    target = os.path.join(work, "target")
+    shutil.copytree(local, target)
+    start = time.perf_counter()
+    proc = subprocess.run([CLI, "merge", source, "--root", target, "--workspace", WS],
+                          capture_output=True, check=True)
+    elapsed = time.perf_counter() - start
+    import json
+
+    report = json.loads(proc.stdout)
+    summary = f"imported {report['imported']}, alreadyPresent {report['alreadyPresent']}, " \
+              f"{len(report['segmentsTouched'])} import file(s)"
+    shutil.rmtree(target)
+    return elapsed, summary
+
+
+def run(ctx: Ctx) -> None:
+    scale = float(os.environ.get("AJ_BENCH_REPLICAS_SCALE") or "1.0")
+    local_n, seg_n, per_seg = int(1_000_000 * scale), 100, int(10_000 * scale)
+    start = time.perf_counter()
+    local, source, local_seg = build(ctx, local_n, seg_n, per_seg)
+    exported = os.path.join(str(ctx.path("replicas")), "export")
+    subprocess.run([CLI, "export", exported, "--root", source, "--workspace", WS],
+                   capture_output=True, check=True)
+    print(f"   built {local_n:,} local + {seg_n} x {per_seg:,} source events and an export "
+          f"in {time.perf_counter() - start:.0f} s (scale {scale})", flush=True)
+    work = str(ctx.path("replicas-work"))
+    rounds = int(os.environ.get("AJ_BENCH_REPLICAS_ROUNDS") or "2")
+    best = {"naive": float("inf"), "export": float("inf"), "root": float("inf")}
+    ratios: dict[str, list[float]] = {"export": [], "root": []}
+    summary = ""
+    for _ in range(rounds):
+        # Interleaved so that load from other processes hits every side alike.
+        floor = naive(local_seg, source, work)
+        best["naive"] = min(best["naive"], floor)
+        for kind, src in (("export", exported), ("root", source)):
+            mine, summary = ours(local, src, work)
+            best[kind] = min(best[kind], mine)
+            ratios[kind].append(mine / floor)
+    for kind, label in (("export", "export folder"), ("root", "journal root")):
+        ctx.report(f"merge {seg_n}x{per_seg:,} into {local_n:,} from {label}", best[kind],
+                   best["naive"], goal=1.5,
+                   extra=f"[{summary}; per-round ratios "
+                         + ", ".join(f"{r:.2f}" for r in ratios[kind]) + "]")
