@@ -10,10 +10,10 @@ Invariants:
 - Segments are changed in place, one transaction each, and only when their
   highest seq is still what the read saw. A segment that grew is skipped,
   never rewritten from a stale read, so no acknowledged append is lost.
-- Order between segments: a tombstone's kept graph is committed before its
-  target's record or invalidations go, and a tombstone reads purged only once
-  every event about its target is gone, so a run stopped anywhere (killed,
-  skipped) never claims more than it did and never turns a dependent live.
+- Order between segments: a tombstone reads purged only once every event
+  about its target is gone, so a run stopped anywhere (killed, skipped) never
+  claims more than it did. (A dependent never turns live: a tombstoned entry
+  counts in derivation only through the graph its tombstone carries.)
 - After the segments, artifact blobs that only removed events referenced and
   the workspace's cache projections are deleted.
 - An intent file written before the first segment is touched (blobs, cache,
@@ -125,18 +125,15 @@ class _Run:
                     self.segments_of.setdefault(event_id, []).append(seg)
                     if event_id in plan.deletions:
                         self.todo.setdefault(seg, set()).add(event_id)
-        self.graph_needed = {t for t in plan.tombstone_events if plan.needs_graph(t)}
         # segment -> tombstone event id -> checksum currently stored
         self.tombs: dict[str, dict[str, str]] = {}
         stored = prepared.read.tombstone_checksums
         for event_id, ev in plan.tombstone_events.items():
-            if event_id not in plan.flips and event_id not in self.graph_needed:
+            if event_id not in plan.flips:
                 continue
             for seg in self.segments_of.get(event_id, []):
                 digest = stored.get((seg, event_id)) or codec.encode(ev)[1]
                 self.tombs.setdefault(seg, {})[event_id] = digest
-        self.graph_done: set[tuple[str, str]] = set()
-        self.graph_stored: set[str] = set(plan.graph_ready)
         self.flipped: set[tuple[str, str]] = set()
         self.gone: set[tuple[str, str]] = set()
         self.skipped: set[str] = set()
@@ -145,15 +142,9 @@ class _Run:
     def has_work(self) -> bool:
         return bool(self.todo) or bool(self.tombs)
 
-    def _graph_pending(self, seg: str, event_id: str) -> bool:
-        return event_id in self.graph_needed and (seg, event_id) not in self.graph_done
-
     def _flip_ready(self, event_id: str, gone: set[tuple[str, str]]) -> bool:
         return all((seg, e) in gone
                    for e in self.plan.flips[event_id] for seg in self.segments_of.get(e, []))
-
-    def stores_graph(self, seg: str) -> bool:
-        return any(self._graph_pending(seg, t) for t in self.tombs.get(seg, {}))
 
     def step(self, seg: str) -> bool:
         """One transaction on one segment: whatever of its work may run now."""
@@ -161,27 +152,17 @@ class _Run:
             return False
         plan = self.plan
         tombs = self.tombs.get(seg, {})
-        graphs_here = {str(plan.tombstone_events[t].id) for t in tombs
-                       if self._graph_pending(seg, t)}
-        deletes = sorted(
-            e for e in self.todo.get(seg, ())
-            if e not in plan.guards or plan.guards[e] in self.graph_stored
-            or plan.guards[e] in graphs_here)
+        deletes = sorted(self.todo.get(seg, ()))
         gone_now = {(seg, e) for e in deletes}
         gone_after = self.gone | gone_now if gone_now else self.gone
         rewrites: list[tuple[str, str, bytes, str]] = []
-        planned: dict[str, tuple[bool, bool, str]] = {}
+        planned: dict[str, str] = {}
         for t, current in tombs.items():
-            graph = self._graph_pending(seg, t)
-            flip = t in plan.flips and (seg, t) not in self.flipped \
-                and self._flip_ready(t, gone_after)
-            if not graph and not flip:
+            if (seg, t) in self.flipped or not self._flip_ready(t, gone_after):
                 continue
-            new = plan.rewritten(t, graph=t in self.graph_needed,
-                                 flip=flip or (seg, t) in self.flipped)
-            body, digest = codec.encode(new)
+            body, digest = codec.encode(plan.rewritten(t))
             rewrites.append((t, current, body, digest))
-            planned[t] = (graph, flip, digest)
+            planned[t] = digest
         if not deletes and not rewrites:
             return False
         path = os.path.join(self.ws.root.path, seg)
@@ -200,20 +181,15 @@ class _Run:
             self.todo[seg] = remaining
         else:
             self.todo.pop(seg, None)
-        for t, (graph, flip, digest) in planned.items():
+        for t, digest in planned.items():
             if t not in done:
                 # Someone else rewrote it meanwhile (another compaction); leave it.
                 tombs.pop(t, None)
                 continue
             tombs[t] = digest
-            if graph:
-                self.graph_done.add((seg, t))
-                self.graph_stored.add(str(plan.tombstone_events[t].id))
-            if flip:
-                self.flipped.add((seg, t))
+            self.flipped.add((seg, t))
         for t in list(tombs):
-            if not self._graph_pending(seg, t) \
-                    and (t not in plan.flips or (seg, t) in self.flipped):
+            if (seg, t) in self.flipped:
                 del tombs[t]
         if not tombs:
             self.tombs.pop(seg, None)
@@ -221,9 +197,9 @@ class _Run:
 
     def run(self) -> None:
         for _ in range(4):
-            # Segments that store a graph go first so the records it guards can go.
-            segs = sorted(set(self.todo) | set(self.tombs),
-                          key=lambda s: (not self.stores_graph(s), s))
+            # A tombstone flips only after its target's rows are gone, which may
+            # be in a segment visited later: a few passes settle it.
+            segs = sorted(set(self.todo) | set(self.tombs))
             progress = False
             for seg in segs:
                 progress = self.step(seg) or progress

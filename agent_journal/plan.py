@@ -62,12 +62,6 @@ class CompactionPlan:
         self.tombstone_events: dict[str, Event] = {}
         # tombstone event id -> event ids that must all be gone before it reads purged
         self.flips: dict[str, frozenset[str]] = {}
-        # tombstoned id -> the graph its tombstones must carry before its record goes
-        self.graphs: dict[str, dict[str, Any]] = {}
-        # tombstoned ids whose graph some tombstone already carries, as read
-        self.graph_ready: set[str] = set()
-        # event id -> tombstoned id whose graph must be stored before the event goes
-        self.guards: dict[str, str] = {}
         # entries due on their TTL but kept because a survivor still derives through them
         self.held: list[str] = []
 
@@ -75,20 +69,10 @@ class CompactionPlan:
     def tombstones_marked_purged(self) -> list[str]:
         return sorted(self.flips)
 
-    def rewritten(self, tomb_event_id: str, *, graph: bool, flip: bool) -> Event:
-        """The tombstone as compaction writes it back: graph kept, purged flipped."""
+    def rewritten(self, tomb_event_id: str) -> Event:
+        """The tombstone as compaction writes it back: purged flipped, nothing else."""
         ev = self.tombstone_events[tomb_event_id]
-        data = dict(ev.data)
-        target = ev.id
-        if graph and target in self.graphs:
-            data["graph"] = self.graphs[target]
-        if flip:
-            data["purged"] = True
-        return ev.replace(data=data)
-
-    def needs_graph(self, tomb_event_id: str) -> bool:
-        ev = self.tombstone_events[tomb_event_id]
-        return ev.id in self.graphs and ev.data.get("graph") != self.graphs[ev.id]
+        return ev.replace(data={**ev.data, "purged": True})
 
     def report(self, *, apply: bool, removed: set[str] | None = None,
                marked_purged: list[str] | None = None,
