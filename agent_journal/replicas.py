@@ -605,6 +605,7 @@ def _import_sealed(seg: store.ImportSource, own_key: tuple[str, str] | None,
     decisions = planner.take_bulk((e for _, e in ids), list(special))
     rebuilt = []
     origins = []
+    provenance: dict[str, tuple[str, str, int]] | None = None
     for seq, event_id, type_, subject, ts, obj in tombstones:
         if decisions.get(event_id, IMPORT) != IMPORT:
             continue
@@ -615,6 +616,11 @@ def _import_sealed(seg: store.ImportSource, own_key: tuple[str, str] | None,
             decisions[event_id] = "rebuilt"
             if own_key is not None:
                 origins.append((event_id, own_key[0], own_key[1], seq))
+            else:
+                if provenance is None:
+                    provenance = seg.provenance()
+                if event_id in provenance:
+                    origins.append((event_id, *provenance[event_id]))
     copied = [e for _, e in ids if e not in decisions] if decisions else [e for _, e in ids]
     seg.copy(decisions, copied_ids=copied, own=own_key)
     seg.insert(rebuilt, origins)
