@@ -49,60 +49,25 @@ def _reject_constant(name: str) -> Any:
     raise MalformedEvent(f"non-finite number {name} in body")
 
 
-# One decoder for every body: json.loads would build a new one per call when
-# given parse_constant, which costs more than parsing a small event.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-
-
-def as_bytes(body: Any) -> bytes:
-    """A stored body as bytes. Raises MalformedEvent for anything else."""
+def decode(body: bytes, stored_checksum: str | None) -> Event:
+    """Verify and parse one stored body. Raises MalformedEvent."""
     if isinstance(body, str):
         # A hand edit through SQL string functions turns the blob into text;
         # judge it by its bytes like any other body.
-        return body.encode("utf-8")
+        body = body.encode("utf-8")
     if not isinstance(body, bytes | bytearray | memoryview):
         raise MalformedEvent("body is not a blob")
-    return bytes(body)
-
-
-def _parse(body: bytes) -> Any:
-    try:
-        return _DECODER.decode(body.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        # Anything but plain UTF-8 JSON is judged by json.loads itself, exactly
-        # as before (it also reads a BOM or UTF-16/32, and says why it fails).
-        return json.loads(body, parse_constant=_reject_constant)
-
-
-def verify(body: Any, stored_checksum: str | None) -> dict[str, Any]:
-    """Verify one stored body and return its parsed, shape-checked JSON object.
-
-    The same checks as `decode` without building an Event, for bulk paths
-    (merge) that only need a few fields of most rows. Raises MalformedEvent.
-    """
-    body = as_bytes(body)
+    body = bytes(body)
     if stored_checksum != checksum(body):
         raise MalformedEvent("checksum mismatch")
     try:
-        obj = _parse(body)
+        obj = json.loads(body, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedEvent(f"body does not parse: {exc.__class__.__name__}") from None
-    check_dict(obj)
-    return obj  # type: ignore[no-any-return]
-
-
-def decode(body: bytes, stored_checksum: str | None) -> Event:
-    """Verify and parse one stored body. Raises MalformedEvent."""
-    return _event(verify(body, stored_checksum))
+    return from_dict(obj)
 
 
 def from_dict(obj: Any) -> Event:
-    check_dict(obj)
-    return _event(obj)
-
-
-def check_dict(obj: Any) -> None:
-    """The shape every event object must have. Raises MalformedEvent."""
     if not isinstance(obj, dict):
         raise MalformedEvent("body is not a JSON object")
     missing = [k for k in REQUIRED_FIELDS if k not in obj]
@@ -120,9 +85,6 @@ def check_dict(obj: Any) -> None:
     if not isinstance(obj["schema"], int):
         raise MalformedEvent("field schema is not an integer")
     _check_type_fields(obj)
-
-
-def _event(obj: dict[str, Any]) -> Event:
     return Event(
         event_id=obj["eventId"], type=obj["type"], kind=obj["kind"], id=obj["id"],
         ts=obj["ts"], author=obj["author"], session=obj["session"],
@@ -149,3 +111,38 @@ def _check_type_fields(obj: dict[str, Any]) -> None:
             raise MalformedEvent(f"{kind} has no reason")
         if kind == "tombstone" and not isinstance(data.get("purged"), bool):
             raise MalformedEvent("tombstone data.purged is not a boolean")
+
+
+# -- bulk verification (merge) -----------------------------------------------------------
+# Merge checks every row it imports from a journal root but needs only a few
+# of its fields: the same verdicts as `decode`, returned as the parsed object.
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def as_bytes(body: Any) -> bytes:
+    """A stored body as bytes, the way `decode` judges it. Raises MalformedEvent."""
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if not isinstance(body, bytes | bytearray | memoryview):
+        raise MalformedEvent("body is not a blob")
+    return bytes(body)
+
+
+def verify(body: Any, stored_checksum: str | None) -> dict[str, Any]:
+    """Exactly the checks of `decode`; returns the parsed object. Raises MalformedEvent."""
+    body = as_bytes(body)
+    if stored_checksum != checksum(body):
+        raise MalformedEvent("checksum mismatch")
+    try:
+        try:
+            # json.loads with parse_constant builds a decoder per call; plain
+            # UTF-8 JSON goes through one shared decoder, anything else through
+            # json.loads itself, so the verdicts are the same.
+            obj = _DECODER.decode(body.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            obj = json.loads(body, parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedEvent(f"body does not parse: {exc.__class__.__name__}") from None
+    from_dict(obj)  # the shape checks
+    return obj  # type: ignore[no-any-return]

@@ -192,8 +192,10 @@ def _export(ws: store.Workspace, dest: str, progress: Progress) -> dict[str, Any
     for n, (ref, (art, cited_by)) in enumerate(sorted(artifacts.items()), 1):
         _say(progress, f"export: artifact {n}/{len(artifacts)}")
         rel_path = merge_plan.export_artifact_path(ref)
-        if store.copy_file_verified(store.artifact_path(ws, ref), os.path.join(dest, rel_path),
-                                    size=art["bytes"], checksum=art["checksum"]):
+        blob = _artifact_path_or_none(ws, ref)
+        if blob is not None and store.copy_file_verified(
+                blob, os.path.join(dest, rel_path), size=art["bytes"],
+                checksum=art["checksum"]):
             listed.append({"ref": ref, "path": rel_path, "bytes": art["bytes"],
                            "checksum": art["checksum"], "observations": sorted(cited_by)})
         else:
@@ -270,10 +272,15 @@ class Source:
         if self.kind == "export":
             return self.artifact_files.get(ref)
         assert self.source_ws is not None
-        try:
-            return store.artifact_path(self.source_ws, ref)
-        except JournalError:
-            return None
+        return _artifact_path_or_none(self.source_ws, ref)
+
+
+def _artifact_path_or_none(ws: store.Workspace, ref: str) -> str | None:
+    """A ref this version cannot place has no blob it could copy."""
+    try:
+        return store.artifact_path(ws, ref)
+    except JournalError:
+        return None
 
 
 def open_source(path: str, workspace: str) -> Source:
@@ -640,7 +647,10 @@ def _merge_artifacts(ws: store.Workspace, src: Source,
     for ref, (art, subjects) in sorted(wanted.items()):
         if all(s in tombstoned for s in subjects):
             continue
-        dest = store.artifact_path(ws, ref)
+        dest = _artifact_path_or_none(ws, ref)
+        if dest is None:
+            missing.append(ref)
+            continue
         if os.path.exists(dest):
             already += 1
             continue

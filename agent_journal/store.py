@@ -1134,18 +1134,17 @@ class MergeLock:
 
 
 def artifact_path(ws: Workspace, ref: str) -> str:
-    """Where a workspace keeps the blob of an artifact ref (`<algo>:<hex>`).
+    """Where a workspace keeps the blob of an artifact ref; JournalError for a bad ref.
 
-    The one place that knows the blob layout; it must agree with the capture
-    code that writes blobs.
+    The one place export and merge learn the blob layout. It follows the
+    capture branch's layout (refs `xxh3-128:<32 hex>`, blobs at
+    `artifacts/<first 2 hex>/<32 hex>`); when both are merged, one
+    definition of this function must remain.
     """
-    from agent_journal.merge_plan import parse_ref
-
-    parsed = parse_ref(ref)
-    if parsed is None:
-        raise JournalError(f"not an artifact ref: {ref!r}")
-    algo, digest = parsed
-    return os.path.join(ws.path, "artifacts", algo, digest[:2], digest)
+    algo, sep, digest = ref.partition(":") if isinstance(ref, str) else ("", "", "")
+    if not sep or algo != "xxh3-128" or not re.fullmatch(r"[0-9a-f]{32}", digest):
+        raise JournalError(f"not an artifact reference: {str(ref)[:80]!r}")
+    return os.path.join(ws.path, "artifacts", digest[:2], digest)
 
 
 def copy_file_verified(src: str, dest: str, *, size: int, checksum: str) -> bool:

@@ -760,7 +760,7 @@ def test_export_manifest_and_round_trip(tmp_path, cli):
 def test_tampered_export_is_refused_and_nothing_imported(tmp_path, cli, where):
     a = make_root(tmp_path, "a", "raaaaaaaaaaaaaaa")
     blob = b"large tool output\n" * 100
-    ref = "sha256:" + "ab" * 32
+    ref = _ref(blob)
     art = {"ref": ref, "bytes": len(blob), "checksum": _xxh(blob), "status": "complete"}
     put(a, [entry(f"n{i}", replica="ra") for i in range(20)]
         + [observation("o-art", replica="ra", artifact=art)])
@@ -800,6 +800,13 @@ def _xxh(data: bytes) -> str:
     return "xxh3-64:" + xxhash.xxh3_64_hexdigest(data)
 
 
+def _ref(data: bytes) -> str:
+    """A content address in the capture branch's form."""
+    import xxhash
+
+    return "xxh3-128:" + xxhash.xxh3_128_hexdigest(data)
+
+
 def test_artifacts_travel_with_their_observations(tmp_path):
     a = make_root(tmp_path, "a", "raaaaaaaaaaaaaaa")
     ws_a = store.Root.open(a, create=True).workspace(WS)
@@ -807,7 +814,7 @@ def test_artifacts_travel_with_their_observations(tmp_path):
     events = []
     for name in ("keep", "secret", "broken"):
         blob = f"{name} output {MARKER if name == 'secret' else ''}\n".encode() * 50
-        ref = "sha256:" + name.encode().hex().ljust(64, "0")
+        ref = _ref(blob)
         art = {"ref": ref, "bytes": len(blob), "checksum": _xxh(blob), "status": "complete"}
         blobs[name] = (ref, blob)
         events.append(observation(f"o-{name}", replica="ra", artifact=art))
@@ -829,6 +836,18 @@ def test_artifacts_travel_with_their_observations(tmp_path):
     out = merge(c, a)
     assert out["artifacts"]["copied"] == 1
     assert MARKER.encode() not in all_bytes_under(c)
+
+
+def test_an_artifact_ref_this_version_cannot_place_is_missing_not_fatal(tmp_path):
+    a = make_root(tmp_path, "a", "raaaaaaaaaaaaaaa")
+    odd = {"ref": "sha999:" + "ab" * 20, "bytes": 3, "checksum": "xxh3-64:00",
+           "status": "complete"}
+    put(a, [observation("o-odd", replica="ra", artifact=odd)])
+    assert export(a, tmp_path / "exp")["artifactsMissing"] == [odd["ref"]]
+    b = make_root(tmp_path, "b", "rbbbbbbbbbbbbbbb")
+    assert merge(b, tmp_path / "exp")["artifacts"]["missing"] == [odd["ref"]]
+    c = make_root(tmp_path, "c", "rccccccccccccccc")
+    assert merge(c, a)["artifacts"]["missing"] == [odd["ref"]]
 
 
 # -- export under load --------------------------------------------------------------------
