@@ -192,8 +192,10 @@ def _export(ws: store.Workspace, dest: str, progress: Progress) -> dict[str, Any
     for n, (ref, (art, cited_by)) in enumerate(sorted(artifacts.items()), 1):
         _say(progress, f"export: artifact {n}/{len(artifacts)}")
         rel_path = merge_plan.export_artifact_path(ref)
-        if store.copy_file_verified(store.artifact_path(ws, ref), os.path.join(dest, rel_path),
-                                    size=art["bytes"], checksum=art["checksum"]):
+        blob = _artifact_path_or_none(ws, ref)
+        if blob is not None and store.copy_file_verified(
+                blob, os.path.join(dest, rel_path), size=art["bytes"],
+                checksum=art["checksum"]):
             listed.append({"ref": ref, "path": rel_path, "bytes": art["bytes"],
                            "checksum": art["checksum"], "observations": sorted(cited_by)})
         else:
@@ -270,10 +272,15 @@ class Source:
         if self.kind == "export":
             return self.artifact_files.get(ref)
         assert self.source_ws is not None
-        try:
-            return store.artifact_path(self.source_ws, ref)
-        except JournalError:
-            return None
+        return _artifact_path_or_none(self.source_ws, ref)
+
+
+def _artifact_path_or_none(ws: store.Workspace, ref: str) -> str | None:
+    """A ref this version cannot place has no blob it could copy."""
+    try:
+        return store.artifact_path(ws, ref)
+    except JournalError:
+        return None
 
 
 def open_source(path: str, workspace: str) -> Source:
@@ -605,6 +612,7 @@ def _import_sealed(seg: store.ImportSource, own_key: tuple[str, str] | None,
     decisions = planner.take_bulk((e for _, e in ids), list(special))
     rebuilt = []
     origins = []
+    provenance: dict[str, tuple[str, str, int]] | None = None
     for seq, event_id, type_, subject, ts, obj in tombstones:
         if decisions.get(event_id, IMPORT) != IMPORT:
             continue
@@ -615,6 +623,11 @@ def _import_sealed(seg: store.ImportSource, own_key: tuple[str, str] | None,
             decisions[event_id] = "rebuilt"
             if own_key is not None:
                 origins.append((event_id, own_key[0], own_key[1], seq))
+            else:
+                if provenance is None:
+                    provenance = seg.provenance()
+                if event_id in provenance:
+                    origins.append((event_id, *provenance[event_id]))
     copied = [e for _, e in ids if e not in decisions] if decisions else [e for _, e in ids]
     seg.copy(decisions, copied_ids=copied, own=own_key)
     seg.insert(rebuilt, origins)
@@ -634,7 +647,10 @@ def _merge_artifacts(ws: store.Workspace, src: Source,
     for ref, (art, subjects) in sorted(wanted.items()):
         if all(s in tombstoned for s in subjects):
             continue
-        dest = store.artifact_path(ws, ref)
+        dest = _artifact_path_or_none(ws, ref)
+        if dest is None:
+            missing.append(ref)
+            continue
         if os.path.exists(dest):
             already += 1
             continue

@@ -13,8 +13,8 @@ Two sources, the same 1,000,000 rows:
 - the source journal root itself: nothing vouches for its rows, so merge
   parses and checks every row it imports (the price of that parse is shown).
 
-AJ_BENCH_REPLICAS_SCALE scales both sizes (default 1.0; 0.1 = 100,000 local
-events and 100 segments of 1,000), for a quick look on a busy machine;
+AJ_BENCH_REPLICAS_SCALE (else BENCH_SCALE) scales both sizes (default 1.0;
+0.1 = 100,000 local events and 100 segments of 1,000), for a quick look;
 AJ_BENCH_REPLICAS_ROUNDS sets the interleaved rounds (default 2, best kept).
 """
 
@@ -141,7 +141,8 @@ def ours(local: str, source: str, work: str) -> tuple[float, str]:
 
 
 def run(ctx: Ctx) -> None:
-    scale = float(os.environ.get("AJ_BENCH_REPLICAS_SCALE") or "1.0")
+    scale = float(os.environ.get("AJ_BENCH_REPLICAS_SCALE") or os.environ.get("BENCH_SCALE")
+                  or "1.0")
     local_n, seg_n, per_seg = int(1_000_000 * scale), 100, int(10_000 * scale)
     start = time.perf_counter()
     local, source, local_seg = build(ctx, local_n, seg_n, per_seg)

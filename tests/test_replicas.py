@@ -97,6 +97,19 @@ def union_state(base: Path, groups: list[list[Event]]) -> str:
     return state(oracle)
 
 
+def imported_tombstones_unpurged(root: Path) -> bool:
+    """Every tombstone a merge wrote says purged: false (and checks out)."""
+    from agent_journal import codec
+
+    for seg in (root / "workspaces" / WS / "segments").glob("import-*.sqlite"):
+        with sqlite3.connect(seg) as conn:
+            for body, digest in conn.execute(
+                    "SELECT body, checksum FROM events WHERE type = 'tombstone'"):
+                if codec.decode(body, digest).data["purged"] is not False:
+                    return False
+    return True
+
+
 def copy_root(src: Path, dest: Path) -> Path:
     shutil.copytree(src, dest)
     return dest
@@ -245,6 +258,7 @@ def test_merge_is_commutative(data):
         merge(ba, a)
         assert state(ab) == state(ba)
         assert state(ab) == union_state(base, data[1])
+        assert imported_tombstones_unpurged(ab) and imported_tombstones_unpurged(ba)
     finally:
         shutil.rmtree(base)
 
@@ -302,6 +316,8 @@ def test_an_export_merges_exactly_like_its_root(data):
         via_export = copy_root(a, base / "via-export")
         r2 = merge(via_export, base / "exp-b")
         assert state(via_root) == state(via_export)
+        assert imported_tombstones_unpurged(via_root)
+        assert imported_tombstones_unpurged(via_export)
         # The export already left out what B's tombstones name, so only the
         # held-back counts differ; what is written is the same.
         assert r1["imported"] == r2["imported"]
@@ -744,7 +760,7 @@ def test_export_manifest_and_round_trip(tmp_path, cli):
 def test_tampered_export_is_refused_and_nothing_imported(tmp_path, cli, where):
     a = make_root(tmp_path, "a", "raaaaaaaaaaaaaaa")
     blob = b"large tool output\n" * 100
-    ref = store.artifact_ref(blob)
+    ref = _ref(blob)
     art = {"ref": ref, "bytes": len(blob), "checksum": _xxh(blob), "status": "complete"}
     put(a, [entry(f"n{i}", replica="ra") for i in range(20)]
         + [observation("o-art", replica="ra", artifact=art)])
@@ -784,6 +800,13 @@ def _xxh(data: bytes) -> str:
     return "xxh3-64:" + xxhash.xxh3_64_hexdigest(data)
 
 
+def _ref(data: bytes) -> str:
+    """A content address in the capture branch's form."""
+    import xxhash
+
+    return "xxh3-128:" + xxhash.xxh3_128_hexdigest(data)
+
+
 def test_artifacts_travel_with_their_observations(tmp_path):
     a = make_root(tmp_path, "a", "raaaaaaaaaaaaaaa")
     ws_a = store.Root.open(a, create=True).workspace(WS)
@@ -791,7 +814,7 @@ def test_artifacts_travel_with_their_observations(tmp_path):
     events = []
     for name in ("keep", "secret", "broken"):
         blob = f"{name} output {MARKER if name == 'secret' else ''}\n".encode() * 50
-        ref = store.artifact_ref(blob)
+        ref = _ref(blob)
         art = {"ref": ref, "bytes": len(blob), "checksum": _xxh(blob), "status": "complete"}
         blobs[name] = (ref, blob)
         events.append(observation(f"o-{name}", replica="ra", artifact=art))
@@ -813,6 +836,18 @@ def test_artifacts_travel_with_their_observations(tmp_path):
     out = merge(c, a)
     assert out["artifacts"]["copied"] == 1
     assert MARKER.encode() not in all_bytes_under(c)
+
+
+def test_an_artifact_ref_this_version_cannot_place_is_missing_not_fatal(tmp_path):
+    a = make_root(tmp_path, "a", "raaaaaaaaaaaaaaa")
+    odd = {"ref": "sha999:" + "ab" * 20, "bytes": 3, "checksum": "xxh3-64:00",
+           "status": "complete"}
+    put(a, [observation("o-odd", replica="ra", artifact=odd)])
+    assert export(a, tmp_path / "exp")["artifactsMissing"] == [odd["ref"]]
+    b = make_root(tmp_path, "b", "rbbbbbbbbbbbbbbb")
+    assert merge(b, tmp_path / "exp")["artifacts"]["missing"] == [odd["ref"]]
+    c = make_root(tmp_path, "c", "rccccccccccccccc")
+    assert merge(c, a)["artifacts"]["missing"] == [odd["ref"]]
 
 
 # -- export under load --------------------------------------------------------------------
