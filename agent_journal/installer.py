@@ -294,24 +294,4 @@ def _write(path: str, text: str) -> None:
         mode = os.stat(target).st_mode & 0o7777
     except FileNotFoundError:
         mode = 0o644
-    tmp = os.path.join(folder, f".{os.path.basename(target)}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
-    try:
-        try:
-            os.write(fd, text.encode("utf-8"))
-            os.fchmod(fd, mode)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    dfd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    store.write_file_atomic(target, text.encode("utf-8"), mode=mode)

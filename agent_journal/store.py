@@ -163,17 +163,32 @@ def create_private_file(path: str) -> bool:
     return True
 
 
-def write_file_atomic(path: str, data: bytes) -> None:
-    """Temp file, fsync, rename: a reader sees the old file or the whole new one."""
+def write_file_atomic(path: str, data: bytes, *, mode: int = FILE_MODE) -> None:
+    """Temp file, fsync, rename, fsync folder: a reader sees the old file or the whole new one.
+
+    The temporary name is unique per call, so concurrent writers of the same
+    path never share a half-written file; a failed write leaves no temp file.
+    """
     folder, name = os.path.split(path)
-    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, FILE_MODE)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
     try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if mode != FILE_MODE:
+                os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     dfd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(dfd)
@@ -851,31 +866,8 @@ def write_artifact(ws: Workspace, data: bytes) -> str:
                 return ref
     except FileNotFoundError:
         pass
-    folder = os.path.dirname(path)
-    make_private_dirs(folder)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    dfd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    make_private_dirs(os.path.dirname(path))
+    write_file_atomic(path, data)
     return ref
 
 
