@@ -74,6 +74,15 @@ READ_COMMON = (WORKSPACE, ROOT)
 
 COMMANDS: dict[str, Command] = {}
 
+# Help for the first word of two- and three-word commands.
+GROUP_HELP = {
+    "hook": "Journal what an agent's hook sends on stdin (run by the agent, fails open).",
+    "hooks": "Install or remove the agent-journal hook in an agent's settings.",
+    "hooks install": "Add the hook to an agent's settings.",
+    "hooks uninstall": "Remove the hook from an agent's settings.",
+    "import": "Replay an agent's session transcript as observations.",
+}
+
 
 def _add(cmd: Command) -> None:
     COMMANDS[cmd.name] = cmd

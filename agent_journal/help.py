@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from agent_journal.commands import BARE, COMMANDS, MULTI, Command
+from agent_journal.commands import BARE, COMMANDS, GROUP_HELP, MULTI, Command
 
 
 def _callback(cmd: Command) -> Any:
@@ -55,7 +55,7 @@ def build_app() -> Any:
         for word in words[:-1]:
             key = " ".join(words[: words.index(word) + 1])
             if key not in groups:
-                groups[key] = typer.Typer(help=f"{word} commands", no_args_is_help=True)
+                groups[key] = typer.Typer(help=GROUP_HELP.get(key, f"{word} commands"), no_args_is_help=True)
                 target.add_typer(groups[key], name=word)
             target = groups[key]
         target.command(name=words[-1], help=cmd.help)(_callback(cmd))
