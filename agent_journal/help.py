@@ -55,7 +55,8 @@ def build_app() -> Any:
         for word in words[:-1]:
             key = " ".join(words[: words.index(word) + 1])
             if key not in groups:
-                groups[key] = typer.Typer(help=GROUP_HELP.get(key, f"{word} commands"), no_args_is_help=True)
+                groups[key] = typer.Typer(help=GROUP_HELP.get(key, f"{word} commands"),
+                                          no_args_is_help=True)
                 target.add_typer(groups[key], name=word)
             target = groups[key]
         target.command(name=words[-1], help=cmd.help)(_callback(cmd))
