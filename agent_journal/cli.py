@@ -121,7 +121,8 @@ def cmd_tombstone(a: dict[str, Any]) -> int:
 def cmd_show(a: dict[str, Any]) -> int:
     from agent_journal import journal
 
-    report, result = journal.show(_context(a), only_id=a["id"], observations=a["observations"])
+    report, result = journal.show(_read_context(a), only_id=a["id"],
+                                  observations=a["observations"])
     output.emit_json(report)
     output.floor_warning(result.unreadable, result.malformed)
     return 0

@@ -142,7 +142,13 @@ def decode_lazy(body: bytes, stored_checksum: str | None, event_id: str, type_: 
     if not at or not body.endswith(f'"ts":"{ts}","type":"{type_}"}}'.encode()) or \
             not body.startswith(f'"eventId":"{event_id}","id":"{subject}","kind":'.encode(), at):
         return decode_checked(body, stored_checksum, event_id, type_, subject, ts)
-    return LazyEvent(body, event_id, type_, subject, ts)
+    ev = _new_event(LazyEvent)
+    _set_body(ev, body)
+    _set_event_id(ev, event_id)
+    _set_type(ev, type_)
+    _set_id(ev, subject)
+    _set_ts(ev, ts)
+    return ev
 
 
 def decode_checked(body: Any, stored_checksum: str | None, event_id: str, type_: str,
@@ -165,12 +171,11 @@ class LazyEvent(Event):
 
     def __init__(self, body: bytes, event_id: str, type_: str, subject: str | None,
                  ts: str) -> None:
-        setter = object.__setattr__
-        setter(self, "_body", body)
-        setter(self, "event_id", event_id)
-        setter(self, "type", type_)
-        setter(self, "id", subject)
-        setter(self, "ts", ts)
+        _set_body(self, body)
+        _set_event_id(self, event_id)
+        _set_type(self, type_)
+        _set_id(self, subject)
+        _set_ts(self, ts)
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for slots not yet filled: kind, author, session, replica,
@@ -246,3 +251,13 @@ def _check_type_fields(obj: dict[str, Any]) -> None:
             raise MalformedEvent(f"{kind} has no reason")
         if kind == "tombstone" and not isinstance(data.get("purged"), bool):
             raise MalformedEvent("tombstone data.purged is not a boolean")
+
+
+# Slot setters bound once: a million lazy events are built per large read, and
+# object.__setattr__ by name cost more than the checks that precede it.
+_new_event = object.__new__
+_set_body = LazyEvent._body.__set__  # type: ignore[attr-defined]
+_set_event_id = Event.__dict__["event_id"].__set__
+_set_type = Event.__dict__["type"].__set__
+_set_id = Event.__dict__["id"].__set__
+_set_ts = Event.__dict__["ts"].__set__

@@ -191,6 +191,14 @@ def show(ctx: Context, *, only_id: str | None = None, observations: bool = False
          ) -> tuple[dict[str, Any], ReadResult]:
     if only_id is not None:
         validate_id(only_id, "--id")
+    from agent_journal.store import PausedGC
+
+    with PausedGC():
+        return _show(ctx, only_id, observations)
+
+
+def _show(ctx: Context, only_id: str | None, observations: bool
+          ) -> tuple[dict[str, Any], ReadResult]:
     result, d = read_workspace(ctx)
     items: list[dict[str, Any]] = []
     for entry_id in d.visible_entry_ids():
