@@ -471,25 +471,42 @@ class Workspace:
 
     def events_about(self, subject: str) -> list[Event]:
         """Every readable, well-formed event whose subject is `subject` (indexed lookup)."""
-        found: list[Event] = []
+        return list(self.events_with_subjects([subject]))
+
+    def events_with_subjects(self, subjects: Iterable[str], type_: str | None = None
+                             ) -> Iterator[Event]:
+        """Readable, well-formed events about any of `subjects` (of one type if given).
+
+        An indexed lookup for writers' checks; unreadable segments and malformed
+        rows are skipped here, and read commands report them.
+        """
+        wanted = sorted(set(subjects))
+        if not wanted:
+            return
+        only = "" if type_ is None else "type = ? AND "
         for path in self.segment_paths():
             try:
                 conn = connect(path)
             except sqlite3.Error:
                 continue
             try:
-                rows = conn.execute("SELECT event_id, type, subject, ts, body, checksum "
-                                    "FROM events WHERE subject = ?", (subject,)).fetchall()
+                rows: list[tuple[Any, ...]] = []
+                for start in range(0, len(wanted), 500):
+                    chunk = wanted[start:start + 500]
+                    marks = ",".join("?" * len(chunk))
+                    rows.extend(conn.execute(
+                        "SELECT event_id, type, subject, ts, body, checksum FROM events "
+                        f"WHERE {only}subject IN ({marks})",
+                        ([type_] if type_ is not None else []) + chunk))
             except sqlite3.Error:
                 continue
             finally:
                 conn.close()
-            for event_id, type_, subj, ts, body, digest in rows:
+            for event_id, type_found, subject, ts, body, digest in rows:
                 try:
-                    found.append(codec.decode_checked(body, digest, event_id, type_, subj, ts))
+                    yield codec.decode_checked(body, digest, event_id, type_found, subject, ts)
                 except codec.MalformedEvent:
                     continue
-        return found
 
     def holds_subject(self, subject: str, types: tuple[str, ...]) -> bool:
         """Whether any readable segment has an event of one of `types` about `subject`."""
@@ -924,34 +941,12 @@ def observation_phases(ws: Workspace, ids: Iterable[str]) -> dict[str, tuple[set
     Used by import to recognise calls the live hook already captured. Rows that fail
     verification are skipped here; read commands report them.
     """
-    wanted = sorted(set(ids))
     found: dict[str, tuple[set[Any], str]] = {}
-    if not wanted:
-        return found
-    for path in ws.segment_paths():
-        try:
-            conn = connect(path)
-        except sqlite3.Error:
-            continue
-        try:
-            for start in range(0, len(wanted), 500):
-                chunk = wanted[start:start + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = conn.execute(
-                    "SELECT event_id, type, subject, ts, body, checksum FROM events "
-                    f"WHERE type = 'observation' AND subject IN ({marks})", chunk)
-                for event_id, type_, subject, ts, body, digest in rows:
-                    try:
-                        ev = codec.decode_checked(body, digest, event_id, type_, subject, ts)
-                    except codec.MalformedEvent:
-                        continue
-                    statuses, latest = found.get(subject, (set(), ts))
-                    statuses.add(ev.data.get("status"))
-                    found[subject] = (statuses, max(latest, ts))
-        except sqlite3.Error:
-            continue
-        finally:
-            conn.close()
+    for ev in ws.events_with_subjects(ids, "observation"):
+        subject = str(ev.id)
+        statuses, latest = found.get(subject, (set(), ev.ts))
+        statuses.add(ev.data.get("status"))
+        found[subject] = (statuses, max(latest, ev.ts))
     return found
 
 
