@@ -568,6 +568,21 @@ class SegmentScan:
         self.high = 0
 
 
+def _open_segment_for_read(path: str) -> sqlite3.Connection:
+    """Read-write so a hot journal left by a killed writer can be rolled back;
+    read-only when the file cannot be opened for writing."""
+    try:
+        return connect(path)
+    except sqlite3.Error:
+        return connect(path, readonly=True)
+
+
+def _uninitialised(conn: sqlite3.Connection, path: str) -> bool:
+    """Created but never given a schema (its writer died first): an empty segment."""
+    return conn.execute("SELECT name FROM sqlite_master WHERE name = 'events'"
+                        ).fetchone() is None and os.path.getsize(path) == 0
+
+
 def read_segment(path: str, *, lazy: bool = False) -> SegmentScan:
     """Read and verify every row of one segment; damage is recorded, never raised.
 
@@ -576,22 +591,18 @@ def read_segment(path: str, *, lazy: bool = False) -> SegmentScan:
     """
     scan = SegmentScan()
     try:
-        conn = connect(path)
+        conn = _open_segment_for_read(path)
     except sqlite3.Error as exc:
-        try:
-            conn = connect(path, readonly=True)
-        except sqlite3.Error:
-            scan.unreadable = _describe_sqlite_error(exc)
-            return scan
+        scan.unreadable = _describe_sqlite_error(exc)
+        return scan
     events = scan.events
     malformed = scan.malformed
     decode_lazy = codec.decode_lazy
     decode_checked = codec.decode_checked
     bad = codec.MalformedEvent
     try:
-        if conn.execute("SELECT name FROM sqlite_master WHERE name = 'events'"
-                        ).fetchone() is None and os.path.getsize(path) == 0:
-            return scan  # created but never initialised (its writer died first): empty
+        if _uninitialised(conn, path):
+            return scan
         rows = conn.execute("SELECT seq, event_id, body, checksum, type, subject, ts "
                             "FROM events ORDER BY seq")
         seq = 0
@@ -749,19 +760,6 @@ def segment_signature(path: str) -> tuple[str, int] | None:
     except OSError:
         wal_part = "-"
     return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{counter}:{wal_part}", newest
-
-
-def _open_segment_for_read(path: str) -> sqlite3.Connection:
-    try:
-        return connect(path)
-    except sqlite3.Error:
-        return connect(path, readonly=True)
-
-
-def _uninitialised(conn: sqlite3.Connection, path: str) -> bool:
-    """Created but never given a schema (its writer died first): an empty segment."""
-    return conn.execute("SELECT name FROM sqlite_master WHERE name = 'events'"
-                        ).fetchone() is None and os.path.getsize(path) == 0
 
 
 def segment_census(path: str, after: int) -> tuple[int, int, int, str | None]:
@@ -1068,17 +1066,13 @@ def read_located(ws: Workspace) -> CompactionRead:
 def _read_segment_for_compaction(path: str, rel: str, result: CompactionRead) -> list[str]:
     ids: list[str] = []
     try:
-        conn = connect(path)
+        conn = _open_segment_for_read(path)
     except sqlite3.Error as exc:
-        try:
-            conn = connect(path, readonly=True)
-        except sqlite3.Error:
-            result.unreadable.append({"path": rel, "reason": _describe_sqlite_error(exc)})
-            return ids
+        result.unreadable.append({"path": rel, "reason": _describe_sqlite_error(exc)})
+        return ids
     high = 0
     try:
-        if conn.execute("SELECT name FROM sqlite_master WHERE name = 'events'"
-                        ).fetchone() is None and os.path.getsize(path) == 0:
+        if _uninitialised(conn, path):
             result.high_water[rel] = 0
             return ids
         events = result.events
