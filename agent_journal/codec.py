@@ -130,17 +130,7 @@ def decode_lazy(body: bytes, stored_checksum: str | None, event_id: str, type_: 
     writer computing valid checksums over invalid shapes can cause that,
     and `compact` reads strictly and refuses it).
     """
-    if type(body) is not bytes or type(subject) is not str:
-        return decode_checked(body, stored_checksum, event_id, type_, subject, ts)
-    if stored_checksum != _PREFIX + _xxh3(body):
-        raise MalformedEvent("checksum mismatch")
-    # Plain f-strings are exact for strings with nothing to escape; anything
-    # else simply fails the match and takes the strict path.
-    # The last `,"eventId":"` is the top-level key: data (which may nest such
-    # keys) sorts before it, and the keys after it hold only escaped strings.
-    at = body.rfind(b',"eventId":"') + 1
-    if not at or not body.endswith(f'"ts":"{ts}","type":"{type_}"}}'.encode()) or \
-            not body.startswith(f'"eventId":"{event_id}","id":"{subject}","kind":'.encode(), at):
+    if not _header_matches(body, stored_checksum, event_id, type_, subject, ts):
         return decode_checked(body, stored_checksum, event_id, type_, subject, ts)
     ev = _new_event(LazyEvent)
     _set_body(ev, body)
@@ -149,6 +139,45 @@ def decode_lazy(body: bytes, stored_checksum: str | None, event_id: str, type_: 
     _set_id(ev, subject)
     _set_ts(ev, ts)
     return ev
+
+
+def decode_peeked(body: bytes, stored_checksum: str | None, event_id: str, type_: str,
+                  subject: str | None, ts: str, peek: tuple[Any, ...]) -> Event:
+    """`decode_lazy`, keeping `peek` (values SQLite read from this body) beside it.
+
+    The caller reads `peek` instead of parsing the body; it must come from
+    the same bytes whose checksum is verified here.
+    """
+    if not _header_matches(body, stored_checksum, event_id, type_, subject, ts):
+        return decode_checked(body, stored_checksum, event_id, type_, subject, ts)
+    ev = _new_event(PeekedEvent)
+    _set_body(ev, body)
+    _set_event_id(ev, event_id)
+    _set_type(ev, type_)
+    _set_id(ev, subject)
+    _set_ts(ev, ts)
+    _set_peek(ev, peek)
+    return ev
+
+
+def _header_matches(body: Any, stored_checksum: str | None, event_id: str, type_: str,
+                    subject: str | None, ts: str) -> bool:
+    """True when `body` verifies and its header is the indexed columns (see decode_lazy).
+
+    False sends the row to the strict decoder, which gives the exact verdict;
+    a checksum mismatch is raised here.
+    """
+    if type(body) is not bytes or type(subject) is not str:
+        return False
+    if stored_checksum != _PREFIX + _xxh3(body):
+        raise MalformedEvent("checksum mismatch")
+    # Plain f-strings are exact for strings with nothing to escape; anything
+    # else simply fails the match and takes the strict path.
+    # The last `,"eventId":"` is the top-level key: data (which may nest such
+    # keys) sorts before it, and the keys after it hold only escaped strings.
+    at = body.rfind(b',"eventId":"') + 1
+    return bool(at) and body.endswith(f'"ts":"{ts}","type":"{type_}"}}'.encode()) and \
+        body.startswith(f'"eventId":"{event_id}","id":"{subject}","kind":'.encode(), at)
 
 
 def decode_checked(body: Any, stored_checksum: str | None, event_id: str, type_: str,
@@ -191,6 +220,19 @@ class LazyEvent(Event):
         for key in ("kind", "author", "session", "replica", "data", "schema"):
             setter(self, key, values[key])
         return object.__getattribute__(self, name)
+
+
+class PeekedEvent(LazyEvent):
+    """A lazy event that also carries `peek`: a few fields of its data, read by
+    SQLite from the verified body so a bulk reader need not parse it.
+
+    Which fields, and in what order, is the business of the reader that asked
+    for them (see store.read_segment).
+    """
+
+    __slots__ = ("peek",)
+
+    peek: tuple[Any, ...]
 
 
 def parse_json(body: bytes) -> Any:
@@ -257,6 +299,7 @@ def _check_type_fields(obj: dict[str, Any]) -> None:
 # object.__setattr__ by name cost more than the checks that precede it.
 _new_event = object.__new__
 _set_body = LazyEvent._body.__set__  # type: ignore[attr-defined]
+_set_peek = PeekedEvent.__dict__["peek"].__set__
 _set_event_id = Event.__dict__["event_id"].__set__
 _set_type = Event.__dict__["type"].__set__
 _set_id = Event.__dict__["id"].__set__

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 
 from agent_journal.anchors import EXTERNAL, anchor_report
+from agent_journal.codec import PeekedEvent
 from agent_journal.derive import INVALIDATED, Derived
 from agent_journal.model import ENTRY_FIELDS, Event
 
@@ -209,12 +210,42 @@ def _tool_call_md(item: dict[str, Any], show_session: bool) -> str:
     return f"- {label} {rendered} ({meta_text})\n"
 
 
-def _latest(events: list[Event], name: str) -> Any:
-    value = events[-1].data.get(name)
-    if value is not None:
-        return value
-    for ev in reversed(events):
-        value = ev.data.get(name)
+# What collect classifies observations by. A large journal is mostly
+# observations, and parsing every body in Python cost several times the read
+# itself, so the storage layer has SQLite read these from the verified bytes
+# (store.Peek); a body it does not peek is parsed as usual (see _summary).
+PEEK_VALUES = ("$.kind", "$.session", "$.data.status", "$.data.exitCode", "$.data.tool",
+               "$.data.input.file_path", "$.data.input.notebook_path")
+PEEK_TYPES = ("$.data.input",)
+PATH_KEYS = ("file_path", "notebook_path")
+KIND, SESSION, STATUS, EXIT_CODE, TOOL, INPUT = range(6)
+
+
+def _summary(ev: Event) -> tuple[Any, ...]:
+    """(kind, session, status, exitCode, tool, input) of one observation event.
+
+    From a peek, `input` keeps only the path keys `written_path` reads (when
+    it is an object), or is its JSON type's name (when it is not): the same
+    answers `written_path` and `_latest` give for the whole value.
+    """
+    if type(ev) is PeekedEvent:
+        kind, session, status, exit_code, tool, *paths, input_type = ev.peek
+        if input_type is None or input_type == "null":
+            value: Any = None
+        elif input_type == "object":
+            value = {k: v for k, v in zip(PATH_KEYS, paths, strict=True) if v is not None}
+        else:
+            value = input_type
+        return kind, session, status, exit_code, tool, value
+    data = ev.data
+    return (ev.kind, ev.session, data.get("status"), data.get("exitCode"), data.get("tool"),
+            data.get("input"))
+
+
+def _latest(summaries: list[tuple[Any, ...]], field: int) -> Any:
+    """The latest non-null value of one field (Derived.observation_view's fold)."""
+    for summary in reversed(summaries):
+        value = summary[field]
         if value is not None:
             return value
     return None
@@ -303,32 +334,34 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
     touched: dict[str, dict[str, Any]] = {}
     for obs_id in d.visible_observation_ids():
         events = d.observation_events[obs_id]
-        first, last = events[0], events[-1]
-        if session is not None and first.session != session:
+        first = _summary(events[0])
+        if session is not None and first[SESSION] != session:
             continue
         activity_ids.append(obs_id)
-        if first.kind != TOOL_CALL:
+        if first[KIND] != TOOL_CALL:
             continue
         # The same fold as Derived.observation_view (latest non-null value wins;
         # the latest event's status wins), for the few fields classifying needs:
         # building a full view of every observation would dominate a large read.
-        status = last.data.get("status") or _latest(events, "status")
+        summaries = [first] if len(events) == 1 else [_summary(ev) for ev in events]
+        status = summaries[-1][STATUS] or _latest(summaries, STATUS)
         if status == STARTED:
             unfinished_ids.append(obs_id)
-        elif _is_failed(status, _latest(events, "exitCode")):
+        elif _is_failed(status, _latest(summaries, EXIT_CODE)):
             failed_ids.append(obs_id)
         else:
             succeeded_ids.append(obs_id)
-            tool = _latest(events, "tool")
+            tool = _latest(summaries, TOOL)
             if not isinstance(tool, str) or tool not in WRITING_TOOLS:
                 continue
-            path = written_path(tool, _latest(events, "input"))
+            path = written_path(tool, _latest(summaries, INPUT))
             if path is not None:
+                last_ts = events[-1].ts
                 entry = touched.setdefault(path, {"path": path, "tools": {}, "count": 0,
-                                                  "lastTs": last.ts})
+                                                  "lastTs": last_ts})
                 entry["tools"][tool] = entry["tools"].get(tool, 0) + 1
                 entry["count"] += 1
-                entry["lastTs"] = max(entry["lastTs"], last.ts)
+                entry["lastTs"] = max(entry["lastTs"], last_ts)
 
     for section, ids in ((unfinished, unfinished_ids), (failed, failed_ids),
                          (succeeded, succeeded_ids), (recent, activity_ids)):
@@ -458,7 +491,7 @@ def digest(ctx: Context, *, session: str | None = None, max_chars: int | None = 
     from agent_journal.errors import UsageError
     from agent_journal.journal import damage_lists, read_workspace
     from agent_journal.model import validate_id
-    from agent_journal.store import PausedGC
+    from agent_journal.store import PausedGC, Peek
 
     if session is not None:
         validate_id(session, "--session")
@@ -467,7 +500,7 @@ def digest(ctx: Context, *, session: str | None = None, max_chars: int | None = 
     if max_chars < 1:
         raise UsageError("--max-chars must be at least 1")
     with PausedGC():
-        result, d = read_workspace(ctx)
+        result, d = read_workspace(ctx, peek=Peek(PEEK_VALUES, PEEK_TYPES))
         markdown, report = build(d, workspace=ctx.workspace_name, session=session,
                                  max_chars=max_chars, damage=damage_lists(result))
     return markdown, report, result
@@ -481,10 +514,10 @@ def session_markdown(ws: Workspace, max_chars: int) -> str:
     """
     from agent_journal.derive import derive
     from agent_journal.journal import damage_lists
-    from agent_journal.store import PausedGC
+    from agent_journal.store import PausedGC, Peek
 
     with PausedGC():
-        result = ws.read(lazy=True)
+        result = ws.read(peek=Peek(PEEK_VALUES, PEEK_TYPES))
         markdown, _ = build(derive(result.events), workspace=ws.name, session=None,
                             max_chars=max_chars, damage=damage_lists(result))
     return markdown

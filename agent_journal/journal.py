@@ -30,7 +30,7 @@ from agent_journal.model import (
     validate_id,
 )
 from agent_journal.redaction import redactor_for
-from agent_journal.store import ReadResult, Root, Workspace
+from agent_journal.store import Peek, ReadResult, Root, Workspace
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
@@ -177,9 +177,10 @@ def tombstone(ctx: Context, target: str, reason: str | None) -> WriteResult:
 
 # -- reads ------------------------------------------------------------------------------
 
-def read_workspace(ctx: Context, *, lazy: bool = True) -> tuple[ReadResult, Derived]:
+def read_workspace(ctx: Context, *, lazy: bool = True, peek: Peek | None = None
+                   ) -> tuple[ReadResult, Derived]:
     ws = ctx.open(create=False)
-    result = ws.read(lazy=lazy)
+    result = ws.read(lazy=lazy, peek=peek)
     return result, derive(result.events)
 
 

@@ -518,22 +518,23 @@ class Workspace:
 
     # -- reading ------------------------------------------------------------------------
 
-    def read(self, *, lazy: bool = False) -> ReadResult:
+    def read(self, *, lazy: bool = False, peek: Peek | None = None) -> ReadResult:
         """Every event of the workspace, with what could not be trusted.
 
         `lazy=True` verifies every row's checksum and header but defers
         parsing observation bodies until they are used (see
-        codec.decode_lazy); destructive commands read strictly.
+        codec.decode_lazy); destructive commands read strictly. `peek`
+        (implies lazy) has SQLite read a few fields of each observation.
         """
         with PausedGC():
-            return self._read(lazy)
+            return self._read(lazy, peek)
 
-    def _read(self, lazy: bool) -> ReadResult:
+    def _read(self, lazy: bool, peek: Peek | None = None) -> ReadResult:
         result = ReadResult()
         for path in self.segment_paths():
             rel = self.rel(path)
             result.segments.append(rel)
-            scan = read_segment(path, lazy=lazy)
+            scan = read_segment(path, lazy=lazy, peek=peek)
             result.events.extend(scan.events)
             result.malformed.extend({"segment": rel, "row": seq, "reason": why}
                                     for seq, why in scan.malformed)
@@ -583,11 +584,38 @@ def _uninitialised(conn: sqlite3.Connection, path: str) -> bool:
                         ).fetchone() is None and os.path.getsize(path) == 0
 
 
-def read_segment(path: str, *, lazy: bool = False) -> SegmentScan:
+class Peek:
+    """Fields of observation bodies that SQLite reads during a lazy scan.
+
+    A bulk reader that needs a few fields of every observation (digest:
+    status, tool, the input's path) would otherwise parse every body in
+    Python, which costs several times the read itself. `values` are JSON
+    paths whose values come back as JSON (so a string stays distinct from a
+    number and `true` from 1); `types` are paths whose `json_type` comes
+    back (null when absent). An observation read this way is a
+    codec.PeekedEvent whose `peek` is the values followed by the types.
+    Only bodies SQLite finds valid JSON are peeked; any other stays lazy.
+    """
+
+    def __init__(self, values: tuple[str, ...], types: tuple[str, ...] = ()) -> None:
+        self.values = values
+        self.types = types
+        outputs = [f"json_extract(t{', ?' * len(values)})"]
+        outputs += ["json_type(t, ?)"] * len(types)
+        self.sql = (
+            "SELECT seq, event_id, body, checksum, type, subject, ts, "
+            + ", ".join(f"CASE WHEN type = 'observation' AND json_valid(t) THEN {o} END"
+                        for o in outputs)
+            + " FROM (SELECT seq, event_id, body, checksum, type, subject, ts, "
+            "CAST(body AS TEXT) AS t FROM events) ORDER BY seq")
+        self.params = (*values, *types)
+
+
+def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None) -> SegmentScan:
     """Read and verify every row of one segment; damage is recorded, never raised.
 
     Rows read before a mid-file error are kept (a floor), and the segment is
-    reported unreadable.
+    reported unreadable. `peek` implies `lazy`.
     """
     scan = SegmentScan()
     try:
@@ -602,6 +630,9 @@ def read_segment(path: str, *, lazy: bool = False) -> SegmentScan:
     bad = codec.MalformedEvent
     try:
         if _uninitialised(conn, path):
+            return scan
+        if peek is not None:
+            scan.high = _read_peeked(conn, peek, events, malformed)
             return scan
         rows = conn.execute("SELECT seq, event_id, body, checksum, type, subject, ts "
                             "FROM events ORDER BY seq")
@@ -620,6 +651,32 @@ def read_segment(path: str, *, lazy: bool = False) -> SegmentScan:
     finally:
         conn.close()
     return scan
+
+
+def _read_peeked(conn: sqlite3.Connection, peek: Peek, events: list[Event],
+                 malformed: list[tuple[int, str]]) -> int:
+    decode_lazy = codec.decode_lazy
+    decode_peeked = codec.decode_peeked
+    decode_checked = codec.decode_checked
+    parse = codec.parse_json_text
+    bad = codec.MalformedEvent
+    seq = 0
+    for seq, event_id, body, digest, type_, subject, ts, values, *types in conn.execute(
+            peek.sql, peek.params):
+        try:
+            if type_ != "observation":
+                events.append(decode_checked(body, digest, event_id, type_, subject, ts))
+            elif values is None:
+                events.append(decode_lazy(body, digest, event_id, type_, subject, ts))
+            else:
+                found = parse(values)
+                if len(peek.values) == 1:
+                    found = [found]  # json_extract with one path returns the bare value
+                events.append(decode_peeked(body, digest, event_id, type_, subject, ts,
+                                            (*found, *types)))
+        except bad as exc:
+            malformed.append((seq, str(exc)))
+    return seq
 
 
 def _read_text(path: str) -> str:

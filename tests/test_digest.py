@@ -18,7 +18,7 @@ from audit_scenario import (
     ev,
     normalise,
 )
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agent_journal import digest as dg
@@ -397,3 +397,43 @@ def test_odd_values_from_newer_replicas_do_not_break_the_digest():
     markdown, report = build(events)
     assert [c["id"] for c in report["recentActivity"]] == ["o1", "o2"]
     assert "- hunch f1: guess: g; why: 3\n" in markdown
+
+
+# -- the peeked read classifies exactly as the parsed one -------------------------------------
+
+odd_values = st.one_of(
+    st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from(
+        ["started", "ok", "error", "cancelled", "", "Edit", "Write", "Bash", "NotebookEdit",
+         "a \"quoted\" \\ path", "\u00e9t\u00e9.py"]),
+    st.lists(st.integers(), max_size=2))
+inputs = st.one_of(odd_values, st.dictionaries(
+    st.sampled_from(["file_path", "notebook_path", "command", "content"]), odd_values,
+    max_size=3))
+
+
+@settings(max_examples=60, deadline=None)
+@example([(0, 1, "tool_call", "s1", "started", None, "Edit", {"file_path": "a.py"}),
+          (0, 2, "tool_call", "s1", "ok", 0, None, "not an object")], None)
+@example([(0, 1, "tool_call", "s1", "ok", True, "Write", {"file_path": "b.py"}),
+          (1, 2, "tool_call", "s2", None, 1, "NotebookEdit", {"notebook_path": "n.ipynb",
+                                                              "file_path": 3})], "s2")
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 9), st.sampled_from(
+    ["tool_call", "session_start"]), st.sampled_from(["s1", "s2", None]), odd_values,
+    odd_values, odd_values, inputs), min_size=1, max_size=12), st.sampled_from([None, "s1"]))
+def test_the_peeked_read_digests_exactly_as_the_parsed_read(tmp_path_factory, calls, session):
+    """SQLite's peek at status, exit code, tool and input decides nothing the parsed
+    body would decide otherwise: the same digest, from the same segment, either way."""
+    from agent_journal import store
+
+    root = tmp_path_factory.mktemp("peek")
+    ws = store.Root.open(str(root), create=True).workspace("ws")
+    events = []
+    for n, (obs_n, second, kind, sess, status, exit_code, tool, input_value) in enumerate(calls):
+        data = {"status": status, "exitCode": exit_code, "tool": tool, "input": input_value}
+        if n % 3 == 0:
+            data = {k: v for k, v in data.items() if v is not None}
+        events.append(ev("observation", kind, f"o{obs_n}", at(second), data, session=sess))
+    ws.append(events)
+    peeked = ws.read(peek=store.Peek(dg.PEEK_VALUES, dg.PEEK_TYPES)).events
+    assert any(type(e).__name__ == "PeekedEvent" for e in peeked)
+    assert build(peeked, session=session) == build(ws.read().events, session=session)
