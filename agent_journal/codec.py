@@ -235,6 +235,31 @@ class PeekedEvent(LazyEvent):
     peek: tuple[Any, ...]
 
 
+class PeekOnlyEvent(PeekedEvent):
+    """A peeked event read back from a cache that kept only its header and peek.
+
+    Its bytes stay in the segment: reading anything beyond the header and
+    `peek` raises, so a reader that needs more must fetch the event itself.
+    """
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"{name} of event {self.event_id} was not kept with its peek; "
+                             "read the event from its segment")
+
+
+def peek_only(event_id: str, type_: str, subject: str | None, ts: str,
+              peek: tuple[Any, ...]) -> Event:
+    ev = _new_event(PeekOnlyEvent)
+    _set_event_id(ev, event_id)
+    _set_type(ev, type_)
+    _set_id(ev, subject)
+    _set_ts(ev, ts)
+    _set_peek(ev, peek)
+    return ev
+
+
 def parse_json(body: bytes) -> Any:
     """Parse stored bytes the one way every reader does. Raises MalformedEvent."""
     return _parse(body)

@@ -25,18 +25,22 @@ from __future__ import annotations
 import json
 
 from agent_journal.anchors import EXTERNAL, anchor_report
-from agent_journal.codec import PeekedEvent
+from agent_journal.codec import PeekedEvent, PeekOnlyEvent
 from agent_journal.derive import INVALIDATED, Derived
 from agent_journal.model import ENTRY_FIELDS, Event
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from agent_journal.journal import Context
     from agent_journal.store import ReadResult, Workspace
 
 DEFAULT_MAX_CHARS = 8000
+
+if TYPE_CHECKING:
+    Fill = Callable[[Derived, set[str]], None]
 
 TOOL_CALL = "tool_call"
 STARTED = "started"
@@ -217,29 +221,28 @@ def _tool_call_md(item: dict[str, Any], show_session: bool) -> str:
 PEEK_VALUES = ("$.kind", "$.session", "$.data.status", "$.data.exitCode", "$.data.tool",
                "$.data.input.file_path", "$.data.input.notebook_path")
 PEEK_TYPES = ("$.data.input",)
-PATH_KEYS = ("file_path", "notebook_path")
-KIND, SESSION, STATUS, EXIT_CODE, TOOL, INPUT = range(6)
+KIND, SESSION, STATUS, EXIT_CODE, TOOL, FILE_PATH, NOTEBOOK_PATH, INPUT_TYPE = range(8)
+PATH_FIELDS = {"file_path": FILE_PATH, "notebook_path": NOTEBOOK_PATH}
+PEEKED_TYPES = frozenset({PeekedEvent, PeekOnlyEvent})
 
 
 def _summary(ev: Event) -> tuple[Any, ...]:
-    """(kind, session, status, exitCode, tool, input) of one observation event.
+    """What collect reads of one observation event, laid out as its peek is.
 
-    From a peek, `input` keeps only the path keys `written_path` reads (when
-    it is an object), or is its JSON type's name (when it is not): the same
-    answers `written_path` and `_latest` give for the whole value.
+    `inputType` is the JSON type name of data.input (None when absent); the
+    path fields are the input's own keys when it is an object. A parsed
+    event gives the same answers from its data.
     """
-    if type(ev) is PeekedEvent:
-        kind, session, status, exit_code, tool, *paths, input_type = ev.peek
-        if input_type is None or input_type == "null":
-            value: Any = None
-        elif input_type == "object":
-            value = {k: v for k, v in zip(PATH_KEYS, paths, strict=True) if v is not None}
-        else:
-            value = input_type
-        return kind, session, status, exit_code, tool, value
+    if type(ev) in PEEKED_TYPES:
+        return ev.peek  # type: ignore[attr-defined, no-any-return]
     data = ev.data
+    value = data.get("input")
+    if isinstance(value, dict):
+        paths, input_type = (value.get("file_path"), value.get("notebook_path")), "object"
+    else:
+        paths, input_type = (None, None), (None if value is None else "other")
     return (ev.kind, ev.session, data.get("status"), data.get("exitCode"), data.get("tool"),
-            data.get("input"))
+            *paths, input_type)
 
 
 def _latest(summaries: list[tuple[Any, ...]], field: int) -> Any:
@@ -248,6 +251,22 @@ def _latest(summaries: list[tuple[Any, ...]], field: int) -> Any:
         value = summary[field]
         if value is not None:
             return value
+    return None
+
+
+def _latest_written_path(tool: str, summaries: list[tuple[Any, ...]]) -> str | None:
+    """`written_path(tool, the latest non-null input)`, from summaries."""
+    for summary in reversed(summaries):
+        input_type = summary[INPUT_TYPE]
+        if input_type is None or input_type == "null":
+            continue
+        if input_type != "object":
+            return None
+        for key in MAIN_INPUT_KEYS[tool]:
+            value = summary[PATH_FIELDS[key]]
+            if isinstance(value, str) and value:
+                return value
+        return None
     return None
 
 
@@ -294,8 +313,13 @@ def _retracted_entry(d: Derived, entry_id: str) -> tuple[dict[str, Any], str]:
     return item, f"- {kind} {entry_id} ({why}); it said: {_fields_text(kind, item['fields'])}\n"
 
 
-def collect(d: Derived, session: str | None) -> dict[str, Any]:
-    """Everything the digest may show, before the bound is applied."""
+def collect(d: Derived, session: str | None, fill: Fill | None = None) -> dict[str, Any]:
+    """Everything the digest may show, before the bound is applied.
+
+    `fill(d, ids)` is called with the observation ids whose items will be
+    rendered, before any is: events read with only their peek must be
+    replaced by whole ones there.
+    """
     objectives: list[dict[str, Any]] = []
     constraints: list[dict[str, Any]] = []
     live_ids: list[str] = []
@@ -354,7 +378,7 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
             tool = _latest(summaries, TOOL)
             if not isinstance(tool, str) or tool not in WRITING_TOOLS:
                 continue
-            path = written_path(tool, _latest(summaries, INPUT))
+            path = _latest_written_path(tool, summaries)
             if path is not None:
                 last_ts = events[-1].ts
                 entry = touched.setdefault(path, {"path": path, "tools": {}, "count": 0,
@@ -363,8 +387,11 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                 entry["count"] += 1
                 entry["lastTs"] = max(entry["lastTs"], last_ts)
 
-    for section, ids in ((unfinished, unfinished_ids), (failed, failed_ids),
-                         (succeeded, succeeded_ids), (recent, activity_ids)):
+    listed = ((unfinished, unfinished_ids), (failed, failed_ids), (succeeded, succeeded_ids),
+              (recent, activity_ids))
+    if fill is not None:
+        fill(d, {i for section, ids in listed for i in ids[-CAPS[section.key]:]})
+    for section, ids in listed:
         section.total = len(ids)
         for obs_id in ids[-CAPS[section.key]:]:
             view = d.observation_view(obs_id)
@@ -448,9 +475,9 @@ def fit(fixed: str, sections: list[Section], max_chars: int) -> list[int]:
 
 
 def build(d: Derived, *, workspace: str, session: str | None, max_chars: int,
-          damage: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+          damage: dict[str, Any], fill: Fill | None = None) -> tuple[str, dict[str, Any]]:
     """(markdown, json) for one digest."""
-    collected = collect(d, session)
+    collected = collect(d, session, fill)
     sections: list[Section] = collected["sections"]
     fixed = _fixed_md(workspace, session, collected, damage)
     shown = fit(fixed, sections, max_chars)
@@ -486,12 +513,62 @@ def build(d: Derived, *, workspace: str, session: str | None, max_chars: int,
 
 # -- the operation ------------------------------------------------------------------------
 
+class _Stale(Exception):
+    """The segments changed between the cached read and fetching what it renders."""
+
+
+def _read(ws: Workspace, *, cached: bool) -> tuple[ReadResult, Derived, Fill | None]:
+    """The workspace as the digest reads it: from the digest cache when it can be used."""
+    from agent_journal import digest_cache
+    from agent_journal.derive import derive
+    from agent_journal.store import Peek
+
+    peek = Peek(PEEK_VALUES, PEEK_TYPES)
+    result = digest_cache.read(ws, peek) if cached else None
+    if result is None:
+        result = ws.read(peek=peek)
+        return result, derive(result.events), None
+
+    def fill(d: Derived, ids: set[str]) -> None:
+        pending = {i for i in ids
+                   if any(type(e) is PeekOnlyEvent for e in d.observation_events[i])}
+        if not pending:
+            return
+        found: dict[str, list[Event]] = {}
+        for ev in ws.events_with_subjects(pending, "observation"):
+            found.setdefault(ev.id, []).append(ev)  # type: ignore[arg-type]
+        for obs_id in pending:
+            want = sorted(e.event_id for e in d.observation_events[obs_id])
+            have = sorted(found.get(obs_id, []), key=lambda e: e.sort_key)
+            if sorted(e.event_id for e in have) != want:
+                raise _Stale(obs_id)
+            d.observation_events[obs_id] = have
+
+    return result, derive(result.events), fill
+
+
+def _markdown_and_report(ws: Workspace, *, session: str | None, max_chars: int
+                         ) -> tuple[str, dict[str, Any], ReadResult]:
+    from agent_journal.journal import damage_lists
+    from agent_journal.store import PausedGC
+
+    with PausedGC():
+        for cached in (True, False):
+            result, d, fill = _read(ws, cached=cached)
+            try:
+                markdown, report = build(d, workspace=ws.name, session=session,
+                                         max_chars=max_chars, damage=damage_lists(result),
+                                         fill=fill)
+            except _Stale:
+                continue  # read again, from the segments themselves
+            return markdown, report, result
+    raise AssertionError("a direct read never goes stale")
+
+
 def digest(ctx: Context, *, session: str | None = None, max_chars: int | None = None
            ) -> tuple[str, dict[str, Any], ReadResult]:
     from agent_journal.errors import UsageError
-    from agent_journal.journal import damage_lists, read_workspace
     from agent_journal.model import validate_id
-    from agent_journal.store import PausedGC, Peek
 
     if session is not None:
         validate_id(session, "--session")
@@ -499,11 +576,7 @@ def digest(ctx: Context, *, session: str | None = None, max_chars: int | None = 
         max_chars = DEFAULT_MAX_CHARS
     if max_chars < 1:
         raise UsageError("--max-chars must be at least 1")
-    with PausedGC():
-        result, d = read_workspace(ctx, peek=Peek(PEEK_VALUES, PEEK_TYPES))
-        markdown, report = build(d, workspace=ctx.workspace_name, session=session,
-                                 max_chars=max_chars, damage=damage_lists(result))
-    return markdown, report, result
+    return _markdown_and_report(ctx.open(create=False), session=session, max_chars=max_chars)
 
 
 def session_markdown(ws: Workspace, max_chars: int) -> str:
@@ -512,12 +585,4 @@ def session_markdown(ws: Workspace, max_chars: int) -> str:
     The objectives and constraints are never trimmed, so the result can exceed
     `max_chars`; the hook cuts it to Claude Code's limit.
     """
-    from agent_journal.derive import derive
-    from agent_journal.journal import damage_lists
-    from agent_journal.store import PausedGC, Peek
-
-    with PausedGC():
-        result = ws.read(peek=Peek(PEEK_VALUES, PEEK_TYPES))
-        markdown, _ = build(derive(result.events), workspace=ws.name, session=None,
-                            max_chars=max_chars, damage=damage_lists(result))
-    return markdown
+    return _markdown_and_report(ws, session=None, max_chars=max_chars)[0]

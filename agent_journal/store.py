@@ -25,6 +25,8 @@ import stat
 import time
 from collections.abc import Iterable, Iterator
 
+from xxhash import xxh3_64_hexdigest as _xxh3_hex
+
 from agent_journal import codec
 from agent_journal.errors import BusyError, JournalError, UnsafeRootError
 from agent_journal.model import Event, validate_id
@@ -560,13 +562,19 @@ class Workspace:
 class SegmentScan:
     """One segment's rows: events, malformed rows, or why it could not be read."""
 
-    __slots__ = ("events", "malformed", "unreadable", "high")
+    __slots__ = ("events", "malformed", "unreadable", "high", "seqs", "last_event", "fold")
 
     def __init__(self) -> None:
         self.events: list[Event] = []
         self.malformed: list[tuple[int, str]] = []
         self.unreadable: str | None = None
         self.high = 0
+        # Peeked reads only: the seq of each event, and the event_id column of
+        # the row at `high` (a cache following the segment checks it is still there).
+        self.seqs: list[int] = []
+        self.last_event: str | None = None
+        # With `fold_from`: that fold carried over every row read (see fold_row).
+        self.fold: str | None = None
 
 
 def _open_segment_for_read(path: str) -> sqlite3.Connection:
@@ -607,15 +615,17 @@ class Peek:
             + ", ".join(f"CASE WHEN type = 'observation' AND json_valid(t) THEN {o} END"
                         for o in outputs)
             + " FROM (SELECT seq, event_id, body, checksum, type, subject, ts, "
-            "CAST(body AS TEXT) AS t FROM events) ORDER BY seq")
+            "CAST(body AS TEXT) AS t FROM events WHERE seq > ?) ORDER BY seq")
         self.params = (*values, *types)
 
 
-def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None) -> SegmentScan:
+def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
+                 after: int = 0, fold_from: str | None = None) -> SegmentScan:
     """Read and verify every row of one segment; damage is recorded, never raised.
 
     Rows read before a mid-file error are kept (a floor), and the segment is
-    reported unreadable. `peek` implies `lazy`.
+    reported unreadable. `peek` implies `lazy`; with it, only rows whose seq
+    is above `after` are read, and `fold_from` folds them into `scan.fold`.
     """
     scan = SegmentScan()
     try:
@@ -632,7 +642,7 @@ def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None) -> 
         if _uninitialised(conn, path):
             return scan
         if peek is not None:
-            scan.high = _read_peeked(conn, peek, events, malformed)
+            _read_peeked(conn, peek, after, scan, fold_from)
             return scan
         rows = conn.execute("SELECT seq, event_id, body, checksum, type, subject, ts "
                             "FROM events ORDER BY seq")
@@ -653,30 +663,72 @@ def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None) -> 
     return scan
 
 
-def _read_peeked(conn: sqlite3.Connection, peek: Peek, events: list[Event],
-                 malformed: list[tuple[int, str]]) -> int:
+def _read_peeked(conn: sqlite3.Connection, peek: Peek, after: int, scan: SegmentScan,
+                 fold_from: str | None) -> None:
     decode_lazy = codec.decode_lazy
     decode_peeked = codec.decode_peeked
     decode_checked = codec.decode_checked
     parse = codec.parse_json_text
     bad = codec.MalformedEvent
-    seq = 0
+    events, seqs, malformed = scan.events, scan.seqs, scan.malformed
+    one_value = len(peek.values) == 1  # json_extract with one path returns the bare value
+    scan.high = after
+    fold = fold_from
     for seq, event_id, body, digest, type_, subject, ts, values, *types in conn.execute(
-            peek.sql, peek.params):
+            peek.sql, (*peek.params, after)):
+        scan.high, scan.last_event = seq, event_id
+        if fold is not None:
+            fold = fold_row(fold, seq, event_id, type_, subject, ts, body, digest)
         try:
             if type_ != "observation":
                 events.append(decode_checked(body, digest, event_id, type_, subject, ts))
             elif values is None:
                 events.append(decode_lazy(body, digest, event_id, type_, subject, ts))
             else:
-                found = parse(values)
-                if len(peek.values) == 1:
-                    found = [found]  # json_extract with one path returns the bare value
+                found = [parse(values)] if one_value else parse(values)
                 events.append(decode_peeked(body, digest, event_id, type_, subject, ts,
                                             (*found, *types)))
         except bad as exc:
             malformed.append((seq, str(exc)))
-    return seq
+            continue
+        seqs.append(seq)
+    scan.fold = fold
+
+
+def fold_row(fold: str, seq: int, event_id: Any, type_: Any, subject: Any, ts: Any,
+             body: Any, digest: Any) -> str:
+    """Carry a fingerprint of a segment's rows over one more row.
+
+    The fold covers every column and whether the body still matches its
+    checksum, so any change to a row already folded (an edit, a rewrite,
+    damage to its bytes) gives another fold. It is a tamper-evident summary
+    for caches, not a security measure.
+    """
+    try:
+        verified = digest == codec.checksum(codec.as_bytes(body))
+    except codec.MalformedEvent:
+        verified = False
+    return _xxh3_hex(f"{fold}\x1e{seq}\x1f{event_id}\x1f{type_}\x1f{subject}\x1f{ts}\x1f"
+                     f"{digest}\x1f{int(verified)}".encode("utf-8", "surrogatepass"))
+
+
+def segment_fold(path: str, upto: int) -> tuple[str, int]:
+    """(fold from "" over every row with seq <= upto, how many rows that is).
+
+    Raises sqlite3.Error when the segment cannot be read.
+    """
+    conn = _open_segment_for_read(path)
+    try:
+        if _uninitialised(conn, path):
+            return "", 0
+        fold, rows = "", 0
+        for row in conn.execute("SELECT seq, event_id, type, subject, ts, body, checksum "
+                                "FROM events WHERE seq <= ? ORDER BY seq", (upto,)):
+            fold = fold_row(fold, *row)
+            rows += 1
+        return fold, rows
+    finally:
+        conn.close()
 
 
 def _read_text(path: str) -> str:

@@ -1,0 +1,175 @@
+"""The digest's cache: a digest read from it is the digest read from the segments,
+however the segments moved since (appends, new and vanished segments, edits,
+damage), and it never outlives a compaction."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from audit_scenario import SECRET, at, build_scenario, damage, ev, segments_dir
+from conftest import all_bytes_under
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_journal import digest, digest_cache, store
+from agent_journal.codec import PeekOnlyEvent
+
+WS = "ws"
+
+
+def workspace(root: Path) -> store.Workspace:
+    return store.Root.open(str(root), create=True).workspace(WS)
+
+
+def direct(ws: store.Workspace, session: str | None = None) -> tuple[str, dict]:
+    result, d, _ = digest._read(ws, cached=False)
+    return digest.build(d, workspace=ws.name, session=session, max_chars=4000,
+                        damage={"unreadable": result.unreadable, "malformed": result.malformed})
+
+
+def cached(ws: store.Workspace, session: str | None = None) -> tuple[str, dict]:
+    result, d, fill = digest._read(ws, cached=True)
+    assert fill is not None, "the cache was not used"
+    return digest.build(d, workspace=ws.name, session=session, max_chars=4000,
+                        damage={"unreadable": result.unreadable, "malformed": result.malformed},
+                        fill=fill)
+
+
+def calls(start: int, n: int, session: str = "s1") -> list:
+    out = []
+    for i in range(start, start + n):
+        tool = ("Bash", "Edit", "Write", "Read")[i % 4]
+        data = {"tool": tool, "callId": f"c{i}", "status": "started",
+                "input": {"command": f"run {i}"} if tool == "Bash" else {"file_path": f"f{i}.py"}}
+        out.append(ev("observation", "tool_call", f"o{i}", at(i), data, session=session))
+        if i % 5:
+            done = dict(data, status="error" if i % 7 == 0 else "ok", exitCode=i % 7 == 0)
+            out.append(ev("observation", "tool_call", f"o{i}", at(i + 1), done, session=session))
+    return out
+
+
+def test_first_and_later_digests_equal_the_direct_one(root):
+    build_scenario(root)
+    ws = workspace(root)
+    first = cached(ws)
+    assert os.path.exists(digest_cache.path_of(ws))
+    assert first == direct(ws) == cached(ws)
+
+
+def test_the_cache_follows_appends_and_new_segments(root, monkeypatch):
+    ws = workspace(root)
+    ws.append(calls(0, 30))
+    assert cached(ws) == direct(ws)
+    ws.append(calls(30, 20, session="s2"))
+    assert cached(ws) == direct(ws)
+    assert cached(ws, session="s2") == direct(ws, session="s2")
+    monkeypatch.setenv(store.ENV_SEGMENT_MAX_BYTES, "2000")
+    ws.append(calls(50, 10))
+    ws.append(calls(60, 10))
+    assert len(ws.segment_paths()) > 1
+    assert cached(ws) == direct(ws)
+
+
+def test_an_edited_row_is_seen_even_after_it_was_cached(root):
+    build_scenario(root)
+    ws = workspace(root)
+    cached(ws)
+    damage(root)  # flips a byte in a cached row and adds an unreadable segment
+    markdown, report = cached(ws)
+    assert (markdown, report) == direct(ws)
+    assert len(report["malformed"]) == 1 and len(report["unreadable"]) == 1
+    # The unreadable segment is never cached: it is reported every time.
+    assert cached(ws) == direct(ws)
+
+
+def test_a_removed_row_or_segment_drops_what_was_cached(root, monkeypatch):
+    monkeypatch.setenv(store.ENV_SEGMENT_MAX_BYTES, "3000")
+    ws = workspace(root)
+    for start in range(0, 60, 10):
+        ws.append(calls(start, 10))
+    cached(ws)
+    first, *rest = ws.segment_paths()
+    conn = sqlite3.connect(rest[0])
+    conn.execute("DELETE FROM events WHERE seq = (SELECT min(seq) FROM events)")
+    conn.commit()
+    conn.close()
+    os.unlink(first)
+    assert cached(ws) == direct(ws)
+
+
+def test_a_cache_that_cannot_be_kept_is_not_needed(root):
+    build_scenario(root)
+    ws = workspace(root)
+    (root / "cache").mkdir(mode=0o700, exist_ok=True)
+    (root / "cache" / "digest").write_text("not a folder")
+    assert digest_cache.read(ws, store.Peek(digest.PEEK_VALUES, digest.PEEK_TYPES)) is None
+    markdown, report, _ = digest.digest(_ctx(root), max_chars=4000)
+    assert (markdown, report) == direct(ws)
+
+
+def test_a_damaged_cache_file_is_rebuilt(root):
+    build_scenario(root)
+    ws = workspace(root)
+    cached(ws)
+    Path(digest_cache.path_of(ws)).write_bytes(b"garbage" * 500)
+    assert cached(ws) == direct(ws)
+
+
+def test_rendered_observations_are_read_whole_and_staleness_is_caught(root):
+    ws = workspace(root)
+    ws.append(calls(0, 12))
+    result, d, fill = digest._read(ws, cached=True)
+    assert fill is not None
+    assert all(type(e) is PeekOnlyEvent for evs in d.observation_events.values() for e in evs)
+    # Between the cached read and fetching what it renders, o11 loses its rows.
+    [segment] = ws.segment_paths()
+    conn = sqlite3.connect(segment)
+    conn.execute("DELETE FROM events WHERE subject = 'o11'")
+    conn.commit()
+    conn.close()
+    try:
+        digest.build(d, workspace=WS, session=None, max_chars=4000,
+                     damage={"unreadable": [], "malformed": []}, fill=fill)
+    except digest._Stale:
+        pass
+    else:
+        raise AssertionError("a stale cached read rendered")
+    # The operation itself reads again from the segments and succeeds.
+    markdown, report, _ = digest.digest(_ctx(root), max_chars=4000)
+    assert (markdown, report) == direct(ws)
+
+
+def test_compaction_leaves_nothing_of_a_purged_secret_in_the_cache(cli, root):
+    build_scenario(root)
+    assert cli("digest").code == 0
+    cache_file = Path(digest_cache.path_of(workspace(root)))
+    assert cache_file.exists()
+    assert cli("compact", "--apply").code == 0
+    assert not cache_file.exists()
+    assert SECRET.encode() not in all_bytes_under(root)
+    assert cli("digest").code == 0 and SECRET.encode() not in all_bytes_under(root)
+
+
+def _ctx(root: Path):
+    from agent_journal import journal
+
+    return journal.Context(str(root), WS, None)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 8), st.sampled_from(["s1", "s2"]),
+                          st.booleans()), min_size=1, max_size=6))
+def test_any_sequence_of_appends_and_digests_agrees(tmp_path_factory, steps):
+    root = tmp_path_factory.mktemp("cache")
+    ws = workspace(root)
+    for start, n, session, tombstone in steps:
+        ws.append(calls(start, n, session=session))
+        if tombstone:
+            ws.append([ev("tombstone", "tombstone", f"o{start}", at(start + 2),
+                          {"reason": "held a token"})])
+        assert cached(ws) == direct(ws)
+        assert cached(ws, session="s2") == direct(ws, session="s2")
+    assert segments_dir(root, WS).exists()
