@@ -237,10 +237,12 @@ def _summary(ev: Event) -> tuple[Any, ...]:
         return ev.peek  # type: ignore[attr-defined, no-any-return]
     data = ev.data
     value = data.get("input")
+    input_type: str | None = None
+    paths: tuple[Any, Any] = (None, None)
     if isinstance(value, dict):
         paths, input_type = (value.get("file_path"), value.get("notebook_path")), "object"
-    else:
-        paths, input_type = (None, None), (None if value is None else "other")
+    elif value is not None:
+        input_type = "other"
     return (ev.kind, ev.session, data.get("status"), data.get("exitCode"), data.get("tool"),
             *paths, input_type)
 

@@ -184,10 +184,12 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
             _drop(c, row[6])
         return store.read_segment(path, peek=peek)
     if row is None:
-        segment = c.execute("INSERT INTO segments(name, trusted, high, rows, fold) "
-                            "VALUES (?, 0, 0, 0, '')", (name,)).lastrowid
+        inserted = c.execute("INSERT INTO segments(name, trusted, high, rows, fold) "
+                             "VALUES (?, 0, 0, 0, '')", (name,)).lastrowid
+        assert inserted is not None  # always set after a one-row INSERT
+        segment = inserted
     else:
-        segment = row[6]
+        segment = int(row[6])
     columns = _columns(peek)
     natives: list[tuple[Any, ...]] = []
     others: list[tuple[Any, ...]] = []
