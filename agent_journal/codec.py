@@ -132,13 +132,7 @@ def decode_lazy(body: bytes, stored_checksum: str | None, event_id: str, type_: 
     """
     if not _header_matches(body, stored_checksum, event_id, type_, subject, ts):
         return decode_checked(body, stored_checksum, event_id, type_, subject, ts)
-    ev = _new_event(LazyEvent)
-    _set_body(ev, body)
-    _set_event_id(ev, event_id)
-    _set_type(ev, type_)
-    _set_id(ev, subject)
-    _set_ts(ev, ts)
-    return ev
+    return _lazy(LazyEvent, body, event_id, type_, subject, ts)
 
 
 def decode_peeked(body: bytes, stored_checksum: str | None, event_id: str, type_: str,
@@ -150,13 +144,19 @@ def decode_peeked(body: bytes, stored_checksum: str | None, event_id: str, type_
     """
     if not _header_matches(body, stored_checksum, event_id, type_, subject, ts):
         return decode_checked(body, stored_checksum, event_id, type_, subject, ts)
-    ev = _new_event(PeekedEvent)
+    ev = _lazy(PeekedEvent, body, event_id, type_, subject, ts)
+    _set_peek(ev, peek)
+    return ev
+
+
+def _lazy(cls: type[LazyEvent], body: bytes, event_id: str, type_: str, subject: str | None,
+          ts: str) -> LazyEvent:
+    ev: LazyEvent = _new_event(cls)
     _set_body(ev, body)
     _set_event_id(ev, event_id)
     _set_type(ev, type_)
     _set_id(ev, subject)
     _set_ts(ev, ts)
-    _set_peek(ev, peek)
     return ev
 
 
