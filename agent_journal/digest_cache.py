@@ -23,8 +23,9 @@ Invariants:
 - Purged content leaves with the file: `compact --apply` deletes the whole
   cache (store.clear_workspace_cache), and rows dropped here are overwritten
   (secure_delete), so a re-read segment leaves no stale bytes behind.
-- The cache is only an accelerator: any failure to open, lock or write it
-  makes `read` return None, and the caller reads the segments instead.
+- The cache is only an accelerator: any failure to open, lock (within
+  LOCK_WAIT_S) or write it makes `read` return None, and the caller reads
+  the segments instead.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ FORMAT = "agent-journal-digest-cache/1"
 # A fingerprint taken this close to the segment's newest mtime could miss a
 # write landing in the same clock tick, so the segment is checked again next time.
 RACY_NS = 2_000_000_000
+# Another process filling the cache for a large journal can hold it for a
+# while; rather than wait on it, a digest reads the segments itself.
+LOCK_WAIT_S = 2.0
 
 # `{peek}` becomes one column per peeked value (p0, p1, ...).
 SCHEMA = """
@@ -89,7 +93,7 @@ def read(ws: store.Workspace, peek: store.Peek) -> store.ReadResult | None:
     None when the cache cannot be used; the caller then reads the segments.
     """
     try:
-        with store.CacheLock(store.cache_lock_path(ws.root, AREA, ws.name)):
+        with store.CacheLock(store.cache_lock_path(ws.root, AREA, ws.name), wait_s=LOCK_WAIT_S):
             return _read_locked(ws, peek)
     except (OSError, sqlite3.Error):
         return None

@@ -766,10 +766,15 @@ def cache_lock_path(root: Root, area: str, workspace: str) -> str:
 
 
 class CacheLock:
-    """An exclusive advisory lock (flock) held while a projection is brought up to date."""
+    """An exclusive advisory lock (flock) held while a projection is brought up to date.
 
-    def __init__(self, path: str) -> None:
+    With `wait_s`, entering gives up after that long with BlockingIOError
+    instead of waiting for whoever holds it.
+    """
+
+    def __init__(self, path: str, *, wait_s: float | None = None) -> None:
         self.path = path
+        self.wait_s = wait_s
         self.fd = -1
 
     def __enter__(self) -> CacheLock:
@@ -778,7 +783,18 @@ class CacheLock:
         make_private_dirs(os.path.dirname(self.path))
         self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, FILE_MODE)
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            if self.wait_s is None:
+                fcntl.flock(self.fd, fcntl.LOCK_EX)
+            else:
+                deadline = time.monotonic() + self.wait_s
+                while True:
+                    try:
+                        fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() >= deadline:
+                            raise
+                        time.sleep(0.05)
         except BaseException:
             os.close(self.fd)
             raise

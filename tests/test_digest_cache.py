@@ -173,3 +173,14 @@ def test_any_sequence_of_appends_and_digests_agrees(tmp_path_factory, steps):
         assert cached(ws) == direct(ws)
         assert cached(ws, session="s2") == direct(ws, session="s2")
     assert segments_dir(root, WS).exists()
+
+
+def test_a_digest_does_not_wait_long_on_another_filling_the_cache(root, monkeypatch):
+    build_scenario(root)
+    ws = workspace(root)
+    monkeypatch.setattr(digest_cache, "LOCK_WAIT_S", 0.2)
+    with store.CacheLock(store.cache_lock_path(ws.root, digest_cache.AREA, WS)):
+        assert digest_cache.read(ws, store.Peek(digest.PEEK_VALUES, digest.PEEK_TYPES)) is None
+        markdown, report, _ = digest.digest(_ctx(root), max_chars=4000)
+    assert (markdown, report) == direct(ws)
+    assert cached(ws) == direct(ws)
