@@ -132,11 +132,23 @@ def _columns(peek: store.Peek) -> list[str]:
     return [f"p{i}" for i in range(len(peek.values) + len(peek.types))]
 
 
+class _Segment:
+    """One segment as this read takes it: cached rows up to `cached`, plus `scan`
+    (the rows read now); `cache_id` is None when nothing of it is cached."""
+
+    __slots__ = ("cache_id", "cached", "scan")
+
+    def __init__(self, cache_id: int | None, cached: int, scan: store.SegmentScan | None) -> None:
+        self.cache_id = cache_id
+        self.cached = cached
+        self.scan = scan
+
+
 def _read_locked(ws: store.Workspace, peek: store.Peek) -> store.ReadResult:
     conn = _open(ws, peek)
     try:
         paths = ws.segment_paths()
-        direct: dict[str, store.SegmentScan] = {}
+        taken: dict[str, _Segment] = {}
 
         def work(c: sqlite3.Connection) -> None:
             stored = {row[0]: row for row in c.execute(
@@ -146,12 +158,10 @@ def _read_locked(ws: store.Workspace, peek: store.Peek) -> store.ReadResult:
                 _drop(c, stored[name][6])
             for path in paths:
                 name = os.path.basename(path)
-                scan = _follow(c, path, name, stored.get(name), peek)
-                if scan is not None:
-                    direct[name] = scan
+                taken[name] = _follow(c, path, name, stored.get(name), peek)
 
         store.run_write(conn, work)
-        return _load(conn, ws, paths, direct, peek)
+        return _load(conn, ws, paths, taken, peek)
     finally:
         conn.close()
 
@@ -163,12 +173,12 @@ def _drop(c: sqlite3.Connection, segment: int) -> None:
 
 
 def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | None,
-            peek: store.Peek) -> store.SegmentScan | None:
-    """Bring one segment's rows up to date; a scan to use directly when it cannot be cached."""
+            peek: store.Peek) -> _Segment:
+    """Bring one segment's cached rows up to date, and say how to take it."""
     taken_ns = time.time_ns()
     sig = store.segment_signature(path)
     if row is not None and sig is not None and row[1] == sig[0] and row[2]:
-        return None  # unchanged since it was read
+        return _Segment(row[6], row[3], None)  # unchanged since it was read
     high, rows, fold = (row[3], row[4], row[5]) if row is not None else (0, 0, "")
     if row is not None:
         # The file changed: every row already cached must still be exactly what
@@ -186,7 +196,7 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
     if scan.unreadable is not None:
         if row is not None:
             _drop(c, row[6])
-        return store.read_segment(path, peek=peek)
+        return _Segment(None, 0, store.read_segment(path, peek=peek))
     if row is None:
         inserted = c.execute("INSERT INTO segments(name, trusted, high, rows, fold) "
                              "VALUES (?, 0, 0, 0, '')", (name,)).lastrowid
@@ -210,7 +220,7 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
               "WHERE id = ?",
               (sig[0] if sig else None, trusted, scan.high,
                rows + len(scan.events) + len(scan.malformed), scan.fold, segment))
-    return None
+    return _Segment(segment, high, scan)
 
 
 def _native(values: tuple[Any, ...]) -> bool:
@@ -246,7 +256,8 @@ def _keep(segment: int, seq: int, ev: Event, natives: list[tuple[Any, ...]],
 
 
 def _load(conn: sqlite3.Connection, ws: store.Workspace, paths: list[str],
-          direct: dict[str, store.SegmentScan], peek: store.Peek) -> store.ReadResult:
+          taken: dict[str, _Segment], peek: store.Peek) -> store.ReadResult:
+    """The read result: cached rows where they serve, and what was just read."""
     result = store.ReadResult()
     events = result.events
     peek_only, lazy = codec.peek_only, codec.LazyEvent
@@ -254,32 +265,34 @@ def _load(conn: sqlite3.Connection, ws: store.Workspace, paths: list[str],
     columns = ", ".join(_columns(peek))
     # Peeks kept in columns are observations (only those are peeked): the
     # bulk of a journal, read with as few columns as will do.
-    for row in conn.execute(f"SELECT event_id, subject, ts, {columns} FROM peeks"):
-        events.append(peek_only(row[0], "observation", row[1], row[2], row[3:]))
-    for event_id, type_, subject, ts, form, payload in conn.execute(
-            "SELECT event_id, type, subject, ts, form, payload FROM others"):
-        if form == PEEKED:
-            events.append(peek_only(event_id, type_, subject, ts, tuple(loads(payload))))
-        elif form == LAZY:
-            events.append(lazy(payload, event_id, type_, subject, ts))
-        else:
-            events.append(whole(loads(payload)))
-    cached_bad: dict[str, list[tuple[int, str]]] = {}
-    for name, seq, reason in conn.execute(
-            "SELECT s.name, m.seq, m.reason FROM malformed m JOIN segments s ON s.id = m.segment "
-            "ORDER BY s.name, m.seq"):
-        cached_bad.setdefault(name, []).append((seq, reason))
-    highs = dict(conn.execute("SELECT name, high FROM segments").fetchall())
+    natives = (f"SELECT event_id, subject, ts, {columns} FROM peeks "
+               "WHERE segment = ? AND seq <= ?")
+    others = ("SELECT event_id, type, subject, ts, form, payload FROM others "
+              "WHERE segment = ? AND seq <= ?")
+    malformed = "SELECT seq, reason FROM malformed WHERE segment = ? AND seq <= ? ORDER BY seq"
     for path in paths:
         name, rel = os.path.basename(path), ws.rel(path)
         result.segments.append(rel)
-        scan = direct.get(name)
+        seg = taken[name]
+        bad: list[tuple[int, str]] = []
+        if seg.cache_id is not None and seg.cached:
+            key = (seg.cache_id, seg.cached)
+            for row in conn.execute(natives, key):
+                events.append(peek_only(row[0], "observation", row[1], row[2], row[3:]))
+            for event_id, type_, subject, ts, form, payload in conn.execute(others, key):
+                if form == PEEKED:
+                    events.append(peek_only(event_id, type_, subject, ts, tuple(loads(payload))))
+                elif form == LAZY:
+                    events.append(lazy(payload, event_id, type_, subject, ts))
+                else:
+                    events.append(whole(loads(payload)))
+            bad.extend(conn.execute(malformed, key))
+        scan = seg.scan
         if scan is None:
-            bad = cached_bad.get(name, [])
-            result.high_water[rel] = highs.get(name, 0)
+            result.high_water[rel] = seg.cached
         else:
             events.extend(scan.events)
-            bad = scan.malformed
+            bad.extend(scan.malformed)
             if scan.unreadable is not None:
                 result.unreadable.append({"path": rel, "reason": scan.unreadable})
             else:

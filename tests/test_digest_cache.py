@@ -120,6 +120,7 @@ def test_a_damaged_cache_file_is_rebuilt(root):
 def test_rendered_observations_are_read_whole_and_staleness_is_caught(root):
     ws = workspace(root)
     ws.append(calls(0, 12))
+    digest._read(ws, cached=True)  # fills the cache (and uses the rows it just read)
     result, d, fill = digest._read(ws, cached=True)
     assert fill is not None
     assert all(type(e) is PeekOnlyEvent for evs in d.observation_events.values() for e in evs)
