@@ -36,6 +36,7 @@ import sqlite3
 import time
 
 from agent_journal import codec, store
+from agent_journal.errors import JournalError
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def read(ws: store.Workspace, peek: store.Peek) -> store.ReadResult | None:
     try:
         with store.CacheLock(store.cache_lock_path(ws.root, AREA, ws.name), wait_s=LOCK_WAIT_S):
             return _read_locked(ws, peek)
-    except (OSError, sqlite3.Error):
+    except (OSError, sqlite3.Error, JournalError):
         return None
 
 
@@ -149,27 +150,32 @@ def _read_locked(ws: store.Workspace, peek: store.Peek) -> store.ReadResult:
     try:
         paths = ws.segment_paths()
         taken: dict[str, _Segment] = {}
-
-        def work(c: sqlite3.Connection) -> None:
-            stored = {row[0]: row for row in c.execute(
-                "SELECT name, signature, trusted, high, rows, fold, id FROM segments")}
-            present = {os.path.basename(p) for p in paths}
-            for name in sorted(stored.keys() - present):
-                _drop(c, stored[name][6])
-            for path in paths:
-                name = os.path.basename(path)
-                taken[name] = _follow(c, path, name, stored.get(name), peek)
-
-        store.run_write(conn, work)
+        stored = {row[0]: row for row in conn.execute(
+            "SELECT name, signature, trusted, high, rows, fold, id FROM segments")}
+        gone = sorted(stored.keys() - {os.path.basename(p) for p in paths})
+        if gone:
+            store.run_write(conn, lambda c: _drop(c, *(stored[name][6] for name in gone)))
+        for path in paths:
+            name = os.path.basename(path)
+            row = stored.get(name)
+            sig = store.segment_signature(path)
+            if row is not None and sig is not None and row[1] == sig[0] and row[2]:
+                taken[name] = _Segment(row[6], row[3], None)  # unchanged since it was read
+                continue
+            # One transaction per segment: a run stopped part way (a hook's
+            # time limit on a large journal) keeps what it finished.
+            taken[name] = store.run_write(
+                conn, lambda c, path=path, name=name, row=row: _follow(c, path, name, row, peek))
         return _load(conn, ws, paths, taken, peek)
     finally:
         conn.close()
 
 
-def _drop(c: sqlite3.Connection, segment: int) -> None:
-    for table in ("peeks", "others", "malformed"):
-        c.execute(f"DELETE FROM {table} WHERE segment = ?", (segment,))
-    c.execute("DELETE FROM segments WHERE id = ?", (segment,))
+def _drop(c: sqlite3.Connection, *segments: int) -> None:
+    for segment in segments:
+        for table in ("peeks", "others", "malformed"):
+            c.execute(f"DELETE FROM {table} WHERE segment = ?", (segment,))
+        c.execute("DELETE FROM segments WHERE id = ?", (segment,))
 
 
 def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | None,
@@ -177,8 +183,6 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
     """Bring one segment's cached rows up to date, and say how to take it."""
     taken_ns = time.time_ns()
     sig = store.segment_signature(path)
-    if row is not None and sig is not None and row[1] == sig[0] and row[2]:
-        return _Segment(row[6], row[3], None)  # unchanged since it was read
     high, rows, fold = (row[3], row[4], row[5]) if row is not None else (0, 0, "")
     if row is not None:
         # The file changed: every row already cached must still be exactly what

@@ -185,3 +185,31 @@ def test_a_digest_does_not_wait_long_on_another_filling_the_cache(root, monkeypa
         markdown, report, _ = digest.digest(_ctx(root), max_chars=4000)
     assert (markdown, report) == direct(ws)
     assert cached(ws) == direct(ws)
+
+
+def test_a_fill_stopped_part_way_keeps_the_segments_it_finished(root, monkeypatch):
+    monkeypatch.setenv(store.ENV_SEGMENT_MAX_BYTES, "3000")
+    ws = workspace(root)
+    for start in range(0, 60, 10):
+        ws.append(calls(start, 10))
+    assert len(ws.segment_paths()) >= 4
+    real = store.read_segment
+    seen: list[str] = []
+
+    def stop_at_the_third(path, **kwargs):
+        seen.append(path)
+        if len(seen) == 3:
+            raise KeyboardInterrupt  # the hook's time limit, say
+        return real(path, **kwargs)
+
+    monkeypatch.setattr(store, "read_segment", stop_at_the_third)
+    try:
+        digest_cache.read(ws, store.Peek(digest.PEEK_VALUES, digest.PEEK_TYPES))
+    except KeyboardInterrupt:
+        pass
+    monkeypatch.setattr(store, "read_segment", real)
+    conn = sqlite3.connect(digest_cache.path_of(ws))
+    finished = conn.execute("SELECT count(*) FROM segments").fetchone()[0]
+    conn.close()
+    assert finished == 2
+    assert cached(ws) == direct(ws)
