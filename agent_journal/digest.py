@@ -15,9 +15,12 @@ Invariants:
   sections' oldest items first, and it says what it left out. `--json`
   carries the same selection as structure.
 - `downgradedAnchors` is null: only a retention pass (compact) assesses it.
-- The output is a function of the event set (every order is (ts, id)).
+- The output is a function of the event set (every order is (ts, id)),
+  whether the events were read from the segments or through the digest's
+  cache (digest_cache.py): observations are classified by the same fields
+  either way, and the few that are rendered are read whole.
 
-Everything but `digest` (the operation) is pure.
+Everything above "the operation" is pure; below it, the reads.
 """
 
 from __future__ import annotations
