@@ -888,6 +888,7 @@ def _mutations() -> list[tuple[str, Any]]:
         ("data then data", _swap(b',"eventId"', b',"data":5,"eventId"')),
         ("data then other key", _swap(b',"eventId"', b',"zz":1,"eventId"')),
         ("data twice, same length", _swap(b',"eventId"', b',"data":{"artifact":9},"eventId"')),
+        ("author key renamed", _swap(b'{"author"', b'{"Author"')),
         ("author then author", _swap(b'"author":"agent",', b'"author":"agent","author":"",')),
         ("backslash in author", lambda o: _canonical({**o, "author": "a\\b"})),
         ("quote in author", lambda o: _canonical({**o, "author": 'a","data":{}'})),
