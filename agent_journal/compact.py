@@ -123,11 +123,10 @@ class _Run:
         self.segments_of: dict[str, list[str]] = {}
         self.todo: dict[str, set[str]] = {}
         for seg, ids in prepared.read.located.items():
-            for event_id in ids:
-                if event_id in wanted:
-                    self.segments_of.setdefault(event_id, []).append(seg)
-                    if event_id in plan.deletions:
-                        self.todo.setdefault(seg, set()).add(event_id)
+            for event_id in wanted.intersection(ids):
+                self.segments_of.setdefault(event_id, []).append(seg)
+                if event_id in plan.deletions:
+                    self.todo.setdefault(seg, set()).add(event_id)
         # segment -> tombstone event id -> checksum currently stored
         self.tombs: dict[str, dict[str, str]] = {}
         stored = prepared.read.tombstone_checksums
@@ -145,8 +144,11 @@ class _Run:
     def has_work(self) -> bool:
         return bool(self.todo) or bool(self.tombs)
 
-    def _flip_ready(self, event_id: str, gone: set[tuple[str, str]]) -> bool:
-        return all((seg, e) in gone
+    def _flip_ready(self, event_id: str, seg_now: str, deleting: set[str]) -> bool:
+        """Every row of the events the tombstone waits for is gone, or goes in
+        the transaction now being made on `seg_now` (deleting those ids)."""
+        gone = self.gone
+        return all((seg, e) in gone or (seg == seg_now and e in deleting)
                    for e in self.plan.flips[event_id] for seg in self.segments_of.get(e, []))
 
     def step(self, seg: str) -> bool:
@@ -155,13 +157,12 @@ class _Run:
             return False
         plan = self.plan
         tombs = self.tombs.get(seg, {})
-        deletes = sorted(self.todo.get(seg, ()))
-        gone_now = {(seg, e) for e in deletes}
-        gone_after = self.gone | gone_now if gone_now else self.gone
+        deleting = self.todo.get(seg, set())
+        deletes = sorted(deleting)
         rewrites: list[tuple[str, str, bytes, str]] = []
         planned: dict[str, str] = {}
         for t, current in tombs.items():
-            if (seg, t) in self.flipped or not self._flip_ready(t, gone_after):
+            if (seg, t) in self.flipped or not self._flip_ready(t, seg, deleting):
                 continue
             body, digest = codec.encode(plan.rewritten(t))
             rewrites.append((t, current, body, digest))
@@ -178,12 +179,8 @@ class _Run:
         self.expected[seg] = high
         if not clean:
             self.unclean.add(seg)
-        self.gone = gone_after
-        remaining = self.todo.get(seg, set()) - set(deletes)
-        if remaining:
-            self.todo[seg] = remaining
-        else:
-            self.todo.pop(seg, None)
+        self.gone.update((seg, e) for e in deletes)
+        self.todo.pop(seg, None)
         for t, digest in planned.items():
             if t not in done:
                 # Someone else rewrote it meanwhile (another compaction); leave it.
@@ -214,7 +211,10 @@ def carry_out(prepared: Prepared) -> Outcome:
     plan, read, ws = prepared.plan, prepared.read, prepared.ws
     run = _Run(prepared)
     pending = store.read_compact_intent(ws)
-    artifacts = {ev.event_id: d for ev in read.events if (d := _artifact_digest(ev))}
+    # Most events have no artifact: the cheap tests come first (an observation's
+    # data here is its artifact or nothing).
+    artifacts = {ev.event_id: d for ev in read.events
+                 if ev.type == OBSERVATION and ev.data and (d := _artifact_digest(ev))}
     purged_digests = {d for e, d in artifacts.items() if e in plan.deletions}
     if not run.has_work() and pending is None:
         return Outcome(plan.report(apply=True, removed=set(), marked_purged=[]), [], [])
