@@ -148,8 +148,12 @@ class _Run:
         """Every row of the events the tombstone waits for is gone, or goes in
         the transaction now being made on `seg_now` (deleting those ids)."""
         gone = self.gone
-        return all((seg, e) in gone or (seg == seg_now and e in deleting)
-                   for e in self.plan.flips[event_id] for seg in self.segments_of.get(e, []))
+        segments_of = self.segments_of
+        for e in self.plan.flips[event_id]:
+            for seg in segments_of.get(e, ()):
+                if (seg, e) not in gone and (seg != seg_now or e not in deleting):
+                    return False
+        return True
 
     def step(self, seg: str) -> bool:
         """One transaction on one segment: whatever of its work may run now."""
