@@ -1050,7 +1050,8 @@ class CompactionRead(ReadResult):
     every tombstone (so a rewrite can check the row is still the one read).
     Observation events carry only `data.artifact` of their data: nothing else
     of an observation's data takes part in a plan, and most of a journal is
-    observations, so their bodies are checked and picked apart by SQLite.
+    observations, so a body in canonical layout is judged without parsing it
+    in Python (see `_fast_observation`); any other goes to the exact decoder.
     """
 
     def __init__(self) -> None:
