@@ -29,11 +29,13 @@ class MalformedEvent(ValueError):
     """A stored row that cannot be trusted as an event; the message says why."""
 
 
+# json.dumps with these options builds a new encoder on every call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False)
+
+
 def canonical_bytes(event: Event) -> bytes:
-    return json.dumps(
-        event.as_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-        allow_nan=False,
-    ).encode("utf-8")
+    return _CANONICAL.encode(event.as_dict()).encode("utf-8")
 
 
 def checksum(body: bytes) -> str:

@@ -88,11 +88,14 @@ def compact(ctx: Context, *, entry_ttl_days: int | None, observation_ttl_days: i
     check_ttl(entry_ttl_days, "--entry-ttl-days")
     check_ttl(observation_ttl_days, "--observation-ttl-days")
     ws = ctx.open(create=False)
-    prepared = prepare(ws, entry_ttl_days=entry_ttl_days,
-                       observation_ttl_days=observation_ttl_days)
-    if not apply:
-        return Outcome(prepared.plan.report(apply=False), [], [])
-    return carry_out(prepared)
+    # A plan is made from every event of the workspace, none of which forms a
+    # cycle: the cyclic collector's passes over them cost as much as the read.
+    with store.PausedGC():
+        prepared = prepare(ws, entry_ttl_days=entry_ttl_days,
+                           observation_ttl_days=observation_ttl_days)
+        if not apply:
+            return Outcome(prepared.plan.report(apply=False), [], [])
+        return carry_out(prepared)
 
 
 # -- applying ---------------------------------------------------------------------------
@@ -120,11 +123,10 @@ class _Run:
         self.segments_of: dict[str, list[str]] = {}
         self.todo: dict[str, set[str]] = {}
         for seg, ids in prepared.read.located.items():
-            for event_id in ids:
-                if event_id in wanted:
-                    self.segments_of.setdefault(event_id, []).append(seg)
-                    if event_id in plan.deletions:
-                        self.todo.setdefault(seg, set()).add(event_id)
+            for event_id in wanted.intersection(ids):
+                self.segments_of.setdefault(event_id, []).append(seg)
+                if event_id in plan.deletions:
+                    self.todo.setdefault(seg, set()).add(event_id)
         # segment -> tombstone event id -> checksum currently stored
         self.tombs: dict[str, dict[str, str]] = {}
         stored = prepared.read.tombstone_checksums
@@ -142,9 +144,16 @@ class _Run:
     def has_work(self) -> bool:
         return bool(self.todo) or bool(self.tombs)
 
-    def _flip_ready(self, event_id: str, gone: set[tuple[str, str]]) -> bool:
-        return all((seg, e) in gone
-                   for e in self.plan.flips[event_id] for seg in self.segments_of.get(e, []))
+    def _flip_ready(self, event_id: str, seg_now: str, deleting: set[str]) -> bool:
+        """Every row of the events the tombstone waits for is gone, or goes in
+        the transaction now being made on `seg_now` (deleting those ids)."""
+        gone = self.gone
+        segments_of = self.segments_of
+        for e in self.plan.flips[event_id]:
+            for seg in segments_of.get(e, ()):
+                if (seg, e) not in gone and (seg != seg_now or e not in deleting):
+                    return False
+        return True
 
     def step(self, seg: str) -> bool:
         """One transaction on one segment: whatever of its work may run now."""
@@ -152,13 +161,12 @@ class _Run:
             return False
         plan = self.plan
         tombs = self.tombs.get(seg, {})
-        deletes = sorted(self.todo.get(seg, ()))
-        gone_now = {(seg, e) for e in deletes}
-        gone_after = self.gone | gone_now if gone_now else self.gone
+        deleting = self.todo.get(seg, set())
+        deletes = sorted(deleting)
         rewrites: list[tuple[str, str, bytes, str]] = []
         planned: dict[str, str] = {}
         for t, current in tombs.items():
-            if (seg, t) in self.flipped or not self._flip_ready(t, gone_after):
+            if (seg, t) in self.flipped or not self._flip_ready(t, seg, deleting):
                 continue
             body, digest = codec.encode(plan.rewritten(t))
             rewrites.append((t, current, body, digest))
@@ -175,12 +183,8 @@ class _Run:
         self.expected[seg] = high
         if not clean:
             self.unclean.add(seg)
-        self.gone = gone_after
-        remaining = self.todo.get(seg, set()) - set(deletes)
-        if remaining:
-            self.todo[seg] = remaining
-        else:
-            self.todo.pop(seg, None)
+        self.gone.update((seg, e) for e in deletes)
+        self.todo.pop(seg, None)
         for t, digest in planned.items():
             if t not in done:
                 # Someone else rewrote it meanwhile (another compaction); leave it.
@@ -211,7 +215,10 @@ def carry_out(prepared: Prepared) -> Outcome:
     plan, read, ws = prepared.plan, prepared.read, prepared.ws
     run = _Run(prepared)
     pending = store.read_compact_intent(ws)
-    artifacts = {ev.event_id: d for ev in read.events if (d := _artifact_digest(ev))}
+    # Most events have no artifact: the cheap tests come first (an observation's
+    # data here is its artifact or nothing).
+    artifacts = {ev.event_id: d for ev in read.events
+                 if ev.type == OBSERVATION and ev.data and (d := _artifact_digest(ev))}
     purged_digests = {d for e, d in artifacts.items() if e in plan.deletions}
     if not run.has_work() and pending is None:
         return Outcome(plan.report(apply=True, removed=set(), marked_purged=[]), [], [])

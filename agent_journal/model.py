@@ -120,17 +120,18 @@ class Event:
     def __init__(self, *, event_id: str, type: str, kind: str, id: str | None, ts: str,
                  author: str, session: str | None, replica: str, data: Mapping[str, Any],
                  schema: int = SCHEMA_VERSION) -> None:
-        setter = object.__setattr__
-        setter(self, "event_id", event_id)
-        setter(self, "type", type)
-        setter(self, "kind", kind)
-        setter(self, "id", id)
-        setter(self, "ts", ts)
-        setter(self, "author", author)
-        setter(self, "session", session)
-        setter(self, "replica", replica)
-        setter(self, "data", dict(data))
-        setter(self, "schema", schema)
+        # The slot setters bound below the class: object.__setattr__ by name
+        # cost as much again.
+        _set_event_id(self, event_id)
+        _set_type(self, type)
+        _set_kind(self, kind)
+        _set_id(self, id)
+        _set_ts(self, ts)
+        _set_author(self, author)
+        _set_session(self, session)
+        _set_replica(self, replica)
+        _set_data(self, dict(data))
+        _set_schema(self, schema)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Event is immutable")

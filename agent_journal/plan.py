@@ -29,6 +29,7 @@ from agent_journal.model import (
     OBSERVATION,
     Event,
     anchor_ref,
+    event_from_stored,
 )
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
@@ -72,7 +73,9 @@ class CompactionPlan:
     def rewritten(self, tomb_event_id: str) -> Event:
         """The tombstone as compaction writes it back: purged flipped, nothing else."""
         ev = self.tombstone_events[tomb_event_id]
-        return ev.replace(data={**ev.data, "purged": True})
+        # event_from_stored, not Event.replace: a large run rewrites a
+        # tombstone per target, and keyword parsing was most of the cost.
+        return event_from_stored({**ev.as_dict(), "data": {**ev.data, "purged": True}})
 
     def report(self, *, apply: bool, removed: set[str] | None = None,
                marked_purged: list[str] | None = None,
@@ -170,18 +173,16 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     observation_ttl_days = check_ttl(observation_ttl_days, "--observation-ttl-days")
     plan = CompactionPlan(entry_ttl_days, observation_ttl_days)
     records: dict[str, list[Event]] = {}
-    observations: dict[str, list[Event]] = {}
+    observations = _Observations()
+    first, more = observations.first, observations.more
     invalidations: dict[str, list[Event]] = {}
     unclassified: list[str] = []
     others: list[Event] = []
     for ev in events:
         t = ev.type
         if t == OBSERVATION:
-            group = observations.get(ev.id)  # type: ignore[arg-type]
-            if group is None:
-                observations[str(ev.id)] = [ev]
-            else:
-                group.append(ev)
+            if first.setdefault(ev.id, ev) is not ev:  # type: ignore[arg-type]
+                more.setdefault(str(ev.id), []).append(ev)
             continue
         others.append(ev)
         if t == ENTRY:
@@ -202,7 +203,7 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
 
     # -- tombstones first: nothing pins or holds back what a tombstone names -------------
     for target in sorted(d.tombstones):
-        about = records.get(target, []) + observations.get(target, []) \
+        about = records.get(target, []) + observations.get(target) \
             + invalidations.get(target, [])
         if not about:
             continue  # nothing here: the tombstone keeps purged: false
@@ -223,7 +224,7 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
             continue
         # The interrupted run saw the target here; whatever of it is left (an
         # invalidation in a segment it had not reached) goes in this run first.
-        left = records.get(target, []) + observations.get(target, []) \
+        left = records.get(target, []) + observations.get(target) \
             + invalidations.get(target, [])
         plan.tombstone_events[tomb_id] = left_tomb
         plan.flips[tomb_id] = frozenset(ev.event_id for ev in left)
@@ -237,8 +238,8 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
         if e not in d.tombstones and _due(recs + invalidations.get(e, []), now, entry_cut, cache)
     }
     due_obs = set() if obs_cut is None else {
-        o for o, evs in observations.items()
-        if o not in d.tombstones and _due(evs, now, obs_cut, cache)
+        o for o in observations.first
+        if o not in d.tombstones and _due(observations.get(o), now, obs_cut, cache)
     }
 
     # An entry that is not live and that a surviving entry derives its outcome
@@ -275,7 +276,7 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     for e in due_entries:
         remove(e, records[e] + invalidations.get(e, []), EXPIRED)
     for o in expired_obs:
-        remove(o, observations[o], EXPIRED)
+        remove(o, observations.get(o), EXPIRED)
 
     removed = set(plan.reasons)
     for e in live:
@@ -292,12 +293,33 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     return plan
 
 
+class _Observations:
+    """Observation events by id, in the order read. Most ids have one event, and
+    a list for each of a million ids cost more than the rest of the planning:
+    only ids seen again keep a list of the events after the first."""
+
+    __slots__ = ("first", "more")
+
+    def __init__(self) -> None:
+        self.first: dict[str, Event] = {}
+        self.more: dict[str, list[Event]] = {}
+
+    def __contains__(self, oid: object) -> bool:
+        return oid in self.first
+
+    def get(self, oid: str) -> list[Event]:
+        ev = self.first.get(oid)
+        if ev is None:
+            return []
+        return [ev, *self.more.get(oid, ())]
+
+
 def _anchors(d: Derived, entry_id: str) -> list[str]:
     anchors = d.entry_events[entry_id].data.get("anchors", [])
     return [a for a in anchors if isinstance(a, str)]
 
 
-def _report_order(observations: dict[str, list[Event]]) -> Any:
+def _report_order(observations: _Observations) -> Any:
     """Evidence before conclusions: observations first, then entries, each by id."""
     def key(item: str) -> tuple[int, str]:
         return (0 if item in observations else 1, item)

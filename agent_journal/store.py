@@ -1118,7 +1118,8 @@ class CompactionRead(ReadResult):
     every tombstone (so a rewrite can check the row is still the one read).
     Observation events carry only `data.artifact` of their data: nothing else
     of an observation's data takes part in a plan, and most of a journal is
-    observations, so their bodies are checked and picked apart by SQLite.
+    observations, so a body in canonical layout is judged without parsing it
+    in Python (see `_fast_observation`); any other goes to the exact decoder.
     """
 
     def __init__(self) -> None:
@@ -1128,67 +1129,189 @@ class CompactionRead(ReadResult):
         self.tombstone_checksums: dict[tuple[str, str], str] = {}
 
 
-# Observation rows: SQLite checks the body is JSON and hands back the text of
-# its `data` object; Python then parses everything else of the body exactly as
-# `codec` would, with that object's text cut out. A row is taken this way only
-# when the cut is unambiguous; anything else gets `codec.decode`, the exact
-# verdict every reader gives.
-_COMPACTION_ROWS = """
-SELECT seq, event_id, type, body, checksum,
-  CASE WHEN type = 'observation' AND json_valid(t)
-  THEN CAST(json_extract(t, '$.data') AS BLOB) END, subject, ts
-FROM (SELECT seq, event_id, type, body, checksum, subject, ts, CAST(body AS TEXT) AS t
-      FROM events)
-ORDER BY seq
-"""
-_DATA_KEY = b'"data":'
+# Observation rows are most of a journal, and parsing each body in Python cost
+# more than all the rest of a compaction. A row laid out the way `codec` writes
+# it is instead shown, cheaply, to be one the exact decoder accepts with the
+# values read here; anything unusual gets `codec.decode_checked`, the verdict
+# every reader gives. What shows it (`_fast_observation`):
+# - SQLite finds the whole body valid JSON by a test no looser than Python's
+#   json (`compaction_json_check`), and gives the length of the minified text
+#   of its first `data` value;
+# - Python finds the body's checksum right, the body strict UTF-8, and the
+#   data object surrounded by exactly the other nine fields in canonical
+#   order, each a plain string (no quote, backslash or control character, so
+#   the text is the value) or a small integer, naming the row's own event id,
+#   subject and time;
+# - the data object's text is exactly as long as its minified text. Minified
+#   text is never longer than its source, and is as long only when the source
+#   is that one value with no whitespace: so no other key (a second `data`, a
+#   second `author`) is spliced in beside it, and the ten fields are the body.
+# Where SQLite's parser still accepts what Python's refuses, the row takes the
+# exact path: nesting deeper than Python's recursion limit, integers longer
+# than Python converts, and a NUL, which ends SQLite's text early (no body in
+# this layout has a prefix that is a whole JSON value, so SQLite already
+# refuses it; the NUL test only makes that plain). Observation data is not
+# parsed at all unless it may hold an `artifact` key, the one part a plan reads.
 
+def compaction_json_check(version: tuple[int, int, int]) -> str | None:
+    """The SQL test that body text `t` is JSON that Python's json also accepts,
+    for this SQLite version; None where there is none, and then every row is
+    decoded the exact way.
 
-def _fast_observation(body: bytes, digest: str | None, data_text: bytes) -> Event | None:
-    """The observation in `body`, or None when only the exact decoder may judge it.
-
-    SQLite copies strings and numbers from the input as they are, so for a
-    body in canonical form `data_text` is a byte-for-byte slice of it. An
-    unescaped `"data":` cannot occur inside a JSON string, so the slice found
-    is the data object's own text; replacing it by `{}` leaves every other
-    field to parse exactly as in the whole body.
+    3.39 to 3.41 accept RFC 8259 JSON only (checked against Python's json for
+    the cases in tests/test_compact.py). 3.42 to 3.44 also accept JSON5 (single
+    quotes, NaN, hexadecimal, trailing commas, comments) in json_valid and
+    cannot be asked not to. 3.45 and later take json_valid(t, 1) for RFC 8259
+    text only. Before 3.39 the parser was not checked (and before 3.38 the
+    JSON functions may be missing altogether).
     """
-    if digest != codec.checksum(body) or not data_text.startswith(b"{"):
-        return None  # an object's text starts with "{"; a string's content might too,
-        # but then the cut below finds no match, or leaves a "data" that is not {}
-    cut = body.find(_DATA_KEY + data_text)
-    if cut < 0:
-        return None
-    rest = body[:cut] + b'"data":{}' + body[cut + len(_DATA_KEY) + len(data_text):]
-    if not rest.startswith(b'{"'):
+    if version >= (3, 45, 0):
+        return "json_valid(t, 1)"
+    if (3, 39, 0) <= version < (3, 42, 0):
+        return "json_valid(t)"
+    return None
+
+
+def compaction_rows_sql(version: tuple[int, int, int]) -> str:
+    """Every row of a segment in seq order; the last column is the length of the
+    minified `data` text of an observation body that passed the JSON check
+    (NULL for every other row, and for every row where there is no check)."""
+    check = compaction_json_check(version)
+    measured = ("NULL" if check is None else
+                f"CASE WHEN type = 'observation' AND {check} "
+                "THEN length(json_extract(t, '$.data')) END")
+    return (f"SELECT seq, event_id, type, body, checksum, subject, ts, {measured} "
+            "FROM (SELECT seq, event_id, type, body, checksum, subject, ts, "
+            "CAST(body AS TEXT) AS t FROM events) ORDER BY seq")
+
+
+_COMPACTION_ROWS = compaction_rows_sql(sqlite3.sqlite_version_info)
+_EXACT_ROWS = compaction_rows_sql((0, 0, 0))
+_PLAIN = r'[^"\\\x00-\x1f]+'
+# What lies between the row's `"kind":"` and `","ts":"`: kind, replica, schema
+# (an integer Python converts whatever its digit limit) and session.
+_OBSERVATION_MIDDLE = re.compile(
+    rf'({_PLAIN})","replica":"({_PLAIN})","schema":(-?(?:0|[1-9][0-9]{{0,17}})),'
+    rf'"session":(?:null|"([^"\\\x00-\x1f]*)")')
+# An escape that could spell a letter of `artifact` (`"\u0061rtifact"`).
+_ESCAPED_LETTER = re.compile(r"\\u00[4-7][0-9A-Fa-f]")
+# Deeper data is left to the exact decoder, whose recursion limit decides it.
+_FAST_NESTING = 200
+_checksum = codec.checksum
+_new_event = object.__new__
+(_set_event_id, _set_type, _set_kind, _set_id, _set_ts, _set_author, _set_session,
+ _set_replica, _set_data, _set_schema) = (Event.__dict__[name].__set__ for name in Event.__slots__)
+
+
+class _FastPath:
+    """What the fast path remembers across one read: the fields between kind and
+    ts it has already judged (a journal repeats a few), and Python's limit on
+    the digits of an integer it converts (a longer one fails json.loads)."""
+
+    def __init__(self) -> None:
+        import sys
+
+        self.middles: dict[str, tuple[str, str, int, str | None] | None] = {}
+        limit = sys.get_int_max_str_digits()
+        self.digit_limit = limit
+        self.long_number = re.compile(f"[0-9]{{{limit + 1}}}") if limit else None
+
+    def middle(self, text: str) -> tuple[str, str, int, str | None] | None:
+        m = _OBSERVATION_MIDDLE.fullmatch(text)
+        found = None if m is None else (m[1], m[2], int(m[3]), m[4])
+        self.middles[text] = found
+        return found
+
+
+def _fast_observation(fast: _FastPath, body: Any, digest: Any, event_id: Any, subject: Any,
+                      ts: Any, data_len: int) -> Event | None:
+    """The observation row as the exact decoder reads it (data reduced to its
+    artifact), or None when only the exact decoder may judge it.
+
+    `data_len` is SQLite's length of the minified text of the body's first
+    `data` value, given only for a body that passed `compaction_json_check`.
+    Written for speed: a million rows pass here, so operators stand in for
+    method calls wherever they say the same.
+    """
+    if type(body) is not bytes or digest != _checksum(body):
         return None
     try:
-        data_text.decode("utf-8")
-        # What json.detect_encoding picks for text starting '{"': UTF-8.
-        obj = codec.parse_json_text(rest.decode("utf-8", "surrogatepass"))
-        if not isinstance(obj, dict) or obj.get("data") != {}:
-            return None  # another "data" key: which one counts is the exact decoder's call
-        ev = codec.from_dict(obj)
-        if b'"artifact"' in data_text:
-            data = codec.parse_json(data_text)
-            artifact = data.get("artifact") if isinstance(data, dict) else None
-            if artifact is not None:
-                ev = ev.replace(data={"artifact": artifact})
-    except (ValueError, codec.MalformedEvent):
+        text = body.decode()
+    except UnicodeDecodeError:
         return None
+    # The column values must be plain strings for the text matches below to
+    # mean the values match.
+    if type(event_id) is not str or type(subject) is not str or type(ts) is not str \
+            or '"' in event_id or "\\" in event_id or '"' in subject or "\\" in subject \
+            or '"' in ts or "\\" in ts or "\x00" in text:
+        return None
+    quote = text.find('","data":{', 11)
+    author = text[11:quote]
+    if quote <= 11 or text[:11] != '{"author":"' or '"' in author or "\\" in author:
+        return None
+    start = quote + 9  # the data object's "{"
+    end = start + data_len  # the "," after it, if it is the data object's own text
+    ids = f'}},"eventId":"{event_id}","id":"{subject}","kind":"'
+    tail = f',"ts":"{ts}","type":"observation"}}'
+    if not text.startswith(ids, end - 1) or not text.endswith(tail):
+        return None
+    middle = text[end - 1 + len(ids):len(text) - len(tail)]
+    fields = fast.middles.get(middle, False)
+    if fields is False:
+        fields = fast.middle(middle)
+    if fields is None:
+        return None
+    if data_len > 2 * _FAST_NESTING and \
+            text.count("{", start, end) + text.count("[", start, end) > _FAST_NESTING:
+        return None
+    if fast.long_number is not None and data_len > fast.digit_limit \
+            and fast.long_number.search(text, start, end):
+        return None
+    data: dict[str, Any] = {}
+    # The fields around data are plain strings: `"artifact"` found outside data
+    # (as a whole value) only costs a parse, and they hold no backslash.
+    if '"artifact"' in text:
+        try:
+            artifact = codec.parse_json_text(text[start:end]).get("artifact")
+        except codec.MalformedEvent:
+            return None
+        if artifact is not None:
+            data = {"artifact": artifact}
+    elif "\\" in text and _ESCAPED_LETTER.search(text, start, end):
+        return None  # the key may be spelt with escapes; the exact decoder reads it
+    kind, replica, schema, session = fields  # type: ignore[misc]
+    ev = _new_event(Event)
+    _set_event_id(ev, event_id)
+    _set_type(ev, "observation")
+    _set_kind(ev, kind)
+    _set_id(ev, subject)
+    _set_ts(ev, ts)
+    _set_author(ev, author)
+    _set_session(ev, session)
+    _set_replica(ev, replica)
+    _set_data(ev, data)
+    _set_schema(ev, schema)
     return ev
+
+
+def _fast_path_usable(conn: sqlite3.Connection) -> bool:
+    """SQLite reads a blob cast to text in the database's encoding: only a UTF-8
+    segment's text is the body's own."""
+    return str(conn.execute("PRAGMA encoding").fetchone()[0]).upper() == "UTF-8"
 
 
 def read_located(ws: Workspace) -> CompactionRead:
     result = CompactionRead()
+    fast = _FastPath()
     for path in ws.segment_paths():
         rel = ws.rel(path)
         result.segments.append(rel)
-        result.located[rel] = _read_segment_for_compaction(path, rel, result)
+        result.located[rel] = _read_segment_for_compaction(path, rel, result, fast)
     return result
 
 
-def _read_segment_for_compaction(path: str, rel: str, result: CompactionRead) -> list[str]:
+def _read_segment_for_compaction(path: str, rel: str, result: CompactionRead,
+                                 fast: _FastPath) -> list[str]:
     ids: list[str] = []
     try:
         conn = _open_segment_for_read(path)
@@ -1201,15 +1324,14 @@ def _read_segment_for_compaction(path: str, rel: str, result: CompactionRead) ->
             result.high_water[rel] = 0
             return ids
         events = result.events
-        rows = conn.execute(_COMPACTION_ROWS)
-        for seq, event_id, type_, body, digest, data_text, subject, ts in rows:
+        append_event = events.append
+        append_id = ids.append
+        sql = _COMPACTION_ROWS if _fast_path_usable(conn) else _EXACT_ROWS
+        for seq, event_id, type_, body, digest, subject, ts, data_len in conn.execute(sql):
             high = seq
             ev = None
-            if data_text is not None and isinstance(body, bytes):
-                ev = _fast_observation(body, digest, data_text)
-                if ev is not None and (ev.event_id, ev.type, ev.id, ev.ts) != (
-                        event_id, type_, subject, ts):
-                    ev = None
+            if data_len is not None:
+                ev = _fast_observation(fast, body, digest, event_id, subject, ts, data_len)
             if ev is None:
                 # The same strict verdict every other read gives (codec.decode_checked).
                 try:
@@ -1222,8 +1344,8 @@ def _read_segment_for_compaction(path: str, rel: str, result: CompactionRead) ->
                 if ev.type == "observation":
                     artifact = ev.data.get("artifact")
                     ev = ev.replace(data={} if artifact is None else {"artifact": artifact})
-            events.append(ev)
-            ids.append(ev.event_id)
+            append_event(ev)
+            append_id(event_id)  # the exact decoder checked it is the body's
     except sqlite3.Error as exc:
         result.unreadable.append({"path": rel, "reason": _describe_sqlite_error(exc)})
         return ids
@@ -1441,8 +1563,10 @@ def write_compact_intent(ws: Workspace, intent: dict[str, Any]) -> None:
     import json
 
     make_private_dirs(ws.path)
+    # Unsorted: a run over a large journal names a flip per tombstone, and
+    # sorting them bought nothing a reader uses.
     write_file_atomic(os.path.join(ws.path, COMPACT_INTENT),
-                      json.dumps(intent, sort_keys=True).encode())
+                      json.dumps(intent, separators=(",", ":")).encode())
 
 
 def drop_compact_intent(ws: Workspace) -> None:

@@ -781,6 +781,9 @@ def test_report_rows_decode_after_rewrite(root):
 
 # -- the compaction read finds exactly the damage every reader finds ---------------------------
 
+FAST_READ = store.compaction_json_check(sqlite3.sqlite_version_info) is not None
+
+
 def _observation_obj(n: int) -> dict[str, Any]:
     return {"eventId": f"ev-{n}", "type": "observation", "kind": "tool_call", "id": f"o{n}",
             "ts": "2025-01-01T00:00:00.000Z", "author": "agent", "session": "s1",
@@ -791,6 +794,34 @@ def _observation_obj(n: int) -> dict[str, Any]:
 
 def _canonical(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _with_data(**extra: Any) -> Any:
+    return lambda o: _canonical({**o, "data": {**o["data"], **extra}})
+
+
+def _swap(old: bytes, new: bytes) -> Any:
+    def mutate(o: dict[str, Any]) -> bytes:
+        body = _canonical(o)
+        assert old in body, old
+        return body.replace(old, new, 1)
+    return mutate
+
+
+# Bodies the fast path must read itself (a regression to the slow path fails the test).
+FAST_CASES = {"intact", "unicode", "no artifact", "artifact null", "nested data key",
+              "artifact in text", "two artifacts", "surrogate", "data={}", "schema=7",
+              "session=None", "session=''", "session='other'", "author='other'",
+              "kind='other'", "replica='other'", "schema -0", "unicode in data",
+              "escapes in data", "terminal colours", "nested eventId", "artifact nested only",
+              "artifact then null", "escaped slash in artifact", "long string", "nesting"}
 
 
 def _mutations() -> list[tuple[str, Any]]:
@@ -828,26 +859,91 @@ def _mutations() -> list[tuple[str, Any]]:
         ("surrogate bytes", lambda o: _canonical(o).replace(b'"output":"x"',
                                                             b'"output":"\xed\xa0\x80"')),
         ("surrogate", lambda o: _canonical(o).replace(b'"output":"x"', b'"output":"\\ud800"')),
+        # The fast path's own shortcuts, each with a body that fools it if it is wrong.
+        ("schema -0", _swap(b'"schema":1', b'"schema":-0')),
+        ("schema 1.0", _swap(b'"schema":1', b'"schema":1.0')),
+        ("schema 1e0", _swap(b'"schema":1', b'"schema":1e0')),
+        ("schema 01", _swap(b'"schema":1', b'"schema":01')),
+        ("schema 19 digits", lambda o: _canonical({**o, "schema": 10**18})),
+        ("schema 5000 digits", _swap(b'"schema":1', b'"schema":' + b"7" * 5000)),
+        ("escaped artifact key", _swap(b'"artifact"', b'"\\u0061rtifact"')),
+        ("escaped artifact key, upper hex", _swap(b'"artifact"', b'"ar\\u0074ifAct"'
+                                                  .replace(b"A", b"a"))),
+        ("artifact then null", _swap(b'"output"', b'"artifact":null,"output"')),
+        ("artifact nested only", lambda o: _canonical(
+            {**o, "data": {"x": {"artifact": o["data"]["artifact"]}}})),
+        ("escaped slash in artifact", _swap(b'"sha256:', b'"sha\\/256:')),
+        ("unicode in data", _with_data(aa="é€😀 ünïcödé")),
+        ("escapes in data", _with_data(aa='a "quoted" \\ back\tslash\n')),
+        ("terminal colours", _with_data(aa="\x1b[31mred\x1b[0m")),
+        ("long string", _with_data(aa="y" * 20000)),
+        ("nested eventId", _with_data(aa={"eventId": "ev-x", "id": "o-x", "kind": "k"})),
+        ("space inside data", _swap(b'"tool":"Bash"', b'"tool": "Bash"')),
+        ("space after data", _swap(b'},"eventId"', b'} ,"eventId"')),
+        ("newline after body", lambda o: _canonical(o) + b"\n"),
+        ("NUL after body", lambda o: _canonical(o) + b"\x00"),
+        ("NUL in a string", _swap(b'"output":"x"', b'"output":"x\x00"')),
+        ("tab in a string", _swap(b'"output":"x"', b'"output":"x\ty"')),
+        ("data then author", _swap(b',"eventId"', b',"author":"","eventId"')),
+        ("data then data", _swap(b',"eventId"', b',"data":5,"eventId"')),
+        ("data then other key", _swap(b',"eventId"', b',"zz":1,"eventId"')),
+        ("data twice, same length", _swap(b',"eventId"', b',"data":{"artifact":9},"eventId"')),
+        ("author key renamed", _swap(b'{"author"', b'{"Author"')),
+        ("author then author", _swap(b'"author":"agent",', b'"author":"agent","author":"",')),
+        ("backslash in author", lambda o: _canonical({**o, "author": "a\\b"})),
+        ("quote in author", lambda o: _canonical({**o, "author": 'a","data":{}'})),
+        ("escaped session", _swap(b'"session":"s1"', b'"session":"s\\u0031"')),
+        ("escaped kind", _swap(b'"kind":"tool_call"', b'"kind":"tool\\u005fcall"')),
+        ("escaped replica", _swap(b'"replica":"r1"', b'"replica":"r\\u0031"')),
+        ("escaped ts", _swap(b'"ts":"2025', b'"ts":"\\u00325')),
+        ("escaped event id", _swap(b'"eventId":"ev', b'"eventId":"\\u0065v')),
+        ("escaped type", _swap(b'"observation"', b'"obs\\u0065rvation"')),
+        ("long integer in data", _swap(b'"output"', b'"n":' + b"7" * 5000 + b',"output"')),
+        ("long integer in a string", _with_data(n="7" * 5000)),
+        ("long float in data", _swap(b'"output"', b'"n":' + b"7" * 5000 + b'.5,"output"')),
+        ("nesting", _with_data(aa=_nested(150))),
+        ("single quotes", _swap(b'"output":"x"', b"\"output\":'x'")),
+        ("trailing comma", _swap(b'"status":"ok"', b'"status":"ok",')),
+        ("comment", _swap(b'"status":"ok"', b'"status":"ok"/* c */')),
+        ("hex number", _swap(b'"output":"x"', b'"output":0x10')),
+        ("leading zero", _swap(b'"output":"x"', b'"output":01')),
+        ("bad escape", _swap(b'"output":"x"', b'"output":"\\x"')),
+        ("Infinity", _swap(b'"output":"x"', b'"output":Infinity')),
+        ("data a string", lambda o: _canonical({**o, "data": json.dumps(o["data"])})),
+        ("key order", lambda o: json.dumps(o, separators=(",", ":")).encode()),
+        ("extra key at the end", lambda o: _canonical({**o, "zz": 1})),
+        ("extra key at the start", lambda o: _canonical({**o, "aa": 1})),
     ]
     return cases
 
 
-def _raw_rows(root: Path, rows: list[tuple[str, str | None, str, bytes, str]]) -> None:
-    path = root / "workspaces" / "ws" / "segments" / "imported-raw.sqlite"
+def _raw_rows(root: Path, rows: list[tuple[Any, ...]], name: str = "imported-raw") -> None:
+    """(event_id, subject, ts, body, checksum[, type]) rows, written as they are."""
+    path = root / "workspaces" / "ws" / "segments" / f"{name}.sqlite"
     build_segment(path, [])
     conn = sqlite3.connect(path)
     conn.executemany("INSERT INTO events(event_id, type, subject, ts, body, checksum) "
                      "VALUES (?, ?, ?, ?, ?, ?)",
-                     [(eid, "observation", subject, ts, body, digest)
-                      for eid, subject, ts, body, digest in rows])
+                     [(row[0], row[5] if len(row) > 5 else "observation", *row[1:5])
+                      for row in rows])
     conn.commit()
     conn.close()
 
 
-def _compare_reads(root: Path) -> None:
+def _compare_reads(root: Path) -> set[Any]:
+    """Both reads agree; returns the event ids the compaction read sent to the exact decoder."""
     ws = ctx_for(root).open(create=False)
     exact = ws.read()
-    fast = store.read_located(ws)
+    slow: set[Any] = set()
+    real = codec.decode_checked
+
+    def counting(body: Any, digest: Any, event_id: Any, *rest: Any) -> Event:
+        slow.add(event_id)
+        return real(body, digest, event_id, *rest)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(codec, "decode_checked", counting)
+        fast = store.read_located(ws)
     assert [(m["row"], m["reason"]) for m in fast.malformed] == \
         [(m["row"], m["reason"]) for m in exact.malformed]
     assert fast.unreadable == exact.unreadable and fast.high_water == exact.high_water
@@ -857,28 +953,195 @@ def _compare_reads(root: Path) -> None:
                 e.schema, e.data.get("artifact"))
 
     assert [key(e) for e in fast.events] == [key(e) for e in exact.events]
+    for e in fast.events:
+        assert e.type != "observation" or set(e.data) <= {"artifact"}
+    return slow
 
 
 def test_the_fast_compaction_read_agrees_with_the_exact_decoder(root):
     store.check_root(str(root), create=True)
-    rows = []
-    for n, (_name, mutate) in enumerate(_mutations()):
+    rows: list[tuple[Any, ...]] = []
+    names = {}
+    for n, (name, mutate) in enumerate(_mutations()):
         obj = _observation_obj(n)
         body = mutate(obj)
+        names[obj["eventId"]] = name
         rows.append((obj["eventId"], obj["id"], obj["ts"], body, codec.checksum(body)))
     obj = _observation_obj(999)
     body = _canonical(obj)
     rows.append((obj["eventId"], obj["id"], obj["ts"], body, "xxh3-64:0000"))  # bad checksum
     rows.append(("ev-other", obj["id"], obj["ts"], _canonical({**obj, "eventId": "ev-x"}),
                  codec.checksum(_canonical({**obj, "eventId": "ev-x"}))))
+    rows += _column_cases()
     _raw_rows(root, rows)
-    _compare_reads(root)
+    slow = _compare_reads(root)
+    if FAST_READ:
+        assert {name for eid, name in names.items() if eid in slow} & FAST_CASES == set()
+        assert {name for eid, name in names.items() if eid not in slow} == FAST_CASES
+
+
+def _column_cases() -> list[tuple[Any, ...]]:
+    """Rows whose indexed columns disagree with their body in ways a text match could miss."""
+    def row(n: int, body_swap: tuple[bytes, bytes] | None = None, **columns: Any
+            ) -> tuple[Any, ...]:
+        obj = _observation_obj(n)
+        body = _canonical(obj)
+        if body_swap is not None:
+            body = body.replace(*body_swap)
+        values = {"event_id": obj["eventId"], "subject": obj["id"], "ts": obj["ts"],
+                  "type": "observation", **columns}
+        return (values["event_id"], values["subject"], values["ts"], body,
+                codec.checksum(body), values["type"])
+
+    return [
+        # A quote in a column value splices a key into the body that still matches it.
+        row(2001, (b'"eventId":"ev-2001"', b'"eventId":"a","x":"b"'), event_id='a","x":"b'),
+        row(2002, (b'"id":"o2002"', b'"id":"o","x":"y"'), subject='o","x":"y'),
+        row(2003, (b'"ts":"2025-01-01T00:00:00.000Z"', b'"ts":"t","x":"y"'), ts='t","x":"y'),
+        # An escaped backslash in the body is one backslash in the value.
+        row(2004, (b'"eventId":"ev-2004"', b'"eventId":"a\\\\b"'), event_id="a\\\\b"),
+        row(2005, (b'"id":"o2005"', b'"id":"o\\\\"'), subject="o\\\\"),
+        row(2006, (b'"ts":"2025', b'"ts":"\\\\2025'), ts="\\\\2025-01-01T00:00:00.000Z"),
+        row(2007, type="entry"),
+        row(2008, (b'"observation"', b'"entry"'), type="observation"),
+        row(2009, subject=None),
+        row(2010, event_id=b"ev-2010"),
+        row(2011, ts=b"2025-01-01T00:00:00.000Z"),
+        row(2012, subject=b"o2012"),
+    ]
+
+
+def test_data_nested_deeper_than_python_parses_fails_both_reads_alike(root):
+    """SQLite accepts nesting Python's json cannot parse (RecursionError): the
+    compaction read must not accept what every other read fails on."""
+    store.check_root(str(root), create=True)
+    obj = {**_observation_obj(1), "data": {"tool": "Bash"}}  # no artifact: data is not parsed
+    body = _canonical(obj).replace(b'"tool":"Bash"', b'"tool":' + b"[" * 1500 + b"]" * 1500)
+    _raw_rows(root, [(obj["eventId"], obj["id"], obj["ts"], body, codec.checksum(body))])
+    ws = ctx_for(root).open(create=False)
+    with pytest.raises(RecursionError):
+        ws.read()
+    with pytest.raises(RecursionError):
+        store.read_located(ws)
+
+
+def test_a_segment_in_another_text_encoding_reads_alike(root):
+    """SQLite casts a blob to text in the database's encoding: only UTF-8 is the body's text."""
+    store.check_root(str(root), create=True)
+    path = root / "workspaces" / "ws" / "segments" / "imported-utf16.sqlite"
+    store.make_private_dirs(str(path.parent))
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA encoding = 'UTF-16le'")
+    conn.executescript(store.SCHEMA)
+    rows = []
+    for n, (_name, mutate) in enumerate(_mutations()[:30]):
+        obj = _observation_obj(n)
+        body = mutate(obj)
+        rows.append((obj["eventId"], "observation", obj["id"], obj["ts"], body,
+                     codec.checksum(body)))
+    conn.executemany("INSERT INTO events(event_id, type, subject, ts, body, checksum) "
+                     "VALUES (?, ?, ?, ?, ?, ?)", rows)
+    conn.commit()
+    conn.close()
+    assert _compare_reads(root) == {row[0] for row in rows}
+
+
+@pytest.mark.parametrize(("version", "check"), [
+    ((3, 37, 2), None),
+    ((3, 38, 5), None),
+    ((3, 39, 0), "json_valid(t)"),
+    ((3, 40, 1), "json_valid(t)"),
+    ((3, 41, 2), "json_valid(t)"),
+    ((3, 42, 0), None),  # JSON5 from here on in json_valid ...
+    ((3, 44, 6), None),
+    ((3, 45, 0), "json_valid(t, 1)"),  # ... until it can be asked for RFC 8259 only
+    ((3, 54, 1), "json_valid(t, 1)"),
+])
+def test_the_json_check_is_chosen_by_sqlite_version(version, check):
+    assert store.compaction_json_check(version) == check
+    sql = store.compaction_rows_sql(version)
+    if check is None:
+        assert "json_" not in sql
+    else:
+        assert check in sql and "length(json_extract(t, '$.data'))" in sql
+
+
+def _sqlite_accepts(texts: list[str]) -> list[bool]:
+    check = store.compaction_json_check(sqlite3.sqlite_version_info) or "json_valid(t)"
+    conn = sqlite3.connect(":memory:")
+    try:
+        return [bool(conn.execute(f"SELECT {check} FROM (SELECT ? AS t)", (t,)).fetchone()[0])
+                for t in texts]
+    finally:
+        conn.close()
+
+
+def _python_accepts(text: str) -> bool:
+    try:
+        codec.parse_json_text(text)
+    except (codec.MalformedEvent, RecursionError):
+        return False
+    return True
+
+
+# What SQLite's JSON check may accept that Python's json refuses; the fast path
+# rules each out itself (NUL ends SQLite's text; nesting and digits are counted).
+SQLITE_LOOSER = ("\x00", "[" * 1100)
+
+
+@pytest.mark.parametrize("text", [
+    '{"a":"x\x01y"}', '{"a":"x\ty"}', '{"a":"x\ny"}', '{"a":01}', '{"a":-01}', '{"a":00}',
+    '{"a":1.}', '{"a":.5}', '{"a":-.5}', '{"a":-}', '{"a":+1}', '{"a":1e}', '{"a":1e+}',
+    '{"a":"\\x"}', '{"a":"\\\'"}', '{"a":"\\u12"}', '{"a":"\\u12G4"}', '{"a":"\\0"}',
+    '{"a":"\\v"}', '{"a":"x\\\ny"}', '{"a":NaN}', '{"a":Infinity}', '{"a":-Infinity}',
+    '{"a":0x10}', "{'a':1}", '{a:1}', '{"a":1,}', '{"a":[1,]}', '{"a":1}//c', '{"a":1}/*c*/',
+    '{"a":tru}', '{"a":True}', '{"a":1}\x0b', '{"a":1}\x0c', '\xa0{"a":1}', '{"a":1}\xa0',
+    '{"a":"\\/"}', '{"a":-0}', '{"a":1E+5}', '{"a":"\\ud800"}', '{"a":1,"a":2}',
+    '{"a":"\x7f\u2028"}', ' {"a":1}\n', '{"a":1}\x00', "[" * 1100 + "]" * 1100,
+])
+def test_sqlite_accepts_no_json_python_refuses_but_what_the_fast_path_checks(text):
+    [sqlite] = _sqlite_accepts([text])
+    if sqlite and not _python_accepts(text):
+        assert any(mark in text for mark in SQLITE_LOOSER), text
+
+
+def test_randomly_damaged_json_finds_no_other_text_sqlite_alone_accepts():
+    tokens = ['{', '}', '[', ']', ':', ',', '"', '\\', 'a', '0', '1', '-', '+', '.', 'e', 'E',
+              'true', 'null', 'nul', 'NaN', ' ', '\t', '\n', '\r', '\x0b', '\x01', '\x7f', 'é',
+              '\\u', '\\u00', '41', 'D800', '\\n', '\\/', '\\x', "'", '/', '*', '0x', '"a"',
+              '"a":', '{"a":', '[1,', '1e5', '-0', '01', '1.', '.5', '']
+    rng = random.Random(7)
+
+    def value(depth: int) -> Any:
+        pick = rng.randrange(8 if depth < 3 else 5)
+        if pick == 0:
+            return rng.choice([None, True, False])
+        if pick == 1:
+            return rng.choice([0, -1, 12, 1.5, -0.25, 1e21, 10**20])
+        if pick in (2, 3, 4):
+            return "".join(rng.choice('ab"\\/é\n\x1b') for _ in range(rng.randrange(4)))
+        if pick in (5, 6):
+            return {rng.choice("abc"): value(depth + 1) for _ in range(rng.randrange(3))}
+        return [value(depth + 1) for _ in range(rng.randrange(3))]
+
+    texts = []
+    for _ in range(20000):
+        text = json.dumps(value(0), ensure_ascii=rng.random() < 0.5,
+                          separators=rng.choice([(",", ":"), (", ", ": ")]))
+        for _ in range(rng.randint(1, 2)):
+            at, cut = rng.randrange(len(text) + 1), rng.randrange(2)
+            text = text[:at] + rng.choice(tokens) + text[at + cut:]
+        texts.append(text)
+    accepted = [t for t, ok in zip(texts, _sqlite_accepts(texts), strict=True) if ok]
+    assert len(set(accepted)) > 2000  # the damage is not all fatal
+    assert [t for t in accepted if not _python_accepts(t)] == []
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
-                                                              max_size=3),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    | st.text(max_size=5) | st.sampled_from(["artifact", '"', "\\", "\x1b", "é", "\x00"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.text(max_size=3) | st.just("artifact"), inner, max_size=3),
     max_leaves=6)
 
 
@@ -900,6 +1163,23 @@ def test_random_field_damage_is_judged_the_same_by_both_reads(root, changes):
         body = _canonical(obj)
         rows.append((f"ev-{n}", f"o{n}", "2025-01-01T00:00:00.000Z", body, codec.checksum(body)))
     _raw_rows(root, rows)
+    _compare_reads(root)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.text(max_size=4) | st.just("artifact"), json_values, max_size=4),
+       st.integers(min_value=0, max_value=400),
+       st.sampled_from([b" ", b"\n", b",", b"}", b"\\u0061", b'"', b"0", b"\x00", b""]))
+def test_random_data_with_a_stray_byte_is_judged_the_same_by_both_reads(root, data, at, stray):
+    """Whatever the data object holds, and wherever one stray byte lands in the body."""
+    subprocess.run(["rm", "-rf", str(root)], check=True)
+    store.check_root(str(root), create=True)
+    obj = {**_observation_obj(0), "data": data}
+    body = _canonical(obj)
+    at = min(at, len(body))
+    body = body[:at] + stray + body[at:]
+    _raw_rows(root, [(obj["eventId"], obj["id"], obj["ts"], body, codec.checksum(body))])
     _compare_reads(root)
 
 
