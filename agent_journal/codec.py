@@ -173,13 +173,22 @@ def _header_matches(body: Any, stored_checksum: str | None, event_id: str, type_
         return False
     if stored_checksum != _PREFIX + _xxh3(body):
         raise MalformedEvent("checksum mismatch")
-    # Plain f-strings are exact for strings with nothing to escape; anything
-    # else simply fails the match and takes the strict path.
+    # Plain f-strings are exact for strings with nothing to escape. A column
+    # holding a quote or a backslash could line up with other keys of a body
+    # written to match it, so such a row takes the strict path.
     # The last `,"eventId":"` is the top-level key: data (which may nest such
     # keys) sorts before it, and the keys after it hold only escaped strings.
+    head = f'"eventId":"{event_id}","id":"{subject}","kind":'.encode()
+    tail = f'"ts":"{ts}","type":"{type_}"}}'.encode()
+    if head.count(b'"') != _HEAD_QUOTES or tail.count(b'"') != _TAIL_QUOTES or \
+            b"\\" in head or b"\\" in tail:
+        return False
     at = body.rfind(b',"eventId":"') + 1
-    return bool(at) and body.endswith(f'"ts":"{ts}","type":"{type_}"}}'.encode()) and \
-        body.startswith(f'"eventId":"{event_id}","id":"{subject}","kind":'.encode(), at)
+    return bool(at) and body.endswith(tail) and body.startswith(head, at)
+
+
+_HEAD_QUOTES = b'"eventId":"","id":"","kind":'.count(b'"')
+_TAIL_QUOTES = b'"ts":"","type":""}'.count(b'"')
 
 
 def decode_checked(body: Any, stored_checksum: str | None, event_id: str, type_: str,

@@ -592,6 +592,25 @@ def _uninitialised(conn: sqlite3.Connection, path: str) -> bool:
                         ).fetchone() is None and os.path.getsize(path) == 0
 
 
+def strict_json_check(version: tuple[int, int, int]) -> str | None:
+    """The SQL test that body text `t` is JSON that Python's json also accepts,
+    for this SQLite version; None where there is none, and then every row is
+    decoded the exact way.
+
+    3.39 to 3.41 accept RFC 8259 JSON only (checked against Python's json for
+    the cases in tests/test_compact.py). 3.42 to 3.44 also accept JSON5 (single
+    quotes, NaN, hexadecimal, trailing commas, comments) in json_valid and
+    cannot be asked not to. 3.45 and later take json_valid(t, 1) for RFC 8259
+    text only. Before 3.39 the parser was not checked (and before 3.38 the
+    JSON functions may be missing altogether).
+    """
+    if version >= (3, 45, 0):
+        return "json_valid(t, 1)"
+    if (3, 39, 0) <= version < (3, 42, 0):
+        return "json_valid(t)"
+    return None
+
+
 class Peek:
     """Fields of observation bodies that SQLite reads during a lazy scan.
 
@@ -602,7 +621,9 @@ class Peek:
     number and `true` from 1); `types` are paths whose `json_type` comes
     back (null when absent). An observation read this way is a
     codec.PeekedEvent whose `peek` is the values followed by the types.
-    Only bodies SQLite finds valid JSON are peeked; any other stays lazy.
+    Only bodies SQLite finds valid JSON (by `strict_json_check`) are peeked;
+    any other stays lazy, and so does every body on a SQLite whose JSON
+    parser is looser than Python's.
     """
 
     def __init__(self, values: tuple[str, ...], types: tuple[str, ...] = ()) -> None:
@@ -610,13 +631,17 @@ class Peek:
         self.types = types
         outputs = [f"json_extract(t{', ?' * len(values)})"]
         outputs += ["json_type(t, ?)"] * len(types)
+        # Peeked only where SQLite's JSON is no looser than Python's; elsewhere
+        # every observation is read lazily and parsed when used.
+        check = strict_json_check(sqlite3.sqlite_version_info)
         self.sql = (
             "SELECT seq, event_id, body, checksum, type, subject, ts, "
-            + ", ".join(f"CASE WHEN type = 'observation' AND json_valid(t) THEN {o} END"
+            + ", ".join("NULL" if check is None else
+                        f"CASE WHEN type = 'observation' AND {check} THEN {o} END"
                         for o in outputs)
             + " FROM (SELECT seq, event_id, body, checksum, type, subject, ts, "
             "CAST(body AS TEXT) AS t FROM events WHERE seq > ?) ORDER BY seq")
-        self.params = (*values, *types)
+        self.params = () if check is None else (*values, *types)
 
 
 def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
@@ -1135,7 +1160,7 @@ class CompactionRead(ReadResult):
 # values read here; anything unusual gets `codec.decode_checked`, the verdict
 # every reader gives. What shows it (`_fast_observation`):
 # - SQLite finds the whole body valid JSON by a test no looser than Python's
-#   json (`compaction_json_check`), and gives the length of the minified text
+#   json (`strict_json_check`), and gives the length of the minified text
 #   of its first `data` value;
 # - Python finds the body's checksum right, the body strict UTF-8, and the
 #   data object surrounded by exactly the other nine fields in canonical
@@ -1153,30 +1178,11 @@ class CompactionRead(ReadResult):
 # refuses it; the NUL test only makes that plain). Observation data is not
 # parsed at all unless it may hold an `artifact` key, the one part a plan reads.
 
-def compaction_json_check(version: tuple[int, int, int]) -> str | None:
-    """The SQL test that body text `t` is JSON that Python's json also accepts,
-    for this SQLite version; None where there is none, and then every row is
-    decoded the exact way.
-
-    3.39 to 3.41 accept RFC 8259 JSON only (checked against Python's json for
-    the cases in tests/test_compact.py). 3.42 to 3.44 also accept JSON5 (single
-    quotes, NaN, hexadecimal, trailing commas, comments) in json_valid and
-    cannot be asked not to. 3.45 and later take json_valid(t, 1) for RFC 8259
-    text only. Before 3.39 the parser was not checked (and before 3.38 the
-    JSON functions may be missing altogether).
-    """
-    if version >= (3, 45, 0):
-        return "json_valid(t, 1)"
-    if (3, 39, 0) <= version < (3, 42, 0):
-        return "json_valid(t)"
-    return None
-
-
 def compaction_rows_sql(version: tuple[int, int, int]) -> str:
     """Every row of a segment in seq order; the last column is the length of the
     minified `data` text of an observation body that passed the JSON check
     (NULL for every other row, and for every row where there is no check)."""
-    check = compaction_json_check(version)
+    check = strict_json_check(version)
     measured = ("NULL" if check is None else
                 f"CASE WHEN type = 'observation' AND {check} "
                 "THEN length(json_extract(t, '$.data')) END")
@@ -1229,7 +1235,7 @@ def _fast_observation(fast: _FastPath, body: Any, digest: Any, event_id: Any, su
     artifact), or None when only the exact decoder may judge it.
 
     `data_len` is SQLite's length of the minified text of the body's first
-    `data` value, given only for a body that passed `compaction_json_check`.
+    `data` value, given only for a body that passed `strict_json_check`.
     Written for speed: a million rows pass here, so operators stand in for
     method calls wherever they say the same.
     """

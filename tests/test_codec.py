@@ -200,3 +200,23 @@ def test_decoded_event_equals_the_constructed_one_and_stays_immutable():
     from_obj = codec.from_dict(obj)
     obj["data"]["fields"] = "changed later"
     assert from_obj.data["fields"] == {"claim": "c"}  # data is the event's own copy
+
+
+def test_a_column_with_a_quote_cannot_line_up_with_a_crafted_body():
+    """A body with a repeated key, written so that a column holding quotes reads
+    as its header, is judged by the strict decoder (whose columns disagree)."""
+    body = (b'{"author":"a","data":{},"eventId":"E","id":"X","id":"S","kind":"tool_call",'
+            b'"replica":"r","schema":1,"session":null,"ts":"2026-01-01T00:00:00.000Z",'
+            b'"type":"observation"}')
+    with pytest.raises(codec.MalformedEvent, match="indexed columns"):
+        codec.decode_lazy(body, codec.checksum(body), 'E","id":"X', "observation", "S",
+                          "2026-01-01T00:00:00.000Z")
+
+
+def test_a_column_with_a_backslash_is_read_strictly():
+    body = (b'{"author":"a","data":{},"eventId":"E\\\\","id":"S","kind":"tool_call",'
+            b'"replica":"r","schema":1,"session":null,"ts":"2026-01-01T00:00:00.000Z",'
+            b'"type":"observation"}')
+    ev = codec.decode_lazy(body, codec.checksum(body), "E\\", "observation", "S",
+                           "2026-01-01T00:00:00.000Z")
+    assert type(ev) is not codec.LazyEvent and ev.event_id == "E\\"

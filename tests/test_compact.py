@@ -781,7 +781,7 @@ def test_report_rows_decode_after_rewrite(root):
 
 # -- the compaction read finds exactly the damage every reader finds ---------------------------
 
-FAST_READ = store.compaction_json_check(sqlite3.sqlite_version_info) is not None
+FAST_READ = store.strict_json_check(sqlite3.sqlite_version_info) is not None
 
 
 def _observation_obj(n: int) -> dict[str, Any]:
@@ -1058,7 +1058,7 @@ def test_a_segment_in_another_text_encoding_reads_alike(root):
     ((3, 54, 1), "json_valid(t, 1)"),
 ])
 def test_the_json_check_is_chosen_by_sqlite_version(version, check):
-    assert store.compaction_json_check(version) == check
+    assert store.strict_json_check(version) == check
     sql = store.compaction_rows_sql(version)
     if check is None:
         assert "json_" not in sql
@@ -1067,7 +1067,7 @@ def test_the_json_check_is_chosen_by_sqlite_version(version, check):
 
 
 def _sqlite_accepts(texts: list[str]) -> list[bool]:
-    check = store.compaction_json_check(sqlite3.sqlite_version_info) or "json_valid(t)"
+    check = store.strict_json_check(sqlite3.sqlite_version_info) or "json_valid(t)"
     conn = sqlite3.connect(":memory:")
     try:
         return [bool(conn.execute(f"SELECT {check} FROM (SELECT ? AS t)", (t,)).fetchone()[0])

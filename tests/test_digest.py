@@ -437,3 +437,19 @@ def test_the_peeked_read_digests_exactly_as_the_parsed_read(tmp_path_factory, ca
     peeked = ws.read(peek=store.Peek(dg.PEEK_VALUES, dg.PEEK_TYPES)).events
     assert any(type(e).__name__ == "PeekedEvent" for e in peeked)
     assert build(peeked, session=session) == build(ws.read().events, session=session)
+
+
+def test_no_peek_where_sqlite_json_is_looser_than_python(tmp_path, monkeypatch):
+    """On a SQLite whose json_valid accepts JSON5 nothing is peeked: every
+    observation is read lazily, and the digest is the same."""
+    from agent_journal import store
+
+    ws = store.Root.open(str(tmp_path / "r"), create=True).workspace("ws")
+    ws.append([obs("o1", at(1), "Edit", {"file_path": "a.py"}),
+               obs("o2", at(2), "Bash", {"command": "ls"}, status="error", exit_code=2)])
+    peeked = ws.read(peek=store.Peek(dg.PEEK_VALUES, dg.PEEK_TYPES)).events
+    monkeypatch.setattr(store, "strict_json_check", lambda version: None)
+    lazy = ws.read(peek=store.Peek(dg.PEEK_VALUES, dg.PEEK_TYPES)).events
+    assert {type(e).__name__ for e in peeked} == {"PeekedEvent"}
+    assert {type(e).__name__ for e in lazy} == {"LazyEvent"}
+    assert build(lazy) == build(peeked) == build(ws.read().events)
