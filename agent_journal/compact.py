@@ -16,6 +16,8 @@ Invariants:
   counts in derivation only through the graph its tombstone carries.)
 - After the segments, artifact blobs that only removed events referenced and
   the workspace's cache projections are deleted.
+- One applied compaction per workspace at a time (a lock file beside the
+  intent file); a second waits a few seconds, then refuses, changing nothing.
 - An intent file written before the first segment is touched (blobs, cache,
   tombstones to flip) lets the next run finish the job if this one dies
   anywhere in between; a run that completes removes it.
@@ -26,7 +28,7 @@ from __future__ import annotations
 import os
 
 from agent_journal import clock, codec, store
-from agent_journal.errors import DamagedJournalError
+from agent_journal.errors import CompactionRunningError, DamagedJournalError
 from agent_journal.model import OBSERVATION, Event
 from agent_journal.plan import CompactionPlan, check_ttl, plan_compaction
 
@@ -91,11 +93,21 @@ def compact(ctx: Context, *, entry_ttl_days: int | None, observation_ttl_days: i
     # A plan is made from every event of the workspace, none of which forms a
     # cycle: the cyclic collector's passes over them cost as much as the read.
     with store.PausedGC():
-        prepared = prepare(ws, entry_ttl_days=entry_ttl_days,
-                           observation_ttl_days=observation_ttl_days)
         if not apply:
+            prepared = prepare(ws, entry_ttl_days=entry_ttl_days,
+                               observation_ttl_days=observation_ttl_days)
             return Outcome(prepared.plan.report(apply=False), [], [])
-        return carry_out(prepared)
+        from contextlib import ExitStack
+
+        with ExitStack() as held:
+            try:
+                held.enter_context(store.compaction_lock(ws))
+            except BlockingIOError:
+                raise CompactionRunningError(
+                    "another compact --apply is running on this workspace; nothing was "
+                    "changed. Re-run when it has finished") from None
+            return carry_out(prepare(ws, entry_ttl_days=entry_ttl_days,
+                                     observation_ttl_days=observation_ttl_days))
 
 
 # -- applying ---------------------------------------------------------------------------

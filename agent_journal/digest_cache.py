@@ -94,7 +94,7 @@ def read(ws: store.Workspace, peek: store.Peek) -> store.ReadResult | None:
     None when the cache cannot be used; the caller then reads the segments.
     """
     try:
-        with store.CacheLock(store.cache_lock_path(ws.root, AREA, ws.name), wait_s=LOCK_WAIT_S):
+        with store.FileLock(store.cache_lock_path(ws.root, AREA, ws.name), wait_s=LOCK_WAIT_S):
             return _read_locked(ws, peek)
     except (OSError, sqlite3.Error, JournalError):
         return None

@@ -45,5 +45,9 @@ class IntegrityError(JournalError):
     """Stored bytes do not match what was recorded about them (artifact, export)."""
 
 
+class CompactionRunningError(JournalError):
+    """Another applied compaction holds the workspace."""
+
+
 class BusyError(JournalError):
     """Writers kept the journal locked past every retry."""

@@ -819,7 +819,7 @@ def refresh(ws: store.Workspace) -> _Index:
     path = index_path(ws)
     lock = store.cache_lock_path(ws.root, INDEX_AREA, ws.name)
     try:
-        with store.CacheLock(lock):
+        with store.FileLock(lock):
             for _ in range(REBUILD_ATTEMPTS):
                 conn = None
                 try:
@@ -890,5 +890,5 @@ def search(ctx: Context, query: str, *, limit: int | None = None, kind: str | No
 
 def discard(ws: store.Workspace) -> None:
     """Delete the workspace's index (under the lock): the next search rebuilds it."""
-    with store.CacheLock(store.cache_lock_path(ws.root, INDEX_AREA, ws.name)):
+    with store.FileLock(store.cache_lock_path(ws.root, INDEX_AREA, ws.name)):
         store.remove_cache_files(index_path(ws))

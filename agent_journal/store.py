@@ -790,8 +790,9 @@ def cache_lock_path(root: Root, area: str, workspace: str) -> str:
     return os.path.join(root.path, CACHE_DIR, area, "locks", workspace + ".lock")
 
 
-class CacheLock:
-    """An exclusive advisory lock (flock) held while a projection is brought up to date.
+class FileLock:
+    """An exclusive advisory lock (flock): a projection being brought up to
+    date, or a workspace being compacted.
 
     With `wait_s`, entering gives up after that long with BlockingIOError
     instead of waiting for whoever holds it.
@@ -802,7 +803,7 @@ class CacheLock:
         self.wait_s = wait_s
         self.fd = -1
 
-    def __enter__(self) -> CacheLock:
+    def __enter__(self) -> FileLock:
         import fcntl
 
         make_private_dirs(os.path.dirname(self.path))
@@ -1129,6 +1130,16 @@ class PausedGC:
 
 WAL_CHECKPOINT_ATTEMPTS = 20
 COMPACT_INTENT = ".compact-pending.json"
+COMPACT_LOCK = ".compact.lock"
+# A second `compact --apply` waits this long for the first, then refuses.
+COMPACT_LOCK_WAIT_S = 5.0
+
+
+def compaction_lock(ws: Workspace) -> FileLock:
+    """Held for the whole of an applied compaction: two at once would each
+    overwrite the other's intent file, and a blob only the lost one named
+    could outlive both."""
+    return FileLock(os.path.join(ws.path, COMPACT_LOCK), wait_s=COMPACT_LOCK_WAIT_S)
 
 
 class SegmentGrew(Exception):

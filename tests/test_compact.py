@@ -19,7 +19,7 @@ from conftest import CLI, all_bytes_under, clean_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_journal import codec, compact, journal, store
+from agent_journal import codec, compact, errors, journal, store
 from agent_journal.model import Event, new_event_id
 
 EMPTY = {"expired": [], "tombstoned": [], "pinned": [], "downgraded": [], "unclassified": [],
@@ -1195,3 +1195,41 @@ def test_events_of_unknown_types_are_listed_and_never_removed(cli, root):
     assert report["unclassified"] == [newer.event_id] and report["tombstoned"] == ["f1"]
     assert newer.event_id in {e.event_id for e in ctx_for(root).open(create=False).read().events}
     assert ok(cli("compact", "--apply")).json()["unclassified"] == [newer.event_id]
+
+
+# -- one applied compaction at a time -------------------------------------------------------------
+
+HOLD_LOCK = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_second_applied_compaction_refuses_while_one_runs(cli, root, monkeypatch):
+    ctx = _secret_journal(root)
+    ws = ctx.open(create=False)
+    before = {p: p.read_bytes() for p in segments(root)}
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK,
+                               os.path.join(ws.path, store.COMPACT_LOCK)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        monkeypatch.setattr(store, "COMPACT_LOCK_WAIT_S", 0.2)
+        with pytest.raises(errors.CompactionRunningError, match="another compact --apply"):
+            compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
+        # A dry run needs no lock.
+        dry = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=False)
+        assert dry.report["tombstoned"] == ["f-secret"]
+        refused = cli("compact", "--apply")  # waits its full 5 s, then refuses
+        assert refused.code == 1 and refused.out == ""
+        assert "another compact --apply is running" in refused.err
+        assert {p: p.read_bytes() for p in segments(root)} == before
+        assert not os.path.exists(os.path.join(ws.path, store.COMPACT_INTENT))
+    finally:
+        holder.kill()
+        holder.wait()
+    done = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    assert done.report["tombstonesMarkedPurged"] and SECRET_CLAIM not in all_bytes_under(root)

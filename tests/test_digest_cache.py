@@ -180,7 +180,7 @@ def test_a_digest_does_not_wait_long_on_another_filling_the_cache(root, monkeypa
     build_scenario(root)
     ws = workspace(root)
     monkeypatch.setattr(digest_cache, "LOCK_WAIT_S", 0.2)
-    with store.CacheLock(store.cache_lock_path(ws.root, digest_cache.AREA, WS)):
+    with store.FileLock(store.cache_lock_path(ws.root, digest_cache.AREA, WS)):
         assert digest_cache.read(ws, store.Peek(digest.PEEK_VALUES, digest.PEEK_TYPES)) is None
         markdown, report, _ = digest.digest(_ctx(root), max_chars=4000)
     assert (markdown, report) == direct(ws)
