@@ -114,6 +114,9 @@ def _parse(body: bytes) -> Any:
         return _parse_json(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedEvent(f"body does not parse: {exc.__class__.__name__}") from None
+    except RecursionError:
+        # Nesting deeper than Python's json can follow: damage to report, not a crash.
+        raise MalformedEvent("body nests too deeply to parse") from None
 
 
 def decode_lazy(body: bytes, stored_checksum: str | None, event_id: str, type_: str,
@@ -282,6 +285,8 @@ def parse_json_text(text: str) -> Any:
         return _DECODER.decode(text)
     except ValueError as exc:
         raise MalformedEvent(f"body does not parse: {exc.__class__.__name__}") from None
+    except RecursionError:
+        raise MalformedEvent("body nests too deeply to parse") from None
 
 
 def from_dict(obj: Any) -> Event:
