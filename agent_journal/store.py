@@ -611,6 +611,27 @@ def strict_json_check(version: tuple[int, int, int]) -> str | None:
     return None
 
 
+_JSON_CHECK: list[str | None] = []
+
+
+def json_check() -> str | None:
+    """`strict_json_check` for the SQLite in use, or None when it was built
+    without JSON functions (then nothing is peeked or judged by SQLite)."""
+    if not _JSON_CHECK:
+        check = strict_json_check(sqlite3.sqlite_version_info)
+        if check is not None:
+            probe = sqlite3.connect(":memory:")
+            try:
+                probe.execute(f"SELECT {check}, json_extract(t, '$.a'), json_type(t, '$.a') "
+                              "FROM (SELECT '{\"a\":1}' AS t)").fetchone()
+            except sqlite3.Error:
+                check = None
+            finally:
+                probe.close()
+        _JSON_CHECK.append(check)
+    return _JSON_CHECK[0]
+
+
 class Peek:
     """Fields of observation bodies that SQLite reads during a lazy scan.
 
@@ -633,7 +654,7 @@ class Peek:
         outputs += ["json_type(t, ?)"] * len(types)
         # Peeked only where SQLite's JSON is no looser than Python's; elsewhere
         # every observation is read lazily and parsed when used.
-        check = strict_json_check(sqlite3.sqlite_version_info)
+        check = json_check()
         self.sql = (
             "SELECT seq, event_id, body, checksum, type, subject, ts, "
             + ", ".join("NULL" if check is None else
@@ -1343,7 +1364,7 @@ def _read_segment_for_compaction(path: str, rel: str, result: CompactionRead,
         events = result.events
         append_event = events.append
         append_id = ids.append
-        sql = _COMPACTION_ROWS if _fast_path_usable(conn) else _EXACT_ROWS
+        sql = _COMPACTION_ROWS if json_check() and _fast_path_usable(conn) else _EXACT_ROWS
         for seq, event_id, type_, body, digest, subject, ts, data_len in conn.execute(sql):
             high = seq
             ev = None

@@ -448,7 +448,7 @@ def test_no_peek_where_sqlite_json_is_looser_than_python(tmp_path, monkeypatch):
     ws.append([obs("o1", at(1), "Edit", {"file_path": "a.py"}),
                obs("o2", at(2), "Bash", {"command": "ls"}, status="error", exit_code=2)])
     peeked = ws.read(peek=store.Peek(dg.PEEK_VALUES, dg.PEEK_TYPES)).events
-    monkeypatch.setattr(store, "strict_json_check", lambda version: None)
+    monkeypatch.setattr(store, "json_check", lambda: None)
     lazy = ws.read(peek=store.Peek(dg.PEEK_VALUES, dg.PEEK_TYPES)).events
     assert {type(e).__name__ for e in peeked} == {"PeekedEvent"}
     assert {type(e).__name__ for e in lazy} == {"LazyEvent"}

@@ -156,3 +156,14 @@ def test_empty_uninitialised_segment_is_not_damage(root):
     open(os.path.join(ws.segments_dir, "r-000099.sqlite"), "wb").close()
     result = ws.read()
     assert not result.damaged and len(result.events) == 50
+
+
+def test_sqlite_without_json_functions_judges_no_json(monkeypatch):
+    """A build without the JSON functions gets no check: every body is then
+    read and judged by Python alone, never reported unreadable for it."""
+    monkeypatch.setattr(store, "_JSON_CHECK", [])
+    monkeypatch.setattr(store, "strict_json_check", lambda version: "no_such_json_fn(t)")
+    assert store.json_check() is None
+    monkeypatch.setattr(store, "_JSON_CHECK", [])
+    monkeypatch.setattr(store, "strict_json_check", lambda version: "json_valid(t)")
+    assert store.json_check() == "json_valid(t)"
