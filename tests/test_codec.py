@@ -220,3 +220,12 @@ def test_a_column_with_a_backslash_is_read_strictly():
     ev = codec.decode_lazy(body, codec.checksum(body), "E\\", "observation", "S",
                            "2026-01-01T00:00:00.000Z")
     assert type(ev) is not codec.LazyEvent and ev.event_id == "E\\"
+
+
+def test_columns_of_other_types_are_read_strictly():
+    body = (b'{"author":"a","data":{},"eventId":"E","id":"S","kind":"tool_call",'
+            b'"replica":"r","schema":1,"session":null,"ts":"2026-01-01T00:00:00.000Z",'
+            b'"type":"observation"}')
+    with pytest.raises(codec.MalformedEvent, match="indexed columns"):
+        codec.decode_lazy(body, codec.checksum(body), b"E", "observation", "S",
+                          "2026-01-01T00:00:00.000Z")
