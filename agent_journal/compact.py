@@ -16,8 +16,8 @@ Invariants:
   counts in derivation only through the graph its tombstone carries.)
 - After the segments, artifact blobs that only removed events referenced and
   the workspace's cache projections are deleted.
-- One applied compaction per workspace at a time (a lock file beside the
-  intent file); a second waits a few seconds, then refuses, changing nothing.
+- One applied compaction per workspace at a time (a flock on the workspace
+  folder); a second waits a few seconds, then refuses, changing nothing.
 - An intent file written before the first segment is touched (blobs, cache,
   tombstones to flip) lets the next run finish the job if this one dies
   anywhere in between; a run that completes removes it.

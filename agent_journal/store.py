@@ -813,22 +813,27 @@ def cache_lock_path(root: Root, area: str, workspace: str) -> str:
 
 class FileLock:
     """An exclusive advisory lock (flock): a projection being brought up to
-    date, or a workspace being compacted.
+    date (a lock file, created), or a workspace being compacted (its existing
+    folder: taking it writes nothing).
 
     With `wait_s`, entering gives up after that long with BlockingIOError
     instead of waiting for whoever holds it.
     """
 
-    def __init__(self, path: str, *, wait_s: float | None = None) -> None:
+    def __init__(self, path: str, *, wait_s: float | None = None, folder: bool = False) -> None:
         self.path = path
         self.wait_s = wait_s
+        self.folder = folder
         self.fd = -1
 
     def __enter__(self) -> FileLock:
         import fcntl
 
-        make_private_dirs(os.path.dirname(self.path))
-        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, FILE_MODE)
+        if self.folder:
+            self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        else:
+            make_private_dirs(os.path.dirname(self.path))
+            self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, FILE_MODE)
         try:
             if self.wait_s is None:
                 fcntl.flock(self.fd, fcntl.LOCK_EX)
@@ -1151,16 +1156,21 @@ class PausedGC:
 
 WAL_CHECKPOINT_ATTEMPTS = 20
 COMPACT_INTENT = ".compact-pending.json"
-COMPACT_LOCK = ".compact.lock"
 # A second `compact --apply` waits this long for the first, then refuses.
 COMPACT_LOCK_WAIT_S = 5.0
 
 
-def compaction_lock(ws: Workspace) -> FileLock:
+def compaction_lock(ws: Workspace) -> Any:
     """Held for the whole of an applied compaction: two at once would each
     overwrite the other's intent file, and a blob only the lost one named
-    could outlive both."""
-    return FileLock(os.path.join(ws.path, COMPACT_LOCK), wait_s=COMPACT_LOCK_WAIT_S)
+    could outlive both. The lock is the workspace folder itself, so a
+    refused run still writes nothing; a workspace with no folder has nothing
+    to compact and needs none."""
+    if not os.path.isdir(ws.path):
+        from contextlib import nullcontext
+
+        return nullcontext()
+    return FileLock(ws.path, wait_s=COMPACT_LOCK_WAIT_S, folder=True)
 
 
 class SegmentGrew(Exception):
