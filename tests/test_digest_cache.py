@@ -213,3 +213,49 @@ def test_a_fill_stopped_part_way_keeps_the_segments_it_finished(root, monkeypatc
     conn.close()
     assert finished == 2
     assert cached(ws) == direct(ws)
+
+
+APPENDER = r"""
+import os, sys
+from agent_journal import journal
+root, stop = sys.argv[1:3]
+ctx = journal.Context(root, "ws", session="w")
+i = 0
+while not os.path.exists(stop):
+    journal.observe(ctx, kind="tool_call", obs_id=f"w{i}", tool="Edit", call_id=str(i),
+                    input_value={"file_path": f"f{i % 7}.py"}, output=None,
+                    status="started" if i % 3 else "ok", exit_code=None, duration_ms=None)
+    i += 1
+"""
+
+
+def test_digests_while_a_writer_appends_agree_with_a_direct_read(root, tmp_path, monkeypatch):
+    """A real process appends while digests fill and follow the cache; once it
+    stops, the cached digest is the direct one, and every digest on the way
+    counted at least what the previous one did."""
+    import subprocess
+    import sys
+    import time
+
+    from conftest import clean_env
+
+    monkeypatch.setenv(store.ENV_SEGMENT_MAX_BYTES, "20000")  # rotations during the run
+    ws = workspace(root)
+    ws.append(calls(0, 20))
+    stop = tmp_path / "stop"
+    env = clean_env(AGENT_JOURNAL_SEGMENT_MAX_BYTES="20000")
+    writer = subprocess.Popen([sys.executable, "-c", APPENDER, str(root), str(stop)], env=env)
+    try:
+        seen = 0
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline:
+            _, report = cached(ws)
+            count = report["notShown"].get("recentActivity", 0) + len(report["recentActivity"])
+            assert count >= seen
+            seen = count
+    finally:
+        stop.touch()
+        assert writer.wait(timeout=30) == 0
+    assert seen > 20
+    assert len(ws.segment_paths()) > 1
+    assert cached(ws) == direct(ws)
