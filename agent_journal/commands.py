@@ -225,7 +225,8 @@ _add(Command(
 
 _add(Command(
     "digest", "What an agent needs to resume work: objectives and constraints verbatim, "
-    "live entries, unfinished and failed tool calls, files, recent activity.", "cmd_digest",
+    "live entries, unfinished and failed tool calls, files, recent activity. Keeps what it "
+    "read under <root>/cache/digest, so the next digest reads only new rows.", "cmd_digest",
     opts=(
         # No $AGENT_JOURNAL_SESSION default here: that variable names the *writing*
         # session, and a read scoped by it silently would hide other sessions' work.
