@@ -562,17 +562,15 @@ class Workspace:
 class SegmentScan:
     """One segment's rows: events, malformed rows, or why it could not be read."""
 
-    __slots__ = ("events", "malformed", "unreadable", "high", "seqs", "last_event", "fold")
+    __slots__ = ("events", "malformed", "unreadable", "high", "seqs", "fold")
 
     def __init__(self) -> None:
         self.events: list[Event] = []
         self.malformed: list[tuple[int, str]] = []
         self.unreadable: str | None = None
         self.high = 0
-        # Peeked reads only: the seq of each event, and the event_id column of
-        # the row at `high` (a cache following the segment checks it is still there).
+        # Peeked reads only: the seq of each event (a cache keeps rows by seq).
         self.seqs: list[int] = []
-        self.last_event: str | None = None
         # With `fold_from`: that fold carried over every row read (see fold_row).
         self.fold: str | None = None
 
@@ -722,7 +720,7 @@ def _read_peeked(conn: sqlite3.Connection, peek: Peek, after: int, scan: Segment
     fold = fold_from
     for seq, event_id, body, digest, type_, subject, ts, values, *types in conn.execute(
             peek.sql, (*peek.params, after)):
-        scan.high, scan.last_event = seq, event_id
+        scan.high = seq
         if fold is not None:
             fold = fold_row(fold, seq, event_id, type_, subject, ts, body, digest)
         try:
