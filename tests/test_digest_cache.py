@@ -84,11 +84,18 @@ def test_an_edited_row_is_seen_even_after_it_was_cached(root):
     assert cached(ws) == direct(ws)
 
 
-def test_a_removed_row_or_segment_drops_what_was_cached(root, monkeypatch):
+def many_segments(root: Path, monkeypatch) -> store.Workspace:
+    """60 tool calls over several small segments."""
     monkeypatch.setenv(store.ENV_SEGMENT_MAX_BYTES, "3000")
     ws = workspace(root)
     for start in range(0, 60, 10):
         ws.append(calls(start, 10))
+    assert len(ws.segment_paths()) >= 4
+    return ws
+
+
+def test_a_removed_row_or_segment_drops_what_was_cached(root, monkeypatch):
+    ws = many_segments(root, monkeypatch)
     cached(ws)
     first, *rest = ws.segment_paths()
     conn = sqlite3.connect(rest[0])
@@ -188,11 +195,7 @@ def test_a_digest_does_not_wait_long_on_another_filling_the_cache(root, monkeypa
 
 
 def test_a_fill_stopped_part_way_keeps_the_segments_it_finished(root, monkeypatch):
-    monkeypatch.setenv(store.ENV_SEGMENT_MAX_BYTES, "3000")
-    ws = workspace(root)
-    for start in range(0, 60, 10):
-        ws.append(calls(start, 10))
-    assert len(ws.segment_paths()) >= 4
+    ws = many_segments(root, monkeypatch)
     real = store.read_segment
     seen: list[str] = []
 
