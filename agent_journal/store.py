@@ -845,6 +845,16 @@ class FileLock:
                         if time.monotonic() >= deadline:
                             raise
                         time.sleep(0.05)
+        except BlockingIOError:
+            os.close(self.fd)
+            raise
+        except OSError:
+            if not self.folder:
+                os.close(self.fd)
+                raise
+            # A filesystem that cannot lock a folder (some network mounts
+            # emulate flock with locks that need a writable descriptor): go
+            # on unlocked, as every run did before this lock existed.
         except BaseException:
             os.close(self.fd)
             raise

@@ -1232,3 +1232,20 @@ def test_a_second_applied_compaction_refuses_while_one_runs(cli, root, monkeypat
         holder.wait()
     done = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
     assert done.report["tombstonesMarkedPurged"] and SECRET_CLAIM not in all_bytes_under(root)
+
+
+def test_a_filesystem_that_cannot_lock_a_folder_still_compacts(root, monkeypatch):
+    import errno
+    import fcntl
+
+    ctx = _secret_journal(root)
+    real = fcntl.flock
+
+    def no_folder_locks(fd, op):
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.EBADF, "Bad file descriptor")
+        return real(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", no_folder_locks)
+    done = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    assert done.report["tombstonesMarkedPurged"] and SECRET_CLAIM not in all_bytes_under(root)
