@@ -108,18 +108,23 @@ def _identity(ws: store.Workspace, peek: store.Peek) -> dict[str, str]:
 def _open(ws: store.Workspace, peek: store.Peek) -> sqlite3.Connection:
     path = path_of(ws)
     want = _identity(ws, peek)
+    schema = [statement for statement in SCHEMA.format(peek=", ".join(_columns(peek)))
+              .split(";") if statement.strip()]
+
+    def init(c: sqlite3.Connection) -> bool:
+        for statement in schema:
+            c.execute(statement)
+        have = dict(c.execute("SELECT key, value FROM meta").fetchall())
+        if not have:
+            c.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", want.items())
+            return True
+        return have == want
+
     for _ in range(2):
         conn = None
         try:
-            conn = store.open_cache(path)
-            conn.execute("PRAGMA secure_delete = ON")
-            conn.executescript(SCHEMA.format(peek=", ".join(_columns(peek))))
-            have = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-            if have == want:
-                return conn
-            if not have:
-                conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", want.items())
-                conn.commit()
+            conn = store.open_cache(path, erasing=True)
+            if store.run_write(conn, init):
                 return conn
         except sqlite3.DatabaseError:
             pass  # not a cache we can read: start again from nothing

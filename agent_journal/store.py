@@ -874,7 +874,7 @@ def remove_cache_files(path: str) -> None:
             pass
 
 
-def open_cache(path: str, *, bulk: bool = False) -> sqlite3.Connection:
+def open_cache(path: str, *, bulk: bool = False, erasing: bool = False) -> sqlite3.Connection:
     """Open (creating, 0600) a cache database.
 
     A missing main file with a leftover journal beside it would make SQLite
@@ -882,6 +882,8 @@ def open_cache(path: str, *, bulk: bool = False) -> sqlite3.Connection:
     for a from-scratch build into a temporary file: no rollback journal and
     no syncs, because a crash there leaves a file nobody will ever open
     (it is only renamed into place once complete, see `publish_cache`).
+    `erasing` is for a cache that deletes rows in place: what it frees is
+    overwritten (secure_delete), whatever the build's default.
     """
     make_private_dirs(os.path.dirname(path))
     if not os.path.exists(path):
@@ -898,6 +900,8 @@ def open_cache(path: str, *, bulk: bool = False) -> sqlite3.Connection:
             conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA cache_size=-65536")
         conn.execute("PRAGMA temp_store=MEMORY")
+        if erasing:
+            conn.execute("PRAGMA secure_delete = ON")
     except BaseException:
         conn.close()
         raise

@@ -62,6 +62,15 @@ def test_only_store_opens_sqlite():
         assert "sqlite3.connect" not in path.read_text(), path
 
 
+def test_only_store_sets_pragmas_and_ends_transactions():
+    for path in PKG.rglob("*.py"):
+        if path.stem in STORE:
+            continue
+        text = path.read_text()
+        for word in ("PRAGMA", ".commit()", "COMMIT", "executescript"):
+            assert word not in text, (path, word)
+
+
 PROBE = r"""
 import sys, json
 from agent_journal.cli import main
