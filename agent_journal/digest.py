@@ -107,14 +107,6 @@ def main_input(tool: str | None, value: Any) -> str | None:
     return text
 
 
-def written_path(tool: str | None, value: Any) -> str | None:
-    if isinstance(tool, str) and tool in WRITING_TOOLS and isinstance(value, dict):
-        for key in MAIN_INPUT_KEYS[tool]:
-            if isinstance(value.get(key), str) and value[key]:
-                return str(value[key])
-    return None
-
-
 def _longest_backtick_run(text: str) -> int:
     longest = run = 0
     for ch in text:
@@ -260,7 +252,9 @@ def _latest(summaries: list[tuple[Any, ...]], field: int) -> Any:
 
 
 def _latest_written_path(tool: str, summaries: list[tuple[Any, ...]]) -> str | None:
-    """`written_path(tool, the latest non-null input)`, from summaries."""
+    """The path a writing tool wrote, from its latest non-null input: that
+    input's first non-empty string among the tool's path keys, if it is an
+    object."""
     for summary in reversed(summaries):
         input_type = summary[INPUT_TYPE]
         if input_type is None or input_type == "null":

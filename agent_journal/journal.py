@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from agent_journal import clock
 from agent_journal.derive import Derived, derive
-from agent_journal.errors import NotFoundError, UsageError
+from agent_journal.errors import UsageError
 from agent_journal.evidence import capture_output
 from agent_journal.model import (
     AUTHOR_AGENT,
@@ -30,7 +30,7 @@ from agent_journal.model import (
     validate_id,
 )
 from agent_journal.redaction import redactor_for
-from agent_journal.store import Peek, ReadResult, Root, Workspace
+from agent_journal.store import ReadResult, Root, Workspace
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
@@ -177,10 +177,9 @@ def tombstone(ctx: Context, target: str, reason: str | None) -> WriteResult:
 
 # -- reads ------------------------------------------------------------------------------
 
-def read_workspace(ctx: Context, *, lazy: bool = True, peek: Peek | None = None
-                   ) -> tuple[ReadResult, Derived]:
+def read_workspace(ctx: Context, *, lazy: bool = True) -> tuple[ReadResult, Derived]:
     ws = ctx.open(create=False)
-    result = ws.read(lazy=lazy, peek=peek)
+    result = ws.read(lazy=lazy)
     return result, derive(result.events)
 
 
@@ -216,14 +215,3 @@ def _show(ctx: Context, only_id: str | None, observations: bool
     report = {"entries": items, "liveConstraints": constraints}
     report.update(damage_lists(result))
     return report, result
-
-
-def get_entry_or_observation(ctx: Context, some_id: str) -> dict[str, Any]:
-    validate_id(some_id, "id")
-    _, d = read_workspace(ctx)
-    if d.is_tombstoned(some_id) or not d.holds(some_id):
-        raise NotFoundError(f"no entry or observation with id {some_id} in workspace "
-                            f"{ctx.workspace_name}")
-    if some_id in d.entry_events:
-        return d.entry_view(some_id)
-    return d.observation_view(some_id)
