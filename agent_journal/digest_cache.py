@@ -163,14 +163,20 @@ def _read_locked(ws: store.Workspace, peek: store.Peek) -> store.ReadResult:
         for path in paths:
             name = os.path.basename(path)
             row = stored.get(name)
+            taken_ns = time.time_ns()
             sig = store.segment_signature(path)
             if row is not None and sig is not None and row[1] == sig[0] and row[2]:
                 taken[name] = _Segment(row[6], row[3], None)  # unchanged since it was read
                 continue
-            # One transaction per segment: a run stopped part way (a hook's
-            # time limit on a large journal) keeps what it finished.
+            # A signature taken before the rows are read: a write landing in
+            # between shows as a changed file next time. One transaction per
+            # segment: a run stopped part way (a hook's time limit on a large
+            # journal) keeps what it finished.
+            trusted = int(sig is not None and taken_ns - sig[1] >= RACY_NS)
+            signature = sig[0] if sig is not None else None
             taken[name] = store.run_write(
-                conn, lambda c, path=path, name=name, row=row: _follow(c, path, name, row, peek))
+                conn, lambda c, path=path, name=name, row=row, signature=signature,
+                trusted=trusted: _follow(c, path, name, row, peek, signature, trusted))
         return _load(conn, ws, paths, taken, peek)
     finally:
         conn.close()
@@ -184,10 +190,8 @@ def _drop(c: sqlite3.Connection, *segments: int) -> None:
 
 
 def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | None,
-            peek: store.Peek) -> _Segment:
+            peek: store.Peek, signature: str | None, trusted: int) -> _Segment:
     """Bring one segment's cached rows up to date, and say how to take it."""
-    taken_ns = time.time_ns()
-    sig = store.segment_signature(path)
     high, rows, fold = (row[3], row[4], row[5]) if row is not None else (0, 0, "")
     if row is not None:
         # The file changed: every row already cached must still be exactly what
@@ -224,10 +228,9 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", others)
     c.executemany("INSERT INTO malformed(segment, seq, reason) VALUES (?, ?, ?)",
                   ((segment, seq, why) for seq, why in scan.malformed))
-    trusted = int(sig is not None and taken_ns - sig[1] >= RACY_NS)
     c.execute("UPDATE segments SET signature = ?, trusted = ?, high = ?, rows = ?, fold = ? "
               "WHERE id = ?",
-              (sig[0] if sig else None, trusted, scan.high,
+              (signature, trusted, scan.high,
                rows + len(scan.events) + len(scan.malformed), scan.fold, segment))
     return _Segment(segment, high, scan)
 
