@@ -69,3 +69,26 @@ def all_bytes_under(path: Path) -> bytes:
         if p.is_file():
             chunks.append(p.read_bytes())
     return b"\n".join(chunks)
+
+
+def run_on_a_terminal(cmd: list[str], env: dict[str, str], timeout: float
+                      ) -> tuple[subprocess.CompletedProcess[bytes], bytes]:
+    """Run `cmd` with stderr on a pseudo-terminal (stdout piped): the process and
+    everything it wrote to the terminal."""
+    master, slave = os.openpty()
+    try:
+        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=slave,
+                              timeout=timeout)
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO once the terminal's other end is closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(master)
+    return proc, seen

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CLI, SHARED, clean_env
+from conftest import CLI, SHARED, clean_env, run_on_a_terminal
 
 DATA = SHARED / "testdata" / "claude-code"
 TRANSCRIPTS = DATA / "transcripts"
@@ -242,22 +241,7 @@ def test_missing_file_is_a_usage_error(cli, root, tmp_path):
 def test_progress_is_shown_only_on_a_terminal(cli, root):
     assert import_(cli, MAIN).err == ""  # piped: silent
     env = clean_env(AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="tty")
-    master, slave = os.openpty()
-    try:
-        proc = subprocess.run([CLI, "import", "claude-code", str(MAIN)], env=env,
-                              stdout=subprocess.PIPE, stderr=slave, timeout=120)
-        os.close(slave)
-        seen = b""
-        while True:
-            try:
-                chunk = os.read(master, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-    finally:
-        os.close(master)
+    proc, seen = run_on_a_terminal([CLI, "import", "claude-code", str(MAIN)], env, 120)
     assert proc.returncode == 0
     assert json.loads(proc.stdout)["eventsWritten"] == 184
     assert b"writing events: 184/184" in seen

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import CLI, all_bytes_under, clean_env
+from conftest import CLI, all_bytes_under, clean_env, run_on_a_terminal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -940,25 +940,10 @@ def test_two_merges_at_once_import_each_event_once(tmp_path):
 # -- quiet unless a terminal ----------------------------------------------------------------
 
 def test_progress_only_on_a_terminal(tmp_path):
-    import pty
-
     a = make_root(tmp_path, "a", "raaaaaaaaaaaaaaa")
     b = make_root(tmp_path, "b", "rbbbbbbbbbbbbbbb")
     put(b, [entry("x", replica="rb")])
     env = clean_env(AGENT_JOURNAL_ROOT=str(a), AGENT_JOURNAL_WORKSPACE=WS)
-    master, slave = pty.openpty()
-    proc = subprocess.run([CLI, "merge", str(b)], stdout=subprocess.PIPE, stderr=slave,
-                          env=env, timeout=60)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(master)
+    proc, seen = run_on_a_terminal([CLI, "merge", str(b)], env, 60)
     assert proc.returncode == 0 and json.loads(proc.stdout)["imported"] == 1
-    assert b"merge: importing 1/1" in b"".join(chunks)
+    assert b"merge: importing 1/1" in seen
