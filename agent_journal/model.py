@@ -201,3 +201,37 @@ def event_from_stored(obj: dict[str, Any]) -> Event:
     _set_data(ev, dict(obj["data"]))
     _set_schema(ev, obj["schema"])
     return ev
+
+
+def event_columns(events: list[Event]) -> tuple[list[Any], ...]:
+    """The events' fields as one list per slot, in slot order.
+
+    The form a worker process sends its events in: an Event cannot be pickled
+    (it refuses attribute assignment), and lists of plain values pickle at a
+    fraction of the cost of one object per event.
+    """
+    return tuple([getter(ev) for ev in events] for getter in _GETTERS)
+
+
+def events_from_columns(columns: tuple[list[Any], ...]) -> list[Event]:
+    """The inverse of `event_columns`."""
+    out: list[Event] = []
+    append = out.append
+    for event_id, type_, kind, id_, ts, author, session, replica, data, schema \
+            in zip(*columns, strict=True):
+        ev = _new_event(Event)
+        _set_event_id(ev, event_id)
+        _set_type(ev, type_)
+        _set_kind(ev, kind)
+        _set_id(ev, id_)
+        _set_ts(ev, ts)
+        _set_author(ev, author)
+        _set_session(ev, session)
+        _set_replica(ev, replica)
+        _set_data(ev, data)
+        _set_schema(ev, schema)
+        append(ev)
+    return out
+
+
+_GETTERS = tuple(Event.__dict__[name].__get__ for name in Event.__slots__)

@@ -28,8 +28,8 @@ from collections.abc import Iterable, Iterator
 from xxhash import xxh3_64_hexdigest as _xxh3_hex
 
 from agent_journal import codec
-from agent_journal.errors import BusyError, JournalError, UnsafeRootError
-from agent_journal.model import Event, validate_id
+from agent_journal.errors import BusyError, JournalError, UnsafeRootError, UsageError
+from agent_journal.model import Event, event_columns, events_from_columns, validate_id
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
@@ -1360,59 +1360,251 @@ def _fast_path_usable(conn: sqlite3.Connection) -> bool:
     return str(conn.execute("PRAGMA encoding").fetchone()[0]).upper() == "UTF-8"
 
 
+class SegmentRead:
+    """One segment's share of a CompactionRead."""
+
+    __slots__ = ("rel", "events", "ids", "tombstones", "high", "malformed", "unreadable")
+
+    def __init__(self, rel: str) -> None:
+        self.rel = rel
+        self.events: list[Event] = []
+        self.ids: list[str] = []
+        self.tombstones: dict[str, str] = {}  # tombstone event id -> stored checksum
+        self.high: int | None = 0  # None: the segment could not be read to the end
+        self.malformed: list[dict[str, Any]] = []
+        self.unreadable: str | None = None
+
+    def packed(self) -> tuple[Any, ...]:
+        """The share as plain values, cheap to send from a worker process."""
+        return (self.rel, event_columns(self.events), self.ids, self.tombstones, self.high,
+                self.malformed, self.unreadable)
+
+    @classmethod
+    def unpacked(cls, packed: tuple[Any, ...]) -> SegmentRead:
+        part = cls(packed[0])
+        (_, columns, part.ids, part.tombstones, part.high, part.malformed,
+         part.unreadable) = packed
+        part.events = events_from_columns(columns)
+        return part
+
+
 def read_located(ws: Workspace) -> CompactionRead:
     result = CompactionRead()
-    fast = _FastPath()
-    for path in ws.segment_paths():
-        rel = ws.rel(path)
-        result.segments.append(rel)
-        result.located[rel] = _read_segment_for_compaction(path, rel, result, fast)
+    paths = ws.segment_paths()
+    rels = [ws.rel(path) for path in paths]
+    for part in _read_for_compaction(paths, rels):
+        result.segments.append(part.rel)
+        result.located[part.rel] = part.ids
+        result.events.extend(part.events)
+        result.malformed.extend(part.malformed)
+        for event_id, digest in part.tombstones.items():
+            result.tombstone_checksums[(part.rel, event_id)] = digest
+        if part.unreadable is not None:
+            result.unreadable.append({"path": part.rel, "reason": part.unreadable})
+        if part.high is not None:
+            result.high_water[part.rel] = part.high
     return result
 
 
-def _read_segment_for_compaction(path: str, rel: str, result: CompactionRead,
-                                 fast: _FastPath) -> list[str]:
-    ids: list[str] = []
+# Reading is most of a large compaction's time, nearly all of it spent
+# verifying rows, and segments are independent: past a size where starting a
+# process is a small part of the read, segments are shared out by size between
+# this process and one worker process per further core. Each share is read
+# exactly as a serial read would read it, and the parts are put back in
+# segment order, so the result is the serial read's. A worker that cannot
+# start or fails has its share read here instead.
+ENV_COMPACT_WORKERS = "AGENT_JOURNAL_COMPACT_WORKERS"
+PARALLEL_READ_MIN_BYTES = 64 * 1024 * 1024
+MAX_COMPACT_WORKERS = 8
+
+
+def compaction_workers(sizes: list[int]) -> int:
+    """How many worker processes read segments of these sizes beside this one.
+
+    $AGENT_JOURNAL_COMPACT_WORKERS sets the number (0: read here only);
+    otherwise one per further available core, once there is enough to read.
+    """
+    chosen = os.environ.get(ENV_COMPACT_WORKERS, "").strip()
+    if chosen:
+        if not chosen.isdigit():
+            raise UsageError(f"{ENV_COMPACT_WORKERS} must be a whole number of worker "
+                             f"processes (0 or more), not {chosen!r}")
+        wanted = int(chosen)
+    elif sum(sizes) < PARALLEL_READ_MIN_BYTES:
+        return 0
+    else:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            cores = os.cpu_count() or 1
+        wanted = cores - 1
+    return max(0, min(wanted, MAX_COMPACT_WORKERS, len(sizes) - 1))
+
+
+def split_by_size(sizes: list[int], parts: int) -> list[tuple[int, int]]:
+    """At most `parts` consecutive, non-empty index ranges covering `sizes`,
+    each holding about as many bytes as the others."""
+    total = sum(sizes) or 1
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    acc = 0
+    for i, size in enumerate(sizes):
+        # Cut before a segment whose middle lies past the next boundary.
+        if len(ranges) + 1 < parts and i > start \
+                and (2 * acc + size) * parts >= 2 * total * (len(ranges) + 1):
+            ranges.append((start, i))
+            start = i
+        acc += size
+    if start < len(sizes):
+        ranges.append((start, len(sizes)))
+    return ranges
+
+
+def _read_for_compaction(paths: list[str], rels: list[str]) -> list[SegmentRead]:
+    sizes = [_file_size(path) for path in paths]
+    ranges = split_by_size(sizes, compaction_workers(sizes) + 1)
+    workers = [_ReadWorker(paths[start:end], rels[start:end]) for start, end in ranges[1:]]
+    first, last = ranges[0] if ranges else (0, 0)
+    parts = _read_share(paths[first:last], rels[first:last])
+    for worker, (start, end) in zip(workers, ranges[1:], strict=True):
+        got = worker.result()
+        parts.extend(got if got is not None else _read_share(paths[start:end], rels[start:end]))
+    return parts
+
+
+class _ReadWorker:
+    """One share of a compaction read, read by a fresh Python process.
+
+    A fresh interpreter (not fork, not multiprocessing): it shares no SQLite,
+    lock or thread state with this process, and never re-imports the caller's
+    main script. It reads under this process's recursion and integer-digit
+    limits, which decide some verdicts of the exact decoder. `result()` is None
+    when the worker could not start or failed; the caller then reads the share
+    itself.
+    """
+
+    def __init__(self, paths: list[str], rels: list[str]) -> None:
+        import pickle
+        import subprocess
+        import sys
+
+        self.proc: subprocess.Popen[bytes] | None = None
+        request = pickle.dumps((paths, rels, sys.getrecursionlimit(),
+                                sys.get_int_max_str_digits()))
+        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (package_parent, env.get("PYTHONPATH")) if p)
+        try:
+            if not sys.executable:
+                return
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c",
+                 "from agent_journal.store import compaction_read_worker as w; w()"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                env=env)
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(request)
+            self.proc.stdin.close()
+        except (OSError, ValueError):
+            self._stop()
+
+    def _stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def result(self) -> list[SegmentRead] | None:
+        import pickle
+
+        if self.proc is None:
+            return None
+        try:
+            assert self.proc.stdout is not None
+            data = self.proc.stdout.read()
+            if self.proc.wait() != 0:
+                return None
+            return [SegmentRead.unpacked(packed) for packed in pickle.loads(data)]
+        except Exception:
+            self._stop()
+            return None
+
+
+def compaction_read_worker() -> None:
+    """A `_ReadWorker` process: a pickled request on stdin, its parts on stdout."""
+    import pickle
+    import sys
+
+    paths, rels, recursion_limit, digit_limit = pickle.load(sys.stdin.buffer)
+    sys.setrecursionlimit(recursion_limit)
+    sys.set_int_max_str_digits(digit_limit)
+    with PausedGC():
+        parts = [part.packed() for part in _read_share(paths, rels)]
+    pickle.dump(parts, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    sys.stdout.buffer.flush()
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _read_share(paths: list[str], rels: list[str]) -> list[SegmentRead]:
+    fast = _FastPath()
+    return [_read_segment_for_compaction(path, rel, fast)
+            for path, rel in zip(paths, rels, strict=True)]
+
+
+
+
+def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath) -> SegmentRead:
+    part = SegmentRead(rel)
     try:
         conn = _open_segment_for_read(path)
     except sqlite3.Error as exc:
-        result.unreadable.append({"path": rel, "reason": _describe_sqlite_error(exc)})
-        return ids
-    high = 0
+        part.high = None
+        part.unreadable = _describe_sqlite_error(exc)
+        return part
     try:
         if _uninitialised(conn, path):
-            result.high_water[rel] = 0
-            return ids
-        events = result.events
-        append_event = events.append
-        append_id = ids.append
+            return part
         sql = _COMPACTION_ROWS if json_check() and _fast_path_usable(conn) else _EXACT_ROWS
-        for seq, event_id, type_, body, digest, subject, ts, data_len in conn.execute(sql):
-            high = seq
-            ev = None
-            if data_len is not None:
-                ev = _fast_observation(fast, body, digest, event_id, subject, ts, data_len)
-            if ev is None:
-                # The same strict verdict every other read gives (codec.decode_checked).
-                try:
-                    ev = codec.decode_checked(body, digest, event_id, type_, subject, ts)
-                except codec.MalformedEvent as exc:
-                    result.malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
-                    continue
-                if ev.type == "tombstone":
-                    result.tombstone_checksums[(rel, ev.event_id)] = digest
-                if ev.type == "observation":
-                    artifact = ev.data.get("artifact")
-                    ev = ev.replace(data={} if artifact is None else {"artifact": artifact})
-            append_event(ev)
-            append_id(event_id)  # the exact decoder checked it is the body's
+        _read_rows(conn, part, fast, sql)
     except sqlite3.Error as exc:
-        result.unreadable.append({"path": rel, "reason": _describe_sqlite_error(exc)})
-        return ids
+        part.high = None
+        part.unreadable = _describe_sqlite_error(exc)
     finally:
         conn.close()
-    result.high_water[rel] = high
-    return ids
+    return part
+
+
+def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql: str) -> None:
+    append_event = part.events.append
+    append_id = part.ids.append
+    malformed = part.malformed
+    rel = part.rel
+    for seq, event_id, type_, body, digest, subject, ts, data_len in conn.execute(sql):
+        part.high = seq
+        ev = None
+        if data_len is not None:
+            ev = _fast_observation(fast, body, digest, event_id, subject, ts, data_len)
+        if ev is None:
+            # The same strict verdict every other read gives (codec.decode_checked).
+            try:
+                ev = codec.decode_checked(body, digest, event_id, type_, subject, ts)
+            except codec.MalformedEvent as exc:
+                malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
+                continue
+            if ev.type == "tombstone":
+                part.tombstones[ev.event_id] = digest
+            if ev.type == "observation":
+                artifact = ev.data.get("artifact")
+                ev = ev.replace(data={} if artifact is None else {"artifact": artifact})
+        append_event(ev)
+        append_id(event_id)  # the exact decoder checked it is the body's
 
 
 def erasing_connection(path: str) -> sqlite3.Connection:

@@ -1025,6 +1025,103 @@ def test_data_nested_deeper_than_python_parses_is_malformed_to_both_reads(root, 
     assert refused.code == 1 and "1 malformed row(s)" in refused.err
 
 
+def _read_state(read: store.CompactionRead) -> tuple[Any, ...]:
+    """Everything a compaction read hands the planner and the apply step."""
+    return ([e.as_dict() for e in read.events], read.malformed, read.unreadable,
+            read.segments, read.high_water, read.located, read.tombstone_checksums)
+
+
+def _mixed_workspace(root: Path) -> None:
+    """Segments of mutated observation rows, clean events, and one unreadable file."""
+    store.check_root(str(root), create=True)
+    mutations = _mutations()
+    for k in range(4):
+        rows = []
+        for n, (_name, mutate) in enumerate(mutations[k::4]):
+            obj = _observation_obj(1000 * k + n)
+            body = mutate(obj)
+            rows.append((obj["eventId"], obj["id"], obj["ts"], body, codec.checksum(body)))
+        _raw_rows(root, rows, name=f"imported-{k}")
+    ctx = ctx_for(root)
+    journal.record(ctx, kind="finding", entry_id="kept", fields={"claim": "kept"}, anchors=[],
+                   depends_on=[], subject=None)
+    journal.tombstone(ctx, "o1001", "gone")
+    bad = root / "workspaces" / "ws" / "segments" / "imported-9-garbage.sqlite"
+    bad.write_bytes(b"not a database at all" * 100)
+
+
+def test_a_read_shared_with_worker_processes_is_the_serial_read(root, monkeypatch):
+    _mixed_workspace(root)
+    ws = ctx_for(root).open(create=False)
+    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "0")
+    serial = _read_state(store.read_located(ws))
+    started: list[Any] = []
+    real = store._ReadWorker.__init__
+
+    def counting(self: Any, paths: list[str], rels: list[str]) -> None:
+        started.append(rels)
+        real(self, paths, rels)
+
+    for workers in ("1", "3"):
+        monkeypatch.setenv(store.ENV_COMPACT_WORKERS, workers)
+        started.clear()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(store._ReadWorker, "__init__", counting)
+            shared = _read_state(store.read_located(ws))
+        assert len(started) == int(workers)
+        assert shared == serial
+    assert serial[1] and serial[2]  # the workspace holds both kinds of damage
+
+
+def test_a_worker_that_cannot_start_or_fails_has_its_share_read_here(root, monkeypatch):
+    _mixed_workspace(root)
+    ws = ctx_for(root).open(create=False)
+    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "0")
+    serial = _read_state(store.read_located(ws))
+    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "2")
+    for executable in ("/nonexistent/python", "/bin/false"):
+        monkeypatch.setattr(sys, "executable", executable)
+        assert _read_state(store.read_located(ws)) == serial
+
+
+def test_the_compaction_read_is_shared_out_by_size():
+    assert store.split_by_size([], 2) == []
+    assert store.split_by_size([5], 3) == [(0, 1)]
+    assert store.split_by_size([1, 1, 1, 1], 2) == [(0, 2), (2, 4)]
+    assert store.split_by_size([10, 1, 1, 1, 1], 2) == [(0, 1), (1, 5)]
+    assert store.split_by_size([1, 1, 1, 10], 2) == [(0, 3), (3, 4)]
+    assert store.split_by_size([0, 0, 0], 2) == [(0, 3)]
+    for sizes in ([3, 1, 4, 1, 5, 9, 2, 6], [1] * 7, [0, 7, 0, 7]):
+        for parts in range(1, 6):
+            ranges = store.split_by_size(sizes, parts)
+            assert 1 <= len(ranges) <= parts
+            assert [i for a, b in ranges for i in range(a, b)] == list(range(len(sizes)))
+
+
+def test_the_number_of_read_workers(monkeypatch):
+    monkeypatch.delenv(store.ENV_COMPACT_WORKERS, raising=False)
+    small = [store.PARALLEL_READ_MIN_BYTES // 4] * 3
+    assert store.compaction_workers(small) == 0
+    big = [store.PARALLEL_READ_MIN_BYTES] * 40
+    assert store.compaction_workers(big) == min(len(os.sched_getaffinity(0)) - 1,
+                                                store.MAX_COMPACT_WORKERS)
+    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "5")
+    assert store.compaction_workers(small) == 2  # never more workers than other segments
+    assert store.compaction_workers([1]) == 0
+    for bad in ("-1", "two", "1.5"):
+        monkeypatch.setenv(store.ENV_COMPACT_WORKERS, bad)
+        with pytest.raises(errors.UsageError, match="whole number"):
+            store.compaction_workers(small)
+
+
+def test_a_bad_worker_count_is_a_usage_error_that_changes_nothing(root, cli):
+    _mixed_workspace(root)
+    before = all_bytes_under(root)
+    result = cli("compact", "--apply", env={store.ENV_COMPACT_WORKERS: "many"})
+    assert result.code == 2 and "AGENT_JOURNAL_COMPACT_WORKERS" in result.err
+    assert "Traceback" not in result.err and all_bytes_under(root) == before
+
+
 def test_a_segment_in_another_text_encoding_reads_alike(root):
     """SQLite casts a blob to text in the database's encoding: only UTF-8 is the body's text."""
     store.check_root(str(root), create=True)
