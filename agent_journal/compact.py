@@ -141,12 +141,18 @@ class _Run:
                     self.todo.setdefault(seg, set()).add(event_id)
         # segment -> tombstone event id -> checksum currently stored
         self.tombs: dict[str, dict[str, str]] = {}
-        stored = prepared.read.tombstone_checksums
+        # (segment, tombstone event id) -> body as read, which a rewrite keeps
+        self.bodies: dict[tuple[str, str], bytes] = {}
+        stored = prepared.read.tombstones
         for event_id, ev in plan.tombstone_events.items():
             if event_id not in plan.flips:
                 continue
             for seg in self.segments_of.get(event_id, []):
-                digest = stored.get((seg, event_id)) or codec.encode(ev)[1]
+                found = stored.get((seg, event_id))
+                if found is None:
+                    digest = codec.encode(ev)[1]
+                else:
+                    digest, self.bodies[(seg, event_id)] = found
                 self.tombs.setdefault(seg, {})[event_id] = digest
         self.flipped: set[tuple[str, str]] = set()
         self.gone: set[tuple[str, str]] = set()
@@ -180,7 +186,7 @@ class _Run:
         for t, current in tombs.items():
             if (seg, t) in self.flipped or not self._flip_ready(t, seg, deleting):
                 continue
-            body, digest = codec.encode(plan.rewritten(t))
+            body, digest = codec.encode_rewrite(self.bodies.get((seg, t)), plan.rewritten(t))
             rewrites.append((t, current, body, digest))
             planned[t] = digest
         if not deletes and not rewrites:

@@ -229,3 +229,60 @@ def test_columns_of_other_types_are_read_strictly():
     with pytest.raises(codec.MalformedEvent, match="indexed columns"):
         codec.decode_lazy(body, codec.checksum(body), b"E", "observation", "S",
                           "2026-01-01T00:00:00.000Z")
+
+
+def _tomb(data: dict) -> Event:
+    return Event(event_id="t-1", type="tombstone", kind="tombstone", id="x",
+                 ts="2025-01-01T00:00:00.000Z", author="human", session=None, replica="r",
+                 data=data)
+
+
+def _purged(ev: Event) -> Event:
+    return ev.replace(data={**ev.data, "purged": True})
+
+
+def test_a_rewrite_of_a_canonical_body_is_the_canonical_rewrite():
+    ev = _tomb({"reason": "leaked", "purged": False})
+    stored, _ = codec.encode(ev)
+    assert codec.encode_rewrite(stored, _purged(ev)) == codec.encode(_purged(ev))
+    assert codec.encode_rewrite(None, _purged(ev)) == codec.encode(_purged(ev))
+
+
+@pytest.mark.parametrize("stored", [
+    # The only compact `"purged":false` is a nested one: flipping it would be wrong.
+    b'{"author":"human","data":{"extra":{"purged":false},"purged": false,"reason":"r"},'
+    b'"eventId":"t-1","id":"x","kind":"tombstone","replica":"r","schema":1,"session":null,'
+    b'"ts":"2025-01-01T00:00:00.000Z","type":"tombstone"}',
+    # Two of them.
+    b'{"author":"human","data":{"extra":{"purged":false},"purged":false,"reason":"r"},'
+    b'"eventId":"t-1","id":"x","kind":"tombstone","replica":"r","schema":1,"session":null,'
+    b'"ts":"2025-01-01T00:00:00.000Z","type":"tombstone"}',
+    # A body that does not parse.
+    b'{"author":"human","data":{"purged":false,"reason":"r"',
+])
+def test_a_rewrite_falls_back_to_canonical_bytes(stored):
+    ev = _tomb({"extra": {"purged": False}, "purged": False, "reason": "r"})
+    assert codec.encode_rewrite(stored, _purged(ev)) == codec.encode(_purged(ev))
+
+
+def test_a_rewrite_keeps_other_bytes_as_written():
+    stored = (b'{"type":"tombstone","author":"human","data":{"reason":"r","purged":false},'
+              b'"eventId":"t-1","id":"x","kind":"tombstone","replica":"r","schema":1,'
+              b'"session":null,"ts":"2025-01-01T00:00:00.000Z"}')
+    ev = codec.decode(stored, codec.checksum(stored))
+    body, digest = codec.encode_rewrite(stored, _purged(ev))
+    assert body == stored.replace(b'"purged":false', b'"purged":true')
+    assert codec.decode(body, digest) == _purged(ev)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["purged", "reason", "note", "x"]),
+                       st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                                    lambda inner: st.dictionaries(
+                                        st.sampled_from(["purged", "a"]), inner, max_size=3),
+                                    max_leaves=6)))
+def test_any_rewrite_decodes_to_the_rewritten_event(data):
+    ev = _tomb({**data, "reason": "r", "purged": False})
+    stored, _ = codec.encode(ev)
+    body, digest = codec.encode_rewrite(stored, _purged(ev))
+    assert codec.decode(body, digest) == _purged(ev)
