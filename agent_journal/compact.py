@@ -173,37 +173,38 @@ class _Run:
                     return False
         return True
 
-    def step(self, seg: str) -> bool:
-        """One transaction on one segment: whatever of its work may run now."""
+    def prepare(self, seg: str) -> _Job | None:
+        """Whatever of a segment's work may run now, as one transaction's job."""
         if seg in self.skipped:
-            return False
+            return None
         plan = self.plan
         tombs = self.tombs.get(seg, {})
         deleting = self.todo.get(seg, set())
-        deletes = sorted(deleting)
-        rewrites: list[tuple[str, str, bytes, str]] = []
-        planned: dict[str, str] = {}
+        job = _Job(seg, sorted(deleting))
         for t, current in tombs.items():
             if (seg, t) in self.flipped or not self._flip_ready(t, seg, deleting):
                 continue
             body, digest = codec.encode_rewrite(self.bodies.get((seg, t)), plan.rewritten(t))
-            rewrites.append((t, current, body, digest))
-            planned[t] = digest
-        if not deletes and not rewrites:
-            return False
-        path = os.path.join(self.ws.root.path, seg)
-        try:
-            high, done, clean = store.apply_to_segment(path, self.expected[seg], deletes,
-                                                       rewrites)
-        except store.SegmentGrew:
+            job.rewrites.append((t, current, body, digest))
+            job.planned[t] = digest
+        if not job.deletes and not job.rewrites:
+            return None
+        return job
+
+    def finish(self, job: _Job, outcome: tuple[int, set[str], bool] | None) -> None:
+        """Book what a job's transaction did (None: the segment grew, nothing)."""
+        seg = job.seg
+        if outcome is None:
             self.skipped.add(seg)
-            return False
+            return
+        high, done, clean = outcome
         self.expected[seg] = high
         if not clean:
             self.unclean.add(seg)
-        self.gone.update((seg, e) for e in deletes)
+        self.gone.update((seg, e) for e in job.deletes)
         self.todo.pop(seg, None)
-        for t, digest in planned.items():
+        tombs = self.tombs.get(seg, {})
+        for t, digest in job.planned.items():
             if t not in done:
                 # Someone else rewrote it meanwhile (another compaction); leave it.
                 tombs.pop(t, None)
@@ -215,18 +216,43 @@ class _Run:
                 del tombs[t]
         if not tombs:
             self.tombs.pop(seg, None)
-        return True
+
+    def _apply(self, job: _Job) -> tuple[int, set[str], bool] | None:
+        path = os.path.join(self.ws.root.path, job.seg)
+        try:
+            return store.apply_to_segment(path, self.expected[job.seg], job.deletes,
+                                          job.rewrites)
+        except store.SegmentGrew:
+            return None
 
     def run(self) -> None:
-        for _ in range(4):
-            # A tombstone flips only after its target's rows are gone, which may
-            # be in a segment visited later: a few passes settle it.
-            segs = sorted(set(self.todo) | set(self.tombs))
-            progress = False
-            for seg in segs:
-                progress = self.step(seg) or progress
-            if not progress:
-                break
+        """Passes over the segments with work. Within a pass each segment is one
+        transaction, prepared from what earlier passes finished, so a pass's
+        transactions are independent and run on a few threads (SQLite works
+        without the GIL). A tombstone whose targets sit in another segment
+        flips in the pass after their deletion commits."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=store.apply_threads()) as pool:
+            for _ in range(4):
+                # Every job is prepared before any runs: Python work in this
+                # thread would hold the GIL that each SQLite step hands back.
+                jobs = [job for seg in sorted(set(self.todo) | set(self.tombs))
+                        if (job := self.prepare(seg)) is not None]
+                for job, outcome in zip(jobs, pool.map(self._apply, jobs), strict=True):
+                    self.finish(job, outcome)
+                if not jobs:
+                    break
+
+
+class _Job:
+    """One transaction on one segment: rows to delete, tombstones to rewrite."""
+
+    def __init__(self, seg: str, deletes: list[str]) -> None:
+        self.seg = seg
+        self.deletes = deletes
+        self.rewrites: list[tuple[str, str, bytes, str]] = []
+        self.planned: dict[str, str] = {}  # tombstone event id -> its new checksum
 
 
 def carry_out(prepared: Prepared) -> Outcome:

@@ -1435,12 +1435,24 @@ def compaction_workers(sizes: list[int]) -> int:
     elif sum(sizes) < PARALLEL_READ_MIN_BYTES:
         return 0
     else:
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:  # not on Linux
-            cores = os.cpu_count() or 1
-        wanted = cores - 1
+        wanted = available_cores() - 1
     return max(0, min(wanted, MAX_COMPACT_WORKERS, len(sizes) - 1))
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+# Compaction's segment transactions are independent within a pass and spend
+# their time in SQLite, which runs without the GIL: a few run at once.
+MAX_APPLY_THREADS = 4
+
+
+def apply_threads() -> int:
+    return max(1, min(available_cores(), MAX_APPLY_THREADS))
 
 
 def split_by_size(sizes: list[int], parts: int) -> list[tuple[int, int]]:

@@ -43,3 +43,26 @@ def test_anchor_schemes(anchor):
 def test_bad_anchors(anchor):
     with pytest.raises(UsageError):
         parse_anchor(anchor)
+
+
+def test_with_data_changes_only_the_data():
+    from agent_journal.model import Event
+
+    ev = Event(event_id="e1", type="tombstone", kind="tombstone", id="x",
+               ts="2025-01-01T00:00:00.000Z", author="human", session="s", replica="r",
+               data={"reason": "r", "purged": False}, schema=1)
+    other = ev.with_data({"reason": "r", "purged": True})
+    assert other.as_dict() == {**ev.as_dict(), "data": {"reason": "r", "purged": True}}
+    assert ev.data == {"reason": "r", "purged": False}
+
+
+def test_events_survive_the_trip_through_columns():
+    from agent_journal.model import Event, event_columns, events_from_columns
+
+    evs = [Event(event_id=f"e{i}", type="observation", kind="tool_call", id=f"o{i}",
+                 ts="2025-01-01T00:00:00.000Z", author="agent", session=None if i else "s",
+                 replica="r", data={"n": i}, schema=1) for i in range(3)]
+    columns = event_columns(evs)
+    assert len(columns) == len(Event.__slots__)
+    assert [e.as_dict() for e in events_from_columns(columns)] == [e.as_dict() for e in evs]
+    assert events_from_columns(event_columns([])) == []
