@@ -34,6 +34,7 @@ from agent_journal.plan import CompactionPlan, check_ttl, plan_compaction
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from datetime import datetime
     from typing import Any
 
@@ -132,32 +133,47 @@ class _Run:
         self.ws = prepared.ws
         self.expected = dict(prepared.read.high_water)
         wanted = plan.deletions.keys() | plan.tombstone_events.keys()
-        self.segments_of: dict[str, list[str]] = {}
+        # Where each wanted event is stored: one segment (nearly always), or
+        # several (the same event imported twice). Set operations keep this
+        # off the per-event Python path: a large run wants every tenth event.
+        self.segment_of: dict[str, str] = {}
+        self.also_in: dict[str, list[str]] = {}
         self.todo: dict[str, set[str]] = {}
         for seg, ids in prepared.read.located.items():
-            for event_id in wanted.intersection(ids):
-                self.segments_of.setdefault(event_id, []).append(seg)
-                if event_id in plan.deletions:
-                    self.todo.setdefault(seg, set()).add(event_id)
+            hits = wanted.intersection(ids)
+            if not hits:
+                continue
+            # (A dict's key view meets a set from the smaller side; a set's
+            # intersection with a dict would walk the whole dict.)
+            for event_id in self.segment_of.keys() & hits:
+                self.also_in.setdefault(event_id, [self.segment_of[event_id]]).append(seg)
+            self.segment_of.update(dict.fromkeys(hits, seg))
+            doomed = plan.deletions.keys() & hits
+            if doomed:
+                self.todo[seg] = doomed
         # segment -> tombstone event id -> checksum currently stored
         self.tombs: dict[str, dict[str, str]] = {}
-        # (segment, tombstone event id) -> body as read, which a rewrite keeps
-        self.bodies: dict[tuple[str, str], bytes] = {}
-        stored = prepared.read.tombstones
-        for event_id, ev in plan.tombstone_events.items():
-            if event_id not in plan.flips:
-                continue
-            for seg in self.segments_of.get(event_id, []):
-                found = stored.get((seg, event_id))
-                if found is None:
-                    digest = codec.encode(ev)[1]
-                else:
-                    digest, self.bodies[(seg, event_id)] = found
+        stored = prepared.read.tombstone_checksums
+        for event_id in plan.flips:
+            for seg in self.segments_of(event_id):
+                digest = stored.get((seg, event_id)) \
+                    or codec.encode(plan.tombstone_events[event_id])[1]
                 self.tombs.setdefault(seg, {})[event_id] = digest
-        self.flipped: set[tuple[str, str]] = set()
-        self.gone: set[tuple[str, str]] = set()
+        # segment -> event ids whose rows there are deleted / rewritten
+        self.gone: dict[str, set[str]] = {}
+        self.flipped: dict[str, set[str]] = {}
         self.skipped: set[str] = set()
         self.unclean: set[str] = set()
+
+    def segments_of(self, event_id: str) -> Iterable[str]:
+        more = self.also_in.get(event_id)
+        if more is not None:
+            return more
+        seg = self.segment_of.get(event_id)
+        return () if seg is None else (seg,)
+
+    def is_gone(self, seg: str, event_id: str) -> bool:
+        return event_id in self.gone.get(seg, ())
 
     def has_work(self) -> bool:
         return bool(self.todo) or bool(self.tombs)
@@ -166,10 +182,9 @@ class _Run:
         """Every row of the events the tombstone waits for is gone, or goes in
         the transaction now being made on `seg_now` (deleting those ids)."""
         gone = self.gone
-        segments_of = self.segments_of
         for e in self.plan.flips[event_id]:
-            for seg in segments_of.get(e, ()):
-                if (seg, e) not in gone and (seg != seg_now or e not in deleting):
+            for seg in self.segments_of(e):
+                if e not in gone.get(seg, ()) and (seg != seg_now or e not in deleting):
                     return False
         return True
 
@@ -181,10 +196,11 @@ class _Run:
         tombs = self.tombs.get(seg, {})
         deleting = self.todo.get(seg, set())
         job = _Job(seg, sorted(deleting))
+        flipped = self.flipped.get(seg, ())
         for t, current in tombs.items():
-            if (seg, t) in self.flipped or not self._flip_ready(t, seg, deleting):
+            if t in flipped or not self._flip_ready(t, seg, deleting):
                 continue
-            body, digest = codec.encode_rewrite(self.bodies.get((seg, t)), plan.rewritten(t))
+            body, digest = codec.encode(plan.rewritten(t))
             job.rewrites.append((t, current, body, digest))
             job.planned[t] = digest
         if not job.deletes and not job.rewrites:
@@ -201,19 +217,16 @@ class _Run:
         self.expected[seg] = high
         if not clean:
             self.unclean.add(seg)
-        self.gone.update((seg, e) for e in job.deletes)
+        self.gone.setdefault(seg, set()).update(job.deletes)
         self.todo.pop(seg, None)
         tombs = self.tombs.get(seg, {})
-        for t, digest in job.planned.items():
-            if t not in done:
-                # Someone else rewrote it meanwhile (another compaction); leave it.
-                tombs.pop(t, None)
-                continue
-            tombs[t] = digest
-            self.flipped.add((seg, t))
-        for t in list(tombs):
-            if (seg, t) in self.flipped:
-                del tombs[t]
+        flipped = self.flipped.setdefault(seg, set())
+        for t in job.planned:
+            # One not done was rewritten meanwhile by someone else (another
+            # compaction): it is left alone too.
+            del tombs[t]
+            if t in done:
+                flipped.add(t)
         if not tombs:
             self.tombs.pop(seg, None)
 
@@ -275,7 +288,7 @@ def carry_out(prepared: Prepared) -> Outcome:
     # Artifact blobs: only those no event still held (or newly written) references.
     referenced = {d for e, d in artifacts.items()
                   if e not in plan.deletions
-                  or any((s, e) not in run.gone for s in run.segments_of.get(e, []))}
+                  or any(not run.is_gone(s, e) for s in run.segments_of(e))}
     candidates = (purged_digests | set(earlier)) - referenced
     since = {seg: (0 if seg in run.skipped else high) for seg, high in run.expected.items()}
     candidates -= store.refs_in_rows_since(ws, since, candidates)
@@ -284,8 +297,9 @@ def carry_out(prepared: Prepared) -> Outcome:
     store.clear_workspace_cache(ws)
     store.drop_compact_intent(ws)
 
-    removed = {plan.deletions[e] for (_, e) in run.gone}
-    marked = sorted({t for (_, t) in run.flipped})
+    deletions = plan.deletions
+    removed = {deletions[e] for ids in run.gone.values() for e in ids}
+    marked = sorted(set().union(*run.flipped.values()))
     skipped = sorted(run.skipped)
     warnings = [f"{seg}: its write-ahead log could not be truncated while other processes "
                 "held it; old page images may remain in it until the next compaction"

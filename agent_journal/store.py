@@ -1193,9 +1193,8 @@ class CompactionRead(ReadResult):
     """A whole-workspace read made for planning a compaction.
 
     Damage is found exactly as `Workspace.read` finds it. Besides the events it
-    keeps, per segment, the event ids it holds and the stored checksum and
-    body of every tombstone (so a rewrite can check the row is still the one
-    read, and keep its bytes).
+    keeps, per segment, the event ids it holds and the stored checksum of
+    every tombstone (so a rewrite can check the row is still the one read).
     Observation events carry only `data.artifact` of their data: nothing else
     of an observation's data takes part in a plan, and most of a journal is
     observations, so a body in canonical layout is judged without parsing it
@@ -1205,8 +1204,8 @@ class CompactionRead(ReadResult):
     def __init__(self) -> None:
         super().__init__()
         self.located: dict[str, list[str]] = {}
-        # (segment, tombstone event id) -> checksum and body stored in that segment
-        self.tombstones: dict[tuple[str, str], tuple[str, bytes]] = {}
+        # (segment, tombstone event id) -> checksum stored in that segment
+        self.tombstone_checksums: dict[tuple[str, str], str] = {}
 
 
 # Observation rows are most of a journal, and parsing each body in Python cost
@@ -1370,8 +1369,7 @@ class SegmentRead:
         self.rel = rel
         self.events: list[Event] = []
         self.ids: list[str] = []
-        # tombstone event id -> its stored checksum and body
-        self.tombstones: dict[str, tuple[str, bytes]] = {}
+        self.tombstones: dict[str, str] = {}  # tombstone event id -> stored checksum
         self.high: int | None = 0  # None: the segment could not be read to the end
         self.malformed: list[dict[str, Any]] = []
         self.unreadable: str | None = None
@@ -1399,8 +1397,8 @@ def read_located(ws: Workspace) -> CompactionRead:
         result.located[part.rel] = part.ids
         result.events.extend(part.events)
         result.malformed.extend(part.malformed)
-        for event_id, stored in part.tombstones.items():
-            result.tombstones[(part.rel, event_id)] = stored
+        for event_id, digest in part.tombstones.items():
+            result.tombstone_checksums[(part.rel, event_id)] = digest
         if part.unreadable is not None:
             result.unreadable.append({"path": part.rel, "reason": part.unreadable})
         if part.high is not None:
@@ -1620,7 +1618,7 @@ def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql
                 malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
                 continue
             if ev.type == "tombstone":
-                part.tombstones[ev.event_id] = (digest, body)
+                part.tombstones[ev.event_id] = digest
             if ev.type == "observation":
                 artifact = ev.data.get("artifact")
                 ev = ev.replace(data={} if artifact is None else {"artifact": artifact})

@@ -1028,7 +1028,7 @@ def test_data_nested_deeper_than_python_parses_is_malformed_to_both_reads(root, 
 def _read_state(read: store.CompactionRead) -> tuple[Any, ...]:
     """Everything a compaction read hands the planner and the apply step."""
     return ([e.as_dict() for e in read.events], read.malformed, read.unreadable,
-            read.segments, read.high_water, read.located, read.tombstones)
+            read.segments, read.high_water, read.located, read.tombstone_checksums)
 
 
 def _mixed_workspace(root: Path) -> None:
