@@ -248,13 +248,14 @@ class _Run:
 
         with ThreadPoolExecutor(max_workers=store.apply_threads()) as pool:
             for _ in range(4):
-                # Every job is prepared before any runs: Python work in this
-                # thread would hold the GIL that each SQLite step hands back.
-                jobs = [job for seg in sorted(set(self.todo) | set(self.tombs))
-                        if (job := self.prepare(seg)) is not None]
-                for job, outcome in zip(jobs, pool.map(self._apply, jobs), strict=True):
-                    self.finish(job, outcome)
-                if not jobs:
+                # Each job starts as soon as it is prepared: its statements
+                # run inside SQLite while this thread prepares the next.
+                running = [(job, pool.submit(self._apply, job))
+                           for seg in sorted(set(self.todo) | set(self.tombs))
+                           if (job := self.prepare(seg)) is not None]
+                for job, future in running:
+                    self.finish(job, future.result())
+                if not running:
                     break
 
 

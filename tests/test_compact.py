@@ -779,6 +779,42 @@ def test_report_rows_decode_after_rewrite(root):
     conn.close()
 
 
+AWKWARD_REASONS = ['plain', 'a "quoted" one', "back\\slash \\u0041", "new\nline\ttab",
+                   "nul\x00 and \x1f", "é ü ß", "emoji 😀 and 𝄞", "x\u2028\u2029y", "'\"'"]
+
+
+@pytest.mark.parametrize("bulk", [True, False])
+def test_rewritten_tombstones_hold_exactly_their_canonical_bytes(root, bulk, monkeypatch):
+    """Both ways of sending rewrites to SQLite (one JSON list, or a statement
+    per row) store the canonical bytes of the rewritten event, whatever the text."""
+    store.check_root(str(root), create=True)
+    events = []
+    for n, reason in enumerate(AWKWARD_REASONS):
+        oid = f"o-{n}"
+        events.append(Event(event_id=f"ev-o{n}", type="observation", kind="tool_call", id=oid,
+                            ts="2025-01-01T00:00:00.000Z", author="agent", session="s",
+                            replica="r-seed", data={"tool": "Bash", "output": reason}))
+        events.append(Event(event_id=f"ev-t{n}", type="tombstone", kind="tombstone", id=oid,
+                            ts="2025-01-01T00:00:01.000Z", author="human", session=None,
+                            replica="r-seed", data={"reason": reason, "purged": False}))
+    build_segment(root / "workspaces" / "ws" / "segments" / "imported-seed.sqlite", events)
+    monkeypatch.setattr(store, "_BULK_JSON", [bulk])
+    outcome = compact.compact(ctx_for(root), entry_ttl_days=None, observation_ttl_days=None,
+                              apply=True)
+    assert len(outcome.report["tombstonesMarkedPurged"]) == len(AWKWARD_REASONS)
+    [seg] = segments(root)
+    conn = sqlite3.connect(seg)
+    rows = conn.execute("SELECT body, checksum, typeof(body) FROM events").fetchall()
+    conn.close()
+    assert len(rows) == len(AWKWARD_REASONS)
+    for body, digest, kind in rows:
+        ev = codec.decode(body, digest)
+        assert kind == "blob" and ev.data["purged"] is True
+        original = next(e for e in events if e.event_id == ev.event_id)
+        assert (body, digest) == codec.encode(original.replace(
+            data={**original.data, "purged": True}))
+
+
 # -- the compaction read finds exactly the damage every reader finds ---------------------------
 
 FAST_READ = store.strict_json_check(sqlite3.sqlite_version_info) is not None
