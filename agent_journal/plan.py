@@ -175,11 +175,19 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     invalidations: dict[str, list[Event]] = {}
     unclassified: list[str] = []
     others: list[Event] = []
+    events = events if isinstance(events, list) else list(events)
+    # Observations are most of a journal: grouped by id with C-level list and
+    # dict builds, and only when an id repeats, event by event.
+    observed = [ev for ev in events if ev.type == OBSERVATION]
+    first.update(zip([str(ev.id) for ev in observed], observed, strict=True))
+    if len(first) != len(observed):
+        first.clear()
+        for ev in observed:
+            if first.setdefault(ev.id, ev) is not ev:  # type: ignore[arg-type]
+                more.setdefault(str(ev.id), []).append(ev)
     for ev in events:
         t = ev.type
         if t == OBSERVATION:
-            if first.setdefault(ev.id, ev) is not ev:  # type: ignore[arg-type]
-                more.setdefault(str(ev.id), []).append(ev)
             continue
         others.append(ev)
         if t == ENTRY:
