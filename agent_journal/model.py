@@ -219,22 +219,19 @@ def event_from_stored(obj: dict[str, Any]) -> Event:
     return ev
 
 
-def event_columns(events: list[Event]) -> tuple[list[Any], ...]:
-    """The events' fields as one list per slot, in slot order.
-
-    The form a worker process sends its events in: an Event cannot be pickled
-    (it refuses attribute assignment), and lists of plain values pickle at a
-    fraction of the cost of one object per event.
-    """
-    return tuple([getter(ev) for ev in events] for getter in _GETTERS)
+def event_values(ev: Event) -> tuple[Any, ...]:
+    """The event's fields as a tuple, in slot order: the form a worker process
+    sends events in (an Event cannot be pickled or marshalled, as it refuses
+    attribute assignment), and the form a bulk read builds first."""
+    return (ev.event_id, ev.type, ev.kind, ev.id, ev.ts, ev.author, ev.session, ev.replica,
+            ev.data, ev.schema)
 
 
-def events_from_columns(columns: tuple[list[Any], ...]) -> list[Event]:
-    """The inverse of `event_columns`."""
+def events_from_values(rows: list[tuple[Any, ...]]) -> list[Event]:
+    """The inverse of `event_values`, over a list."""
     out: list[Event] = []
     append = out.append
-    for event_id, type_, kind, id_, ts, author, session, replica, data, schema \
-            in zip(*columns, strict=True):
+    for event_id, type_, kind, id_, ts, author, session, replica, data, schema in rows:
         ev = _new_event(Event)
         _set_event_id(ev, event_id)
         _set_type(ev, type_)
@@ -248,6 +245,3 @@ def events_from_columns(columns: tuple[list[Any], ...]) -> list[Event]:
         _set_schema(ev, schema)
         append(ev)
     return out
-
-
-_GETTERS = tuple(Event.__dict__[name].__get__ for name in Event.__slots__)

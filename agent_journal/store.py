@@ -29,7 +29,7 @@ from xxhash import xxh3_64_hexdigest as _xxh3_hex
 
 from agent_journal import codec
 from agent_journal.errors import BusyError, JournalError, UnsafeRootError, UsageError
-from agent_journal.model import Event, event_columns, events_from_columns, validate_id
+from agent_journal.model import Event, event_values, events_from_values, validate_id
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
@@ -1258,9 +1258,6 @@ _ESCAPED_LETTER = re.compile(r"\\u00[4-7][0-9A-Fa-f]")
 # Deeper data is left to the exact decoder, whose recursion limit decides it.
 _FAST_NESTING = 200
 _checksum = codec.checksum
-_new_event = object.__new__
-(_set_event_id, _set_type, _set_kind, _set_id, _set_ts, _set_author, _set_session,
- _set_replica, _set_data, _set_schema) = (Event.__dict__[name].__set__ for name in Event.__slots__)
 
 
 class _FastPath:
@@ -1284,9 +1281,10 @@ class _FastPath:
 
 
 def _fast_observation(fast: _FastPath, body: Any, digest: Any, event_id: Any, subject: Any,
-                      ts: Any, data_len: int) -> Event | None:
+                      ts: Any, data_len: int) -> tuple[Any, ...] | None:
     """The observation row as the exact decoder reads it (data reduced to its
-    artifact), or None when only the exact decoder may judge it.
+    artifact), as `model.event_values`; None when only the exact decoder may
+    judge it.
 
     `data_len` is SQLite's length of the minified text of the body's first
     `data` value, given only for a body that passed `strict_json_check`.
@@ -1340,18 +1338,8 @@ def _fast_observation(fast: _FastPath, body: Any, digest: Any, event_id: Any, su
     elif "\\" in text and _ESCAPED_LETTER.search(text, start, end):
         return None  # the key may be spelt with escapes; the exact decoder reads it
     kind, replica, schema, session = fields  # type: ignore[misc]
-    ev = _new_event(Event)
-    _set_event_id(ev, event_id)
-    _set_type(ev, "observation")
-    _set_kind(ev, kind)
-    _set_id(ev, subject)
-    _set_ts(ev, ts)
-    _set_author(ev, author)
-    _set_session(ev, session)
-    _set_replica(ev, replica)
-    _set_data(ev, data)
-    _set_schema(ev, schema)
-    return ev
+    return (event_id, "observation", kind, subject, ts, author, session, replica, data,
+            schema)
 
 
 def _fast_path_usable(conn: sqlite3.Connection) -> bool:
@@ -1361,13 +1349,17 @@ def _fast_path_usable(conn: sqlite3.Connection) -> bool:
 
 
 class SegmentRead:
-    """One segment's share of a CompactionRead."""
+    """One segment's share of a CompactionRead. Its events are read as tuples
+    of field values (`model.event_values`), and made Events in the process
+    that plans."""
 
-    __slots__ = ("rel", "events", "ids", "tombstones", "high", "malformed", "unreadable")
+    __slots__ = ("rel", "rows", "events", "ids", "tombstones", "high", "malformed",
+                 "unreadable")
 
     def __init__(self, rel: str) -> None:
         self.rel = rel
-        self.events: list[Event] = []
+        self.rows: list[tuple[Any, ...]] = []
+        self.events: list[Event] = []  # `rows` made Events, once `made_events`
         self.ids: list[str] = []
         self.tombstones: dict[str, str] = {}  # tombstone event id -> stored checksum
         self.high: int | None = 0  # None: the segment could not be read to the end
@@ -1376,16 +1368,20 @@ class SegmentRead:
 
     def packed(self) -> tuple[Any, ...]:
         """The share as plain values, cheap to send from a worker process."""
-        return (self.rel, event_columns(self.events), self.ids, self.tombstones, self.high,
-                self.malformed, self.unreadable)
+        return (self.rel, self.rows, self.ids, self.tombstones, self.high, self.malformed,
+                self.unreadable)
 
     @classmethod
     def unpacked(cls, packed: tuple[Any, ...]) -> SegmentRead:
         part = cls(packed[0])
-        (_, columns, part.ids, part.tombstones, part.high, part.malformed,
+        (_, part.rows, part.ids, part.tombstones, part.high, part.malformed,
          part.unreadable) = packed
-        part.events = events_from_columns(columns)
         return part
+
+    def made_events(self) -> SegmentRead:
+        self.events = events_from_values(self.rows)
+        self.rows = []
+        return self
 
 
 def read_located(ws: Workspace) -> CompactionRead:
@@ -1477,10 +1473,13 @@ def _read_for_compaction(paths: list[str], rels: list[str]) -> list[SegmentRead]
     ranges = split_by_size(sizes, compaction_workers(sizes) + 1)
     workers = [_ReadWorker(paths[start:end], rels[start:end]) for start, end in ranges[1:]]
     first, last = ranges[0] if ranges else (0, 0)
-    parts = _read_share(paths[first:last], rels[first:last])
+    # Events are made from this share's rows while the workers still read.
+    parts = [part.made_events() for part in _read_share(paths[first:last], rels[first:last])]
     for worker, (start, end) in zip(workers, ranges[1:], strict=True):
         got = worker.result()
-        parts.extend(got if got is not None else _read_share(paths[start:end], rels[start:end]))
+        if got is None:
+            got = _read_share(paths[start:end], rels[start:end])
+        parts.extend(part.made_events() for part in got)
     return parts
 
 
@@ -1601,16 +1600,16 @@ def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath) -> Segmen
 
 
 def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql: str) -> None:
-    append_event = part.events.append
+    append_event = part.rows.append
     append_id = part.ids.append
     malformed = part.malformed
     rel = part.rel
     for seq, event_id, type_, body, digest, subject, ts, data_len in conn.execute(sql):
         part.high = seq
-        ev = None
+        values = None
         if data_len is not None:
-            ev = _fast_observation(fast, body, digest, event_id, subject, ts, data_len)
-        if ev is None:
+            values = _fast_observation(fast, body, digest, event_id, subject, ts, data_len)
+        if values is None:
             # The same strict verdict every other read gives (codec.decode_checked).
             try:
                 ev = codec.decode_checked(body, digest, event_id, type_, subject, ts)
@@ -1619,11 +1618,13 @@ def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql
                 continue
             if ev.type == "tombstone":
                 part.tombstones[ev.event_id] = digest
+            values = event_values(ev)
             if ev.type == "observation":
                 artifact = ev.data.get("artifact")
-                ev = ev.replace(data={} if artifact is None else {"artifact": artifact})
-        append_event(ev)
-        append_id(event_id)  # the exact decoder checked it is the body's
+                values = (*values[:8], {} if artifact is None else {"artifact": artifact},
+                          values[9])
+        append_event(values)
+        append_id(event_id)  # the fast path or the exact decoder checked it is the body's
 
 
 def erasing_connection(path: str) -> sqlite3.Connection:

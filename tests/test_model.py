@@ -56,13 +56,13 @@ def test_with_data_changes_only_the_data():
     assert ev.data == {"reason": "r", "purged": False}
 
 
-def test_events_survive_the_trip_through_columns():
-    from agent_journal.model import Event, event_columns, events_from_columns
+def test_events_survive_the_trip_through_values():
+    from agent_journal.model import Event, event_values, events_from_values
 
     evs = [Event(event_id=f"e{i}", type="observation", kind="tool_call", id=f"o{i}",
                  ts="2025-01-01T00:00:00.000Z", author="agent", session=None if i else "s",
                  replica="r", data={"n": i}, schema=1) for i in range(3)]
-    columns = event_columns(evs)
-    assert len(columns) == len(Event.__slots__)
-    assert [e.as_dict() for e in events_from_columns(columns)] == [e.as_dict() for e in evs]
-    assert events_from_columns(event_columns([])) == []
+    rows = [event_values(ev) for ev in evs]
+    assert all(len(row) == len(Event.__slots__) for row in rows)
+    assert [e.as_dict() for e in events_from_values(rows)] == [e.as_dict() for e in evs]
+    assert events_from_values([]) == []
