@@ -154,6 +154,7 @@ class _Run:
         # segment -> tombstone event id -> checksum currently stored
         self.tombs: dict[str, dict[str, str]] = {}
         stored = prepared.read.tombstone_checksums
+        self.rewrites = prepared.read.tombstone_rewrites
         for event_id in plan.flips:
             for seg in self.segments_of(event_id):
                 digest = stored.get((seg, event_id)) \
@@ -200,7 +201,9 @@ class _Run:
         for t, current in tombs.items():
             if t in flipped or not self._flip_ready(t, seg, deleting):
                 continue
-            body, digest = codec.encode(plan.rewritten(t))
+            # The read made the rewrite of the row it read; a tombstone the
+            # read saw elsewhere only (or already purged) is encoded here.
+            body, digest = self.rewrites.get((seg, t)) or codec.encode(plan.rewritten(t))
             job.rewrites.append((t, current, body, digest))
             job.planned[t] = digest
         if not job.deletes and not job.rewrites:

@@ -185,6 +185,11 @@ class Event:
         _set_schema(ev, self.schema)
         return ev
 
+    def purged(self) -> Event:
+        """This tombstone as compaction writes it back once its target is
+        erased: `data.purged` true, nothing else changed."""
+        return self.with_data({**self.data, "purged": True})
+
     @property
     def sort_key(self) -> tuple[str, str]:
         """Total order used wherever events are folded: time, then event id.

@@ -71,8 +71,7 @@ class CompactionPlan:
 
     def rewritten(self, tomb_event_id: str) -> Event:
         """The tombstone as compaction writes it back: purged flipped, nothing else."""
-        ev = self.tombstone_events[tomb_event_id]
-        return ev.with_data({**ev.data, "purged": True})
+        return self.tombstone_events[tomb_event_id].purged()
 
     def report(self, *, apply: bool, removed: set[str] | None = None,
                marked_purged: list[str] | None = None,

@@ -1206,6 +1206,10 @@ class CompactionRead(ReadResult):
         self.located: dict[str, list[str]] = {}
         # (segment, tombstone event id) -> checksum stored in that segment
         self.tombstone_checksums: dict[tuple[str, str], str] = {}
+        # (segment, tombstone event id) -> body and checksum of the row's purged
+        # rewrite, for each tombstone not yet purged: made during the read,
+        # which worker processes share, instead of one by one as the run applies.
+        self.tombstone_rewrites: dict[tuple[str, str], tuple[bytes, str]] = {}
 
 
 # Observation rows are most of a journal, and parsing each body in Python cost
@@ -1353,8 +1357,8 @@ class SegmentRead:
     of field values (`model.event_values`), and made Events in the process
     that plans."""
 
-    __slots__ = ("rel", "rows", "events", "ids", "tombstones", "high", "malformed",
-                 "unreadable")
+    __slots__ = ("rel", "rows", "events", "ids", "tombstones", "rewrites", "high",
+                 "malformed", "unreadable")
 
     def __init__(self, rel: str) -> None:
         self.rel = rel
@@ -1362,19 +1366,21 @@ class SegmentRead:
         self.events: list[Event] = []  # `rows` made Events, once `made_events`
         self.ids: list[str] = []
         self.tombstones: dict[str, str] = {}  # tombstone event id -> stored checksum
+        # tombstone event id -> body and checksum of its purged rewrite (see read_located)
+        self.rewrites: dict[str, tuple[bytes, str]] = {}
         self.high: int | None = 0  # None: the segment could not be read to the end
         self.malformed: list[dict[str, Any]] = []
         self.unreadable: str | None = None
 
     def packed(self) -> tuple[Any, ...]:
         """The share as plain values, cheap to send from a worker process."""
-        return (self.rel, self.rows, self.ids, self.tombstones, self.high, self.malformed,
-                self.unreadable)
+        return (self.rel, self.rows, self.ids, self.tombstones, self.rewrites, self.high,
+                self.malformed, self.unreadable)
 
     @classmethod
     def unpacked(cls, packed: tuple[Any, ...]) -> SegmentRead:
         part = cls(packed[0])
-        (_, part.rows, part.ids, part.tombstones, part.high, part.malformed,
+        (_, part.rows, part.ids, part.tombstones, part.rewrites, part.high, part.malformed,
          part.unreadable) = packed
         return part
 
@@ -1395,6 +1401,8 @@ def read_located(ws: Workspace) -> CompactionRead:
         result.malformed.extend(part.malformed)
         for event_id, digest in part.tombstones.items():
             result.tombstone_checksums[(part.rel, event_id)] = digest
+        for event_id, rewrite in part.rewrites.items():
+            result.tombstone_rewrites[(part.rel, event_id)] = rewrite
         if part.unreadable is not None:
             result.unreadable.append({"path": part.rel, "reason": part.unreadable})
         if part.high is not None:
@@ -1617,7 +1625,9 @@ def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql
                 malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
                 continue
             if ev.type == "tombstone":
-                part.tombstones[ev.event_id] = digest
+                part.tombstones[event_id] = digest
+                if ev.data.get("purged") is False:
+                    part.rewrites[event_id] = codec.encode(ev.purged())
             values = event_values(ev)
             if ev.type == "observation":
                 artifact = ev.data.get("artifact")

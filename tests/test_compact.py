@@ -1064,7 +1064,8 @@ def test_data_nested_deeper_than_python_parses_is_malformed_to_both_reads(root, 
 def _read_state(read: store.CompactionRead) -> tuple[Any, ...]:
     """Everything a compaction read hands the planner and the apply step."""
     return ([e.as_dict() for e in read.events], read.malformed, read.unreadable,
-            read.segments, read.high_water, read.located, read.tombstone_checksums)
+            read.segments, read.high_water, read.located, read.tombstone_checksums,
+            read.tombstone_rewrites)
 
 
 def _mixed_workspace(root: Path) -> None:
@@ -1107,6 +1108,7 @@ def test_a_read_shared_with_worker_processes_is_the_serial_read(root, monkeypatc
         assert len(started) == int(workers)
         assert shared == serial
     assert serial[1] and serial[2]  # the workspace holds both kinds of damage
+    assert serial[7]  # and a tombstone to rewrite
 
 
 def test_a_worker_that_cannot_start_or_fails_has_its_share_read_here(root, monkeypatch):
