@@ -1457,17 +1457,22 @@ def apply_threads() -> int:
     return max(1, min(available_cores(), MAX_APPLY_THREADS))
 
 
-def split_by_size(sizes: list[int], parts: int) -> list[tuple[int, int]]:
-    """At most `parts` consecutive, non-empty index ranges covering `sizes`,
-    each holding about as many bytes as the others."""
+def split_by_size(sizes: list[int], weights: list[float]) -> list[tuple[int, int]]:
+    """At most `len(weights)` consecutive, non-empty index ranges covering
+    `sizes`, the k-th holding about weights[k]/sum(weights) of the bytes."""
     total = sum(sizes) or 1
+    scale = sum(weights) or 1.0
+    bounds = []
+    acc_weight = 0.0
+    for weight in weights[:-1]:
+        acc_weight += weight
+        bounds.append(total * acc_weight / scale)
     ranges: list[tuple[int, int]] = []
     start = 0
     acc = 0
     for i, size in enumerate(sizes):
         # Cut before a segment whose middle lies past the next boundary.
-        if len(ranges) + 1 < parts and i > start \
-                and (2 * acc + size) * parts >= 2 * total * (len(ranges) + 1):
+        if len(ranges) < len(bounds) and i > start and acc + size / 2 >= bounds[len(ranges)]:
             ranges.append((start, i))
             start = i
         acc += size
@@ -1476,18 +1481,31 @@ def split_by_size(sizes: list[int], parts: int) -> list[tuple[int, int]]:
     return ranges
 
 
+# Besides its own share, this process unmarshals each worker's rows and makes
+# Events of them (about a quarter of the cost of reading a row), while the
+# workers still read: its own share is smaller by that much per worker.
+PARENT_SHARE_PER_WORKER = 0.25
+
+
 def _read_for_compaction(paths: list[str], rels: list[str]) -> list[SegmentRead]:
     sizes = [_file_size(path) for path in paths]
-    ranges = split_by_size(sizes, compaction_workers(sizes) + 1)
-    workers = [_ReadWorker(paths[start:end], rels[start:end]) for start, end in ranges[1:]]
+    workers = compaction_workers(sizes)
+    ranges = split_by_size(sizes, [1 / (1 + PARENT_SHARE_PER_WORKER * workers)]
+                           + [1.0] * workers)
+    started = [_ReadWorker(paths[start:end], rels[start:end]) for start, end in ranges[1:]]
     first, last = ranges[0] if ranges else (0, 0)
-    # Events are made from this share's rows while the workers still read.
-    parts = [part.made_events() for part in _read_share(paths[first:last], rels[first:last])]
-    for worker, (start, end) in zip(workers, ranges[1:], strict=True):
+    fast = _FastPath()
+    parts = []
+    for path, rel in zip(paths[first:last], rels[first:last], strict=True):
+        parts.append(_read_segment_for_compaction(path, rel, fast).made_events())
+        for worker in started:
+            worker.take(block=False)  # what the workers sent meanwhile
+    for worker, (start, end) in zip(started, ranges[1:], strict=True):
         got = worker.result()
         if got is None:
-            got = _read_share(paths[start:end], rels[start:end])
-        parts.extend(part.made_events() for part in got)
+            got = [part.made_events() for part in _read_share(paths[start:end],
+                                                               rels[start:end])]
+        parts.extend(got)
     return parts
 
 
@@ -1497,17 +1515,26 @@ class _ReadWorker:
     A fresh interpreter (not fork, not multiprocessing): it shares no SQLite,
     lock or thread state with this process, and never re-imports the caller's
     main script. It reads under this process's recursion and integer-digit
-    limits, which decide some verdicts of the exact decoder. `result()` is None
-    when the worker could not start or failed; the caller then reads the share
-    itself.
+    limits, which decide some verdicts of the exact decoder. It sends each
+    segment's part as soon as it is read, and a thread here collects them, so
+    this process can unmarshal parts while the worker reads on. `result()` is
+    None when the worker could not start or failed; the caller then reads
+    the share itself.
     """
 
     def __init__(self, paths: list[str], rels: list[str]) -> None:
         import pickle
         import subprocess
         import sys
+        import threading
 
         self.proc: subprocess.Popen[bytes] | None = None
+        self.expected = len(paths)
+        self.frames: list[bytes | None] = []  # as the collecting thread reads them
+        self.arrived = threading.Condition()
+        self.taken = 0  # frames made into parts so far
+        self.parts: list[SegmentRead] = []
+        self.ended = False
         request = pickle.dumps((paths, rels, sys.getrecursionlimit(),
                                 sys.get_int_max_str_digits()))
         package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -1522,11 +1549,34 @@ class _ReadWorker:
                  "from agent_journal.store import compaction_read_worker as w; w()"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                 env=env)
-            assert self.proc.stdin is not None
+            assert self.proc.stdin is not None and self.proc.stdout is not None
             self.proc.stdin.write(request)
             self.proc.stdin.close()
-        except (OSError, ValueError):
+            _widen_pipe(self.proc.stdout.fileno())
+            threading.Thread(target=self._collect, daemon=True).start()
+        except (OSError, ValueError, RuntimeError):
             self._stop()
+
+    def _collect(self) -> None:
+        """Read length-prefixed frames until the pipe ends; None marks the end."""
+        assert self.proc is not None and self.proc.stdout is not None
+        stream = self.proc.stdout
+        try:
+            while True:
+                header = stream.read(8)
+                if len(header) < 8:
+                    break
+                size = int.from_bytes(header, "big")
+                frame = stream.read(size)
+                if len(frame) < size:
+                    break
+                with self.arrived:
+                    self.frames.append(frame)
+                    self.arrived.notify()
+        finally:
+            with self.arrived:
+                self.frames.append(None)
+                self.arrived.notify()
 
     def _stop(self) -> None:
         if self.proc is not None:
@@ -1534,29 +1584,56 @@ class _ReadWorker:
             self.proc.wait()
             self.proc = None
 
-    def result(self) -> list[SegmentRead] | None:
+    def take(self, *, block: bool) -> None:
+        """Make parts of the frames that have arrived (all of them, if `block`)."""
         import marshal
 
+        while not self.ended:
+            with self.arrived:
+                while block and len(self.frames) <= self.taken:
+                    self.arrived.wait()
+                if len(self.frames) <= self.taken:
+                    return
+                frame = self.frames[self.taken]
+                self.frames[self.taken] = b""
+            self.taken += 1
+            if frame is None:
+                self.ended = True
+                return
+            self.parts.append(SegmentRead.unpacked(marshal.loads(frame)).made_events())
+
+    def result(self) -> list[SegmentRead] | None:
         if self.proc is None:
             return None
         try:
-            assert self.proc.stdout is not None
-            data = self.proc.stdout.read()
-            if self.proc.wait() != 0:
+            self.take(block=True)
+            if self.proc.wait() != 0 or len(self.parts) != self.expected:
                 return None
-            return [SegmentRead.unpacked(packed) for packed in marshal.loads(data)]
+            return self.parts
         except Exception:
             self._stop()
             return None
 
 
-def compaction_read_worker() -> None:
-    """A `_ReadWorker` process: a pickled request on stdin, its parts on stdout.
+def _widen_pipe(fd: int) -> None:
+    """Let a pipe hold a megabyte (Linux): a worker blocked on a full 64 KiB
+    pipe waits each time for the collecting thread to get the GIL back."""
+    try:
+        import fcntl
 
-    The parts go back marshalled, format 2: they are plain lists, dicts,
-    strings and numbers, and without the shared-object bookkeeping of pickle
-    (or of later marshal formats) a million values go over in a fifth of
-    the time.
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    except (OSError, ImportError):
+        pass
+
+
+def compaction_read_worker() -> None:
+    """A `_ReadWorker` process: a pickled request on stdin; on stdout, each
+    segment's part as it is read, marshalled (format 2) behind its length in
+    8 bytes.
+
+    marshal, not pickle: the parts are plain lists, tuples, dicts, strings and
+    numbers, and without the shared-object bookkeeping of pickle (or of later
+    marshal formats) a million values go over in a fifth of the time.
     """
     import marshal
     import pickle
@@ -1565,10 +1642,14 @@ def compaction_read_worker() -> None:
     paths, rels, recursion_limit, digit_limit = pickle.load(sys.stdin.buffer)
     sys.setrecursionlimit(recursion_limit)
     sys.set_int_max_str_digits(digit_limit)
+    out = sys.stdout.buffer
+    fast = _FastPath()
     with PausedGC():
-        parts = [part.packed() for part in _read_share(paths, rels)]
-    sys.stdout.buffer.write(marshal.dumps(parts, 2))
-    sys.stdout.buffer.flush()
+        for path, rel in zip(paths, rels, strict=True):
+            frame = marshal.dumps(_read_segment_for_compaction(path, rel, fast).packed(), 2)
+            out.write(len(frame).to_bytes(8, "big"))
+            out.write(frame)
+            out.flush()
 
 
 def _file_size(path: str) -> int:

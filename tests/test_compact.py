@@ -1117,21 +1117,36 @@ def test_a_worker_that_cannot_start_or_fails_has_its_share_read_here(root, monke
     monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "0")
     serial = _read_state(store.read_located(ws))
     monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "2")
-    for executable in ("/nonexistent/python", "/bin/false"):
+    # A worker that sends one good frame, then half of one, then dies.
+    real = Path(sys.executable)
+    broken = root.parent / "broken-python"
+    broken.write_text(f"""#!{real}
+import sys, marshal
+sys.stdin.buffer.read()
+frame = marshal.dumps(("x", [], [], {{}}, {{}}, 0, [], None), 2)
+sys.stdout.buffer.write(len(frame).to_bytes(8, "big") + frame)
+sys.stdout.buffer.write((1000).to_bytes(8, "big") + b"partial")
+sys.exit(3)
+""")
+    broken.chmod(0o700)
+    for executable in ("/nonexistent/python", "/bin/false", str(broken)):
         monkeypatch.setattr(sys, "executable", executable)
         assert _read_state(store.read_located(ws)) == serial
 
 
 def test_the_compaction_read_is_shared_out_by_size():
-    assert store.split_by_size([], 2) == []
-    assert store.split_by_size([5], 3) == [(0, 1)]
-    assert store.split_by_size([1, 1, 1, 1], 2) == [(0, 2), (2, 4)]
-    assert store.split_by_size([10, 1, 1, 1, 1], 2) == [(0, 1), (1, 5)]
-    assert store.split_by_size([1, 1, 1, 10], 2) == [(0, 3), (3, 4)]
-    assert store.split_by_size([0, 0, 0], 2) == [(0, 3)]
+    halves = [1.0, 1.0]
+    assert store.split_by_size([], halves) == []
+    assert store.split_by_size([5], [1.0, 1.0, 1.0]) == [(0, 1)]
+    assert store.split_by_size([1, 1, 1, 1], halves) == [(0, 2), (2, 4)]
+    assert store.split_by_size([10, 1, 1, 1, 1], halves) == [(0, 1), (1, 5)]
+    assert store.split_by_size([1, 1, 1, 10], halves) == [(0, 3), (3, 4)]
+    assert store.split_by_size([0, 0, 0], halves) == [(0, 3)]
+    assert store.split_by_size([1] * 10, [0.8, 1.0]) == [(0, 4), (4, 10)]
+    assert store.split_by_size([1] * 10, [1.0]) == [(0, 10)]
     for sizes in ([3, 1, 4, 1, 5, 9, 2, 6], [1] * 7, [0, 7, 0, 7]):
         for parts in range(1, 6):
-            ranges = store.split_by_size(sizes, parts)
+            ranges = store.split_by_size(sizes, [0.7] + [1.0] * (parts - 1))
             assert 1 <= len(ranges) <= parts
             assert [i for a, b in ranges for i in range(a, b)] == list(range(len(sizes)))
 
