@@ -173,22 +173,10 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     first, more = observations.first, observations.more
     invalidations: dict[str, list[Event]] = {}
     unclassified: list[str] = []
-    others: list[Event] = []
     events = events if isinstance(events, list) else list(events)
-    # Observations are most of a journal: grouped by id with C-level list and
-    # dict builds, and only when an id repeats, event by event.
-    observed = [ev for ev in events if ev.type == OBSERVATION]
-    first.update(zip([str(ev.id) for ev in observed], observed, strict=True))
-    if len(first) != len(observed):
-        first.clear()
-        for ev in observed:
-            if first.setdefault(ev.id, ev) is not ev:  # type: ignore[arg-type]
-                more.setdefault(str(ev.id), []).append(ev)
-    for ev in events:
+    others = [ev for ev in events if ev.type != OBSERVATION]
+    for ev in others:
         t = ev.type
-        if t == OBSERVATION:
-            continue
-        others.append(ev)
         if t == ENTRY:
             records.setdefault(str(ev.id), []).append(ev)
         elif t == INVALIDATION:
@@ -199,6 +187,20 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     # Observations take no part in liveness or the dependency graph, and they
     # are most of a journal: derive the rest only.
     d = derive(others)
+    # Observations matter only as a tombstone's target, unless their TTL can
+    # expire them: grouping a million by id (a dict build bound by memory)
+    # cost as much as the rest of the plan. Grouped with C-level list and
+    # dict builds, and only when an id repeats, event by event.
+    observed = [ev for ev in events if ev.type == OBSERVATION]
+    if observation_ttl_days is None:
+        targets = d.tombstones
+        observed = [ev for ev in observed if ev.id in targets]
+    first.update(zip([str(ev.id) for ev in observed], observed, strict=True))
+    if len(first) != len(observed):
+        first.clear()
+        for ev in observed:
+            if first.setdefault(ev.id, ev) is not ev:  # type: ignore[arg-type]
+                more.setdefault(str(ev.id), []).append(ev)
 
     def remove(item: str, evs: Iterable[Event], reason: str) -> None:
         for ev in evs:
