@@ -1449,12 +1449,14 @@ def available_cores() -> int:
 
 
 # Compaction's segment transactions are independent within a pass and spend
-# their time in SQLite, which runs without the GIL: a few run at once.
-MAX_APPLY_THREADS = 4
+# their time in SQLite, which runs without the GIL, and much of it waiting on
+# fsync: more run at once than there are cores. At 1M events on 2 cores a
+# pass took 3.5 s on 2 threads, 2.8 s on 4, 2.3 s on 8.
+APPLY_THREADS = 8
 
 
 def apply_threads() -> int:
-    return max(1, min(available_cores(), MAX_APPLY_THREADS))
+    return APPLY_THREADS
 
 
 def split_by_size(sizes: list[int], weights: list[float]) -> list[tuple[int, int]]:
