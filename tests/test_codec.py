@@ -238,7 +238,7 @@ _STRINGS = st.text(max_size=6) | st.sampled_from(["plain", 'a"b', "a\\b", "\x1f"
 
 
 @settings(max_examples=400, deadline=None)
-@given(data=st.dictionaries(_STRINGS, _SCALARS | st.floats(allow_nan=False)
+@given(data=st.dictionaries(_STRINGS, _SCALARS | st.floats(allow_nan=False, allow_infinity=False)
                             | st.lists(st.integers(), max_size=2)
                             | st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
                             max_size=4),
