@@ -1346,6 +1346,45 @@ def _fast_observation(fast: _FastPath, body: Any, digest: Any, event_id: Any, su
             schema)
 
 
+# A tombstone exactly as codec writes one whose data is a reason and the
+# purged flag: every field a plain string (the text is the value), the
+# schema a small integer, nothing else anywhere. The whole body is matched,
+# so it is exactly the JSON the exact decoder parses to these values.
+_TOMBSTONE = re.compile(
+    rf'\{{"author":"({_PLAIN})","data":\{{"purged":(false|true),"reason":"({_PLAIN})"\}},'
+    rf'"eventId":"({_PLAIN})","id":"({_PLAIN})","kind":"({_PLAIN})","replica":"({_PLAIN})",'
+    rf'"schema":(-?(?:0|[1-9][0-9]{{0,17}})),"session":(?:null|"([^"\\\x00-\x1f]*)"),'
+    rf'"ts":"({_PLAIN})","type":"tombstone"\}}')
+_UNPURGED = b'"data":{"purged":false,'
+
+
+def _fast_tombstone(body: Any, digest: Any, event_id: Any, subject: Any, ts: Any,
+                    ) -> tuple[tuple[Any, ...], tuple[bytes, str] | None] | None:
+    """The tombstone row as the exact decoder reads it (`model.event_values`),
+    with its purged rewrite when it is not purged yet; None when only the
+    exact decoder may judge it. A matched body is in canonical layout, so its
+    rewrite is the same bytes with the flag turned."""
+    if type(body) is not bytes or digest != _checksum(body):
+        return None
+    try:
+        text = body.decode()
+    except UnicodeDecodeError:
+        return None
+    m = _TOMBSTONE.fullmatch(text)
+    if m is None:
+        return None
+    author, purged, reason, body_id, body_subject, kind, replica, schema, session, body_ts \
+        = m.groups()
+    if body_id != event_id or body_subject != subject or body_ts != ts or not reason.strip():
+        return None
+    rewrite = None
+    if purged == "false":
+        new = body.replace(_UNPURGED, b'"data":{"purged":true,', 1)
+        rewrite = (new, _checksum(new))
+    return ((event_id, "tombstone", kind, subject, ts, author, session, replica,
+             {"purged": purged == "true", "reason": reason}, int(schema)), rewrite)
+
+
 def _fast_path_usable(conn: sqlite3.Connection) -> bool:
     """SQLite reads a blob cast to text in the database's encoding: only a UTF-8
     segment's text is the body's own."""
@@ -1700,6 +1739,13 @@ def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql
         values = None
         if data_len is not None:
             values = _fast_observation(fast, body, digest, event_id, subject, ts, data_len)
+        elif type_ == "tombstone":
+            found = _fast_tombstone(body, digest, event_id, subject, ts)
+            if found is not None:
+                values, rewrite = found
+                part.tombstones[event_id] = digest
+                if rewrite is not None:
+                    part.rewrites[event_id] = rewrite
         if values is None:
             # The same strict verdict every other read gives (codec.decode_checked).
             try:

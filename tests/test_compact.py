@@ -1016,6 +1016,96 @@ def test_the_fast_compaction_read_agrees_with_the_exact_decoder(root):
         assert {name for eid, name in names.items() if eid not in slow} == FAST_CASES
 
 
+def _tombstone_obj(n: int, **data: Any) -> dict[str, Any]:
+    return {"eventId": f"tev-{n}", "type": "tombstone", "kind": "tombstone", "id": f"o{n}",
+            "ts": "2025-01-02T00:00:00.000Z", "author": "human", "session": None,
+            "replica": "r1", "schema": 1, "data": {"purged": False, "reason": "r", **data}}
+
+
+def _tombstone_mutations() -> list[tuple[str, bytes]]:
+    """Tombstone bodies around the canonical layout the fast path matches."""
+    def canon(obj: dict[str, Any]) -> bytes:
+        return _canonical(obj)
+
+    cases: list[tuple[str, bytes]] = []
+    for n, (name, obj) in enumerate([
+        ("canonical", _tombstone_obj(0)),
+        ("purged", _tombstone_obj(1, purged=True)),
+        ("unicode reason", _tombstone_obj(2, reason="geheim 😀 \u2028 é")),
+        ("escaped reason", _tombstone_obj(3, reason='a "quoted" \\ reason\n')),
+        ("blank reason", _tombstone_obj(4, reason="   ")),
+        ("unicode blank reason", _tombstone_obj(5, reason="\u2028\xa0")),
+        ("extra data", _tombstone_obj(6, graph={"a": ["b"]})),
+        ("purged null", _tombstone_obj(7, purged=None)),
+        ("purged int", _tombstone_obj(8, purged=0)),
+        ("session", {**_tombstone_obj(9), "session": "s-1"}),
+        ("empty session", {**_tombstone_obj(10), "session": ""}),
+        ("big schema", {**_tombstone_obj(11), "schema": 10**17}),
+        ("negative schema", {**_tombstone_obj(12), "schema": -3}),
+        ("float schema", {**_tombstone_obj(13), "schema": 1.0}),
+        ("empty author", {**_tombstone_obj(14), "author": ""}),
+        ("null id", {**_tombstone_obj(15), "id": None}),
+    ]):
+        obj["eventId"] = f"tev-{n}"
+        cases.append((name, canon(obj)))
+    base = canon(_tombstone_obj(50))
+    for n, (name, body) in enumerate([
+        ("spaced", base.replace(b'"purged":false', b'"purged": false')),
+        ("reordered", base.replace(b'"purged":false,"reason":"r"', b'"reason":"r","purged":false')),
+        ("duplicate author", base.replace(b'"data":', b'"author":"x","data":', 1)),
+        ("duplicate purged", base.replace(b'"reason":"r"', b'"reason":"r","purged":true')),
+        ("trailing space", base + b" "),
+        ("nul", base.replace(b'"reason":"r"', b'"reason":"r\x00"')),
+        ("bad utf8", base.replace(b'"reason":"r"', b'"reason":"\xff"')),
+        ("leading zero schema", base.replace(b'"schema":1', b'"schema":01')),
+        ("escaped letter", base.replace(b'"reason":"r"', b'"reason":"\\u0072"')),
+    ]):
+        cases.append((name, body.replace(b"tev-50", f"tev-{100 + n}".encode())))
+    return cases
+
+
+def test_the_fast_tombstone_read_agrees_with_the_exact_decoder(root):
+    store.check_root(str(root), create=True)
+    rows: list[tuple[Any, ...]] = []
+    for name, body in _tombstone_mutations():
+        try:
+            obj = json.loads(body)
+            event_id, subject, ts = obj["eventId"], obj["id"], obj["ts"]
+        except (ValueError, KeyError, TypeError):
+            event_id, subject, ts = f"bad-{name}", "o50", "2025-01-02T00:00:00.000Z"
+        rows.append((event_id, subject, ts, body, codec.checksum(body), "tombstone"))
+    good = _canonical(_tombstone_obj(200))
+    rows.append(("tev-200", "o200", "2025-01-02T00:00:00.000Z", good, "xxh3-64:0", "tombstone"))
+    rows.append(("tev-201", "o200", "2025-01-02T00:00:00.000Z", good, codec.checksum(good),
+                 "tombstone"))  # the event id column disagrees with the body
+    other = _canonical(_tombstone_obj(202))
+    rows.append(("tev-202", "o202", "2025-01-02T00:00:00.000Z", other, codec.checksum(other),
+                 "entry"))  # so does the type column
+    _raw_rows(root, rows)
+    ws = ctx_for(root).open(create=False)
+    exact = ws.read()
+    slow: set[Any] = set()
+    real = codec.decode_checked
+
+    def counting(body: Any, digest: Any, event_id: Any, *rest: Any) -> Event:
+        slow.add(event_id)
+        return real(body, digest, event_id, *rest)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(codec, "decode_checked", counting)
+        fast = store.read_located(ws)
+    # The usual shapes are read without the exact decoder.
+    assert not slow & {f"tev-{n}" for n in (0, 1, 2, 9, 10, 11, 12)}
+    assert {"tev-3", "tev-6", "tev-100", "tev-101"} <= slow
+    assert [(m["row"], m["reason"]) for m in fast.malformed] == \
+        [(m["row"], m["reason"]) for m in exact.malformed]
+    assert [e.as_dict() for e in fast.events] == [e.as_dict() for e in exact.events]
+    assert len(fast.malformed) >= 8 and len(fast.events) >= 10
+    expected = {(seg, e.event_id): codec.encode(e.purged()) for e in exact.events
+                for seg in fast.located if e.data.get("purged") is False}
+    assert fast.tombstone_rewrites == expected
+
+
 def _column_cases() -> list[tuple[Any, ...]]:
     """Rows whose indexed columns disagree with their body in ways a text match could miss."""
     def row(n: int, body_swap: tuple[bytes, bytes] | None = None, **columns: Any
