@@ -208,21 +208,36 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
         plan.reasons[item] = reason
 
     # -- tombstones first: nothing pins or holds back what a tombstone names -------------
+    # (A large run names a tombstone per target: the lookups are bound once.)
+    deletions, reasons = plan.deletions, plan.reasons
+    tombstone_events, flips = plan.tombstone_events, plan.flips
+    record_get, invalidation_get = records.get, invalidations.get
+    first_get, more_get = first.get, more.get
     for target in sorted(d.tombstones):
-        about = records.get(target, []) + observations.get(target) \
-            + invalidations.get(target, [])
+        recs = record_get(target)
+        first_obs = first_get(target)
+        about = [] if recs is None else list(recs)
+        if first_obs is not None:
+            about.append(first_obs)
+            about += more_get(target, ())
+        invs = invalidation_get(target)
+        if invs is not None:
+            about += invs
         if not about:
             continue  # nothing here: the tombstone keeps purged: false
-        remove(target, about, TOMBSTONED)
-        if target not in records and target not in observations:
+        gone_ids = [ev.event_id for ev in about]
+        deletions.update(dict.fromkeys(gone_ids, target))
+        reasons[target] = TOMBSTONED
+        if recs is None and first_obs is None:
             continue  # only invalidations were here: the target itself never was
-        gone = frozenset(ev.event_id for ev in about)
+        gone = frozenset(gone_ids)
         for tomb in d.tombstones[target]:
-            plan.tombstone_events[tomb.event_id] = tomb
+            tombstone_events[tomb.event_id] = tomb
             if tomb.data.get("purged") is False:
-                plan.flips[tomb.event_id] = gone
+                flips[tomb.event_id] = gone
 
-    tombstones_by_event = {t.event_id: t for ts in d.tombstones.values() for t in ts}
+    tombstones_by_event = {t.event_id: t for ts in d.tombstones.values() for t in ts} \
+        if unfinished else {}
     for tomb_id, target in sorted((unfinished or {}).items()):
         left_tomb = tombstones_by_event.get(tomb_id)
         if left_tomb is None or left_tomb.id != target or tomb_id in plan.flips \
