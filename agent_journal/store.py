@@ -1284,6 +1284,16 @@ class _FastPath:
         return found
 
 
+def _checked_text(body: Any, digest: Any) -> str | None:
+    """A blob body whose checksum is right, as strict UTF-8 text; else None."""
+    if type(body) is not bytes or digest != _checksum(body):
+        return None
+    try:
+        return body.decode()
+    except UnicodeDecodeError:
+        return None
+
+
 def _fast_observation(fast: _FastPath, body: Any, digest: Any, event_id: Any, subject: Any,
                       ts: Any, data_len: int) -> tuple[Any, ...] | None:
     """The observation row as the exact decoder reads it (data reduced to its
@@ -1295,11 +1305,8 @@ def _fast_observation(fast: _FastPath, body: Any, digest: Any, event_id: Any, su
     Written for speed: a million rows pass here, so operators stand in for
     method calls wherever they say the same.
     """
-    if type(body) is not bytes or digest != _checksum(body):
-        return None
-    try:
-        text = body.decode()
-    except UnicodeDecodeError:
+    text = _checked_text(body, digest)
+    if text is None:
         return None
     # The column values must be plain strings for the text matches below to
     # mean the values match.
@@ -1364,11 +1371,8 @@ def _fast_tombstone(body: Any, digest: Any, event_id: Any, subject: Any, ts: Any
     with its purged rewrite when it is not purged yet; None when only the
     exact decoder may judge it. A matched body is in canonical layout, so its
     rewrite is the same bytes with the flag turned."""
-    if type(body) is not bytes or digest != _checksum(body):
-        return None
-    try:
-        text = body.decode()
-    except UnicodeDecodeError:
+    text = _checked_text(body, digest)
+    if text is None:
         return None
     m = _TOMBSTONE.fullmatch(text)
     if m is None:

@@ -966,10 +966,8 @@ def _raw_rows(root: Path, rows: list[tuple[Any, ...]], name: str = "imported-raw
     conn.close()
 
 
-def _compare_reads(root: Path) -> set[Any]:
-    """Both reads agree; returns the event ids the compaction read sent to the exact decoder."""
-    ws = ctx_for(root).open(create=False)
-    exact = ws.read()
+def _read_counting_exact(ws: store.Workspace) -> tuple[store.CompactionRead, set[Any]]:
+    """The compaction read, and the event ids it sent to the exact decoder."""
     slow: set[Any] = set()
     real = codec.decode_checked
 
@@ -979,7 +977,14 @@ def _compare_reads(root: Path) -> set[Any]:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(codec, "decode_checked", counting)
-        fast = store.read_located(ws)
+        return store.read_located(ws), slow
+
+
+def _compare_reads(root: Path) -> set[Any]:
+    """Both reads agree; returns the event ids the compaction read sent to the exact decoder."""
+    ws = ctx_for(root).open(create=False)
+    exact = ws.read()
+    fast, slow = _read_counting_exact(ws)
     assert [(m["row"], m["reason"]) for m in fast.malformed] == \
         [(m["row"], m["reason"]) for m in exact.malformed]
     assert fast.unreadable == exact.unreadable and fast.high_water == exact.high_water
@@ -1084,16 +1089,7 @@ def test_the_fast_tombstone_read_agrees_with_the_exact_decoder(root):
     _raw_rows(root, rows)
     ws = ctx_for(root).open(create=False)
     exact = ws.read()
-    slow: set[Any] = set()
-    real = codec.decode_checked
-
-    def counting(body: Any, digest: Any, event_id: Any, *rest: Any) -> Event:
-        slow.add(event_id)
-        return real(body, digest, event_id, *rest)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(codec, "decode_checked", counting)
-        fast = store.read_located(ws)
+    fast, slow = _read_counting_exact(ws)
     # The usual shapes are read without the exact decoder.
     assert not slow & {f"tev-{n}" for n in (0, 1, 2, 9, 10, 11, 12)}
     assert {"tev-3", "tev-6", "tev-100", "tev-101"} <= slow
