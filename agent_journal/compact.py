@@ -12,7 +12,8 @@ Invariants:
   never rewritten from a stale read, so no acknowledged append is lost.
 - Order between segments: a tombstone reads purged only once every event
   about its target is gone, so a run stopped anywhere (killed, skipped) never
-  claims more than it did. (A dependent never turns live: a tombstoned entry
+  claims more than it did. The transactions of one pass are prepared from
+  what earlier passes committed, so they may run at once (on threads). (A dependent never turns live: a tombstoned entry
   counts in derivation only through the graph its tombstone carries.)
 - After the segments, artifact blobs that only removed events referenced and
   the workspace's cache projections are deleted.
