@@ -12,9 +12,10 @@ Invariants:
   never rewritten from a stale read, so no acknowledged append is lost.
 - Order between segments: a tombstone reads purged only once every event
   about its target is gone, so a run stopped anywhere (killed, skipped) never
-  claims more than it did. The transactions of one pass are prepared from
-  what earlier passes committed, so they may run at once (on threads). (A dependent never turns live: a tombstoned entry
-  counts in derivation only through the graph its tombstone carries.)
+  claims more than it did. (A dependent never turns live: a tombstoned entry
+  counts in derivation only through the graph its tombstone carries.) The
+  transactions of one pass are prepared from what earlier passes committed,
+  so they may run at once (on threads).
 - After the segments, artifact blobs that only removed events referenced and
   the workspace's cache projections are deleted.
 - One applied compaction per workspace at a time (a flock on the workspace
@@ -76,7 +77,9 @@ def busy_message(count: int) -> str:
 
 def prepare(ws: Workspace, *, entry_ttl_days: int | None, observation_ttl_days: int | None,
             now: datetime | None = None) -> Prepared:
-    read = store.read_located(ws)
+    # Without an observation TTL a plan looks only at observations that a
+    # tombstone names (and the run at those holding an artifact).
+    read = store.read_located(ws, every_observation=observation_ttl_days is not None)
     if read.damaged:
         raise DamagedJournalError(refusal(read))
     pending = store.read_compact_intent(ws) or {}

@@ -1427,17 +1427,37 @@ class SegmentRead:
          part.unreadable) = packed
         return part
 
-    def made_events(self) -> SegmentRead:
-        self.events = events_from_values(self.rows)
+    def made_events(self, named: set[str] | None = None) -> SegmentRead:
+        """Make Events of the rows: all of them, or, given the ids tombstones
+        name, every row but the observations none names and that hold no
+        artifact."""
+        rows = self.rows
+        if named is not None:
+            rows = [row for row in rows
+                    if row[1] != "observation" or row[3] in named or row[8]]
+        self.events = events_from_values(rows)
         self.rows = []
         return self
 
 
-def read_located(ws: Workspace) -> CompactionRead:
+def read_located(ws: Workspace, *, every_observation: bool = True) -> CompactionRead:
+    """Read every segment for a compaction plan.
+
+    Without `every_observation`, `events` holds only the observations a
+    tombstone names or that hold an artifact (all a plan with no observation
+    TTL looks at, and the blobs the run must account for); every event
+    still counts for damage, `located` and `high_water`. Making Events of a
+    million observations nobody looks at was a second of the read.
+    """
     result = CompactionRead()
     paths = ws.segment_paths()
     rels = [ws.rel(path) for path in paths]
-    for part in _read_for_compaction(paths, rels):
+    parts = _read_for_compaction(paths, rels, make_events=every_observation)
+    if not every_observation:
+        named = {row[3] for part in parts for row in part.rows if row[1] == "tombstone"}
+        for part in parts:
+            part.made_events(named)
+    for part in parts:
         result.segments.append(part.rel)
         result.located[part.rel] = part.ids
         result.events.extend(part.events)
@@ -1532,24 +1552,30 @@ def split_by_size(sizes: list[int], weights: list[float]) -> list[tuple[int, int
 PARENT_SHARE_PER_WORKER = 0.25
 
 
-def _read_for_compaction(paths: list[str], rels: list[str]) -> list[SegmentRead]:
+def _read_for_compaction(paths: list[str], rels: list[str], *, make_events: bool
+                         ) -> list[SegmentRead]:
+    """Every segment's part, in order; with `make_events`, Events are made of
+    each part's rows as it comes in (while the workers still read)."""
     sizes = [_file_size(path) for path in paths]
     workers = compaction_workers(sizes)
     ranges = split_by_size(sizes, [1 / (1 + PARENT_SHARE_PER_WORKER * workers)]
                            + [1.0] * workers)
-    started = [_ReadWorker(paths[start:end], rels[start:end]) for start, end in ranges[1:]]
+    started = [_ReadWorker(paths[start:end], rels[start:end], make_events)
+               for start, end in ranges[1:]]
     first, last = ranges[0] if ranges else (0, 0)
     fast = _FastPath()
     parts = []
     for path, rel in zip(paths[first:last], rels[first:last], strict=True):
-        parts.append(_read_segment_for_compaction(path, rel, fast).made_events())
+        part = _read_segment_for_compaction(path, rel, fast)
+        parts.append(part.made_events() if make_events else part)
         for worker in started:
             worker.take(block=False)  # what the workers sent meanwhile
     for worker, (start, end) in zip(started, ranges[1:], strict=True):
         got = worker.result()
         if got is None:
-            got = [part.made_events() for part in _read_share(paths[start:end],
-                                                               rels[start:end])]
+            got = _read_share(paths[start:end], rels[start:end])
+            if make_events:
+                got = [part.made_events() for part in got]
         parts.extend(got)
     return parts
 
@@ -1567,12 +1593,13 @@ class _ReadWorker:
     the share itself.
     """
 
-    def __init__(self, paths: list[str], rels: list[str]) -> None:
+    def __init__(self, paths: list[str], rels: list[str], make_events: bool = True) -> None:
         import pickle
         import subprocess
         import sys
         import threading
 
+        self.make_events = make_events
         self.proc: subprocess.Popen[bytes] | None = None
         self.expected = len(paths)
         self.frames: list[bytes | None] = []  # as the collecting thread reads them
@@ -1645,7 +1672,8 @@ class _ReadWorker:
             if frame is None:
                 self.ended = True
                 return
-            self.parts.append(SegmentRead.unpacked(marshal.loads(frame)).made_events())
+            part = SegmentRead.unpacked(marshal.loads(frame))
+            self.parts.append(part.made_events() if self.make_events else part)
 
     def result(self) -> list[SegmentRead] | None:
         if self.proc is None:

@@ -19,8 +19,9 @@ from conftest import CLI, all_bytes_under, clean_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_journal import codec, compact, errors, journal, store
+from agent_journal import clock, codec, compact, errors, journal, store
 from agent_journal.model import Event, new_event_id
+from agent_journal.plan import plan_compaction
 
 EMPTY = {"expired": [], "tombstoned": [], "pinned": [], "downgraded": [], "unclassified": [],
          "tombstonesMarkedPurged": []}
@@ -1176,25 +1177,71 @@ def _mixed_workspace(root: Path) -> None:
 def test_a_read_shared_with_worker_processes_is_the_serial_read(root, monkeypatch):
     _mixed_workspace(root)
     ws = ctx_for(root).open(create=False)
-    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "0")
-    serial = _read_state(store.read_located(ws))
     started: list[Any] = []
     real = store._ReadWorker.__init__
 
-    def counting(self: Any, paths: list[str], rels: list[str]) -> None:
+    def counting(self: Any, paths: list[str], rels: list[str], *rest: Any) -> None:
         started.append(rels)
-        real(self, paths, rels)
+        real(self, paths, rels, *rest)
 
-    for workers in ("1", "3"):
-        monkeypatch.setenv(store.ENV_COMPACT_WORKERS, workers)
-        started.clear()
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(store._ReadWorker, "__init__", counting)
-            shared = _read_state(store.read_located(ws))
-        assert len(started) == int(workers)
-        assert shared == serial
-    assert serial[1] and serial[2]  # the workspace holds both kinds of damage
-    assert serial[7]  # and a tombstone to rewrite
+    for every in (True, False):
+        monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "0")
+        serial = _read_state(store.read_located(ws, every_observation=every))
+        for workers in ("1", "3"):
+            monkeypatch.setenv(store.ENV_COMPACT_WORKERS, workers)
+            started.clear()
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(store._ReadWorker, "__init__", counting)
+                shared = _read_state(store.read_located(ws, every_observation=every))
+            assert len(started) == int(workers)
+            assert shared == serial
+        assert serial[1] and serial[2]  # the workspace holds both kinds of damage
+        assert serial[7]  # and a tombstone to rewrite
+
+
+def test_a_read_of_named_observations_plans_and_compacts_alike(root, tmp_path):
+    """Without an observation TTL the read keeps only observations a tombstone
+    names or that hold an artifact; the plan and the applied run are those
+    of a read of everything."""
+    blob_kept = write_artifact_observation(root, "o-blob-kept", KEPT * 10)
+    write_artifact_observation(root, "o-blob-gone", SECRET_CLAIM * 10)
+    ctx = ctx_for(root)
+    for n in range(6):
+        journal.observe(ctx, kind="tool_call", obs_id=f"o-{n}", tool="Bash", call_id=f"c{n}",
+                        input_value=None, output=f"out {n}", status="ok", exit_code=0,
+                        duration_ms=1)
+    journal.record(ctx, kind="finding", entry_id="f-cites", fields={"claim": "x"},
+                   anchors=["tool_use:o-1", "tool_use:o-2"], depends_on=[], subject=None)
+    journal.record(ctx, kind="finding", entry_id="f-old", fields={"claim": "y"}, anchors=[],
+                   depends_on=[], subject=None)
+    for target in ("o-1", "o-blob-gone", "f-old", "never-here"):
+        journal.tombstone(ctx, target, "must go")
+    ws = ctx.open(create=False)
+    full = store.read_located(ws)
+    named = store.read_located(ws, every_observation=False)
+    kept = {e.id for e in named.events if e.type == "observation"}
+    assert kept == {"o-1", "o-blob-kept", "o-blob-gone"}
+    assert named.located == full.located and named.high_water == full.high_water
+    now = clock.now()
+    for entry_ttl in (None, 0):
+        a = plan_compaction(full.events, now, entry_ttl, None)
+        b = plan_compaction(named.events, now, entry_ttl, None)
+        assert a.report(apply=False) == b.report(apply=False)
+        assert (a.deletions, a.flips, a.citations) == (b.deletions, b.flips, b.citations)
+    copy = tmp_path / "copy"
+    import shutil
+
+    shutil.copytree(root, copy)
+    one = compact.carry_out(compact.Prepared(ws, full, plan_compaction(full.events, now,
+                                                                       None, None)))
+    ws_copy = ctx_for(copy).open(create=False)
+    named_copy = store.read_located(ws_copy, every_observation=False)
+    two = compact.carry_out(compact.Prepared(ws_copy, named_copy,
+                                             plan_compaction(named_copy.events, now, None, None)))
+    assert one.report == two.report and one.report["tombstoned"]
+    assert blob_kept.exists()
+    assert (copy / blob_kept.relative_to(root)).exists()
+    assert SECRET_CLAIM not in all_bytes_under(copy)
 
 
 def test_a_worker_that_cannot_start_or_fails_has_its_share_read_here(root, monkeypatch):
