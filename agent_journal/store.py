@@ -1546,10 +1546,11 @@ def split_by_size(sizes: list[int], weights: list[float]) -> list[tuple[int, int
     return ranges
 
 
-# Besides its own share, this process unmarshals each worker's rows and makes
-# Events of them (about a quarter of the cost of reading a row), while the
-# workers still read: its own share is smaller by that much per worker.
-PARENT_SHARE_PER_WORKER = 0.25
+# Besides its own share, this process unmarshals each worker's rows (about a
+# twentieth of the cost of reading a row) and, when it makes Events of every
+# row as it comes in, a quarter: its own share is smaller by that much per
+# worker.
+PARENT_SHARE_PER_WORKER = {True: 0.25, False: 0.05}
 
 
 def _read_for_compaction(paths: list[str], rels: list[str], *, make_events: bool
@@ -1558,7 +1559,7 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, make_events: bool
     each part's rows as it comes in (while the workers still read)."""
     sizes = [_file_size(path) for path in paths]
     workers = compaction_workers(sizes)
-    ranges = split_by_size(sizes, [1 / (1 + PARENT_SHARE_PER_WORKER * workers)]
+    ranges = split_by_size(sizes, [1 / (1 + PARENT_SHARE_PER_WORKER[make_events] * workers)]
                            + [1.0] * workers)
     started = [_ReadWorker(paths[start:end], rels[start:end], make_events)
                for start, end in ranges[1:]]
