@@ -16,42 +16,7 @@ if TYPE_CHECKING:
 
 
 def to_json(value: Any) -> str:
-    text = _flat_json(value)
-    return json.dumps(value, indent=2, ensure_ascii=False) if text is None else text
-
-
-# The item separator of a list of strings one level down, indented as
-# `indent=2` indents it.
-_LIST_ITEMS = (",\n    ", ": ")
-
-
-def _flat_json(value: Any) -> str | None:
-    """`json.dumps(value, indent=2, ensure_ascii=False)` for a non-empty dict
-    whose values are scalars or lists of strings (a compaction report), else None.
-
-    json's C encoder does not indent; the Python one took 0.5 s over a report
-    naming 200,000 ids. Here the C encoder writes each list, its separator
-    standing in for the line breaks.
-    """
-    if type(value) is not dict or not value:
-        return None
-    lines = []
-    for key, item in value.items():
-        if type(key) is not str:
-            return None
-        kind = type(item)
-        if kind is list:
-            if not all(type(x) is str for x in item):
-                return None
-            text = ("[]" if not item else
-                    "[\n    " + json.dumps(item, ensure_ascii=False,
-                                           separators=_LIST_ITEMS)[1:-1] + "\n  ]")
-        elif item is None or kind is str or kind is int or kind is bool:
-            text = json.dumps(item, ensure_ascii=False)
-        else:
-            return None
-        lines.append(f"  {json.dumps(key, ensure_ascii=False)}: {text}")
-    return "{\n" + ",\n".join(lines) + "\n}"
+    return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 def emit_json(value: Any) -> None:
