@@ -255,7 +255,7 @@ class _Run:
         flips in the pass after their deletion commits."""
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=store.apply_threads()) as pool:
+        with ThreadPoolExecutor(max_workers=store.APPLY_THREADS) as pool:
             for _ in range(4):
                 # Each job starts as soon as it is prepared: its statements
                 # run inside SQLite while this thread prepares the next.

@@ -172,18 +172,9 @@ class Event:
     def with_data(self, data: dict[str, Any]) -> Event:
         """This event with other data (taken as given, not copied): `replace`
         without its keyword parsing, for bulk rewrites."""
-        ev = _new_event(Event)
-        _set_event_id(ev, self.event_id)
-        _set_type(ev, self.type)
-        _set_kind(ev, self.kind)
-        _set_id(ev, self.id)
-        _set_ts(ev, self.ts)
-        _set_author(ev, self.author)
-        _set_session(ev, self.session)
-        _set_replica(ev, self.replica)
-        _set_data(ev, data)
-        _set_schema(ev, self.schema)
-        return ev
+        return events_from_values([(self.event_id, self.type, self.kind, self.id, self.ts,
+                                    self.author, self.session, self.replica, data,
+                                    self.schema)])[0]
 
     def purged(self) -> Event:
         """This tombstone as compaction writes it back once its target is
