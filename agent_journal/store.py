@@ -1416,10 +1416,11 @@ class SegmentRead:
         self.malformed: list[dict[str, Any]] = []
         self.unreadable: str | None = None
 
-    def packed(self) -> tuple[Any, ...]:
-        """The share as plain values, cheap to send from a worker process."""
-        return (self.rel, self.rows, self.ids, self.tombstones, self.rewrites, self.high,
-                self.malformed, self.unreadable)
+    def packed(self, rows: list[Any] | None = None) -> tuple[Any, ...]:
+        """The share as plain values, cheap to send from a worker process;
+        `rows` in place of its rows, if given."""
+        return (self.rel, self.rows if rows is None else rows, self.ids, self.tombstones,
+                self.rewrites, self.high, self.malformed, self.unreadable)
 
     @classmethod
     def unpacked(cls, packed: tuple[Any, ...]) -> SegmentRead:
@@ -1430,15 +1431,22 @@ class SegmentRead:
 
     def made_events(self, named: set[str] | None = None) -> SegmentRead:
         """Make Events of the rows: all of them, or, given the ids tombstones
-        name, every row but the observations none names and that hold no
-        artifact."""
-        rows = self.rows
-        if named is not None:
-            rows = [row for row in rows
-                    if row[1] != "observation" or row[3] in named or row[8]]
-        self.events = events_from_values(rows)
+        name, only those `kept_rows` keeps."""
+        self.events = events_from_values(self.rows if named is None
+                                         else kept_rows(self.rows, named))
         self.rows = []
         return self
+
+
+def tombstone_subjects(rows: list[tuple[Any, ...]]) -> list[str]:
+    """The ids the tombstones among these rows (as `event_values`) name."""
+    return [row[3] for row in rows if row[1] == "tombstone"]
+
+
+def kept_rows(rows: list[tuple[Any, ...]], named: set[str]) -> list[tuple[Any, ...]]:
+    """What a plan without an observation TTL reads of these rows: all but the
+    observations no tombstone names and that hold no artifact."""
+    return [row for row in rows if row[1] != "observation" or row[3] in named or row[8]]
 
 
 def read_located(ws: Workspace, *, every_observation: bool = True) -> CompactionRead:
@@ -1453,11 +1461,7 @@ def read_located(ws: Workspace, *, every_observation: bool = True) -> Compaction
     result = CompactionRead()
     paths = ws.segment_paths()
     rels = [ws.rel(path) for path in paths]
-    parts = _read_for_compaction(paths, rels, make_events=every_observation)
-    if not every_observation:
-        named = {row[3] for part in parts for row in part.rows if row[1] == "tombstone"}
-        for part in parts:
-            part.made_events(named)
+    parts = _read_for_compaction(paths, rels, every_observation=every_observation)
     for part in parts:
         result.segments.append(part.rel)
         result.located[part.rel] = part.ids
@@ -1550,30 +1554,47 @@ def split_by_size(sizes: list[int], weights: list[float]) -> list[tuple[int, int
 PARENT_SHARE_PER_WORKER = {True: 0.25, False: 0.05}
 
 
-def _read_for_compaction(paths: list[str], rels: list[str], *, make_events: bool
+def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation: bool
                          ) -> list[SegmentRead]:
-    """Every segment's part, in order; with `make_events`, Events are made of
-    each part's rows as it comes in (while the workers still read)."""
+    """Every segment's part, in order, its Events made: of every row, or
+    without `every_observation`, of the rows `kept_rows` keeps."""
     sizes = [_file_size(path) for path in paths]
     workers = compaction_workers(sizes)
-    ranges = split_by_size(sizes, [1 / (1 + PARENT_SHARE_PER_WORKER[make_events] * workers)]
-                           + [1.0] * workers)
-    started = [_ReadWorker(paths[start:end], rels[start:end], make_events)
+    ranges = split_by_size(sizes, [1 / (1 + PARENT_SHARE_PER_WORKER[every_observation]
+                                        * workers)] + [1.0] * workers)
+    started = [_ReadWorker(paths[start:end], rels[start:end], every_observation)
                for start, end in ranges[1:]]
     first, last = ranges[0] if ranges else (0, 0)
     fast = _FastPath()
     parts = []
     for path, rel in zip(paths[first:last], rels[first:last], strict=True):
         part = _read_segment_for_compaction(path, rel, fast)
-        parts.append(part.made_events() if make_events else part)
+        parts.append(part.made_events() if every_observation else part)
         for worker in started:
             worker.take(block=False)  # what the workers sent meanwhile
+    shares: list[list[SegmentRead]] = []
     for worker, (start, end) in zip(started, ranges[1:], strict=True):
         got = worker.result()
         if got is None:
             got = _read_share(paths[start:end], rels[start:end])
-            if make_events:
+            if every_observation:
                 got = [part.made_events() for part in got]
+        shares.append(got)
+    if not every_observation:
+        # A worker's parts hold the observations its own tombstones name; it
+        # sends again any part that others' tombstones add rows to.
+        named = set().union(*(tombstone_subjects(part.rows) for part in parts),
+                            *(tombstone_subjects(part.rows) for got in shares for part in got))
+        for worker, (start, end), k in zip(started, ranges[1:], range(len(shares)),
+                                           strict=True):
+            if worker.parts_sent() and not worker.send_rows(named):
+                shares[k] = _read_share(paths[start:end], rels[start:end])
+        for part in parts:
+            part.made_events(named)
+        for got in shares:
+            for part in got:
+                part.made_events(named)
+    for got in shares:
         parts.extend(got)
     return parts
 
@@ -1589,24 +1610,31 @@ class _ReadWorker:
     this process can unmarshal parts while the worker reads on. `result()` is
     None when the worker could not start or failed; the caller then reads
     the share itself.
+
+    Without `every_observation` a part comes with only the rows `kept_rows`
+    keeps given the tombstones the worker has read so far (and with the ids
+    its own tombstones name, `subjects`): nine rows in ten of a journal are
+    observations that no such plan reads, and unmarshalling them here was a
+    tenth of the read. Once every tombstone is known, a second round
+    (`send_rows`) brings the parts that a tombstone read elsewhere or later
+    adds rows to; usually none.
     """
 
-    def __init__(self, paths: list[str], rels: list[str], make_events: bool = True) -> None:
-        import marshal
+    def __init__(self, paths: list[str], rels: list[str], every_observation: bool) -> None:
         import subprocess
         import sys
         import threading
 
-        self.make_events = make_events
+        self.every_observation = every_observation
         self.proc: subprocess.Popen[bytes] | None = None
         self.expected = len(paths)
         self.frames: list[bytes | None] = []  # as the collecting thread reads them
         self.arrived = threading.Condition()
         self.taken = 0  # frames made into parts so far
         self.parts: list[SegmentRead] = []
+        self.subjects: set[str] = set()
         self.ended = False
-        request = marshal.dumps((paths, rels, sys.getrecursionlimit(),
-                                 sys.get_int_max_str_digits()), 2)
+        self.failed = False
         package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
@@ -1619,27 +1647,28 @@ class _ReadWorker:
                  "from agent_journal.store import compaction_read_worker as w; w()"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                 env=env)
-            assert self.proc.stdin is not None and self.proc.stdout is not None
-            self.proc.stdin.write(request)
-            self.proc.stdin.close()
+            assert self.proc.stdout is not None
+            self._send((paths, rels, sys.getrecursionlimit(), sys.get_int_max_str_digits(),
+                        every_observation), last=every_observation)
             _widen_pipe(self.proc.stdout.fileno())
             threading.Thread(target=self._collect, daemon=True).start()
         except (OSError, ValueError, RuntimeError):
             self._stop()
 
+    def _send(self, message: Any, *, last: bool) -> None:
+        import marshal
+
+        assert self.proc is not None and self.proc.stdin is not None
+        _write_frame(self.proc.stdin, marshal.dumps(message, 2))
+        if last:
+            self.proc.stdin.close()
+
     def _collect(self) -> None:
-        """Read length-prefixed frames until the pipe ends; None marks the end."""
+        """Read frames until the pipe ends; None marks the end."""
         assert self.proc is not None and self.proc.stdout is not None
         stream = self.proc.stdout
         try:
-            while True:
-                header = stream.read(8)
-                if len(header) < 8:
-                    break
-                size = int.from_bytes(header, "big")
-                frame = stream.read(size)
-                if len(frame) < size:
-                    break
+            while (frame := _read_frame(stream)) is not None:
                 with self.arrived:
                     self.frames.append(frame)
                     self.arrived.notify()
@@ -1649,41 +1678,94 @@ class _ReadWorker:
                 self.arrived.notify()
 
     def _stop(self) -> None:
+        self.failed = True
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
             self.proc = None
 
-    def take(self, *, block: bool) -> None:
-        """Make parts of the frames that have arrived (all of them, if `block`)."""
+    def _next(self, *, block: bool) -> Any:
+        """The next frame unmarshalled; None if none is there yet (or, once
+        `ended`, ever)."""
         import marshal
 
-        while not self.ended:
-            with self.arrived:
-                while block and len(self.frames) <= self.taken:
-                    self.arrived.wait()
-                if len(self.frames) <= self.taken:
-                    return
-                frame = self.frames[self.taken]
-                self.frames[self.taken] = b""
-            self.taken += 1
-            if frame is None:
-                self.ended = True
-                return
-            part = SegmentRead.unpacked(marshal.loads(frame))
-            self.parts.append(part.made_events() if self.make_events else part)
+        if self.ended:
+            return None
+        with self.arrived:
+            while block and len(self.frames) <= self.taken:
+                self.arrived.wait()
+            if len(self.frames) <= self.taken:
+                return None
+            frame = self.frames[self.taken]
+            self.frames[self.taken] = b""
+        self.taken += 1
+        if frame is None:
+            self.ended = True
+            return None
+        return marshal.loads(frame)
+
+    def take(self, *, block: bool) -> None:
+        """Make parts of the frames that have arrived (all of them, if `block`)."""
+        while len(self.parts) < self.expected and (got := self._next(block=block)) is not None:
+            if self.every_observation:
+                self.parts.append(SegmentRead.unpacked(got).made_events())
+            else:
+                self.parts.append(SegmentRead.unpacked(got[0]))
+                self.subjects.update(got[1])
 
     def result(self) -> list[SegmentRead] | None:
-        if self.proc is None:
+        """Every part of the share (without rows, unless `every_observation`)."""
+        if self.proc is None or self.failed:
             return None
         try:
             self.take(block=True)
-            if self.proc.wait() != 0 or len(self.parts) != self.expected:
+            if len(self.parts) != self.expected or \
+                    (self.every_observation and self.proc.wait() != 0):
+                self._stop()
                 return None
             return self.parts
         except Exception:
             self._stop()
             return None
+
+    def parts_sent(self) -> bool:
+        """Every part arrived (see `result`), and nothing failed since."""
+        return not self.failed and self.proc is not None and len(self.parts) == self.expected
+
+    def send_rows(self, named: set[str]) -> bool:
+        """The second round: given the ids every tombstone names, the kept rows
+        of every part that the worker could not tell in the first. False when
+        the worker fails (the parts are then incomplete)."""
+        try:
+            self._send(list(named - self.subjects), last=True)
+            redone = self._next(block=True)
+            if not isinstance(redone, dict):
+                raise ValueError("the worker stopped early")
+            for k, rows in redone.items():
+                self.parts[k].rows = rows
+            assert self.proc is not None
+            if self._next(block=True) is not None or self.proc.wait() != 0:
+                raise ValueError("the worker did not end cleanly")
+            return True
+        except Exception:
+            self._stop()
+            return False
+
+
+def _write_frame(stream: Any, frame: bytes) -> None:
+    stream.write(len(frame).to_bytes(8, "big"))
+    stream.write(frame)
+    stream.flush()
+
+
+def _read_frame(stream: Any) -> bytes | None:
+    """One length-prefixed frame; None at the end of the stream (or a cut one)."""
+    header = stream.read(8)
+    if len(header) < 8:
+        return None
+    size = int.from_bytes(header, "big")
+    frame = stream.read(size)
+    return frame if len(frame) == size else None
 
 
 def _widen_pipe(fd: int) -> None:
@@ -1698,28 +1780,63 @@ def _widen_pipe(fd: int) -> None:
 
 
 def compaction_read_worker() -> None:
-    """A `_ReadWorker` process: a request on stdin; on stdout, each segment's
-    part as it is read, behind its length in 8 bytes. Both marshalled,
-    format 2.
+    """A `_ReadWorker` process. Frames both ways: 8 bytes of length, then a
+    value marshalled in format 2. In: the request; and, unless it asks for
+    every observation, later, the ids every tombstone names. Out: each
+    segment's part as it is read; and, in the second round, each part's
+    kept rows.
 
     marshal, not pickle: the parts are plain lists, tuples, dicts, strings and
     numbers, and without the shared-object bookkeeping of pickle (or of later
     marshal formats) a million values go over in a fifth of the time.
     """
     import marshal
+    import operator
     import sys
 
-    paths, rels, recursion_limit, digit_limit = marshal.loads(sys.stdin.buffer.read())
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+
+    def request() -> Any:
+        frame = _read_frame(inp)
+        if frame is None:
+            raise SystemExit(2)
+        return marshal.loads(frame)
+
+    paths, rels, recursion_limit, digit_limit, every_observation = request()
     sys.setrecursionlimit(recursion_limit)
     sys.set_int_max_str_digits(digit_limit)
-    out = sys.stdout.buffer
     fast = _FastPath()
+    held: list[tuple[list[Any], list[str]]] = []  # each part's rows, and their tombstones' ids
+    named: set[str] = set()  # the ids tombstones read so far name
     with PausedGC():
         for path, rel in zip(paths, rels, strict=True):
-            frame = marshal.dumps(_read_segment_for_compaction(path, rel, fast).packed(), 2)
-            out.write(len(frame).to_bytes(8, "big"))
-            out.write(frame)
-            out.flush()
+            part = _read_segment_for_compaction(path, rel, fast)
+            if every_observation:
+                frame = marshal.dumps(part.packed(), 2)
+            else:
+                subjects = tombstone_subjects(part.rows)
+                named.update(subjects)
+                frame = marshal.dumps((part.packed(kept_rows(part.rows, named)), subjects), 2)
+                held.append((part.rows, subjects))
+            _write_frame(out, frame)
+        if not every_observation:
+            # Named since a part was sent: by tombstones of later parts, or of
+            # other shares. A part whose rows meet none of those ids is complete
+            # (a set test in C, where refiltering every row was a tenth of a
+            # second); one that may have gained rows is sent again.
+            later = set(request())
+            everything = named | later
+            redone = {}
+            row_subject = operator.itemgetter(3)
+            for k in range(len(held) - 1, -1, -1):
+                rows, subjects = held[k]
+                if not later.isdisjoint(map(row_subject, rows)):
+                    redone[k] = kept_rows(rows, everything)
+                later.update(subjects)
+            _write_frame(out, marshal.dumps(redone, 2))
+    # Everything is sent: freeing what was read would only keep the caller
+    # waiting for this process to end.
+    os._exit(0)
 
 
 def _file_size(path: str) -> int:
