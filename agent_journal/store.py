@@ -1523,35 +1523,37 @@ def available_cores() -> int:
 APPLY_THREADS = 8
 
 
-def split_by_size(sizes: list[int], weights: list[float]) -> list[tuple[int, int]]:
-    """At most `len(weights)` consecutive, non-empty index ranges covering
-    `sizes`, the k-th holding about weights[k]/sum(weights) of the bytes."""
-    total = sum(sizes) or 1
-    scale = sum(weights) or 1.0
-    bounds = []
-    acc_weight = 0.0
-    for weight in weights[:-1]:
-        acc_weight += weight
-        bounds.append(total * acc_weight / scale)
-    ranges: list[tuple[int, int]] = []
-    start = 0
-    acc = 0
-    for i, size in enumerate(sizes):
-        # Cut before a segment whose middle lies past the next boundary.
-        if len(ranges) < len(bounds) and i > start and acc + size / 2 >= bounds[len(ranges)]:
-            ranges.append((start, i))
-            start = i
-        acc += size
-    if start < len(sizes):
-        ranges.append((start, len(sizes)))
-    return ranges
+# Segments are handed out one at a time from a queue that this process and
+# the workers all draw on, largest first: a fixed split by size left one side
+# idle for a second or more whenever the machine's other load fell on the
+# other side.
+_CLAIM = 4  # bytes per segment number in the queue
 
 
-# Besides its own share, this process unmarshals each worker's rows (about a
-# twentieth of the cost of reading a row) and, when it makes Events of every
-# row as it comes in, a quarter: its own share is smaller by that much per
-# worker.
-PARENT_SHARE_PER_WORKER = {True: 0.25, False: 0.05}
+class _SegmentQueue:
+    """Segment numbers in an unlinked temporary file that this process and its
+    workers read through one shared file offset. A read of one number is one
+    claim: POSIX makes a read and its update of a shared offset atomic, and
+    should two readers ever see the same number, the part is read twice and
+    one kept; one never read is read here at the end."""
+
+    def __init__(self, order: list[int]) -> None:
+        import tempfile
+
+        self.file = tempfile.TemporaryFile()
+        self.file.write(b"".join(k.to_bytes(_CLAIM, "big") for k in order))
+        self.file.flush()
+        self.file.seek(0)
+        self.fd = self.file.fileno()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _claims(fd: int) -> Iterator[int]:
+    """The segment numbers this reader claims, until the queue is empty."""
+    while len(got := os.read(fd, _CLAIM)) == _CLAIM:
+        yield int.from_bytes(got, "big")
 
 
 def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation: bool
@@ -1560,56 +1562,68 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
     without `every_observation`, of the rows `kept_rows` keeps."""
     sizes = [_file_size(path) for path in paths]
     workers = compaction_workers(sizes)
-    ranges = split_by_size(sizes, [1 / (1 + PARENT_SHARE_PER_WORKER[every_observation]
-                                        * workers)] + [1.0] * workers)
-    started = [_ReadWorker(paths[start:end], rels[start:end], every_observation)
-               for start, end in ranges[1:]]
-    first, last = ranges[0] if ranges else (0, 0)
-    fast = _FastPath()
-    parts = []
-    for path, rel in zip(paths[first:last], rels[first:last], strict=True):
-        part = _read_segment_for_compaction(path, rel, fast)
-        parts.append(part.made_events() if every_observation else part)
+    parts: list[SegmentRead | None] = [None] * len(paths)
+    started: list[_ReadWorker] = []
+    queue = None
+    if workers:
+        queue = _SegmentQueue(sorted(range(len(paths)), key=lambda k: -sizes[k]))
+        started = [_ReadWorker(paths, rels, queue.fd, every_observation)
+                   for _ in range(workers)]
+    try:
+        fast = _FastPath()
+        for k in range(len(paths)) if queue is None else _claims(queue.fd):
+            part = _read_segment_for_compaction(paths[k], rels[k], fast)
+            parts[k] = part.made_events() if every_observation else part
+            for worker in started:
+                worker.take(parts, block=False)  # what the workers sent meanwhile
         for worker in started:
-            worker.take(block=False)  # what the workers sent meanwhile
-    shares: list[list[SegmentRead]] = []
-    for worker, (start, end) in zip(started, ranges[1:], strict=True):
-        got = worker.result()
-        if got is None:
-            got = _read_share(paths[start:end], rels[start:end])
-            if every_observation:
-                got = [part.made_events() for part in got]
-        shares.append(got)
+            worker.take(parts, block=True)
+    finally:
+        if queue is not None:
+            queue.close()
+    whole = _read_missing(paths, rels, parts, started, every_observation)
     if not every_observation:
         # A worker's parts hold the observations its own tombstones name; it
         # sends again any part that others' tombstones add rows to.
-        named = set().union(*(tombstone_subjects(part.rows) for part in parts),
-                            *(tombstone_subjects(part.rows) for got in shares for part in got))
-        for worker, (start, end), k in zip(started, ranges[1:], range(len(shares)),
-                                           strict=True):
-            if worker.parts_sent() and not worker.send_rows(named):
-                shares[k] = _read_share(paths[start:end], rels[start:end])
-        for part in parts:
+        named = set().union(*(tombstone_subjects(part.rows) for part in whole))
+        for worker in started:
+            worker.send_rows(parts, named)
+        whole = _read_missing(paths, rels, parts, started, every_observation)
+        for part in whole:
             part.made_events(named)
-        for got in shares:
-            for part in got:
-                part.made_events(named)
-    for got in shares:
-        parts.extend(got)
-    return parts
+    return whole
+
+
+def _read_missing(paths: list[str], rels: list[str], parts: list[SegmentRead | None],
+                  workers: list[_ReadWorker], every_observation: bool) -> list[SegmentRead]:
+    """Every part: read here what no worker sent, and all that a failed
+    worker sent."""
+    for worker in workers:
+        if worker.failed():
+            for k in worker.claimed:
+                parts[k] = None
+            worker.claimed.clear()
+    fast = _FastPath()
+    whole = []
+    for k, part in enumerate(parts):
+        if part is None:
+            part = _read_segment_for_compaction(paths[k], rels[k], fast)
+            parts[k] = part = part.made_events() if every_observation else part
+        whole.append(part)
+    return whole
 
 
 class _ReadWorker:
-    """One share of a compaction read, read by a fresh Python process.
+    """A worker process sharing a compaction read: it claims segments from the
+    queue and reads each exactly as this process would.
 
     A fresh interpreter (not fork, not multiprocessing): it shares no SQLite,
     lock or thread state with this process, and never re-imports the caller's
     main script. It reads under this process's recursion and integer-digit
     limits, which decide some verdicts of the exact decoder. It sends each
     segment's part as soon as it is read, and a thread here collects them, so
-    this process can unmarshal parts while the worker reads on. `result()` is
-    None when the worker could not start or failed; the caller then reads
-    the share itself.
+    this process can unmarshal parts while the worker reads on. A worker that
+    cannot start or fails has every segment it claimed read here instead.
 
     Without `every_observation` a part comes with only the rows `kept_rows`
     keeps given the tombstones the worker has read so far (and with the ids
@@ -1620,21 +1634,22 @@ class _ReadWorker:
     adds rows to; usually none.
     """
 
-    def __init__(self, paths: list[str], rels: list[str], every_observation: bool) -> None:
+    def __init__(self, paths: list[str], rels: list[str], queue_fd: int,
+                 every_observation: bool) -> None:
         import subprocess
         import sys
         import threading
 
         self.every_observation = every_observation
         self.proc: subprocess.Popen[bytes] | None = None
-        self.expected = len(paths)
         self.frames: list[bytes | None] = []  # as the collecting thread reads them
         self.arrived = threading.Condition()
-        self.taken = 0  # frames made into parts so far
-        self.parts: list[SegmentRead] = []
+        self.taken = 0  # frames unmarshalled so far
+        self.claimed: list[int] = []  # segment numbers it sent parts of, in its order
         self.subjects: set[str] = set()
-        self.ended = False
-        self.failed = False
+        self.ended = False  # the stream ended
+        self.claimed_all = False  # every part it read has arrived
+        self.done = False  # every part and answer arrived, and the process exited 0
         package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
@@ -1646,10 +1661,11 @@ class _ReadWorker:
                 [sys.executable, "-c",
                  "from agent_journal.store import compaction_read_worker as w; w()"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                env=env)
+                env=env, pass_fds=(queue_fd,))
             assert self.proc.stdout is not None
-            self._send((paths, rels, sys.getrecursionlimit(), sys.get_int_max_str_digits(),
-                        every_observation), last=every_observation)
+            self._send((paths, rels, queue_fd, sys.getrecursionlimit(),
+                        sys.get_int_max_str_digits(), every_observation),
+                       last=every_observation)
             _widen_pipe(self.proc.stdout.fileno())
             threading.Thread(target=self._collect, daemon=True).start()
         except (OSError, ValueError, RuntimeError):
@@ -1678,18 +1694,17 @@ class _ReadWorker:
                 self.arrived.notify()
 
     def _stop(self) -> None:
-        self.failed = True
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
             self.proc = None
 
     def _next(self, *, block: bool) -> Any:
-        """The next frame unmarshalled; None if none is there yet (or, once
-        `ended`, ever)."""
+        """The next message; None when none has come yet (or, once `ended`,
+        ever)."""
         import marshal
 
-        if self.ended:
+        if self.ended or self.proc is None:
             return None
         with self.arrived:
             while block and len(self.frames) <= self.taken:
@@ -1704,52 +1719,56 @@ class _ReadWorker:
             return None
         return marshal.loads(frame)
 
-    def take(self, *, block: bool) -> None:
-        """Make parts of the frames that have arrived (all of them, if `block`)."""
-        while len(self.parts) < self.expected and (got := self._next(block=block)) is not None:
-            if self.every_observation:
-                self.parts.append(SegmentRead.unpacked(got).made_events())
-            else:
-                self.parts.append(SegmentRead.unpacked(got[0]))
-                self.subjects.update(got[1])
-
-    def result(self) -> list[SegmentRead] | None:
-        """Every part of the share (without rows, unless `every_observation`)."""
-        if self.proc is None or self.failed:
-            return None
+    def take(self, parts: list[SegmentRead | None], *, block: bool) -> None:
+        """Put the parts that have arrived in their places (with `block`, every
+        part, up to the worker's message that the queue is empty)."""
         try:
-            self.take(block=True)
-            if len(self.parts) != self.expected or \
-                    (self.every_observation and self.proc.wait() != 0):
-                self._stop()
-                return None
-            return self.parts
+            while not self.claimed_all and (got := self._next(block=block)) is not None:
+                if got == "claimed all":
+                    self.claimed_all = True
+                    if self.every_observation:
+                        self._finish()
+                    return
+                k, packed, subjects = got
+                part = SegmentRead.unpacked(packed)
+                parts[k] = part.made_events() if self.every_observation else part
+                self.claimed.append(k)
+                self.subjects.update(subjects)
+            if block and not self.claimed_all:
+                raise ValueError("the worker stopped early")
         except Exception:
             self._stop()
-            return None
 
-    def parts_sent(self) -> bool:
-        """Every part arrived (see `result`), and nothing failed since."""
-        return not self.failed and self.proc is not None and len(self.parts) == self.expected
-
-    def send_rows(self, named: set[str]) -> bool:
+    def send_rows(self, parts: list[SegmentRead | None], named: set[str]) -> None:
         """The second round: given the ids every tombstone names, the kept rows
-        of every part that the worker could not tell in the first. False when
-        the worker fails (the parts are then incomplete)."""
+        of every part that the worker could not tell in the first."""
+        if self.proc is None:
+            return  # failed, or (with every_observation) done
         try:
             self._send(list(named - self.subjects), last=True)
             redone = self._next(block=True)
             if not isinstance(redone, dict):
                 raise ValueError("the worker stopped early")
-            for k, rows in redone.items():
-                self.parts[k].rows = rows
-            assert self.proc is not None
-            if self._next(block=True) is not None or self.proc.wait() != 0:
-                raise ValueError("the worker did not end cleanly")
-            return True
+            for n, rows in redone.items():
+                parts[self.claimed[n]].rows = rows  # type: ignore[union-attr]
+            self._finish()
         except Exception:
             self._stop()
-            return False
+
+    def _finish(self) -> None:
+        """Its last message has arrived: the worker is done. It is left to end
+        on its own (a thread reaps it): a process that read a million rows
+        takes the kernel a tenth of a second to tear down."""
+        import threading
+
+        threading.Thread(target=self.proc.wait, daemon=True).start()  # type: ignore[union-attr]
+        self.proc = None
+        self.done = True
+
+    def failed(self) -> bool:
+        """It could not start, or stopped before its work was done; what it
+        sent cannot be trusted to be whole."""
+        return self.proc is None and not self.done
 
 
 def _write_frame(stream: Any, frame: bytes) -> None:
@@ -1781,10 +1800,11 @@ def _widen_pipe(fd: int) -> None:
 
 def compaction_read_worker() -> None:
     """A `_ReadWorker` process. Frames both ways: 8 bytes of length, then a
-    value marshalled in format 2. In: the request; and, unless it asks for
-    every observation, later, the ids every tombstone names. Out: each
-    segment's part as it is read; and, in the second round, each part's
-    kept rows.
+    value marshalled in format 2. In: the request (with the number of the
+    queue's file descriptor); and, unless it asks for every observation,
+    later, the ids tombstones the worker did not read name. Out: the part of
+    each segment it claims, as it is read; "claimed all"; and, in the second
+    round, the kept rows of the parts that gained some, by the order sent.
 
     marshal, not pickle: the parts are plain lists, tuples, dicts, strings and
     numbers, and without the shared-object bookkeeping of pickle (or of later
@@ -1802,36 +1822,38 @@ def compaction_read_worker() -> None:
             raise SystemExit(2)
         return marshal.loads(frame)
 
-    paths, rels, recursion_limit, digit_limit, every_observation = request()
+    paths, rels, queue_fd, recursion_limit, digit_limit, every_observation = request()
     sys.setrecursionlimit(recursion_limit)
     sys.set_int_max_str_digits(digit_limit)
     fast = _FastPath()
     held: list[tuple[list[Any], list[str]]] = []  # each part's rows, and their tombstones' ids
     named: set[str] = set()  # the ids tombstones read so far name
     with PausedGC():
-        for path, rel in zip(paths, rels, strict=True):
-            part = _read_segment_for_compaction(path, rel, fast)
+        for k in _claims(queue_fd):
+            part = _read_segment_for_compaction(paths[k], rels[k], fast)
+            message: tuple[int, tuple[Any, ...], list[str]]
             if every_observation:
-                frame = marshal.dumps(part.packed(), 2)
+                message = (k, part.packed(), [])
             else:
                 subjects = tombstone_subjects(part.rows)
                 named.update(subjects)
-                frame = marshal.dumps((part.packed(kept_rows(part.rows, named)), subjects), 2)
+                message = (k, part.packed(kept_rows(part.rows, named)), subjects)
                 held.append((part.rows, subjects))
-            _write_frame(out, frame)
+            _write_frame(out, marshal.dumps(message, 2))
+        _write_frame(out, marshal.dumps("claimed all", 2))
         if not every_observation:
             # Named since a part was sent: by tombstones of later parts, or of
-            # other shares. A part whose rows meet none of those ids is complete
-            # (a set test in C, where refiltering every row was a tenth of a
-            # second); one that may have gained rows is sent again.
+            # other readers'. A part whose rows meet none of those ids is
+            # complete (a set test in C, where refiltering every row was a
+            # tenth of a second); one that may have gained rows is sent again.
             later = set(request())
             everything = named | later
             redone = {}
             row_subject = operator.itemgetter(3)
-            for k in range(len(held) - 1, -1, -1):
-                rows, subjects = held[k]
+            for n in range(len(held) - 1, -1, -1):
+                rows, subjects = held[n]
                 if not later.isdisjoint(map(row_subject, rows)):
-                    redone[k] = kept_rows(rows, everything)
+                    redone[n] = kept_rows(rows, everything)
                 later.update(subjects)
             _write_frame(out, marshal.dumps(redone, 2))
     # Everything is sent: freeing what was read would only keep the caller
@@ -1844,14 +1866,6 @@ def _file_size(path: str) -> int:
         return os.path.getsize(path)
     except OSError:
         return 0
-
-
-def _read_share(paths: list[str], rels: list[str]) -> list[SegmentRead]:
-    fast = _FastPath()
-    return [_read_segment_for_compaction(path, rel, fast)
-            for path, rel in zip(paths, rels, strict=True)]
-
-
 
 
 def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath) -> SegmentRead:

@@ -1248,15 +1248,15 @@ def test_a_worker_that_cannot_start_or_fails_has_its_share_read_here(root, monke
     _mixed_workspace(root)
     ws = ctx_for(root).open(create=False)
     monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "0")
-    serial = _read_state(store.read_located(ws))
+    serial = {every: _read_state(store.read_located(ws, every_observation=every))
+              for every in (True, False)}
     monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "2")
-    # A worker that sends one good frame, then half of one, then dies.
     real = Path(sys.executable)
+    # A worker that sends one good-looking part, then half of one, then dies.
     broken = root.parent / "broken-python"
     broken.write_text(f"""#!{real}
 import sys, marshal
-sys.stdin.buffer.read()
-frame = marshal.dumps(("x", [], [], {{}}, {{}}, 0, [], None), 2)
+frame = marshal.dumps((0, ("x", [], [], {{}}, {{}}, 0, [], None), []), 2)
 sys.stdout.buffer.write(len(frame).to_bytes(8, "big") + frame)
 sys.stdout.buffer.write((1000).to_bytes(8, "big") + b"partial")
 sys.exit(3)
@@ -1264,24 +1264,100 @@ sys.exit(3)
     broken.chmod(0o700)
     for executable in ("/nonexistent/python", "/bin/false", str(broken)):
         monkeypatch.setattr(sys, "executable", executable)
-        assert _read_state(store.read_located(ws)) == serial
+        for every in (True, False):
+            assert _read_state(store.read_located(ws, every_observation=every)) == serial[every]
 
 
-def test_the_compaction_read_is_shared_out_by_size():
-    halves = [1.0, 1.0]
-    assert store.split_by_size([], halves) == []
-    assert store.split_by_size([5], [1.0, 1.0, 1.0]) == [(0, 1)]
-    assert store.split_by_size([1, 1, 1, 1], halves) == [(0, 2), (2, 4)]
-    assert store.split_by_size([10, 1, 1, 1, 1], halves) == [(0, 1), (1, 5)]
-    assert store.split_by_size([1, 1, 1, 10], halves) == [(0, 3), (3, 4)]
-    assert store.split_by_size([0, 0, 0], halves) == [(0, 3)]
-    assert store.split_by_size([1] * 10, [0.8, 1.0]) == [(0, 4), (4, 10)]
-    assert store.split_by_size([1] * 10, [1.0]) == [(0, 10)]
-    for sizes in ([3, 1, 4, 1, 5, 9, 2, 6], [1] * 7, [0, 7, 0, 7]):
-        for parts in range(1, 6):
-            ranges = store.split_by_size(sizes, [0.7] + [1.0] * (parts - 1))
-            assert 1 <= len(ranges) <= parts
-            assert [i for a, b in ranges for i in range(a, b)] == list(range(len(sizes)))
+def test_a_worker_that_ends_before_this_process_is_waited_for_once(root, monkeypatch):
+    """The workers' last part may arrive while this process still reads its
+    own: it must not then wait for another."""
+    _mixed_workspace(root)
+    ws = ctx_for(root).open(create=False)
+    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "0")
+    serial = {every: _read_state(store.read_located(ws, every_observation=every))
+              for every in (True, False)}
+    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "1")
+    real = store._read_segment_for_compaction
+    calls: list[str] = []
+
+    def slow_here(path: str, rel: str, fast: Any) -> store.SegmentRead:
+        calls.append(rel)
+        if len(calls) == 1:
+            time.sleep(2)  # the worker claims and sends every other segment meanwhile
+        return real(path, rel, fast)
+
+    monkeypatch.setattr(store, "_read_segment_for_compaction", slow_here)
+    import threading
+
+    for every in (True, False):
+        calls.clear()
+        got: list[Any] = []
+
+        def read(every: bool = every, got: list[Any] = got) -> None:
+            got.append(_read_state(store.read_located(ws, every_observation=every)))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(timeout=60)
+        assert not reader.is_alive(), "the read waited for a part that never comes"
+        assert got == [serial[every]]
+        assert len(calls) == 1  # the worker read every other segment
+
+
+def test_a_part_that_a_later_tombstone_adds_to_comes_in_a_second_round(root, monkeypatch):
+    """Without an observation TTL a worker sends first the observations its own
+    tombstones name; one named by a tombstone read here comes in a second
+    round, and when the worker dies before it, its parts are read here."""
+    store.check_root(str(root), create=True)
+    rows = []
+    for n in range(3):
+        obj = _observation_obj(n)
+        del obj["data"]["artifact"]
+        body = _canonical(obj)
+        rows.append((obj["eventId"], obj["id"], obj["ts"], body, codec.checksum(body)))
+    _raw_rows(root, rows, name="imported-small")
+    ctx = ctx_for(root)
+    for n in range(100):  # the largest segment, which this process claims first
+        journal.observe(ctx, kind="tool_call", obs_id=f"big-{n}", tool="Bash",
+                        call_id=f"c{n}", input_value=None, output="x" * 200, status="ok",
+                        exit_code=0, duration_ms=1)
+    journal.tombstone(ctx, "o1", "gone")
+    ws = ctx.open(create=False)
+    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "0")
+    serial = _read_state(store.read_located(ws, every_observation=False))
+    assert "o1" in {e["id"] for e in serial[0]}
+    real_read = store._read_segment_for_compaction
+    here: list[str] = []
+
+    def slow_here(path: str, rel: str, fast: Any) -> store.SegmentRead:
+        here.append(rel)
+        if len(here) == 1:
+            time.sleep(1)  # the worker reads the small segment meanwhile
+        return real_read(path, rel, fast)
+
+    monkeypatch.setattr(store, "_read_segment_for_compaction", slow_here)
+    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "1")
+    dies = root.parent / "dies-in-round-two"
+    dies.write_text(f"""#!{sys.executable}
+import sys
+from agent_journal import store
+first = store._read_frame
+asked = []
+def once(stream):
+    asked.append(stream)
+    if len(asked) > 1:
+        sys.exit(3)
+    return first(stream)
+store._read_frame = once
+store.compaction_read_worker()
+""")
+    dies.chmod(0o700)
+    for executable, read_here in ((sys.executable, 1), (str(dies), 2)):
+        monkeypatch.setattr(sys, "executable", executable)
+        here.clear()
+        assert _read_state(store.read_located(ws, every_observation=False)) == serial
+        assert here[0].endswith(".sqlite") and "imported-small" not in here[0]
+        assert len(here) == read_here  # the second: the small segment, read again here
 
 
 def test_the_number_of_read_workers(monkeypatch):
