@@ -208,12 +208,26 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
         plan.reasons[item] = reason
 
     # -- tombstones first: nothing pins or holds back what a tombstone names -------------
-    # (A large run names a tombstone per target: the lookups are bound once.)
+    # A large run names a tombstone per target, nearly always a target that is
+    # one observation and nothing else: those go through in bulk (set and
+    # dict builds in C), the rest one by one, the lookups bound once.
     deletions, reasons = plan.deletions, plan.reasons
     tombstone_events, flips = plan.tombstone_events, plan.flips
+    tombstoned = d.tombstones
+    lone = sorted((tombstoned.keys() & first.keys())
+                  - records.keys() - invalidations.keys() - more.keys())
+    lone_ids = [first[target].event_id for target in lone]
+    deletions.update(zip(lone_ids, lone, strict=True))
+    reasons.update(dict.fromkeys(lone, TOMBSTONED))
+    for target, event_id in zip(lone, lone_ids, strict=True):
+        gone = frozenset((event_id,))
+        for tomb in tombstoned[target]:
+            tombstone_events[tomb.event_id] = tomb
+            if tomb.data.get("purged") is False:
+                flips[tomb.event_id] = gone
     record_get, invalidation_get = records.get, invalidations.get
     first_get, more_get = first.get, more.get
-    for target in sorted(d.tombstones):
+    for target in sorted(tombstoned.keys() - set(lone)):
         recs = record_get(target)
         first_obs = first_get(target)
         about = [] if recs is None else list(recs)
@@ -306,9 +320,8 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
         if hits:
             plan.citations[e] = hits
 
-    order = _report_order(observations)
-    plan.expired = sorted(due_entries | expired_obs, key=order)
-    plan.tombstoned = sorted((i for i, r in plan.reasons.items() if r == TOMBSTONED), key=order)
+    plan.expired = _report_order(due_entries | expired_obs, first)
+    plan.tombstoned = _report_order([i for i, r in reasons.items() if r == TOMBSTONED], first)
     plan.pinned = pinned
     plan.downgraded = sorted(plan.citations)
     return plan
@@ -340,9 +353,10 @@ def _anchors(d: Derived, entry_id: str) -> list[str]:
     return [a for a in anchors if isinstance(a, str)]
 
 
-def _report_order(observations: _Observations) -> Any:
-    """Evidence before conclusions: observations first, then entries, each by id."""
-    def key(item: str) -> tuple[int, str]:
-        return (0 if item in observations else 1, item)
-    return key
-
+def _report_order(items: Iterable[str], observations: Mapping[str, Event]) -> list[str]:
+    """Evidence before conclusions: observations first, then entries, each by
+    id. (Partitioned, then sorted in C: a sort key in Python cost a tenth of
+    a large plan.)"""
+    items = list(items)
+    return sorted([i for i in items if i in observations]) \
+        + sorted([i for i in items if i not in observations])
