@@ -1219,33 +1219,37 @@ class CompactionRead(ReadResult):
 # values read here; anything unusual gets `codec.decode_checked`, the verdict
 # every reader gives. What shows it (`_fast_observation`):
 # - SQLite finds the whole body valid JSON by a test no looser than Python's
-#   json (`strict_json_check`), and gives the length of the minified text
-#   of its first `data` value;
-# - Python finds the body's checksum right, the body strict UTF-8, and the
-#   data object surrounded by exactly the other nine fields in canonical
-#   order, each a plain string (no quote, backslash or control character, so
-#   the text is the value) or a small integer, naming the row's own event id,
-#   subject and time;
-# - the data object's text is exactly as long as its minified text. Minified
-#   text is never longer than its source, and is as long only when the source
-#   is that one value with no whitespace: so no other key (a second `data`, a
-#   second `author`) is spliced in beside it, and the ten fields are the body.
-# Where SQLite's parser still accepts what Python's refuses, the row takes the
-# exact path: nesting deeper than Python's recursion limit, integers longer
-# than Python converts, and a NUL, which ends SQLite's text early (no body in
-# this layout has a prefix that is a whole JSON value, so SQLite already
-# refuses it; the NUL test only makes that plain). Observation data is not
-# parsed at all unless it may hold an `artifact` key, the one part a plan reads.
+#   json (`strict_json_check`), and the body holds no NUL (SQLite's text ends
+#   at one, so it would have judged only what comes before);
+# - Python finds the body's checksum right and the body strict UTF-8; it
+#   begins `{"author":"A","data":{` and, from the last place where
+#   `,"eventId":"E","id":"S","kind":"` (the row's own event id and subject)
+#   occurs, ends with the other fields in canonical order, `ts` the row's own
+#   time, each a plain string (no quote, backslash or control character, so
+#   the text is the value) or a small integer.
+# In valid JSON those last fields hold no bracket, so they are members of the
+# outer object, its last ones: a later duplicate of any of them cannot follow.
+# Between `data`'s value and them, the text may still hold more members; those
+# are harmless (the exact decoder ignores unknown keys, and takes the last of
+# duplicates, which are these) except a second `author` or `data`: so the text
+# from `data`'s value to `,"eventId"` must hold neither `"author"` nor
+# `"data"` (a nested key of either name only costs the exact path), nor an
+# escape that could spell a letter of a key. Where SQLite's parser still
+# accepts what Python's refuses, the row takes the exact path too: nesting
+# deeper than Python's recursion limit, and integers longer than Python
+# converts. Observation data is not parsed at all unless it may hold an
+# `artifact` key, the one part a plan reads: a text with `"artifact"`
+# anywhere has that stretch parsed (which fails unless it is one value), and
+# a text without has data `{}`.
 
 def compaction_rows_sql(version: tuple[int, int, int]) -> str:
-    """Every row of a segment in seq order; the last column is the length of the
-    minified `data` text of an observation body that passed the JSON check
-    (NULL for every other row, and for every row where there is no check)."""
+    """Every row of a segment in seq order; the last column is 1 for an
+    observation body that passed the JSON check (NULL for every other row,
+    and for every row where there is no check)."""
     check = strict_json_check(version)
-    measured = ("NULL" if check is None else
-                f"CASE WHEN type = 'observation' AND {check} "
-                "THEN length(json_extract(t, '$.data')) END")
-    return (f"SELECT seq, event_id, type, body, checksum, subject, ts, {measured} "
+    checked = ("NULL" if check is None else
+               f"CASE WHEN type = 'observation' AND {check} THEN 1 END")
+    return (f"SELECT seq, event_id, type, body, checksum, subject, ts, {checked} "
             "FROM (SELECT seq, event_id, type, body, checksum, subject, ts, "
             "CAST(body AS TEXT) AS t FROM events) ORDER BY seq")
 
@@ -1258,7 +1262,7 @@ _PLAIN = r'[^"\\\x00-\x1f]+'
 _OBSERVATION_MIDDLE = re.compile(
     rf'({_PLAIN})","replica":"({_PLAIN})","schema":(-?(?:0|[1-9][0-9]{{0,17}})),'
     rf'"session":(?:null|"([^"\\\x00-\x1f]*)")')
-# An escape that could spell a letter of `artifact` (`"\u0061rtifact"`).
+# An escape that could spell a letter of a key (`"\u0061rtifact"`, `"\u0061uthor"`).
 _ESCAPED_LETTER = re.compile(r"\\u00[4-7][0-9A-Fa-f]")
 # Deeper data is left to the exact decoder, whose recursion limit decides it.
 _FAST_NESTING = 200
@@ -1267,13 +1271,16 @@ _checksum = codec.checksum
 
 class _FastPath:
     """What the fast path remembers across one read: the fields between kind and
-    ts it has already judged (a journal repeats a few), and Python's limit on
-    the digits of an integer it converts (a longer one fails json.loads)."""
+    ts it has already judged (a journal repeats a few), the last good one of
+    them (rows in a row mostly share it), and Python's limit on the digits of
+    an integer it converts (a longer one fails json.loads)."""
 
     def __init__(self) -> None:
         import sys
 
         self.middles: dict[str, tuple[str, str, int, str | None] | None] = {}
+        # (A NUL never ends a body the fast path reads: nothing matches it.)
+        self.last: tuple[str, tuple[str, str, int, str | None]] = ("\x00", ("", "", 0, None))
         limit = sys.get_int_max_str_digits()
         self.digit_limit = limit
         self.long_number = re.compile(f"[0-9]{{{limit + 1}}}") if limit else None
@@ -1296,13 +1303,11 @@ def _checked_text(body: Any, digest: Any) -> str | None:
 
 
 def _fast_observation(fast: _FastPath, body: Any, digest: Any, event_id: Any, subject: Any,
-                      ts: Any, data_len: int) -> tuple[Any, ...] | None:
+                      ts: Any) -> tuple[Any, ...] | None:
     """The observation row as the exact decoder reads it (data reduced to its
     artifact), as `model.event_values`; None when only the exact decoder may
-    judge it.
+    judge it. Only for a body that passed `strict_json_check`.
 
-    `data_len` is SQLite's length of the minified text of the body's first
-    `data` value, given only for a body that passed `strict_json_check`.
     Written for speed: a million rows pass here, so operators stand in for
     method calls wherever they say the same.
     """
@@ -1320,21 +1325,32 @@ def _fast_observation(fast: _FastPath, body: Any, digest: Any, event_id: Any, su
     if quote <= 11 or text[:11] != '{"author":"' or '"' in author or "\\" in author:
         return None
     start = quote + 9  # the data object's "{"
-    end = start + data_len  # the "," after it, if it is the data object's own text
-    ids = f'}},"eventId":"{event_id}","id":"{subject}","kind":"'
-    tail = f',"ts":"{ts}","type":"observation"}}'
-    if not text.startswith(ids, end - 1) or not text.endswith(tail):
+    # The fields after data as they would read with the last row's middle
+    # fields: one test, where finding them afresh takes a search and a lookup.
+    middle, fields = fast.last
+    suffix = f',"eventId":"{event_id}","id":"{subject}","kind":"{middle},"ts":"{ts}",' \
+        '"type":"observation"}'
+    if text.endswith(suffix):
+        end = len(text) - len(suffix)
+    else:
+        ids = f',"eventId":"{event_id}","id":"{subject}","kind":"'
+        end = text.rfind(ids)  # just past the data object, unless more members follow it
+        tail = f',"ts":"{ts}","type":"observation"}}'
+        if end < 0 or not text.endswith(tail):
+            return None
+        middle = text[end + len(ids):len(text) - len(tail)]
+        found = fast.middles[middle] if middle in fast.middles else fast.middle(middle)
+        if found is None:
+            return None
+        fields = found
+        fast.last = (middle, found)
+    if end <= start or text.find('"author"', start, end) >= 0 \
+            or text.find('"data"', start, end) >= 0:
         return None
-    middle = text[end - 1 + len(ids):len(text) - len(tail)]
-    fields = fast.middles.get(middle, False)
-    if fields is False:
-        fields = fast.middle(middle)
-    if fields is None:
-        return None
-    if data_len > 2 * _FAST_NESTING and \
+    if end - start > 2 * _FAST_NESTING and \
             text.count("{", start, end) + text.count("[", start, end) > _FAST_NESTING:
         return None
-    if fast.long_number is not None and data_len > fast.digit_limit \
+    if fast.long_number is not None and end - start > fast.digit_limit \
             and fast.long_number.search(text, start, end):
         return None
     data: dict[str, Any] = {}
@@ -1342,13 +1358,14 @@ def _fast_observation(fast: _FastPath, body: Any, digest: Any, event_id: Any, su
     # (as a whole value) only costs a parse, and they hold no backslash.
     if '"artifact"' in text:
         try:
-            artifact = codec.parse_json_text(text[start:end]).get("artifact")
+            parsed = codec.parse_json_text(text[start:end])
         except codec.MalformedEvent:
             return None
+        artifact = parsed.get("artifact")
         if artifact is not None:
             data = {"artifact": artifact}
-    elif "\\" in text and _ESCAPED_LETTER.search(text, start, end):
-        return None  # the key may be spelt with escapes; the exact decoder reads it
+    elif "\\u00" in text and _ESCAPED_LETTER.search(text, start, end):
+        return None  # a key may be spelt with escapes; the exact decoder reads it
     kind, replica, schema, session = fields  # type: ignore[misc]
     return (event_id, "observation", kind, subject, ts, author, session, replica, data,
             schema)
@@ -1894,11 +1911,11 @@ def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql
     append_id = part.ids.append
     malformed = part.malformed
     rel = part.rel
-    for seq, event_id, type_, body, digest, subject, ts, data_len in conn.execute(sql):
+    for seq, event_id, type_, body, digest, subject, ts, json_ok in conn.execute(sql):
         part.high = seq
         values = None
-        if data_len is not None:
-            values = _fast_observation(fast, body, digest, event_id, subject, ts, data_len)
+        if json_ok is not None:
+            values = _fast_observation(fast, body, digest, event_id, subject, ts)
         elif type_ == "tombstone":
             found = _fast_tombstone(body, digest, event_id, subject, ts)
             if found is not None:
