@@ -156,15 +156,14 @@ class _Run:
             doomed = plan.deletions.keys() & hits
             if doomed:
                 self.todo[seg] = doomed
-        # segment -> tombstone event id -> checksum currently stored
+        # segment -> tombstone event id -> checksum currently stored, for the
+        # tombstones the run flips there
         self.tombs: dict[str, dict[str, str]] = {}
-        stored = prepared.read.tombstone_checksums
+        for seg, stored in prepared.read.tombstone_checksums.items():
+            flipped_here = plan.flips.keys() & stored.keys()
+            if flipped_here:
+                self.tombs[seg] = {t: stored[t] for t in sorted(flipped_here)}
         self.rewrites = prepared.read.tombstone_rewrites
-        for event_id in plan.flips:
-            for seg in self.segments_of(event_id):
-                digest = stored.get((seg, event_id)) \
-                    or codec.encode(plan.tombstone_events[event_id])[1]
-                self.tombs.setdefault(seg, {})[event_id] = digest
         # segment -> event ids whose rows there are deleted / rewritten
         self.gone: dict[str, set[str]] = {}
         self.flipped: dict[str, set[str]] = {}
@@ -204,12 +203,13 @@ class _Run:
         deleting = self.todo.get(seg, set())
         job = _Job(seg, sorted(deleting))
         flipped = self.flipped.get(seg, ())
+        rewrites = self.rewrites.get(seg, {})
         for t, current in tombs.items():
             if t in flipped or not self._flip_ready(t, seg, deleting):
                 continue
-            # The read made the rewrite of the row it read; a tombstone the
-            # read saw elsewhere only (or already purged) is encoded here.
-            body, digest = self.rewrites.get((seg, t)) or codec.encode(plan.rewritten(t))
+            # The read made the rewrite of the row it read (unless the row
+            # was already purged: then it is encoded here).
+            body, digest = rewrites.get(t) or codec.encode(plan.rewritten(t))
             job.rewrites.append((t, current, body, digest))
             job.planned[t] = digest
         if not job.deletes and not job.rewrites:

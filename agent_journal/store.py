@@ -1204,13 +1204,14 @@ class CompactionRead(ReadResult):
 
     def __init__(self) -> None:
         super().__init__()
+        # segment -> the event ids of the events read from it
         self.located: dict[str, list[str]] = {}
-        # (segment, tombstone event id) -> checksum stored in that segment
-        self.tombstone_checksums: dict[tuple[str, str], str] = {}
-        # (segment, tombstone event id) -> body and checksum of the row's purged
+        # segment -> tombstone event id -> checksum stored there
+        self.tombstone_checksums: dict[str, dict[str, str]] = {}
+        # segment -> tombstone event id -> body and checksum of the row's purged
         # rewrite, for each tombstone not yet purged: made during the read,
         # which worker processes share, instead of one by one as the run applies.
-        self.tombstone_rewrites: dict[tuple[str, str], tuple[bytes, str]] = {}
+        self.tombstone_rewrites: dict[str, dict[str, tuple[bytes, str]]] = {}
 
 
 # Observation rows are most of a journal, and parsing each body in Python cost
@@ -1418,14 +1419,13 @@ class SegmentRead:
     of field values (`model.event_values`), and made Events in the process
     that plans."""
 
-    __slots__ = ("rel", "rows", "events", "ids", "tombstones", "rewrites", "high",
-                 "malformed", "unreadable")
+    __slots__ = ("rel", "rows", "events", "tombstones", "rewrites", "high", "malformed",
+                 "unreadable")
 
     def __init__(self, rel: str) -> None:
         self.rel = rel
         self.rows: list[tuple[Any, ...]] = []
         self.events: list[Event] = []  # `rows` made Events, once `made_events`
-        self.ids: list[str] = []
         self.tombstones: dict[str, str] = {}  # tombstone event id -> stored checksum
         # tombstone event id -> body and checksum of its purged rewrite (see read_located)
         self.rewrites: dict[str, tuple[bytes, str]] = {}
@@ -1436,13 +1436,13 @@ class SegmentRead:
     def packed(self, rows: list[Any] | None = None) -> tuple[Any, ...]:
         """The share as plain values, cheap to send from a worker process;
         `rows` in place of its rows, if given."""
-        return (self.rel, self.rows if rows is None else rows, self.ids, self.tombstones,
+        return (self.rel, self.rows if rows is None else rows, self.tombstones,
                 self.rewrites, self.high, self.malformed, self.unreadable)
 
     @classmethod
     def unpacked(cls, packed: tuple[Any, ...]) -> SegmentRead:
         part = cls(packed[0])
-        (_, part.rows, part.ids, part.tombstones, part.rewrites, part.high, part.malformed,
+        (_, part.rows, part.tombstones, part.rewrites, part.high, part.malformed,
          part.unreadable) = packed
         return part
 
@@ -1471,9 +1471,10 @@ def read_located(ws: Workspace, *, every_observation: bool = True) -> Compaction
 
     Without `every_observation`, `events` holds only the observations a
     tombstone names or that hold an artifact (all a plan with no observation
-    TTL looks at, and the blobs the run must account for); every event
-    still counts for damage, `located` and `high_water`. Making Events of a
-    million observations nobody looks at was a second of the read.
+    TTL looks at, and the blobs the run must account for); every row still
+    counts for damage and `high_water`. Making Events of a million
+    observations nobody looks at was a second of the read. `located` names
+    the segments of the events read: a plan only removes events it read.
     """
     result = CompactionRead()
     paths = ws.segment_paths()
@@ -1481,13 +1482,13 @@ def read_located(ws: Workspace, *, every_observation: bool = True) -> Compaction
     parts = _read_for_compaction(paths, rels, every_observation=every_observation)
     for part in parts:
         result.segments.append(part.rel)
-        result.located[part.rel] = part.ids
+        result.located[part.rel] = [ev.event_id for ev in part.events]
         result.events.extend(part.events)
         result.malformed.extend(part.malformed)
-        for event_id, digest in part.tombstones.items():
-            result.tombstone_checksums[(part.rel, event_id)] = digest
-        for event_id, rewrite in part.rewrites.items():
-            result.tombstone_rewrites[(part.rel, event_id)] = rewrite
+        if part.tombstones:
+            result.tombstone_checksums[part.rel] = part.tombstones
+        if part.rewrites:
+            result.tombstone_rewrites[part.rel] = part.rewrites
         if part.unreadable is not None:
             result.unreadable.append({"path": part.rel, "reason": part.unreadable})
         if part.high is not None:
@@ -1908,7 +1909,6 @@ def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath) -> Segmen
 
 def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql: str) -> None:
     append_event = part.rows.append
-    append_id = part.ids.append
     malformed = part.malformed
     rel = part.rel
     for seq, event_id, type_, body, digest, subject, ts, json_ok in conn.execute(sql):
@@ -1940,7 +1940,6 @@ def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql
                 values = (*values[:8], {} if artifact is None else {"artifact": artifact},
                           values[9])
         append_event(values)
-        append_id(event_id)  # the fast path or the exact decoder checked it is the body's
 
 
 def erasing_connection(path: str) -> sqlite3.Connection:
