@@ -61,7 +61,7 @@ class CompactionPlan:
         # tombstone event id -> its current event (every tombstone the run rewrites)
         self.tombstone_events: dict[str, Event] = {}
         # tombstone event id -> event ids that must all be gone before it reads purged
-        self.flips: dict[str, frozenset[str]] = {}
+        self.flips: dict[str, tuple[str, ...]] = {}
         # entries due on their TTL but kept because a survivor still derives through them
         self.held: list[str] = []
 
@@ -214,17 +214,14 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     deletions, reasons = plan.deletions, plan.reasons
     tombstone_events, flips = plan.tombstone_events, plan.flips
     tombstoned = d.tombstones
-    lone = sorted((tombstoned.keys() & first.keys())
-                  - records.keys() - invalidations.keys() - more.keys())
-    lone_ids = [first[target].event_id for target in lone]
-    deletions.update(zip(lone_ids, lone, strict=True))
+    lone = (tombstoned.keys() & first.keys()) - records.keys() - invalidations.keys() \
+        - more.keys()
+    deletions.update({first[target].event_id: target for target in lone})
     reasons.update(dict.fromkeys(lone, TOMBSTONED))
-    for target, event_id in zip(lone, lone_ids, strict=True):
-        gone = frozenset((event_id,))
-        for tomb in tombstoned[target]:
-            tombstone_events[tomb.event_id] = tomb
-            if tomb.data.get("purged") is False:
-                flips[tomb.event_id] = gone
+    lone_tombs = [tomb for target in lone for tomb in tombstoned[target]]
+    tombstone_events.update({tomb.event_id: tomb for tomb in lone_tombs})
+    flips.update({tomb.event_id: (first[str(tomb.id)].event_id,) for tomb in lone_tombs
+                  if tomb.data.get("purged") is False})
     record_get, invalidation_get = records.get, invalidations.get
     first_get, more_get = first.get, more.get
     for target in sorted(tombstoned.keys() - set(lone)):
@@ -244,7 +241,7 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
         reasons[target] = TOMBSTONED
         if recs is None and first_obs is None:
             continue  # only invalidations were here: the target itself never was
-        gone = frozenset(gone_ids)
+        gone = tuple(gone_ids)
         for tomb in d.tombstones[target]:
             tombstone_events[tomb.event_id] = tomb
             if tomb.data.get("purged") is False:
@@ -262,7 +259,7 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
         left = records.get(target, []) + observations.get(target) \
             + invalidations.get(target, [])
         plan.tombstone_events[tomb_id] = left_tomb
-        plan.flips[tomb_id] = frozenset(ev.event_id for ev in left)
+        plan.flips[tomb_id] = tuple(ev.event_id for ev in left)
 
     # -- ages ----------------------------------------------------------------------------
     cache: dict[str, datetime | None] = {}
