@@ -1603,12 +1603,15 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
     if not every_observation:
         # A worker's parts hold the observations its own tombstones name; it
         # sends again any part that others' tombstones add rows to.
-        named = set().union(*(tombstone_subjects(part.rows) for part in whole))
+        # (A worker's parts came with Events made of those rows.)
+        named = set().union(*(tombstone_subjects(part.rows) for part in whole),
+                            *(worker.subjects for worker in started))
         for worker in started:
             worker.send_rows(parts, named)
         whole = _read_missing(paths, rels, parts, started, every_observation)
         for part in whole:
-            part.made_events(named)
+            if part.rows:
+                part.made_events(named)
     return whole
 
 
@@ -1749,7 +1752,10 @@ class _ReadWorker:
                     return
                 k, packed, subjects = got
                 part = SegmentRead.unpacked(packed)
-                parts[k] = part.made_events() if self.every_observation else part
+                # Without every_observation these are the rows the worker kept
+                # given the tombstones it had read: a later tombstone may add to
+                # them (`send_rows`), never take away.
+                parts[k] = part.made_events()
                 self.claimed.append(k)
                 self.subjects.update(subjects)
             if block and not self.claimed_all:
@@ -1768,7 +1774,10 @@ class _ReadWorker:
             if not isinstance(redone, dict):
                 raise ValueError("the worker stopped early")
             for n, rows in redone.items():
-                parts[self.claimed[n]].rows = rows  # type: ignore[union-attr]
+                part = parts[self.claimed[n]]
+                assert part is not None
+                part.rows = rows
+                part.made_events()
             self._finish()
         except Exception:
             self._stop()
