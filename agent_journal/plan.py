@@ -214,13 +214,18 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     deletions, reasons = plan.deletions, plan.reasons
     tombstone_events, flips = plan.tombstone_events, plan.flips
     tombstoned = d.tombstones
+    # (Each pass walks events in the order they were read, which is the order
+    # they lie in memory: walking a set's order instead cost several times as
+    # much at 100k targets.)
     lone = (tombstoned.keys() & first.keys()) - records.keys() - invalidations.keys() \
         - more.keys()
-    deletions.update({first[target].event_id: target for target in lone})
-    reasons.update(dict.fromkeys(lone, TOMBSTONED))
-    lone_tombs = [tomb for target in lone for tomb in tombstoned[target]]
+    lone_event = {target: ev.event_id for target, ev in first.items() if target in lone}
+    deletions.update({event_id: target for target, event_id in lone_event.items()})
+    reasons.update(dict.fromkeys(lone_event, TOMBSTONED))
+    lone_tombs = [tomb for target, tombs in tombstoned.items() if target in lone
+                  for tomb in tombs]
     tombstone_events.update({tomb.event_id: tomb for tomb in lone_tombs})
-    flips.update({tomb.event_id: (first[str(tomb.id)].event_id,) for tomb in lone_tombs
+    flips.update({tomb.event_id: (lone_event[tomb.id],) for tomb in lone_tombs  # type: ignore[index]
                   if tomb.data.get("purged") is False})
     record_get, invalidation_get = records.get, invalidations.get
     first_get, more_get = first.get, more.get
