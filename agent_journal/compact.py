@@ -204,14 +204,22 @@ class _Run:
         job = _Job(seg, sorted(deleting))
         flipped = self.flipped.get(seg, ())
         rewrites = self.rewrites.get(seg, {})
+        flips, also_in = plan.flips, self.also_in
+        append, planned = job.rewrites.append, job.planned
         for t, current in tombs.items():
-            if t in flipped or not self._flip_ready(t, seg, deleting):
+            if t in flipped:
+                continue
+            # Nearly always a tombstone waits for one event, stored only in
+            # this segment: it is ready when this job deletes it.
+            waits = flips[t]
+            if not (len(waits) == 1 and waits[0] in deleting and waits[0] not in also_in) \
+                    and not self._flip_ready(t, seg, deleting):
                 continue
             # The read made the rewrite of the row it read (unless the row
             # was already purged: then it is encoded here).
             body, digest = rewrites.get(t) or codec.encode(plan.rewritten(t))
-            job.rewrites.append((t, current, body, digest))
-            job.planned[t] = digest
+            append((t, current, body, digest))
+            planned[t] = digest
         if not job.deletes and not job.rewrites:
             return None
         return job
