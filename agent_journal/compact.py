@@ -285,7 +285,7 @@ class _Job:
     def __init__(self, seg: str, deletes: list[str]) -> None:
         self.seg = seg
         self.deletes = deletes
-        self.rewrites: list[tuple[str, str, bytes, str]] = []
+        self.rewrites: list[tuple[str, str, bytes | None, str]] = []
         self.planned: dict[str, str] = {}  # tombstone event id -> its new checksum
 
 

@@ -1209,9 +1209,10 @@ class CompactionRead(ReadResult):
         # segment -> tombstone event id -> checksum stored there
         self.tombstone_checksums: dict[str, dict[str, str]] = {}
         # segment -> tombstone event id -> body and checksum of the row's purged
-        # rewrite, for each tombstone not yet purged: made during the read,
-        # which worker processes share, instead of one by one as the run applies.
-        self.tombstone_rewrites: dict[str, dict[str, tuple[bytes, str]]] = {}
+        # rewrite (`Rewrite`), for each tombstone not yet purged: made during
+        # the read, which worker processes share, instead of one by one as the
+        # run applies.
+        self.tombstone_rewrites: dict[str, dict[str, Rewrite]] = {}
 
 
 # Observation rows are most of a journal, and parsing each body in Python cost
@@ -1382,14 +1383,23 @@ _TOMBSTONE = re.compile(
     rf'"schema":(-?(?:0|[1-9][0-9]{{0,17}})),"session":(?:null|"([^"\\\x00-\x1f]*)"),'
     rf'"ts":"({_PLAIN})","type":"tombstone"\}}')
 _UNPURGED = b'"data":{"purged":false,'
+_PURGED = b'"data":{"purged":true,'
+# A tombstone's purged rewrite: the new body and its checksum. The body is
+# None when the row read matched `_TOMBSTONE` in a UTF-8 segment: there the
+# flag's text occurs once, so SQLite's replace() of it in the stored body is
+# exactly the new body, and only the checksum is sent (the row is updated
+# only while its checksum is still the one read). Sending each body as JSON
+# text was a third of a transaction's work, under the GIL.
+Rewrite = tuple[bytes | None, str]
 
 
 def _fast_tombstone(body: Any, digest: Any, event_id: Any, subject: Any, ts: Any,
-                    ) -> tuple[tuple[Any, ...], tuple[bytes, str] | None] | None:
+                    in_place: bool) -> tuple[tuple[Any, ...], Rewrite | None] | None:
     """The tombstone row as the exact decoder reads it (`model.event_values`),
     with its purged rewrite when it is not purged yet; None when only the
     exact decoder may judge it. A matched body is in canonical layout, so its
-    rewrite is the same bytes with the flag turned."""
+    rewrite is the same bytes with the flag turned; `in_place`, the rewrite
+    leaves that to SQLite (see `Rewrite`)."""
     text = _checked_text(body, digest)
     if text is None:
         return None
@@ -1402,8 +1412,8 @@ def _fast_tombstone(body: Any, digest: Any, event_id: Any, subject: Any, ts: Any
         return None
     rewrite = None
     if purged == "false":
-        new = body.replace(_UNPURGED, b'"data":{"purged":true,', 1)
-        rewrite = (new, _checksum(new))
+        new = body.replace(_UNPURGED, _PURGED, 1)
+        rewrite = (None if in_place else new, _checksum(new))
     return ((event_id, "tombstone", kind, subject, ts, author, session, replica,
              {"purged": purged == "true", "reason": reason}, int(schema)), rewrite)
 
@@ -1427,8 +1437,8 @@ class SegmentRead:
         self.rows: list[tuple[Any, ...]] = []
         self.events: list[Event] = []  # `rows` made Events, once `made_events`
         self.tombstones: dict[str, str] = {}  # tombstone event id -> stored checksum
-        # tombstone event id -> body and checksum of its purged rewrite (see read_located)
-        self.rewrites: dict[str, tuple[bytes, str]] = {}
+        # tombstone event id -> its purged rewrite (see read_located)
+        self.rewrites: dict[str, Rewrite] = {}
         self.high: int | None = 0  # None: the segment could not be read to the end
         self.malformed: list[dict[str, Any]] = []
         self.unreadable: str | None = None
@@ -1906,8 +1916,9 @@ def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath) -> Segmen
     try:
         if _uninitialised(conn, path):
             return part
-        sql = _COMPACTION_ROWS if json_check() and _fast_path_usable(conn) else _EXACT_ROWS
-        _read_rows(conn, part, fast, sql)
+        utf8 = _fast_path_usable(conn)
+        _read_rows(conn, part, fast, _COMPACTION_ROWS if json_check() and utf8 else _EXACT_ROWS,
+                   in_place=utf8)
     except sqlite3.Error as exc:
         part.high = None
         part.unreadable = _describe_sqlite_error(exc)
@@ -1916,7 +1927,8 @@ def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath) -> Segmen
     return part
 
 
-def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql: str) -> None:
+def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql: str, *,
+               in_place: bool) -> None:
     append_event = part.rows.append
     malformed = part.malformed
     rel = part.rel
@@ -1926,7 +1938,7 @@ def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql
         if json_ok is not None:
             values = _fast_observation(fast, body, digest, event_id, subject, ts)
         elif type_ == "tombstone":
-            found = _fast_tombstone(body, digest, event_id, subject, ts)
+            found = _fast_tombstone(body, digest, event_id, subject, ts, in_place)
             if found is not None:
                 values, rewrite = found
                 part.tombstones[event_id] = digest
@@ -1989,6 +2001,14 @@ _REWRITE_LISTED = (
     "checksum = json_extract(j.value, '$[3]') FROM json_each(?) AS j "
     "WHERE events.event_id = json_extract(j.value, '$[0]') "
     "AND events.checksum = json_extract(j.value, '$[1]')")
+# A rewrite whose body is None (see `Rewrite`): the flag turned in place.
+_FLIP_TEXT = ("body = CAST(replace(CAST(body AS TEXT), '\"data\":{\"purged\":false,', "
+              "'\"data\":{\"purged\":true,') AS BLOB)")
+_FLIP_LISTED = (
+    f"UPDATE events SET {_FLIP_TEXT}, checksum = json_extract(j.value, '$[2]') "
+    "FROM json_each(?) AS j WHERE events.event_id = json_extract(j.value, '$[0]') "
+    "AND events.checksum = json_extract(j.value, '$[1]')")
+_FLIP_ONE = f"UPDATE events SET {_FLIP_TEXT}, checksum = ? WHERE event_id = ? AND checksum = ?"
 _BULK_JSON: list[bool] = []
 
 
@@ -2005,12 +2025,13 @@ def _bulk_json_usable(conn: sqlite3.Connection) -> bool:
 
 
 def apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
-                     rewrites: Iterable[tuple[str, str, bytes, str]]
+                     rewrites: Iterable[tuple[str, str, bytes | None, str]]
                      ) -> tuple[int, set[str], bool]:
     """Delete rows and rewrite tombstones in one segment, in one transaction.
 
-    `rewrites` are (event_id, checksum as read, new body, new checksum); a row
-    whose checksum changed since it was read is left alone. Raises SegmentGrew
+    `rewrites` are (event_id, checksum as read, new body or None, new
+    checksum), as `Rewrite` says; a row whose checksum changed since it was
+    read is left alone. Raises SegmentGrew
     (having changed nothing) when the segment's highest seq is no longer
     `expected_high`. Returns the new highest seq, the event ids rewritten, and
     whether the segment is clean afterwards (a WAL that could not be truncated
@@ -2033,15 +2054,23 @@ def apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
             else:
                 c.executemany("DELETE FROM events WHERE event_id = ?", delete_rows)
             before = c.total_changes
-            if bulk and rewrite_rows:
+            flips = [row for row in rewrite_rows if row[2] is None]
+            whole = [row for row in rewrite_rows if row[2] is not None]
+            if bulk and flips:
+                c.execute(_FLIP_LISTED, (json.dumps(
+                    [[event_id, old, digest] for event_id, old, _, digest in flips]),))
+            elif flips:
+                c.executemany(_FLIP_ONE, [(digest, event_id, old)
+                                          for event_id, old, _, digest in flips])
+            if bulk and whole:
                 c.execute(_REWRITE_LISTED, (json.dumps(
-                    [[event_id, old, body.decode(), digest]
-                     for event_id, old, body, digest in rewrite_rows], ensure_ascii=False),))
-            elif rewrite_rows:
+                    [[event_id, old, body.decode(), digest]  # type: ignore[union-attr]
+                     for event_id, old, body, digest in whole], ensure_ascii=False),))
+            elif whole:
                 c.executemany("UPDATE events SET body = ?, checksum = ? "
                               "WHERE event_id = ? AND checksum = ?",
                               [(body, digest, event_id, old)
-                               for event_id, old, body, digest in rewrite_rows])
+                               for event_id, old, body, digest in whole])
             if c.total_changes - before == len(rewrite_rows):
                 done = {row[0] for row in rewrite_rows}
             else:  # some row changed since it was read: find out which were rewritten

@@ -1110,9 +1110,16 @@ def test_the_fast_tombstone_read_agrees_with_the_exact_decoder(root):
         [(m["row"], m["reason"]) for m in exact.malformed]
     assert [e.as_dict() for e in fast.events] == [e.as_dict() for e in exact.events]
     assert len(fast.malformed) >= 8 and len(fast.events) >= 10
+    # A row read the fast way is rewritten in place (by SQLite, to the same
+    # bytes): only its new checksum is kept.
     expected = {seg: {e.event_id: codec.encode(e.purged()) for e in exact.events
                       if e.data.get("purged") is False} for seg in fast.located}
+    for rewrites in expected.values():
+        for event_id, (_body, digest) in rewrites.items():
+            if event_id not in slow:
+                rewrites[event_id] = (None, digest)
     assert fast.tombstone_rewrites == expected
+    assert any(body is None for r in expected.values() for body, _ in r.values())
 
 
 def _column_cases() -> list[tuple[Any, ...]]:
