@@ -159,10 +159,11 @@ class _Run:
         # segment -> tombstone event id -> checksum currently stored, for the
         # tombstones the run flips there
         self.tombs: dict[str, dict[str, str]] = {}
+        flips = plan.flips
         for seg, stored in prepared.read.tombstone_checksums.items():
-            flipped_here = plan.flips.keys() & stored.keys()
-            if flipped_here:
-                self.tombs[seg] = {t: stored[t] for t in sorted(flipped_here)}
+            here = {t: digest for t, digest in stored.items() if t in flips}  # in read order
+            if here:
+                self.tombs[seg] = here
         self.rewrites = prepared.read.tombstone_rewrites
         # segment -> event ids whose rows there are deleted / rewritten
         self.gone: dict[str, set[str]] = {}
@@ -328,7 +329,9 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
     store.drop_compact_intent(ws)
 
     deletions = plan.deletions
-    removed = {deletions[e] for ids in run.gone.values() for e in ids}
+    # With no segment skipped every planned deletion was made.
+    removed = {deletions[e] for ids in run.gone.values() for e in ids} if run.skipped \
+        else set(deletions.values())
     marked = sorted(set().union(*run.flipped.values()))
     skipped = sorted(run.skipped)
     warnings = [f"{seg}: its write-ahead log could not be truncated while other processes "
