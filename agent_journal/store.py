@@ -1569,9 +1569,13 @@ class _SegmentQueue:
         import tempfile
 
         self.file = tempfile.TemporaryFile()
-        self.file.write(b"".join(k.to_bytes(_CLAIM, "big") for k in order))
-        self.file.flush()
-        self.file.seek(0)
+        try:
+            self.file.write(b"".join(k.to_bytes(_CLAIM, "big") for k in order))
+            self.file.flush()
+            self.file.seek(0)
+        except OSError:
+            self.file.close()
+            raise
         self.fd = self.file.fileno()
 
     def close(self) -> None:
@@ -1594,7 +1598,11 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
     started: list[_ReadWorker] = []
     queue = None
     if workers:
-        queue = _SegmentQueue(sorted(range(len(paths)), key=lambda k: -sizes[k]))
+        try:
+            queue = _SegmentQueue(sorted(range(len(paths)), key=lambda k: -sizes[k]))
+        except OSError:
+            queue = None  # no temporary file to share: read here alone
+    if queue is not None:
         started = [_ReadWorker(paths, rels, queue.fd, every_observation)
                    for _ in range(workers)]
     try:

@@ -1289,6 +1289,25 @@ sys.exit(3)
             assert _read_state(store.read_located(ws, every_observation=every)) == serial[every]
 
 
+def test_without_a_temporary_file_for_the_queue_the_read_is_done_here(root, monkeypatch):
+    _mixed_workspace(root)
+    ws = ctx_for(root).open(create=False)
+    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "0")
+    serial = _read_state(store.read_located(ws))
+    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "2")
+    import tempfile
+
+    def no_room(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", no_room)
+    started: list[Any] = []
+    monkeypatch.setattr(store._ReadWorker, "__init__",
+                        lambda self, *a: started.append(a))  # never reached
+    assert _read_state(store.read_located(ws)) == serial
+    assert started == []
+
+
 def test_a_worker_that_ends_before_this_process_is_waited_for_once(root, monkeypatch):
     """The workers' last part may arrive while this process still reads its
     own: it must not then wait for another."""
