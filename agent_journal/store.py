@@ -1630,11 +1630,16 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
         named = set().union(*(tombstone_subjects(part.rows) for part in whole),
                             *(worker.subjects for worker in started))
         for worker in started:
-            worker.send_rows(parts, named)
+            worker.ask_rows(named)
+        for part in whole:
+            if part.rows:
+                part.made_events(named)  # while the workers look
+        for worker in started:
+            worker.take_rows(parts)
         whole = _read_missing(paths, rels, parts, started, every_observation)
         for part in whole:
             if part.rows:
-                part.made_events(named)
+                part.made_events(named)  # parts read here again
     return whole
 
 
@@ -1674,8 +1679,8 @@ class _ReadWorker:
     its own tombstones name, `subjects`): nine rows in ten of a journal are
     observations that no such plan reads, and unmarshalling them here was a
     tenth of the read. Once every tombstone is known, a second round
-    (`send_rows`) brings the parts that a tombstone read elsewhere or later
-    adds rows to; usually none.
+    (`ask_rows`, `take_rows`) brings the parts that a tombstone read
+    elsewhere or later adds rows to; usually none.
     """
 
     def __init__(self, paths: list[str], rels: list[str], queue_fd: int,
@@ -1777,7 +1782,7 @@ class _ReadWorker:
                 part = SegmentRead.unpacked(packed)
                 # Without every_observation these are the rows the worker kept
                 # given the tombstones it had read: a later tombstone may add to
-                # them (`send_rows`), never take away.
+                # them (`take_rows`), never take away.
                 parts[k] = part.made_events()
                 self.claimed.append(k)
                 self.subjects.update(subjects)
@@ -1786,13 +1791,21 @@ class _ReadWorker:
         except Exception:
             self._stop()
 
-    def send_rows(self, parts: list[SegmentRead | None], named: set[str]) -> None:
-        """The second round: given the ids every tombstone names, the kept rows
-        of every part that the worker could not tell in the first."""
+    def ask_rows(self, named: set[str]) -> None:
+        """The second round: send the ids every tombstone names; `take_rows`
+        takes the kept rows of every part the worker could not tell in the
+        first."""
         if self.proc is None:
             return  # failed, or (with every_observation) done
         try:
             self._send(list(named - self.subjects), last=True)
+        except Exception:
+            self._stop()
+
+    def take_rows(self, parts: list[SegmentRead | None]) -> None:
+        if self.proc is None:
+            return
+        try:
             redone = self._next(block=True)
             if not isinstance(redone, dict):
                 raise ValueError("the worker stopped early")
