@@ -1265,19 +1265,25 @@ def test_a_read_of_named_observations_plans_and_compacts_alike(root, tmp_path):
     assert SECRET_CLAIM not in all_bytes_under(copy)
 
 
-def test_a_worker_that_cannot_start_or_fails_has_its_share_read_here(root, monkeypatch):
+def _serial_reads(root: Path, monkeypatch: Any) -> tuple[store.Workspace, dict[bool, Any]]:
+    """The mixed workspace, and its one-process reads with and without every
+    observation."""
     _mixed_workspace(root)
     ws = ctx_for(root).open(create=False)
     monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "0")
-    serial = {every: _read_state(store.read_located(ws, every_observation=every))
-              for every in (True, False)}
+    return ws, {every: _read_state(store.read_located(ws, every_observation=every))
+                for every in (True, False)}
+
+
+def test_a_worker_that_cannot_start_or_fails_has_its_share_read_here(root, monkeypatch):
+    ws, serial = _serial_reads(root, monkeypatch)
     monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "2")
     real = Path(sys.executable)
     # A worker that sends one good-looking part, then half of one, then dies.
     broken = root.parent / "broken-python"
     broken.write_text(f"""#!{real}
 import sys, marshal
-frame = marshal.dumps((0, ("x", [], [], {{}}, {{}}, 0, [], None), []), 2)
+frame = marshal.dumps((0, ("x", [], {{}}, {{}}, 0, [], None), []), 2)
 sys.stdout.buffer.write(len(frame).to_bytes(8, "big") + frame)
 sys.stdout.buffer.write((1000).to_bytes(8, "big") + b"partial")
 sys.exit(3)
@@ -1311,11 +1317,7 @@ def test_without_a_temporary_file_for_the_queue_the_read_is_done_here(root, monk
 def test_a_worker_that_ends_before_this_process_is_waited_for_once(root, monkeypatch):
     """The workers' last part may arrive while this process still reads its
     own: it must not then wait for another."""
-    _mixed_workspace(root)
-    ws = ctx_for(root).open(create=False)
-    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "0")
-    serial = {every: _read_state(store.read_located(ws, every_observation=every))
-              for every in (True, False)}
+    ws, serial = _serial_reads(root, monkeypatch)
     monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "1")
     real = store._read_segment_for_compaction
     calls: list[str] = []
