@@ -1481,6 +1481,45 @@ def kept_rows(rows: list[tuple[Any, ...]], named: set[str]) -> list[tuple[Any, .
     return [row for row in rows if row[1] != "observation" or row[3] in named or row[8]]
 
 
+class _KeptSoFar:
+    """Parts cut down by `kept_rows` as they are read, with the ids named by
+    the tombstones read so far. A tombstone read later (here or elsewhere)
+    may name an observation of an earlier part: `grown` finds the parts that
+    then keep more rows. Their rows are held until then."""
+
+    def __init__(self) -> None:
+        self.named: set[str] = set()
+        self.held: list[tuple[list[tuple[Any, ...]], list[str]]] = []  # rows, their ids named
+
+    def keep(self, rows: list[tuple[Any, ...]]) -> tuple[list[tuple[Any, ...]], list[str]]:
+        """The rows a part keeps so far, and the ids its own tombstones name."""
+        subjects = tombstone_subjects(rows)
+        self.named.update(subjects)
+        self.held.append((rows, subjects))
+        return kept_rows(rows, self.named), subjects
+
+    def grown(self, elsewhere: set[str]) -> dict[int, list[tuple[Any, ...]]]:
+        """Part number (in the order kept) -> the rows it keeps now, for each
+        part that may keep more, given the ids tombstones elsewhere name.
+
+        Named since a part was kept: by tombstones of later parts, or
+        elsewhere. A part whose rows meet none of those ids is complete (a set
+        test in C, where refiltering every row was a tenth of a second).
+        """
+        import operator
+
+        later = set(elsewhere)
+        everything = self.named | later
+        grown = {}
+        row_subject = operator.itemgetter(3)
+        for n in range(len(self.held) - 1, -1, -1):
+            rows, subjects = self.held[n]
+            if not later.isdisjoint(map(row_subject, rows)):
+                grown[n] = kept_rows(rows, everything)
+            later.update(subjects)
+        return grown
+
+
 def read_located(ws: Workspace, *, every_observation: bool = True) -> CompactionRead:
     """Read every segment for a compaction plan.
 
@@ -1610,11 +1649,18 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
     if queue is not None:
         started = [_ReadWorker(paths, rels, queue.fd, every_observation)
                    for _ in range(workers)]
+    # Without every_observation, parts read here are cut down and made Events
+    # as they come too, like a worker's (see `_ReadWorker`).
+    so_far = _KeptSoFar()
+    kept_here: list[int] = []  # the segment numbers of so_far's parts
     try:
         fast = _FastPath()
         for k in range(len(paths)) if queue is None else _claims(queue.fd):
             part = _read_segment_for_compaction(paths[k], rels[k], fast)
-            parts[k] = part.made_events() if every_observation else part
+            if not every_observation:
+                part.rows = so_far.keep(part.rows)[0]
+                kept_here.append(k)
+            parts[k] = part.made_events()
             for worker in started:
                 worker.take(parts, block=False)  # what the workers sent meanwhile
         for worker in started:
@@ -1624,22 +1670,24 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
             queue.close()
     whole = _read_missing(paths, rels, parts, started, every_observation)
     if not every_observation:
-        # A worker's parts hold the observations its own tombstones name; it
-        # sends again any part that others' tombstones add rows to.
-        # (A worker's parts came with Events made of those rows.)
-        named = set().union(*(tombstone_subjects(part.rows) for part in whole),
-                            *(worker.subjects for worker in started))
+        # Each part holds the observations named by the tombstones its reader
+        # had read; a part that others' tombstones add rows to is made again.
+        # (Only parts read again after a worker failed still hold rows.)
+        named = set().union(so_far.named, *(worker.subjects for worker in started),
+                            *(tombstone_subjects(part.rows) for part in whole))
         for worker in started:
             worker.ask_rows(named)
-        for part in whole:
-            if part.rows:
-                part.made_events(named)  # while the workers look
+        for n, rows in so_far.grown(named - so_far.named).items():  # while the workers look
+            here = parts[kept_here[n]]
+            assert here is not None
+            here.rows = rows
+            here.made_events()
         for worker in started:
             worker.take_rows(parts)
         whole = _read_missing(paths, rels, parts, started, every_observation)
         for part in whole:
             if part.rows:
-                part.made_events(named)  # parts read here again
+                part.made_events(named)
     return whole
 
 
@@ -1874,7 +1922,6 @@ def compaction_read_worker() -> None:
     marshal formats) a million values go over in a fifth of the time.
     """
     import marshal
-    import operator
     import sys
 
     inp, out = sys.stdin.buffer, sys.stdout.buffer
@@ -1889,8 +1936,7 @@ def compaction_read_worker() -> None:
     sys.setrecursionlimit(recursion_limit)
     sys.set_int_max_str_digits(digit_limit)
     fast = _FastPath()
-    held: list[tuple[list[Any], list[str]]] = []  # each part's rows, and their tombstones' ids
-    named: set[str] = set()  # the ids tombstones read so far name
+    so_far = _KeptSoFar()
     with PausedGC():
         for k in _claims(queue_fd):
             part = _read_segment_for_compaction(paths[k], rels[k], fast)
@@ -1898,27 +1944,12 @@ def compaction_read_worker() -> None:
             if every_observation:
                 message = (k, part.packed(), [])
             else:
-                subjects = tombstone_subjects(part.rows)
-                named.update(subjects)
-                message = (k, part.packed(kept_rows(part.rows, named)), subjects)
-                held.append((part.rows, subjects))
+                kept, subjects = so_far.keep(part.rows)
+                message = (k, part.packed(kept), subjects)
             _write_frame(out, marshal.dumps(message, 2))
         _write_frame(out, marshal.dumps("claimed all", 2))
         if not every_observation:
-            # Named since a part was sent: by tombstones of later parts, or of
-            # other readers'. A part whose rows meet none of those ids is
-            # complete (a set test in C, where refiltering every row was a
-            # tenth of a second); one that may have gained rows is sent again.
-            later = set(request())
-            everything = named | later
-            redone = {}
-            row_subject = operator.itemgetter(3)
-            for n in range(len(held) - 1, -1, -1):
-                rows, subjects = held[n]
-                if not later.isdisjoint(map(row_subject, rows)):
-                    redone[n] = kept_rows(rows, everything)
-                later.update(subjects)
-            _write_frame(out, marshal.dumps(redone, 2))
+            _write_frame(out, marshal.dumps(so_far.grown(set(request())), 2))
     # Everything is sent: freeing what was read would only keep the caller
     # waiting for this process to end.
     os._exit(0)

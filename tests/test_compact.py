@@ -1402,6 +1402,37 @@ store.compaction_read_worker()
         assert len(here) == read_here  # the second: the small segment, read again here
 
 
+def test_a_part_read_here_that_a_workers_tombstone_adds_to_is_made_again(root, monkeypatch):
+    """This process cuts its parts down as it reads them too: an observation of
+    its part that a tombstone in a worker's part names is kept all the same."""
+    store.check_root(str(root), create=True)
+    ctx = ctx_for(root)
+    for n in range(100):  # the largest segment, which this process claims first
+        journal.observe(ctx, kind="tool_call", obs_id=f"big-{n}", tool="Bash",
+                        call_id=f"c{n}", input_value=None, output="x" * 200, status="ok",
+                        exit_code=0, duration_ms=1)
+    tomb = _canonical(_tombstone_obj(0) | {"id": "big-7"})
+    _raw_rows(root, [("tev-0", "big-7", "2025-01-02T00:00:00.000Z", tomb, codec.checksum(tomb),
+                      "tombstone")], name="imported-small")
+    ws = ctx.open(create=False)
+    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "0")
+    serial = _read_state(store.read_located(ws, every_observation=False))
+    assert "big-7" in {e["id"] for e in serial[0] if e["type"] == "observation"}
+    real_read = store._read_segment_for_compaction
+    here: list[str] = []
+
+    def slow_here(path: str, rel: str, fast: Any) -> store.SegmentRead:
+        here.append(rel)
+        part = real_read(path, rel, fast)
+        time.sleep(1)  # the worker reads the small segment meanwhile
+        return part
+
+    monkeypatch.setattr(store, "_read_segment_for_compaction", slow_here)
+    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "1")
+    assert _read_state(store.read_located(ws, every_observation=False)) == serial
+    assert len(here) == 1 and "imported-small" not in here[0]
+
+
 def test_the_number_of_read_workers(monkeypatch):
     monkeypatch.delenv(store.ENV_COMPACT_WORKERS, raising=False)
     small = [store.PARALLEL_READ_MIN_BYTES // 4] * 3
