@@ -1552,11 +1552,11 @@ def read_located(ws: Workspace, *, every_observation: bool = True) -> Compaction
 
 # Reading is most of a large compaction's time, nearly all of it spent
 # verifying rows, and segments are independent: past a size where starting a
-# process is a small part of the read, segments are shared out by size between
-# this process and one worker process per further core. Each share is read
+# process is a small part of the read, this process and one worker process per
+# further core share the segments (see `_SegmentQueue`). Each segment is read
 # exactly as a serial read would read it, and the parts are put back in
-# segment order, so the result is the serial read's. A worker that cannot
-# start or fails has its share read here instead.
+# segment order, so the result is the serial read's. What a worker that cannot
+# start or fails claimed is read here instead.
 ENV_COMPACT_WORKERS = "AGENT_JOURNAL_COMPACT_WORKERS"
 PARALLEL_READ_MIN_BYTES = 64 * 1024 * 1024
 MAX_COMPACT_WORKERS = 8
