@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 
-from agent_journal import clock, codec, store
+from agent_journal import clock, codec, compaction_read, store
 from agent_journal.errors import CompactionRunningError, DamagedJournalError
 from agent_journal.model import OBSERVATION, Event
 from agent_journal.plan import CompactionPlan, check_ttl, plan_compaction
@@ -40,8 +40,9 @@ if TYPE_CHECKING:
     from datetime import datetime
     from typing import Any
 
+    from agent_journal.compaction_read import CompactionRead
     from agent_journal.journal import Context
-    from agent_journal.store import CompactionRead, ReadResult, Workspace
+    from agent_journal.store import ReadResult, Workspace
 
 
 class Prepared:
@@ -79,7 +80,7 @@ def prepare(ws: Workspace, *, entry_ttl_days: int | None, observation_ttl_days: 
             now: datetime | None = None) -> Prepared:
     # Without an observation TTL a plan looks only at observations that a
     # tombstone names (and the run at those holding an artifact).
-    read = store.read_located(ws, every_observation=observation_ttl_days is not None)
+    read = compaction_read.read_located(ws, every_observation=observation_ttl_days is not None)
     if read.damaged:
         raise DamagedJournalError(refusal(read))
     pending = store.read_compact_intent(ws) or {}

@@ -19,7 +19,7 @@ from conftest import CLI, all_bytes_under, clean_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_journal import clock, codec, compact, errors, journal, store
+from agent_journal import clock, codec, compact, compaction_read, errors, journal, store
 from agent_journal.model import Event, new_event_id
 from agent_journal.plan import plan_compaction
 
@@ -979,7 +979,7 @@ def _raw_rows(root: Path, rows: list[tuple[Any, ...]], name: str = "imported-raw
     conn.close()
 
 
-def _read_counting_exact(ws: store.Workspace) -> tuple[store.CompactionRead, set[Any]]:
+def _read_counting_exact(ws: store.Workspace) -> tuple[compaction_read.CompactionRead, set[Any]]:
     """The compaction read, and the event ids it sent to the exact decoder."""
     slow: set[Any] = set()
     real = codec.decode_checked
@@ -990,7 +990,7 @@ def _read_counting_exact(ws: store.Workspace) -> tuple[store.CompactionRead, set
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(codec, "decode_checked", counting)
-        return store.read_located(ws), slow
+        return compaction_read.read_located(ws), slow
 
 
 def _compare_reads(root: Path) -> set[Any]:
@@ -1167,7 +1167,7 @@ def test_data_nested_deeper_than_python_parses_is_malformed_to_both_reads(root, 
     assert refused.code == 1 and "1 malformed row(s)" in refused.err
 
 
-def _read_state(read: store.CompactionRead) -> tuple[Any, ...]:
+def _read_state(read: compaction_read.CompactionRead) -> tuple[Any, ...]:
     """Everything a compaction read hands the planner and the apply step."""
     return ([e.as_dict() for e in read.events], read.malformed, read.unreadable,
             read.segments, read.high_water, read.located, read.tombstone_checksums,
@@ -1197,21 +1197,21 @@ def test_a_read_shared_with_worker_processes_is_the_serial_read(root, monkeypatc
     _mixed_workspace(root)
     ws = ctx_for(root).open(create=False)
     started: list[Any] = []
-    real = store._ReadWorker.__init__
+    real = compaction_read._ReadWorker.__init__
 
     def counting(self: Any, paths: list[str], rels: list[str], *rest: Any) -> None:
         started.append(rels)
         real(self, paths, rels, *rest)
 
     for every in (True, False):
-        monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "0")
-        serial = _read_state(store.read_located(ws, every_observation=every))
+        monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "0")
+        serial = _read_state(compaction_read.read_located(ws, every_observation=every))
         for workers in ("1", "3"):
-            monkeypatch.setenv(store.ENV_COMPACT_WORKERS, workers)
+            monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, workers)
             started.clear()
             with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(store._ReadWorker, "__init__", counting)
-                shared = _read_state(store.read_located(ws, every_observation=every))
+                mp.setattr(compaction_read._ReadWorker, "__init__", counting)
+                shared = _read_state(compaction_read.read_located(ws, every_observation=every))
             assert len(started) == int(workers)
             assert shared == serial
         assert serial[1] and serial[2]  # the workspace holds both kinds of damage
@@ -1236,8 +1236,8 @@ def test_a_read_of_named_observations_plans_and_compacts_alike(root, tmp_path):
     for target in ("o-1", "o-blob-gone", "f-old", "never-here"):
         journal.tombstone(ctx, target, "must go")
     ws = ctx.open(create=False)
-    full = store.read_located(ws)
-    named = store.read_located(ws, every_observation=False)
+    full = compaction_read.read_located(ws)
+    named = compaction_read.read_located(ws, every_observation=False)
     kept = {e.id for e in named.events if e.type == "observation"}
     assert kept == {"o-1", "o-blob-kept", "o-blob-gone"}
     assert named.high_water == full.high_water
@@ -1256,7 +1256,7 @@ def test_a_read_of_named_observations_plans_and_compacts_alike(root, tmp_path):
     one = compact.carry_out(compact.Prepared(ws, full, plan_compaction(full.events, now,
                                                                        None, None)))
     ws_copy = ctx_for(copy).open(create=False)
-    named_copy = store.read_located(ws_copy, every_observation=False)
+    named_copy = compaction_read.read_located(ws_copy, every_observation=False)
     two = compact.carry_out(compact.Prepared(ws_copy, named_copy,
                                              plan_compaction(named_copy.events, now, None, None)))
     assert one.report == two.report and one.report["tombstoned"]
@@ -1270,14 +1270,14 @@ def _serial_reads(root: Path, monkeypatch: Any) -> tuple[store.Workspace, dict[b
     observation."""
     _mixed_workspace(root)
     ws = ctx_for(root).open(create=False)
-    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "0")
-    return ws, {every: _read_state(store.read_located(ws, every_observation=every))
+    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "0")
+    return ws, {every: _read_state(compaction_read.read_located(ws, every_observation=every))
                 for every in (True, False)}
 
 
 def test_a_worker_that_cannot_start_or_fails_has_its_share_read_here(root, monkeypatch):
     ws, serial = _serial_reads(root, monkeypatch)
-    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "2")
+    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "2")
     real = Path(sys.executable)
     # A worker that sends one good-looking part, then half of one, then dies.
     broken = root.parent / "broken-python"
@@ -1292,15 +1292,16 @@ sys.exit(3)
     for executable in ("/nonexistent/python", "/bin/false", str(broken)):
         monkeypatch.setattr(sys, "executable", executable)
         for every in (True, False):
-            assert _read_state(store.read_located(ws, every_observation=every)) == serial[every]
+            read = compaction_read.read_located(ws, every_observation=every)
+            assert _read_state(read) == serial[every]
 
 
 def test_without_a_temporary_file_for_the_queue_the_read_is_done_here(root, monkeypatch):
     _mixed_workspace(root)
     ws = ctx_for(root).open(create=False)
-    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "0")
-    serial = _read_state(store.read_located(ws))
-    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "2")
+    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "0")
+    serial = _read_state(compaction_read.read_located(ws))
+    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "2")
     import tempfile
 
     def no_room(*args: Any, **kwargs: Any) -> Any:
@@ -1308,9 +1309,9 @@ def test_without_a_temporary_file_for_the_queue_the_read_is_done_here(root, monk
 
     monkeypatch.setattr(tempfile, "TemporaryFile", no_room)
     started: list[Any] = []
-    monkeypatch.setattr(store._ReadWorker, "__init__",
+    monkeypatch.setattr(compaction_read._ReadWorker, "__init__",
                         lambda self, *a: started.append(a))  # never reached
-    assert _read_state(store.read_located(ws)) == serial
+    assert _read_state(compaction_read.read_located(ws)) == serial
     assert started == []
 
 
@@ -1318,17 +1319,17 @@ def test_a_worker_that_ends_before_this_process_is_waited_for_once(root, monkeyp
     """The workers' last part may arrive while this process still reads its
     own: it must not then wait for another."""
     ws, serial = _serial_reads(root, monkeypatch)
-    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "1")
-    real = store._read_segment_for_compaction
+    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "1")
+    real = compaction_read._read_segment_for_compaction
     calls: list[str] = []
 
-    def slow_here(path: str, rel: str, fast: Any) -> store.SegmentRead:
+    def slow_here(path: str, rel: str, fast: Any) -> compaction_read.SegmentRead:
         calls.append(rel)
         if len(calls) == 1:
             time.sleep(2)  # the worker claims and sends every other segment meanwhile
         return real(path, rel, fast)
 
-    monkeypatch.setattr(store, "_read_segment_for_compaction", slow_here)
+    monkeypatch.setattr(compaction_read, "_read_segment_for_compaction", slow_here)
     import threading
 
     for every in (True, False):
@@ -1336,7 +1337,7 @@ def test_a_worker_that_ends_before_this_process_is_waited_for_once(root, monkeyp
         got: list[Any] = []
 
         def read(every: bool = every, got: list[Any] = got) -> None:
-            got.append(_read_state(store.read_located(ws, every_observation=every)))
+            got.append(_read_state(compaction_read.read_located(ws, every_observation=every)))
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
@@ -1365,39 +1366,39 @@ def test_a_part_that_a_later_tombstone_adds_to_comes_in_a_second_round(root, mon
                         exit_code=0, duration_ms=1)
     journal.tombstone(ctx, "o1", "gone")
     ws = ctx.open(create=False)
-    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "0")
-    serial = _read_state(store.read_located(ws, every_observation=False))
+    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "0")
+    serial = _read_state(compaction_read.read_located(ws, every_observation=False))
     assert "o1" in {e["id"] for e in serial[0]}
-    real_read = store._read_segment_for_compaction
+    real_read = compaction_read._read_segment_for_compaction
     here: list[str] = []
 
-    def slow_here(path: str, rel: str, fast: Any) -> store.SegmentRead:
+    def slow_here(path: str, rel: str, fast: Any) -> compaction_read.SegmentRead:
         here.append(rel)
         if len(here) == 1:
             time.sleep(1)  # the worker reads the small segment meanwhile
         return real_read(path, rel, fast)
 
-    monkeypatch.setattr(store, "_read_segment_for_compaction", slow_here)
-    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "1")
+    monkeypatch.setattr(compaction_read, "_read_segment_for_compaction", slow_here)
+    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "1")
     dies = root.parent / "dies-in-round-two"
     dies.write_text(f"""#!{sys.executable}
 import sys
-from agent_journal import store
-first = store._read_frame
+from agent_journal import compaction_read
+first = compaction_read._read_frame
 asked = []
 def once(stream):
     asked.append(stream)
     if len(asked) > 1:
         sys.exit(3)
     return first(stream)
-store._read_frame = once
-store.compaction_read_worker()
+compaction_read._read_frame = once
+compaction_read.compaction_read_worker()
 """)
     dies.chmod(0o700)
     for executable, read_here in ((sys.executable, 1), (str(dies), 2)):
         monkeypatch.setattr(sys, "executable", executable)
         here.clear()
-        assert _read_state(store.read_located(ws, every_observation=False)) == serial
+        assert _read_state(compaction_read.read_located(ws, every_observation=False)) == serial
         assert here[0].endswith(".sqlite") and "imported-small" not in here[0]
         assert len(here) == read_here  # the second: the small segment, read again here
 
@@ -1415,44 +1416,44 @@ def test_a_part_read_here_that_a_workers_tombstone_adds_to_is_made_again(root, m
     _raw_rows(root, [("tev-0", "big-7", "2025-01-02T00:00:00.000Z", tomb, codec.checksum(tomb),
                       "tombstone")], name="imported-small")
     ws = ctx.open(create=False)
-    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "0")
-    serial = _read_state(store.read_located(ws, every_observation=False))
+    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "0")
+    serial = _read_state(compaction_read.read_located(ws, every_observation=False))
     assert "big-7" in {e["id"] for e in serial[0] if e["type"] == "observation"}
-    real_read = store._read_segment_for_compaction
+    real_read = compaction_read._read_segment_for_compaction
     here: list[str] = []
 
-    def slow_here(path: str, rel: str, fast: Any) -> store.SegmentRead:
+    def slow_here(path: str, rel: str, fast: Any) -> compaction_read.SegmentRead:
         here.append(rel)
         part = real_read(path, rel, fast)
         time.sleep(1)  # the worker reads the small segment meanwhile
         return part
 
-    monkeypatch.setattr(store, "_read_segment_for_compaction", slow_here)
-    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "1")
-    assert _read_state(store.read_located(ws, every_observation=False)) == serial
+    monkeypatch.setattr(compaction_read, "_read_segment_for_compaction", slow_here)
+    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "1")
+    assert _read_state(compaction_read.read_located(ws, every_observation=False)) == serial
     assert len(here) == 1 and "imported-small" not in here[0]
 
 
 def test_the_number_of_read_workers(monkeypatch):
-    monkeypatch.delenv(store.ENV_COMPACT_WORKERS, raising=False)
-    small = [store.PARALLEL_READ_MIN_BYTES // 4] * 3
-    assert store.compaction_workers(small) == 0
-    big = [store.PARALLEL_READ_MIN_BYTES] * 40
-    assert store.compaction_workers(big) == min(len(os.sched_getaffinity(0)) - 1,
-                                                store.MAX_COMPACT_WORKERS)
-    monkeypatch.setenv(store.ENV_COMPACT_WORKERS, "5")
-    assert store.compaction_workers(small) == 2  # never more workers than other segments
-    assert store.compaction_workers([1]) == 0
+    monkeypatch.delenv(compaction_read.ENV_COMPACT_WORKERS, raising=False)
+    small = [compaction_read.PARALLEL_READ_MIN_BYTES // 4] * 3
+    assert compaction_read.compaction_workers(small) == 0
+    big = [compaction_read.PARALLEL_READ_MIN_BYTES] * 40
+    assert compaction_read.compaction_workers(big) == min(len(os.sched_getaffinity(0)) - 1,
+                                                compaction_read.MAX_COMPACT_WORKERS)
+    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "5")
+    assert compaction_read.compaction_workers(small) == 2  # never more workers than other segments
+    assert compaction_read.compaction_workers([1]) == 0
     for bad in ("-1", "two", "1.5"):
-        monkeypatch.setenv(store.ENV_COMPACT_WORKERS, bad)
+        monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, bad)
         with pytest.raises(errors.UsageError, match="whole number"):
-            store.compaction_workers(small)
+            compaction_read.compaction_workers(small)
 
 
 def test_a_bad_worker_count_is_a_usage_error_that_changes_nothing(root, cli):
     _mixed_workspace(root)
     before = all_bytes_under(root)
-    result = cli("compact", "--apply", env={store.ENV_COMPACT_WORKERS: "many"})
+    result = cli("compact", "--apply", env={compaction_read.ENV_COMPACT_WORKERS: "many"})
     assert result.code == 2 and "AGENT_JOURNAL_COMPACT_WORKERS" in result.err
     assert "Traceback" not in result.err and all_bytes_under(root) == before
 
@@ -1491,7 +1492,7 @@ def test_a_segment_in_another_text_encoding_reads_alike(root):
 ])
 def test_the_json_check_is_chosen_by_sqlite_version(version, check):
     assert store.strict_json_check(version) == check
-    sql = store.compaction_rows_sql(version)
+    sql = compaction_read.compaction_rows_sql(version)
     if check is None:
         assert "json_" not in sql
     else:
