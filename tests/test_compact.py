@@ -1439,8 +1439,8 @@ def test_the_number_of_read_workers(monkeypatch):
     small = [compaction_read.PARALLEL_READ_MIN_BYTES // 4] * 3
     assert compaction_read.compaction_workers(small) == 0
     big = [compaction_read.PARALLEL_READ_MIN_BYTES] * 40
-    assert compaction_read.compaction_workers(big) == min(len(os.sched_getaffinity(0)) - 1,
-                                                compaction_read.MAX_COMPACT_WORKERS)
+    assert compaction_read.compaction_workers(big) == min(
+        len(os.sched_getaffinity(0)) - 1, compaction_read.MAX_COMPACT_WORKERS)
     monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "5")
     assert compaction_read.compaction_workers(small) == 2  # never more workers than other segments
     assert compaction_read.compaction_workers([1]) == 0
