@@ -499,30 +499,33 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
                 worker.take(parts, block=False)  # what the workers sent meanwhile
         for worker in started:
             worker.take(parts, block=True)
+        whole = _read_missing(paths, rels, parts, started, every_observation)
+        if not every_observation:
+            # Each part holds the observations named by the tombstones its
+            # reader had read; a part that others' tombstones add rows to is
+            # made again. (Only parts read again after a worker failed still
+            # hold rows.)
+            named = set().union(so_far.named, *(worker.subjects for worker in started),
+                                *(tombstone_subjects(part.rows) for part in whole))
+            for worker in started:
+                worker.ask_rows(named)
+            for n, rows in so_far.grown(named - so_far.named).items():  # while they look
+                here = parts[kept_here[n]]
+                assert here is not None
+                here.rows = rows
+                here.made_events()
+            for worker in started:
+                worker.take_rows(parts)
+            whole = _read_missing(paths, rels, parts, started, every_observation)
+            for part in whole:
+                if part.rows:
+                    part.made_events(named)
+        return whole
     finally:
         if queue is not None:
             queue.close()
-    whole = _read_missing(paths, rels, parts, started, every_observation)
-    if not every_observation:
-        # Each part holds the observations named by the tombstones its reader
-        # had read; a part that others' tombstones add rows to is made again.
-        # (Only parts read again after a worker failed still hold rows.)
-        named = set().union(so_far.named, *(worker.subjects for worker in started),
-                            *(tombstone_subjects(part.rows) for part in whole))
         for worker in started:
-            worker.ask_rows(named)
-        for n, rows in so_far.grown(named - so_far.named).items():  # while the workers look
-            here = parts[kept_here[n]]
-            assert here is not None
-            here.rows = rows
-            here.made_events()
-        for worker in started:
-            worker.take_rows(parts)
-        whole = _read_missing(paths, rels, parts, started, every_observation)
-        for part in whole:
-            if part.rows:
-                part.made_events(named)
-    return whole
+            worker.abandon()  # a worker still waiting, if this read stopped early
 
 
 def _read_missing(paths: list[str], rels: list[str], parts: list[SegmentRead | None],
@@ -709,6 +712,11 @@ class _ReadWorker:
         threading.Thread(target=self.proc.wait, daemon=True).start()  # type: ignore[union-attr]
         self.proc = None
         self.done = True
+
+    def abandon(self) -> None:
+        """End the worker if it is not done (a worker done or failed has ended)."""
+        if self.proc is not None and not self.done:
+            self._stop()
 
     def failed(self) -> bool:
         """It could not start, or stopped before its work was done; what it

@@ -1434,6 +1434,30 @@ def test_a_part_read_here_that_a_workers_tombstone_adds_to_is_made_again(root, m
     assert len(here) == 1 and "imported-small" not in here[0]
 
 
+def test_a_read_that_stops_early_leaves_no_worker_waiting(root, monkeypatch):
+    """Workers without an observation TTL wait for a second round: a read that
+    fails before it ends them."""
+    ws, _ = _serial_reads(root, monkeypatch)
+    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "2")
+    started: list[Any] = []
+    real_init = compaction_read._ReadWorker.__init__
+
+    def keeping(self: Any, *args: Any) -> None:
+        real_init(self, *args)
+        started.append(self.proc)
+
+    def boom(*args: Any) -> Any:
+        raise RuntimeError("stopped early")
+
+    monkeypatch.setattr(compaction_read._ReadWorker, "__init__", keeping)
+    monkeypatch.setattr(compaction_read, "_read_missing", boom)
+    with pytest.raises(RuntimeError, match="stopped early"):
+        compaction_read.read_located(ws, every_observation=False)
+    assert len(started) == 2
+    for proc in started:
+        assert proc.poll() is not None  # ended, and reaped
+
+
 def test_the_number_of_read_workers(monkeypatch):
     monkeypatch.delenv(compaction_read.ENV_COMPACT_WORKERS, raising=False)
     small = [compaction_read.PARALLEL_READ_MIN_BYTES // 4] * 3
