@@ -58,26 +58,6 @@ if TYPE_CHECKING:
 ENV_IMPORT_MAX_BYTES = "AGENT_JOURNAL_SEGMENT_MAX_BYTES"
 
 
-class _bulk:
-    """Pause the cycle collector around bulk work.
-
-    A merge holds millions of small row tuples that contain no cycles; the
-    collector would walk them again and again for nothing.
-    """
-
-    def __enter__(self) -> None:
-        import gc
-
-        self.was_enabled = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        import gc
-
-        if self.was_enabled:
-            gc.enable()
-
-
 def _say(progress: Progress, text: str) -> None:
     if progress is not None:
         progress(text)
@@ -113,7 +93,7 @@ def export(ctx: Context, dest: str, *, progress: Progress = None) -> dict[str, A
     if not os.path.isdir(ws.segments_dir):
         raise NotFoundError(f"workspace {ws.name} has no segments in {ws.root.path}")
     _prepare_dest(dest)
-    with _bulk():
+    with store.PausedGC():  # millions of row tuples pass through, none in a cycle
         return _export(ws, dest, progress)
 
 
@@ -399,7 +379,7 @@ def merge(ctx: Context, source: str, *, progress: Progress = None) -> dict[str, 
     src = open_source(path, ctx.workspace_name)
     ws = ctx.open(create=True)
     me = ws.root.replica_id
-    with store.MergeLock(ws), _bulk():
+    with store.MergeLock(ws), store.PausedGC():
         return _merge_locked(ws, src, me, progress)
 
 
