@@ -53,8 +53,9 @@ def _flat_canonical(ev: Event) -> str | None:
     other event.
 
     Written out directly, because the json encoder spends ~7 us per call
-    setting itself up, and a compaction rewrites a tombstone (flat data) per
-    target. The fields of an event sort as they are written here.
+    setting itself up, and a merge rebuilds every purged tombstone that
+    arrives (flat data), a hundred thousand in a large one. The fields of an
+    event sort as they are written here.
     """
     data = ev.data
     strings = [ev.author, ev.event_id, ev.kind, ev.replica, ev.ts, ev.type]

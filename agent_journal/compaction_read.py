@@ -583,7 +583,7 @@ class _ReadWorker:
         self.subjects: set[str] = set()
         self.ended = False  # the stream ended
         self.claimed_all = False  # every part it read has arrived
-        self.done = False  # every part and answer arrived, and the process exited 0
+        self.done = False  # every part and answer arrived (it is then left to exit)
         package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
