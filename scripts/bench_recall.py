@@ -1,0 +1,282 @@
+"""Recall of the digest against the question sets in tests/data/recall.
+
+Each question file names a real Claude Code transcript under tests/data and
+holds questions an agent resuming that session must be able to answer, each
+with must_contain: literal strings that any correct digest answering it
+contains. For every file this imports the transcript (and its session's
+subagent transcripts) into a fresh journal root, runs `agent-journal digest`,
+and counts a question as answered when every must_contain string occurs in the
+digest, case-insensitively.
+
+    .venv/bin/python scripts/bench_recall.py               # table + overall
+    .venv/bin/python scripts/bench_recall.py --json        # the figures as JSON
+    .venv/bin/python scripts/bench_recall.py --show ef958aa1   # what one misses
+    .venv/bin/python scripts/bench_recall.py --max-chars 4000  # passed to digest
+    .venv/bin/python scripts/bench_recall.py --min-recall 30   # exit 1 below 30%
+
+It is a measure, not a test: it exits 0 whatever the recall, unless
+--min-recall is given and overall recall is below it. Standard library only;
+the agent-journal it runs is the repo's own .venv/bin/agent-journal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data"
+QUESTIONS = DATA / "recall"
+AGENT_JOURNAL = REPO / ".venv" / "bin" / "agent-journal"
+WORKSPACE = "recall"
+TIMEOUT = 600
+
+
+@dataclass
+class Result:
+    name: str
+    transcript: str
+    questions: list[dict]
+    digest: str = ""
+    answered: list[str] = field(default_factory=list)
+    missed: list[dict] = field(default_factory=list)
+    subagents: list[dict] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def recall(self) -> float:
+        return 100.0 * len(self.answered) / len(self.questions) if self.questions else 0.0
+
+    def figures(self) -> dict:
+        return {
+            "name": self.name,
+            "transcript": self.transcript,
+            "questions": len(self.questions),
+            "answered": len(self.answered),
+            "recall": round(self.recall, 1),
+            "digestChars": len(self.digest),
+            "missed": [m["id"] for m in self.missed],
+            "subagents": self.subagents,
+            "error": self.error,
+        }
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    """The caller's environment without any journal settings that could reach
+    a real journal; XDG_DATA_HOME points into the private temporary folder."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_JOURNAL_")}
+    env["XDG_DATA_HOME"] = str(home / "xdg-data")
+    return env
+
+
+def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, env=env, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:200]
+    return ""
+
+
+def subagent_files(spec: dict, transcript: Path) -> list[Path]:
+    """Subagent transcripts of the session: those the question file lists,
+    and any in the `<session>/subagents/` folder next to the transcript."""
+    found = [DATA / p for p in spec.get("subagents", [])]
+    folder = transcript.with_suffix("") / "subagents"
+    if folder.is_dir():
+        found += sorted(folder.glob("*.jsonl"))
+    unique: list[Path] = []
+    for path in found:
+        if path.resolve() not in {p.resolve() for p in unique}:
+            unique.append(path)
+    return unique
+
+
+def score(result: Result) -> None:
+    text = result.digest.lower()
+    for q in result.questions:
+        missing = [s for s in q["must_contain"] if s.lower() not in text]
+        if missing:
+            result.missed.append({**q, "missing": missing})
+        else:
+            result.answered.append(q["id"])
+
+
+def measure(path: Path, base: Path, max_chars: int | None) -> Result:
+    spec = json.loads(path.read_text(encoding="utf-8"))
+    result = Result(path.stem, spec["transcript"], spec["questions"])
+    transcript = DATA / spec["transcript"]
+    home = Path(tempfile.mkdtemp(prefix=path.stem[:20] + "-", dir=base))
+    os.chmod(home, 0o700)
+    root = home / "root"
+    env = clean_env(home)
+    common = ["--root", str(root), "--workspace", WORKSPACE]
+
+    done = run([str(AGENT_JOURNAL), "import", "claude-code", str(transcript), *common], env)
+    if done.returncode != 0:
+        result.error = f"import exited {done.returncode}: {first_line(done.stderr or done.stdout)}"
+        score(result)
+        return result
+    for sub in subagent_files(spec, transcript):
+        done = run([str(AGENT_JOURNAL), "import", "claude-code", str(sub), *common], env)
+        record = {"transcript": str(sub.relative_to(DATA)), "imported": done.returncode == 0}
+        if done.returncode != 0:
+            record["refusal"] = first_line(done.stderr or done.stdout)
+        result.subagents.append(record)
+
+    digest = [str(AGENT_JOURNAL), "digest", *common]
+    if max_chars is not None:
+        digest += ["--max-chars", str(max_chars)]
+    done = run(digest, env)
+    if done.returncode != 0:
+        result.error = f"digest exited {done.returncode}: {first_line(done.stderr or done.stdout)}"
+    else:
+        result.digest = done.stdout
+    score(result)
+    return result
+
+
+def overall(results: list[Result]) -> dict:
+    questions = sum(len(r.questions) for r in results)
+    answered = sum(len(r.answered) for r in results)
+    return {
+        "questions": questions,
+        "answered": answered,
+        "recall": round(100.0 * answered / questions, 1) if questions else 0.0,
+        "meanRecall": round(sum(r.recall for r in results) / len(results), 1) if results else 0.0,
+        "digestChars": sum(len(r.digest) for r in results),
+    }
+
+
+def print_table(results: list[Result]) -> None:
+    width = max([len("transcript")] + [len(r.name) for r in results])
+
+    def row(name: str, questions: object, answered: object, recall: object, chars: object) -> str:
+        return f"{name:<{width}}  {questions:>9}  {answered:>8}  {recall:>8}  {chars:>12}"
+
+    print(row("transcript", "questions", "answered", "recall %", "digest chars"))
+    for r in results:
+        line = row(r.name, len(r.questions), len(r.answered), f"{r.recall:.1f}", len(r.digest))
+        print(line + (f"  ERROR {r.error}" if r.error else ""))
+    total = overall(results)
+    print(
+        row(
+            "overall",
+            total["questions"],
+            total["answered"],
+            f"{total['recall']:.1f}",
+            total["digestChars"],
+        )
+    )
+    print(
+        f"overall recall: {total['recall']:.1f}% ({total['answered']}/{total['questions']}); "
+        f"mean per transcript {total['meanRecall']:.1f}%"
+    )
+
+
+def pick(results: list[Result], wanted: str) -> Result | None:
+    exact = [r for r in results if wanted in (r.name, r.transcript, Path(r.transcript).stem)]
+    if exact:
+        return exact[0]
+    partial = [r for r in results if wanted.lower() in (r.name + " " + r.transcript).lower()]
+    return partial[0] if len(partial) == 1 else None
+
+
+def print_missed(result: Result) -> None:
+    print(
+        f"{result.name}: {len(result.answered)}/{len(result.questions)} answered "
+        f"({result.recall:.1f}%), digest {len(result.digest)} chars"
+    )
+    print(f"transcript: {result.transcript}")
+    if result.error:
+        print(f"ERROR {result.error}")
+    for sub in result.subagents:
+        state = "imported" if sub["imported"] else f"refused: {sub.get('refusal', '')}"
+        print(f"subagent: {sub['transcript']} ({state})")
+    for m in result.missed:
+        print(f"\n{m['id']} [{m['category']}] {m['question']}")
+        print(f"  answer:  {m['answer']}")
+        print(f"  missing: {', '.join(json.dumps(s, ensure_ascii=False) for s in m['missing'])}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--show",
+        metavar="ID",
+        help="print the missed questions of one transcript "
+        "(question-file name, transcript path or a unique part of either)",
+    )
+    parser.add_argument("--max-chars", type=int, metavar="N", help="passed to agent-journal digest")
+    parser.add_argument(
+        "--min-recall",
+        type=float,
+        metavar="X",
+        help="exit 1 when overall recall is below X percent (e.g. 25)",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the temporary journal roots and say where they are",
+    )
+    args = parser.parse_args(argv)
+
+    if not AGENT_JOURNAL.is_file():
+        print(f"error: {AGENT_JOURNAL} not found; any make target builds .venv", file=sys.stderr)
+        return 2
+    files = sorted(QUESTIONS.glob("*.json"))
+    if not files:
+        print(f"error: no question files in {QUESTIONS}", file=sys.stderr)
+        return 2
+
+    # mkdtemp makes the folder 0700; journal roots go inside it, never straight
+    # under a world-writable folder such as /tmp, which the tool refuses.
+    base = Path(tempfile.mkdtemp(prefix="bench_recall-"))
+    os.chmod(base, 0o700)
+    try:
+        with ThreadPoolExecutor(max_workers=min(4, len(files))) as pool:
+            results = list(pool.map(lambda f: measure(f, base, args.max_chars), files))
+    finally:
+        if args.keep:
+            print(f"journal roots kept under {base}", file=sys.stderr)
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+
+    if args.show:
+        chosen = pick(results, args.show)
+        if chosen is None:
+            print(
+                f"error: no single transcript matches {args.show!r}; names: "
+                + ", ".join(r.name for r in results),
+                file=sys.stderr,
+            )
+            return 2
+        if args.json:
+            shown = {**chosen.figures(), "missedQuestions": chosen.missed}
+            print(json.dumps(shown, indent=2, ensure_ascii=False))
+        else:
+            print_missed(chosen)
+    elif args.json:
+        figures = {"transcripts": [r.figures() for r in results], "overall": overall(results)}
+        print(json.dumps(figures, indent=2, ensure_ascii=False))
+    else:
+        print_table(results)
+
+    if args.min_recall is not None and overall(results)["recall"] < args.min_recall:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
