@@ -26,6 +26,7 @@ from agent_journal.capture.redact import (
 UPPER = "FAKEXAMPLE0123456789"
 ALNUM = "FakeExample0123456789xyzXYZ"
 URLSAFE = ALNUM + "-_"
+HEX = "0123456789abcdef"
 
 
 def fill(n: int, alphabet: str = ALNUM) -> str:
@@ -41,6 +42,14 @@ AWS_STS = j("AS", "IA", fill(16, UPPER))
 GH = {p: j("gh", p, "_", fill(36)) for p in "pousr"}
 GH_PAT = j("github", "_pat_", fill(22), "_", fill(59))
 SLACK = {p: j("xo", "x", p, "-", "1234567890-1234567890123-", fill(24)) for p in "bparsa"}
+# Published shapes: a bot token (team and bot ids), a legacy bot token (one id), a user token
+# (three ids, 32 hex), a rotating token and its refresh token, and an app-level token.
+SLACK_BOT = j("xo", "xb-", "1234567890123-", "1234567890123-", fill(24))
+SLACK_BOT_LEGACY = j("xo", "xb-", "17653672481-", fill(24))
+SLACK_USER = j("xo", "xp-", "2034823745-", "1234567890-", "1234567890123-", fill(32, HEX))
+SLACK_ROTATING = j("xo", "xe.", "xo", "xp-", "1-", fill(163))
+SLACK_REFRESH = j("xo", "xe-", "1-", fill(146))
+SLACK_APP = j("xa", "pp-", "1-", "A0123ABCDEF-", "1234567890123-", fill(64, HEX))
 SLACK_HOOK_PATH = j("T0", fill(8, UPPER), "/B0", fill(8, UPPER), "/", fill(24))
 SLACK_HOOK = j("https://hooks.", "slack.com/services/", SLACK_HOOK_PATH)
 STRIPE = {
@@ -83,6 +92,35 @@ POSITIVES: list[tuple[str, str, str]] = [
         f"Authorization: token {R('github-token')}",
     ),
     *[(f"slack-{p}", f"slack {SLACK[p]}.", f"slack {R('slack-token')}.") for p in "bparsa"],
+    (
+        "slack-env",
+        j(
+            "$ cat .env\n",
+            f"SLACK_BOT_TOKEN={SLACK_BOT}\n",
+            f"SLACK_APP_TOKEN={SLACK_APP}\n",
+            "SLACK_SIGNING_SECRET_FILE=/run/secrets/slack\n",
+        ),
+        j(
+            "$ cat .env\n",
+            f"SLACK_BOT_TOKEN={R('slack-token')}\n",
+            f"SLACK_APP_TOKEN={R('slack-token')}\n",
+            "SLACK_SIGNING_SECRET_FILE=/run/secrets/slack\n",
+        ),
+    ),
+    (
+        "slack-json",
+        f'{{"ok": true, "access_token": "{SLACK_USER}", "refresh_token": "{SLACK_REFRESH}"}}',
+        f'{{"ok": true, "access_token": "{R("slack-token")}", '
+        f'"refresh_token": "{R("slack-token")}"}}',
+    ),
+    ("slack-legacy-bot", f"token = '{SLACK_BOT_LEGACY}'", f"token = '{R('slack-token')}'"),
+    ("slack-rotating", f"-H 'Authorization: {SLACK_ROTATING}'",
+     f"-H 'Authorization: {R('slack-token')}'"),
+    (
+        "slack-app-socket-mode",
+        f"SocketModeHandler(app, '{SLACK_APP}').start()",
+        f"SocketModeHandler(app, '{R('slack-token')}').start()",
+    ),
     (
         "slack-webhook",
         f"curl -X POST {SLACK_HOOK} -d x",
@@ -243,6 +281,11 @@ NEGATIVES: list[str] = [
     "gh" + "p_" + fill(20),
     "my" + GH["p"],
     "xo" + "xb-123",
+    # Slack ids after the prefix are digits: a file name is not a token.
+    "xo" + "xo-valentines-card-2024.png",
+    "$ ls assets/\nlogo.svg\n" + "xo" + "xo-valentines-card-2024.png\nxoxo-2024-02-14.jpg\n",
+    "SLACK_BOT_TOKEN=" + "xo" + "xb-your-bot-token-goes-here",
+    "xa" + "pp-1-your-app-level-token",
     "sk" + "_live_" + "short",
     "pk" + "_live_" + fill(24),
     "AI" + "za" + "Short",
@@ -296,7 +339,8 @@ def test_redaction_is_idempotent(label: str, text: str, expected: str) -> None:
 
 
 SECRETS = [
-    AWS, AWS_STS, *GH.values(), GH_PAT, *SLACK.values(), *STRIPE.values(), STRIPE_WH, GOOGLE,
+    AWS, AWS_STS, *GH.values(), GH_PAT, *SLACK.values(), SLACK_BOT, SLACK_BOT_LEGACY, SLACK_USER,
+    SLACK_ROTATING, SLACK_REFRESH, SLACK_APP, *STRIPE.values(), STRIPE_WH, GOOGLE,
     OPENAI_LEGACY, OPENAI_PROJ, OPENAI_SVC, ANTHROPIC, ANTHROPIC_ADMIN, JWT, GITLAB, NPM, PYPI,
     HF, SENDGRID, pem("RSA PRIVATE KEY"),
 ]
@@ -427,6 +471,8 @@ ADVERSARIAL = {
     "url-ats": "x://u:" + "@" * 300_000,
     "bearer-short-tokens": ("Bearer " + "a" * 15 + " ") * 15_000,
     "authorization-spaces": ("Authorization" + " " * 1000) * 300,
+    "slack-id-run": "xo" + "xb-" + "1-" * 150_000,
+    "slack-prefix-run": ("xo" + "xb-1-") * 50_000,
 }
 
 

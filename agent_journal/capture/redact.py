@@ -93,7 +93,15 @@ BUILTIN_RULES: tuple[tuple[str, str], ...] = (
     ("github-token", _lit("gh[pousr]_", 4) + r"[A-Za-z0-9]{36,251}"),
     ("github-token", _lit("github_pat_", 11) + r"[A-Za-z0-9_]{22,244}"),
     ("gitlab-token", _lit("glpat-", 6) + r"[A-Za-z0-9_.-]{20,250}"),
-    ("slack-token", _lit("xox", 3) + r"(?:[abeoprs]|e\.xox[bp])-[A-Za-z0-9-]{10,250}"),
+    (
+        "slack-token",
+        # Slack's published shapes: the type letter, then one to three numeric ids (team, bot
+        # or user; a rotating or refresh token's is a version digit), then the secret part. The
+        # ids being digits is what tells a token from a name such as `xoxo-valentines.png`.
+        _lit("xox", 3) + r"(?:[abeoprs]|e\.xox[bp])-(?:[0-9]+-)+[A-Za-z0-9]{16,250}",
+    ),
+    # An app-level token: version, app id, a numeric id, then the secret part.
+    ("slack-token", _lit("xapp-", 5) + r"[0-9]+-[A-Z0-9]{6,32}-[0-9]{6,}-[A-Za-z0-9]{32,250}"),
     ("stripe-key", _lit("sk_", 3) + r"(?:live|test)_[A-Za-z0-9]{16,247}"),
     ("stripe-key", _lit("rk_", 3) + r"(?:live|test)_[A-Za-z0-9]{16,247}"),
     ("stripe-webhook-secret", _lit("whsec_", 6) + r"[A-Za-z0-9+/=]{24,250}"),
@@ -126,6 +134,7 @@ _TRIGGERS: tuple[tuple[str, ...], ...] = (
     ("github_pat_",),
     ("glpat-",),
     ("xox",),
+    ("xapp-",),
     ("sk_",),
     ("rk_",),
     ("whsec_",),
