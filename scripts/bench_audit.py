@@ -34,7 +34,7 @@ WORKSPACE = "bench-audit"
 def _events_for_segment(n: int, replica: str) -> list:
     """One session's worth: tool calls (started + finished), entries citing them,
     a few retractions and tombstones. Exactly EVENTS_PER_SEGMENT events."""
-    from agent_journal.model import Event, new_event_id
+    from agent_journal.core.model import Event, new_event_id
 
     session = f"s{n:03d}"
     out: list[Event] = []
@@ -94,19 +94,22 @@ def _events_for_segment(n: int, replica: str) -> list:
 
 
 def build_workspace(root: str, segments: int) -> None:
-    from agent_journal import store
+    from agent_journal.storage.connection import connect, run_write
+    from agent_journal.storage.files import create_private_file, make_private_dirs
+    from agent_journal.storage.root import Root
+    from agent_journal.storage.segment import SEGMENT_SUFFIX, init_segment, insert_events
 
-    ws = store.Root.open(root, create=True).workspace(WORKSPACE)
-    store.make_private_dirs(ws.segments_dir)
+    ws = Root.open(root, create=True).workspace(WORKSPACE)
+    make_private_dirs(ws.segments_dir)
     replica = ws.root.replica_id
     for n in range(segments):
-        path = os.path.join(ws.segments_dir, f"{replica}-{n + 1:06d}{store.SEGMENT_SUFFIX}")
-        store.create_private_file(path)
-        conn = store.connect(path)
+        path = os.path.join(ws.segments_dir, f"{replica}-{n + 1:06d}{SEGMENT_SUFFIX}")
+        create_private_file(path)
+        conn = connect(path)
         try:
-            store.init_segment(conn, workspace=WORKSPACE, replica=replica)
+            init_segment(conn, workspace=WORKSPACE, replica=replica)
             events = _events_for_segment(n, replica)
-            store.run_write(conn, lambda c, events=events: store.insert_events(c, events))
+            run_write(conn, lambda c, events=events: insert_events(c, events))
         finally:
             conn.close()
 

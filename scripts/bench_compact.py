@@ -32,13 +32,16 @@ def shape(scale: float) -> tuple[int, int]:
 
 
 def build(root: Path, scale: float) -> list[Path]:
-    from agent_journal import store
-    from agent_journal.model import Event, new_event_id
+    from agent_journal.core.model import Event, new_event_id
+    from agent_journal.storage.connection import connect, run_write
+    from agent_journal.storage.files import create_private_file, make_private_dirs
+    from agent_journal.storage.root import check_root
+    from agent_journal.storage.segment import init_segment, insert_events
 
     segments, per_segment = shape(scale)
     seg_dir = root / "workspaces" / "bench" / "segments"
-    store.check_root(str(root), create=True)
-    store.make_private_dirs(str(seg_dir))
+    check_root(str(root), create=True)
+    make_private_dirs(str(seg_dir))
     paths = []
     output = "drwxr-xr-x 2 user user 4096 Jan  1 00:00 some/file/name.py\n" * 3
     for s in range(segments):
@@ -59,10 +62,10 @@ def build(root: Path, scale: float) -> list[Path]:
                 ts="2025-01-02T00:00:00.000Z", author="human", session=None, replica="rbench",
                 data={"reason": "bench", "purged": False}))
         path = seg_dir / f"rbench-{s + 1:06d}.sqlite"
-        store.create_private_file(str(path))
-        conn = store.connect(str(path))
-        store.init_segment(conn, workspace="bench", replica="rbench")
-        store.run_write(conn, lambda c, evs=events: store.insert_events(c, evs))
+        create_private_file(str(path))
+        conn = connect(str(path))
+        init_segment(conn, workspace="bench", replica="rbench")
+        run_write(conn, lambda c, evs=events: insert_events(c, evs))
         conn.close()
         paths.append(path)
     return paths

@@ -35,7 +35,7 @@ OVERLAP = 0.01  # share of each source segment the local side already holds
 
 
 def _events(start: int, count: int, replica: str) -> list:
-    from agent_journal.model import Event
+    from agent_journal.core.model import Event
 
     out = []
     for i in range(start, start + count):
@@ -59,16 +59,18 @@ def _events(start: int, count: int, replica: str) -> list:
 
 
 def _write_segment(path: str, replica: str, batches) -> None:
-    from agent_journal import store
+    from agent_journal.storage.connection import connect, run_write
+    from agent_journal.storage.files import create_private_file
+    from agent_journal.storage.segment import init_segment, insert_events
 
-    store.create_private_file(path)
-    conn = store.connect(path)
+    create_private_file(path)
+    conn = connect(path)
     try:
         conn.execute("PRAGMA synchronous = OFF")
         conn.execute("PRAGMA cache_size = -131072")
-        store.init_segment(conn, workspace=WS, replica=replica)
+        init_segment(conn, workspace=WS, replica=replica)
         for batch in batches:
-            store.run_write(conn, lambda c, b=batch: store.insert_events(c, b))
+            run_write(conn, lambda c, b=batch: insert_events(c, b))
     finally:
         conn.close()
 

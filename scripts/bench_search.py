@@ -25,9 +25,13 @@ import time
 
 from bench import Ctx, median
 
-from agent_journal import search, store
-from agent_journal.journal import Context
-from agent_journal.model import Event
+from agent_journal.core.model import Event
+from agent_journal.ops import search
+from agent_journal.ops.context import Context
+from agent_journal.storage.cache import remove_cache_files
+from agent_journal.storage.connection import run_write
+from agent_journal.storage.segment import insert_events
+from agent_journal.storage.workspace import Workspace
 
 ENV_EVENTS = "AGENT_JOURNAL_BENCH_SEARCH_EVENTS"
 VOCAB = 40_000
@@ -97,12 +101,12 @@ def make_events(corpus: Corpus, count: int, start: int, replica: str) -> list[Ev
     return events
 
 
-def write(ws: store.Workspace, events: list[Event]) -> None:
+def write(ws: Workspace, events: list[Event]) -> None:
     for i in range(0, len(events), CHUNK):
         conn = ws.open_for_append()
         try:
             chunk = events[i:i + CHUNK]
-            store.run_write(conn, lambda c, chunk=chunk: store.insert_events(c, chunk))
+            run_write(conn, lambda c, chunk=chunk: insert_events(c, chunk))
         finally:
             conn.close()
 
@@ -155,7 +159,7 @@ def run(ctx: Ctx) -> None:
           f"{len(ws.segment_paths())} segment(s))", flush=True)
 
     index_file = search.index_path(ws)
-    store.remove_cache_files(index_file)
+    remove_cache_files(index_file)
     start = time.perf_counter()
     search.refresh(ws).conn.close()
     build = time.perf_counter() - start

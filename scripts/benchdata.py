@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from agent_journal import store
-from agent_journal.model import Event
+from agent_journal.core.model import Event
+from agent_journal.storage.connection import connect
+from agent_journal.storage.files import create_private_file, make_private_dirs
+from agent_journal.storage.root import Root
+from agent_journal.storage.segment import init_segment, insert_events
+from agent_journal.storage.workspace import Workspace
 
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))
 
@@ -41,31 +45,31 @@ def make_event(i: int, replica: str, *, tombstone_every: int = 0) -> list[Event]
 
 
 def build_workspace(root: str, workspace: str, *, events: int, segments: int,
-                    tombstone_every: int = 0) -> store.Workspace:
+                    tombstone_every: int = 0) -> Workspace:
     """`events` events spread over `segments` segment files of one replica."""
-    ws = store.Root.open(root, create=True).workspace(workspace)
-    store.make_private_dirs(ws.segments_dir)
+    ws = Root.open(root, create=True).workspace(workspace)
+    make_private_dirs(ws.segments_dir)
     replica = ws.root.replica_id
     per = events // segments
     i = 0
     for s in range(segments):
         path = os.path.join(ws.segments_dir, f"{replica}-{s + 1:06d}.sqlite")
-        store.create_private_file(path)
-        conn = store.connect(path)
-        store.init_segment(conn, workspace=workspace, replica=replica)
+        create_private_file(path)
+        conn = connect(path)
+        init_segment(conn, workspace=workspace, replica=replica)
         conn.execute("PRAGMA synchronous=OFF")
         conn.execute("BEGIN")
         batch = []
         for _ in range(per):
             batch.extend(make_event(i, replica, tombstone_every=tombstone_every))
             i += 1
-        store.insert_events(conn, batch)
+        insert_events(conn, batch)
         conn.execute("COMMIT")
         conn.close()
     return ws
 
 
-def plain_select_seconds(ws: store.Workspace) -> float:
+def plain_select_seconds(ws: Workspace) -> float:
     """The floor for reads: SELECT every body of every segment, nothing else."""
     import time
 

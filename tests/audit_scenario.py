@@ -10,9 +10,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agent_journal import journal
-from agent_journal.model import Event, new_event_id
-from agent_journal.store import Root
+from agent_journal.core.model import Event, new_event_id
+from agent_journal.ops import context, writes
+from agent_journal.storage.root import Root
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 UPDATE_ENV = "AGENT_JOURNAL_UPDATE_GOLDEN"
@@ -61,31 +61,31 @@ class Script:
         self.second += 1
         os.environ["AGENT_JOURNAL_NOW"] = at(self.second)
 
-    def ctx(self, session: str | None) -> journal.Context:
-        return journal.Context(self.root, self.workspace, session)
+    def ctx(self, session: str | None) -> context.Context:
+        return context.Context(self.root, self.workspace, session)
 
     def record(self, kind: str, entry_id: str, session: str | None = None, *,
                anchors: tuple[str, ...] = (), depends_on: tuple[str, ...] = (),
                subject: str | None = None, **fields: str) -> None:
         self._step()
-        journal.record(self.ctx(session), kind=kind, entry_id=entry_id, fields=dict(fields),
+        writes.record(self.ctx(session), kind=kind, entry_id=entry_id, fields=dict(fields),
                        anchors=list(anchors), depends_on=list(depends_on), subject=subject)
 
     def observe(self, obs_id: str, session: str | None, tool: str | None, input_value: Any,
                 status: str = "ok", exit_code: int | None = None, kind: str = "tool_call"
                 ) -> None:
         self._step()
-        journal.observe(self.ctx(session), kind=kind, obs_id=obs_id, tool=tool,
+        writes.observe(self.ctx(session), kind=kind, obs_id=obs_id, tool=tool,
                         call_id=f"call-{obs_id}", input_value=input_value, output=None,
                         status=status, exit_code=exit_code, duration_ms=None)
 
     def invalidate(self, target: str, reason: str) -> None:
         self._step()
-        journal.invalidate(self.ctx(None), target, reason)
+        writes.invalidate(self.ctx(None), target, reason)
 
     def tombstone(self, target: str, reason: str) -> None:
         self._step()
-        journal.tombstone(self.ctx(None), target, reason)
+        writes.tombstone(self.ctx(None), target, reason)
 
     def purged_tombstone(self, target: str, reason: str) -> None:
         """A tombstone compaction already acted on (its target's bytes are gone)."""

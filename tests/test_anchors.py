@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from audit_scenario import at, ev
 
-from agent_journal.anchors import anchor_report, cited_id, standing
-from agent_journal.derive import derive
+from agent_journal.core.anchors import anchor_report, cited_id, standing
+from agent_journal.core.derive import derive
 
 
 def test_only_tool_use_anchors_cite_journal_ids():

@@ -10,70 +10,114 @@ from conftest import clean_env
 
 PKG = Path(__file__).resolve().parents[1] / "agent_journal"
 
-# Lower layers never import higher ones.
-CORE = {"errors", "clock", "model", "codec", "derive", "plan", "merge_plan"}
-STORE = {"store"}
-CLI = {"cli", "argv", "commands", "help", "output", "__main__"}
+# What each layer (a folder of the package) may import. Imports run one way:
+# cli -> agents -> ops -> storage -> core, with capture pure beside core.
+ALLOWED = {
+    "core": {"core"},
+    "capture": {"core", "capture"},
+    "storage": {"core", "storage"},
+    "ops": {"core", "capture", "storage", "ops"},
+    "agents": {"core", "capture", "storage", "ops", "agents"},
+    "cli": {"core", "capture", "storage", "ops", "agents", "cli"},
+}
+PURE = {"core", "capture"}
 HEAVY = {"typer", "click", "pydantic", "rich", "sqlite_utils", "dateutil.parser"}
 
 
-def imported_modules(path: Path) -> set[str]:
+def layer_of(path: Path) -> str:
+    rel = path.relative_to(PKG)
+    return rel.parts[0] if len(rel.parts) > 1 else ""
+
+
+def modules() -> list[Path]:
+    return sorted(p for p in PKG.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _type_only(tree: ast.AST) -> set[int]:
+    """ids of the import nodes under `if TYPE_CHECKING:` (never run)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            found.update(id(n) for n in ast.walk(node))
+    return found
+
+
+def imported_modules(path: Path, *, run_time_only: bool = False) -> set[str]:
+    """Every agent_journal module `path` imports, at top level or inside a function
+    (with `run_time_only`, leaving out imports only a type checker reads)."""
     tree = ast.parse(path.read_text())
+    skip = _type_only(tree) if run_time_only else set()
     names = set()
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-            names.update(f"{node.module}.{a.name}" for a in node.names)
+            if node.module == "agent_journal":
+                names.update(f"agent_journal.{a.name}" for a in node.names)
+            else:
+                names.add(node.module)
         elif isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
     return {n.removeprefix("agent_journal.") for n in names
             if n.startswith("agent_journal.")}
 
 
-def test_core_does_no_io_and_imports_only_core():
-    for name in CORE:
-        path = PKG / f"{name}.py"
-        if not path.exists():
+def test_every_module_lives_in_a_layer():
+    loose = [p.name for p in modules() if layer_of(p) == ""]
+    assert sorted(loose) == ["__init__.py", "__main__.py"], loose
+    assert {layer_of(p) for p in modules()} - {""} == set(ALLOWED)
+
+
+def test_imports_run_one_way():
+    for path in modules():
+        layer = layer_of(path)
+        if not layer:
+            continue
+        for dep in imported_modules(path):
+            assert dep.split(".")[0] in ALLOWED[layer], (str(path.relative_to(PKG)), dep)
+
+
+def test_no_import_cycles():
+    graph = {}
+    for path in modules():
+        rel = path.relative_to(PKG).with_suffix("")
+        name = ".".join(rel.parts).removesuffix(".__init__")
+        graph[name] = {d for d in imported_modules(path, run_time_only=True)
+                       if (PKG / (d.replace(".", "/") + ".py")).exists()}
+    state: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for dep in graph.get(node, ()):
+            assert state.get(dep) != 1, " -> ".join([*stack, node, dep])
+            if dep not in state:
+                visit(dep, [*stack, node])
+        state[node] = 2
+
+    for node in graph:
+        if node not in state:
+            visit(node, [])
+
+
+def test_pure_layers_do_no_io():
+    for path in modules():
+        if layer_of(path) in PURE:
+            text = path.read_text()
+            assert "sqlite3" not in text and "open(" not in text, path
+
+
+def test_only_storage_touches_sqlite():
+    for path in modules():
+        if layer_of(path) == "storage":
             continue
         text = path.read_text()
-        deps = {d.split(".")[0] for d in imported_modules(path)} - {""}
-        assert deps <= CORE, (name, deps - CORE)
-        assert "sqlite3" not in text and "open(" not in text, name
-
-
-def test_store_never_imports_cli_or_operations():
-    deps = {d.split(".")[0] for d in imported_modules(PKG / "store.py")}
-    assert deps <= CORE | STORE, deps
-
-
-def test_nothing_but_cli_imports_cli_modules():
-    for path in PKG.rglob("*.py"):
-        name = path.stem
-        if name in CLI:
-            continue
-        deps = {d.split(".")[0] for d in imported_modules(path)}
-        assert not deps & (CLI - {"output"}) or name in CLI, (path, deps & CLI)
-
-
-def test_only_store_opens_sqlite():
-    for path in PKG.rglob("*.py"):
-        if path.stem in STORE:
-            continue
-        assert "sqlite3.connect" not in path.read_text(), path
-
-
-def test_only_store_sets_pragmas_and_ends_transactions():
-    for path in PKG.rglob("*.py"):
-        if path.stem in STORE:
-            continue
-        text = path.read_text()
-        for word in ("PRAGMA", ".commit()", "COMMIT", "executescript"):
-            assert word not in text, (path, word)
+        for word in ("sqlite3", "PRAGMA", ".commit()", "COMMIT", "executescript", ".execute("):
+            assert word not in text, (str(path.relative_to(PKG)), word)
 
 
 PROBE = r"""
 import sys, json
-from agent_journal.cli import main
+from agent_journal.cli.main import main
 rc = main(sys.argv[1:])
 mods = sorted(m for m in sys.modules if m.split('.')[0] in
               {'typer', 'click', 'pydantic', 'rich', 'sqlite_utils', 'typing', 'pathlib', 'uuid'}

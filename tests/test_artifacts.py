@@ -258,8 +258,9 @@ def test_bad_threshold_is_refused(cli, root, tmp_path):
     "",
 ])
 def test_artifact_path_accepts_only_valid_refs(root, ref):
-    from agent_journal.errors import JournalError
-    from agent_journal.store import Root, artifact_path
+    from agent_journal.core.errors import JournalError
+    from agent_journal.storage.artifacts import artifact_path
+    from agent_journal.storage.root import Root
 
     ws = Root.open(str(root), create=True).workspace("ws")
     with pytest.raises(JournalError, match="not an artifact reference"):
@@ -269,8 +270,8 @@ def test_artifact_path_accepts_only_valid_refs(root, ref):
 def test_artifact_from_a_hostile_event_is_not_followed(cli, root, tmp_path):
     stored(cli, root, tmp_path)
     (seg,) = (root / "workspaces" / "ws" / "segments").glob("*.sqlite")
-    from agent_journal import codec
-    from agent_journal.model import Event
+    from agent_journal.core import codec
+    from agent_journal.core.model import Event
 
     evil = Event(event_id="e" * 8 + "-0000-4000-8000-" + "0" * 12, type="observation",
                  kind="tool_call", id="o1", ts="2999-01-01T00:00:00.000Z", author="agent",

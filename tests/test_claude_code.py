@@ -646,7 +646,7 @@ def test_sanitised_ids_are_always_valid(cwd: str) -> None:
     value = sanitise_workspace_id(cwd)
     assert_valid_id(value)
     try:
-        from agent_journal.model import validate_id
+        from agent_journal.core.model import validate_id
     except ImportError:
         return
     assert validate_id(value, "workspace") == value
@@ -705,8 +705,8 @@ def test_event_name_check_matches_its_pattern(name: str) -> None:
 @given(st.text(max_size=300))
 def test_safe_id_is_always_valid_and_deterministic(raw: str) -> None:
     from agent_journal.capture.claude_code import safe_id
-    from agent_journal.errors import UsageError
-    from agent_journal.model import validate_id
+    from agent_journal.core.errors import UsageError
+    from agent_journal.core.model import validate_id
 
     value = safe_id(raw)
     assert validate_id(value, "id") == value

@@ -192,7 +192,7 @@ def test_unknown_command(cli):
 
 
 def test_every_command_has_help():
-    from agent_journal.commands import COMMANDS
+    from agent_journal.cli.commands import COMMANDS
 
     for name in COMMANDS:
         proc = subprocess.run([CLI, *name.split(), "--help"], capture_output=True, text=True,

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_journal import codec
-from agent_journal.model import Event
+from agent_journal.core import codec
+from agent_journal.core.model import Event
 
 GOLDEN = Event(event_id="00000000-0000-4000-8000-000000000001", type="entry", kind="finding",
                id="f1", ts="2026-01-02T03:04:05.678Z", author="human", session=None,
@@ -184,7 +184,7 @@ def test_decode_reports_the_same_reasons():
 
 
 def test_decoded_event_equals_the_constructed_one_and_stays_immutable():
-    from agent_journal.model import Event
+    from agent_journal.core.model import Event
 
     original = Event(event_id="e-1", type="entry", kind="finding", id="f1",
                      ts="2026-01-01T00:00:00.000Z", author="agent", session="s1", replica="r1",

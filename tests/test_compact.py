@@ -19,9 +19,20 @@ from conftest import CLI, all_bytes_under, clean_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_journal import clock, codec, compact, compaction_read, errors, journal, store
-from agent_journal.model import Event, new_event_id
-from agent_journal.plan import plan_compaction
+from agent_journal.core import clock, codec, errors
+from agent_journal.core.compaction_plan import plan_compaction
+from agent_journal.core.model import Event, new_event_id
+from agent_journal.ops import compact, context, writes
+from agent_journal.ops import show as show_op
+from agent_journal.storage import compaction_read, erasure, locks
+from agent_journal.storage.artifacts import artifact_path
+from agent_journal.storage.connection import connect, run_write
+from agent_journal.storage.erasure import COMPACT_INTENT, apply_to_segment, erasing_connection
+from agent_journal.storage.files import create_private_file, make_private_dirs
+from agent_journal.storage.root import Root, check_root
+from agent_journal.storage.segment import SCHEMA, init_segment, insert_events
+from agent_journal.storage.segment_reader import strict_json_check
+from agent_journal.storage.workspace import ENV_SEGMENT_MAX_BYTES, Workspace
 
 EMPTY = {"expired": [], "tombstoned": [], "pinned": [], "downgraded": [], "unclassified": [],
          "tombstonesMarkedPurged": []}
@@ -54,13 +65,13 @@ def segments(root: Path, ws: str = "ws") -> list[Path]:
 
 
 def stored_tombstones(root: Path, ws: str = "ws") -> dict[str, dict[str, Any]]:
-    ctx = journal.Context(str(root), ws)
+    ctx = context.Context(str(root), ws)
     return {e.event_id: e.data for e in ctx.open(create=False).read().events
             if e.type == "tombstone"}
 
 
-def ctx_for(root: Path, ws: str = "ws") -> journal.Context:
-    return journal.Context(str(root), ws)
+def ctx_for(root: Path, ws: str = "ws") -> context.Context:
+    return context.Context(str(root), ws)
 
 
 # -- the retention document's examples -------------------------------------------------------
@@ -225,12 +236,12 @@ def write_artifact_observation(root: Path, obs_id: str, content: bytes) -> Path:
     """An observation whose output observe stores as a content-addressed blob."""
     import os
 
-    from agent_journal import evidence
+    from agent_journal.ops import evidence
 
     saved = os.environ.get(evidence.ENV_THRESHOLD)
     os.environ[evidence.ENV_THRESHOLD] = "16"  # every output here is large enough
     try:
-        journal.observe(ctx_for(root), kind="tool_call", obs_id=obs_id, tool="Bash",
+        writes.observe(ctx_for(root), kind="tool_call", obs_id=obs_id, tool="Bash",
                         call_id="c-blob", input_value=None, output=content.decode(),
                         status="ok", exit_code=0, duration_ms=1)
     finally:
@@ -238,9 +249,9 @@ def write_artifact_observation(root: Path, obs_id: str, content: bytes) -> Path:
             del os.environ[evidence.ENV_THRESHOLD]
         else:
             os.environ[evidence.ENV_THRESHOLD] = saved
-    ws = store.Root.open(str(root), create=False).workspace("ws")
-    ref = journal.show(ctx_for(root), only_id=obs_id)[0]["entries"][0]["artifact"]["ref"]
-    blob = Path(store.artifact_path(ws, ref))
+    ws = Root.open(str(root), create=False).workspace("ws")
+    ref = show_op.show(ctx_for(root), only_id=obs_id)[0]["entries"][0]["artifact"]["ref"]
+    blob = Path(artifact_path(ws, ref))
     assert blob.read_bytes() == content
     return blob
 
@@ -289,29 +300,30 @@ def test_no_byte_of_a_purged_event_survives_anywhere_under_the_root(cli, root, t
         conn = sqlite3.connect(seg)
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         conn.close()
-    assert not (root / "workspaces" / "ws" / store.COMPACT_INTENT).exists()
+    assert not (root / "workspaces" / "ws" / COMPACT_INTENT).exists()
 
 
 def _force_secure_delete_off(monkeypatch) -> None:
     """Simulate a SQLite built without secure delete by default."""
-    real = store.connect
+    real = erasure.connect
 
-    def connect(path: str, *, readonly: bool = False) -> sqlite3.Connection:
-        conn = real(path, readonly=readonly)
+    def connect(path: str, *, readonly: bool = False, immutable: bool = False
+                ) -> sqlite3.Connection:
+        conn = real(path, readonly=readonly, immutable=immutable)
         conn.execute("PRAGMA secure_delete = OFF")
         return conn
 
-    monkeypatch.setattr(store, "connect", connect)
+    monkeypatch.setattr(erasure, "connect", connect)
 
 
-def _secret_journal(root: Path) -> journal.Context:
+def _secret_journal(root: Path) -> context.Context:
     ctx = ctx_for(root)
-    journal.record(ctx, kind="finding", entry_id="f-secret",
+    writes.record(ctx, kind="finding", entry_id="f-secret",
                    fields={"claim": SECRET_CLAIM.decode() * 50}, anchors=[], depends_on=[],
                    subject=None)
-    journal.record(ctx, kind="finding", entry_id="keep", fields={"claim": "kept"}, anchors=[],
+    writes.record(ctx, kind="finding", entry_id="keep", fields={"claim": "kept"}, anchors=[],
                    depends_on=[], subject=None)
-    journal.tombstone(ctx, "f-secret", "must go")
+    writes.tombstone(ctx, "f-secret", "must go")
     return ctx
 
 
@@ -319,10 +331,10 @@ def test_the_deleting_connection_sets_secure_delete_itself(root, monkeypatch):
     _force_secure_delete_off(monkeypatch)
     ctx = _secret_journal(root)
     [seg] = segments(root)
-    plain = store.connect(str(seg))
+    plain = erasure.connect(str(seg))
     assert plain.execute("PRAGMA secure_delete").fetchone() == (0,)
     plain.close()
-    erasing = store.erasing_connection(str(seg))
+    erasing = erasing_connection(str(seg))
     assert erasing.execute("PRAGMA secure_delete").fetchone() == (1,)
     assert erasing.execute("PRAGMA journal_mode").fetchone()[0] in ("delete", "wal")
     erasing.close()
@@ -337,7 +349,7 @@ def test_without_secure_delete_the_bytes_would_stay(root, monkeypatch):
     _force_secure_delete_off(monkeypatch)
     _secret_journal(root)
     [seg] = segments(root)
-    conn = store.connect(str(seg))
+    conn = erasure.connect(str(seg))
     conn.execute("DELETE FROM events WHERE subject = 'f-secret'")
     assert conn.execute("SELECT count(*) FROM events WHERE subject = 'f-secret'").fetchone() \
         == (0,)
@@ -347,7 +359,7 @@ def test_without_secure_delete_the_bytes_would_stay(root, monkeypatch):
 
 def test_a_wal_segment_is_checkpointed_and_truncated(root):
     ctx = ctx_for(root)
-    journal.record(ctx, kind="finding", entry_id="first", fields={"claim": "x"}, anchors=[],
+    writes.record(ctx, kind="finding", entry_id="first", fields={"claim": "x"}, anchors=[],
                    depends_on=[], subject=None)
     [seg] = segments(root)
     conn = sqlite3.connect(seg)
@@ -395,11 +407,11 @@ def test_without_ttls_every_read_is_unchanged_and_a_second_run_purges_nothing(cl
 
 def _grow(path: Path, ws: str = "ws") -> None:
     """Append one event straight into a given segment, as a writer holding it open would."""
-    conn = store.connect(str(path))
+    conn = connect(str(path))
     ev = Event(event_id=new_event_id(), type="observation", kind="tool_call", id="late-write",
                ts="2025-01-01T00:00:00.000Z", author="agent", session="s1", replica="r-other",
                data={"tool": "Bash", "status": "ok"})
-    store.run_write(conn, lambda c: store.insert_events(c, [ev]))
+    run_write(conn, lambda c: insert_events(c, [ev]))
     conn.close()
 
 
@@ -407,7 +419,7 @@ def test_a_segment_that_grew_after_planning_is_skipped_and_nothing_is_lost(root)
     ctx = _secret_journal(root)
     ws = ctx.open(create=False)
     prepared = compact.prepare(ws, entry_ttl_days=None, observation_ttl_days=None)
-    journal.observe(ctx, kind="tool_call", obs_id="arrived-meanwhile", tool="Bash",
+    writes.observe(ctx, kind="tool_call", obs_id="arrived-meanwhile", tool="Bash",
                     call_id="c", input_value=None, output=None, status="ok", exit_code=0,
                     duration_ms=1)
     outcome = compact.carry_out(prepared)
@@ -423,20 +435,20 @@ def test_a_segment_that_grew_after_planning_is_skipped_and_nothing_is_lost(root)
 
 
 def test_the_cli_prints_the_report_and_exits_1_when_it_skipped(root, monkeypatch, capsys):
-    from agent_journal import cli
+    from agent_journal.cli import main
 
     ctx = _secret_journal(root)
     real_prepare = compact.prepare
 
     def prepare_then_write(*a: Any, **kw: Any) -> compact.Prepared:
         prepared = real_prepare(*a, **kw)
-        journal.observe(ctx, kind="tool_call", obs_id="late", tool="Bash", call_id="c",
+        writes.observe(ctx, kind="tool_call", obs_id="late", tool="Bash", call_id="c",
                         input_value=None, output=None, status="ok", exit_code=0,
                         duration_ms=1)
         return prepared
 
     monkeypatch.setattr(compact, "prepare", prepare_then_write)
-    code = cli.main(["compact", "--apply", "--root", str(root), "--workspace", "ws"])
+    code = main.main(["compact", "--apply", "--root", str(root), "--workspace", "ws"])
     out, err = capsys.readouterr()
     assert code == 1
     report = json.loads(out)
@@ -446,7 +458,7 @@ def test_the_cli_prints_the_report_and_exits_1_when_it_skipped(root, monkeypatch
 
 
 def _rotating(monkeypatch) -> None:
-    monkeypatch.setenv(store.ENV_SEGMENT_MAX_BYTES, "1")  # every write opens a new segment
+    monkeypatch.setenv(ENV_SEGMENT_MAX_BYTES, "1")  # every write opens a new segment
 
 
 def test_a_tombstone_in_another_segment_is_flipped_once_its_target_is_gone(root, monkeypatch):
@@ -481,16 +493,16 @@ def test_target_erased_but_tombstone_segment_busy_leaves_purged_false_for_good(
 def test_a_dependent_never_turns_live_when_the_tombstone_segment_is_busy(root, monkeypatch):
     _rotating(monkeypatch)
     ctx = ctx_for(root)
-    journal.record(ctx, kind="finding", entry_id="root", fields={"claim": "premise"},
+    writes.record(ctx, kind="finding", entry_id="root", fields={"claim": "premise"},
                    anchors=[], depends_on=[], subject=None)
-    journal.record(ctx, kind="finding", entry_id="leaf", fields={"claim": "built on it"},
+    writes.record(ctx, kind="finding", entry_id="leaf", fields={"claim": "built on it"},
                    anchors=[], depends_on=["root"], subject=None)
-    journal.invalidate(ctx, "root", "premise was wrong")
-    journal.tombstone(ctx, "root", "named a person")
+    writes.invalidate(ctx, "root", "premise was wrong")
+    writes.tombstone(ctx, "root", "named a person")
     ws = ctx.open(create=False)
 
     def leaf() -> dict[str, Any]:
-        return journal.show(ctx, only_id="leaf")[0]["entries"][0]
+        return show_op.show(ctx, only_id="leaf")[0]["entries"][0]
 
     assert leaf()["outcome"] == "suppressed"
     # The tombstone carried root's place in the graph from the moment it was written.
@@ -510,7 +522,7 @@ def test_a_dependent_never_turns_live_when_the_tombstone_segment_is_busy(root, m
 def test_an_interrupted_run_leaves_an_intent_the_next_run_finishes(root, monkeypatch):
     blob = write_artifact_observation(root, "o-blob", SECRET_BLOB * 10)
     ctx = ctx_for(root)
-    journal.tombstone(ctx, "o-blob", "must go")
+    writes.tombstone(ctx, "o-blob", "must go")
     cache = root / "cache" / "search"
     cache.mkdir(parents=True)
     (cache / "ws.sqlite").write_bytes(SECRET_BLOB)
@@ -518,11 +530,11 @@ def test_an_interrupted_run_leaves_an_intent_the_next_run_finishes(root, monkeyp
     def die(*a: Any, **kw: Any) -> None:
         raise KeyboardInterrupt  # killed after the segments, before the files
 
-    monkeypatch.setattr(store, "artifact_files", die)
+    monkeypatch.setattr(compact, "artifact_files", die)
     with pytest.raises(KeyboardInterrupt):
         compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
     monkeypatch.undo()
-    assert blob.exists() and (root / "workspaces" / "ws" / store.COMPACT_INTENT).exists()
+    assert blob.exists() and (root / "workspaces" / "ws" / COMPACT_INTENT).exists()
     again = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
     assert again.report == full(True)  # nothing left to plan, but the files are finished
     assert not blob.exists() and not (cache / "ws.sqlite").exists()
@@ -533,19 +545,19 @@ class Died(BaseException):
     pass
 
 
-def _crossed_journal(root: Path) -> journal.Context:
+def _crossed_journal(root: Path) -> context.Context:
     """Targets, invalidations, tombstones and dependents, each in its own segment."""
     ctx = ctx_for(root)
-    journal.record(ctx, kind="finding", entry_id="root", fields={"claim": SECRET_CLAIM.decode()},
+    writes.record(ctx, kind="finding", entry_id="root", fields={"claim": SECRET_CLAIM.decode()},
                    anchors=[], depends_on=[], subject=None)
-    journal.record(ctx, kind="finding", entry_id="leaf", fields={"claim": "built on it"},
+    writes.record(ctx, kind="finding", entry_id="leaf", fields={"claim": "built on it"},
                    anchors=[], depends_on=["root"], subject=None)
-    journal.observe(ctx, kind="tool_call", obs_id="o1", tool="Bash", call_id="c",
+    writes.observe(ctx, kind="tool_call", obs_id="o1", tool="Bash", call_id="c",
                     input_value=None, output=SECRET_OUTPUT.decode(), status="ok",
                     exit_code=0, duration_ms=1)
-    journal.invalidate(ctx, "root", SECRET_INVAL.decode())
-    journal.tombstone(ctx, "root", "named a person")
-    journal.tombstone(ctx, "o1", "held a token")
+    writes.invalidate(ctx, "root", SECRET_INVAL.decode())
+    writes.tombstone(ctx, "root", "named a person")
+    writes.tombstone(ctx, "o1", "held a token")
     return ctx
 
 
@@ -556,14 +568,14 @@ def test_a_run_stopped_between_any_two_transactions_is_finished_by_the_next(
     template = tmp_path / "template"
     os.rename(root, template)
     calls = []
-    real_apply = store.apply_to_segment
+    real_apply = apply_to_segment
 
     def counting(*a: Any, **kw: Any) -> Any:
         calls.append(a[0])
         return real_apply(*a, **kw)
 
     subprocess.run(["cp", "-a", str(template), str(root)], check=True)
-    monkeypatch.setattr(store, "apply_to_segment", counting)
+    monkeypatch.setattr(compact, "apply_to_segment", counting)
     compact.compact(ctx_for(root), entry_ttl_days=None, observation_ttl_days=None, apply=True)
     total = len(calls)
     assert total >= 4  # several segments, several passes: worth stopping between
@@ -577,21 +589,21 @@ def test_a_run_stopped_between_any_two_transactions_is_finished_by_the_next(
             done.append(a[0])
             return real_apply(*a, **kw)
 
-        monkeypatch.setattr(store, "apply_to_segment", dying)
+        monkeypatch.setattr(compact, "apply_to_segment", dying)
         ctx = ctx_for(root)
         if stop_after < total:
             with pytest.raises(Died):
                 compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None,
                                 apply=True)
-        leaf = journal.show(ctx, only_id="leaf")[0]["entries"][0]
+        leaf = show_op.show(ctx, only_id="leaf")[0]["entries"][0]
         assert leaf["outcome"] == "suppressed", stop_after  # never live, at any point
-        monkeypatch.setattr(store, "apply_to_segment", real_apply)
+        monkeypatch.setattr(compact, "apply_to_segment", real_apply)
         compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
         flags = [d["purged"] for d in stored_tombstones(root).values()]
         assert flags == [True, True], stop_after
         everything = all_bytes_under(root)
         assert not [m for m in (SECRET_CLAIM, SECRET_OUTPUT, SECRET_INVAL) if m in everything]
-        assert journal.show(ctx, only_id="leaf")[0]["entries"][0]["outcome"] == "suppressed"
+        assert show_op.show(ctx, only_id="leaf")[0]["entries"][0]["outcome"] == "suppressed"
         again = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None,
                                 apply=True)
         assert again.report == full(True)
@@ -601,7 +613,7 @@ def test_a_blob_another_event_still_references_is_kept(root):
     blob = write_artifact_observation(root, "o-a", KEPT * 10)
     write_artifact_observation(root, "o-b", KEPT * 10)  # same content, same blob
     ctx = ctx_for(root)
-    journal.tombstone(ctx, "o-a", "must go")
+    writes.tombstone(ctx, "o-a", "must go")
     outcome = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
     assert outcome.report["tombstoned"] == ["o-a"] and blob.exists()
 
@@ -609,11 +621,11 @@ def test_a_blob_another_event_still_references_is_kept(root):
 # -- real processes -----------------------------------------------------------------------------
 
 def build_segment(path: Path, events: list[Event], *, workspace: str = "ws") -> None:
-    store.make_private_dirs(str(path.parent))
-    store.create_private_file(str(path))
-    conn = store.connect(str(path))
-    store.init_segment(conn, workspace=workspace, replica="r-seed")
-    store.run_write(conn, lambda c: store.insert_events(c, events))
+    make_private_dirs(str(path.parent))
+    create_private_file(str(path))
+    conn = connect(str(path))
+    init_segment(conn, workspace=workspace, replica="r-seed")
+    run_write(conn, lambda c: insert_events(c, events))
     conn.close()
 
 
@@ -637,9 +649,11 @@ def seed_events(prefix: str, n: int, *, tombstone_every: int, secret: bytes) -> 
 
 WRITER = r"""
 import sys, time
-from agent_journal import journal
+from agent_journal.ops import context
+from agent_journal.ops import show as show_op
+from agent_journal.ops import writes
 root, ws, name, log, stop = sys.argv[1:6]
-ctx = journal.Context(root, ws, session=name)
+ctx = context.Context(root, ws, session=name)
 i = 0
 with open(log, "a") as out:
     while True:
@@ -649,7 +663,7 @@ with open(log, "a") as out:
         oid = f"{name}-{i}"
         if i % 25 == 24:
             time.sleep(0.4)  # bursts and pauses: some runs meet a quiet segment
-        journal.observe(ctx, kind="tool_call", obs_id=oid, tool="Bash", call_id=str(i),
+        writes.observe(ctx, kind="tool_call", obs_id=oid, tool="Bash", call_id=str(i),
                         input_value=None, output="written while compacting", status="ok",
                         exit_code=0, duration_ms=1)
         out.write(oid + "\n")
@@ -674,7 +688,7 @@ def test_writers_appending_during_many_compactions_lose_nothing(root, tmp_path):
 def _writers_and_compactions(root: Path, tmp_path: Path, rounds: int) -> None:
     secret = b"MARKER-CONCURRENT-44aa"
     ctx = ctx_for(root)
-    journal.record(ctx, kind="note", entry_id="start", fields={"text": "x"}, anchors=[],
+    writes.record(ctx, kind="note", entry_id="start", fields={"text": "x"}, anchors=[],
                    depends_on=[], subject=None)
     seg_dir = segments(root)[0].parent
     build_segment(seg_dir / "imported-a.sqlite",
@@ -688,10 +702,10 @@ def _writers_and_compactions(root: Path, tmp_path: Path, rounds: int) -> None:
     try:
         for round_ in range(rounds):
             # New tombstoned content in the busy local segment every round.
-            journal.observe(ctx, kind="tool_call", obs_id=f"doomed-{round_}", tool="Bash",
+            writes.observe(ctx, kind="tool_call", obs_id=f"doomed-{round_}", tool="Bash",
                             call_id="d", input_value=None, output=secret.decode(),
                             status="ok", exit_code=0, duration_ms=1)
-            journal.tombstone(ctx, f"doomed-{round_}", "must go")
+            writes.tombstone(ctx, f"doomed-{round_}", "must go")
             result = subprocess.run([CLI, "compact", "--apply"], env=_env(root),
                                     capture_output=True, timeout=120)
             report = json.loads(result.stdout)
@@ -732,7 +746,7 @@ def _kill_rounds(root: Path, tmp_path: Path, *, rounds: int, segments_: int,
                  per_segment: int, seed: int) -> None:
     secret = b"MARKER-KILLED-7c1e"
     seg_dir = root / "workspaces" / "ws" / "segments"
-    store.check_root(str(root), create=True)
+    check_root(str(root), create=True)
     for n in range(segments_):
         build_segment(seg_dir / f"imported-{n}.sqlite",
                       seed_events(f"s{n}", per_segment, tombstone_every=4, secret=secret))
@@ -788,7 +802,7 @@ AWKWARD_REASONS = ['plain', 'a "quoted" one', "back\\slash \\u0041", "new\nline\
 def test_rewritten_tombstones_hold_exactly_their_canonical_bytes(root, bulk, monkeypatch):
     """Both ways of sending rewrites to SQLite (one JSON list, or a statement
     per row) store the canonical bytes of the rewritten event, whatever the text."""
-    store.check_root(str(root), create=True)
+    check_root(str(root), create=True)
     events = []
     for n, reason in enumerate(AWKWARD_REASONS):
         oid = f"o-{n}"
@@ -799,7 +813,7 @@ def test_rewritten_tombstones_hold_exactly_their_canonical_bytes(root, bulk, mon
                             ts="2025-01-01T00:00:01.000Z", author="human", session=None,
                             replica="r-seed", data={"reason": reason, "purged": False}))
     build_segment(root / "workspaces" / "ws" / "segments" / "imported-seed.sqlite", events)
-    monkeypatch.setattr(store, "_BULK_JSON", [bulk])
+    monkeypatch.setattr(erasure, "_BULK_JSON", [bulk])
     outcome = compact.compact(ctx_for(root), entry_ttl_days=None, observation_ttl_days=None,
                               apply=True)
     assert len(outcome.report["tombstonesMarkedPurged"]) == len(AWKWARD_REASONS)
@@ -818,7 +832,7 @@ def test_rewritten_tombstones_hold_exactly_their_canonical_bytes(root, bulk, mon
 
 # -- the compaction read finds exactly the damage every reader finds ---------------------------
 
-FAST_READ = store.strict_json_check(sqlite3.sqlite_version_info) is not None
+FAST_READ = strict_json_check(sqlite3.sqlite_version_info) is not None
 
 
 def _observation_obj(n: int) -> dict[str, Any]:
@@ -979,7 +993,7 @@ def _raw_rows(root: Path, rows: list[tuple[Any, ...]], name: str = "imported-raw
     conn.close()
 
 
-def _read_counting_exact(ws: store.Workspace) -> tuple[compaction_read.CompactionRead, set[Any]]:
+def _read_counting_exact(ws: Workspace) -> tuple[compaction_read.CompactionRead, set[Any]]:
     """The compaction read, and the event ids it sent to the exact decoder."""
     slow: set[Any] = set()
     real = codec.decode_checked
@@ -1013,7 +1027,7 @@ def _compare_reads(root: Path) -> set[Any]:
 
 
 def test_the_fast_compaction_read_agrees_with_the_exact_decoder(root):
-    store.check_root(str(root), create=True)
+    check_root(str(root), create=True)
     rows: list[tuple[Any, ...]] = []
     names = {}
     for n, (name, mutate) in enumerate(_mutations()):
@@ -1083,7 +1097,7 @@ def _tombstone_mutations() -> list[tuple[str, bytes]]:
 
 
 def test_the_fast_tombstone_read_agrees_with_the_exact_decoder(root):
-    store.check_root(str(root), create=True)
+    check_root(str(root), create=True)
     rows: list[tuple[Any, ...]] = []
     for name, body in _tombstone_mutations():
         try:
@@ -1156,7 +1170,7 @@ def _column_cases() -> list[tuple[Any, ...]]:
 def test_data_nested_deeper_than_python_parses_is_malformed_to_both_reads(root, cli):
     """SQLite accepts nesting Python's json cannot follow: every read reports the
     row malformed (never a crash), and compaction refuses."""
-    store.check_root(str(root), create=True)
+    check_root(str(root), create=True)
     obj = {**_observation_obj(1), "data": {"tool": "Bash"}}  # no artifact: data is not parsed
     body = _canonical(obj).replace(b'"tool":"Bash"', b'"tool":' + b"[" * 1500 + b"]" * 1500)
     _raw_rows(root, [(obj["eventId"], obj["id"], obj["ts"], body, codec.checksum(body))])
@@ -1176,7 +1190,7 @@ def _read_state(read: compaction_read.CompactionRead) -> tuple[Any, ...]:
 
 def _mixed_workspace(root: Path) -> None:
     """Segments of mutated observation rows, clean events, and one unreadable file."""
-    store.check_root(str(root), create=True)
+    check_root(str(root), create=True)
     mutations = _mutations()
     for k in range(4):
         rows = []
@@ -1186,9 +1200,9 @@ def _mixed_workspace(root: Path) -> None:
             rows.append((obj["eventId"], obj["id"], obj["ts"], body, codec.checksum(body)))
         _raw_rows(root, rows, name=f"imported-{k}")
     ctx = ctx_for(root)
-    journal.record(ctx, kind="finding", entry_id="kept", fields={"claim": "kept"}, anchors=[],
+    writes.record(ctx, kind="finding", entry_id="kept", fields={"claim": "kept"}, anchors=[],
                    depends_on=[], subject=None)
-    journal.tombstone(ctx, "o1001", "gone")
+    writes.tombstone(ctx, "o1001", "gone")
     bad = root / "workspaces" / "ws" / "segments" / "imported-9-garbage.sqlite"
     bad.write_bytes(b"not a database at all" * 100)
 
@@ -1226,15 +1240,15 @@ def test_a_read_of_named_observations_plans_and_compacts_alike(root, tmp_path):
     write_artifact_observation(root, "o-blob-gone", SECRET_CLAIM * 10)
     ctx = ctx_for(root)
     for n in range(6):
-        journal.observe(ctx, kind="tool_call", obs_id=f"o-{n}", tool="Bash", call_id=f"c{n}",
+        writes.observe(ctx, kind="tool_call", obs_id=f"o-{n}", tool="Bash", call_id=f"c{n}",
                         input_value=None, output=f"out {n}", status="ok", exit_code=0,
                         duration_ms=1)
-    journal.record(ctx, kind="finding", entry_id="f-cites", fields={"claim": "x"},
+    writes.record(ctx, kind="finding", entry_id="f-cites", fields={"claim": "x"},
                    anchors=["tool_use:o-1", "tool_use:o-2"], depends_on=[], subject=None)
-    journal.record(ctx, kind="finding", entry_id="f-old", fields={"claim": "y"}, anchors=[],
+    writes.record(ctx, kind="finding", entry_id="f-old", fields={"claim": "y"}, anchors=[],
                    depends_on=[], subject=None)
     for target in ("o-1", "o-blob-gone", "f-old", "never-here"):
-        journal.tombstone(ctx, target, "must go")
+        writes.tombstone(ctx, target, "must go")
     ws = ctx.open(create=False)
     full = compaction_read.read_located(ws)
     named = compaction_read.read_located(ws, every_observation=False)
@@ -1265,7 +1279,7 @@ def test_a_read_of_named_observations_plans_and_compacts_alike(root, tmp_path):
     assert SECRET_CLAIM not in all_bytes_under(copy)
 
 
-def _serial_reads(root: Path, monkeypatch: Any) -> tuple[store.Workspace, dict[bool, Any]]:
+def _serial_reads(root: Path, monkeypatch: Any) -> tuple[Workspace, dict[bool, Any]]:
     """The mixed workspace, and its one-process reads with and without every
     observation."""
     _mixed_workspace(root)
@@ -1351,7 +1365,7 @@ def test_a_part_that_a_later_tombstone_adds_to_comes_in_a_second_round(root, mon
     """Without an observation TTL a worker sends first the observations its own
     tombstones name; one named by a tombstone read here comes in a second
     round, and when the worker dies before it, its parts are read here."""
-    store.check_root(str(root), create=True)
+    check_root(str(root), create=True)
     rows = []
     for n in range(3):
         obj = _observation_obj(n)
@@ -1361,10 +1375,10 @@ def test_a_part_that_a_later_tombstone_adds_to_comes_in_a_second_round(root, mon
     _raw_rows(root, rows, name="imported-small")
     ctx = ctx_for(root)
     for n in range(100):  # the largest segment, which this process claims first
-        journal.observe(ctx, kind="tool_call", obs_id=f"big-{n}", tool="Bash",
+        writes.observe(ctx, kind="tool_call", obs_id=f"big-{n}", tool="Bash",
                         call_id=f"c{n}", input_value=None, output="x" * 200, status="ok",
                         exit_code=0, duration_ms=1)
-    journal.tombstone(ctx, "o1", "gone")
+    writes.tombstone(ctx, "o1", "gone")
     ws = ctx.open(create=False)
     monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "0")
     serial = _read_state(compaction_read.read_located(ws, every_observation=False))
@@ -1383,7 +1397,7 @@ def test_a_part_that_a_later_tombstone_adds_to_comes_in_a_second_round(root, mon
     dies = root.parent / "dies-in-round-two"
     dies.write_text(f"""#!{sys.executable}
 import sys
-from agent_journal import compaction_read
+from agent_journal.storage import compaction_read
 first = compaction_read._read_frame
 asked = []
 def once(stream):
@@ -1406,10 +1420,10 @@ compaction_read.compaction_read_worker()
 def test_a_part_read_here_that_a_workers_tombstone_adds_to_is_made_again(root, monkeypatch):
     """This process cuts its parts down as it reads them too: an observation of
     its part that a tombstone in a worker's part names is kept all the same."""
-    store.check_root(str(root), create=True)
+    check_root(str(root), create=True)
     ctx = ctx_for(root)
     for n in range(100):  # the largest segment, which this process claims first
-        journal.observe(ctx, kind="tool_call", obs_id=f"big-{n}", tool="Bash",
+        writes.observe(ctx, kind="tool_call", obs_id=f"big-{n}", tool="Bash",
                         call_id=f"c{n}", input_value=None, output="x" * 200, status="ok",
                         exit_code=0, duration_ms=1)
     tomb = _canonical(_tombstone_obj(0) | {"id": "big-7"})
@@ -1484,12 +1498,12 @@ def test_a_bad_worker_count_is_a_usage_error_that_changes_nothing(root, cli):
 
 def test_a_segment_in_another_text_encoding_reads_alike(root):
     """SQLite casts a blob to text in the database's encoding: only UTF-8 is the body's text."""
-    store.check_root(str(root), create=True)
+    check_root(str(root), create=True)
     path = root / "workspaces" / "ws" / "segments" / "imported-utf16.sqlite"
-    store.make_private_dirs(str(path.parent))
+    make_private_dirs(str(path.parent))
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA encoding = 'UTF-16le'")
-    conn.executescript(store.SCHEMA)
+    conn.executescript(SCHEMA)
     rows = []
     for n, (_name, mutate) in enumerate(_mutations()[:30]):
         obj = _observation_obj(n)
@@ -1515,7 +1529,7 @@ def test_a_segment_in_another_text_encoding_reads_alike(root):
     ((3, 54, 1), "json_valid(t, 1)"),
 ])
 def test_the_json_check_is_chosen_by_sqlite_version(version, check):
-    assert store.strict_json_check(version) == check
+    assert strict_json_check(version) == check
     sql = compaction_read.compaction_rows_sql(version)
     if check is None:
         assert "json_" not in sql
@@ -1524,7 +1538,7 @@ def test_the_json_check_is_chosen_by_sqlite_version(version, check):
 
 
 def _sqlite_accepts(texts: list[str]) -> list[bool]:
-    check = store.strict_json_check(sqlite3.sqlite_version_info) or "json_valid(t)"
+    check = strict_json_check(sqlite3.sqlite_version_info) or "json_valid(t)"
     conn = sqlite3.connect(":memory:")
     try:
         return [bool(conn.execute(f"SELECT {check} FROM (SELECT ? AS t)", (t,)).fetchone()[0])
@@ -1609,7 +1623,7 @@ json_values = st.recursive(
                           json_values, st.booleans()), min_size=1, max_size=8))
 def test_random_field_damage_is_judged_the_same_by_both_reads(root, changes):
     subprocess.run(["rm", "-rf", str(root)], check=True)
-    store.check_root(str(root), create=True)
+    check_root(str(root), create=True)
     rows = []
     for n, (field, value, drop) in enumerate(changes):
         obj = _observation_obj(n)
@@ -1631,7 +1645,7 @@ def test_random_field_damage_is_judged_the_same_by_both_reads(root, changes):
 def test_random_data_with_a_stray_byte_is_judged_the_same_by_both_reads(root, data, at, stray):
     """Whatever the data object holds, and wherever one stray byte lands in the body."""
     subprocess.run(["rm", "-rf", str(root)], check=True)
-    store.check_root(str(root), create=True)
+    check_root(str(root), create=True)
     obj = {**_observation_obj(0), "data": data}
     body = _canonical(obj)
     at = min(at, len(body))
@@ -1653,7 +1667,7 @@ def test_members_between_data_and_event_id_are_judged_the_same_by_both_reads(
     """The fast read finds data's end from the fields after it: whatever other
     members stand between, it reads what the exact decoder reads."""
     subprocess.run(["rm", "-rf", str(root)], check=True)
-    store.check_root(str(root), create=True)
+    check_root(str(root), create=True)
     obj = {**_observation_obj(0), "data": data}
     extra = "".join(f',{space}"{key}"{space}:{json.dumps(value, ensure_ascii=False)}'
                     for key, value, space in members)
@@ -1695,7 +1709,7 @@ def test_a_second_applied_compaction_refuses_while_one_runs(cli, root, monkeypat
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        monkeypatch.setattr(store, "COMPACT_LOCK_WAIT_S", 0.2)
+        monkeypatch.setattr(locks, "COMPACT_LOCK_WAIT_S", 0.2)
         with pytest.raises(errors.CompactionRunningError, match="another compact --apply"):
             compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
         # A dry run needs no lock.

@@ -12,7 +12,7 @@ from conftest import CLI, clean_env
 
 WRITER = r"""
 import sys
-from agent_journal.cli import main
+from agent_journal.cli.main import main
 prefix, count = sys.argv[1], int(sys.argv[2])
 for i in range(count):
     rc = main(["record", "--kind", "note", "--id", f"{prefix}-{i}", "--text", "x" * 200])

@@ -13,8 +13,8 @@ from audit_scenario import (
     normalise,
 )
 
-from agent_journal.coverage import coverage_derived
-from agent_journal.derive import derive
+from agent_journal.core.derive import derive
+from agent_journal.ops.coverage import coverage_derived
 
 
 def test_counts_anchors_share_and_tombstones():

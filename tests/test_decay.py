@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from audit_scenario import at, build_scenario, check_golden, damage, entry, ev, normalise
 
-from agent_journal.decay import decay_derived
-from agent_journal.derive import derive
+from agent_journal.core.derive import derive
+from agent_journal.ops.decay import decay_derived
 
 
 def test_each_reason_and_only_live_entries():

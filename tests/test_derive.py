@@ -5,8 +5,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_journal.derive import INVALIDATED, LIVE, SUPPRESSED, derive
-from agent_journal.model import Event
+from agent_journal.core.derive import INVALIDATED, LIVE, SUPPRESSED, derive
+from agent_journal.core.model import Event
 
 _n = 0
 

@@ -7,8 +7,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_journal.derive import derive
-from agent_journal.model import Event
+from agent_journal.core.derive import derive
+from agent_journal.core.model import Event
 
 
 def ev(n: int, type_: str, subject: str, data: dict) -> Event:

@@ -21,8 +21,11 @@ from audit_scenario import (
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agent_journal import digest as dg
-from agent_journal.derive import derive
+from agent_journal.core.derive import derive
+from agent_journal.ops import digest as dg
+from agent_journal.storage import segment_reader
+from agent_journal.storage.root import Root
+from agent_journal.storage.segment_reader import Peek
 
 NO_DAMAGE = {"unreadable": [], "malformed": []}
 
@@ -423,10 +426,11 @@ inputs = st.one_of(odd_values, st.dictionaries(
 def test_the_peeked_read_digests_exactly_as_the_parsed_read(tmp_path_factory, calls, session):
     """SQLite's peek at status, exit code, tool and input decides nothing the parsed
     body would decide otherwise: the same digest, from the same segment, either way."""
-    from agent_journal import store
+    from agent_journal.storage.root import Root
+    from agent_journal.storage.segment_reader import Peek
 
     root = tmp_path_factory.mktemp("peek")
-    ws = store.Root.open(str(root), create=True).workspace("ws")
+    ws = Root.open(str(root), create=True).workspace("ws")
     events = []
     for n, (obs_n, second, kind, sess, status, exit_code, tool, input_value) in enumerate(calls):
         data = {"status": status, "exitCode": exit_code, "tool": tool, "input": input_value}
@@ -434,7 +438,7 @@ def test_the_peeked_read_digests_exactly_as_the_parsed_read(tmp_path_factory, ca
             data = {k: v for k, v in data.items() if v is not None}
         events.append(ev("observation", kind, f"o{obs_n}", at(second), data, session=sess))
     ws.append(events)
-    peeked = ws.read(peek=store.Peek(dg.PEEK_VALUES, dg.PEEK_TYPES)).events
+    peeked = ws.read(peek=Peek(dg.PEEK_VALUES, dg.PEEK_TYPES)).events
     assert any(type(e).__name__ == "PeekedEvent" for e in peeked)
     assert build(peeked, session=session) == build(ws.read().events, session=session)
 
@@ -442,14 +446,13 @@ def test_the_peeked_read_digests_exactly_as_the_parsed_read(tmp_path_factory, ca
 def test_no_peek_where_sqlite_json_is_looser_than_python(tmp_path, monkeypatch):
     """On a SQLite whose json_valid accepts JSON5 nothing is peeked: every
     observation is read lazily, and the digest is the same."""
-    from agent_journal import store
 
-    ws = store.Root.open(str(tmp_path / "r"), create=True).workspace("ws")
+    ws = Root.open(str(tmp_path / "r"), create=True).workspace("ws")
     ws.append([obs("o1", at(1), "Edit", {"file_path": "a.py"}),
                obs("o2", at(2), "Bash", {"command": "ls"}, status="error", exit_code=2)])
-    peeked = ws.read(peek=store.Peek(dg.PEEK_VALUES, dg.PEEK_TYPES)).events
-    monkeypatch.setattr(store, "json_check", lambda: None)
-    lazy = ws.read(peek=store.Peek(dg.PEEK_VALUES, dg.PEEK_TYPES)).events
+    peeked = ws.read(peek=Peek(dg.PEEK_VALUES, dg.PEEK_TYPES)).events
+    monkeypatch.setattr(segment_reader, "json_check", lambda: None)
+    lazy = ws.read(peek=Peek(dg.PEEK_VALUES, dg.PEEK_TYPES)).events
     assert {type(e).__name__ for e in peeked} == {"PeekedEvent"}
     assert {type(e).__name__ for e in lazy} == {"LazyEvent"}
     assert build(lazy) == build(peeked) == build(ws.read().events)

@@ -13,23 +13,29 @@ from conftest import all_bytes_under
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_journal import digest, digest_cache, store
-from agent_journal.codec import PeekOnlyEvent
+from agent_journal.core.codec import PeekOnlyEvent
+from agent_journal.ops import digest
+from agent_journal.storage import digest_cache
+from agent_journal.storage.cache import cache_lock_path
+from agent_journal.storage.locks import FileLock
+from agent_journal.storage.root import Root
+from agent_journal.storage.segment_reader import Peek, read_segment
+from agent_journal.storage.workspace import ENV_SEGMENT_MAX_BYTES, Workspace
 
 WS = "ws"
 
 
-def workspace(root: Path) -> store.Workspace:
-    return store.Root.open(str(root), create=True).workspace(WS)
+def workspace(root: Path) -> Workspace:
+    return Root.open(str(root), create=True).workspace(WS)
 
 
-def direct(ws: store.Workspace, session: str | None = None) -> tuple[str, dict]:
+def direct(ws: Workspace, session: str | None = None) -> tuple[str, dict]:
     result, d, _ = digest._read(ws, cached=False)
     return digest.build(d, workspace=ws.name, session=session, max_chars=4000,
                         damage={"unreadable": result.unreadable, "malformed": result.malformed})
 
 
-def cached(ws: store.Workspace, session: str | None = None) -> tuple[str, dict]:
+def cached(ws: Workspace, session: str | None = None) -> tuple[str, dict]:
     result, d, fill = digest._read(ws, cached=True)
     assert fill is not None, "the cache was not used"
     return digest.build(d, workspace=ws.name, session=session, max_chars=4000,
@@ -65,7 +71,7 @@ def test_the_cache_follows_appends_and_new_segments(root, monkeypatch):
     ws.append(calls(30, 20, session="s2"))
     assert cached(ws) == direct(ws)
     assert cached(ws, session="s2") == direct(ws, session="s2")
-    monkeypatch.setenv(store.ENV_SEGMENT_MAX_BYTES, "2000")
+    monkeypatch.setenv(ENV_SEGMENT_MAX_BYTES, "2000")
     ws.append(calls(50, 10))
     ws.append(calls(60, 10))
     assert len(ws.segment_paths()) > 1
@@ -84,9 +90,9 @@ def test_an_edited_row_is_seen_even_after_it_was_cached(root):
     assert cached(ws) == direct(ws)
 
 
-def many_segments(root: Path, monkeypatch) -> store.Workspace:
+def many_segments(root: Path, monkeypatch) -> Workspace:
     """60 tool calls over several small segments."""
-    monkeypatch.setenv(store.ENV_SEGMENT_MAX_BYTES, "3000")
+    monkeypatch.setenv(ENV_SEGMENT_MAX_BYTES, "3000")
     ws = workspace(root)
     for start in range(0, 60, 10):
         ws.append(calls(start, 10))
@@ -111,7 +117,7 @@ def test_a_cache_that_cannot_be_kept_is_not_needed(root):
     ws = workspace(root)
     (root / "cache").mkdir(mode=0o700, exist_ok=True)
     (root / "cache" / "digest").write_text("not a folder")
-    assert digest_cache.read(ws, store.Peek(digest.PEEK_VALUES, digest.PEEK_TYPES)) is None
+    assert digest_cache.read(ws, Peek(digest.PEEK_VALUES, digest.PEEK_TYPES)) is None
     markdown, report, _ = digest.digest(_ctx(root), max_chars=4000)
     assert (markdown, report) == direct(ws)
 
@@ -161,9 +167,9 @@ def test_compaction_leaves_nothing_of_a_purged_secret_in_the_cache(cli, root):
 
 
 def _ctx(root: Path):
-    from agent_journal import journal
+    from agent_journal.ops import context
 
-    return journal.Context(str(root), WS, None)
+    return context.Context(str(root), WS, None)
 
 
 @settings(max_examples=25, deadline=None,
@@ -187,8 +193,8 @@ def test_a_digest_does_not_wait_long_on_another_filling_the_cache(root, monkeypa
     build_scenario(root)
     ws = workspace(root)
     monkeypatch.setattr(digest_cache, "LOCK_WAIT_S", 0.2)
-    with store.FileLock(store.cache_lock_path(ws.root, digest_cache.AREA, WS)):
-        assert digest_cache.read(ws, store.Peek(digest.PEEK_VALUES, digest.PEEK_TYPES)) is None
+    with FileLock(cache_lock_path(ws.root, digest_cache.AREA, WS)):
+        assert digest_cache.read(ws, Peek(digest.PEEK_VALUES, digest.PEEK_TYPES)) is None
         markdown, report, _ = digest.digest(_ctx(root), max_chars=4000)
     assert (markdown, report) == direct(ws)
     assert cached(ws) == direct(ws)
@@ -196,7 +202,7 @@ def test_a_digest_does_not_wait_long_on_another_filling_the_cache(root, monkeypa
 
 def test_a_fill_stopped_part_way_keeps_the_segments_it_finished(root, monkeypatch):
     ws = many_segments(root, monkeypatch)
-    real = store.read_segment
+    real = read_segment
     seen: list[str] = []
 
     def stop_at_the_third(path, **kwargs):
@@ -205,12 +211,12 @@ def test_a_fill_stopped_part_way_keeps_the_segments_it_finished(root, monkeypatc
             raise KeyboardInterrupt  # the hook's time limit, say
         return real(path, **kwargs)
 
-    monkeypatch.setattr(store, "read_segment", stop_at_the_third)
+    monkeypatch.setattr(digest_cache, "read_segment", stop_at_the_third)
     try:
-        digest_cache.read(ws, store.Peek(digest.PEEK_VALUES, digest.PEEK_TYPES))
+        digest_cache.read(ws, Peek(digest.PEEK_VALUES, digest.PEEK_TYPES))
     except KeyboardInterrupt:
         pass
-    monkeypatch.setattr(store, "read_segment", real)
+    monkeypatch.setattr(digest_cache, "read_segment", real)
     conn = sqlite3.connect(digest_cache.path_of(ws))
     finished = conn.execute("SELECT count(*) FROM segments").fetchone()[0]
     conn.close()
@@ -220,12 +226,13 @@ def test_a_fill_stopped_part_way_keeps_the_segments_it_finished(root, monkeypatc
 
 APPENDER = r"""
 import os, sys
-from agent_journal import journal
+from agent_journal.ops import context
+from agent_journal.ops import writes
 root, stop = sys.argv[1:3]
-ctx = journal.Context(root, "ws", session="w")
+ctx = context.Context(root, "ws", session="w")
 i = 0
 while not os.path.exists(stop):
-    journal.observe(ctx, kind="tool_call", obs_id=f"w{i}", tool="Edit", call_id=str(i),
+    writes.observe(ctx, kind="tool_call", obs_id=f"w{i}", tool="Edit", call_id=str(i),
                     input_value={"file_path": f"f{i % 7}.py"}, output=None,
                     status="started" if i % 3 else "ok", exit_code=None, duration_ms=None)
     i += 1
@@ -242,7 +249,7 @@ def test_digests_while_a_writer_appends_agree_with_a_direct_read(root, tmp_path,
 
     from conftest import clean_env
 
-    monkeypatch.setenv(store.ENV_SEGMENT_MAX_BYTES, "20000")  # rotations during the run
+    monkeypatch.setenv(ENV_SEGMENT_MAX_BYTES, "20000")  # rotations during the run
     ws = workspace(root)
     ws.append(calls(0, 20))
     stop = tmp_path / "stop"

@@ -244,9 +244,9 @@ def test_damaged_journal_fails_open(cli, root):
 
 LOCKED = r"""
 import sys
-from agent_journal import hook
-hook.WRITE_BUDGET_S = 1.0
-from agent_journal.cli import main
+from agent_journal.agents import claude_code_hook
+claude_code_hook.WRITE_BUDGET_S = 1.0
+from agent_journal.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -273,13 +273,13 @@ def test_locked_journal_fails_open_quickly(cli, root):
 
 
 def test_default_patience_is_bounded():
-    from agent_journal import hook as hook_module
-    from agent_journal import installer
+    from agent_journal.agents import claude_code_hook as hook_module
+    from agent_journal.agents import claude_code_installer
 
     # The last try starts before the budget ends and can wait on opening the segment, its
     # BEGIN IMMEDIATE and its COMMIT.
     last_try = hook_module.TRY_BUSY_S * 3 + 1
-    assert hook_module.WRITE_BUDGET_S + last_try < installer.DEFAULT_TIMEOUT
+    assert hook_module.WRITE_BUDGET_S + last_try < claude_code_installer.DEFAULT_TIMEOUT
 
 
 def test_full_disk_fails_open(cli, root):
@@ -326,8 +326,8 @@ def test_internal_error_is_logged_with_where(cli, root, monkeypatch):
 
 
 def test_interrupt_in_process_is_swallowed(root, monkeypatch):
-    from agent_journal import cli as cli_module
-    from agent_journal import hook as hook_module
+    from agent_journal.agents import claude_code_hook as hook_module
+    from agent_journal.cli import main as cli_module
 
     def boom(*_: Any, **__: Any) -> Any:
         raise KeyboardInterrupt
@@ -381,15 +381,15 @@ def test_session_start_prints_live_state_for_every_source(cli):
 
 
 def test_session_start_context_is_bounded(cli, root):
-    from agent_journal import journal
+    from agent_journal.ops import context, writes
 
-    ctx = journal.Context(str(root), "ws")
-    journal.record(ctx, kind="objective", entry_id="obj", fields={"text": "the objective"},
+    ctx = context.Context(str(root), "ws")
+    writes.record(ctx, kind="objective", entry_id="obj", fields={"text": "the objective"},
                    anchors=[], depends_on=[], subject=None)
-    journal.record(ctx, kind="constraint", entry_id="c1", fields={"text": "a constraint"},
+    writes.record(ctx, kind="constraint", entry_id="c1", fields={"text": "a constraint"},
                    anchors=[], depends_on=[], subject=None)
     for i in range(40):
-        journal.record(ctx, kind="finding", entry_id=f"f{i:02d}",
+        writes.record(ctx, kind="finding", entry_id=f"f{i:02d}",
                        fields={"claim": f"claim {i} " * 60}, anchors=[], depends_on=[],
                        subject=None)
     context = session_start(cli)
@@ -413,15 +413,15 @@ def test_session_start_on_an_empty_journal(cli, root):
 def test_session_start_prefers_a_digest_module(root, monkeypatch):
     import types
 
-    from agent_journal import hook as hook_module
-    from agent_journal.store import Root
+    from agent_journal.agents import claude_code_hook as hook_module
+    from agent_journal.storage.root import Root
 
-    fake = types.ModuleType("agent_journal.digest")
+    fake = types.ModuleType("agent_journal.ops.digest")
     fake.session_markdown = lambda ws, max_chars: f"# digest of {ws.name} ({max_chars})"
-    monkeypatch.setitem(sys.modules, "agent_journal.digest", fake)
-    import agent_journal
+    monkeypatch.setitem(sys.modules, "agent_journal.ops.digest", fake)
+    import agent_journal.ops
 
-    monkeypatch.setattr(agent_journal, "digest", fake, raising=False)
+    monkeypatch.setattr(agent_journal.ops, "digest", fake, raising=False)
     ws = Root.open(str(root), create=True).workspace("ws")
     assert hook_module.session_context(ws) == "# digest of ws (10000)"
     fake.session_markdown = lambda ws, max_chars: "x" * 20_000
@@ -431,8 +431,8 @@ def test_session_start_prefers_a_digest_module(root, monkeypatch):
 
 
 def test_session_start_write_failure_still_prints_context(root, monkeypatch):
-    from agent_journal import hook as hook_module
-    from agent_journal.store import Workspace
+    from agent_journal.agents import claude_code_hook as hook_module
+    from agent_journal.storage.workspace import Workspace
 
     def fail(self: Any, events: Any, **_: Any) -> int:
         raise OSError(28, "No space left on device")
@@ -448,7 +448,7 @@ def test_session_start_write_failure_still_prints_context(root, monkeypatch):
 
 PROBE = r"""
 import sys, json
-from agent_journal.cli import main
+from agent_journal.cli.main import main
 rc = main(sys.argv[1:])
 sys.stdout.flush()
 mods = sorted(m for m in sys.modules if m.split('.')[0] in
@@ -471,7 +471,7 @@ def test_hook_imports_nothing_heavy(root, event):
 
 WORKER = r"""
 import io, json, sys
-from agent_journal.cli import main
+from agent_journal.cli.main import main
 worker, count = sys.argv[1], int(sys.argv[2])
 for i in range(count):
     payload = {"session_id": f"s{worker}", "cwd": "/x/ws", "hook_event_name": "PostToolUse",

@@ -73,7 +73,7 @@ def transcript_calls(path: Path) -> dict[str, dict[str, Any]]:
 
 def ms(ts: str) -> str:
     """A transcript timestamp as the journal writes it (UTC, milliseconds, Z)."""
-    from agent_journal.clock import format_ts, parse_instant
+    from agent_journal.core.clock import format_ts, parse_instant
 
     return format_ts(parse_instant(ts))
 
@@ -222,7 +222,7 @@ def test_not_a_transcript_is_refused_and_nothing_written(cli, root, tmp_path, ma
 
 
 def _later(ts: str) -> str:
-    from agent_journal.backfill import _later as later
+    from agent_journal.agents.claude_code_import import _later as later
 
     return later(ts)
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_journal import codec
-from agent_journal import merge_plan as mp
-from agent_journal.model import Event
+from agent_journal.core import codec
+from agent_journal.core import merge_plan as mp
+from agent_journal.core.model import Event
 
 
 def ev(type_, subject, n, *, data=None, kind=None):

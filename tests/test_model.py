@@ -2,8 +2,8 @@ import re
 
 import pytest
 
-from agent_journal.errors import UsageError
-from agent_journal.model import Event, new_event_id, parse_anchor, validate_id
+from agent_journal.core.errors import UsageError
+from agent_journal.core.model import Event, new_event_id, parse_anchor, validate_id
 
 
 @pytest.mark.parametrize("value", ["ws", "a.b", "x" * 128, "f-1", "ÜNICODE", "a b"])
@@ -46,7 +46,7 @@ def test_bad_anchors(anchor):
 
 
 def test_with_data_changes_only_the_data():
-    from agent_journal.model import Event
+    from agent_journal.core.model import Event
 
     ev = Event(event_id="e1", type="tombstone", kind="tombstone", id="x",
                ts="2025-01-01T00:00:00.000Z", author="human", session="s", replica="r",
@@ -57,7 +57,7 @@ def test_with_data_changes_only_the_data():
 
 
 def test_events_survive_the_trip_through_values():
-    from agent_journal.model import Event, event_values, events_from_values
+    from agent_journal.core.model import Event, event_values, events_from_values
 
     evs = [Event(event_id=f"e{i}", type="observation", kind="tool_call", id=f"o{i}",
                  ts="2025-01-01T00:00:00.000Z", author="agent", session=None if i else "s",

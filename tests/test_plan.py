@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_journal.clock import format_ts
-from agent_journal.derive import derive
-from agent_journal.errors import UsageError
-from agent_journal.model import Event
-from agent_journal.plan import CompactionPlan, plan_compaction
+from agent_journal.core.clock import format_ts
+from agent_journal.core.compaction_plan import CompactionPlan, plan_compaction
+from agent_journal.core.derive import derive
+from agent_journal.core.errors import UsageError
+from agent_journal.core.model import Event
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 _counter = iter(range(10**9))

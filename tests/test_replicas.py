@@ -25,10 +25,16 @@ from conftest import CLI, all_bytes_under, clean_env, run_on_a_terminal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_journal import replicas, store
-from agent_journal.errors import DamagedJournalError, IntegrityError
-from agent_journal.journal import Context, read_workspace, show
-from agent_journal.model import Event
+from agent_journal.core.errors import DamagedJournalError, IntegrityError
+from agent_journal.core.model import Event
+from agent_journal.ops import replicas
+from agent_journal.ops.context import Context, read_workspace
+from agent_journal.ops.show import show
+from agent_journal.storage.artifacts import artifact_path
+from agent_journal.storage.connection import connect, run_write
+from agent_journal.storage.files import create_private_file, make_private_dirs
+from agent_journal.storage.root import Root
+from agent_journal.storage.segment import init_segment, insert_events
 
 WS = "ws"
 
@@ -46,21 +52,21 @@ def make_root(base: Path, name: str, replica_id: str | None = None) -> Path:
 
 def put(root: Path, events: list[Event]) -> None:
     if events:
-        store.Root.open(root, create=True).workspace(WS).append(events)
+        Root.open(root, create=True).workspace(WS).append(events)
 
 
 def fast_put(root: Path, events: list[Event]) -> None:
     """Like put, into the replica's own first segment, without waiting for fsync:
     law tests build thousands of small replicas."""
-    ws = store.Root.open(root, create=True).workspace(WS)
-    store.make_private_dirs(ws.segments_dir)
+    ws = Root.open(root, create=True).workspace(WS)
+    make_private_dirs(ws.segments_dir)
     path = os.path.join(ws.segments_dir, f"{ws.root.replica_id}-000001.sqlite")
-    store.create_private_file(path)
-    conn = store.connect(path)
+    create_private_file(path)
+    conn = connect(path)
     try:
         conn.execute("PRAGMA synchronous = OFF")
-        store.init_segment(conn, workspace=WS, replica=ws.root.replica_id)
-        store.run_write(conn, lambda c: store.insert_events(c, events))
+        init_segment(conn, workspace=WS, replica=ws.root.replica_id)
+        run_write(conn, lambda c: insert_events(c, events))
     finally:
         conn.close()
 
@@ -99,7 +105,7 @@ def union_state(base: Path, groups: list[list[Event]]) -> str:
 
 def imported_tombstones_unpurged(root: Path) -> bool:
     """Every tombstone a merge wrote says purged: false (and checks out)."""
-    from agent_journal import codec
+    from agent_journal.core import codec
 
     for seg in (root / "workspaces" / WS / "segments").glob("import-*.sqlite"):
         with sqlite3.connect(seg) as conn:
@@ -764,7 +770,7 @@ def test_tampered_export_is_refused_and_nothing_imported(tmp_path, cli, where):
     art = {"ref": ref, "bytes": len(blob), "checksum": _xxh(blob), "status": "complete"}
     put(a, [entry(f"n{i}", replica="ra") for i in range(20)]
         + [observation("o-art", replica="ra", artifact=art)])
-    blob_path = Path(store.artifact_path(store.Root.open(a, create=False).workspace(WS), ref))
+    blob_path = Path(artifact_path(Root.open(a, create=False).workspace(WS), ref))
     blob_path.parent.mkdir(parents=True)
     blob_path.write_bytes(blob)
     dest = tmp_path / "exp"
@@ -809,7 +815,7 @@ def _ref(data: bytes) -> str:
 
 def test_artifacts_travel_with_their_observations(tmp_path):
     a = make_root(tmp_path, "a", "raaaaaaaaaaaaaaa")
-    ws_a = store.Root.open(a, create=True).workspace(WS)
+    ws_a = Root.open(a, create=True).workspace(WS)
     blobs = {}
     events = []
     for name in ("keep", "secret", "broken"):
@@ -818,7 +824,7 @@ def test_artifacts_travel_with_their_observations(tmp_path):
         art = {"ref": ref, "bytes": len(blob), "checksum": _xxh(blob), "status": "complete"}
         blobs[name] = (ref, blob)
         events.append(observation(f"o-{name}", replica="ra", artifact=art))
-        path = Path(store.artifact_path(ws_a, ref))
+        path = Path(artifact_path(ws_a, ref))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(blob if name != "broken" else blob[:-1])
     put(a, events + [tombstone("o-secret", replica="ra")])
@@ -829,8 +835,8 @@ def test_artifacts_travel_with_their_observations(tmp_path):
     out = merge(b, tmp_path / "exp")
     assert out["artifacts"] == {"copied": 1, "alreadyPresent": 0,
                                 "missing": [blobs["broken"][0]]}
-    ws_b = store.Root.open(b, create=False).workspace(WS)
-    assert Path(store.artifact_path(ws_b, blobs["keep"][0])).read_bytes() == blobs["keep"][1]
+    ws_b = Root.open(b, create=False).workspace(WS)
+    assert Path(artifact_path(ws_b, blobs["keep"][0])).read_bytes() == blobs["keep"][1]
     # From a root source too; the tombstoned observation's blob never travels.
     c = make_root(tmp_path, "c", "rccccccccccccccc")
     out = merge(c, a)
@@ -854,7 +860,8 @@ def test_an_artifact_ref_this_version_cannot_place_is_missing_not_fatal(tmp_path
 
 WRITER = r"""
 import os, sys
-from agent_journal.journal import Context, observe
+from agent_journal.ops.context import Context
+from agent_journal.ops.writes import observe
 root, name, stop = sys.argv[1], sys.argv[2], sys.argv[3]
 ctx = Context(root, "ws")
 ack = open(os.path.join(os.path.dirname(stop), f"ack-{name}"), "a", buffering=1)

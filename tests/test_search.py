@@ -20,10 +20,15 @@ from conftest import CLI, clean_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_journal import journal, search, store
-from agent_journal.derive import derive
-from agent_journal.errors import UsageError
-from agent_journal.journal import Context
+from agent_journal.core.derive import derive
+from agent_journal.core.errors import UsageError
+from agent_journal.ops import context, search, writes
+from agent_journal.ops.context import Context
+from agent_journal.storage.cache import publish_cache, segment_signature
+from agent_journal.storage.connection import connect, run_write
+from agent_journal.storage.files import create_private_file
+from agent_journal.storage.root import Root
+from agent_journal.storage.segment import init_segment, insert_events
 
 NOW = "2025-03-10T12:00:00.000Z"
 
@@ -64,23 +69,23 @@ class J:
             fields["claim"] = text
         else:
             fields["text"] = text
-        journal.record(self.ctx, kind=kind, entry_id=entry_id, fields=fields,
+        writes.record(self.ctx, kind=kind, entry_id=entry_id, fields=fields,
                        anchors=list(anchors), depends_on=list(deps), subject=subject)
 
     def obs(self, obs_id: str, output: str, *, tool: str = "Bash", when: str = NOW,
             status: str = "ok", input_value: object = None) -> None:
         self.at(when)
-        journal.observe(self.ctx, kind="tool_call", obs_id=obs_id, tool=tool, call_id="c-" + obs_id,
+        writes.observe(self.ctx, kind="tool_call", obs_id=obs_id, tool=tool, call_id="c-" + obs_id,
                         input_value=input_value, output=output, status=status, exit_code=0,
                         duration_ms=1)
 
     def invalidate(self, target: str) -> None:
         self.at(NOW)
-        journal.invalidate(self.ctx, target, "wrong premise")
+        writes.invalidate(self.ctx, target, "wrong premise")
 
     def tombstone(self, target: str) -> None:
         self.at(NOW)
-        journal.tombstone(self.ctx, target, "must not exist")
+        writes.tombstone(self.ctx, target, "must not exist")
 
     def search(self, query: str, *, now: str = NOW, **kw: object) -> dict:
         self.at(now)
@@ -173,7 +178,7 @@ def test_snippet_prefers_the_window_with_more_distinct_terms():
                                                            max_size=3), max_size=7),
        st.sets(st.sampled_from("abcdefgh")))
 def test_outcomes_follow_derive(deps, invalidated):
-    from agent_journal.model import Event
+    from agent_journal.core.model import Event
 
     events = []
     for n, (entry_id, on) in enumerate(sorted(deps.items())):
@@ -268,7 +273,7 @@ def test_searches_entry_fields_subject_anchors_and_observation_content(j):
     j.note("n1", "body", subject="payments-service", anchors=("tool_use:o1",
                                                               "file:src/ledger.py"))
     j.at(NOW)
-    journal.record(j.ctx, kind="decision", entry_id="d1",
+    writes.record(j.ctx, kind="decision", entry_id="d1",
                    fields={"claim": None, "question": "which queue?", "chosen": "rabbitmq",
                            "text": None}, anchors=[], depends_on=[], subject=None)
     assert j.ids("grep") == ["o1"]
@@ -409,10 +414,10 @@ def test_events_merged_out_of_order_fold_like_a_rebuild(j):
     # an imported segment from another replica with older events: an earlier
     # record of s1 (it wins, as in derive) and the start of observation o2
     seg = j.segments()[0].parent / "rother-000001.sqlite"
-    store.create_private_file(str(seg))
-    conn = store.connect(str(seg))
-    store.init_segment(conn, workspace="ws", replica="rother")
-    from agent_journal.model import Event
+    create_private_file(str(seg))
+    conn = connect(str(seg))
+    init_segment(conn, workspace="ws", replica="rother")
+    from agent_journal.core.model import Event
 
     events = [
         Event(event_id="00000000-0000-4000-8000-000000000001", type="entry", kind="note",
@@ -423,7 +428,7 @@ def test_events_merged_out_of_order_fold_like_a_rebuild(j):
               kind="tool_call", id="o2", ts="2025-03-09T04:00:00.000Z", author="agent",
               session="s", replica="rother", data={"tool": "Read", "output": "papaya"}),
     ]
-    store.run_write(conn, lambda c: store.insert_events(c, events))
+    run_write(conn, lambda c: insert_events(c, events))
     conn.close()
     assert j.ids("kiwi") == ["s1"]
     assert j.ids("word") == []
@@ -464,7 +469,7 @@ def test_rows_removed_from_a_segment_are_noticed_and_purged_from_the_index(j):
 def test_a_cache_sweep_during_a_build_is_survived(j, monkeypatch):
     """compact --apply may delete <ws>.* under cache/ while a search builds."""
     _populate(j)
-    real = store.publish_cache
+    real = publish_cache
     swept = []
 
     def sweeping(conn, tmp, path):
@@ -473,7 +478,7 @@ def test_a_cache_sweep_during_a_build_is_survived(j, monkeypatch):
             os.unlink(tmp)
         real(conn, tmp, path)
 
-    monkeypatch.setattr(store, "publish_cache", sweeping)
+    monkeypatch.setattr(search, "publish_cache", sweeping)
     assert j.ids("deadlock") == ["o1"]
     assert len(swept) == 1
     assert not Path(swept[0]).exists()
@@ -492,7 +497,7 @@ def test_a_vanished_segment_is_noticed(j):
 def test_segment_signature_moves_on_every_commit_even_with_mtime_restored(j):
     j.note("n1", "first")
     seg = j.segments()[0]
-    sig1 = store.segment_signature(str(seg))
+    sig1 = segment_signature(str(seg))
     st1 = seg.stat()
     conn = sqlite3.connect(seg)
     conn.execute("INSERT INTO meta(key, value) VALUES ('probe', 'x')")
@@ -500,7 +505,7 @@ def test_segment_signature_moves_on_every_commit_even_with_mtime_restored(j):
     conn.close()
     os.utime(seg, ns=(st1.st_atime_ns, st1.st_mtime_ns))
     assert seg.stat().st_size == st1.st_size
-    assert store.segment_signature(str(seg)) != sig1
+    assert segment_signature(str(seg)) != sig1
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncate", "format", "workspace"])
@@ -586,7 +591,7 @@ def test_pruned_ranking_equals_the_full_query(root, monkeypatch):
     """Reading only the rare words' documents must never change the answer."""
     import random
 
-    from agent_journal.model import Event
+    from agent_journal.core.model import Event
 
     rng = random.Random(3)
     vocab = [f"w{i}" for i in range(60)]
@@ -612,9 +617,9 @@ def test_pruned_ranking_equals_the_full_query(root, monkeypatch):
                                 type="invalidation", kind="invalidation", id=f"e{k - 2}",
                                 ts=ts, author="human", session=None, replica="r",
                                 data={"reason": "x"}))
-    ws = store.Root.open(str(root), create=True).workspace("ws")
+    ws = Root.open(str(root), create=True).workspace("ws")
     conn = ws.open_for_append()
-    store.run_write(conn, lambda c: store.insert_events(c, events))
+    run_write(conn, lambda c: insert_events(c, events))
     conn.close()
     index = search.refresh(ws)
     pruned = []
@@ -678,7 +683,7 @@ def test_index_agrees_with_derive(tmp_path_factory, monkeypatch, ops):
         else:
             jj.search("word")
     report = jj.search("word", include_retracted=True, limit=100)
-    _, d = journal.read_workspace(jj.ctx)
+    _, d = context.read_workspace(jj.ctx)
     want = {("entry", i): d.outcome[i] for i in d.visible_entry_ids()}
     want.update({("observation", i): None for i in d.visible_observation_ids()})
     got = {(h["type"], h["id"]): h["outcome"] for h in report["hits"]}

@@ -5,9 +5,13 @@ import sqlite3
 
 import pytest
 
-from agent_journal import store
-from agent_journal.errors import UnsafeRootError
-from agent_journal.model import Event
+from agent_journal.core.errors import UnsafeRootError
+from agent_journal.core.model import Event
+from agent_journal.storage import segment_reader
+from agent_journal.storage.connection import JOURNAL_MODE, journal_mode_for
+from agent_journal.storage.root import Root
+from agent_journal.storage.segment_reader import json_check
+from agent_journal.storage.workspace import ENV_SEGMENT_MAX_BYTES
 
 
 def make_event(i, replica="r"):
@@ -23,15 +27,15 @@ def make_event(i, replica="r"):
     ((3, 52, 0), "wal"),
 ])
 def test_journal_mode_follows_the_wal_reset_fix(version, mode):
-    assert store.journal_mode_for(version) == mode
+    assert journal_mode_for(version) == mode
 
 
 def test_segment_uses_the_chosen_mode(root):
-    ws = store.Root.open(root, create=True).workspace("ws")
+    ws = Root.open(root, create=True).workspace("ws")
     ws.append([make_event(1)])
     (seg,) = ws.segment_paths()
     with sqlite3.connect(seg) as conn:
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == store.JOURNAL_MODE
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == JOURNAL_MODE
 
 
 def test_world_writable_root_is_refused(tmp_path):
@@ -39,10 +43,10 @@ def test_world_writable_root_is_refused(tmp_path):
     shared.mkdir()
     os.chmod(shared, 0o777)
     with pytest.raises(UnsafeRootError, match="group- or world-writable"):
-        store.Root.open(shared, create=True)
+        Root.open(shared, create=True)
     os.chmod(shared, 0o770)
     with pytest.raises(UnsafeRootError):
-        store.Root.open(shared, create=True)
+        Root.open(shared, create=True)
 
 
 def test_creating_under_shared_folder_is_refused(tmp_path):
@@ -51,7 +55,7 @@ def test_creating_under_shared_folder_is_refused(tmp_path):
     os.chmod(shared, 0o1777)
     target = shared / "a" / "journal"
     with pytest.raises(UnsafeRootError, match=str(shared)):
-        store.Root.open(target, create=True)
+        Root.open(target, create=True)
     assert not (shared / "a").exists()
 
 
@@ -66,21 +70,21 @@ def test_cli_refuses_unsafe_root(cli, tmp_path):
 
 
 def test_replica_id_is_made_once(root):
-    a = store.Root.open(root, create=True).replica_id
-    b = store.Root.open(root, create=True).replica_id
+    a = Root.open(root, create=True).replica_id
+    b = Root.open(root, create=True).replica_id
     assert a == b and (root / "replica-id").read_text().strip() == a
 
 
 def test_append_is_idempotent_by_event_id(root):
-    ws = store.Root.open(root, create=True).workspace("ws")
+    ws = Root.open(root, create=True).workspace("ws")
     assert ws.append([make_event(1), make_event(2)]) == 2
     assert ws.append([make_event(1)]) == 0
     assert len(ws.read().events) == 2
 
 
 def test_segments_rotate_by_size(root, monkeypatch):
-    monkeypatch.setenv(store.ENV_SEGMENT_MAX_BYTES, "1")
-    ws = store.Root.open(root, create=True).workspace("ws")
+    monkeypatch.setenv(ENV_SEGMENT_MAX_BYTES, "1")
+    ws = Root.open(root, create=True).workspace("ws")
     for i in range(3):
         ws.append([make_event(i)])
     names = [os.path.basename(p) for p in ws.segment_paths()]
@@ -90,7 +94,7 @@ def test_segments_rotate_by_size(root, monkeypatch):
 
 
 def test_other_replicas_segments_are_never_appended(root):
-    ws = store.Root.open(root, create=True).workspace("ws")
+    ws = Root.open(root, create=True).workspace("ws")
     ws.append([make_event(1)])
     foreign = os.path.join(ws.segments_dir, "zzzzforeign-000009.sqlite")
     os.rename(ws.segment_paths()[0], foreign)
@@ -101,7 +105,7 @@ def test_other_replicas_segments_are_never_appended(root):
 
 
 def _damaged_workspace(root):
-    ws = store.Root.open(root, create=True).workspace("ws")
+    ws = Root.open(root, create=True).workspace("ws")
     ws.append([make_event(i) for i in range(50)])
     return ws, ws.segment_paths()[0]
 
@@ -161,9 +165,9 @@ def test_empty_uninitialised_segment_is_not_damage(root):
 def test_sqlite_without_json_functions_judges_no_json(monkeypatch):
     """A build without the JSON functions gets no check: every body is then
     read and judged by Python alone, never reported unreadable for it."""
-    monkeypatch.setattr(store, "_JSON_CHECK", [])
-    monkeypatch.setattr(store, "strict_json_check", lambda version: "no_such_json_fn(t)")
-    assert store.json_check() is None
-    monkeypatch.setattr(store, "_JSON_CHECK", [])
-    monkeypatch.setattr(store, "strict_json_check", lambda version: "json_valid(t)")
-    assert store.json_check() == "json_valid(t)"
+    monkeypatch.setattr(segment_reader, "_JSON_CHECK", [])
+    monkeypatch.setattr(segment_reader, "strict_json_check", lambda version: "no_such_json_fn(t)")
+    assert json_check() is None
+    monkeypatch.setattr(segment_reader, "_JSON_CHECK", [])
+    monkeypatch.setattr(segment_reader, "strict_json_check", lambda version: "json_valid(t)")
+    assert json_check() == "json_valid(t)"

@@ -8,8 +8,8 @@ from audit_scenario import at, build_scenario, check_golden, damage, entry, ev, 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_journal.derive import derive
-from agent_journal.trace import trace_derived
+from agent_journal.core.derive import derive
+from agent_journal.ops.trace import trace_derived
 
 
 def ids(rows):

@@ -1,0 +1,117 @@
+"""The lean argument parser every command runs through.
+
+Invariants:
+- A flag that takes a value always needs one: a missing value, an empty one,
+  or another flag in its place is a usage error, never a default.
+- A bare flag takes no value: `--apply=yes` and `--apply true` are refused.
+- Nothing is written before parsing succeeds (parsing happens first).
+It imports nothing heavy, so the hook and write paths stay fast.
+"""
+
+from __future__ import annotations
+
+import os
+
+from agent_journal.cli.commands import BARE, COMMANDS, MULTI, Command, Opt
+from agent_journal.core.errors import UsageError
+
+TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def find_command(argv: list[str]) -> tuple[Command | None, list[str]]:
+    """Match the longest command name at the start of argv (names may be two words)."""
+    for width in (3, 2, 1):
+        name = " ".join(argv[:width])
+        if len(argv) >= width and name in COMMANDS:
+            return COMMANDS[name], argv[width:]
+    return None, argv
+
+
+def _convert(opt: Opt, raw: str) -> Any:
+    if opt.type == "int":
+        # Plain ASCII digits only: int() would also take " 5", "1_000" and
+        # non-ASCII digits, none of which a caller means as a number.
+        digits = raw[1:] if raw[:1] in ("+", "-") else raw
+        if not (digits.isascii() and digits.isdigit()):
+            raise UsageError(f"{opt.flag} takes a whole number, not {raw!r}")
+        value = int(raw, 10)
+        if opt.minimum is not None and value < opt.minimum:
+            raise UsageError(f"{opt.flag} must be at least {opt.minimum}, not {value}")
+        return value
+    return raw
+
+
+def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
+    by_flag = {opt.flag: opt for opt in cmd.opts}
+    values: dict[str, Any] = {}
+    for opt in cmd.opts:
+        values[opt.dest] = [] if opt.kind == MULTI else (False if opt.kind == BARE else None)
+    positionals: list[str] = []
+    seen: set[str] = set()
+    after_bare: str | None = None
+    only_positionals = False
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if only_positionals or not token.startswith("--") or token == "--":
+            if token == "--" and not only_positionals:
+                only_positionals = True
+                continue
+            if len(positionals) >= len(cmd.args):
+                if after_bare is not None:
+                    raise UsageError(f"{after_bare} takes no value; pass it as a bare flag")
+                raise UsageError(f"unexpected argument {token!r}")
+            positionals.append(token)
+            after_bare = None
+            continue
+        flag, has_eq, inline = token.partition("=")
+        found = by_flag.get(flag)
+        if found is None:
+            raise UsageError(f"no such option {flag} for {cmd.name}")
+        opt = found
+        after_bare = None
+        if opt.kind == BARE:
+            if has_eq:
+                raise UsageError(f"{flag} takes no value; pass it as a bare flag")
+            values[opt.dest] = True
+            after_bare = flag
+            continue
+        if has_eq:
+            raw = inline
+        elif i < len(tokens) and not tokens[i].startswith("--"):
+            raw = tokens[i]
+            i += 1
+        else:
+            raw = ""
+        if raw == "":
+            raise UsageError(f"{flag} needs a value")
+        if opt.kind == MULTI:
+            values[opt.dest].append(_convert(opt, raw))
+        else:
+            if flag in seen:
+                raise UsageError(f"{flag} was given more than once")
+            values[opt.dest] = _convert(opt, raw)
+        seen.add(flag)
+    for opt in cmd.opts:
+        if opt.kind != BARE and opt.kind != MULTI and values[opt.dest] is None and opt.env:
+            env = os.environ.get(opt.env)
+            if env is not None:
+                if env == "":
+                    raise UsageError(f"{opt.flag} is not given and ${opt.env} is empty")
+                values[opt.dest] = _convert(opt, env)
+        if opt.required and values[opt.dest] is None:
+            hint = f" (or set ${opt.env})" if opt.env else ""
+            raise UsageError(f"{opt.flag} is required{hint}")
+    for index, arg in enumerate(cmd.args):
+        if index < len(positionals):
+            values[arg.dest] = positionals[index]
+        elif arg.required:
+            raise UsageError(f"missing argument {arg.metavar}")
+        else:
+            values[arg.dest] = None
+    return values
+
+

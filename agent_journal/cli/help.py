@@ -1,0 +1,80 @@
+"""Help rendering: a typer application built from the command table.
+
+Invariant: typer never parses a command's real arguments (argv does, under the
+flag discipline); it only renders --help from the same table, so help text and
+behaviour describe the same options. Imported only when help is asked for.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from agent_journal.cli.commands import BARE, COMMANDS, GROUP_HELP, MULTI, Command
+
+
+def _callback(cmd: Command) -> Any:
+    import typer
+
+    params = []
+    for arg in cmd.args:
+        params.append(inspect.Parameter(
+            arg.dest, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=typer.Argument(... if arg.required else None, metavar=arg.metavar,
+                                   help=arg.help, show_default=False),
+            annotation=str))
+    for opt in cmd.opts:
+        if opt.kind == BARE:
+            annotation: Any = bool
+            default = typer.Option(False, opt.flag, help=opt.help, show_default=False)
+        else:
+            annotation = list[str] if opt.kind == MULTI else (int if opt.type == "int" else str)
+            help_text = opt.help + (" Repeatable." if opt.kind == MULTI else "")
+            default = typer.Option(None, opt.flag, help=help_text, metavar=opt.metavar,
+                                   show_default=False)
+        params.append(inspect.Parameter(opt.dest, inspect.Parameter.KEYWORD_ONLY,
+                                        default=default, annotation=annotation))
+
+    def callback(**_: Any) -> None:  # pragma: no cover - help only
+        pass
+
+    callback.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    callback.__doc__ = cmd.help
+    return callback
+
+
+def build_app() -> Any:
+    import typer
+
+    app = typer.Typer(help="An append-only event journal for AI coding agents.",
+                      add_completion=False, no_args_is_help=True)
+    groups: dict[str, Any] = {}
+    for name, cmd in COMMANDS.items():
+        words = name.split()
+        target = app
+        for word in words[:-1]:
+            key = " ".join(words[: words.index(word) + 1])
+            if key not in groups:
+                groups[key] = typer.Typer(help=GROUP_HELP.get(key, f"{word} commands"),
+                                          no_args_is_help=True)
+                target.add_typer(groups[key], name=word)
+            target = groups[key]
+        target.command(name=words[-1], help=cmd.help)(_callback(cmd))
+    return app
+
+
+def show_help(argv: list[str]) -> int:
+    app = build_app()
+    words = [t for t in argv if t not in ("help",)]
+    if not any(t in ("--help", "-h") for t in words):
+        words.append("--help")
+    try:
+        app(args=words, prog_name="agent-journal", standalone_mode=False)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    except Exception as exc:
+        import sys
+
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    return 0

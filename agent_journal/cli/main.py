@@ -1,0 +1,388 @@
+"""The command-line surface.
+
+Invariants:
+- Each command handler parses nothing itself (argv does, from the command
+  table), calls one library function, and renders the result through output.
+- Exit codes are decided in one place, `run`: 0 ok, 1 refused or failed
+  (JournalError), 2 usage error (UsageError, raised before anything is written).
+- No traceback reaches the user: unexpected exceptions become a one-line error.
+- The hot path (write commands, the hook) imports neither typer nor click:
+  typer is loaded only to render --help.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from agent_journal.cli import output
+from agent_journal.core.errors import JournalError, UsageError
+
+TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+PROG = "agent-journal"
+
+
+def _read_output_arg(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        if value == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(value, "rb") as fh:
+                data = fh.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read --output {value}: {exc.strerror}") from None
+    return data.decode("utf-8", errors="replace")
+
+
+def _parse_json_arg(flag: str, value: str | None) -> Any:
+    if value is None:
+        return None
+    import json
+
+    def reject(name: str) -> Any:
+        raise UsageError(f"{flag} must be JSON without NaN or Infinity")
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, val in items:
+            if key in out:
+                raise UsageError(f"{flag} has a duplicate key {key!r}")
+            out[key] = val
+        return out
+
+    try:
+        return json.loads(value, object_pairs_hook=pairs, parse_constant=reject)
+    except ValueError as exc:
+        raise UsageError(f"{flag} is not valid JSON: {exc}") from None
+
+
+def _context(a: dict[str, Any]) -> Any:
+    from agent_journal.ops.context import Context
+
+    return Context(a["root"], a["workspace"], a.get("session"))
+
+
+def _print_write(result: Any, verb: str, as_json: bool) -> None:
+    if as_json:
+        output.emit_json(result.as_json())
+    else:
+        output.emit_line(f"{verb} {result.id}")
+    if result.warning:
+        output.warn(result.warning)
+
+
+# -- handlers ---------------------------------------------------------------------------
+
+def cmd_record(a: dict[str, Any]) -> int:
+    from agent_journal.ops import writes
+
+    result = writes.record(
+        _context(a), kind=a["kind"], entry_id=a["id"],
+        fields={"claim": a["claim"], "question": a["question"], "chosen": a["chosen"],
+                "text": a["text"]},
+        anchors=a["anchor"], depends_on=a["depends_on"], subject=a["subject"])
+    _print_write(result, "recorded", a["json"])
+    return 0
+
+
+def cmd_observe(a: dict[str, Any]) -> int:
+    from agent_journal.ops import writes
+
+    input_value = _parse_json_arg("--input", a["input"])
+    result = writes.observe(
+        _context(a), kind=a["kind"], obs_id=a["id"], tool=a["tool"], call_id=a["call_id"],
+        input_value=input_value, output=_read_output_arg(a["output"]), status=a["status"],
+        exit_code=a["exit_code"], duration_ms=a["duration_ms"])
+    _print_write(result, "observed", a["json"])
+    return 0
+
+
+def cmd_invalidate(a: dict[str, Any]) -> int:
+    from agent_journal.ops import writes
+
+    _print_write(writes.invalidate(_context(a), a["target"], a["reason"]), "invalidated",
+                 a["json"])
+    return 0
+
+
+def cmd_tombstone(a: dict[str, Any]) -> int:
+    from agent_journal.ops import writes
+
+    _print_write(writes.tombstone(_context(a), a["target"], a["reason"]), "tombstoned",
+                 a["json"])
+    return 0
+
+
+def cmd_show(a: dict[str, Any]) -> int:
+    from agent_journal.ops import show as show_op
+
+    report, result = show_op.show(_read_context(a), only_id=a["id"],
+                                  observations=a["observations"])
+    output.emit_json(report)
+    output.floor_warning(result.unreadable, result.malformed)
+    return 0
+
+
+# -- search (issue 7) -------------------------------------------------------------------
+
+def cmd_search(a: dict[str, Any]) -> int:
+    from agent_journal.ops import search
+
+    report = search.search(_context(a), a["query"], limit=a["limit"], kind=a["kind"],
+                           include_retracted=a["include_retracted"])
+    if a["json"]:
+        output.emit_json(report)
+    else:
+        output.search_lines(report)
+    output.floor_warning(report["unreadable"], report["malformed"])
+    return 0
+
+
+# -- capture: hook, installer, import, get ---------------------------------------------
+
+def cmd_hook_claude_code(a: dict[str, Any]) -> int:
+    from agent_journal.agents import claude_code_hook
+
+    result = claude_code_hook.claude_code(sys.stdin.buffer, root=a["root"],
+                                          workspace=a["workspace"])
+    if result.stdout is not None:
+        output.emit_line(result.stdout)
+    if result.deferred is not None:
+        raise result.deferred
+    return 0
+
+
+def _print_install(result: Any) -> None:
+    if result.diff:
+        output.emit_raw(result.diff.encode("utf-8"))
+    else:
+        output.emit_line(result.message)
+
+
+def cmd_hooks_install(a: dict[str, Any]) -> int:
+    from agent_journal.agents import claude_code_installer
+
+    _print_install(claude_code_installer.install(project=a["project"], workspace=a["workspace"],
+                                     root=a["root"], dry_run=a["dry_run"]))
+    return 0
+
+
+def cmd_hooks_uninstall(a: dict[str, Any]) -> int:
+    from agent_journal.agents import claude_code_installer
+
+    _print_install(claude_code_installer.uninstall(project=a["project"], dry_run=a["dry_run"]))
+    return 0
+
+
+def cmd_import_claude_code(a: dict[str, Any]) -> int:
+    from agent_journal.agents import claude_code_import
+
+    progress = output.progress if sys.stderr.isatty() else None
+    report = claude_code_import.import_claude_code(_context(a), a["transcript"], progress=progress)
+    output.emit_json(report)
+    return 0
+
+
+def cmd_get(a: dict[str, Any]) -> int:
+    from agent_journal.ops import evidence
+
+    found = evidence.get(_context(a), a["id"])
+    if found.record is not None:
+        output.emit_json(found.record)
+    else:
+        output.emit_raw(found.raw or b"")
+    for warning in found.warnings:
+        output.warn(warning)
+    return 0
+
+
+# -- audit and recovery reads: trace, digest, coverage, decay ---------------------------
+
+def _read_context(a: dict[str, Any]) -> Any:
+    import gc
+
+    from agent_journal.ops.context import Context
+
+    # This process is about to hold a whole workspace and then exit. The
+    # operations pause the cyclic collector while they work; turned off here it
+    # also skips the one full pass over everything read that re-enabling it
+    # would trigger while the result is printed. Nothing read forms a cycle.
+    gc.disable()
+    return Context(a["root"], a["workspace"])
+
+
+def cmd_trace(a: dict[str, Any]) -> int:
+    from agent_journal.ops.trace import trace
+
+    report, result = trace(_read_context(a), a["id"])
+    output.emit_json(report)
+    output.floor_warning(result.unreadable, result.malformed)
+    return 0
+
+
+def cmd_digest(a: dict[str, Any]) -> int:
+    from agent_journal.ops.digest import digest
+
+    markdown, report, result = digest(_read_context(a), session=a["session"],
+                                      max_chars=a["max_chars"])
+    if a["json"]:
+        output.emit_json(report)
+    else:
+        output.emit_text(markdown)
+    output.floor_warning(result.unreadable, result.malformed)
+    return 0
+
+
+def cmd_coverage(a: dict[str, Any]) -> int:
+    from agent_journal.ops.coverage import coverage
+
+    report, result = coverage(_read_context(a))
+    output.emit_json(report)
+    output.floor_warning(result.unreadable, result.malformed)
+    return 0
+
+
+def cmd_decay(a: dict[str, Any]) -> int:
+    from agent_journal.ops.decay import decay
+
+    report, result = decay(_read_context(a))
+    output.emit_json(report)
+    output.floor_warning(result.unreadable, result.malformed)
+    return 0
+
+
+# -- retention: compact ----------------------------------------------------------------
+
+def cmd_compact(a: dict[str, Any]) -> int:
+    from agent_journal.ops import compact
+
+    outcome = compact.compact(_context(a), entry_ttl_days=a["entry_ttl_days"],
+                              observation_ttl_days=a["observation_ttl_days"],
+                              apply=a["apply"])
+    output.emit_json(outcome.report)
+    for text in outcome.warnings:
+        output.warn(text)
+    if outcome.skipped:
+        output.error(compact.busy_message(len(outcome.skipped)))
+        return 1
+    return 0
+
+
+# -- replicas: export, merge ----------------------------------------------------------
+
+def cmd_export(a: dict[str, Any]) -> int:
+    from agent_journal.ops import replicas
+
+    progress = output.progress_for_terminal()
+    try:
+        report = replicas.export(_context(a), a["dest"], progress=progress)
+    finally:
+        output.progress_done(progress)
+    output.emit_json(report)
+    output.floor_warning(report["unreadable"], report["malformed"])
+    if report["artifactsMissing"]:
+        output.warn(f"{len(report['artifactsMissing'])} artifact(s) could not be exported "
+                    "(missing or not matching their checksum)")
+    return 0
+
+
+def cmd_merge(a: dict[str, Any]) -> int:
+    from agent_journal.ops import replicas
+
+    progress = output.progress_for_terminal()
+    try:
+        report = replicas.merge(_context(a), a["source"], progress=progress)
+    finally:
+        output.progress_done(progress)
+    output.emit_json(report)
+    if report["unreadable"] or report["malformed"]:
+        output.warn(f"the source has {len(report['unreadable'])} unreadable segment(s) and "
+                    f"{len(report['malformed'])} malformed row(s); they were not imported")
+    if report["replicaIdCollisions"]:
+        output.warn("replica id shared by two roots (a copied journal root?): "
+                    + ", ".join(report["replicaIdCollisions"]) + "; every event was kept")
+    return 0
+
+
+# -- dispatch ---------------------------------------------------------------------------
+
+def _wants_help(argv: list[str]) -> bool:
+    return not argv or any(t in ("--help", "-h") for t in argv if t != "--") \
+        or argv[0] == "help"
+
+
+def run(argv: list[str]) -> int:
+    from agent_journal.cli.argv import find_command, parse
+
+    if _wants_help(argv):
+        from agent_journal.cli.help import show_help
+
+        return show_help(argv)
+    cmd, rest = find_command(argv)
+    if cmd is not None and cmd.fail_open:
+        return _run_failing_open(cmd, rest)
+    if cmd is None and argv[0] == "hook":
+        # A hook entry naming an agent this version does not know must not block the
+        # agent either (exit 2 would): it fails open like the hook itself.
+        _log_failed_open("hook", argv[1:], UsageError(f"no such hook {' '.join(argv[:2])!r}"))
+        return 0
+    try:
+        if cmd is None:
+            raise UsageError(f"no such command {argv[0]!r}; see {PROG} --help")
+        values = parse(cmd, rest)
+        handler = globals()[cmd.handler]
+        return int(handler(values))
+    except JournalError as exc:
+        output.error(exc.message)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        output.error("interrupted")
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # never a traceback in front of a user
+        output.error(f"internal error: {exc.__class__.__name__}: {exc}")
+        if os.environ.get("AGENT_JOURNAL_DEBUG"):
+            raise
+        return 1
+
+
+def _run_failing_open(cmd: Any, rest: list[str]) -> int:
+    """Run a fail-open command: every failure is logged and the exit code is 0.
+
+    The agent hook's caller treats exit 2 as "block this tool call" and other codes as
+    errors shown to the user, so nothing it does may surface as anything but 0.
+    """
+    from agent_journal.cli.argv import parse
+
+    try:
+        globals()[cmd.handler](parse(cmd, rest))
+    except BaseException as exc:  # all of them, KeyboardInterrupt and SystemExit included
+        _log_failed_open(cmd.name, rest, exc)
+    return 0
+
+
+def _log_failed_open(name: str, rest: list[str], exc: BaseException) -> None:
+    try:
+        from agent_journal.agents.claude_code_hook import log_failure
+
+        log_failure(name, rest, exc)
+    except BaseException as log_exc:
+        # No private place to log (the root itself is unsafe or unusable): stderr is all
+        # that is left, and it is not shown to the agent on exit 0.
+        try:
+            output.error(f"{name} failed ({exc.__class__.__name__}) and could not log it: "
+                         f"{log_exc.__class__.__name__}")
+        except BaseException:
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Files and folders the journal creates are private whatever the caller's umask.
+    os.umask(0o077)
+    return run(list(sys.argv[1:] if argv is None else argv))

@@ -1,0 +1,358 @@
+"""compact: the one operation that destroys journal content.
+
+Invariants:
+- The plan is made from a read of the whole workspace. Any unreadable segment
+  or malformed row refuses the run (DamagedJournalError) before anything is
+  touched: a segment that did not load may hold the tombstone that protects
+  something, or the content a tombstone names.
+- A dry run changes no byte; `--apply` carries out exactly the plan a dry run
+  prints, and reports what it actually did.
+- Segments are changed in place, one transaction each, and only when their
+  highest seq is still what the read saw. A segment that grew is skipped,
+  never rewritten from a stale read, so no acknowledged append is lost.
+- Order between segments: a tombstone reads purged only once every event
+  about its target is gone, so a run stopped anywhere (killed, skipped) never
+  claims more than it did. (A dependent never turns live: a tombstoned entry
+  counts in derivation only through the graph its tombstone carries.) The
+  transactions of one pass are prepared from what earlier passes committed,
+  so they may run at once (on threads).
+- After the segments, artifact blobs that only removed events referenced and
+  the workspace's cache projections are deleted.
+- One applied compaction per workspace at a time (a flock on the workspace
+  folder); a second waits a few seconds, then refuses, changing nothing.
+- An intent file written before the first segment is touched (blobs, cache,
+  tombstones to flip) lets the next run finish the job if this one dies
+  anywhere in between; a run that completes removes it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from agent_journal.core import clock, codec
+from agent_journal.core.compaction_plan import CompactionPlan, check_ttl, plan_compaction
+from agent_journal.core.errors import CompactionRunningError, DamagedJournalError
+from agent_journal.core.model import OBSERVATION, Event
+from agent_journal.storage import compaction_read
+from agent_journal.storage.artifacts import artifact_files
+from agent_journal.storage.erasure import (
+    APPLY_THREADS,
+    SegmentGrew,
+    apply_to_segment,
+    clear_workspace_cache,
+    drop_compact_intent,
+    read_compact_intent,
+    refs_in_rows_since,
+    write_compact_intent,
+)
+from agent_journal.storage.files import remove_files
+from agent_journal.storage.locks import compaction_lock
+from agent_journal.storage.segment_reader import PausedGC
+
+TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from datetime import datetime
+    from typing import Any
+
+    from agent_journal.ops.context import Context
+    from agent_journal.storage.compaction_read import CompactionRead
+    from agent_journal.storage.segment_reader import ReadResult
+    from agent_journal.storage.workspace import Workspace
+
+
+class Prepared:
+    """A plan together with the read it was made from."""
+
+    def __init__(self, ws: Workspace, read: CompactionRead, plan: CompactionPlan) -> None:
+        self.ws = ws
+        self.read = read
+        self.plan = plan
+
+
+class Outcome:
+    """What `compact` returns: the report, and what the CLI must say besides it."""
+
+    def __init__(self, report: dict[str, Any], skipped: list[str],
+                 warnings: list[str]) -> None:
+        self.report = report
+        self.skipped = skipped
+        self.warnings = warnings
+
+
+def refusal(read: ReadResult) -> str:
+    return (f"refusing to compact: {len(read.unreadable)} unreadable segment(s), "
+            f"{len(read.malformed)} malformed row(s); nothing was changed. A compaction "
+            "planned from a partial read could erase content whose tombstone status it "
+            "never saw, and erased bytes cannot be brought back")
+
+
+def busy_message(count: int) -> str:
+    return (f"{count} segment(s) gained events while compaction ran and were left "
+            "untouched; nothing was lost. Re-run when writers are idle")
+
+
+def prepare(ws: Workspace, *, entry_ttl_days: int | None, observation_ttl_days: int | None,
+            now: datetime | None = None) -> Prepared:
+    # Without an observation TTL a plan looks only at observations that a
+    # tombstone names (and the run at those holding an artifact).
+    read = compaction_read.read_located(ws, every_observation=observation_ttl_days is not None)
+    if read.damaged:
+        raise DamagedJournalError(refusal(read))
+    pending = read_compact_intent(ws) or {}
+    flips = pending.get("flips")
+    unfinished = {str(k): str(v) for k, v in flips.items()} if isinstance(flips, dict) else {}
+    plan = plan_compaction(read.events, now or clock.now(), entry_ttl_days,
+                           observation_ttl_days, unfinished)
+    return Prepared(ws, read, plan)
+
+
+def compact(ctx: Context, *, entry_ttl_days: int | None, observation_ttl_days: int | None,
+            apply: bool) -> Outcome:
+    check_ttl(entry_ttl_days, "--entry-ttl-days")
+    check_ttl(observation_ttl_days, "--observation-ttl-days")
+    ws = ctx.open(create=False)
+    # A plan is made from every event of the workspace, none of which forms a
+    # cycle: the cyclic collector's passes over them cost as much as the read.
+    with PausedGC():
+        if not apply:
+            prepared = prepare(ws, entry_ttl_days=entry_ttl_days,
+                               observation_ttl_days=observation_ttl_days)
+            return Outcome(prepared.plan.report(apply=False), [], [])
+        from contextlib import ExitStack
+
+        with ExitStack() as held:
+            try:
+                held.enter_context(compaction_lock(ws))
+            except BlockingIOError:
+                raise CompactionRunningError(
+                    "another compact --apply is running on this workspace; nothing was "
+                    "changed. Re-run when it has finished") from None
+            return carry_out(prepare(ws, entry_ttl_days=entry_ttl_days,
+                                     observation_ttl_days=observation_ttl_days),
+                             release_read=True)
+
+
+# -- applying ---------------------------------------------------------------------------
+
+def _artifact_digest(ev: Event) -> str | None:
+    if ev.type != OBSERVATION or not ev.data:
+        return None
+    artifact = ev.data.get("artifact")
+    if not isinstance(artifact, dict):
+        return None
+    ref = artifact.get("ref")
+    if not isinstance(ref, str) or ":" not in ref:
+        return None
+    return ref.partition(":")[2].lower() or None
+
+
+class _Run:
+    """Book-keeping for one applied plan across segments and passes."""
+
+    def __init__(self, prepared: Prepared) -> None:
+        self.plan = plan = prepared.plan
+        self.ws = prepared.ws
+        self.expected = dict(prepared.read.high_water)
+        wanted = plan.deletions.keys() | plan.tombstone_events.keys()
+        # Where each wanted event is stored: one segment (nearly always), or
+        # several (the same event imported twice). Set operations keep this
+        # off the per-event Python path: a large run wants every tenth event.
+        self.segment_of: dict[str, str] = {}
+        self.also_in: dict[str, list[str]] = {}
+        self.todo: dict[str, set[str]] = {}
+        for seg, ids in prepared.read.located.items():
+            hits = wanted.intersection(ids)
+            if not hits:
+                continue
+            # (A dict's key view meets a set from the smaller side; a set's
+            # intersection with a dict would walk the whole dict.)
+            for event_id in self.segment_of.keys() & hits:
+                self.also_in.setdefault(event_id, [self.segment_of[event_id]]).append(seg)
+            self.segment_of.update(dict.fromkeys(hits, seg))
+            doomed = plan.deletions.keys() & hits
+            if doomed:
+                self.todo[seg] = doomed
+        # segment -> tombstone event id -> checksum currently stored, for the
+        # tombstones the run flips there
+        self.tombs: dict[str, dict[str, str]] = {}
+        flips = plan.flips
+        for seg, stored in prepared.read.tombstone_checksums.items():
+            here = {t: digest for t, digest in stored.items() if t in flips}  # in read order
+            if here:
+                self.tombs[seg] = here
+        self.rewrites = prepared.read.tombstone_rewrites
+        # segment -> event ids whose rows there are deleted / rewritten
+        self.gone: dict[str, set[str]] = {}
+        self.flipped: dict[str, set[str]] = {}
+        self.skipped: set[str] = set()
+        self.unclean: set[str] = set()
+        self.meanwhile: Callable[[], None] | None = None
+
+    def segments_of(self, event_id: str) -> Iterable[str]:
+        more = self.also_in.get(event_id)
+        if more is not None:
+            return more
+        seg = self.segment_of.get(event_id)
+        return () if seg is None else (seg,)
+
+    def is_gone(self, seg: str, event_id: str) -> bool:
+        return event_id in self.gone.get(seg, ())
+
+    def has_work(self) -> bool:
+        return bool(self.todo) or bool(self.tombs)
+
+    def _flip_ready(self, event_id: str, seg_now: str, deleting: set[str]) -> bool:
+        """Every row of the events the tombstone waits for is gone, or goes in
+        the transaction now being made on `seg_now` (deleting those ids)."""
+        gone = self.gone
+        for e in self.plan.flips[event_id]:
+            for seg in self.segments_of(e):
+                if e not in gone.get(seg, ()) and (seg != seg_now or e not in deleting):
+                    return False
+        return True
+
+    def prepare(self, seg: str) -> _Job | None:
+        """Whatever of a segment's work may run now, as one transaction's job."""
+        if seg in self.skipped:
+            return None
+        plan = self.plan
+        tombs = self.tombs.get(seg, {})
+        deleting = self.todo.get(seg, set())
+        job = _Job(seg, sorted(deleting))
+        flipped = self.flipped.get(seg, ())
+        rewrites = self.rewrites.get(seg, {})
+        flips, also_in = plan.flips, self.also_in
+        append, planned = job.rewrites.append, job.planned
+        for t, current in tombs.items():
+            if t in flipped:
+                continue
+            # Nearly always a tombstone waits for one event, stored only in
+            # this segment: it is ready when this job deletes it.
+            waits = flips[t]
+            if not (len(waits) == 1 and waits[0] in deleting and waits[0] not in also_in) \
+                    and not self._flip_ready(t, seg, deleting):
+                continue
+            # The read made the rewrite of the row it read (unless the row
+            # was already purged: then it is encoded here).
+            body, digest = rewrites.get(t) or codec.encode(plan.rewritten(t))
+            append((t, current, body, digest))
+            planned[t] = digest
+        if not job.deletes and not job.rewrites:
+            return None
+        return job
+
+    def finish(self, job: _Job, outcome: tuple[int, set[str], bool] | None) -> None:
+        """Book what a job's transaction did (None: the segment grew, nothing)."""
+        seg = job.seg
+        if outcome is None:
+            self.skipped.add(seg)
+            return
+        high, done, clean = outcome
+        self.expected[seg] = high
+        if not clean:
+            self.unclean.add(seg)
+        self.gone.setdefault(seg, set()).update(job.deletes)
+        self.todo.pop(seg, None)
+        tombs = self.tombs.get(seg, {})
+        flipped = self.flipped.setdefault(seg, set())
+        for t in job.planned:
+            # One not done was rewritten meanwhile by someone else (another
+            # compaction): it is left alone too.
+            del tombs[t]
+            if t in done:
+                flipped.add(t)
+        if not tombs:
+            self.tombs.pop(seg, None)
+
+    def _apply(self, job: _Job) -> tuple[int, set[str], bool] | None:
+        path = os.path.join(self.ws.root.path, job.seg)
+        try:
+            return apply_to_segment(path, self.expected[job.seg], job.deletes,
+                                          job.rewrites)
+        except SegmentGrew:
+            return None
+
+    def run(self) -> None:
+        """Passes over the segments with work. Within a pass each segment is one
+        transaction, prepared from what earlier passes finished, so a pass's
+        transactions are independent and run on a few threads (SQLite works
+        without the GIL). A tombstone whose targets sit in another segment
+        flips in the pass after their deletion commits."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=APPLY_THREADS) as pool:
+            for _ in range(4):
+                # Each job starts as soon as it is prepared: its statements
+                # run inside SQLite while this thread prepares the next.
+                running = [(job, pool.submit(self._apply, job))
+                           for seg in sorted(set(self.todo) | set(self.tombs))
+                           if (job := self.prepare(seg)) is not None]
+                if self.meanwhile is not None:
+                    self.meanwhile()  # while the transactions run
+                    self.meanwhile = None
+                for job, future in running:
+                    self.finish(job, future.result())
+                if not running:
+                    break
+
+
+class _Job:
+    """One transaction on one segment: rows to delete, tombstones to rewrite."""
+
+    def __init__(self, seg: str, deletes: list[str]) -> None:
+        self.seg = seg
+        self.deletes = deletes
+        self.rewrites: list[tuple[str, str, bytes | None, str]] = []
+        self.planned: dict[str, str] = {}  # tombstone event id -> its new checksum
+
+
+def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
+    """Apply the plan. `release_read`: the caller is done with the read's
+    events, which are then freed while the first pass's transactions run
+    (a million events take a third of a second to free)."""
+    plan, read, ws = prepared.plan, prepared.read, prepared.ws
+    run = _Run(prepared)
+    pending = read_compact_intent(ws)
+    # Most events have no artifact: the cheap tests come first (an observation's
+    # data here is its artifact or nothing).
+    artifacts = {ev.event_id: d for ev in read.events
+                 if ev.type == OBSERVATION and ev.data and (d := _artifact_digest(ev))}
+    if release_read:
+        def release() -> None:
+            read.events.clear()
+            read.located.clear()
+
+        run.meanwhile = release
+    purged_digests = {d for e, d in artifacts.items() if e in plan.deletions}
+    if not run.has_work() and pending is None:
+        return Outcome(plan.report(apply=True, removed=set(), marked_purged=[]), [], [])
+    earlier = [d for d in (pending or {}).get("digests", []) if isinstance(d, str)]
+    flips = {t: str(plan.tombstone_events[t].id) for t in plan.flips}
+    write_compact_intent(ws, {"digests": sorted(purged_digests | set(earlier)),
+                                    "cache": True, "flips": flips})
+    run.run()
+
+    # Artifact blobs: only those no event still held (or newly written) references.
+    referenced = {d for e, d in artifacts.items()
+                  if e not in plan.deletions
+                  or any(not run.is_gone(s, e) for s in run.segments_of(e))}
+    candidates = (purged_digests | set(earlier)) - referenced
+    since = {seg: (0 if seg in run.skipped else high) for seg, high in run.expected.items()}
+    candidates -= refs_in_rows_since(ws, since, candidates)
+    files = artifact_files(ws, candidates)
+    remove_files(sorted(p for paths in files.values() for p in paths))
+    clear_workspace_cache(ws)
+    drop_compact_intent(ws)
+
+    deletions = plan.deletions
+    # With no segment skipped every planned deletion was made.
+    removed = {deletions[e] for ids in run.gone.values() for e in ids} if run.skipped \
+        else set(deletions.values())
+    marked = sorted(set().union(*run.flipped.values()))
+    skipped = sorted(run.skipped)
+    warnings = [f"{seg}: its write-ahead log could not be truncated while other processes "
+                "held it; old page images may remain in it until the next compaction"
+                for seg in sorted(run.unclean)]
+    report = plan.report(apply=True, removed=removed, marked_purged=marked, skipped=skipped)
+    return Outcome(report, skipped, warnings)

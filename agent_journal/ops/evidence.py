@@ -1,0 +1,162 @@
+"""Exact evidence: large tool outputs kept whole as artifacts, and `get` handing them back.
+
+Invariants:
+- An output above the threshold is stored whole, byte for byte, as a content-addressed blob
+  (write_artifact); the event keeps a preview and `artifact = {ref, bytes, checksum,
+  status}`. `status` is `complete` only when every byte of the output reached the blob:
+  a capture the source reported as cut short is `partial`, a blob that could not be written
+  is `failed`. Nothing here ever upgrades a status.
+- A structured output (a JSON object or array) is stored as its canonical JSON text, so the
+  bytes `get` prints for it are the same whether or not it was large enough to be a blob.
+- `get` returns nothing it has not verified: byte count, checksum and content address must
+  all match the event, or it refuses (IntegrityError) and says what is wrong. It never
+  rebuilds an output from the preview.
+- Callers redact before calling `capture_output`: what is hashed here is already clean.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from agent_journal.core import codec
+from agent_journal.core.errors import IntegrityError, JournalError, NotFoundError
+from agent_journal.core.model import validate_id
+from agent_journal.storage.artifacts import (
+    artifact_path,
+    artifact_ref,
+    read_artifact,
+    write_artifact,
+)
+
+TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+    from agent_journal.ops.context import Context
+    from agent_journal.storage.workspace import Workspace
+
+ENV_THRESHOLD = "AGENT_JOURNAL_ARTIFACT_THRESHOLD"
+THRESHOLD_BYTES = 16 * 1024
+PREVIEW_CHARS = 2000
+
+COMPLETE = "complete"
+PARTIAL = "partial"
+FAILED = "failed"
+
+
+def threshold() -> int:
+    raw = os.environ.get(ENV_THRESHOLD)
+    if not raw:
+        return THRESHOLD_BYTES
+    try:
+        value = int(raw, 10)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise JournalError(f"${ENV_THRESHOLD} must be a whole number of bytes, not {raw!r}")
+    return value
+
+
+def canonical_text(value: Any) -> str:
+    """A structured output as the JSON text that is stored and printed for it."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+
+
+def capture_output(ws: Workspace, value: Any, *, partial: bool = False
+                   ) -> tuple[Any, dict[str, Any] | None]:
+    """(the `output` to store in the event, the `artifact` record or None).
+
+    Small outputs are returned as they are. A large one is written as a blob and
+    replaced in the event by its first PREVIEW_CHARS characters.
+    """
+    if value is None:
+        return None, None
+    text = value if isinstance(value, str) else canonical_text(value)
+    data = text.encode("utf-8", errors="surrogatepass")
+    if len(data) <= threshold():
+        return value, None
+    artifact: dict[str, Any] = {
+        "ref": artifact_ref(data),
+        "bytes": len(data),
+        "checksum": codec.checksum(data),
+        "status": PARTIAL if partial else COMPLETE,
+    }
+    try:
+        write_artifact(ws, data)
+    except OSError as exc:
+        artifact["status"] = FAILED
+        artifact["error"] = exc.strerror or exc.__class__.__name__
+    return text[:PREVIEW_CHARS], artifact
+
+
+# -- get --------------------------------------------------------------------------------
+
+class Evidence:
+    """What `get` prints: exact bytes, or an entry's record; plus warnings for stderr."""
+
+    def __init__(self, *, raw: bytes | None = None, record: dict[str, Any] | None = None,
+                 warnings: list[str] | None = None) -> None:
+        self.raw = raw
+        self.record = record
+        self.warnings = warnings or []
+
+
+def get(ctx: Context, some_id: str) -> Evidence:
+    from agent_journal.ops.context import read_workspace
+
+    validate_id(some_id, "id")
+    _, d = read_workspace(ctx)
+    if d.is_tombstoned(some_id) or not d.holds(some_id):
+        raise NotFoundError(f"no entry or observation with id {some_id} in workspace "
+                            f"{ctx.workspace_name}")
+    if some_id in d.entry_events:
+        return Evidence(record=d.entry_view(some_id))
+    ws = ctx.open(create=False)
+    # The latest event that says anything about the output decides what the output is:
+    # output and artifact describe one capture and must not be folded separately.
+    for ev in reversed(d.observation_events[some_id]):
+        output, artifact = ev.data.get("output"), ev.data.get("artifact")
+        if artifact is not None:
+            return _from_artifact(ws, some_id, artifact)
+        if output is not None:
+            text = output if isinstance(output, str) else canonical_text(output)
+            return Evidence(raw=text.encode("utf-8", errors="surrogatepass"))
+    status = d.observation_view(some_id).get("status")
+    return Evidence(raw=b"", warnings=[f"observation {some_id} has no recorded output "
+                                       f"(status {status})"])
+
+
+def _from_artifact(ws: Workspace, obs_id: str, artifact: Any) -> Evidence:
+    if not isinstance(artifact, dict):
+        raise IntegrityError(f"observation {obs_id}: its artifact record is not an object")
+    ref, size, digest = artifact.get("ref"), artifact.get("bytes"), artifact.get("checksum")
+    status = artifact.get("status")
+    what = f"observation {obs_id}: artifact {ref}"
+    if status == FAILED:
+        raise IntegrityError(f"{what} was never stored (capture failed: "
+                             f"{artifact.get('error', 'unknown error')}); only its preview "
+                             "is in the journal")
+    if not isinstance(size, int) or not isinstance(digest, str) or not isinstance(ref, str):
+        raise IntegrityError(f"{what}: the event does not record bytes, checksum and ref")
+    try:
+        path = artifact_path(ws, ref)
+        data = read_artifact(ws, ref)
+    except FileNotFoundError:
+        raise IntegrityError(f"{what} is missing: no file at {ws.rel(path)}") from None
+    except OSError as exc:
+        raise IntegrityError(f"{what} cannot be read: {exc.strerror}") from None
+    except JournalError as exc:
+        raise IntegrityError(f"{what}: {exc.message}") from None
+    if len(data) != size:
+        raise IntegrityError(f"{what} has {len(data)} bytes, the journal recorded {size}; "
+                             "refusing to return it")
+    if codec.checksum(data) != digest or artifact_ref(data) != ref:
+        raise IntegrityError(f"{what} does not match its recorded checksum; refusing to "
+                             "return it")
+    warnings = []
+    if status != COMPLETE:
+        warnings.append(f"{what} is a {status} capture: the tool's output was cut short "
+                        "before it was recorded")
+    return Evidence(raw=data, warnings=warnings)

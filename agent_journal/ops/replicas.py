@@ -1,0 +1,665 @@
+"""Replicas: export a workspace as a verifiable folder, merge another replica into one.
+
+Invariants:
+- Export never copies a live file: every segment is snapshotted by SQLite
+  (VACUUM INTO), so each copy holds exactly what was committed when it was
+  taken, while writers keep appending. Each file and then the manifest appear
+  only complete (temporary name, fsync, rename); the manifest comes last, so
+  a folder without one is not an export.
+- Export carries no content a tombstone names: those rows are scrubbed from
+  the snapshots before the files are published. Tombstones travel.
+- Merge verifies a whole export against its manifest before it reads one
+  event; any mismatch refuses the merge with nothing imported.
+- Merge refuses to write into a damaged local workspace: an unreadable
+  segment or a damaged tombstone row there could be the tombstone that keeps
+  some content out.
+- A source tombstone is honoured even when a quick pre-scan missed it: rows
+  already written about its target are dropped before anything is published.
+- Merge only ever creates new import segments (ImportWriter); it never
+  writes to an existing segment, its own or another replica's.
+- Every distinct, well-formed source event is counted exactly once in the
+  report: imported + alreadyPresent + len(notImported).
+- Nothing here prints: progress goes through the callback the caller passes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from agent_journal.core import clock, codec, merge_plan
+from agent_journal.core.errors import (
+    DamagedJournalError,
+    IntegrityError,
+    JournalError,
+    NotFoundError,
+    UsageError,
+)
+from agent_journal.core.merge_plan import (
+    DUPLICATE,
+    IMPORT,
+    MANIFEST_FORMAT,
+    MANIFEST_NAME,
+    PRESENT,
+    TOMBSTONED,
+    SlotIndex,
+)
+from agent_journal.core.model import OBSERVATION, TOMBSTONE, Event
+from agent_journal.storage.artifacts import artifact_path
+from agent_journal.storage.files import (
+    copy_file_verified,
+    file_digest,
+    fsync_path,
+    make_private_dirs,
+    rename_durable,
+    write_file_atomic,
+)
+from agent_journal.storage.locks import MergeLock
+from agent_journal.storage.replica_import import ImportSource, ImportWriter, scrub_rows
+from agent_journal.storage.replica_source import (
+    SegmentRows,
+    Unreadable,
+    origin_keys,
+    read_slots,
+    snapshot_segment,
+    stream_ids,
+)
+from agent_journal.storage.root import Root, read_replica_id
+from agent_journal.storage.segment_reader import PausedGC
+from agent_journal.storage.workspace import SEGMENT_MAX_BYTES, Workspace
+
+TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from agent_journal.ops.context import Context
+
+    Progress = Callable[[str], None] | None
+
+ENV_IMPORT_MAX_BYTES = "AGENT_JOURNAL_SEGMENT_MAX_BYTES"
+
+
+def _say(progress: Progress, text: str) -> None:
+    if progress is not None:
+        progress(text)
+
+
+def _path_arg(value: str | None, what: str) -> str:
+    if value is None or value.strip() == "":
+        raise UsageError(f"{what} must not be empty")
+    return os.path.abspath(os.path.expanduser(value))
+
+
+def _decode_row(body: Any, checksum: str, event_id: str) -> Event:
+    """codec.decode plus the one check that needs the row: its event_id column."""
+    ev = codec.decode(body, checksum)
+    if ev.event_id != event_id:
+        raise codec.MalformedEvent("event_id column does not match body")
+    return ev
+
+
+def _verify_row(body: Any, checksum: str, event_id: str) -> dict[str, Any]:
+    """codec.verify plus the event_id column check, without building an Event."""
+    obj = codec.verify(body, checksum)
+    if obj["eventId"] != event_id:
+        raise codec.MalformedEvent("event_id column does not match body")
+    return obj
+
+
+# -- export -----------------------------------------------------------------------------
+
+def export(ctx: Context, dest: str, *, progress: Progress = None) -> dict[str, Any]:
+    dest = _path_arg(dest, "DEST")
+    ws = ctx.open(create=False)
+    if not os.path.isdir(ws.segments_dir):
+        raise NotFoundError(f"workspace {ws.name} has no segments in {ws.root.path}")
+    _prepare_dest(dest)
+    with PausedGC():  # millions of row tuples pass through, none in a cycle
+        return _export(ws, dest, progress)
+
+
+def _export(ws: Workspace, dest: str, progress: Progress) -> dict[str, Any]:
+    replica = ws.root.replica_id
+    segments = ws.segment_paths()
+    unreadable: list[dict[str, str]] = []
+    snapshots: list[tuple[str, str, str]] = []  # (file name, temp path, reported path)
+    # Snapshot everything first, back to back, then do the slow work on the copies.
+    for n, path in enumerate(segments, 1):
+        _say(progress, f"export: snapshot {n}/{len(segments)}")
+        name = os.path.basename(path)
+        tmp = os.path.join(dest, f".{name}.tmp")
+        try:
+            snapshot_segment(path, tmp)
+        except Unreadable as exc:
+            unreadable.append({"path": ws.rel(path), "reason": str(exc)})
+            continue
+        snapshots.append((name, tmp, ws.rel(path)))
+
+    tombstoned: set[str] = set()
+    for _, tmp, _ in snapshots:
+        rows = SegmentRows(tmp, immutable=True, only="tombstone_candidates").rows
+        for _seq, event_id, _t, _s, _ts, body, checksum in rows:
+            try:
+                ev = _decode_row(body, checksum, event_id)
+            except codec.MalformedEvent:
+                continue  # reported by the full pass below
+            if ev.type == TOMBSTONE and ev.id is not None:
+                tombstoned.add(ev.id)
+
+    malformed: list[dict[str, Any]] = []
+    artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {}
+    files: list[dict[str, Any]] = []
+    withheld_total = 0
+    events_total = 0
+    for n, (name, tmp, rel) in enumerate(snapshots, 1):
+        _say(progress, f"export: checking {n}/{len(snapshots)}")
+        seg = SegmentRows(tmp, immutable=True)
+        withheld: list[int] = []
+        sealed_bad: list[dict[str, Any]] = []
+        fixes: list[tuple[str, str | None, str, bytes, int]] = []
+        for seq, event_id, col_type, col_subject, col_ts, body, checksum in seg.rows:
+            try:
+                obj = _verify_row(body, checksum, event_id)
+            except codec.MalformedEvent as exc:
+                # Shipped as stored, and named in the manifest: the receiving
+                # merge reports it and skips it.
+                malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
+                sealed_bad.append({"row": seq, "reason": str(exc)})
+                continue
+            type_, subject, ts = obj["type"], obj["id"], obj["ts"]
+            if merge_plan.withheld(type_, subject, tombstoned):
+                withheld.append(seq)
+                continue
+            if type(body) is not bytes or (col_type, col_subject, col_ts) != (type_, subject, ts):
+                # A receiver decides from these columns (the manifest seals
+                # them), so they must say what the bytes say.
+                fixes.append((type_, subject, ts, codec.as_bytes(body), seq))
+            art = merge_plan.artifact_record(type_, obj["data"])
+            if art is not None:
+                artifacts.setdefault(art["ref"], (art, set()))[1].add(subject or "")
+        scrub_rows(tmp, withheld, fixes=fixes)
+        withheld_total += len(withheld)
+        count = len(seg.rows) - len(withheld)
+        events_total += count
+        owner = seg.meta.get("replica") or (merge_plan.own_segment(name) or ("", 0))[0]
+        fsync_path(tmp)
+        size, digest = file_digest(tmp)
+        rename_durable(tmp, os.path.join(dest, name), clobber=False)
+        files.append({"name": name, "bytes": size, "checksum": digest, "events": count,
+                      "replica": owner, "malformed": sealed_bad})
+
+    listed: list[dict[str, Any]] = []
+    missing: list[str] = []
+    for n, (ref, (art, cited_by)) in enumerate(sorted(artifacts.items()), 1):
+        _say(progress, f"export: artifact {n}/{len(artifacts)}")
+        rel_path = merge_plan.export_artifact_path(ref)
+        blob = _artifact_path_or_none(ws, ref)
+        if blob is not None and copy_file_verified(
+                blob, os.path.join(dest, rel_path), size=art["bytes"],
+                checksum=art["checksum"]):
+            listed.append({"ref": ref, "path": rel_path, "bytes": art["bytes"],
+                           "checksum": art["checksum"], "observations": sorted(cited_by)})
+        else:
+            # Still listed, without a file, so a receiver knows it is missing.
+            listed.append({"ref": ref, "path": None, "bytes": art["bytes"],
+                           "checksum": art["checksum"], "observations": sorted(cited_by)})
+            missing.append(ref)
+
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "workspace": ws.name,
+        "sourceReplica": replica,
+        "createdTs": clock.now_ts(),
+        "files": files,
+        "artifacts": listed,
+        "tombstoned": sorted(tombstoned),
+    }
+    body = json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8") + b"\n"
+    write_file_atomic(os.path.join(dest, MANIFEST_NAME), body)
+    return {
+        "dest": dest,
+        "workspace": ws.name,
+        "sourceReplica": replica,
+        "files": len(files),
+        "events": events_total,
+        "withheld": withheld_total,
+        "artifacts": len(listed) - len(missing),
+        "artifactsMissing": missing,
+        "unreadable": unreadable,
+        "malformed": malformed,
+    }
+
+
+def _prepare_dest(dest: str) -> None:
+    if os.path.exists(dest):
+        if not os.path.isdir(dest):
+            raise JournalError(f"export destination {dest} exists and is not a folder")
+        if os.listdir(dest):
+            raise JournalError(f"export destination {dest} is not empty")
+        return
+    make_private_dirs(dest)
+
+
+# -- sources ----------------------------------------------------------------------------
+
+class Source:
+    """Where merge reads from: an export folder (verified) or another journal root."""
+
+    def __init__(self, path: str, kind: str, replica: str | None,
+                 segments: list[tuple[str, str]], *, immutable: bool,
+                 artifact_files: dict[str, str], source_ws: Workspace | None,
+                 sealed_malformed: dict[str, dict[int, str]] | None = None,
+                 manifest: dict[str, Any] | None = None) -> None:
+        self.path = path
+        self.kind = kind
+        self.replica = replica
+        self.segments = segments  # (file name, absolute path)
+        self.immutable = immutable
+        self.artifact_files = artifact_files
+        self.source_ws = source_ws
+        # An export's rows were checked by the exporter; the manifest, verified
+        # byte for byte, names the malformed ones per file.
+        self.sealed = sealed_malformed is not None
+        self.sealed_malformed = sealed_malformed or {}
+        self.tombstoned: list[str] = manifest["tombstoned"] if manifest else []
+        # ref -> (artifact record, observation ids citing it), for a sealed export
+        self.artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {
+            a["ref"]: (a, set(a["observations"])) for a in (manifest or {}).get("artifacts", [])}
+
+    def rel(self, path: str) -> str:
+        return os.path.relpath(path, self.path)
+
+    def artifact_file(self, ref: str) -> str | None:
+        if self.kind == "export":
+            return self.artifact_files.get(ref)
+        assert self.source_ws is not None
+        return _artifact_path_or_none(self.source_ws, ref)
+
+
+def _artifact_path_or_none(ws: Workspace, ref: str) -> str | None:
+    """A ref this version cannot place has no blob it could copy."""
+    try:
+        return artifact_path(ws, ref)
+    except JournalError:
+        return None
+
+
+def open_source(path: str, workspace: str) -> Source:
+    """Recognise and, for an export, verify the whole source. Raises before any import."""
+    if not os.path.isdir(path):
+        raise NotFoundError(f"merge source {path} is not a folder")
+    if os.path.exists(os.path.join(path, MANIFEST_NAME)):
+        return _open_export(path, workspace)
+    segments_dir = os.path.join(path, "workspaces", workspace, "segments")
+    if os.path.isdir(os.path.join(path, "workspaces")):
+        src_ws = Root(path).workspace(workspace)
+        if not os.path.isdir(segments_dir):
+            raise NotFoundError(f"merge source {path} has no workspace {workspace}")
+        segs = [(os.path.basename(p), p) for p in src_ws.segment_paths()]
+        return Source(path, "root", read_replica_id(path), segs, immutable=False,
+                      artifact_files={}, source_ws=src_ws)
+    raise NotFoundError(f"merge source {path} is neither an export folder (no {MANIFEST_NAME}) "
+                        "nor a journal root (no workspaces/)")
+
+
+def _open_export(path: str, workspace: str) -> Source:
+    try:
+        with open(os.path.join(path, MANIFEST_NAME), "rb") as fh:
+            obj = json.loads(fh.read())
+        manifest = merge_plan.check_manifest(obj, workspace=workspace)
+    except (OSError, ValueError) as exc:
+        raise IntegrityError(f"refusing to merge {path}: {exc}") from None
+    mismatched: list[str] = []
+    segs: list[tuple[str, str]] = []
+    for f in manifest["files"]:
+        full = os.path.join(path, f["name"])
+        if _digest_or_none(full) != (f["bytes"], f["checksum"]):
+            mismatched.append(f["name"])
+        segs.append((f["name"], full))
+    artifact_files: dict[str, str] = {}
+    for a in manifest["artifacts"]:
+        if a["path"] is None:
+            continue  # the exporter could not ship it either
+        full = os.path.join(path, a["path"])
+        if _digest_or_none(full) != (a["bytes"], a["checksum"]):
+            mismatched.append(a["path"])
+        artifact_files[a["ref"]] = full
+    if mismatched:
+        shown = ", ".join(mismatched[:5]) + (" ..." if len(mismatched) > 5 else "")
+        raise IntegrityError(
+            f"refusing to merge {path}: {len(mismatched)} file(s) do not match the manifest "
+            f"({shown}); nothing was imported")
+    sealed = {f["name"]: {int(m["row"]): str(m["reason"]) for m in f["malformed"]}
+              for f in manifest["files"]}
+    return Source(path, "export", manifest["sourceReplica"], segs, immutable=True,
+                  artifact_files=artifact_files, source_ws=None, sealed_malformed=sealed,
+                  manifest=manifest)
+
+
+def _digest_or_none(path: str) -> tuple[int, str] | None:
+    if os.path.islink(path) or not os.path.isfile(path):
+        return None
+    try:
+        return file_digest(path)
+    except OSError:
+        return None
+
+
+# -- the local side -----------------------------------------------------------------------
+
+class Local:
+    """What a merge must know about the local workspace before deciding anything."""
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self.tombstoned: set[str] = set()
+        self.slot_keys: set[tuple[str, str]] = set()
+        self.unreadable = 0
+        self.malformed = 0
+
+
+def scan_local(ws: Workspace) -> Local:
+    """Event ids, tombstones and slot keys of the local workspace; damage counted.
+
+    Ids come from the event_id column, without reading bodies: a merge only
+    needs to know what is held. Tombstone rows are verified in full, because
+    they decide what a merge may write; a damaged one, or an unreadable
+    segment (which could hold one), is counted as damage.
+    """
+    local = Local()
+    ids = local.ids
+    for path in ws.segment_paths():
+        name = os.path.basename(path)
+        own = merge_plan.own_segment(name)
+        if own is not None:
+            local.slot_keys.add((own[0], name))
+        local.slot_keys |= origin_keys(path)
+        try:
+            for rows in stream_ids(path):
+                ids.update(r[0] for r in rows)
+            tombstones = SegmentRows(path, only="tombstone_rows").rows
+        except Unreadable:
+            local.unreadable += 1
+            continue
+        for _seq, event_id, _t, _s, _ts, body, digest in tombstones:
+            try:
+                obj = _verify_row(body, digest, event_id)
+            except codec.MalformedEvent:
+                local.malformed += 1
+                continue
+            if obj["type"] == TOMBSTONE:
+                local.tombstoned.add(obj["id"])
+    return local
+
+
+# -- merge ------------------------------------------------------------------------------
+
+def merge(ctx: Context, source: str, *, progress: Progress = None) -> dict[str, Any]:
+    path = _path_arg(source, "SOURCE")
+    # An export is verified whole here, before anything (even the root) is created.
+    src = open_source(path, ctx.workspace_name)
+    ws = ctx.open(create=True)
+    me = ws.root.replica_id
+    with MergeLock(ws), PausedGC():
+        return _merge_locked(ws, src, me, progress)
+
+
+def _merge_locked(ws: Workspace, src: Source, me: str,
+                  progress: Progress) -> dict[str, Any]:
+    unreadable: list[dict[str, str]] = []
+    malformed: list[dict[str, Any]] = []
+
+    # Pass 1 over the source: its tombstones (found by the type column, which is
+    # quick; pass 2 still catches any it missed) and the slots it speaks about.
+    tombstoned: set[str] = set()
+    src_keys: set[tuple[str, str]] = set()
+    src_own_keys: set[tuple[str, str]] = set()
+    src_prov_keys: set[tuple[str, str]] = set()
+    readable: list[tuple[str, str]] = []
+    tombstoned.update(src.tombstoned)  # a sealed export lists its tombstones
+    for n, (name, full) in enumerate(src.segments, 1):
+        _say(progress, f"merge: scanning source {n}/{len(src.segments)}")
+        own = merge_plan.own_segment(name)
+        if own is not None:
+            src_own_keys.add((own[0], name))
+        if src.sealed:
+            readable.append((name, full))
+            src_prov_keys |= origin_keys(full)
+            continue
+        try:
+            seg = SegmentRows(full, immutable=src.immutable, only="tombstone_rows",
+                                    provenance_keys=True)
+        except Unreadable as exc:
+            unreadable.append({"path": src.rel(full), "reason": str(exc)})
+            continue
+        readable.append((name, full))
+        src_prov_keys |= seg.provenance_keys
+        for _seq, event_id, _t, _s, _ts, body, digest in seg.rows:
+            try:
+                ev = _decode_row(body, digest, event_id)
+            except codec.MalformedEvent:
+                continue  # reported by pass 2
+            if ev.type == TOMBSTONE and ev.id is not None:
+                tombstoned.add(ev.id)
+    src_keys = src_own_keys | src_prov_keys
+
+    _say(progress, "merge: reading the local workspace")
+    local = scan_local(ws)
+    if local.unreadable or local.malformed:
+        raise DamagedJournalError(
+            f"refusing to merge: the local workspace has {local.unreadable} unreadable "
+            f"segment(s) and {local.malformed} malformed tombstone row(s) -- what they hide "
+            "could be the tombstone that keeps some of the source out")
+    tombstoned |= local.tombstoned
+    known_before = set(tombstoned)
+
+    # Slots worth comparing: those both sides can speak about, and those the
+    # source speaks about twice (its own segment and an import's provenance).
+    watch = (src_keys & local.slot_keys) | (src_own_keys & src_prov_keys)
+    slots = SlotIndex(me, tombstoned)
+    if watch:
+        for path in ws.segment_paths():
+            name = os.path.basename(path)
+            own = merge_plan.own_segment(name)
+            key = (own[0], name) if own is not None else None
+            for slot in read_slots(path, own=key, keys=watch):
+                slots.add(*slot)
+
+    limit = int(os.environ.get(ENV_IMPORT_MAX_BYTES) or SEGMENT_MAX_BYTES)
+    source_replica = merge_plan.safe_replica(src.replica)
+    writer = ImportWriter(ws, source_replica, max_bytes=limit,
+                                name_for=merge_plan.import_segment_name)
+    planner = merge_plan.Planner(local.ids, tombstoned)
+    wanted_artifacts: dict[str, tuple[dict[str, Any], set[str]]] = dict(src.artifacts)
+    try:
+        for n, (name, full) in enumerate(readable, 1):
+            _say(progress, f"merge: importing {n}/{len(readable)}")
+            try:
+                with writer.source(full, immutable=src.immutable) as attached:
+                    _import_segment(attached, name, src, planner, slots, watch, malformed,
+                                    wanted_artifacts)
+            except Unreadable as exc:
+                unreadable.append({"path": src.rel(full), "reason": str(exc)})
+                continue
+        late = tombstoned - known_before
+        if late:
+            # Tombstones the pre-scan did not see: hold back what was already
+            # written about their targets before anything is published.
+            planner.retract(writer.drop(late, tuple(merge_plan.ERASABLE_TYPES)))
+        _say(progress, "merge: publishing import segments")
+        touched = writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+
+    copied, already, missing = _merge_artifacts(ws, src, wanted_artifacts, tombstoned)
+    return {
+        "source": {"path": src.path, "kind": src.kind, "replica": src.replica},
+        "workspace": ws.name,
+        **planner.report(),
+        "segmentsTouched": [ws.rel(p) for p in touched],
+        "replicaIdCollisions": sorted(slots.collisions),
+        "artifacts": {"copied": copied, "alreadyPresent": already, "missing": missing},
+        "unreadable": unreadable,
+        "malformed": malformed,
+    }
+
+
+def _import_segment(seg: ImportSource, name: str, src: Source,
+                    planner: merge_plan.Planner, slots: SlotIndex,
+                    watch: set[tuple[str, str]], malformed: list[dict[str, Any]],
+                    wanted_artifacts: dict[str, tuple[dict[str, Any], set[str]]]) -> None:
+    """Decide every row of one attached source segment, then let SQLite copy the rest.
+
+    Rows of a root are verified here (checksum, parse, shape); a row already
+    held only needs intact bytes. Rows of a verified export were checked by
+    the exporter and sealed by the manifest checksums: they are decided from
+    their columns, and only tombstones are read (the manifest lists artifacts).
+    """
+    own = merge_plan.own_segment(name)
+    own_key = (own[0], name) if own is not None else None
+    if src.sealed and not src.sealed_malformed.get(name) and own_key not in watch and not (
+            seg.has_origin and watch) and _import_sealed(seg, own_key, planner):
+        return
+    checksum = codec.checksum
+    id_in_body = merge_plan.id_in_body
+    local_ids, seen = planner.local_ids, planner.seen
+    sealed_bad = src.sealed_malformed.get(name, {})
+    provenance = seg.provenance()
+    rel = src.rel(seg.path)
+    skip: list[str] = []
+    copied: list[str] = []
+    rebuilt: list[tuple[str, str, str | None, str, bytes, str]] = []
+    rebuilt_origins: list[tuple[str, str, str, int]] = []
+    rows = seg.rows(bodies="tombstones" if src.sealed else "all")
+    for seq, event_id, col_type, col_subject, col_ts, digest, body in rows:
+        obj: dict[str, Any] | None = None
+        type_, subject, ts = col_type, col_subject, col_ts
+        try:
+            if src.sealed:
+                if seq in sealed_bad:
+                    raise codec.MalformedEvent(sealed_bad[seq])
+                if body is not None:
+                    obj = _verify_row(body, digest, event_id)
+            elif (event_id in local_ids and event_id not in seen and type(body) is bytes
+                    and checksum(body) == digest and id_in_body(event_id, body)):
+                # Held here already: nothing will be written, so intact bytes are
+                # all that matters. Parse only to find an artifact to repair.
+                if b'"artifact":{' in body:
+                    obj = codec.verify(body, digest)
+            else:
+                obj = _verify_row(body, digest, event_id)
+                type_, subject, ts = obj["type"], obj["id"], obj["ts"]
+        except codec.MalformedEvent as exc:
+            malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
+            skip.append(event_id)
+            continue
+        origin = (own[0], name, seq) if own is not None else provenance.get(event_id)
+        if origin is not None and (origin[0], origin[1]) in watch:
+            slots.add(origin[0], origin[1], origin[2], event_id, type_, subject)
+        decision = planner.take(event_id, type_, subject)
+        if decision in (DUPLICATE, TOMBSTONED):
+            skip.append(event_id)
+            continue
+        if obj is not None and type_ == OBSERVATION:
+            art = merge_plan.artifact_record(type_, obj["data"])
+            if art is not None:
+                wanted_artifacts.setdefault(art["ref"], (art, set()))[1].add(subject or "")
+        if decision == PRESENT:
+            skip.append(event_id)
+            continue
+        assert decision == IMPORT
+        changed = merge_plan.arriving(codec.from_dict(obj)) if type_ == TOMBSTONE and \
+            obj is not None else None
+        if changed is not None:
+            raw, new_digest = codec.encode(changed)
+            rebuilt.append((event_id, type_, subject, ts, raw, new_digest))
+        elif type(body) is not bytes and body is not None or \
+                (col_type, col_subject, col_ts) != (type_, subject, ts):
+            # Text body or lookup columns that disagree with the bytes: store it
+            # the way this replica would have written it.
+            rebuilt.append((event_id, type_, subject, ts, codec.as_bytes(body), digest))
+        else:
+            copied.append(event_id)
+            continue
+        skip.append(event_id)
+        if origin is not None:
+            rebuilt_origins.append((event_id, origin[0], origin[1], origin[2]))
+    seg.copy(skip, copied_ids=copied, own=own_key)
+    seg.insert(rebuilt, rebuilt_origins)
+
+
+def _import_sealed(seg: ImportSource, own_key: tuple[str, str] | None,
+                   planner: merge_plan.Planner) -> bool:
+    """The common case of a sealed export segment: nothing damaged, no slot to
+    watch. Only its tombstones and the rows about tombstoned ids are read
+    row by row; every other row is decided with set operations over its id
+    (read from the index alone) and copied by SQLite. False, with nothing
+    decided, when a tombstone's bytes do not check out (the row-by-row path
+    then reports it)."""
+    tombstones = []
+    for seq, event_id, type_, subject, ts, digest, body in seg.tombstone_rows():
+        try:
+            obj = _verify_row(body, digest, event_id)
+        except codec.MalformedEvent:
+            return False
+        tombstones.append((seq, event_id, type_, subject, ts, obj))
+    for *_, obj in tombstones:
+        planner.tombstoned.add(obj["id"])
+    special = set(seg.rows_about(planner.tombstoned))
+    special.update((seq, event_id, type_, subject)
+                   for seq, event_id, type_, subject, _, _ in tombstones)
+    ids = seg.ids()
+    decisions = planner.take_bulk((e for _, e in ids), list(special))
+    rebuilt = []
+    origins = []
+    provenance: dict[str, tuple[str, str, int]] | None = None
+    for seq, event_id, type_, subject, ts, obj in tombstones:
+        if decisions.get(event_id, IMPORT) != IMPORT:
+            continue
+        changed = merge_plan.arriving(codec.from_dict(obj))
+        if changed is not None:
+            raw, new_digest = codec.encode(changed)
+            rebuilt.append((event_id, type_, subject, ts, raw, new_digest))
+            decisions[event_id] = "rebuilt"
+            if own_key is not None:
+                origins.append((event_id, own_key[0], own_key[1], seq))
+            else:
+                if provenance is None:
+                    provenance = seg.provenance()
+                if event_id in provenance:
+                    origins.append((event_id, *provenance[event_id]))
+    copied = [e for _, e in ids if e not in decisions] if decisions else [e for _, e in ids]
+    seg.copy(decisions, copied_ids=copied, own=own_key)
+    seg.insert(rebuilt, origins)
+    return True
+
+
+def _merge_artifacts(ws: Workspace, src: Source,
+                     wanted: dict[str, tuple[dict[str, Any], set[str]]],
+                     tombstoned: set[str]) -> tuple[int, int, list[str]]:
+    """Bring over the blobs that merged (or already held) observations cite.
+
+    A blob is only wanted for an observation that is not tombstoned, checked
+    again here because a live source can show a tombstone late in the merge.
+    """
+    copied = already = 0
+    missing: list[str] = []
+    for ref, (art, subjects) in sorted(wanted.items()):
+        if all(s in tombstoned for s in subjects):
+            continue
+        dest = _artifact_path_or_none(ws, ref)
+        if dest is None:
+            missing.append(ref)
+            continue
+        if os.path.exists(dest):
+            already += 1
+            continue
+        origin = src.artifact_file(ref)
+        if origin is not None and copy_file_verified(origin, dest, size=art["bytes"],
+                                                           checksum=art["checksum"]):
+            copied += 1
+        else:
+            missing.append(ref)
+    return copied, already, missing

@@ -1,0 +1,192 @@
+"""TODO docstring: cache."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+
+from agent_journal.core import codec
+from agent_journal.storage.connection import connect, describe_sqlite_error
+from agent_journal.storage.files import create_private_file, make_private_dirs
+from agent_journal.storage.segment import SEGMENT_SUFFIX, never_initialised, open_segment_for_read
+
+TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+    from agent_journal.storage.root import Root
+
+CACHE_DIR = "cache"
+
+
+CACHE_SIDECARS = ("-journal", "-wal", "-shm")
+
+
+def cache_path(root: Root, area: str, workspace: str) -> str:
+    """<root>/cache/<area>/<ws>.sqlite: the file `compact --apply` deletes with its sidecars."""
+    return os.path.join(root.path, CACHE_DIR, area, workspace + SEGMENT_SUFFIX)
+
+
+def cache_lock_path(root: Root, area: str, workspace: str) -> str:
+    # One folder deeper than the cache files, so a sweep of <root>/cache/*/<ws>.*
+    # never removes a lock another process holds.
+    return os.path.join(root.path, CACHE_DIR, area, "locks", workspace + ".lock")
+
+
+def remove_cache_files(path: str) -> None:
+    """Delete a cache database and its sidecars; missing files are fine."""
+    for name in (path,) + tuple(path + s for s in CACHE_SIDECARS):
+        try:
+            os.unlink(name)
+        except FileNotFoundError:
+            pass
+
+
+def open_cache(path: str, *, bulk: bool = False, erasing: bool = False) -> sqlite3.Connection:
+    """Open (creating, 0600) a cache database.
+
+    A missing main file with a leftover journal beside it would make SQLite
+    replay that journal into the new file, so sidecars go first. `bulk` is
+    for a from-scratch build into a temporary file: no rollback journal and
+    no syncs, because a crash there leaves a file nobody will ever open
+    (it is only renamed into place once complete, see `publish_cache`).
+    `erasing` is for a cache that deletes rows in place: what it frees is
+    overwritten (secure_delete), whatever the build's default.
+    """
+    make_private_dirs(os.path.dirname(path))
+    if not os.path.exists(path):
+        remove_cache_files(path)
+        create_private_file(path)
+    conn = connect(path)
+    try:
+        if bulk:
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("PRAGMA synchronous=OFF")
+        else:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "delete":
+                conn.execute("PRAGMA journal_mode=DELETE")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA cache_size=-65536")
+        conn.execute("PRAGMA temp_store=MEMORY")
+        if erasing:
+            conn.execute("PRAGMA secure_delete = ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def publish_cache(conn: sqlite3.Connection, tmp: str, path: str) -> None:
+    """Close a bulk-built cache, make it durable, and rename it into place."""
+    conn.close()
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    remove_cache_files(path)
+    os.replace(tmp, path)
+    dfd = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def segment_signature(path: str) -> tuple[str, int] | None:
+    """A cheap fingerprint of a segment's files and their newest mtime (ns).
+
+    None when the file cannot be examined. Any commit changes the fingerprint:
+    in rollback-journal mode SQLite bumps the header's file change counter; in
+    WAL mode the -wal file grows or is rewritten (its mtime moves). Callers
+    still re-check a fingerprint taken within a second or two of the newest
+    mtime, since mtimes are only as fine as the kernel's clock tick.
+    """
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as fh:
+            header = fh.read(28)
+    except OSError:
+        return None
+    counter = header[24:28].hex() if len(header) == 28 else "-"
+    newest = st.st_mtime_ns
+    try:
+        wal = os.stat(path + "-wal")
+        wal_part = f"{wal.st_size}/{wal.st_mtime_ns}"
+        newest = max(newest, wal.st_mtime_ns)
+    except OSError:
+        wal_part = "-"
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{counter}:{wal_part}", newest
+
+
+def segment_census(path: str, after: int) -> tuple[int, int, int, str | None]:
+    """(highest seq, rows in total, rows with seq > after, event_id column of row
+    `after` or None), all from one snapshot.
+
+    Raises sqlite3.Error when the segment cannot be read.
+    """
+    conn = open_segment_for_read(path)
+    try:
+        conn.execute("BEGIN")
+        try:
+            if never_initialised(conn, path):
+                return 0, 0, 0, None
+            high = conn.execute("SELECT max(seq) FROM events").fetchone()[0] or 0
+            total = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+            newer = conn.execute("SELECT count(*) FROM events WHERE seq > ?",
+                                 (after,)).fetchone()[0]
+            row = conn.execute("SELECT event_id FROM events WHERE seq = ?", (after,)).fetchone()
+            return int(high), int(total), int(newer), (row[0] if row else None)
+        finally:
+            conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def iter_segment_after(path: str, after: int, batch: int = 2000
+                       ) -> Iterator[tuple[str, int, Any, str | None]]:
+    """Rows with seq > after, in seq order, as tagged tuples.
+
+    ("event", seq, Event, event_id) for a trusted row, ("malformed", seq,
+    reason, event_id) for a row that fails its checksum or shape (event_id is
+    the row's column, as stored), and at most one ("unreadable", 0, reason,
+    None) when SQLite gives up part way (what was yielded before stands, as
+    in `Workspace.iter_segment`). Rows are fetched in short batches, so no
+    read lock is held while the caller works and writers are never kept
+    waiting on a long scan.
+    """
+    try:
+        conn = open_segment_for_read(path)
+    except sqlite3.Error as exc:
+        yield ("unreadable", 0, describe_sqlite_error(exc), None)
+        return
+    try:
+        decode = codec.decode
+        malformed = codec.MalformedEvent
+        last = after
+        while True:
+            try:
+                if last == after and never_initialised(conn, path):
+                    return
+                rows = conn.execute(
+                    "SELECT seq, event_id, body, checksum FROM events WHERE seq > ? "
+                    "ORDER BY seq LIMIT ?", (last, batch)).fetchall()
+            except sqlite3.Error as exc:
+                yield ("unreadable", 0, describe_sqlite_error(exc), None)
+                return
+            if not rows:
+                return
+            for seq, event_id, body, digest in rows:
+                last = seq
+                try:
+                    ev = decode(body, digest)
+                except malformed as exc:
+                    yield ("malformed", seq, str(exc), event_id)
+                    continue
+                if ev.event_id != event_id:
+                    yield ("malformed", seq, "event_id column does not match body", event_id)
+                    continue
+                yield ("event", seq, ev, event_id)
+    finally:
+        conn.close()

@@ -1,0 +1,52 @@
+"""TODO docstring: config."""
+
+from __future__ import annotations
+
+import os
+
+from agent_journal.core.errors import JournalError
+from agent_journal.storage.files import FILE_MODE, make_private_dirs
+
+TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
+if TYPE_CHECKING:
+    pass
+
+CONFIG_NAME = "config.json"
+
+
+LOGS_DIR = "logs"
+
+
+LOG_MAX_BYTES = 1024 * 1024
+
+
+def read_root_config(root_path: str) -> tuple[str, bytes] | None:
+    """(path, bytes) of <root>/config.json, or None when there is none.
+
+    One failed open is all a missing file costs: the hook asks on every call.
+    """
+    path = os.path.join(root_path, CONFIG_NAME)
+    try:
+        with open(path, "rb") as fh:
+            return path, fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise JournalError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def append_private_log(root_path: str, name: str, line: str) -> None:
+    """Append one line to <root>/logs/<name> (0600), keeping one previous file past 1 MiB."""
+    folder = os.path.join(root_path, LOGS_DIR)
+    make_private_dirs(folder)
+    path = os.path.join(folder, name)
+    try:
+        if os.stat(path).st_size > LOG_MAX_BYTES:
+            os.replace(path, path + ".1")
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, FILE_MODE)
+    try:
+        os.write(fd, line.encode("utf-8", errors="replace") + b"\n")
+    finally:
+        os.close(fd)

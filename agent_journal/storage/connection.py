@@ -1,0 +1,99 @@
+"""TODO docstring: connection."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from agent_journal.core.errors import BusyError
+
+TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+
+BUSY_TIMEOUT_S = 15.0
+
+
+WRITE_ATTEMPTS = 6
+
+
+def journal_mode_for(version: tuple[int, int, int]) -> str:
+    """WAL only on SQLite versions with the WAL-reset fix; rollback journal elsewhere.
+
+    SQLite before 3.51.3 can corrupt a WAL database when concurrent writers and
+    checkpoints race a WAL reset; 3.44.6 and 3.50.7 carry the backported fix.
+    A rollback journal (DELETE) is not exposed to that bug, at the cost of
+    readers briefly waiting on writers, which the busy timeout absorbs.
+    """
+    if version >= (3, 51, 3):
+        return "wal"
+    if (3, 44, 6) <= version < (3, 45, 0) or (3, 50, 7) <= version < (3, 51, 0):
+        return "wal"
+    return "delete"
+
+
+JOURNAL_MODE = journal_mode_for(sqlite3.sqlite_version_info)
+
+
+def connect(path: str, *, readonly: bool = False, immutable: bool = False
+            ) -> sqlite3.Connection:
+    """Open an existing SQLite file. Busy timeout first, autocommit, no file creation.
+
+    `immutable` is for a verified export file: nobody writes it, so SQLite
+    takes no locks and looks for no journal.
+    """
+    mode = "ro" if readonly or immutable else "rw"
+    uri = f"file:{quote_path(path)}?mode={mode}" + ("&immutable=1" if immutable else "")
+    # `timeout` installs SQLite's busy handler as the connection opens, before
+    # any statement runs.
+    return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                           check_same_thread=False)
+
+
+def quote_path(path: str) -> str:
+    # Only these characters are special in a URI filename; urllib.parse is
+    # too costly to import on the hook path.
+    return path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+
+
+def is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def run_write(conn: sqlite3.Connection, work: Any) -> Any:
+    """Run `work(conn)` inside BEGIN IMMEDIATE, retrying when writers hold the lock."""
+    delay = 0.05
+    for attempt in range(WRITE_ATTEMPTS):
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if is_busy(exc) and attempt + 1 < WRITE_ATTEMPTS:
+                time.sleep(delay)
+                delay *= 2
+                continue
+            if is_busy(exc):
+                raise BusyError("the journal stayed locked by other writers; retry") from None
+            raise
+        try:
+            result = work(conn)
+            conn.execute("COMMIT")
+            return result
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    raise BusyError("the journal stayed locked by other writers; retry")
+
+
+def describe_sqlite_error(exc: Exception) -> str:
+    return f"{exc.__class__.__name__}: {exc}".splitlines()[0]
+
+
+def set_write_patience(busy_timeout_s: float, attempts: int) -> None:
+    """Bound how long this process waits on a locked journal (the hook must not stall
+    the agent's tool call; a CLI user can afford the defaults)."""
+    global BUSY_TIMEOUT_S, WRITE_ATTEMPTS
+    BUSY_TIMEOUT_S = busy_timeout_s
+    WRITE_ATTEMPTS = attempts

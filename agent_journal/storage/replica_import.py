@@ -1,0 +1,373 @@
+"""TODO docstring: replica_import."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable
+
+from agent_journal.core.errors import JournalError
+from agent_journal.storage.connection import JOURNAL_MODE, describe_sqlite_error, quote_path
+from agent_journal.storage.files import (
+    create_private_file,
+    fsync_path,
+    make_private_dirs,
+    rename_durable,
+    unlink_quietly,
+)
+from agent_journal.storage.replica_source import Unreadable
+from agent_journal.storage.segment import IMPORT_TEMP_PREFIX, SCHEMA, SEGMENT_FORMAT
+
+TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+    from agent_journal.storage.workspace import Workspace
+
+ORIGIN_SCHEMA = """
+CREATE TABLE IF NOT EXISTS origin (
+    event_id TEXT NOT NULL,
+    replica TEXT NOT NULL,
+    segment TEXT NOT NULL,
+    seq INTEGER NOT NULL
+)
+"""
+
+
+def scrub_rows(path: str, seqs: Iterable[int], *,
+               fixes: Iterable[tuple[str, str | None, str, bytes, int]] = ()) -> int:
+    """Delete rows from a private snapshot so that no byte of them remains in the file.
+
+    secure_delete zeroes freed cells, journal_mode OFF writes no journal
+    holding the old pages, and VACUUM rebuilds the file without free pages.
+    `fixes` (type, subject, ts, body, seq) rewrite a row's lookup columns
+    (and a text body as a blob) to agree with its bytes.
+    """
+    wanted = [(s,) for s in seqs]
+    fixes = list(fixes)
+    if not wanted and not fixes:
+        return 0
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA secure_delete = ON")
+        conn.execute("PRAGMA journal_mode = OFF")
+        conn.execute("BEGIN")
+        conn.executemany("UPDATE events SET type = ?, subject = ?, ts = ?, body = ? "
+                         "WHERE seq = ?", fixes)
+        conn.executemany("DELETE FROM events WHERE seq = ?", wanted)
+        if conn.execute("SELECT name FROM sqlite_master WHERE name = 'origin'").fetchone():
+            conn.execute("DELETE FROM origin WHERE event_id NOT IN (SELECT event_id FROM events)")
+        conn.execute("COMMIT")
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA journal_mode = DELETE")
+        return len(wanted)
+    finally:
+        conn.close()
+
+
+class ImportWriter:
+    """Writes imported events into new segment files that no replica appends to.
+
+    Each file is built under a hidden temporary name (readers skip names
+    starting with '.'), closed, fsynced, and only then renamed to its final
+    `import-<source>-<digest>.sqlite` name: a merge that dies half-way leaves
+    nothing a reader can see. A file is cut once it reaches `max_bytes`, the
+    size at which a replica starts a new own segment. Provenance (the source
+    slot each event came from) is kept in an `origin` table so later merges
+    can recognise replicas sharing an id.
+
+    Rows are copied by SQLite itself (`ImportSource.copy`), inside the same
+    read transaction in which the caller examined them, so what is written is
+    exactly what was checked even if the source is being written meanwhile.
+    """
+
+    def __init__(self, ws: Workspace, source_replica: str, *, max_bytes: int,
+                 name_for: Any) -> None:
+        self.ws = ws
+        self.source_replica = source_replica
+        self.max_bytes = max_bytes
+        self.name_for = name_for  # (source replica, event ids) -> final file name
+        self._done: list[tuple[str, list[str]]] = []
+        self._conn: sqlite3.Connection | None = None
+        self._tmp = ""
+        self._ids: list[str] = []
+        self._counter = 0
+        self._wanted: set[str] = set()
+
+    def _open(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        make_private_dirs(self.ws.segments_dir)
+        self._counter += 1
+        self._tmp = os.path.join(
+            self.ws.segments_dir, f"{IMPORT_TEMP_PREFIX}{os.getpid()}-{self._counter}.tmp")
+        unlink_quietly(self._tmp)
+        create_private_file(self._tmp)
+        conn = sqlite3.connect(f"file:{quote_path(self._tmp)}", uri=True,
+                               isolation_level=None, check_same_thread=False)
+        # A temp file no reader can see: no journal, no syncs until it is done.
+        conn.execute("PRAGMA journal_mode = OFF")
+        conn.execute("PRAGMA synchronous = OFF")
+        conn.execute("PRAGMA cache_size = -65536")
+        for statement in SCHEMA.strip().split(";"):
+            if statement.strip() and "CREATE INDEX" not in statement:
+                conn.execute(statement)
+        conn.execute(ORIGIN_SCHEMA)
+        conn.execute("CREATE TEMP TABLE skip (event_id TEXT PRIMARY KEY)")
+        conn.execute("CREATE TEMP TABLE wanted (id TEXT PRIMARY KEY)")
+        self._wanted = set()  # what temp.wanted holds
+        self._conn = conn
+        return conn
+
+    def source(self, path: str, *, immutable: bool) -> ImportSource:
+        """Attach a source segment for reading and copying, in one transaction."""
+        return ImportSource(self, path, immutable=immutable)
+
+    def _cut_if_full(self) -> None:
+        # The same measure a replica rotates its own segments by: file size.
+        if self._conn is not None and os.path.getsize(self._tmp) >= self.max_bytes:
+            self._close_current()
+
+    def _close_current(self) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        for statement in SCHEMA.strip().split(";"):
+            if "CREATE INDEX" in statement:
+                conn.execute(statement)
+        conn.execute("BEGIN")
+        conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [
+            ("format", str(SEGMENT_FORMAT)), ("workspace", self.ws.name),
+            ("replica", self.source_replica), ("importedBy", self.ws.root.replica_id),
+            ("kind", "import"),
+        ])
+        conn.execute(f"PRAGMA user_version = {SEGMENT_FORMAT}")
+        conn.execute("COMMIT")
+        conn.execute("DROP TABLE temp.skip")
+        conn.execute("DROP TABLE temp.wanted")
+        conn.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
+        conn.close()
+        self._conn = None
+        fsync_path(self._tmp)
+        self._done.append((self._tmp, self._ids))
+        self._ids = []
+
+    def drop(self, subjects: set[str], types: tuple[str, ...]) -> list[str]:
+        """Remove not yet published rows about `subjects`; returns their event ids.
+
+        For a tombstone a merge meets only after it wrote rows its target
+        names: those bytes must not be published. secure_delete zeroes them
+        in the (journal-less) temporary files.
+        """
+        if not subjects:
+            return []
+        dropped: list[str] = []
+        builds = list(self._done)
+        if self._conn is not None:
+            builds.append((self._tmp, self._ids))
+        marks = ",".join("?" * len(types))
+        for tmp, ids in builds:
+            current = self._conn is not None and tmp == self._tmp
+            conn = self._conn if current else sqlite3.connect(tmp, isolation_level=None)
+            assert conn is not None
+            if not current:
+                conn.execute("PRAGMA journal_mode = OFF")  # no journal keeps old pages
+            conn.execute("PRAGMA secure_delete = ON")
+            gone = [r[0] for r in conn.execute(
+                f"SELECT event_id, subject FROM events WHERE type IN ({marks})", types)
+                if r[1] in subjects]
+            conn.executemany("DELETE FROM events WHERE event_id = ?", [(g,) for g in gone])
+            conn.executemany("DELETE FROM origin WHERE event_id = ?", [(g,) for g in gone])
+            if not current:
+                conn.execute("VACUUM")
+                conn.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
+                conn.close()
+                fsync_path(tmp)
+            gone_set = set(gone)
+            ids[:] = [i for i in ids if i not in gone_set]
+            dropped.extend(gone)
+        return dropped
+
+    def finish(self) -> list[str]:
+        """Make every built file visible; returns their final paths."""
+        self._close_current()
+        final_paths = []
+        for tmp, ids in self._done:
+            if not ids:  # nothing imported into it, or everything dropped again
+                unlink_quietly(tmp)
+                continue
+            final = os.path.join(self.ws.segments_dir, self.name_for(self.source_replica, ids))
+            rename_durable(tmp, final, clobber=False)
+            final_paths.append(final)
+        self._done = []
+        return final_paths
+
+    def abort(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+            self._done.append((self._tmp, self._ids))
+        for tmp, _ in self._done:
+            for suffix in ("", "-journal", "-wal", "-shm"):
+                unlink_quietly(tmp + suffix)
+        self._done = []
+
+
+class ImportSource:
+    """One source segment attached to the import being built (see ImportWriter.source).
+
+    Use as a context manager: everything between entering and leaving reads
+    one snapshot of the source. The caller reads what it needs to decide
+    (`rows`, or for a sealed source the cheaper `ids`, `tombstone_rows` and
+    `rows_about`), then `copy` lets SQLite copy every row not skipped, and
+    `insert` adds rows the caller rebuilt (a tombstone re-encoded, a row with
+    corrected columns). Row tuples are (seq, event_id, type, subject, ts,
+    checksum, body or None). A source SQLite cannot read raises Unreadable.
+    """
+
+    def __init__(self, writer: ImportWriter, path: str, *, immutable: bool) -> None:
+        self.writer = writer
+        self.path = path
+        self.immutable = immutable
+        self.empty = False
+        self.has_origin = False
+        self._conn: sqlite3.Connection | None = None
+
+    def __enter__(self) -> ImportSource:
+        conn = self.writer._open()
+        attached = False
+        error: sqlite3.Error | None = None
+        tables: set[str] = set()
+        for mode in (("ro&immutable=1",) if self.immutable else ("ro", "rw")):
+            try:
+                conn.execute("ATTACH DATABASE ? AS src",
+                             (f"file:{quote_path(self.path)}?mode={mode}",))
+                attached = True
+                conn.execute("BEGIN")
+                tables = {r[0] for r in conn.execute(
+                    "SELECT name FROM src.sqlite_master WHERE type = 'table'")}
+                break
+            except sqlite3.Error as exc:
+                error = exc
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if attached:
+                    conn.execute("DETACH DATABASE src")
+                    attached = False
+        if not attached:
+            assert error is not None
+            raise Unreadable(describe_sqlite_error(error))
+        self._conn = conn
+        if "events" not in tables:
+            self.__exit__(None, None, None)
+            if tables:
+                raise Unreadable("no events table")
+            self.empty = True  # created but never initialised: nothing to read
+        self.has_origin = "origin" in tables
+        return self
+
+    def _query(self, sql: str, params: Any = ()) -> list[Any]:
+        assert self._conn is not None
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise Unreadable(describe_sqlite_error(exc)) from None
+
+    def rows(self, *, bodies: str) -> list[tuple[int, str, str, str | None, str, str, Any]]:
+        """Every row in seq order; `bodies` "all", or "tombstones" (only rows whose
+        type column says tombstone carry their body, for a sealed source)."""
+        if self.empty:
+            return []
+        body = "body" if bodies == "all" else "CASE WHEN type = 'tombstone' THEN body END"
+        return self._query(f"SELECT seq, event_id, type, subject, ts, checksum, {body} "
+                           "FROM src.events ORDER BY seq")
+
+    def ids(self) -> list[tuple[int, str]]:
+        """(seq, event_id) of every row, read from the event_id index alone."""
+        if self.empty:
+            return []
+        return self._query("SELECT seq, event_id FROM src.events")
+
+    def tombstone_rows(self) -> list[tuple[int, str, str, str | None, str, str, Any]]:
+        """Rows whose type column says tombstone, with their bodies."""
+        if self.empty:
+            return []
+        return self._query("SELECT seq, event_id, type, subject, ts, checksum, body "
+                           "FROM src.events WHERE type = 'tombstone'")
+
+    def rows_about(self, subjects: set[str]) -> list[tuple[int, str, str, str | None]]:
+        """(seq, event_id, type, subject) of rows whose subject is in `subjects`,
+        found through the subject index."""
+        if self.empty or not subjects:
+            return []
+        assert self._conn is not None
+        loaded = self.writer._wanted
+        if not loaded <= subjects:
+            self._conn.execute("DELETE FROM temp.wanted")
+            loaded.clear()
+        # The set only grows during a merge: add what is new since last time.
+        self._conn.executemany("INSERT OR IGNORE INTO temp.wanted(id) VALUES (?)",
+                               [(s,) for s in subjects - loaded])
+        loaded |= subjects
+        return self._query("SELECT seq, event_id, type, subject FROM src.events "
+                           "WHERE subject IN (SELECT id FROM temp.wanted)")
+
+    def provenance(self) -> dict[str, tuple[str, str, int]]:
+        """event id -> (replica, segment, seq) when the source is itself an import."""
+        if self.empty or not self.has_origin:
+            return {}
+        return {e: (str(r), str(s), int(q)) for e, r, s, q in self._query(
+            "SELECT event_id, replica, segment, seq FROM src.origin")}
+
+    def copy(self, skip: Iterable[str], *, copied_ids: list[str],
+             own: tuple[str, str] | None) -> None:
+        """Copy every source row whose event id is not in `skip`, with its provenance.
+
+        `own` is (replica, file name) when the source is that replica's own
+        segment (each row's slot is its seq); otherwise the source's own
+        provenance is carried over.
+        """
+        conn = self.writer._conn
+        assert conn is not None
+        if self.empty:
+            return
+        conn.execute("DELETE FROM temp.skip")
+        conn.executemany("INSERT OR IGNORE INTO temp.skip(event_id) VALUES (?)",
+                         [(s,) for s in skip])
+        where = "WHERE event_id NOT IN (SELECT event_id FROM temp.skip)"
+        before = conn.total_changes
+        conn.execute("INSERT INTO main.events(event_id, type, subject, ts, body, checksum) "
+                     f"SELECT event_id, type, subject, ts, body, checksum FROM src.events {where} "
+                     "ORDER BY seq")
+        if conn.total_changes - before != len(copied_ids):
+            raise JournalError(f"import of {self.path} copied "
+                               f"{conn.total_changes - before} rows, expected {len(copied_ids)}")
+        if own is not None:
+            conn.execute("INSERT INTO main.origin(event_id, replica, segment, seq) "
+                         f"SELECT event_id, ?, ?, seq FROM src.events {where}", own)
+        elif self.has_origin:
+            conn.execute("INSERT INTO main.origin(event_id, replica, segment, seq) "
+                         "SELECT event_id, replica, segment, seq FROM src.origin "
+                         f"{where} AND event_id IN (SELECT event_id FROM src.events)")
+        self.writer._ids.extend(copied_ids)
+
+    def insert(self, rows: list[tuple[str, str, str | None, str, bytes, str]],
+               origins: list[tuple[str, str, str, int]]) -> None:
+        """Add rows the caller rebuilt: (event_id, type, subject, ts, body, checksum)."""
+        conn = self.writer._conn
+        assert conn is not None
+        conn.executemany("INSERT INTO main.events(event_id, type, subject, ts, body, checksum) "
+                         "VALUES (?, ?, ?, ?, ?, ?)", rows)
+        conn.executemany("INSERT INTO main.origin(event_id, replica, segment, seq) "
+                         "VALUES (?, ?, ?, ?)", origins)
+        self.writer._ids.extend(r[0] for r in rows)
+
+    def __exit__(self, *exc: object) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        if conn.in_transaction:
+            conn.execute("COMMIT" if exc[0] is None else "ROLLBACK")
+        conn.execute("DETACH DATABASE src")
+        if exc[0] is None:
+            self.writer._cut_if_full()

@@ -1,0 +1,177 @@
+"""TODO docstring: replica_source."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+
+from agent_journal.storage.connection import connect, describe_sqlite_error
+from agent_journal.storage.files import create_private_file, unlink_quietly
+
+TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
+if TYPE_CHECKING:
+    pass
+
+
+class Unreadable(Exception):
+    """A source or snapshot file SQLite cannot read; str() is the one-line reason."""
+
+
+def _open_for_reading(path: str, *, immutable: bool) -> sqlite3.Connection:
+    if immutable:
+        return connect(path, immutable=True)
+    try:
+        conn = connect(path, readonly=True)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.Error:
+        # A hot journal left by a crashed writer needs a writable connection
+        # to roll back before anything can be read.
+        return connect(path)
+
+
+class SegmentRows:
+    """One segment read in one transaction: meta, stored rows and import provenance.
+
+    Rows come back exactly as stored (body and checksum unverified): the
+    caller decides what to trust. Any SQLite failure raises `Unreadable`.
+
+    `only` filters inside SQLite: "all"; "tombstone_rows", the rows whose
+    type column says tombstone (a quick pre-scan: the column is a lookup
+    copy, so callers must still catch a tombstone found later); or
+    "tombstone_candidates", every row whose bytes could decode to a
+    tombstone (merge_plan.tombstone_candidate; exact, slower). With
+    `provenance_keys`, also the distinct (replica, segment) pairs an import
+    segment's origin table names.
+    """
+
+    def __init__(self, path: str, *, immutable: bool = False, only: str = "all",
+                 provenance_keys: bool = False) -> None:
+        self.path = path
+        self.meta: dict[str, str] = {}
+        self.rows: list[tuple[int, str, str, str | None, str, bytes, str]] = []
+        self.provenance_keys: set[tuple[str, str]] = set()
+        try:
+            conn = _open_for_reading(path, immutable=immutable)
+        except sqlite3.Error as exc:
+            raise Unreadable(describe_sqlite_error(exc)) from None
+        try:
+            conn.execute("BEGIN")
+            tables = {r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "events" not in tables:
+                if not tables:
+                    return  # created but never initialised (its writer died first): empty
+                raise Unreadable("no events table")
+            if "meta" in tables:
+                self.meta = {str(k): str(v) for k, v in conn.execute(
+                    "SELECT key, value FROM meta")}
+            query = "SELECT seq, event_id, type, subject, ts, body, checksum FROM events"
+            if only == "tombstone_rows":
+                query += " WHERE type = 'tombstone'"
+            elif only == "tombstone_candidates":
+                query += (" WHERE type = 'tombstone' OR typeof(body) != 'blob'"
+                          " OR instr(body, x'746f6d6273746f6e65') OR instr(body, x'5c75')"
+                          " OR instr(body, x'00')")
+            self.rows = conn.execute(query + " ORDER BY seq").fetchall()
+            if "origin" in tables and provenance_keys:
+                self.provenance_keys = {(str(r), str(s)) for r, s in conn.execute(
+                    "SELECT DISTINCT replica, segment FROM origin")}
+        except sqlite3.Error as exc:
+            raise Unreadable(describe_sqlite_error(exc)) from None
+        finally:
+            conn.close()
+
+
+def stream_ids(path: str, *, batch: int = 50_000) -> Iterator[list[tuple[str]]]:
+    """A segment's event_id column in batches, from one read transaction.
+
+    For learning which events a large workspace holds without reading the
+    bodies. Raises Unreadable, possibly after some batches were yielded.
+    """
+    try:
+        conn = _open_for_reading(path, immutable=False)
+    except sqlite3.Error as exc:
+        raise Unreadable(describe_sqlite_error(exc)) from None
+    try:
+        conn.execute("BEGIN")
+        if not conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            return  # created but never initialised: empty
+        cursor = conn.execute("SELECT event_id FROM events")
+        while rows := cursor.fetchmany(batch):
+            yield rows
+    except sqlite3.Error as exc:
+        raise Unreadable(describe_sqlite_error(exc)) from None
+    finally:
+        conn.close()
+
+
+def origin_keys(path: str) -> set[tuple[str, str]]:
+    """The distinct (replica, segment) pairs an import segment's provenance names."""
+    try:
+        conn = _open_for_reading(path, immutable=False)
+    except sqlite3.Error:
+        return set()
+    try:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'origin'").fetchone():
+            return set()
+        return {(str(r), str(s)) for r, s in conn.execute(
+            "SELECT DISTINCT replica, segment FROM origin")}
+    except sqlite3.Error:
+        return set()
+    finally:
+        conn.close()
+
+
+def read_slots(path: str, *, own: tuple[str, str] | None,
+               keys: set[tuple[str, str]]) -> list[tuple[str, str, int, str, str, str | None]]:
+    """Append slots a segment shows: (replica, segment, seq, event id, type, subject).
+
+    `own` is (replica, file name) when the file is that replica's own
+    segment (every row is a slot); otherwise slots come from the provenance
+    an import segment keeps, limited to `keys`. Columns are read without the
+    bodies: this feeds a collision report, not a decision about content.
+    """
+    out: list[tuple[str, str, int, str, str, str | None]] = []
+    try:
+        conn = _open_for_reading(path, immutable=False)
+    except sqlite3.Error:
+        return out
+    try:
+        conn.execute("BEGIN")
+        if own is not None:
+            if own in keys:
+                for seq, event_id, type_, subject in conn.execute(
+                        "SELECT seq, event_id, type, subject FROM events"):
+                    out.append((own[0], own[1], seq, event_id, type_, subject))
+        elif conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'origin'").fetchone():
+            for event_id, replica, segment, seq, type_, subject in conn.execute(
+                    "SELECT o.event_id, o.replica, o.segment, o.seq, e.type, e.subject "
+                    "FROM origin o JOIN events e ON e.event_id = o.event_id"):
+                if (replica, segment) in keys:
+                    out.append((replica, segment, seq, event_id, type_, subject))
+    except sqlite3.Error:
+        pass
+    finally:
+        conn.close()
+    return out
+
+
+def snapshot_segment(src: str, dest: str) -> None:
+    """Copy a live segment to `dest` (which must not exist) with SQLite's VACUUM INTO.
+
+    VACUUM INTO reads one transaction, so the copy holds exactly what was
+    committed when it began, whatever writers do meanwhile; a raw file copy
+    could catch a page half-written. The copy is in rollback-journal mode.
+    """
+    if not create_private_file(dest):
+        raise FileExistsError(dest)
+    try:
+        conn = _open_for_reading(src, immutable=False)
+        try:
+            conn.execute("VACUUM INTO ?", (dest,))
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        unlink_quietly(dest)
+        raise Unreadable(describe_sqlite_error(exc)) from None

@@ -1,0 +1,141 @@
+"""TODO docstring: root."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from agent_journal.core.errors import JournalError, UnsafeRootError
+from agent_journal.core.model import validate_id
+from agent_journal.storage.files import FILE_MODE, make_private_dirs, read_text
+from agent_journal.storage.workspace import Workspace
+
+TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
+if TYPE_CHECKING:
+    pass
+
+ENV_ROOT = "AGENT_JOURNAL_ROOT"
+
+
+def default_root() -> str:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local",
+                                                            "share")
+    return os.path.join(base, "agent-journal")
+
+
+def resolve_root(root: str | os.PathLike[str] | None) -> str:
+    """--root, else $AGENT_JOURNAL_ROOT, else the XDG data folder; always absolute.
+
+    Paths are plain strings throughout this module: pathlib costs the hook
+    path ~8 ms of imports per process.
+    """
+    if root is not None and str(root) != "":
+        chosen = os.fspath(root)
+    else:
+        chosen = os.environ.get(ENV_ROOT) or default_root()
+    return os.path.abspath(os.path.expanduser(chosen))
+
+
+def _shared_writable(mode: int) -> bool:
+    return bool(mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def check_root(path: str, *, create: bool) -> bool:
+    """Refuse shared-writable roots. Returns True when the root exists.
+
+    A root others can write to lets them plant or swap segments, so an
+    existing group/world-writable root is refused, and so is creating one
+    inside a folder that others can write (such as /tmp itself).
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    if st is None:
+        ancestor = _nearest_existing(path)
+        if _shared_writable(os.stat(ancestor).st_mode):
+            raise UnsafeRootError(
+                f"refusing to create journal root {path}: {ancestor} is group- or "
+                "world-writable")
+        if create:
+            make_private_dirs(path)
+            return True
+        return False
+    if not stat.S_ISDIR(st.st_mode):
+        raise JournalError(f"journal root {path} is not a folder")
+    if _shared_writable(st.st_mode):
+        raise UnsafeRootError(f"refusing journal root {path}: it is group- or world-writable")
+    return True
+
+
+def _nearest_existing(path: str) -> str:
+    ancestor = os.path.dirname(path)
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    return ancestor
+
+
+class Root:
+    """One journal root: a replica id and a folder per workspace."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._replica_id: str | None = None
+
+    @classmethod
+    def open(cls, root: str | os.PathLike[str] | None = None, *, create: bool) -> Root:
+        path = resolve_root(root)
+        check_root(path, create=create)
+        return cls(path)
+
+    @property
+    def exists(self) -> bool:
+        return os.path.isdir(self.path)
+
+    @property
+    def replica_id(self) -> str:
+        """Made once per root, on first write; every later process reads it back."""
+        if self._replica_id is None:
+            self._replica_id = self._load_or_make_replica_id()
+        return self._replica_id
+
+    def _load_or_make_replica_id(self) -> str:
+        path = os.path.join(self.path, "replica-id")
+        try:
+            return validate_id(read_text(path).strip(), "replica id")
+        except FileNotFoundError:
+            pass
+        make_private_dirs(self.path)
+        candidate = "r" + os.urandom(8).hex()[:15]
+        tmp = os.path.join(self.path, f".replica-id.{os.getpid()}.{candidate}")
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
+        try:
+            os.write(fd, candidate.encode() + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            # link() fails if another process won the race; its id then stands.
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+        return validate_id(read_text(path).strip(), "replica id")
+
+    def workspace(self, name: str) -> Workspace:
+        return Workspace(self, validate_id(name, "workspace"))
+
+    def workspaces(self) -> list[str]:
+        folder = os.path.join(self.path, "workspaces")
+        if not os.path.isdir(folder):
+            return []
+        return sorted(n for n in os.listdir(folder) if os.path.isdir(os.path.join(folder, n)))
+
+
+def read_replica_id(root_path: str) -> str | None:
+    """Another root's replica id, read without creating one."""
+    try:
+        return read_text(os.path.join(root_path, "replica-id")).strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None

@@ -1,0 +1,95 @@
+"""TODO docstring: segment."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable
+
+from agent_journal.core import codec
+from agent_journal.core.model import Event
+from agent_journal.storage.connection import JOURNAL_MODE, connect, run_write
+
+TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
+if TYPE_CHECKING:
+    pass
+
+SEGMENT_SUFFIX = ".sqlite"
+
+
+SEGMENT_FORMAT = 1
+
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY,
+    event_id TEXT NOT NULL UNIQUE,
+    type TEXT NOT NULL,
+    subject TEXT,
+    ts TEXT NOT NULL,
+    body BLOB NOT NULL,
+    checksum TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_subject ON events(subject);
+"""
+
+
+def init_segment(conn: sqlite3.Connection, *, workspace: str, replica: str) -> None:
+    """Give a fresh segment its schema and journal mode (idempotent)."""
+    current = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    if current.lower() != JOURNAL_MODE:
+        conn.execute(f"PRAGMA journal_mode={JOURNAL_MODE}")
+
+    def work(c: sqlite3.Connection) -> None:
+        if c.execute("PRAGMA user_version").fetchone()[0] != 0:
+            return
+        for statement in SCHEMA.strip().split(";"):
+            if statement.strip():
+                c.execute(statement)
+        c.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [
+            ("format", str(SEGMENT_FORMAT)), ("workspace", workspace), ("replica", replica),
+        ])
+        c.execute(f"PRAGMA user_version = {SEGMENT_FORMAT}")
+
+    run_write(conn, work)
+
+
+def insert_events(conn: sqlite3.Connection, events: Iterable[Event]) -> int:
+    """Insert inside the caller's transaction; events already present are skipped."""
+    rows = []
+    for ev in events:
+        body, digest = codec.encode(ev)
+        rows.append((ev.event_id, ev.type, ev.id, ev.ts, body, digest))
+    before = conn.total_changes
+    conn.executemany(
+        "INSERT OR IGNORE INTO events(event_id, type, subject, ts, body, checksum) "
+        "VALUES (?, ?, ?, ?, ?, ?)", rows)
+    return conn.total_changes - before
+
+
+def open_segment_for_read(path: str) -> sqlite3.Connection:
+    """Read-write so a hot journal left by a killed writer can be rolled back;
+    read-only when the file cannot be opened for writing."""
+    try:
+        return connect(path)
+    except sqlite3.Error:
+        return connect(path, readonly=True)
+
+
+def never_initialised(conn: sqlite3.Connection, path: str) -> bool:
+    """Created but never given a schema (its writer died first): an empty segment."""
+    return conn.execute("SELECT name FROM sqlite_master WHERE name = 'events'"
+                        ).fetchone() is None and os.path.getsize(path) == 0
+
+
+def has_subject(conn: sqlite3.Connection, subject: str, type_: str | None) -> bool:
+    if type_ is None:
+        row = conn.execute("SELECT 1 FROM events WHERE subject = ? LIMIT 1", (subject,)).fetchone()
+    else:
+        row = conn.execute("SELECT 1 FROM events WHERE subject = ? AND type = ? LIMIT 1",
+                           (subject, type_)).fetchone()
+    return row is not None
+
+
+IMPORT_TEMP_PREFIX = ".import-"

@@ -1,0 +1,253 @@
+"""TODO docstring: segment_reader."""
+
+from __future__ import annotations
+
+import gc
+import sqlite3
+
+from xxhash import xxh3_64_hexdigest as _xxh3_hex
+
+from agent_journal.core import codec
+from agent_journal.core.model import Event
+from agent_journal.storage.connection import describe_sqlite_error
+from agent_journal.storage.segment import never_initialised, open_segment_for_read
+
+TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class ReadResult:
+    """What a whole-workspace read saw, including what it could not trust."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.unreadable: list[dict[str, str]] = []
+        self.malformed: list[dict[str, Any]] = []
+        self.segments: list[str] = []
+        # segment relative path -> highest seq read (compaction's "did it grow" check)
+        self.high_water: dict[str, int] = {}
+
+    @property
+    def damaged(self) -> bool:
+        return bool(self.unreadable or self.malformed)
+
+
+class SegmentScan:
+    """One segment's rows: events, malformed rows, or why it could not be read."""
+
+    __slots__ = ("events", "malformed", "unreadable", "high", "seqs", "fold")
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.malformed: list[tuple[int, str]] = []
+        self.unreadable: str | None = None
+        self.high = 0
+        # Peeked reads only: the seq of each event (a cache keeps rows by seq).
+        self.seqs: list[int] = []
+        # With `fold_from`: that fold carried over every row read (see fold_row).
+        self.fold: str | None = None
+
+
+def strict_json_check(version: tuple[int, int, int]) -> str | None:
+    """The SQL test that body text `t` is JSON that Python's json also accepts,
+    for this SQLite version; None where there is none, and then every row is
+    decoded the exact way.
+
+    3.39 to 3.41 accept RFC 8259 JSON only (checked against Python's json for
+    the cases in tests/test_compact.py). 3.42 to 3.44 also accept JSON5 (single
+    quotes, NaN, hexadecimal, trailing commas, comments) in json_valid and
+    cannot be asked not to. 3.45 and later take json_valid(t, 1) for RFC 8259
+    text only. Before 3.39 the parser was not checked (and before 3.38 the
+    JSON functions may be missing altogether).
+    """
+    if version >= (3, 45, 0):
+        return "json_valid(t, 1)"
+    if (3, 39, 0) <= version < (3, 42, 0):
+        return "json_valid(t)"
+    return None
+
+
+_JSON_CHECK: list[str | None] = []
+
+
+def json_check() -> str | None:
+    """`strict_json_check` for the SQLite in use, or None when it was built
+    without JSON functions (then nothing is peeked or judged by SQLite)."""
+    if not _JSON_CHECK:
+        check = strict_json_check(sqlite3.sqlite_version_info)
+        if check is not None:
+            probe = sqlite3.connect(":memory:")
+            try:
+                probe.execute(f"SELECT {check}, json_extract(t, '$.a'), json_type(t, '$.a') "
+                              "FROM (SELECT '{\"a\":1}' AS t)").fetchone()
+            except sqlite3.Error:
+                check = None
+            finally:
+                probe.close()
+        _JSON_CHECK.append(check)
+    return _JSON_CHECK[0]
+
+
+class Peek:
+    """Fields of observation bodies that SQLite reads during a lazy scan.
+
+    A bulk reader that needs a few fields of every observation (digest:
+    status, tool, the input's path) would otherwise parse every body in
+    Python, which costs several times the read itself. `values` are JSON
+    paths whose values come back as JSON (so a string stays distinct from a
+    number and `true` from 1); `types` are paths whose `json_type` comes
+    back (null when absent). An observation read this way is a
+    codec.PeekedEvent whose `peek` is the values followed by the types.
+    Only bodies SQLite finds valid JSON (by `strict_json_check`) are peeked;
+    any other stays lazy, and so does every body on a SQLite whose JSON
+    parser is looser than Python's.
+    """
+
+    def __init__(self, values: tuple[str, ...], types: tuple[str, ...] = ()) -> None:
+        self.values = values
+        self.types = types
+        outputs = [f"json_extract(t{', ?' * len(values)})"]
+        outputs += ["json_type(t, ?)"] * len(types)
+        # Peeked only where SQLite's JSON is no looser than Python's; elsewhere
+        # every observation is read lazily and parsed when used.
+        check = json_check()
+        self.sql = (
+            "SELECT seq, event_id, body, checksum, type, subject, ts, "
+            + ", ".join("NULL" if check is None else
+                        f"CASE WHEN type = 'observation' AND {check} THEN {o} END"
+                        for o in outputs)
+            + " FROM (SELECT seq, event_id, body, checksum, type, subject, ts, "
+            "CAST(body AS TEXT) AS t FROM events WHERE seq > ?) ORDER BY seq")
+        self.params = () if check is None else (*values, *types)
+
+
+def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
+                 after: int = 0, fold_from: str | None = None) -> SegmentScan:
+    """Read and verify every row of one segment; damage is recorded, never raised.
+
+    Rows read before a mid-file error are kept (a floor), and the segment is
+    reported unreadable. `peek` implies `lazy`; with it, only rows whose seq
+    is above `after` are read, and `fold_from` folds them into `scan.fold`.
+    """
+    scan = SegmentScan()
+    try:
+        conn = open_segment_for_read(path)
+    except sqlite3.Error as exc:
+        scan.unreadable = describe_sqlite_error(exc)
+        return scan
+    events = scan.events
+    malformed = scan.malformed
+    decode_lazy = codec.decode_lazy
+    decode_checked = codec.decode_checked
+    bad = codec.MalformedEvent
+    try:
+        if never_initialised(conn, path):
+            return scan
+        if peek is not None:
+            _read_peeked(conn, peek, after, scan, fold_from)
+            return scan
+        rows = conn.execute("SELECT seq, event_id, body, checksum, type, subject, ts "
+                            "FROM events ORDER BY seq")
+        seq = 0
+        for seq, event_id, body, digest, type_, subject, ts in rows:
+            try:
+                if lazy and type_ == "observation":
+                    events.append(decode_lazy(body, digest, event_id, type_, subject, ts))
+                else:
+                    events.append(decode_checked(body, digest, event_id, type_, subject, ts))
+            except bad as exc:
+                malformed.append((seq, str(exc)))
+        scan.high = seq
+    except sqlite3.Error as exc:
+        scan.unreadable = describe_sqlite_error(exc)
+    finally:
+        conn.close()
+    return scan
+
+
+def _read_peeked(conn: sqlite3.Connection, peek: Peek, after: int, scan: SegmentScan,
+                 fold_from: str | None) -> None:
+    decode_lazy = codec.decode_lazy
+    decode_peeked = codec.decode_peeked
+    decode_checked = codec.decode_checked
+    parse = codec.parse_json_text
+    bad = codec.MalformedEvent
+    events, seqs, malformed = scan.events, scan.seqs, scan.malformed
+    one_value = len(peek.values) == 1  # json_extract with one path returns the bare value
+    scan.high = after
+    fold = fold_from
+    for seq, event_id, body, digest, type_, subject, ts, values, *types in conn.execute(
+            peek.sql, (*peek.params, after)):
+        scan.high = seq
+        if fold is not None:
+            fold = fold_row(fold, seq, event_id, type_, subject, ts, body, digest)
+        try:
+            if type_ != "observation":
+                events.append(decode_checked(body, digest, event_id, type_, subject, ts))
+            elif values is None:
+                events.append(decode_lazy(body, digest, event_id, type_, subject, ts))
+            else:
+                found = [parse(values)] if one_value else parse(values)
+                events.append(decode_peeked(body, digest, event_id, type_, subject, ts,
+                                            (*found, *types)))
+        except bad as exc:
+            malformed.append((seq, str(exc)))
+            continue
+        seqs.append(seq)
+    scan.fold = fold
+
+
+def fold_row(fold: str, seq: int, event_id: Any, type_: Any, subject: Any, ts: Any,
+             body: Any, digest: Any) -> str:
+    """Carry a fingerprint of a segment's rows over one more row.
+
+    The fold covers every column and whether the body still matches its
+    checksum, so any change to a row already folded (an edit, a rewrite,
+    damage to its bytes) gives another fold. It is a tamper-evident summary
+    for caches, not a security measure.
+    """
+    try:
+        verified = digest == codec.checksum(codec.as_bytes(body))
+    except codec.MalformedEvent:
+        verified = False
+    return _xxh3_hex(f"{fold}\x1e{seq}\x1f{event_id}\x1f{type_}\x1f{subject}\x1f{ts}\x1f"
+                     f"{digest}\x1f{int(verified)}".encode("utf-8", "surrogatepass"))
+
+
+def segment_fold(path: str, upto: int) -> tuple[str, int]:
+    """(fold from "" over every row with seq <= upto, how many rows that is).
+
+    Raises sqlite3.Error when the segment cannot be read.
+    """
+    conn = open_segment_for_read(path)
+    try:
+        if never_initialised(conn, path):
+            return "", 0
+        fold, rows = "", 0
+        for row in conn.execute("SELECT seq, event_id, type, subject, ts, body, checksum "
+                                "FROM events WHERE seq <= ? ORDER BY seq", (upto,)):
+            fold = fold_row(fold, *row)
+            rows += 1
+        return fold, rows
+    finally:
+        conn.close()
+
+
+class PausedGC:
+    """Pause Python's cyclic collector for a bulk read or computation; restore after.
+
+    A whole-workspace read allocates millions of objects and none of them form
+    cycles; with the collector running, its full passes over everything read so
+    far cost as much as decoding it. Reference counting still frees everything.
+    Nests: the collector is re-enabled only if it was enabled on entry.
+    """
+
+    def __enter__(self) -> PausedGC:
+        self._was_enabled = gc.isenabled()
+        gc.disable()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._was_enabled:
+            gc.enable()

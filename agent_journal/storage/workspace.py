@@ -1,0 +1,249 @@
+"""TODO docstring: workspace."""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator
+
+from agent_journal.core import codec
+from agent_journal.core.errors import BusyError, ConflictError, StorageError
+from agent_journal.core.model import Event
+from agent_journal.storage.connection import connect, describe_sqlite_error, is_busy, run_write
+from agent_journal.storage.files import create_private_file, make_private_dirs
+from agent_journal.storage.segment import SEGMENT_SUFFIX, has_subject, init_segment, insert_events
+from agent_journal.storage.segment_reader import PausedGC, Peek, ReadResult, read_segment
+
+TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+    from agent_journal.storage.root import Root
+
+ENV_SEGMENT_MAX_BYTES = "AGENT_JOURNAL_SEGMENT_MAX_BYTES"
+
+
+SEGMENT_MAX_BYTES = 64 * 1024 * 1024
+
+
+class Workspace:
+    def __init__(self, root: Root, name: str) -> None:
+        self.root = root
+        self.name = name
+        self.path = os.path.join(root.path, "workspaces", name)
+        self.segments_dir = os.path.join(self.path, "segments")
+
+    def rel(self, path: str) -> str:
+        """A path as reported to users: relative to the journal root."""
+        return os.path.relpath(path, self.root.path)
+
+    def segment_paths(self) -> list[str]:
+        try:
+            names = os.listdir(self.segments_dir)
+        except FileNotFoundError:
+            return []
+        return sorted(os.path.join(self.segments_dir, n) for n in names
+                      if n.endswith(SEGMENT_SUFFIX) and not n.startswith("."))
+
+    # -- appending ----------------------------------------------------------------------
+
+    def _own_segment_pattern(self) -> re.Pattern[str]:
+        own = re.escape(self.root.replica_id)
+        return re.compile(rf"^{own}-(\d{{6}}){re.escape(SEGMENT_SUFFIX)}$")
+
+    def current_segment(self) -> str:
+        """This replica's newest segment, rotated when it passes the size limit."""
+        pattern = self._own_segment_pattern()
+        numbers = []
+        for p in self.segment_paths():
+            m = pattern.match(os.path.basename(p))
+            if m:
+                numbers.append(int(m.group(1)))
+        number = max(numbers) if numbers else 1
+        path = self._own_segment_name(number)
+        limit = int(os.environ.get(ENV_SEGMENT_MAX_BYTES) or SEGMENT_MAX_BYTES)
+        try:
+            if os.stat(path).st_size >= limit:
+                path = self._own_segment_name(number + 1)
+        except FileNotFoundError:
+            pass
+        return path
+
+    def _own_segment_name(self, number: int) -> str:
+        return os.path.join(self.segments_dir,
+                            f"{self.root.replica_id}-{number:06d}{SEGMENT_SUFFIX}")
+
+    def open_for_append(self) -> sqlite3.Connection:
+        make_private_dirs(self.segments_dir)
+        path = self.current_segment()
+        created = create_private_file(path)
+        conn = connect(path)
+        try:
+            if created or conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                init_segment(conn, workspace=self.name, replica=self.root.replica_id)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def append(self, events: list[Event], *, unique_subject: str | None = None,
+               subject_type: str | None = None) -> int:
+        """Append events to this replica's current segment.
+
+        With `unique_subject`, refuse (ConflictError via `on_conflict`) when an
+        event of `subject_type` about that id already exists in any segment.
+        Older and imported segments are checked first; the current segment is
+        checked inside the write lock, so two local writers cannot both pass.
+        """
+        try:
+            return self._append(events, unique_subject, subject_type)
+        except sqlite3.OperationalError as exc:
+            if is_busy(exc):
+                raise BusyError("the journal stayed locked by other writers; retry") from None
+            raise StorageError(f"cannot append to workspace {self.name}: "
+                               f"{describe_sqlite_error(exc)}") from None
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot append to workspace {self.name}: "
+                               f"{describe_sqlite_error(exc)}") from None
+
+    def _append(self, events: list[Event], unique_subject: str | None,
+                subject_type: str | None) -> int:
+        conn = self.open_for_append()
+        try:
+            current = conn.execute("PRAGMA database_list").fetchone()[2]
+            if unique_subject is not None:
+                for path in self.segment_paths():
+                    if os.path.basename(path) == os.path.basename(current):
+                        continue
+                    if self._segment_has_subject(path, unique_subject, subject_type):
+                        raise ConflictError(
+                            f"{subject_type} {unique_subject} already exists in workspace "
+                            f"{self.name}")
+
+            def work(c: sqlite3.Connection) -> int:
+                if unique_subject is not None and has_subject(c, unique_subject, subject_type):
+                    raise ConflictError(
+                        f"{subject_type} {unique_subject} already exists in workspace {self.name}")
+                return insert_events(c, events)
+
+            return int(run_write(conn, work))
+        finally:
+            conn.close()
+
+    # -- lookups ------------------------------------------------------------------------
+
+    def _segment_has_subject(self, path: str, subject: str, type_: str | None) -> bool:
+        try:
+            conn = connect(path)
+        except sqlite3.Error:
+            return False
+        try:
+            return has_subject(conn, subject, type_)
+        except sqlite3.Error:
+            return False
+        finally:
+            conn.close()
+
+    def events_about(self, subject: str) -> list[Event]:
+        """Every readable, well-formed event whose subject is `subject` (indexed lookup)."""
+        return list(self.events_with_subjects([subject]))
+
+    def events_with_subjects(self, subjects: Iterable[str], type_: str | None = None
+                             ) -> Iterator[Event]:
+        """Readable, well-formed events about any of `subjects` (of one type if given).
+
+        An indexed lookup for writers' checks; unreadable segments and malformed
+        rows are skipped here, and read commands report them.
+        """
+        wanted = sorted(set(subjects))
+        if not wanted:
+            return
+        only = "" if type_ is None else "type = ? AND "
+        for path in self.segment_paths():
+            try:
+                conn = connect(path)
+            except sqlite3.Error:
+                continue
+            try:
+                rows: list[tuple[Any, ...]] = []
+                for start in range(0, len(wanted), 500):
+                    chunk = wanted[start:start + 500]
+                    marks = ",".join("?" * len(chunk))
+                    rows.extend(conn.execute(
+                        "SELECT event_id, type, subject, ts, body, checksum FROM events "
+                        f"WHERE {only}subject IN ({marks})",
+                        ([type_] if type_ is not None else []) + chunk))
+            except sqlite3.Error:
+                continue
+            finally:
+                conn.close()
+            for event_id, type_found, subject, ts, body, digest in rows:
+                try:
+                    yield codec.decode_checked(body, digest, event_id, type_found, subject, ts)
+                except codec.MalformedEvent:
+                    continue
+
+    def holds_subject(self, subject: str, types: tuple[str, ...]) -> bool:
+        """Whether any readable segment has an event of one of `types` about `subject`."""
+        for path in self.segment_paths():
+            for t in types:
+                if self._segment_has_subject(path, subject, t):
+                    return True
+        return False
+
+    # -- reading ------------------------------------------------------------------------
+
+    def read(self, *, lazy: bool = False, peek: Peek | None = None) -> ReadResult:
+        """Every event of the workspace, with what could not be trusted.
+
+        `lazy=True` verifies every row's checksum and header but defers
+        parsing observation bodies until they are used (see
+        codec.decode_lazy); destructive commands read strictly. `peek`
+        (implies lazy) has SQLite read a few fields of each observation.
+        """
+        with PausedGC():
+            return self._read(lazy, peek)
+
+    def _read(self, lazy: bool, peek: Peek | None = None) -> ReadResult:
+        result = ReadResult()
+        for path in self.segment_paths():
+            rel = self.rel(path)
+            result.segments.append(rel)
+            scan = read_segment(path, lazy=lazy, peek=peek)
+            result.events.extend(scan.events)
+            result.malformed.extend({"segment": rel, "row": seq, "reason": why}
+                                    for seq, why in scan.malformed)
+            if scan.unreadable is not None:
+                result.unreadable.append({"path": rel, "reason": scan.unreadable})
+            else:
+                result.high_water[rel] = scan.high
+        return result
+
+    def iter_segment(self, path: str, *, lazy: bool = False
+                     ) -> Iterator[Event | tuple[str, int, str]]:
+        """Yield events, then ("high", seq, ""); damage as ("malformed"|"unreadable", ...)."""
+        scan = read_segment(path, lazy=lazy)
+        yield from scan.events
+        for seq, why in scan.malformed:
+            yield ("malformed", seq, why)
+        if scan.unreadable is not None:
+            yield ("unreadable", 0, scan.unreadable)
+        else:
+            yield ("high", scan.high, "")
+
+
+def observation_phases(ws: Workspace, ids: Iterable[str]) -> dict[str, tuple[set[Any], str]]:
+    """For each observation id present in a readable segment: the statuses its events
+    carry and the latest `ts` among them.
+
+    Used by import to recognise calls the live hook already captured. Rows that fail
+    verification are skipped here; read commands report them.
+    """
+    found: dict[str, tuple[set[Any], str]] = {}
+    for ev in ws.events_with_subjects(ids, "observation"):
+        subject = str(ev.id)
+        statuses, latest = found.get(subject, (set(), ev.ts))
+        statuses.add(ev.data.get("status"))
+        found[subject] = (statuses, max(latest, ev.ts))
+    return found
