@@ -39,6 +39,11 @@ def j(*parts: str) -> str:
 
 AWS = j("AK", "IA", fill(16, UPPER))
 AWS_STS = j("AS", "IA", fill(16, UPPER))
+# AWS's documented example secret key, and a second one; exactly 40 base64 characters each.
+AWS_SECRET = j("wJalrXUtnFEMI", "/K7MDENG/bPxRfiCY", "EXAMPLEKEY")
+AWS_SECRET_2 = j("je7MtGbClwBF", "/2Zp9Utk/h3yCo8nvb", "EXAMPLEKEY")
+# An STS session token opens with these bytes; real ones run to several hundred characters.
+AWS_SESSION = j("IQoJb3JpZ2luX2Vj", "EXAMPLE", fill(340, ALNUM + "+/"), "==")
 GH = {p: j("gh", p, "_", fill(36)) for p in "pousr"}
 GH_PAT = j("github", "_pat_", fill(22), "_", fill(59))
 SLACK = {p: j("xo", "x", p, "-", "1234567890-1234567890123-", fill(24)) for p in "bparsa"}
@@ -84,6 +89,128 @@ POSITIVES: list[tuple[str, str, str]] = [
     ("aws", f"aws_access_key_id = {AWS}", f"aws_access_key_id = {R('aws-access-key')}"),
     ("aws-sts", f'"AccessKeyId": "{AWS_STS}"', f'"AccessKeyId": "{R("aws-access-key")}"'),
     ("aws-env", f"AWS_ACCESS_KEY_ID={AWS}\n", f"AWS_ACCESS_KEY_ID={R('aws-access-key')}\n"),
+    (
+        "aws-credentials-file",
+        j(
+            "$ cat ~/.aws/credentials\n[default]\n",
+            f"aws_access_key_id = {AWS}\n",
+            f"aws_secret_access_key = {AWS_SECRET}\n\n",
+            "[ci]\n",
+            f"aws_access_key_id={AWS_STS}\n",
+            f"aws_secret_access_key={AWS_SECRET_2}\n",
+            f"aws_session_token={AWS_SESSION}\n",
+            "region = eu-west-1\n",
+        ),
+        j(
+            "$ cat ~/.aws/credentials\n[default]\n",
+            f"aws_access_key_id = {R('aws-access-key')}\n",
+            f"aws_secret_access_key = {R('aws-secret-key')}\n\n",
+            "[ci]\n",
+            f"aws_access_key_id={R('aws-access-key')}\n",
+            f"aws_secret_access_key={R('aws-secret-key')}\n",
+            f"aws_session_token={R('aws-session-token')}\n",
+            "region = eu-west-1\n",
+        ),
+    ),
+    (
+        "aws-env-sorted",
+        j(
+            "$ env | sort\n",
+            f"AWS_ACCESS_KEY_ID={AWS_STS}\r\n",
+            "AWS_DEFAULT_REGION=us-east-1\r\n",
+            f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}\r\n",
+            f"AWS_SESSION_TOKEN={AWS_SESSION}\r\n",
+            f"AWS_SECURITY_TOKEN={AWS_SESSION}\r\n",
+            "HOME=/home/dev\r\n",
+        ),
+        j(
+            "$ env | sort\n",
+            f"AWS_ACCESS_KEY_ID={R('aws-access-key')}\r\n",
+            "AWS_DEFAULT_REGION=us-east-1\r\n",
+            f"AWS_SECRET_ACCESS_KEY={R('aws-secret-key')}\r\n",
+            f"AWS_SESSION_TOKEN={R('aws-session-token')}\r\n",
+            f"AWS_SECURITY_TOKEN={R('aws-session-token')}\r\n",
+            "HOME=/home/dev\r\n",
+        ),
+    ),
+    (
+        "aws-dotenv-quoted",
+        f"export AWS_SECRET_ACCESS_KEY=\"{AWS_SECRET}\"\nexport AWS_SESSION_TOKEN='{AWS_SESSION}'",
+        f"export AWS_SECRET_ACCESS_KEY=\"{R('aws-secret-key')}\"\n"
+        f"export AWS_SESSION_TOKEN='{R('aws-session-token')}'",
+    ),
+    (
+        "aws-sts-json",
+        j(
+            '{\n    "Credentials": {\n',
+            f'        "AccessKeyId": "{AWS_STS}",\n',
+            f'        "SecretAccessKey": "{AWS_SECRET}",\n',
+            f'        "SessionToken": "{AWS_SESSION}",\n',
+            '        "Expiration": "2025-05-01T12:00:00+00:00"\n    },\n',
+            '    "AssumedRoleUser": {"Arn": "arn:aws:sts::123456789012:assumed-role/ci/s1"}\n}',
+        ),
+        j(
+            '{\n    "Credentials": {\n',
+            f'        "AccessKeyId": "{R("aws-access-key")}",\n',
+            f'        "SecretAccessKey": "{R("aws-secret-key")}",\n',
+            f'        "SessionToken": "{R("aws-session-token")}",\n',
+            '        "Expiration": "2025-05-01T12:00:00+00:00"\n    },\n',
+            '    "AssumedRoleUser": {"Arn": "arn:aws:sts::123456789012:assumed-role/ci/s1"}\n}',
+        ),
+    ),
+    (
+        # curl http://169.254.169.254/latest/meta-data/iam/security-credentials/<role>
+        "aws-imds-json",
+        f'{{\n  "Code" : "Success",\n  "Type" : "AWS-HMAC",\n  "AccessKeyId" : "{AWS_STS}",\n'
+        f'  "SecretAccessKey" : "{AWS_SECRET}",\n  "Token" : "{AWS_SESSION}",\n'
+        '  "Expiration" : "2025-05-01T18:00:00Z"\n}',
+        f'{{\n  "Code" : "Success",\n  "Type" : "AWS-HMAC",\n'
+        f'  "AccessKeyId" : "{R("aws-access-key")}",\n'
+        f'  "SecretAccessKey" : "{R("aws-secret-key")}",\n  "Token" : "{R("aws-session-token")}",\n'
+        '  "Expiration" : "2025-05-01T18:00:00Z"\n}',
+    ),
+    (
+        "aws-json-config",
+        f'{{"profile": "ci", "aws_secret_access_key": "{AWS_SECRET}", '
+        f'"aws_session_token": "{AWS_SESSION}", "region": "eu-west-1"}}',
+        f'{{"profile": "ci", "aws_secret_access_key": "{R("aws-secret-key")}", '
+        f'"aws_session_token": "{R("aws-session-token")}", "region": "eu-west-1"}}',
+    ),
+    (
+        "aws-json-escaped-in-a-string",
+        f'{{"stdout": "{{\\"SecretAccessKey\\": \\"{AWS_SECRET}\\"}}"}}',
+        f'{{"stdout": "{{\\"SecretAccessKey\\": \\"{R("aws-secret-key")}\\"}}"}}',
+    ),
+    (
+        "aws-sts-xml",
+        f"< HTTP/1.1 200 OK\n<Credentials>\n  <SecretAccessKey>{AWS_SECRET}</SecretAccessKey>\n"
+        f"  <SessionToken>{AWS_SESSION}</SessionToken>\n</Credentials>",
+        f"< HTTP/1.1 200 OK\n<Credentials>\n"
+        f"  <SecretAccessKey>{R('aws-secret-key')}</SecretAccessKey>\n"
+        f"  <SessionToken>{R('aws-session-token')}</SessionToken>\n</Credentials>",
+    ),
+    (
+        "aws-boto3-kwargs",
+        f"boto3.client('s3', aws_access_key_id='{AWS}', aws_secret_access_key='{AWS_SECRET}')",
+        f"boto3.client('s3', aws_access_key_id='{R('aws-access-key')}', "
+        f"aws_secret_access_key='{R('aws-secret-key')}')",
+    ),
+    (
+        "aws-js-sdk",
+        f"credentials: {{ secretAccessKey: '{AWS_SECRET}', sessionToken: \"{AWS_SESSION}\" }}",
+        f"credentials: {{ secretAccessKey: '{R('aws-secret-key')}', "
+        f"sessionToken: \"{R('aws-session-token')}\" }}",
+    ),
+    (
+        "aws-configure-set",
+        f"$ aws configure set aws_secret_access_key {AWS_SECRET} --profile ci",
+        f"$ aws configure set aws_secret_access_key {R('aws-secret-key')} --profile ci",
+    ),
+    (
+        "aws-yaml",
+        f"aws:\n  secret_access_key: {AWS_SECRET}\n  bucket: assets",
+        f"aws:\n  secret_access_key: {R('aws-secret-key')}\n  bucket: assets",
+    ),
     *[(f"github-{p}", f"token {GH[p]} end", f"token {R('github-token')} end") for p in "pousr"],
     ("github-pat", f"GH_TOKEN={GH_PAT}", f"GH_TOKEN={R('github-token')}"),
     (
@@ -251,6 +378,20 @@ NEGATIVES: list[str] = [
     "password: see vault",
     "PASSWORD=hunter2",
     "api_key = changeme",
+    # An AWS secret key is exactly 40 base64 characters and a session token far longer: names
+    # with placeholders, variables, masked or short values are kept.
+    "aws_secret_access_key = changeme",
+    "AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY",
+    "AWS_SECRET_ACCESS_KEY=<your-secret-access-key>",
+    '"SecretAccessKey": "****************************************"',
+    "AWS_SECRET_ACCESS_KEY_FILE=/run/secrets/aws_secret_access_key",
+    "aws configure get aws_secret_access_key --profile ci",
+    "AWS_SESSION_TOKEN=",
+    "AWS_SESSION_TOKEN=your-session-token",
+    '"SessionToken": "' + fill(60) + '"',
+    '{"Token": "550e8400-e29b-41d4-a716-446655440000", "Code": "Success"}',
+    "secret_key_base = 5ea305f67ff76bfb498a20a174b387c516f23f60",
+    '"Token" : "' + "e4756ca746899ebd35c712f725d62734cdfa84d710a79e55139a24228df3e530" + '"',
     'secret: "correct horse battery staple"',
     "git@github.com:daaain/online-llm-tokenizer.git",
     "https://github.com/daaain/online-llm-tokenizer",
@@ -322,7 +463,8 @@ def test_every_rule_has_a_positive() -> None:
 
 def test_rule_names_are_the_documented_set() -> None:
     assert RULE_NAMES == (
-        "private-key", "url-password", "slack-webhook", "bearer-token", "basic-auth",
+        "private-key", "url-password", "slack-webhook", "aws-secret-key", "aws-session-token",
+        "bearer-token", "basic-auth",
         "anthropic-key", "openai-key", "aws-access-key", "github-token", "gitlab-token",
         "slack-token", "stripe-key", "stripe-webhook-secret", "google-api-key",
         "huggingface-token", "npm-token", "pypi-token", "sendgrid-key", "jwt",
@@ -356,6 +498,30 @@ def test_secret_never_survives_its_surroundings(
     text = before + " " + left + secret + right + " " + after
     out = redact_text(text)
     assert secret not in out
+    assert redact_text(out) == out
+
+
+# Secrets with no prefix of their own, each under a name that anchors it.
+KEYED = [
+    ("aws_secret_access_key", AWS_SECRET),
+    ("AWS_SECRET_ACCESS_KEY", AWS_SECRET),
+    ('"SecretAccessKey', AWS_SECRET),
+    ("AWS_SESSION_TOKEN", AWS_SESSION),
+    ('"SessionToken', AWS_SESSION),
+    ('"Token', AWS_SESSION),
+]
+joiners = st.sampled_from(["=", " = ", ":", ": ", " : ", "='", '="', "\": \"", "\" : \"", " ", ">"])
+
+
+@given(st.sampled_from(KEYED), joiners, separators, separators, prose, prose)
+def test_keyed_secret_never_survives_its_surroundings(
+    keyed: tuple[str, str], joiner: str, left: str, right: str, before: str, after: str
+) -> None:
+    name, secret = keyed
+    text = before + " " + left + name + joiner + secret + right + " " + after
+    out = redact_text(text)
+    assert secret not in out
+    assert name in out
     assert redact_text(out) == out
 
 
@@ -471,6 +637,8 @@ ADVERSARIAL = {
     "url-ats": "x://u:" + "@" * 300_000,
     "bearer-short-tokens": ("Bearer " + "a" * 15 + " ") * 15_000,
     "authorization-spaces": ("Authorization" + " " * 1000) * 300,
+    "keyed-name-blanks": ("SECRET_ACCESS_KEY" + " " * 1000) * 300,
+    "keyed-short-values": ('"Token": "' + "A" * 99 + '" ') * 3000,
     "slack-id-run": "xo" + "xb-" + "1-" * 150_000,
     "slack-prefix-run": ("xo" + "xb-1-") * 50_000,
 }

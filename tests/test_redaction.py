@@ -17,6 +17,8 @@ from conftest import all_bytes_under
 from test_redact import (
     ANTHROPIC,
     AWS,
+    AWS_SECRET,
+    AWS_SESSION,
     BASIC,
     GH,
     GH_PAT,
@@ -54,11 +56,18 @@ PLANTED = {
     "basic": f"Authorization: Basic {BASIC}", "url": f"postgres://app:{PASSWORD}@db:5432/x",
     "custom": CUSTOM,
 }
+# Secrets found by the name they are given, planted under it; the needle is the value.
+KEYED = {
+    "aws-secret": ("aws_secret_access_key = ", AWS_SECRET),
+    "aws-session": ("AWS_SESSION_TOKEN=", AWS_SESSION),
+}
+PLANTED.update({label: name + value for label, (name, value) in KEYED.items()})
 NEEDLES = {
     **{k: v for k, v in PLANTED.items() if k not in ("pem", "bearer", "basic", "url",
-                                                     "slack-webhook")},
+                                                     "slack-webhook", *KEYED)},
     "pem": PEM_BODY, "bearer": OPAQUE, "basic": BASIC, "url": PASSWORD,
     "slack-webhook": SLACK_HOOK_PATH,
+    **{label: value for label, (_, value) in KEYED.items()},
 }
 ALL = "\n".join(PLANTED.values())
 # Large enough to become an artifact. Joined by newlines: a key glued to the end of another

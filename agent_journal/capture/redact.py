@@ -39,6 +39,26 @@ def _lit(prefix: str, width: int) -> str:
 
 _TAIL = r"(?![A-Za-z0-9_-])"
 
+# Between a key's name and its value: the name's closing quote (JSON, YAML, shell, Python, or
+# JSON escaped once more inside a JSON string), then `=`, `:`, `=>` or `:=`, a `>` (an XML
+# element, as in an STS answer) or only blanks (`aws configure set NAME VALUE`), then the
+# value's opening quote.
+_SEP = r"""(?:\\?["'])?(?:[ \t]*(?:=>?|:=?)[ \t]*|[ \t]+|>)(?:\\?["'])?"""
+
+
+def _keyed(name: str, value: str) -> str:
+    # For secrets with no prefix of their own: the key's name is the anchor and `value` the
+    # exact shape of the secret, so a placeholder, a variable or a masked value under the
+    # same name never matches. Only the value is redacted. `name` starts with a literal, for
+    # the same fast scan as _lit's prefixes; what comes before it does not matter.
+    return f"{name}{_SEP}(?P<secret>{value})"
+
+
+_AWS_SECRET = r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])"
+# Real session tokens run to hundreds of base64 characters: a minimum of 100 keeps uuids,
+# hashes and short values under a `"Token"` key.
+_AWS_SESSION = r"[A-Za-z0-9/+]{100,}={0,2}"
+
 # (name, pattern), applied in this order, each to the output of the one before. A name may
 # appear more than once (one pattern per literal prefix). A pattern with a group named "secret"
 # keeps the rest of its match (the header word, the URL's user and host) and redacts only that
@@ -72,6 +92,22 @@ BUILTIN_RULES: tuple[tuple[str, str], ...] = (
     # RFC 6750 b64token of at least 16 characters, so prose such as "bearer authentication"
     # is left alone; real bearer tokens are far longer. The scheme word is matched in the
     # spellings that occur (Bearer, bearer, BEARER), starting from a literal for speed.
+    # Keyed rules run before the prefix rules: their values are base64, whose + and / do not
+    # end a token for those rules, so one of them could take a piece out of the middle of a
+    # value and leave the rest for no rule to match. One pattern per spelling of the name, so
+    # that each starts with a literal.
+    #
+    # An AWS secret key is exactly 40 base64 characters. The name may carry any prefix (AWS_,
+    # TF_VAR_aws_, rclone's bare `secret_access_key`): the value's exact shape makes it AWS's.
+    ("aws-secret-key", _keyed("secret_access_key", _AWS_SECRET)),
+    ("aws-secret-key", _keyed("SECRET_ACCESS_KEY", _AWS_SECRET)),
+    ("aws-secret-key", _keyed("ecretAccessKey", _AWS_SECRET)),
+    # The names AWS's tools give a session token: AWS_SECURITY_TOKEN is boto's older one, still
+    # set by aws-vault; `"Token"` is the instance and container metadata endpoints' JSON.
+    ("aws-session-token", _keyed("aws_se(?:ssion|curity)_token", _AWS_SESSION)),
+    ("aws-session-token", _keyed("AWS_SE(?:SSION|CURITY)_TOKEN", _AWS_SESSION)),
+    ("aws-session-token", _keyed("essionToken", _AWS_SESSION)),
+    ("aws-session-token", _keyed('"Token', _AWS_SESSION)),
     (
         "bearer-token",
         r"earer(?<=[Bb]earer)(?<![A-Za-z0-9_].{6})[ \t]+(?P<secret>[A-Za-z0-9._~+/-]{16,}=*)",
@@ -124,6 +160,13 @@ _TRIGGERS: tuple[tuple[str, ...], ...] = (
     ("-----BEGIN",),
     ("://",),
     ("hooks.slack.com/",),
+    ("secret_access_key",),
+    ("SECRET_ACCESS_KEY",),
+    ("ecretAccessKey",),
+    ("aws_se",),
+    ("AWS_SE",),
+    ("essionToken",),
+    ('"Token',),
     ("earer",),
     ("BEARER",),
     ("uthorization",),
