@@ -62,6 +62,10 @@ STRIPE = {
 }
 STRIPE_WH = j("wh", "sec_", fill(32))
 GOOGLE = j("AI", "za", fill(35, URLSAFE))
+GOOGLE_CLIENT_SECRET = j("GOC", "SPX-", fill(28, URLSAFE))
+GOOGLE_ACCESS = j("ya", "29.", "a0AfB_by", fill(180, URLSAFE))
+# A service account's token holds dots, and ends in a run of them.
+GOOGLE_ACCESS_SA = j("ya", "29.", "c.", "c0ASRK0G", fill(120, URLSAFE), ".", fill(40), "......")
 OPENAI_LEGACY = j("sk", "-", fill(20), "T3Blbk", "FJ", fill(20))
 OPENAI_PROJ = j("sk", "-proj-", fill(64, URLSAFE), "T3Blbk", "FJ", fill(64, URLSAFE))
 OPENAI_SVC = j("sk", "-svcacct-", fill(40, URLSAFE))
@@ -256,6 +260,49 @@ POSITIVES: list[tuple[str, str, str]] = [
     *[(f"stripe-{k}", f"key={v};", f"key={R('stripe-key')};") for k, v in STRIPE.items()],
     ("stripe-webhook", f"WHSEC={STRIPE_WH}", f"WHSEC={R('stripe-webhook-secret')}"),
     ("google", f"?key={GOOGLE}&q=1", f"?key={R('google-api-key')}&q=1"),
+    (
+        "google-client-secret-json",
+        j(
+            "$ cat client_secret.json\n",
+            '{"installed":{"client_id":"123456789012-abc.apps.googleusercontent.com",',
+            f'"project_id":"demo","client_secret":"{GOOGLE_CLIENT_SECRET}",',
+            '"redirect_uris":["http://localhost"]}}',
+        ),
+        j(
+            "$ cat client_secret.json\n",
+            '{"installed":{"client_id":"123456789012-abc.apps.googleusercontent.com",',
+            f'"project_id":"demo","client_secret":"{R("google-oauth-secret")}",',
+            '"redirect_uris":["http://localhost"]}}',
+        ),
+    ),
+    (
+        "google-client-secret-env",
+        f"GOOGLE_CLIENT_ID=1234-abc.apps.googleusercontent.com\nGOOGLE_CLIENT_SECRET="
+        f"{GOOGLE_CLIENT_SECRET}\n",
+        f"GOOGLE_CLIENT_ID=1234-abc.apps.googleusercontent.com\nGOOGLE_CLIENT_SECRET="
+        f"{R('google-oauth-secret')}\n",
+    ),
+    (
+        "google-print-access-token",
+        f"$ gcloud auth print-access-token\n{GOOGLE_ACCESS}\n$ ",
+        f"$ gcloud auth print-access-token\n{R('google-oauth-token')}\n$ ",
+    ),
+    (
+        "google-token-json",
+        f'{{"access_token": "{GOOGLE_ACCESS}", "expires_in": 3599, "token_type": "Bearer"}}',
+        f'{{"access_token": "{R("google-oauth-token")}", "expires_in": 3599, '
+        '"token_type": "Bearer"}',
+    ),
+    (
+        "google-token-query",
+        f"GET /drive/v3/files?access_token={GOOGLE_ACCESS}&alt=json HTTP/1.1",
+        f"GET /drive/v3/files?access_token={R('google-oauth-token')}&alt=json HTTP/1.1",
+    ),
+    (
+        "google-service-account-token",
+        f"token: {GOOGLE_ACCESS_SA}\nexpiry: 2025-05-01T12:00:00Z",
+        f"token: {R('google-oauth-token')}......\nexpiry: 2025-05-01T12:00:00Z",
+    ),
     ("openai-legacy", f"OPENAI_API_KEY={OPENAI_LEGACY}", f"OPENAI_API_KEY={R('openai-key')}"),
     ("openai-proj", f"'{OPENAI_PROJ}'", f"'{R('openai-key')}'"),
     ("openai-svcacct", f"{OPENAI_SVC}", R("openai-key")),
@@ -430,6 +477,11 @@ NEGATIVES: list[str] = [
     "sk" + "_live_" + "short",
     "pk" + "_live_" + fill(24),
     "AI" + "za" + "Short",
+    "GOOGLE_CLIENT_SECRET=" + "GOC" + "SPX-test-secret",
+    "GOOGLE_CLIENT_SECRET=" + "GOC" + "SPX-xxxxx",
+    "ya" + "29.txt",
+    "Authorization: Bearer ya29.xxx",
+    "pkg-ya29." + fill(40),
     "ey" + "JhbGciOiJIUzI1NiJ9",
     "ey" + "JhbGciOiJIUzI1NiJ9.e30",
     "hf_hub_download(repo_id)",
@@ -467,6 +519,7 @@ def test_rule_names_are_the_documented_set() -> None:
         "bearer-token", "basic-auth",
         "anthropic-key", "openai-key", "aws-access-key", "github-token", "gitlab-token",
         "slack-token", "stripe-key", "stripe-webhook-secret", "google-api-key",
+        "google-oauth-secret", "google-oauth-token",
         "huggingface-token", "npm-token", "pypi-token", "sendgrid-key", "jwt",
     )
 
@@ -483,6 +536,7 @@ def test_redaction_is_idempotent(label: str, text: str, expected: str) -> None:
 SECRETS = [
     AWS, AWS_STS, *GH.values(), GH_PAT, *SLACK.values(), SLACK_BOT, SLACK_BOT_LEGACY, SLACK_USER,
     SLACK_ROTATING, SLACK_REFRESH, SLACK_APP, *STRIPE.values(), STRIPE_WH, GOOGLE,
+    GOOGLE_CLIENT_SECRET, GOOGLE_ACCESS, GOOGLE_ACCESS_SA,
     OPENAI_LEGACY, OPENAI_PROJ, OPENAI_SVC, ANTHROPIC, ANTHROPIC_ADMIN, JWT, GITLAB, NPM, PYPI,
     HF, SENDGRID, pem("RSA PRIVATE KEY"),
 ]
@@ -639,6 +693,8 @@ ADVERSARIAL = {
     "authorization-spaces": ("Authorization" + " " * 1000) * 300,
     "keyed-name-blanks": ("SECRET_ACCESS_KEY" + " " * 1000) * 300,
     "keyed-short-values": ('"Token": "' + "A" * 99 + '" ') * 3000,
+    "google-token-dots": "ya" + "29." + "a." * 150_000,
+    "google-token-prefix-run": ("ya" + "29.") * 60_000,
     "slack-id-run": "xo" + "xb-" + "1-" * 150_000,
     "slack-prefix-run": ("xo" + "xb-1-") * 50_000,
 }

@@ -24,6 +24,8 @@ from test_redact import (
     GH_PAT,
     GITLAB,
     GOOGLE,
+    GOOGLE_ACCESS,
+    GOOGLE_CLIENT_SECRET,
     HF,
     JWT,
     NPM,
@@ -50,7 +52,8 @@ CUSTOM = "ACME-987654"
 PLANTED = {
     "aws": AWS, "github": GH["p"], "github-pat": GH_PAT, "gitlab": GITLAB,
     "slack": SLACK["b"], "slack-webhook": SLACK_HOOK, "stripe": STRIPE["sk_live"],
-    "stripe-webhook": STRIPE_WH, "google": GOOGLE, "openai": OPENAI_PROJ,
+    "stripe-webhook": STRIPE_WH, "google": GOOGLE, "google-oauth-secret": GOOGLE_CLIENT_SECRET,
+    "google-oauth-token": GOOGLE_ACCESS, "openai": OPENAI_PROJ,
     "anthropic": ANTHROPIC, "jwt": JWT, "npm": NPM, "pypi": PYPI, "hf": HF,
     "sendgrid": SENDGRID, "pem": PEM, "bearer": f"Bearer {OPAQUE}",
     "basic": f"Authorization: Basic {BASIC}", "url": f"postgres://app:{PASSWORD}@db:5432/x",

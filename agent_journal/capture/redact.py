@@ -142,6 +142,13 @@ BUILTIN_RULES: tuple[tuple[str, str], ...] = (
     ("stripe-key", _lit("rk_", 3) + r"(?:live|test)_[A-Za-z0-9]{16,247}"),
     ("stripe-webhook-secret", _lit("whsec_", 6) + r"[A-Za-z0-9+/=]{24,250}"),
     ("google-api-key", _lit("AIza", 4) + r"[0-9A-Za-z_-]{35}" + _TAIL),
+    ("google-oauth-secret", _lit("GOCSPX-", 7) + r"[A-Za-z0-9_-]{28}" + _TAIL),
+    (
+        "google-oauth-token",
+        # A service account's token holds single dots and ends in a run of them; a dot not
+        # followed by token characters ends a sentence, and is kept.
+        _lit(r"ya29\.", 5) + r"(?=[A-Za-z0-9_.-]{30})[A-Za-z0-9_-]+(?:\.+[A-Za-z0-9_-]+)*",
+    ),
     ("huggingface-token", _lit("hf_", 3) + r"[A-Za-z0-9]{34,40}" + _TAIL),
     ("npm-token", _lit("npm_", 4) + r"[A-Za-z0-9]{36}" + _TAIL),
     # Every PyPI token is a macaroon whose serialisation starts with these bytes.
@@ -182,6 +189,8 @@ _TRIGGERS: tuple[tuple[str, ...], ...] = (
     ("rk_",),
     ("whsec_",),
     ("AIza",),
+    ("GOCSPX-",),
+    ("ya29.",),
     ("hf_",),
     ("npm_",),
     ("pypi-AgEIcHlwaS5vcmc",),
