@@ -44,6 +44,12 @@ AWS_SECRET = j("wJalrXUtnFEMI", "/K7MDENG/bPxRfiCY", "EXAMPLEKEY")
 AWS_SECRET_2 = j("je7MtGbClwBF", "/2Zp9Utk/h3yCo8nvb", "EXAMPLEKEY")
 # An STS session token opens with these bytes; real ones run to several hundred characters.
 AWS_SESSION = j("IQoJb3JpZ2luX2Vj", "EXAMPLE", fill(340, ALNUM + "+/"), "==")
+# A storage account key is 64 bytes in base64; a SAS signature an HMAC-SHA256 in base64, sent
+# URL-encoded or, by some tools, as it is.
+AZURE_KEY = j(fill(86, ALNUM + "+/"), "==")
+SAS_RAW = j(fill(40, ALNUM + "+/"), "k/+", "=")
+SAS_SIG = SAS_RAW.replace("+", "%2B").replace("/", "%2F").replace("=", "%3D")
+SAS_QUERY = "sv=2022-11-02&ss=b&srt=co&sp=rl&se=2025-12-31T23:59:59Z&spr=https"
 GH = {p: j("gh", p, "_", fill(36)) for p in "pousr"}
 GH_PAT = j("github", "_pat_", fill(22), "_", fill(59))
 SLACK = {p: j("xo", "x", p, "-", "1234567890-1234567890123-", fill(24)) for p in "bparsa"}
@@ -214,6 +220,85 @@ POSITIVES: list[tuple[str, str, str]] = [
         "aws-yaml",
         f"aws:\n  secret_access_key: {AWS_SECRET}\n  bucket: assets",
         f"aws:\n  secret_access_key: {R('aws-secret-key')}\n  bucket: assets",
+    ),
+    (
+        "azure-connection-string-json",
+        j(
+            "$ az storage account show-connection-string -n devstore\n",
+            '{\n  "connectionString": "DefaultEndpointsProtocol=https;EndpointSuffix=',
+            f'core.windows.net;AccountName=devstore;AccountKey={AZURE_KEY};',
+            'BlobEndpoint=https://devstore.blob.core.windows.net/"\n}',
+        ),
+        j(
+            "$ az storage account show-connection-string -n devstore\n",
+            '{\n  "connectionString": "DefaultEndpointsProtocol=https;EndpointSuffix=',
+            f'core.windows.net;AccountName=devstore;AccountKey={R("azure-storage-key")};',
+            'BlobEndpoint=https://devstore.blob.core.windows.net/"\n}',
+        ),
+    ),
+    (
+        "azure-connection-string-env",
+        f'AZURE_STORAGE_CONNECTION_STRING="DefaultEndpointsProtocol=https;AccountName=devstore;'
+        f'AccountKey={AZURE_KEY}"\n',
+        f'AZURE_STORAGE_CONNECTION_STRING="DefaultEndpointsProtocol=https;AccountName=devstore;'
+        f'AccountKey={R("azure-storage-key")}"\n',
+    ),
+    (
+        "azure-sas-curl",
+        j(
+            f'$ curl -v "https://devstore.blob.core.windows.net/up/a.pdf?{SAS_QUERY}&sig={SAS_SIG}"\n',
+            "*   Trying 20.60.0.1:443...\n",
+            f"> GET /up/a.pdf?{SAS_QUERY}&sig={SAS_SIG} HTTP/1.1\n",
+            "> Host: devstore.blob.core.windows.net\n",
+        ),
+        j(
+            f'$ curl -v "https://devstore.blob.core.windows.net/up/a.pdf?{SAS_QUERY}'
+            f'&sig={R("azure-sas-signature")}"\n',
+            "*   Trying 20.60.0.1:443...\n",
+            f"> GET /up/a.pdf?{SAS_QUERY}&sig={R('azure-sas-signature')} HTTP/1.1\n",
+            "> Host: devstore.blob.core.windows.net\n",
+        ),
+    ),
+    (
+        "azure-sas-connection-string",
+        f"BlobEndpoint=https://devstore.blob.core.windows.net/;SharedAccessSignature={SAS_QUERY}"
+        f"&sig={SAS_SIG}",
+        f"BlobEndpoint=https://devstore.blob.core.windows.net/;SharedAccessSignature={SAS_QUERY}"
+        f"&sig={R('azure-sas-signature')}",
+    ),
+    (
+        "azure-sas-signature-first",
+        f"SharedAccessSignature=sig={SAS_SIG}&{SAS_QUERY}",
+        f"SharedAccessSignature=sig={R('azure-sas-signature')}&{SAS_QUERY}",
+    ),
+    (
+        "azure-sas-service-bus",
+        f"SharedAccessSignature sr=https%3A%2F%2Fns.servicebus.windows.net%2Fq&sig={SAS_SIG}"
+        "&se=1735689600&skn=RootManageSharedAccessKey",
+        f"SharedAccessSignature sr=https%3A%2F%2Fns.servicebus.windows.net%2Fq"
+        f"&sig={R('azure-sas-signature')}&se=1735689600&skn=RootManageSharedAccessKey",
+    ),
+    (
+        "azure-sas-generate-tsv",
+        f"$ az storage container generate-sas -n up -o tsv\nse=2025-01-01&sp=r&sv=2022-11-02"
+        f"&sr=c&sig={SAS_RAW}\n",
+        f"$ az storage container generate-sas -n up -o tsv\nse=2025-01-01&sp=r&sv=2022-11-02"
+        f"&sr=c&sig={R('azure-sas-signature')}\n",
+    ),
+    (
+        # Go's JSON encoder writes & as \u0026 (terraform output -json).
+        "azure-sas-go-json",
+        f'{{"sas_url": {{"value": "https://devstore.blob.core.windows.net/up?sv=2022-11-02'
+        f'\\u0026sig={SAS_SIG}"}}}}',
+        f'{{"sas_url": {{"value": "https://devstore.blob.core.windows.net/up?sv=2022-11-02'
+        f'\\u0026sig={R("azure-sas-signature")}"}}}}',
+    ),
+    (
+        "azure-sas-html",
+        f'<a href="https://devstore.blob.core.windows.net/up/a.pdf?sv=2022-11-02&amp;sig={SAS_SIG}'
+        '">a.pdf</a>',
+        f'<a href="https://devstore.blob.core.windows.net/up/a.pdf?sv=2022-11-02'
+        f'&amp;sig={R("azure-sas-signature")}">a.pdf</a>',
     ),
     *[(f"github-{p}", f"token {GH[p]} end", f"token {R('github-token')} end") for p in "pousr"],
     ("github-pat", f"GH_TOKEN={GH_PAT}", f"GH_TOKEN={R('github-token')}"),
@@ -438,6 +523,14 @@ NEGATIVES: list[str] = [
     '"SessionToken": "' + fill(60) + '"',
     '{"Token": "550e8400-e29b-41d4-a716-446655440000", "Code": "Success"}',
     "secret_key_base = 5ea305f67ff76bfb498a20a174b387c516f23f60",
+    # A SAS signature is a query parameter at least 40 characters long.
+    "The sig= parameter carries the signature; see ?sig=abc and &sig=.",
+    "https://cdn.example.com/img.png?w=64&sig=a1b2c3d4e5f6",
+    "sig=" + fill(44, ALNUM + "+/"),
+    "gpg --verify --sig=" + fill(44),
+    "AccountKey=<your-account-key>;EndpointSuffix=core.windows.net",
+    "AccountKey=$AZURE_STORAGE_KEY",
+    "DefaultEndpointsProtocol=https;AccountName=devstore;AccountKey=;",
     '"Token" : "' + "e4756ca746899ebd35c712f725d62734cdfa84d710a79e55139a24228df3e530" + '"',
     'secret: "correct horse battery staple"',
     "git@github.com:daaain/online-llm-tokenizer.git",
@@ -516,7 +609,7 @@ def test_every_rule_has_a_positive() -> None:
 def test_rule_names_are_the_documented_set() -> None:
     assert RULE_NAMES == (
         "private-key", "url-password", "slack-webhook", "aws-secret-key", "aws-session-token",
-        "bearer-token", "basic-auth",
+        "azure-storage-key", "azure-sas-signature", "bearer-token", "basic-auth",
         "anthropic-key", "openai-key", "aws-access-key", "github-token", "gitlab-token",
         "slack-token", "stripe-key", "stripe-webhook-secret", "google-api-key",
         "google-oauth-secret", "google-oauth-token",
@@ -555,23 +648,29 @@ def test_secret_never_survives_its_surroundings(
     assert redact_text(out) == out
 
 
-# Secrets with no prefix of their own, each under a name that anchors it.
-KEYED = [
-    ("aws_secret_access_key", AWS_SECRET),
-    ("AWS_SECRET_ACCESS_KEY", AWS_SECRET),
-    ('"SecretAccessKey', AWS_SECRET),
-    ("AWS_SESSION_TOKEN", AWS_SESSION),
-    ('"SessionToken', AWS_SESSION),
-    ('"Token', AWS_SESSION),
+# Secrets with no prefix of their own, each under a name that anchors it, and the ways the
+# name is joined to the value (in .env, ini, YAML, JSON, Python, XML, argv).
+JOINERS = ("=", " = ", ":", ": ", " : ", "='", '="', '": "', '" : "', " ", ">")
+KEYED: list[tuple[str, str, tuple[str, ...]]] = [
+    ("aws_secret_access_key", AWS_SECRET, JOINERS),
+    ("AWS_SECRET_ACCESS_KEY", AWS_SECRET, JOINERS),
+    ('"SecretAccessKey', AWS_SECRET, JOINERS),
+    ("AWS_SESSION_TOKEN", AWS_SESSION, JOINERS),
+    ('"SessionToken', AWS_SESSION, JOINERS),
+    ('"Token', AWS_SESSION, JOINERS),
+    ("AccountKey", AZURE_KEY, ("=",)),
+    ("&sig", SAS_SIG, ("=",)),
+    ("?sig", SAS_RAW, ("=",)),
 ]
-joiners = st.sampled_from(["=", " = ", ":", ": ", " : ", "='", '="', "\": \"", "\" : \"", " ", ">"])
 
 
-@given(st.sampled_from(KEYED), joiners, separators, separators, prose, prose)
+@given(st.sampled_from(KEYED), st.data(), separators, separators, prose, prose)
 def test_keyed_secret_never_survives_its_surroundings(
-    keyed: tuple[str, str], joiner: str, left: str, right: str, before: str, after: str
+    keyed: tuple[str, str, tuple[str, ...]], data: st.DataObject, left: str, right: str,
+    before: str, after: str,
 ) -> None:
-    name, secret = keyed
+    name, secret, joiners = keyed
+    joiner = data.draw(st.sampled_from(joiners))
     text = before + " " + left + name + joiner + secret + right + " " + after
     out = redact_text(text)
     assert secret not in out
@@ -693,6 +792,9 @@ ADVERSARIAL = {
     "authorization-spaces": ("Authorization" + " " * 1000) * 300,
     "keyed-name-blanks": ("SECRET_ACCESS_KEY" + " " * 1000) * 300,
     "keyed-short-values": ('"Token": "' + "A" * 99 + '" ') * 3000,
+    "sas-short-signatures": ("&sig=" + "A" * 39 + " ") * 6_000,
+    "sas-escapes": "?sig=" + "%2B" * 100_000,
+    "account-key-names": "AccountKey=" * 30_000,
     "google-token-dots": "ya" + "29." + "a." * 150_000,
     "google-token-prefix-run": ("ya" + "29.") * 60_000,
     "slack-id-run": "xo" + "xb-" + "1-" * 150_000,

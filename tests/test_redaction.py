@@ -19,6 +19,7 @@ from test_redact import (
     AWS,
     AWS_SECRET,
     AWS_SESSION,
+    AZURE_KEY,
     BASIC,
     GH,
     GH_PAT,
@@ -32,6 +33,7 @@ from test_redact import (
     OPAQUE,
     OPENAI_PROJ,
     PYPI,
+    SAS_SIG,
     SENDGRID,
     SLACK,
     SLACK_HOOK,
@@ -63,6 +65,8 @@ PLANTED = {
 KEYED = {
     "aws-secret": ("aws_secret_access_key = ", AWS_SECRET),
     "aws-session": ("AWS_SESSION_TOKEN=", AWS_SESSION),
+    "azure-key": ("DefaultEndpointsProtocol=https;AccountName=x;AccountKey=", AZURE_KEY),
+    "azure-sas": ("https://x.blob.core.windows.net/c?sv=2022-11-02&sig=", SAS_SIG),
 }
 PLANTED.update({label: name + value for label, (name, value) in KEYED.items()})
 NEEDLES = {

@@ -108,6 +108,16 @@ BUILTIN_RULES: tuple[tuple[str, str], ...] = (
     ("aws-session-token", _keyed("AWS_SE(?:SSION|CURITY)_TOKEN", _AWS_SESSION)),
     ("aws-session-token", _keyed("essionToken", _AWS_SESSION)),
     ("aws-session-token", _keyed('"Token', _AWS_SESSION)),
+    # A connection string's account key (Storage, Cosmos DB): 64 bytes, 88 base64 characters.
+    ("azure-storage-key", r"AccountKey=(?P<secret>[A-Za-z0-9+/]{40,}={0,2})"),
+    (
+        # A SAS signature: an HMAC-SHA256 in base64, URL-encoded or not, as a query parameter
+        # (after ?, &, &amp; or Go's JSON \u0026) or first in `SharedAccessSignature=sig=`.
+        # At least 40 characters, where a real one has 43, so `sig=` in prose is kept.
+        "azure-sas-signature",
+        r"sig=(?:(?<=[?&;=]sig=)|(?<=u0026sig=))"
+        r"(?P<secret>(?:[A-Za-z0-9+/]|%2[BbFf]){40,}(?:=|%3[Dd]){0,2})",
+    ),
     (
         "bearer-token",
         r"earer(?<=[Bb]earer)(?<![A-Za-z0-9_].{6})[ \t]+(?P<secret>[A-Za-z0-9._~+/-]{16,}=*)",
@@ -174,6 +184,8 @@ _TRIGGERS: tuple[tuple[str, ...], ...] = (
     ("AWS_SE",),
     ("essionToken",),
     ('"Token',),
+    ("AccountKey=",),
+    ("sig=",),
     ("earer",),
     ("BEARER",),
     ("uthorization",),
