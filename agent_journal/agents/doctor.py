@@ -47,7 +47,9 @@ def run_checks(*, project: str | None, root: str | None) -> list[Check]:
     folder = os.path.abspath(project if project is not None else ".")
     found = _guard(checks, "project file", lambda: _project(checks, folder))
     root_path = _guard(checks, "journal root", lambda: _root(checks, root, found))
-    _guard(checks, "hooks", lambda: _hooks(checks, folder))
+    # From a subfolder, the project is where its project file is.
+    hooks_folder = found.folder if found is not None and project is None else folder
+    _guard(checks, "hooks", lambda: _hooks(checks, hooks_folder))
     if root_path is not None:
         _guard(checks, "redaction config", lambda: _redaction(checks, root_path))
         _guard(checks, "hook log", lambda: _hook_log(checks, root_path))
@@ -111,8 +113,10 @@ def _root(checks: list[Check], root: str | None, found: Any) -> str | None:
 
 
 def _hooks(checks: list[Check], folder: str) -> None:
-    from agent_journal import __version__
+    import agent_journal
     from agent_journal.agents import claude_code_installer, codex_installer, hook_settings
+
+    version = agent_journal.__version__
 
     installed = 0
     for spec, scopes in ((claude_code_installer.SPEC, ("project", "local", "user")),
@@ -131,7 +135,7 @@ def _hooks(checks: list[Check], folder: str) -> None:
             if not commands:
                 continue
             installed += 1
-            checks.append(_command_check(name, target.path, sorted(commands), __version__,
+            checks.append(_command_check(name, target.path, sorted(commands), version,
                                          spec.name, scope))
     if not installed:
         checks.append(Check("hooks", True, "no agent-journal hook installed for this project "

@@ -70,7 +70,7 @@ def _context(a: dict[str, Any]) -> Any:
 def _existing_context(a: dict[str, Any]) -> Any:
     """The context of a read: a workspace that does not exist is refused, not made."""
     ctx = _context(a)
-    ctx.require_existing()
+    ctx.must_exist = True
     return ctx
 
 
@@ -265,7 +265,7 @@ def _read_context(a: dict[str, Any]) -> Any:
     # would trigger while the result is printed. Nothing read forms a cycle.
     gc.disable()
     ctx = Context(a["root"], a["workspace"])
-    ctx.require_existing()
+    ctx.must_exist = True
     return ctx
 
 
@@ -314,7 +314,7 @@ def cmd_decay(a: dict[str, Any]) -> int:
 def cmd_compact(a: dict[str, Any]) -> int:
     from agent_journal.ops import compact
 
-    outcome = compact.compact(_existing_context(a), entry_ttl_days=a["entry_ttl_days"],
+    outcome = compact.compact(_context(a), entry_ttl_days=a["entry_ttl_days"],
                               observation_ttl_days=a["observation_ttl_days"],
                               apply=a["apply"])
     output.emit_json(outcome.report)
@@ -394,9 +394,9 @@ def run(argv: list[str]) -> int:
     from agent_journal.cli.argv import find_command, parse
 
     if argv[:1] == ["--version"]:
-        from agent_journal import __version__
+        import agent_journal
 
-        output.emit_line(f"{PROG} {__version__}")
+        output.emit_line(f"{PROG} {agent_journal.__version__}")
         return 0
     if argv and argv[0].partition("=")[0] in _GLOBAL_FLAGS:
         try:

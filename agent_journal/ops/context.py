@@ -37,7 +37,13 @@ class Context:
     def author(self) -> str:
         return AUTHOR_AGENT if self.session else AUTHOR_HUMAN
 
+    # Set by read commands: opening for a read then refuses a workspace that is not there
+    # (after the operation has checked its own arguments, so usage errors still come first).
+    must_exist = False
+
     def open(self, *, create: bool) -> Workspace:
+        if not create and self.must_exist:
+            self.require_existing()
         return Root.open(self.root_arg, create=create).workspace(self.workspace_name)
 
     def require_existing(self) -> None:
