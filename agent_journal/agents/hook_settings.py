@@ -463,8 +463,11 @@ def install_hooks(spec: AgentSpec, *, project: str | None, scope: str, workspace
     original = deep(settings)
     if before is None:
         settings.update(deep(spec.new_file))
-    add_handlers(target.path, settings, spec.handlers(command), spec.ours)
+    wanted = spec.handlers(command)
+    add_handlers(target.path, settings, wanted, spec.ours)
     after = before if settings == original else rendered(None, {}, settings, indent)
+    after = kept_text(before, after, settings,
+                      lambda text: splice_install(text, wanted, spec.ours, indent))
     changes: list[tuple[Change, str | None]] = []
     described = ""
     if folder is not None and scope != "user":
@@ -498,6 +501,8 @@ def uninstall_hooks(spec: AgentSpec, *, project: str | None, scope: str,
         original = deep(settings)
         remove_handlers(settings, spec.ours)
         after = rendered(before, original, settings, indent, empty=spec.empty)
+        after = kept_text(before, after, settings,
+                          lambda text: splice_uninstall(text, spec.ours))
         message = (f"removed agent-journal hooks from {target.path}" if after != before
                    else f"no agent-journal hooks in {target.path}; nothing changed")
         changes.append((Change(target.path, before, after, message, prune=True),
@@ -523,3 +528,94 @@ def _ours_left(folder: str, changing: str) -> bool:
         if has_ours(settings, lambda h, a=agent: is_ours_for(a, h)):
             return True
     return False
+
+
+# -- the same edits on the text, so that every other byte stays ---------------------------
+
+def _ours_at(data: Any, event: str, ours: Callable[[Any], bool]) -> list[tuple[int, int]]:
+    groups = data.get("hooks", {}).get(event)
+    found = []
+    for gi, group in enumerate(groups if isinstance(groups, list) else []):
+        for hi, handler in enumerate(group.get("hooks", []) if isinstance(group, dict) else []):
+            if ours(handler):
+                found.append((gi, hi))
+    return found
+
+
+def splice_install(text: str, handlers: dict[str, dict[str, Any]],
+                   ours: Callable[[Any], bool], indent: str) -> str:
+    import json
+
+    from agent_journal.agents import json_splice as js
+
+    events = list(handlers)
+    for n, event in enumerate(events):
+        data = json.loads(text)
+        if "hooks" not in data:
+            rest = {e: [{"hooks": [handlers[e]]}] for e in events[n:]}
+            return js.append(text, [], rest, indent, key="hooks")
+        if event not in data["hooks"]:
+            text = js.append(text, ["hooks"], [{"hooks": [handlers[event]]}], indent,
+                             key=event)
+            continue
+        found = _ours_at(data, event, ours)
+        if not found:
+            text = js.append(text, ["hooks", event], {"hooks": [handlers[event]]}, indent)
+            continue
+        gi, hi = found[0]
+        if data["hooks"][event][gi]["hooks"][hi] != handlers[event]:
+            text = js.replace(text, ["hooks", event, gi, "hooks", hi], handlers[event], indent)
+        for gi, hi in reversed(found[1:]):
+            text = _remove_handler(text, event, gi, hi)
+    return text
+
+
+def splice_uninstall(text: str, ours: Callable[[Any], bool]) -> str:
+    import json
+
+    while True:
+        data = json.loads(text)
+        hooks = data.get("hooks")
+        if not isinstance(hooks, dict):
+            return text
+        hit = next(((event, *found[0]) for event in hooks
+                    if (found := _ours_at(data, event, ours))), None)
+        if hit is None:
+            return text
+        text = _remove_handler(text, *hit, prune=True)
+
+
+def _remove_handler(text: str, event: str, gi: int, hi: int, *, prune: bool = False) -> str:
+    """Remove one handler, its group when that empties it, and (with `prune`, as uninstall
+    does) the event list and the hooks object when that empties them."""
+    import json
+
+    from agent_journal.agents import json_splice as js
+
+    data = json.loads(text)
+    if len(data["hooks"][event][gi]["hooks"]) > 1:
+        return js.remove(text, ["hooks", event, gi, "hooks", hi])
+    text = js.remove(text, ["hooks", event, gi])
+    if not prune or data["hooks"][event][gi + 1:] or data["hooks"][event][:gi]:
+        return text
+    text = js.remove(text, ["hooks", event])
+    if len(data["hooks"]) == 1:
+        text = js.remove(text, ["hooks"])
+    return text
+
+
+def kept_text(before: str | None, after: str | None, settings: dict[str, Any],
+              splice: Callable[[str], str]) -> str | None:
+    """The text edit in place of the re-serialised `after` when it means the same: every
+    byte of the user's file outside our entries stays as it was."""
+    import json
+
+    if before is None or after is None or after == before:
+        return after
+    try:
+        spliced = splice(before)
+        if json.loads(spliced) == settings:
+            return spliced
+    except (ValueError, KeyError, IndexError, AssertionError, TypeError):
+        pass
+    return after
