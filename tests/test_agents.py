@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 from conftest import BIN, CLI, REPO, Result, clean_env
+from hypothesis import given
+from hypothesis import strategies as st
 
 DATA = REPO / "tests" / "data"
 CLAUDE_DOCS = DATA / "claude-code" / "hooks" / "docs" / "input"
@@ -419,3 +421,34 @@ def test_observe_kind_is_limited_to_the_documented_kinds(home, tmp_path):
     good = aj(home, "observe", "--kind", "user_prompt", "--id", "o", "--root", str(root),
               "--workspace", "w")
     assert good.code == 0
+
+
+# -- the project file: law and hot path ----------------------------------------------------
+
+@given(st.text(min_size=1), st.one_of(st.none(), st.text(min_size=1)))
+def test_the_project_file_reads_back_what_it_wrote_as_toml_does(workspace, root):
+    import tomllib
+
+    from agent_journal.storage.project_file import _read_simple, render
+
+    text = render(workspace, root)
+    expected = {"workspace": workspace} | ({"root": root} if root is not None else {})
+    assert tomllib.loads(text) == expected
+    assert _read_simple(text) == expected
+
+
+def test_a_project_file_keeps_the_write_path_lean(home, project, tmp_path):
+    import sys
+
+    from test_architecture import HOOK_PAYLOAD, PROBE
+
+    assert aj(home, "hooks", "install", "codex", "--root", str(tmp_path / "j"),
+              cwd=project).code == 0
+    for args in (["record", "--kind", "note", "--id", "n", "--text", "t"],
+                 ["hook", "claude-code"], ["hook", "codex"]):
+        proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True,
+                              text=True, env=env_for(home), input=HOOK_PAYLOAD, cwd=project)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stderr.split("MODULES ")[1]) == [], args
+    assert not (tmp_path / "j" / "logs").exists()
+    assert sorted(os.listdir(tmp_path / "j" / "workspaces")) == ["shop"]

@@ -76,13 +76,4 @@ def is_ours(handler: Any) -> bool:
     return is_ours_for(AGENT, handler)
 
 
-def install(*, project: str | None, scope: str = "project", workspace: str | None,
-            root: str | None, dry_run: bool) -> list[Change]:
-    return hook_settings.install_hooks(SPEC, project=project, scope=scope,
-                                       workspace=workspace, root=root, dry_run=dry_run)
-
-
-def uninstall(*, project: str | None, scope: str = "project", workspace: str | None = None,
-              root: str | None = None, dry_run: bool) -> list[Change]:
-    return hook_settings.uninstall_hooks(SPEC, project=project, scope=scope,
-                                         workspace=workspace, root=root, dry_run=dry_run)
+install, uninstall = hook_settings.entry_points(SPEC)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from agent_journal.agents import hook_settings
-from agent_journal.agents.hook_settings import Change, Target
+from agent_journal.agents.hook_settings import Target
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
@@ -66,13 +66,4 @@ def handler(event: str, command: str) -> dict[str, Any]:
     return found
 
 
-def install(*, project: str | None, scope: str = "project", workspace: str | None,
-            root: str | None, dry_run: bool) -> list[Change]:
-    return hook_settings.install_hooks(SPEC, project=project, scope=scope,
-                                       workspace=workspace, root=root, dry_run=dry_run)
-
-
-def uninstall(*, project: str | None, scope: str = "project", workspace: str | None = None,
-              root: str | None = None, dry_run: bool) -> list[Change]:
-    return hook_settings.uninstall_hooks(SPEC, project=project, scope=scope,
-                                         workspace=workspace, root=root, dry_run=dry_run)
+install, uninstall = hook_settings.entry_points(SPEC)

@@ -76,7 +76,7 @@ def _project(checks: list[Check], folder: str) -> Any:
         found = find(folder)
     except JournalError as exc:
         checks.append(Check("project file", False, exc.message,
-                            f"fix or remove it, or run `agent-journal hooks install` again"))
+                            "fix or remove it, or run `agent-journal hooks install` again"))
         return None
     if found is None:
         checks.append(Check("project file", True, f"no {NAME} in {folder} or above; commands "

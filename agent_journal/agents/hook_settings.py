@@ -23,6 +23,7 @@ Invariants:
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import shlex
 import sys
@@ -515,6 +516,13 @@ def uninstall_hooks(spec: AgentSpec, *, project: str | None, scope: str,
     return finish(changes, dry_run)
 
 
+def entry_points(spec: AgentSpec) -> tuple[Callable[..., list[Change]],
+                                            Callable[..., list[Change]]]:
+    """An installer's `install(project=, scope=, workspace=, root=, dry_run=)` and
+    `uninstall(...)` with the same keywords, bound to its spec."""
+    return (functools.partial(install_hooks, spec), functools.partial(uninstall_hooks, spec))
+
+
 def _ours_left(folder: str, changing: str) -> bool:
     """Whether any other project-level hooks file still holds one of our hooks."""
     for rel, agent in PROJECT_HOOK_FILES:
@@ -525,7 +533,7 @@ def _ours_left(folder: str, changing: str) -> bool:
             _, settings, _ = load(path)
         except JournalError:
             return True  # unreadable: assume it may still use the project file
-        if has_ours(settings, lambda h, a=agent: is_ours_for(a, h)):
+        if has_ours(settings, functools.partial(is_ours_for, agent)):
             return True
     return False
 

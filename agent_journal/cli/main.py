@@ -183,32 +183,28 @@ def _print_changes(changes: Any) -> None:
             output.warn(text)
 
 
-def cmd_hooks_install(a: dict[str, Any]) -> int:
-    from agent_journal.agents import claude_code_installer
+def _hooks(installer: str, action: str, a: dict[str, Any]) -> int:
+    import importlib
 
-    _print_changes(claude_code_installer.install(**_install_options(a)))
+    module = importlib.import_module(f"agent_journal.agents.{installer}")
+    _print_changes(getattr(module, action)(**_install_options(a)))
     return 0
+
+
+def cmd_hooks_install(a: dict[str, Any]) -> int:
+    return _hooks("claude_code_installer", "install", a)
 
 
 def cmd_hooks_uninstall(a: dict[str, Any]) -> int:
-    from agent_journal.agents import claude_code_installer
-
-    _print_changes(claude_code_installer.uninstall(**_install_options(a)))
-    return 0
+    return _hooks("claude_code_installer", "uninstall", a)
 
 
 def cmd_hooks_install_codex(a: dict[str, Any]) -> int:
-    from agent_journal.agents import codex_installer
-
-    _print_changes(codex_installer.install(**_install_options(a)))
-    return 0
+    return _hooks("codex_installer", "install", a)
 
 
 def cmd_hooks_uninstall_codex(a: dict[str, Any]) -> int:
-    from agent_journal.agents import codex_installer
-
-    _print_changes(codex_installer.uninstall(**_install_options(a)))
-    return 0
+    return _hooks("codex_installer", "uninstall", a)
 
 
 def cmd_hook_codex(a: dict[str, Any]) -> int:

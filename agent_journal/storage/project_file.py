@@ -65,15 +65,20 @@ def load(path: str) -> ProjectFile:
             raw = fh.read()
     except OSError as exc:
         raise JournalError(f"cannot read project file {path}: {exc.strerror}") from None
-    import tomllib
-
     try:
         text = raw.decode("utf-8")
-        data = tomllib.loads(text)
     except UnicodeDecodeError:
         raise JournalError(f"project file {path} is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise JournalError(f"project file {path} is not valid TOML: {exc}") from None
+    data = _read_simple(text)
+    if data is None:
+        # Anything but the plain `key = "string"` lines render writes: the real TOML parser
+        # (which imports `typing`, so the write path does not load it for the common case).
+        import tomllib
+
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise JournalError(f"project file {path} is not valid TOML: {exc}") from None
     unknown = sorted(set(data) - set(KEYS))
     if unknown:
         raise JournalError(f"project file {path} has unknown key(s) {', '.join(unknown)}; "
@@ -85,6 +90,29 @@ def load(path: str) -> ProjectFile:
             raise JournalError(f"project file {path}: {key} must be a non-empty string")
         values[key] = value
     return ProjectFile(path, values["workspace"], values["root"], text)
+
+
+_SIMPLE_LINE = r'([A-Za-z0-9_-]+)[ \t]*=[ \t]*"((?:[^"\\\x00-\x1f\x7f]|\\["\\]|\\u[0-9a-fA-F]{4})*)"[ \t]*'
+
+
+def _read_simple(text: str) -> dict[str, str] | None:
+    """The file's keys when every line is blank, a comment or `key = "basic string"` with
+    only the escapes render writes, each key once; else None (let tomllib decide)."""
+    import re
+
+    data: dict[str, str] = {}
+    for line in text.splitlines():
+        stripped = line.strip(" \t")
+        if not stripped or stripped.startswith("#"):
+            continue
+        match = re.fullmatch(_SIMPLE_LINE, stripped)
+        if match is None or match.group(1) in data:
+            return None
+        data[match.group(1)] = re.sub(
+            r'\\(["\\]|u[0-9a-fA-F]{4})',
+            lambda m: m.group(1) if len(m.group(1)) == 1 else chr(int(m.group(1)[1:], 16)),
+            match.group(2))
+    return data
 
 
 def render(workspace: str, root: str | None) -> str:
