@@ -92,7 +92,8 @@ def load(path: str) -> ProjectFile:
     return ProjectFile(path, values["workspace"], values["root"], text)
 
 
-_SIMPLE_LINE = r'([A-Za-z0-9_-]+)[ \t]*=[ \t]*"((?:[^"\\\x00-\x1f\x7f]|\\["\\]|\\u[0-9a-fA-F]{4})*)"[ \t]*'
+_SIMPLE_LINE = (r'([A-Za-z0-9_-]+)[ \t]*=[ \t]*'
+                r'"((?:[^"\\\x00-\x1f\x7f]|\\["\\]|\\u[0-9a-fA-F]{4})*)"[ \t]*')
 
 
 def _read_simple(text: str) -> dict[str, str] | None:
