@@ -102,8 +102,10 @@ def _read_simple(text: str) -> dict[str, str] | None:
     import re
 
     data: dict[str, str] = {}
-    for line in text.splitlines():
-        stripped = line.strip(" \t")
+    # TOML ends lines at \n (or \r\n) only; splitlines() would also split at \x85 and
+    # friends, which may stand inside a string.
+    for line in text.split("\n"):
+        stripped = line.removesuffix("\r").strip(" \t")
         if not stripped or stripped.startswith("#"):
             continue
         match = re.fullmatch(_SIMPLE_LINE, stripped)
