@@ -15,7 +15,8 @@ import pytest
 BIN = Path(sys.executable).parent
 CLI = str(BIN / "agent-journal")
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+# Real public test material, copied into the repo with its provenance (tests/data/README.md).
+DATA = REPO / "tests" / "data"
 
 
 @dataclass
