@@ -50,6 +50,12 @@ AZURE_KEY = j(fill(86, ALNUM + "+/"), "==")
 SAS_RAW = j(fill(40, ALNUM + "+/"), "k/+", "=")
 SAS_SIG = SAS_RAW.replace("+", "%2B").replace("/", "%2F").replace("=", "%3D")
 SAS_QUERY = "sv=2022-11-02&ss=b&srt=co&sp=rl&se=2025-12-31T23:59:59Z&spr=https"
+# Twilio sids are two letters and 32 hex: an API key's (SK) is no secret by its shape alone,
+# only under an API key's name. An account sid (AC) is an id and is kept.
+TWILIO_KEY = j("S", "K", "3f9c", fill(28, HEX))
+TWILIO_KEY_2 = j("S", "K", "a07e", fill(28, HEX[::-1]))
+TWILIO_ACCOUNT = j("A", "C", fill(32, HEX))
+TWILIO_TOKEN = fill(32, "9f8e7d6c5b4a3210")
 GH = {p: j("gh", p, "_", fill(36)) for p in "pousr"}
 GH_PAT = j("github", "_pat_", fill(22), "_", fill(59))
 SLACK = {p: j("xo", "x", p, "-", "1234567890-1234567890123-", fill(24)) for p in "bparsa"}
@@ -300,6 +306,48 @@ POSITIVES: list[tuple[str, str, str]] = [
         f'<a href="https://devstore.blob.core.windows.net/up/a.pdf?sv=2022-11-02'
         f'&amp;sig={R("azure-sas-signature")}">a.pdf</a>',
     ),
+    (
+        "twilio-env",
+        j(
+            "$ cat .env\n",
+            f"TWILIO_ACCOUNT_SID={TWILIO_ACCOUNT}\n",
+            f"TWILIO_API_KEY={TWILIO_KEY}\n",
+            f"TWILIO_AUTH_TOKEN={TWILIO_TOKEN}\n",
+            "TWILIO_PHONE_NUMBER=+15005550006\n",
+        ),
+        j(
+            "$ cat .env\n",
+            f"TWILIO_ACCOUNT_SID={TWILIO_ACCOUNT}\n",
+            f"TWILIO_API_KEY={R('twilio-api-key')}\n",
+            f"TWILIO_AUTH_TOKEN={R('twilio-auth-token')}\n",
+            "TWILIO_PHONE_NUMBER=+15005550006\n",
+        ),
+    ),
+    (
+        "twilio-json",
+        f'{{"account_sid": "{TWILIO_ACCOUNT}", "api_key_sid": "{TWILIO_KEY}", "region": "ie1"}}',
+        f'{{"account_sid": "{TWILIO_ACCOUNT}", "api_key_sid": "{R("twilio-api-key")}", '
+        '"region": "ie1"}',
+    ),
+    (
+        "twilio-cli-config",
+        j(
+            "$ cat ~/.twilio-cli/config.json\n",
+            f'{{"profiles": {{"dev": {{"accountSid": "{TWILIO_ACCOUNT}", ',
+            f'"apiKey": "{TWILIO_KEY_2}"}}}}}}',
+        ),
+        j(
+            "$ cat ~/.twilio-cli/config.json\n",
+            f'{{"profiles": {{"dev": {{"accountSid": "{TWILIO_ACCOUNT}", ',
+            f'"apiKey": "{R("twilio-api-key")}"}}}}}}',
+        ),
+    ),
+    (
+        "twilio-export",
+        f"export TWILIO_API_KEY_SID='{TWILIO_KEY}'; export TWILIO_AUTH_TOKEN=\"{TWILIO_TOKEN}\"",
+        f"export TWILIO_API_KEY_SID='{R('twilio-api-key')}'; "
+        f"export TWILIO_AUTH_TOKEN=\"{R('twilio-auth-token')}\"",
+    ),
     *[(f"github-{p}", f"token {GH[p]} end", f"token {R('github-token')} end") for p in "pousr"],
     ("github-pat", f"GH_TOKEN={GH_PAT}", f"GH_TOKEN={R('github-token')}"),
     (
@@ -531,6 +579,16 @@ NEGATIVES: list[str] = [
     "AccountKey=<your-account-key>;EndpointSuffix=core.windows.net",
     "AccountKey=$AZURE_STORAGE_KEY",
     "DefaultEndpointsProtocol=https;AccountName=devstore;AccountKey=;",
+    # SK and 32 hex is a Twilio key only under an API key's name.
+    TWILIO_KEY,
+    f"$ twilio api:core:keys:list\nSID                                 Friendly Name\n"
+    f"{TWILIO_KEY}  ci-deploy\n",
+    f'{{"sid": "{TWILIO_KEY}", "friendly_name": "ci-deploy"}}',
+    f"TWILIO_ACCOUNT_SID={TWILIO_ACCOUNT}",
+    "TWILIO_API_KEY=SK" + "x" * 32,
+    "TWILIO_AUTH_TOKEN=your_auth_token",
+    "TWILIO_AUTH_TOKEN=[AuthToken]",
+    "api_key = changeme; api_key_id = 550e8400-e29b-41d4-a716-446655440000",
     '"Token" : "' + "e4756ca746899ebd35c712f725d62734cdfa84d710a79e55139a24228df3e530" + '"',
     'secret: "correct horse battery staple"',
     "git@github.com:daaain/online-llm-tokenizer.git",
@@ -609,7 +667,8 @@ def test_every_rule_has_a_positive() -> None:
 def test_rule_names_are_the_documented_set() -> None:
     assert RULE_NAMES == (
         "private-key", "url-password", "slack-webhook", "aws-secret-key", "aws-session-token",
-        "azure-storage-key", "azure-sas-signature", "bearer-token", "basic-auth",
+        "twilio-api-key", "twilio-auth-token", "azure-storage-key", "azure-sas-signature",
+        "bearer-token", "basic-auth",
         "anthropic-key", "openai-key", "aws-access-key", "github-token", "gitlab-token",
         "slack-token", "stripe-key", "stripe-webhook-secret", "google-api-key",
         "google-oauth-secret", "google-oauth-token",
@@ -656,8 +715,13 @@ KEYED: list[tuple[str, str, tuple[str, ...]]] = [
     ("AWS_SECRET_ACCESS_KEY", AWS_SECRET, JOINERS),
     ('"SecretAccessKey', AWS_SECRET, JOINERS),
     ("AWS_SESSION_TOKEN", AWS_SESSION, JOINERS),
+    ("aws_security_token", AWS_SESSION, JOINERS),
     ('"SessionToken', AWS_SESSION, JOINERS),
     ('"Token', AWS_SESSION, JOINERS),
+    ("TWILIO_API_KEY", TWILIO_KEY, JOINERS),
+    ('"api_key_sid', TWILIO_KEY, JOINERS),
+    ("apiKey", TWILIO_KEY, JOINERS),
+    ("TWILIO_AUTH_TOKEN", TWILIO_TOKEN, JOINERS),
     ("AccountKey", AZURE_KEY, ("=",)),
     ("&sig", SAS_SIG, ("=",)),
     ("?sig", SAS_RAW, ("=",)),
@@ -795,6 +859,7 @@ ADVERSARIAL = {
     "sas-short-signatures": ("&sig=" + "A" * 39 + " ") * 6_000,
     "sas-escapes": "?sig=" + "%2B" * 100_000,
     "account-key-names": "AccountKey=" * 30_000,
+    "api-key-names": ("api_key=" + "SK" + "0" * 31 + " ") * 8_000,
     "google-token-dots": "ya" + "29." + "a." * 150_000,
     "google-token-prefix-run": ("ya" + "29.") * 60_000,
     "slack-id-run": "xo" + "xb-" + "1-" * 150_000,

@@ -58,6 +58,7 @@ _AWS_SECRET = r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])"
 # Real session tokens run to hundreds of base64 characters: a minimum of 100 keeps uuids,
 # hashes and short values under a `"Token"` key.
 _AWS_SESSION = r"[A-Za-z0-9/+]{100,}={0,2}"
+_TWILIO_KEY = r"SK[0-9a-fA-F]{32}(?![A-Za-z0-9])"
 
 # (name, pattern), applied in this order, each to the output of the one before. A name may
 # appear more than once (one pattern per literal prefix). A pattern with a group named "secret"
@@ -108,6 +109,13 @@ BUILTIN_RULES: tuple[tuple[str, str], ...] = (
     ("aws-session-token", _keyed("AWS_SE(?:SSION|CURITY)_TOKEN", _AWS_SESSION)),
     ("aws-session-token", _keyed("essionToken", _AWS_SESSION)),
     ("aws-session-token", _keyed('"Token', _AWS_SESSION)),
+    # A Twilio API key sid (SK and 32 hex) is redacted only under an API key's name (Twilio's
+    # TWILIO_API_KEY, its CLI config's apiKey, api_key_sid): bare, the same shape could be
+    # anything's. The auth token is 32 hex, under the name Twilio's docs give it.
+    ("twilio-api-key", _keyed("api_key(?:_sid)?", _TWILIO_KEY)),
+    ("twilio-api-key", _keyed("API_KEY(?:_SID)?", _TWILIO_KEY)),
+    ("twilio-api-key", _keyed("piKey(?:Sid)?", _TWILIO_KEY)),
+    ("twilio-auth-token", _keyed("TWILIO_AUTH_TOKEN", r"[0-9a-fA-F]{32}(?![A-Za-z0-9])")),
     # A connection string's account key (Storage, Cosmos DB): 64 bytes, 88 base64 characters.
     ("azure-storage-key", r"AccountKey=(?P<secret>[A-Za-z0-9+/]{40,}={0,2})"),
     (
@@ -180,10 +188,14 @@ _TRIGGERS: tuple[tuple[str, ...], ...] = (
     ("secret_access_key",),
     ("SECRET_ACCESS_KEY",),
     ("ecretAccessKey",),
-    ("aws_se",),
-    ("AWS_SE",),
+    ("aws_session_token", "aws_security_token"),
+    ("AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"),
     ("essionToken",),
     ('"Token',),
+    ("api_key",),
+    ("API_KEY",),
+    ("piKey",),
+    ("TWILIO_AUTH_TOKEN",),
     ("AccountKey=",),
     ("sig=",),
     ("earer",),
