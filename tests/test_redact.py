@@ -736,9 +736,10 @@ def test_keyed_secret_never_survives_its_surroundings(
     name, secret, joiners = keyed
     joiner = data.draw(st.sampled_from(joiners))
     text = before + " " + left + name + joiner + secret + right + " " + after
+    # Only the value must go: prose before the name can make the name part of something else
+    # (`Bearer aws_secret_access_key=...` is a bearer token, and redacted as one).
     out = redact_text(text)
     assert secret not in out
-    assert name in out
     assert redact_text(out) == out
 
 
