@@ -754,7 +754,7 @@ def test_tool_use_ids_are_never_touched(suffix: str) -> None:
         assert redact_text(text) is text
 
 
-def test_redact_value_walks_dicts_and_lists_but_not_keys() -> None:
+def test_redact_value_walks_dicts_and_lists_and_keys() -> None:
     value = {
         "command": f"export GH={GH['p']}",
         "nested": [1, None, True, 2.5, {"k": AWS, AWS: "key-named-by-a-secret"}],
@@ -763,12 +763,75 @@ def test_redact_value_walks_dicts_and_lists_but_not_keys() -> None:
     out = redact_value(value)
     assert out == {
         "command": f"export GH={R('github-token')}",
-        "nested": [1, None, True, 2.5, {"k": R("aws-access-key"), AWS: "key-named-by-a-secret"}],
+        "nested": [
+            1, None, True, 2.5,
+            {"k": R("aws-access-key"), R("aws-access-key"): "key-named-by-a-secret"},
+        ],
         "clean": {"a": "b"},
     }
     # Copy on write: the input is intact and the untouched branch is shared, not copied.
     assert value["command"] == f"export GH={GH['p']}"
+    assert value["nested"][4] == {"k": AWS, AWS: "key-named-by-a-secret"}  # type: ignore[index]
     assert out["clean"] is value["clean"]
+
+
+# A secret used as an object key: a whole key, a key holding a header line, a key holding an
+# assignment, each nested the way tool payloads nest them.
+SECRET_KEYS = [
+    (
+        {"tokens": {GH["p"]: {"scopes": ["repo"], "note": "ci"}}},
+        {"tokens": {R("github-token"): {"scopes": ["repo"], "note": "ci"}}},
+    ),
+    (
+        {"headers": [{f"Authorization: Bearer {OPAQUE}": True}, {"Accept": "*/*"}]},
+        {"headers": [{f"Authorization: Bearer {R('bearer-token')}": True}, {"Accept": "*/*"}]},
+    ),
+    (
+        [{"env": {f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}": "", "HOME=/home/dev": ""}}],
+        [{"env": {f"AWS_SECRET_ACCESS_KEY={R('aws-secret-key')}": "", "HOME=/home/dev": ""}}],
+    ),
+]
+
+
+@pytest.mark.parametrize(("value", "expected"), SECRET_KEYS, ids=["whole", "header", "env"])
+def test_redact_value_redacts_secrets_used_as_keys(value: object, expected: object) -> None:
+    out = redact_value(value)
+    assert out == expected
+    assert redact_value(out) is out
+    assert AWS_SECRET not in repr(out) and GH["p"] not in repr(out) and OPAQUE not in repr(out)
+
+
+def test_a_renamed_key_keeps_its_place_and_shares_its_value() -> None:
+    inner = {"scopes": ["repo"]}
+    value = {"first": 1, GH["p"]: inner, "last": [2]}
+    out = redact_value(value)
+    assert list(out) == ["first", R("github-token"), "last"]
+    assert out[R("github-token")] is inner
+    assert out["last"] is value["last"]
+    assert value == {"first": 1, GH["p"]: inner, "last": [2]}
+
+
+def test_keys_that_redact_alike_are_all_kept() -> None:
+    # Merging them would drop entries silently: each later one is told apart by a number,
+    # past any key already spelled that way.
+    marker_key = R("aws-access-key")
+    value = {AWS: 1, AWS_STS: 2, f"{marker_key} (2)": 3, marker_key: 0}
+    assert redact_value(value) == {
+        f"{marker_key} (3)": 1, f"{marker_key} (4)": 2, f"{marker_key} (2)": 3, marker_key: 0,
+    }
+    assert redact_value({AWS: 1, AWS_STS: 2}) == {marker_key: 1, f"{marker_key} (2)": 2}
+
+
+def test_redact_value_renames_keys_in_shared_subtrees_and_leaves_other_keys() -> None:
+    shared = {AWS: [GH["s"]]}
+    out = redact_value([shared, shared, {1: AWS, None: "x", ("t",): "y"}])
+    assert out == [
+        {R("aws-access-key"): [R("github-token")]},
+        {R("aws-access-key"): [R("github-token")]},
+        {1: R("aws-access-key"), None: "x", ("t",): "y"},
+    ]
+    assert out[0] is out[1]
+    assert shared == {AWS: [GH["s"]]}
 
 
 def test_redact_value_returns_the_same_object_when_clean() -> None:

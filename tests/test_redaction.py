@@ -140,7 +140,7 @@ def test_no_planted_secret_reaches_any_file_under_the_root(cli, root, tmp_path):
         hook(cli, {"session_id": "s1", "cwd": "/x/ws", "hook_event_name": "Stop",
                    "last_assistant_message": ALL}),
         hook(cli, {"session_id": "s1", "cwd": "/x/ws", "hook_event_name": "FutureEvent",
-                   "detail": {"nested": [ALL]}}),
+                   "detail": {"nested": [ALL], ALL: "a key"}}),
     ]
     # Payloads the hook refuses: the log line must not carry the secret either.
     bad = ('{"hook_event_name": "Stop", "' + AWS + '": 1, "' + AWS + '": 2}').encode()

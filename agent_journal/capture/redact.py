@@ -282,12 +282,13 @@ class Redactor:
         return text if out == text else out
 
     def redact_value(self, value: Any) -> Any:
-        """Redact every string inside dicts and lists; keys are left alone.
+        """Redact every string inside dicts and lists, string keys included.
 
-        Keys are schema names (tool parameter names, JSON field names), and rewriting two of
-        them to the same marker would silently merge entries. Returns `value` itself when
-        nothing inside it changed, so `result is value` means no secret was found; a changed
-        container is a copy and the input is never mutated.
+        A key is redacted where it stands, keeping its place among the others. Keys that come
+        out the same (two secrets used as names) are all kept, the later ones numbered: see
+        _renamed. Returns `value` itself when nothing inside it changed, so `result is value`
+        means no secret was found; a changed container is a copy and the input is never
+        mutated.
         """
         if isinstance(value, str):
             return self.redact_text(value)
@@ -371,15 +372,31 @@ def _redact_container(redactor: Redactor, root: dict[Any, Any] | list[Any]) -> A
     # A parent is always listed before its children, so walking the list backwards settles
     # every child before its parent looks at it.
     changed: dict[int, Any] = {}
+    # Each distinct key is redacted once per call (None: unchanged): payloads repeat the same
+    # few field names in every object.
+    keys: dict[str, str | None] = {}
     for node in reversed(order):
         if isinstance(node, dict):
             new_dict: dict[Any, Any] | None = None
+            new_keys: dict[str, str] | None = None
             for key, child in node.items():
                 new_child = _settled(redactor, child, changed)
                 if new_child is not child:
                     if new_dict is None:
                         new_dict = dict(node)
                     new_dict[key] = new_child
+                if isinstance(key, str):
+                    if key in keys:
+                        new_key = keys[key]
+                    else:
+                        redacted = redactor.redact_text(key)
+                        new_key = keys[key] = None if redacted is key else redacted
+                    if new_key is not None:
+                        if new_keys is None:
+                            new_keys = {}
+                        new_keys[key] = new_key
+            if new_keys is not None:
+                new_dict = _renamed(node if new_dict is None else new_dict, new_keys)
             if new_dict is not None:
                 changed[id(node)] = new_dict
         else:
@@ -393,6 +410,24 @@ def _redact_container(redactor: Redactor, root: dict[Any, Any] | list[Any]) -> A
             if new_list is not None:
                 changed[id(node)] = new_list
     return changed.get(id(root), root)
+
+
+def _renamed(node: dict[Any, Any], new_keys: dict[str, str]) -> dict[Any, Any]:
+    # Merging keys that redact alike (two AWS keys used as names, or one next to a key already
+    # spelled like its marker) would silently drop entries, so a renamed key that is taken
+    # becomes "<key> (2)", "<key> (3)", ... past every key the object keeps as it is.
+    kept = {key for key in node if key not in new_keys}
+    out: dict[Any, Any] = {}
+    for key, child in node.items():
+        if key in new_keys:
+            base = new_key = new_keys[key]
+            number = 1
+            while new_key in kept or new_key in out:
+                number += 1
+                new_key = f"{base} ({number})"
+            key = new_key
+        out[key] = child
+    return out
 
 
 def _settled(redactor: Redactor, child: Any, changed: dict[int, Any]) -> Any:
@@ -420,5 +455,5 @@ def redact_text(text: str) -> str:
 
 
 def redact_value(value: Any) -> Any:
-    """Redact every string in a JSON-like value with the built-in rules only."""
+    """Redact every string in a JSON-like value, keys included, with the built-in rules only."""
     return default_redactor().redact_value(value)
