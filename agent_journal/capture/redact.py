@@ -1,11 +1,14 @@
-"""Secret redaction by precise, prefix-anchored patterns.
+"""Secret redaction by precise, prefix- or context-anchored patterns.
 
 Invariant: text is rewritten only where a rule's own shape matches (a vendor prefix, a PEM
-armour line, a `scheme://user:password@` authority, an `Authorization` header), and each match
-becomes `[REDACTED:<rule>]`. There are no entropy or keyword heuristics, on purpose: ids,
-hashes and prose such as `token: ORDER-4471-ZULU` must survive verbatim, because a redactor that
-guesses once destroyed the very objective a journal exists to keep. Anything that does not match
-a rule is returned unchanged, and an input with no match is returned as the same object.
+armour line, a `scheme://user:password@` authority, an `Authorization` header, or a secret's
+own name followed by a value of that secret's exact shape, as in `aws_secret_access_key =` and
+40 base64 characters), and each match becomes `[REDACTED:<rule>]`. There are no entropy or
+keyword heuristics, on purpose: a name alone never redacts, and ids, hashes and prose such as
+`token: ORDER-4471-ZULU` must survive verbatim, because a redactor that guesses once destroyed
+the very objective a journal exists to keep. Anything that does not match a rule is returned
+unchanged, and an input with no match is returned as the same object; in JSON-like values
+that holds for object keys as much as for the strings under them.
 """
 
 from __future__ import annotations
