@@ -63,6 +63,32 @@ def cli(root: Path):
     return run
 
 
+@pytest.fixture
+def inproc(root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """Run the CLI in this process (same argv, environment and exit code as the
+    console script): for help, usage errors and rendering, which need no real
+    process. Concurrency, crash, latency and hook tests use `cli`."""
+    from agent_journal.cli.main import main
+
+    def run(*args: str, env: dict[str, str] | None = None, workspace: str | None = "ws",
+            use_root: bool = True) -> Result:
+        for key in [k for k in os.environ if k.startswith("AGENT_JOURNAL_")]:
+            monkeypatch.delenv(key)
+        wanted = dict(env or {})
+        if use_root:
+            wanted.setdefault("AGENT_JOURNAL_ROOT", str(root))
+        if workspace is not None:
+            wanted.setdefault("AGENT_JOURNAL_WORKSPACE", workspace)
+        for key, value in wanted.items():
+            monkeypatch.setenv(key, value)
+        capsys.readouterr()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+
+    return run
+
+
 def all_bytes_under(path: Path) -> bytes:
     """Every byte of every file under `path` (for erasure checks)."""
     chunks = []

@@ -807,7 +807,7 @@ def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath) -> Segmen
         part.unreadable = describe_sqlite_error(exc)
         return part
     try:
-        if never_initialised(conn, path):
+        if never_initialised(conn):
             return part
         utf8 = text_is_utf8(conn)
         _read_rows(conn, part, fast, _COMPACTION_ROWS if json_check() and utf8 else _EXACT_ROWS,

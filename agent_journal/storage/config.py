@@ -1,4 +1,9 @@
-"""TODO docstring: config."""
+"""The root's own files besides the journal: config.json and the private logs.
+
+Invariants:
+- A missing config costs one failed open (the hook asks on every call).
+- Logs are 0600, append-only lines, and keep one previous file past 1 MiB.
+"""
 
 from __future__ import annotations
 

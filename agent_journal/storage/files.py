@@ -1,4 +1,10 @@
-"""TODO docstring: files."""
+"""Files under the root: private modes, atomic writes, durable renames.
+
+Invariants:
+- Folders are created 0700 and files 0600, whatever the caller's umask.
+- A file that must be whole is written to a temporary name, fsynced, renamed
+  into place and its folder fsynced: a reader sees the old bytes or the new.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,16 @@
-"""TODO docstring: segment."""
+"""The segment file: its schema, its creation, and appending rows to it.
+
+Invariants:
+- A segment is one SQLite file holding the events of one workspace. A replica
+  appends only to segments named after its own replica id; segments from other
+  replicas (imports) are never appended to. Only compaction deletes rows.
+- A segment file with no table at all (its writer died before the schema was
+  committed) is an empty segment on every path that meets it; one with tables
+  but no `events` table is unreadable (see `never_initialised`).
+"""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Iterable
 
@@ -77,10 +85,16 @@ def open_segment_for_read(path: str) -> sqlite3.Connection:
         return connect(path, readonly=True)
 
 
-def never_initialised(conn: sqlite3.Connection, path: str) -> bool:
-    """Created but never given a schema (its writer died first): an empty segment."""
-    return conn.execute("SELECT name FROM sqlite_master WHERE name = 'events'"
-                        ).fetchone() is None and os.path.getsize(path) == 0
+def never_initialised(conn: sqlite3.Connection, schema: str = "main") -> bool:
+    """Whether the file holds no table at all: created (perhaps given its journal
+    mode) by a writer that died before its schema committed.
+
+    The one rule for "an empty segment", on every path that meets a segment
+    (reads, compaction, export, merge): such a file holds no event, so it is
+    empty, not damaged. A file with tables but no `events` table is unreadable.
+    """
+    return conn.execute(f"SELECT count(*) FROM {schema}.sqlite_master WHERE type = 'table'"
+                        ).fetchone()[0] == 0
 
 
 def has_subject(conn: sqlite3.Connection, subject: str, type_: str | None) -> bool:
