@@ -25,11 +25,7 @@ if TYPE_CHECKING:
     from agent_journal.storage.workspace import Workspace
 
 ARTIFACTS_DIR = "artifacts"
-
-
 ARTIFACT_ALGO = "xxh3-128"
-
-
 _ARTIFACT_HEX = re.compile(r"[0-9a-f]{32}")
 
 

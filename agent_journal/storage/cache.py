@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from agent_journal.storage.root import Root
 
 CACHE_DIR = "cache"
-
-
 CACHE_SIDECARS = ("-journal", "-wal", "-shm")
 
 

@@ -32,8 +32,6 @@ if TYPE_CHECKING:
     from agent_journal.storage.workspace import Workspace
 
 WAL_CHECKPOINT_ATTEMPTS = 20
-
-
 COMPACT_INTENT = ".compact-pending.json"
 
 
@@ -87,8 +85,6 @@ def _max_seq(conn: sqlite3.Connection) -> int:
 # cost milliseconds. Bodies travel as text, so only where a blob cast to text
 # is its UTF-8 bytes, and only where SQLite has json_each and UPDATE FROM.
 _DELETE_LISTED = "DELETE FROM events WHERE event_id IN (SELECT value FROM json_each(?))"
-
-
 _REWRITE_LISTED = (
     "UPDATE events SET body = CAST(json_extract(j.value, '$[2]') AS BLOB), "
     "checksum = json_extract(j.value, '$[3]') FROM json_each(?) AS j "

@@ -13,14 +13,7 @@ from collections.abc import Iterable
 
 from agent_journal.core import codec
 
-TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
-if TYPE_CHECKING:
-    pass
-
-
 DIR_MODE = 0o700
-
-
 FILE_MODE = 0o600
 
 

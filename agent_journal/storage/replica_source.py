@@ -17,10 +17,6 @@ from agent_journal.storage.connection import connect, describe_sqlite_error
 from agent_journal.storage.files import create_private_file, unlink_quietly
 from agent_journal.storage.segment import never_initialised
 
-TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
-if TYPE_CHECKING:
-    pass
-
 
 class Unreadable(Exception):
     """A source or snapshot file SQLite cannot read; str() is the one-line reason."""

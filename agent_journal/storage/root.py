@@ -18,10 +18,6 @@ from agent_journal.core.model import validate_id
 from agent_journal.storage.files import FILE_MODE, make_private_dirs, read_text
 from agent_journal.storage.workspace import Workspace
 
-TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
-if TYPE_CHECKING:
-    pass
-
 ENV_ROOT = "AGENT_JOURNAL_ROOT"
 
 

@@ -79,25 +79,15 @@ INDEX_FORMAT = "agent-journal-search/2"
 # A segment fingerprint taken this close to the segment's newest mtime could
 # miss a write landing in the same clock tick, so it is checked again next time.
 RACY_NS = 2_000_000_000
-
-
 APPLY_BATCH = 5000
 
 
 # Pruned ranking (see _Index._pruned): try at most this many rare-word prefixes,
 # while they cover at most max(PRUNE_MIN_CANDIDATES, all matches / PRUNE_FRACTION).
 PRUNE_ATTEMPTS = 3
-
-
 PRUNE_MIN_CANDIDATES = 20_000
-
-
 PRUNE_FRACTION = 4
-
-
 REBUILD_ATTEMPTS = 3
-
-
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE segments (

@@ -18,16 +18,8 @@ from agent_journal.core import codec
 from agent_journal.core.model import Event
 from agent_journal.storage.connection import JOURNAL_MODE, connect, run_write
 
-TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
-if TYPE_CHECKING:
-    pass
-
 SEGMENT_SUFFIX = ".sqlite"
-
-
 SEGMENT_FORMAT = 1
-
-
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events (
@@ -40,7 +32,12 @@ CREATE TABLE IF NOT EXISTS events (
     checksum TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_subject ON events(subject);
+CREATE VIEW IF NOT EXISTS events_json AS
+    SELECT seq, event_id, type, subject, ts, CAST(body AS TEXT) AS body, checksum FROM events;
 """
+# `events_json` holds nothing: it shows each body as the JSON text it is, for people
+# reading a segment in sqlite-utils, Datasette or the sqlite3 shell (the table keeps
+# bodies as BLOBs, which those tools show as "<Binary: N bytes>"). Nothing reads it.
 
 
 def init_segment(conn: sqlite3.Connection, *, workspace: str, replica: str) -> None:

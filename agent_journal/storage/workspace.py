@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     from agent_journal.storage.root import Root
 
 ENV_SEGMENT_MAX_BYTES = "AGENT_JOURNAL_SEGMENT_MAX_BYTES"
-
-
 SEGMENT_MAX_BYTES = 64 * 1024 * 1024
 
 
