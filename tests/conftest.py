@@ -70,8 +70,13 @@ def inproc(root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFi
     process. Concurrency, crash, latency and hook tests use `cli`."""
     from agent_journal.cli.main import main
 
-    def run(*args: str, env: dict[str, str] | None = None, workspace: str | None = "ws",
-            use_root: bool = True) -> Result:
+    def run(*args: str, input: str | bytes | None = None, env: dict[str, str] | None = None,
+            workspace: str | None = "ws", use_root: bool = True) -> Result:
+        import io
+        import sys
+
+        data = input.encode() if isinstance(input, str) else (input or b"")
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
         for key in [k for k in os.environ if k.startswith("AGENT_JOURNAL_")]:
             monkeypatch.delenv(key)
         wanted = dict(env or {})

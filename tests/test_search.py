@@ -35,6 +35,13 @@ from agent_journal.storage.segment import init_segment, insert_events
 NOW = "2025-03-10T12:00:00.000Z"
 
 
+@pytest.fixture
+def cli(inproc):
+    """In-process: these tests need no real process."""
+    return inproc
+
+
+
 def ln_idf(n: int, df: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
