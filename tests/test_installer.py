@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BIN, CLI, REPO, clean_env
+from conftest import BIN, CLI, DATA, clean_env
 
-DATA = REPO / "tests" / "data" / "claude-code"
-SETTINGS_EXAMPLES = DATA / "hooks" / "docs" / "settings"
+SETTINGS_EXAMPLES = DATA / "claude-code" / "hooks" / "docs" / "settings"
 EVENTS = ["PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit",
           "SessionStart", "PreCompact", "Stop", "SessionEnd"]
 SCRIPT = str(BIN / "agent-journal")
@@ -217,7 +216,8 @@ def test_installed_command_really_journals(cli, project, root):
     root.mkdir(mode=0o700)
     run(cli, "install", "claude-code", "--project", str(project), "--root", str(root))
     command = ours(json.loads(settings_path(project).read_text()))["PreToolUse"][0]["command"]
-    payload = (DATA / "hooks" / "docs" / "input" / "PreToolUse.json").read_bytes()
+    payload = (DATA / "claude-code" / "hooks" / "docs" / "input" /
+               "PreToolUse.json").read_bytes()
     # Claude Code runs it through a shell, from the project, with its own environment.
     proc = subprocess.run(["bash", "-c", command], input=payload, cwd=project,
                           capture_output=True, env=clean_env(PATH="/usr/bin:/bin"))
