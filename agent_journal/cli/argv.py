@@ -2,7 +2,12 @@
 
 Invariants:
 - A flag that takes a value always needs one: a missing value, an empty one,
-  or another flag in its place is a usage error, never a default.
+  or one of the command's own flags in its place is a usage error, never a
+  default. Any other token is the value, even when it starts with a dash
+  (`--text "-x is wrong"`, a PEM block); `--text=VALUE` always works.
+- Every argument is valid UTF-8: bytes the shell passed that do not decode
+  (they arrive as lone surrogates) are a usage error, before anything is
+  written, since nothing downstream could store or print them.
 - A bare flag takes no value: `--apply=yes` and `--apply true` are refused.
 - Nothing is written before parsing succeeds (parsing happens first).
 It imports nothing heavy, so the hook and write paths stay fast.
@@ -43,6 +48,20 @@ def _convert(opt: Opt, raw: str) -> Any:
     return raw
 
 
+def _check_utf8(what: str, raw: str) -> str:
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        # repr() shows the undecodable bytes as \udcXX escapes: printable, one line.
+        raise UsageError(f"{what} is not valid UTF-8: {raw!r}") from None
+    return raw
+
+
+def _is_own_flag(token: str, by_flag: dict[str, Opt]) -> bool:
+    """Whether `token` reads as one of the command's options (so it is not a value)."""
+    return token == "--" or (token.startswith("--") and token.partition("=")[0] in by_flag)
+
+
 def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
     by_flag = {opt.flag: opt for opt in cmd.opts}
     values: dict[str, Any] = {}
@@ -64,7 +83,7 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
                 if after_bare is not None:
                     raise UsageError(f"{after_bare} takes no value; pass it as a bare flag")
                 raise UsageError(f"unexpected argument {token!r}")
-            positionals.append(token)
+            positionals.append(_check_utf8(cmd.args[len(positionals)].metavar, token))
             after_bare = None
             continue
         flag, has_eq, inline = token.partition("=")
@@ -81,13 +100,14 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
             continue
         if has_eq:
             raw = inline
-        elif i < len(tokens) and not tokens[i].startswith("--"):
+        elif i < len(tokens) and not _is_own_flag(tokens[i], by_flag):
             raw = tokens[i]
             i += 1
         else:
             raw = ""
         if raw == "":
             raise UsageError(f"{flag} needs a value")
+        _check_utf8(flag, raw)
         if opt.kind == MULTI:
             values[opt.dest].append(_convert(opt, raw))
         else:
@@ -101,6 +121,7 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
             if env is not None:
                 if env == "":
                     raise UsageError(f"{opt.flag} is not given and ${opt.env} is empty")
+                _check_utf8(f"${opt.env}", env)
                 values[opt.dest] = _convert(opt, env)
         if opt.required and values[opt.dest] is None:
             hint = f" (or set ${opt.env})" if opt.env else ""

@@ -14,6 +14,7 @@ from agent_journal.core.model import (
     AUTHOR_HUMAN,
     validate_id,
 )
+from agent_journal.ops.redaction_config import check_config
 from agent_journal.storage.root import Root
 from agent_journal.storage.segment_reader import ReadResult
 from agent_journal.storage.workspace import Workspace
@@ -36,7 +37,9 @@ class Context:
         return AUTHOR_AGENT if self.session else AUTHOR_HUMAN
 
     def open(self, *, create: bool) -> Workspace:
-        return Root.open(self.root_arg, create=create).workspace(self.workspace_name)
+        root = Root.open(self.root_arg, create=create)
+        check_config(root.path)
+        return root.workspace(self.workspace_name)
 
 
 def read_workspace(ctx: Context, *, lazy: bool = True) -> tuple[ReadResult, Derived]:
