@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+# Far above any count, duration or exit code, and far below the digits Python refuses to
+# convert (4300), so a huge number is a usage error, not an internal one.
+MAX_INT_DIGITS = 18
+
+
 def find_command(argv: list[str]) -> tuple[Command | None, list[str]]:
     """Match the longest command name at the start of argv (names may be two words)."""
     for width in (3, 2, 1):
@@ -41,6 +46,8 @@ def _convert(opt: Opt, raw: str) -> Any:
         digits = raw[1:] if raw[:1] in ("+", "-") else raw
         if not (digits.isascii() and digits.isdigit()):
             raise UsageError(f"{opt.flag} takes a whole number, not {raw!r}")
+        if len(digits) > MAX_INT_DIGITS:
+            raise UsageError(f"{opt.flag} is too large ({len(digits)} digits)")
         value = int(raw, 10)
         if opt.minimum is not None and value < opt.minimum:
             raise UsageError(f"{opt.flag} must be at least {opt.minimum}, not {value}")
@@ -54,6 +61,8 @@ def _check_utf8(what: str, raw: str) -> str:
     except UnicodeEncodeError:
         # repr() shows the undecodable bytes as \udcXX escapes: printable, one line.
         raise UsageError(f"{what} is not valid UTF-8: {raw!r}") from None
+    if "\x00" in raw:  # no shell can pass one; a caller in-process could
+        raise UsageError(f"{what} contains a NUL character")
     return raw
 
 

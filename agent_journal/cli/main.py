@@ -59,6 +59,8 @@ def _parse_json_arg(flag: str, value: str | None) -> Any:
         return json.loads(value, object_pairs_hook=pairs, parse_constant=reject)
     except ValueError as exc:
         raise UsageError(f"{flag} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{flag} is nested too deeply") from None
 
 
 def _context(a: dict[str, Any]) -> Any:
