@@ -6,8 +6,12 @@ Invariants:
   disk, a locked or damaged journal, a bug) into one line in <root>/logs/hook.log
   (`log_failure`) and exit 0. Exit 2 would block the agent's tool call; it cannot happen.
 - Nothing is persisted unredacted: the payload passes the root's redactor (built-in rules
-  plus config) before anything is hashed or written, and a config that cannot be read
-  stops the write altogether. The log line is redacted too.
+  plus config) before anything is hashed or written. A config with a problem (a pattern
+  that does not compile, a misspelt key) must not cost the agent's work: the hook journals
+  with the built-in rules plus every usable pattern and logs the problem; a config that
+  cannot be read at all stops the write. The log line is redacted, then cut.
+- stdin is read with a deadline and a size cap (`read_payload`): a caller that leaves it
+  open or never stops writing costs at most STDIN_WAIT_S, then the hook fails open.
 - Only SessionStart writes to stdout: one JSON object carrying the workspace context as
   `hookSpecificOutput.additionalContext`, at most 10,000 characters (Claude Code moves
   longer context out of the prompt). Every other event prints nothing.
