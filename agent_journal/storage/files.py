@@ -1,7 +1,10 @@
-"""Private files and folders under a journal root, and the rule that keeps them there.
+"""Files under the root: private modes, atomic writes, durable renames, and the rule that
+keeps every path inside its root.
 
 Invariants:
-- What the journal creates is private: folders 0700, files 0600, whatever the umask.
+- Folders are created 0700 and files 0600, whatever the caller's umask.
+- A file that must be whole is written to a temporary name, fsynced, renamed
+  into place and its folder fsynced: a reader sees the old bytes or the new.
 - Nothing under a journal root is followed out of it. Every helper here that creates,
   opens, replaces or removes a path below a root this process opened (`confine_to`)
   first walks the path from that root with lstat (`check_confined`): a symbolic link on
@@ -21,14 +24,7 @@ from collections.abc import Iterable
 from agent_journal.core import codec
 from agent_journal.core.errors import StorageError, UnsafeRootError
 
-TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
-if TYPE_CHECKING:
-    pass
-
-
 DIR_MODE = 0o700
-
-
 FILE_MODE = 0o600
 
 
