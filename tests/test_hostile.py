@@ -645,3 +645,30 @@ def test_every_command_with_hostile_arguments(tmp_path, monkeypatch):
     assert aj(root, "show").code == 0 and aj(root, "coverage").code == 0
     assert not failures, "\n".join(failures)
     assert tried > 500 and elapsed < 30
+
+
+def test_closed_stdin_is_one_line(root):
+    env = clean_env(AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="ws")
+    proc = subprocess.run([CLI, "observe", "--kind", "tool_call", "--id", "o", "--output", "-"],
+                          stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=60,
+                          preexec_fn=lambda: os.close(0))
+    assert proc.returncode == 2
+    assert proc.stderr.decode() == "error: cannot read --output -: stdin is closed\n"
+    assert not root.exists()
+    proc = subprocess.run([CLI, "hook", "claude-code"], stdin=subprocess.DEVNULL,
+                          capture_output=True, env=env, timeout=60,
+                          preexec_fn=lambda: os.close(0))
+    assert (proc.returncode, proc.stdout) == (0, b"")
+    log = (root / "logs" / "hook.log").read_text()
+    assert "stdin is closed" in log and "AttributeError" not in log
+
+
+def test_root_path_that_is_not_utf8(tmp_path):
+    base = tmp_path / "private"
+    base.mkdir(mode=0o700)
+    root = os.fsdecode(bytes(base) + b"/r\xe9")
+    result = run_main(["record", "--workspace", "ws", "--kind", "note", "--id", "n", "--text",
+                       "t"], env={"AGENT_JOURNAL_ROOT": root})
+    one_line_error(result, 2)
+    assert "not valid UTF-8" in result.err
+    assert os.listdir(base) == []

@@ -28,6 +28,8 @@ PROG = "agent-journal"
 def _read_output_arg(value: str | None) -> str | None:
     if value is None:
         return None
+    if value == "-" and sys.stdin is None:  # `<&-`: Python leaves no stdin object
+        raise UsageError("cannot read --output -: stdin is closed")
     try:
         if value == "-":
             data = sys.stdin.buffer.read()
@@ -150,6 +152,8 @@ def cmd_search(a: dict[str, Any]) -> int:
 def cmd_hook_claude_code(a: dict[str, Any]) -> int:
     from agent_journal.agents import claude_code_hook
 
+    if sys.stdin is None:
+        raise JournalError("no hook payload: stdin is closed")
     result = claude_code_hook.claude_code(sys.stdin.buffer, root=a["root"],
                                           workspace=a["workspace"])
     if result.stdout is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import stat
 
-from agent_journal.core.errors import JournalError, UnsafeRootError
+from agent_journal.core.errors import JournalError, UnsafeRootError, UsageError
 from agent_journal.core.model import validate_id
 from agent_journal.storage.files import (
     FILE_MODE,
@@ -43,7 +43,14 @@ def resolve_root(root: str | os.PathLike[str] | None) -> str:
         chosen = os.fspath(root)
     else:
         chosen = os.environ.get(ENV_ROOT) or default_root()
-    return os.path.abspath(os.path.expanduser(chosen))
+    path = os.path.abspath(os.path.expanduser(chosen))
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        # SQLite reports its file names as text; a path that is not UTF-8 cannot be read
+        # back, so it is refused before anything is created under it.
+        raise UsageError(f"journal root {path!r} is not valid UTF-8") from None
+    return path
 
 
 def _shared_writable(mode: int) -> bool:
