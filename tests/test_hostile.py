@@ -644,7 +644,7 @@ def test_every_command_with_hostile_arguments(tmp_path, monkeypatch):
     # The journal took all of that and is still whole and usable.
     assert aj(root, "show").code == 0 and aj(root, "coverage").code == 0
     assert not failures, "\n".join(failures)
-    assert tried > 500 and elapsed < 30
+    assert tried > 2000  # about 2 s alone; timing is left to --durations, not asserted
 
 
 def test_closed_stdin_is_one_line(root):
