@@ -6,8 +6,12 @@ Invariants:
   disk, a locked or damaged journal, a bug) into one line in <root>/logs/hook.log
   (`log_failure`) and exit 0. Exit 2 would block the agent's tool call; it cannot happen.
 - Nothing is persisted unredacted: the payload passes the root's redactor (built-in rules
-  plus config) before anything is hashed or written, and a config that cannot be read
-  stops the write altogether. The log line is redacted too.
+  plus config) before anything is hashed or written. A config with a problem (a pattern
+  that does not compile, a misspelt key) must not cost the agent's work: the hook journals
+  with the built-in rules plus every usable pattern and logs the problem; a config that
+  cannot be read at all stops the write. The log line is redacted, then cut.
+- stdin is read with a deadline and a size cap (`read_payload`): a caller that leaves it
+  open or never stops writing costs at most STDIN_WAIT_S, then the hook fails open.
 - Only SessionStart writes to stdout: one JSON object carrying the workspace context as
   `hookSpecificOutput.additionalContext`, at most 10,000 characters (Claude Code moves
   longer context out of the prompt). Every other event prints nothing.
@@ -22,15 +26,16 @@ import json
 import os
 
 from agent_journal.capture.claude_code import (
+    HookPayloadError,
     hook_to_observation,
     parse_hook_payload,
     safe_id,
 )
 from agent_journal.core import clock
-from agent_journal.core.errors import BusyError, JournalError
+from agent_journal.core.errors import BusyError, JournalError, UnsafeRootError
 from agent_journal.core.model import AUTHOR_AGENT, OBSERVATION, Event, new_event_id
 from agent_journal.ops.evidence import capture_output
-from agent_journal.ops.redaction_config import redactor_for
+from agent_journal.ops.redaction_config import load_redactor
 from agent_journal.storage.config import append_private_log
 from agent_journal.storage.connection import set_write_patience
 from agent_journal.storage.root import Root, check_root, resolve_root
@@ -55,6 +60,13 @@ WRITE_BUDGET_S = 15.0
 # Reading the workspace for the SessionStart context is one long read, not a queue of
 # short writes: it may wait longer per lock before a segment is reported unreadable.
 READ_BUSY_S = 5.0
+# Claude Code writes the payload and closes stdin. A caller that leaves it open must not
+# hold the agent forever, nor one that streams without end fill memory: the read gives up
+# after STDIN_WAIT_S or STDIN_MAX_BYTES (tool output is capped far below that upstream).
+# A whole JSON object followed by a pause of STDIN_PAUSE_S is taken as the payload.
+STDIN_WAIT_S = 5.0
+STDIN_MAX_BYTES = 64 * 1024 * 1024
+STDIN_PAUSE_S = 0.05
 
 class HookResult:
     """What the hook prints, and a write error to report after printing it."""
@@ -69,7 +81,7 @@ def claude_code(stdin: BinaryIO, *, root: str | None, workspace: str | None) -> 
     """Journal one Claude Code hook payload read from `stdin`."""
     if stdin.isatty():
         raise JournalError("no hook payload: stdin is a terminal")
-    payload = parse_hook_payload(stdin.read())
+    payload = parse_hook_payload(read_payload(stdin))
     return journal_payload(payload, hook_to_observation, root=root, workspace=workspace)
 
 
@@ -81,7 +93,12 @@ def journal_payload(payload: dict[str, Any], normalise: Any, *, root: str | None
 
     project = project_for(root, workspace, payload.get("cwd"))
     journal_root = Root.open(root_for(root, project), create=True)
-    redactor = redactor_for(journal_root.path)
+    # A config with a broken pattern or a misspelt key must not stop the journal: the
+    # built-in rules (and every usable pattern) still apply, and the problem is logged.
+    redactor, problems = load_redactor(journal_root.path)
+    for problem in problems:
+        log_line(journal_root.path, f"hook: {problem}; journaling with the "
+                 "built-in rules and the usable patterns")
     observation = normalise(payload, redactor)
     context = observation["data"] or {}
     # The folder name comes from the redacted cwd: it is persisted as the workspace name.
@@ -101,6 +118,50 @@ def journal_payload(payload: dict[str, Any], normalise: Any, *, root: str | None
     out = json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
                                              "additionalContext": text}}, ensure_ascii=False)
     return HookResult(out, deferred)
+
+
+def read_payload(stdin: BinaryIO) -> bytes:
+    """stdin up to its end, bounded in time and size (HookPayloadError past either)."""
+    try:
+        fd = stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # an in-memory stream: it has an end
+        data = stdin.read(STDIN_MAX_BYTES + 1)
+        if len(data) > STDIN_MAX_BYTES:
+            raise HookPayloadError(f"hook payload is larger than {STDIN_MAX_BYTES} bytes"
+                                   ) from None
+        return data
+    import select
+    import time
+
+    chunks: list[bytes] = []
+    size = 0
+    deadline = time.monotonic() + STDIN_WAIT_S
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise HookPayloadError(f"no end of the hook payload on stdin within "
+                                   f"{STDIN_WAIT_S:g} s ({size} bytes read)")
+        ready, _, _ = select.select([fd], [], [], min(left, STDIN_PAUSE_S))
+        if not ready:
+            if chunks and chunks[-1].rstrip()[-1:] == b"}" and _whole(b"".join(chunks)):
+                break  # the writer paused after a whole object and left stdin open
+            continue
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > STDIN_MAX_BYTES:
+            raise HookPayloadError(f"hook payload is larger than {STDIN_MAX_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _whole(data: bytes) -> bool:
+    try:
+        parse_hook_payload(data)
+    except HookPayloadError:
+        return False
+    return True
 
 
 def _append(ws: Workspace, event: Event) -> None:
@@ -263,13 +324,6 @@ def log_failure(command: str, argv: list[str], exc: BaseException) -> None:
     """
     root = _root_arg(argv)
     path = resolve_root(root)
-    check_root(path, create=True)
-    try:
-        redactor = redactor_for(path)
-    except JournalError:
-        from agent_journal.capture.redact import default_redactor
-
-        redactor = default_redactor()
     where = ""
     if not isinstance(exc, JournalError) and exc.__traceback__ is not None:
         import traceback
@@ -283,9 +337,33 @@ def log_failure(command: str, argv: list[str], exc: BaseException) -> None:
         import time
 
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    line = f"{when} {command} failed open: {exc.__class__.__name__}{where}: {message}"
-    line = redactor.redact_text(line.replace("\r", "\\r").replace("\n", "\\n"))[:2000]
-    append_private_log(path, LOG_NAME, line)
+    log_line(path, f"{command} failed open: {exc.__class__.__name__}{where}: {message}",
+             when=when)
+
+
+def log_line(path: str, text: str, *, when: str | None = None) -> None:
+    """Append `text`, redacted and then cut to one bounded line, to <root>/logs/hook.log.
+
+    Redacted before it is cut: a cut through a secret would leave a prefix that no
+    rule recognises any more (the first 25 characters of a GitHub token).
+    """
+    check_root(path, create=True)
+    try:
+        redactor, _ = load_redactor(path)
+    except JournalError:
+        from agent_journal.capture.redact import default_redactor
+
+        redactor = default_redactor()
+    if when is None:
+        when = clock.now_ts()
+    line = f"{when} {text}".replace("\r", "\\r").replace("\n", "\\n")
+    line = redactor.redact_text(line)[:2000]
+    try:
+        append_private_log(path, LOG_NAME, line)
+    except UnsafeRootError:
+        # logs/ (or logs/hook.log) leads out of the root: the line goes beside the root's
+        # own files instead, or (if that is a link too) is dropped by the caller.
+        append_private_log(path, LOG_NAME, line, folder="")
 
 
 def _root_arg(argv: list[str]) -> str | None:

@@ -8,7 +8,7 @@ Claude Code's does); only the normalisation (capture.codex) is Codex's own.
 
 from __future__ import annotations
 
-from agent_journal.agents.claude_code_hook import HookResult, journal_payload
+from agent_journal.agents.claude_code_hook import HookResult, journal_payload, read_payload
 from agent_journal.capture.codex import codex_hook_to_observation, parse_codex_payload
 from agent_journal.core.errors import JournalError
 
@@ -21,5 +21,5 @@ def codex(stdin: BinaryIO, *, root: str | None, workspace: str | None) -> HookRe
     """Journal one Codex hook payload read from `stdin`."""
     if stdin.isatty():
         raise JournalError("no hook payload: stdin is a terminal")
-    payload = parse_codex_payload(stdin.read())
+    payload = parse_codex_payload(read_payload(stdin))
     return journal_payload(payload, codex_hook_to_observation, root=root, workspace=workspace)

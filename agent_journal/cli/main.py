@@ -28,6 +28,8 @@ PROG = "agent-journal"
 def _read_output_arg(value: str | None) -> str | None:
     if value is None:
         return None
+    if value == "-" and sys.stdin is None:  # `<&-`: Python leaves no stdin object
+        raise UsageError("cannot read --output -: stdin is closed")
     try:
         if value == "-":
             data = sys.stdin.buffer.read()
@@ -59,6 +61,8 @@ def _parse_json_arg(flag: str, value: str | None) -> Any:
         return json.loads(value, object_pairs_hook=pairs, parse_constant=reject)
     except ValueError as exc:
         raise UsageError(f"{flag} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{flag} is nested too deeply") from None
 
 
 def _context(a: dict[str, Any]) -> Any:
@@ -155,6 +159,8 @@ def cmd_search(a: dict[str, Any]) -> int:
 def cmd_hook_claude_code(a: dict[str, Any]) -> int:
     from agent_journal.agents import claude_code_hook
 
+    if sys.stdin is None:
+        raise JournalError("no hook payload: stdin is closed")
     result = claude_code_hook.claude_code(sys.stdin.buffer, root=a["root"],
                                           workspace=a["workspace"])
     if result.stdout is not None:
@@ -229,7 +235,7 @@ def cmd_import_codex(a: dict[str, Any]) -> int:
 def cmd_import_claude_code(a: dict[str, Any]) -> int:
     from agent_journal.agents import claude_code_import
 
-    progress = output.progress if sys.stderr.isatty() else None
+    progress = output.progress if sys.stderr is not None and sys.stderr.isatty() else None
     report = claude_code_import.import_claude_code(_context(a), a["transcript"], progress=progress)
     output.emit_json(report)
     return 0
@@ -417,7 +423,9 @@ def run(argv: list[str]) -> int:
             raise UsageError(f"no such command {argv[0]!r}; see {PROG} --help")
         values = parse(cmd, rest)
         handler = globals()[cmd.handler]
-        return int(handler(values))
+        code = int(handler(values))
+        output.flush()
+        return code
     except JournalError as exc:
         output.error(exc.message)
         return exc.exit_code
@@ -425,6 +433,8 @@ def run(argv: list[str]) -> int:
         output.error("interrupted")
         return 130
     except BrokenPipeError:
+        _discard_stdout()
+        output.error("the output was closed before it was all read (broken pipe)")
         return 1
     except Exception as exc:  # never a traceback in front of a user
         output.error(f"internal error: {exc.__class__.__name__}: {exc}")
@@ -461,6 +471,36 @@ def _hoist_global_options(argv: list[str]) -> list[str]:
     return cmd.name.split() + moved + rest
 
 
+def _discard_stdout() -> None:
+    """Point descriptor 1 at /dev/null, so what is still buffered is not written at exit
+    into the closed pipe (Python would print "Exception ignored" about it)."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    except OSError:
+        pass
+
+
+def _hold_standard_fds() -> None:
+    """Open /dev/null on any of descriptors 0-2 that was closed (`>&-`).
+
+    Otherwise the next file opened (a log, an artifact) would get that number, and
+    anything written to "stdout" would land in it. sys.stdout stays None, so printing
+    a result is still reported as impossible.
+    """
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                got = os.open(os.devnull, os.O_RDWR)
+            except OSError:
+                return
+            if got != fd:  # a lower descriptor was free after all; leave things as they are
+                os.close(got)
+
+
 def _run_failing_open(cmd: Any, rest: list[str]) -> int:
     """Run a fail-open command: every failure is logged and the exit code is 0.
 
@@ -471,6 +511,7 @@ def _run_failing_open(cmd: Any, rest: list[str]) -> int:
 
     try:
         globals()[cmd.handler](parse(cmd, rest))
+        output.flush()
     except BaseException as exc:  # all of them, KeyboardInterrupt and SystemExit included
         _log_failed_open(cmd.name, rest, exc)
     return 0
@@ -494,4 +535,5 @@ def _log_failed_open(name: str, rest: list[str], exc: BaseException) -> None:
 def main(argv: list[str] | None = None) -> int:
     # Files and folders the journal creates are private whatever the caller's umask.
     os.umask(0o077)
+    _hold_standard_fds()
     return run(list(sys.argv[1:] if argv is None else argv))

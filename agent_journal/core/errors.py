@@ -26,7 +26,9 @@ class UsageError(JournalError):
 
 
 class UnsafeRootError(JournalError):
-    """The journal root (or the folder it would be created in) is shared-writable."""
+    """The journal root (or the folder it would be created in) is shared-writable, or a
+    path under it is a symbolic link (or a shared-writable folder) that would lead a
+    read or a write out of the root."""
 
 
 class ConflictError(JournalError):

@@ -16,6 +16,7 @@ from agent_journal.core.model import (
     AUTHOR_HUMAN,
     validate_id,
 )
+from agent_journal.ops.redaction_config import check_config
 from agent_journal.storage.root import Root
 from agent_journal.storage.segment_reader import ReadResult
 from agent_journal.storage.workspace import Workspace
@@ -44,7 +45,9 @@ class Context:
     def open(self, *, create: bool) -> Workspace:
         if not create and self.must_exist:
             self.require_existing()
-        return Root.open(self.root_arg, create=create).workspace(self.workspace_name)
+        root = Root.open(self.root_arg, create=create)
+        check_config(root.path)
+        return root.workspace(self.workspace_name)
 
     def require_existing(self) -> None:
         """Refuse a read of a workspace that is not there (a typo in --workspace or --root)

@@ -47,6 +47,7 @@ from agent_journal.core.merge_plan import (
 from agent_journal.core.model import OBSERVATION, TOMBSTONE, Event
 from agent_journal.storage.artifacts import artifact_path
 from agent_journal.storage.files import (
+    confine_to,
     copy_file_verified,
     file_digest,
     fsync_path,
@@ -286,7 +287,12 @@ def _artifact_path_or_none(ws: Workspace, ref: str) -> str | None:
 
 
 def open_source(path: str, workspace: str) -> Source:
-    """Recognise and, for an export, verify the whole source. Raises before any import."""
+    """Recognise and, for an export, verify the whole source. Raises before any import.
+
+    Nothing in the source is followed out of it: a symbolic link among its segments,
+    artifacts or manifest names is refused (files.confine_to), never read.
+    """
+    confine_to(path)
     if not os.path.isdir(path):
         raise NotFoundError(f"merge source {path} is not a folder")
     if os.path.exists(os.path.join(path, MANIFEST_NAME)):

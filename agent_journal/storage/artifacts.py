@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 
 from agent_journal.core.errors import JournalError
-from agent_journal.storage.files import make_private_dirs, write_file_atomic
+from agent_journal.storage.files import check_confined, make_private_dirs, write_file_atomic
 
 TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ def write_artifact(ws: Workspace, data: bytes) -> str:
     """
     ref = artifact_ref(data)
     path = artifact_path(ws, ref)
+    check_confined(path)
     try:
         with open(path, "rb") as fh:
             if fh.read() == data:
@@ -67,7 +68,9 @@ def write_artifact(ws: Workspace, data: bytes) -> str:
 
 def read_artifact(ws: Workspace, ref: str) -> bytes:
     """The blob's bytes as stored; FileNotFoundError when it is not there. Verifies nothing."""
-    with open(artifact_path(ws, ref), "rb") as fh:
+    path = artifact_path(ws, ref)
+    check_confined(path)
+    with open(path, "rb") as fh:
         return fh.read()
 
 
@@ -80,6 +83,7 @@ def artifact_files(ws: Workspace, digests: Iterable[str]) -> dict[str, list[str]
     wanted = {h.lower() for h in digests if len(h) >= 16}
     found: dict[str, list[str]] = {}
     top = os.path.join(ws.path, "artifacts")
+    check_confined(top)
     if not wanted or not os.path.isdir(top):
         return found
     for folder, _dirs, files in os.walk(top):

@@ -107,8 +107,8 @@ class Workspace:
         except sqlite3.OperationalError as exc:
             if is_busy(exc):
                 raise BusyError("the journal stayed locked by other writers; retry") from None
-            raise StorageError(f"cannot append to workspace {self.name}: "
-                               f"{describe_sqlite_error(exc)}") from None
+            raise StorageError(f"cannot append to workspace {self.name} "
+                               f"({self.segments_dir}): {describe_sqlite_error(exc)}") from None
         except sqlite3.Error as exc:
             raise StorageError(f"cannot append to workspace {self.name}: "
                                f"{describe_sqlite_error(exc)}") from None
