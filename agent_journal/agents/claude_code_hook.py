@@ -32,6 +32,7 @@ from agent_journal.core.errors import BusyError, JournalError
 from agent_journal.core.model import AUTHOR_AGENT, OBSERVATION, Event, new_event_id
 from agent_journal.ops.evidence import capture_output
 from agent_journal.ops.redaction_config import redactor_for
+from agent_journal.storage.artifacts import BlobHolds
 from agent_journal.storage.config import append_private_log
 from agent_journal.storage.connection import set_write_patience
 from agent_journal.storage.root import Root, check_root, resolve_root
@@ -78,17 +79,34 @@ def claude_code(stdin: BinaryIO, *, root: str | None, workspace: str | None) -> 
     name = workspace or sanitise_workspace_id(
         context.get("cwd") if isinstance(context.get("cwd"), str) else None)
     ws = journal_root.workspace(name)
-    event = _event(ws, observation, payload)
-    if payload["hook_event_name"] != "SessionStart":
-        _append(ws, event)
-        return HookResult()
-    # The context matters more to the agent than this one record: if the write fails,
-    # the context is still printed and the failure is logged afterwards.
-    deferred: BaseException | None = None
+    session_start = payload["hook_event_name"] == "SessionStart"
+    # What a tombstone names is never written again: the call is skipped, silently
+    # (the agent must not be disturbed, and nothing failed).
+    raw_id = observation["id"]
+    if raw_id and ws.tombstoned_among([safe_id(raw_id)]):
+        if not session_start:
+            return HookResult()
+        return _with_context(ws, None)
+    # A blob the event cites stays locked until the event has committed (BlobHolds).
+    holds = BlobHolds()
     try:
-        _append(ws, event)
-    except Exception as exc:
-        deferred = exc
+        event = _event(ws, observation, payload, holds)
+        if not session_start:
+            _append(ws, event)
+            return HookResult()
+        # The context matters more to the agent than this one record: if the write
+        # fails, the context is still printed and the failure is logged afterwards.
+        deferred: BaseException | None = None
+        try:
+            _append(ws, event)
+        except Exception as exc:
+            deferred = exc
+    finally:
+        holds.release()
+    return _with_context(ws, deferred)
+
+
+def _with_context(ws: Workspace, deferred: BaseException | None) -> HookResult:
     text = session_context(ws, MAX_CONTEXT_CHARS)
     out = json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
                                              "additionalContext": text}}, ensure_ascii=False)
@@ -115,14 +133,16 @@ def _append(ws: Workspace, event: Event) -> None:
             time.sleep(int.from_bytes(os.urandom(1), "big") / 10_000)  # 0 to 25 ms
 
 
-def _event(ws: Workspace, observation: dict[str, Any], payload: dict[str, Any]) -> Event:
+def _event(ws: Workspace, observation: dict[str, Any], payload: dict[str, Any],
+           holds: BlobHolds) -> Event:
     event_id = new_event_id()
     kind = observation["kind"]
     raw_id = observation["id"]
     obs_id = safe_id(raw_id) if raw_id else f"{kind}-{event_id}"
     session = observation["session"]
     output, artifact = capture_output(ws, observation["output"],
-                                      partial=_cut_short(observation["output"], payload))
+                                      partial=_cut_short(observation["output"], payload),
+                                      holds=holds)
     data = {
         "tool": observation["tool"],
         "callId": observation["callId"],

@@ -36,6 +36,7 @@ from agent_journal.core.errors import (
     UsageError,
 )
 from agent_journal.core.merge_plan import (
+    REMOVED,
     DUPLICATE,
     IMPORT,
     MANIFEST_FORMAT,
@@ -59,6 +60,7 @@ from agent_journal.storage.replica_import import ImportSource, ImportWriter, scr
 from agent_journal.storage.replica_source import (
     SegmentRows,
     Unreadable,
+    imported_then_removed,
     origin_keys,
     read_slots,
     snapshot_segment,
@@ -355,6 +357,9 @@ class Local:
         self.ids: set[str] = set()
         self.tombstoned: set[str] = set()
         self.slot_keys: set[tuple[str, str]] = set()
+        # ids the provenance of local imports names that no local segment holds:
+        # imported once, then removed by a compaction here (see merge_plan.REMOVED)
+        self.removed: set[str] = set()
         self.unreadable = 0
         self.malformed = 0
 
@@ -378,6 +383,7 @@ def scan_local(ws: Workspace) -> Local:
         try:
             for rows in stream_ids(path):
                 ids.update(r[0] for r in rows)
+            local.removed |= imported_then_removed(path)
             tombstones = SegmentRows(path, only="tombstone_rows").rows
         except Unreadable:
             local.unreadable += 1
@@ -390,6 +396,7 @@ def scan_local(ws: Workspace) -> Local:
                 continue
             if obj["type"] == TOMBSTONE:
                 local.tombstoned.add(obj["id"])
+    local.removed -= ids
     return local
 
 
@@ -470,7 +477,7 @@ def _merge_locked(ws: Workspace, src: Source, me: str,
     source_replica = merge_plan.safe_replica(src.replica)
     writer = ImportWriter(ws, source_replica, max_bytes=limit,
                                 name_for=merge_plan.import_segment_name)
-    planner = merge_plan.Planner(local.ids, tombstoned)
+    planner = merge_plan.Planner(local.ids, tombstoned, local.removed)
     wanted_artifacts: dict[str, tuple[dict[str, Any], set[str]]] = dict(src.artifacts)
     try:
         for n, (name, full) in enumerate(readable, 1):
@@ -559,7 +566,7 @@ def _import_segment(seg: ImportSource, name: str, src: Source,
         if origin is not None and (origin[0], origin[1]) in watch:
             slots.add(origin[0], origin[1], origin[2], event_id, type_, subject)
         decision = planner.take(event_id, type_, subject)
-        if decision in (DUPLICATE, TOMBSTONED):
+        if decision in (DUPLICATE, TOMBSTONED, REMOVED):
             skip.append(event_id)
             continue
         if obj is not None and type_ == OBSERVATION:
