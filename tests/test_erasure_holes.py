@@ -227,3 +227,227 @@ def test_tombstones_appended_during_a_run_never_purge_wrongly_or_lose_an_event(r
     assert final.returncode == 0, final.stderr
     events = _ctx(root).open(create=False).read().events
     assert not {e.id for e in events if e.type == "observation"} & tombstoned
+
+
+# -- tombstoned content is never written again, on any path ------------------------------------
+
+MARK = "MARKER-ERASED-CONTENT-91f3"
+BIG = (MARK + " and more of the tool's output\n") * 40  # a blob, at the threshold below
+THRESHOLD = {"AGENT_JOURNAL_ARTIFACT_THRESHOLD": "256"}
+
+
+def _hook_payload(event: str) -> str:
+    payload = {"session_id": "s1", "cwd": "/x/ws", "hook_event_name": event,
+               "tool_name": "Bash", "tool_use_id": "toolu_erase1",
+               "tool_input": {"command": f"echo {MARK}"}}
+    if event == "PostToolUse":
+        payload["tool_response"] = {"stdout": BIG, "stderr": ""}
+    return json.dumps(payload)
+
+
+def _transcript(tmp_path: Path) -> Path:
+    records = [
+        {"type": "assistant", "sessionId": "sess-1", "timestamp": "2025-01-01T00:00:00.000Z",
+         "message": {"role": "assistant", "content": [
+             {"type": "tool_use", "id": "toolu_erase1", "name": "Bash",
+              "input": {"command": f"echo {MARK}"}}]}},
+        {"type": "user", "sessionId": "sess-1", "timestamp": "2025-01-01T00:00:01.000Z",
+         "message": {"role": "user", "content": [
+             {"type": "tool_result", "tool_use_id": "toolu_erase1", "content": BIG}]}},
+        {"type": "assistant", "sessionId": "sess-1", "timestamp": "2025-01-01T00:00:02.000Z",
+         "message": {"role": "assistant", "content": [
+             {"type": "tool_use", "id": "toolu_kept", "name": "Bash",
+              "input": {"command": "ls"}}]}},
+        {"type": "user", "sessionId": "sess-1", "timestamp": "2025-01-01T00:00:03.000Z",
+         "message": {"role": "user", "content": [
+             {"type": "tool_result", "tool_use_id": "toolu_kept", "content": "a b c"}]}},
+    ]
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def _other_root(tmp_path: Path) -> Path:
+    other = tmp_path / "private" / "other"
+    subprocess.run([CLI, "observe", "--kind", "tool_call", "--id", "X", "--output", "-"],
+                   input=BIG.encode(), env=_env(other, **THRESHOLD), check=True,
+                   capture_output=True)
+    return other
+
+
+def _search_and_digest(cli) -> list:  # type: ignore[no-untyped-def]
+    return [cli("search", MARK, "--json"), cli("digest")]
+
+
+def _plant_leftovers(root: Path) -> None:
+    """What a search or digest killed at the wrong moment leaves: the index committed
+    under its build name, an atomic write's temp file, stray sidecars."""
+    for area in ("search", "digest"):
+        folder = root / "cache" / area
+        if not folder.is_dir():
+            continue
+        for name in ("ws.sqlite.tmp", ".ws.sqlite.4242.abcd1234.tmp", "ws.sqlite.tmp-journal",
+                     "ws.sqlite-wal", "ws.sqlite-shm"):
+            (folder / name).write_bytes(f"leftover {MARK}".encode())
+    index = root / "cache" / "search" / "ws.sqlite"
+    if index.exists():
+        (index.parent / "ws.sqlite.tmp").write_bytes(index.read_bytes())
+
+
+# path -> (write the content as id X, tombstone target, bring it back: a list of results
+# and what each must look like: "refused" exit 1 naming the tombstone, "ok" exit 0)
+WRITE_PATHS = {
+    "observe": (
+        lambda cli, tmp: cli("observe", "--kind", "tool_call", "--id", "X", "--output", "-",
+                             input=BIG, env=THRESHOLD),
+        "X",
+        lambda cli, tmp: [(cli("observe", "--kind", "tool_call", "--id", "X", "--output",
+                               "-", input=BIG, env=THRESHOLD), "refused")]),
+    "record": (
+        lambda cli, tmp: cli("record", "--kind", "finding", "--id", "X", "--claim", BIG),
+        "X",
+        lambda cli, tmp: [(cli("record", "--kind", "finding", "--id", "X", "--claim", BIG),
+                           "refused")]),
+    "invalidate": (
+        lambda cli, tmp: cli("record", "--kind", "finding", "--id", "X", "--claim", MARK),
+        "X",
+        lambda cli, tmp: [(cli("invalidate", "X", "--reason", MARK), "refused")]),
+    "hook": (
+        lambda cli, tmp: [cli("hook", "claude-code", "--workspace", "ws",
+                              input=_hook_payload(e), env=THRESHOLD)
+                          for e in ("PreToolUse", "PostToolUse")][-1],
+        "toolu_erase1",
+        lambda cli, tmp: [(cli("hook", "claude-code", "--workspace", "ws",
+                               input=_hook_payload(e), env=THRESHOLD), "ok")
+                          for e in ("PreToolUse", "PostToolUse")]),
+    "import": (
+        lambda cli, tmp: cli("import", "claude-code", str(_transcript(tmp)), env=THRESHOLD),
+        "toolu_erase1",
+        lambda cli, tmp: [(cli("import", "claude-code", str(_transcript(tmp)),
+                               env=THRESHOLD), "ok")]),
+    "merge": (
+        lambda cli, tmp: cli("merge", str(_other_root(tmp))),
+        "X",
+        lambda cli, tmp: [(cli("merge", str(tmp / "private" / "other")), "ok")]),
+    "merge an export": (
+        lambda cli, tmp: (cli("export", str(tmp / "exported"), root_of=_other_root(tmp)),
+                          cli("merge", str(tmp / "exported")))[1],
+        "X",
+        lambda cli, tmp: [(cli("merge", str(tmp / "exported")), "ok")]),
+    "search and digest caches": (
+        lambda cli, tmp: [cli("record", "--kind", "finding", "--id", "X", "--claim", BIG),
+                          *_search_and_digest(cli)][0],
+        "X",
+        lambda cli, tmp: [(r, "ok") for r in _search_and_digest(cli)]),
+}
+
+
+@pytest.fixture
+def cli_any_root(cli, root):  # type: ignore[no-untyped-def]
+    """`cli`, able to run one command against another root (`root_of=`)."""
+
+    def run(*args: str, root_of: Path | None = None, **kw):  # type: ignore[no-untyped-def]
+        if root_of is None:
+            return cli(*args, **kw)
+        env = dict(kw.pop("env", None) or {})
+        env["AGENT_JOURNAL_ROOT"] = str(root_of)
+        return cli(*args, env=env, **kw)
+
+    return run
+
+
+@pytest.mark.parametrize("path", sorted(WRITE_PATHS))
+def test_tombstoned_content_never_comes_back_through_any_write_path(
+        cli_any_root, root, tmp_path, path):
+    cli = cli_any_root
+    write, target, bring_back = WRITE_PATHS[path]
+    first = write(cli, tmp_path)
+    assert first.code == 0, first.err
+    assert MARK.encode() in all_bytes_under(root)
+    _search_and_digest(cli)  # projections hold it too
+    _plant_leftovers(root)
+    assert cli("tombstone", target, "--reason", "named a person").code == 0
+    erased = cli("compact", "--apply")
+    assert erased.code == 0, erased.err
+    assert MARK.encode() not in all_bytes_under(root)
+    for result, expected in bring_back(cli, tmp_path):
+        if expected == "refused":
+            assert result.code == 1 and "tombstoned" in result.err, result
+            assert len(result.err.strip().splitlines()) == 1
+        else:
+            assert result.code == 0 and result.err == "", result
+    assert MARK.encode() not in all_bytes_under(root)
+    # and a run afterwards has nothing of it to erase
+    again = cli("compact").json()
+    assert again["tombstoned"] == [] and again["expired"] == []
+
+
+
+def test_every_leftover_of_a_projection_is_its_workspaces_and_no_other(root):
+    from agent_journal.storage.erasure import projection_of
+
+    for name in ("ws.sqlite", "ws.sqlite-wal", "ws.sqlite-shm", "ws.sqlite-journal",
+                 "ws.sqlite.tmp", "ws.sqlite.tmp-journal", ".ws.sqlite.77.0badf00d.tmp",
+                 "ws.sqlite.anything-a-later-version-leaves", "ws.json", "ws"):
+        assert projection_of(name, "ws"), name
+    for name in ("ws.b.sqlite", "ws.b.sqlite.tmp", "wsx.sqlite", "other.sqlite", "w.sqlite",
+                 ".other.sqlite.1.2.tmp"):
+        assert not projection_of(name, "ws"), name
+
+
+# -- a stale replica merged again after a TTL run -------------------------------------------
+
+def test_merging_a_stale_replica_again_after_a_ttl_run_works_and_brings_nothing_back(
+        cli, root, tmp_path):
+    stale = tmp_path / "private" / "stale"
+    old = _env(stale, AGENT_JOURNAL_NOW="2025-01-01T00:00:00Z")
+    for i in range(3):
+        subprocess.run([CLI, "observe", "--kind", "tool_call", "--id", f"old-{i}", "--output",
+                        "-"], input=f"{OLD_MARKER} {i}".encode(), env=old, check=True,
+                       capture_output=True)
+    exported = tmp_path / "stale-export"
+    assert cli("export", str(exported), env={"AGENT_JOURNAL_ROOT": str(stale)}).code == 0
+    for source in (str(exported), str(stale)):
+        first = cli("merge", source)
+        assert first.code == 0, first.err
+        expired = cli("compact", "--apply", "--observation-ttl-days", "30")
+        assert expired.code == 0, expired.err
+        assert OLD_MARKER.encode() not in all_bytes_under(root)
+        # The same stale replica, merged again: every one of its rows was imported
+        # here once and expired, so none is written back.
+        for _ in range(2):
+            again = cli("merge", source)
+            assert again.code == 0, again.err
+            report = again.json()
+            assert report["imported"] == 0 and report["segmentsTouched"] == []
+            assert {r["reason"] for r in report["notImported"]} <= {"removedHere"}
+            assert OLD_MARKER.encode() not in all_bytes_under(root)
+    # What arrives new from it still comes in.
+    subprocess.run([CLI, "observe", "--kind", "tool_call", "--id", "fresh", "--output", "-"],
+                   input=b"fresh", env=_env(stale), check=True, capture_output=True)
+    later = cli("merge", str(stale))
+    assert later.code == 0 and later.json()["imported"] == 1
+    assert "fresh" in {e.id for e in _ctx(root).open(create=False).read().events}
+
+
+def test_an_import_name_already_taken_gets_a_sibling(root, tmp_path, monkeypatch):
+    """Whatever compaction did to an earlier import (here: every row removed by a path
+    that leaves no provenance), a merge of the same ids never fails on the name."""
+    import sqlite3
+
+    from agent_journal.ops import replicas
+
+    stale = tmp_path / "private" / "stale"
+    subprocess.run([CLI, "observe", "--kind", "tool_call", "--id", "o", "--output", "-"],
+                   input=b"x", env=_env(stale), check=True, capture_output=True)
+    ctx = _ctx(root)
+    first = replicas.merge(ctx, str(stale))
+    [taken] = first["segmentsTouched"]
+    conn = sqlite3.connect(root / taken)
+    conn.execute("DELETE FROM events")
+    conn.execute("DELETE FROM origin")
+    conn.commit()
+    conn.close()
+    again = replicas.merge(ctx, str(stale))
+    assert again["imported"] == 1 and again["segmentsTouched"] != [taken]
+    assert "o" in {e.id for e in ctx.open(create=False).read().events}
