@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import CLI, all_bytes_under, clean_env
 
-from agent_journal.ops import compact, context, evidence, writes
-from agent_journal.storage.artifacts import artifact_path, artifact_ref
+from agent_journal.ops import context, evidence, writes
 
 
 def _env(root: Path, **extra: str) -> dict[str, str]:

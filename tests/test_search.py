@@ -21,8 +21,8 @@ from conftest import CLI, clean_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_journal.core.derive import derive
 from agent_journal.core import errors
+from agent_journal.core.derive import derive
 from agent_journal.core.errors import UsageError
 from agent_journal.ops import context, search, writes
 from agent_journal.ops.context import Context

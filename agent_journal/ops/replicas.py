@@ -36,12 +36,12 @@ from agent_journal.core.errors import (
     UsageError,
 )
 from agent_journal.core.merge_plan import (
-    REMOVED,
     DUPLICATE,
     IMPORT,
     MANIFEST_FORMAT,
     MANIFEST_NAME,
     PRESENT,
+    REMOVED,
     TOMBSTONED,
     SlotIndex,
 )

@@ -151,9 +151,9 @@ def apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
     `expected_high`, unless it only grew and `tolerate`, shown the events
     appended since (under the write lock, so no more can arrive), accepts
     them: rows are deleted and rewritten by event id, so appends the plan
-    does not depend on are simply left in place. Returns the new highest seq, the event ids rewritten, and
-    whether the segment is clean afterwards (a WAL that could not be truncated
-    may still hold old page images).
+    does not depend on are simply left in place. Returns the new highest seq,
+    the event ids rewritten, and whether the segment is clean afterwards (a WAL
+    that could not be truncated may still hold old page images).
     """
     delete_rows = [(event_id,) for event_id in delete_ids]
     rewrite_rows = list(rewrites)
