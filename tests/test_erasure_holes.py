@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import CLI, all_bytes_under, clean_env
 
-from agent_journal.ops import context, evidence, writes
+from agent_journal.ops import compact, context, evidence, writes
 
 
 def _env(root: Path, **extra: str) -> dict[str, str]:
@@ -115,6 +115,38 @@ def test_a_blob_cited_while_compaction_erases_another_capture_of_it_survives(roo
 def test_a_blob_cited_while_compaction_erases_another_capture_of_it_survives_soak(
         root, tmp_path):
     _capture_race(root, tmp_path, rounds=40)
+
+
+
+def test_a_blob_writers_keep_locked_is_left_for_the_next_run_which_erases_it(
+        root, monkeypatch):
+    from agent_journal.storage import artifacts
+    from agent_journal.storage.artifacts import (
+        BlobHolds,
+        artifact_path,
+        artifact_ref,
+        write_artifact,
+    )
+    from agent_journal.storage.erasure import COMPACT_INTENT
+
+    ctx = _ctx(root)
+    secret = f"{OLD_MARKER} held\n" * 1000
+    _observe(ctx, "doomed", secret)
+    writes.tombstone(ctx, "doomed", "must go")
+    ws = ctx.open(create=False)
+    blob = Path(artifact_path(ws, artifact_ref(secret.encode())))
+    monkeypatch.setattr(artifacts, "ERASE_WAIT_S", 0.2)
+    with BlobHolds() as holds:  # a writer that has not committed (and never will)
+        write_artifact(ws, secret.encode(), holds)
+        outcome = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None,
+                                  apply=True)
+    assert outcome.report["tombstoned"] == ["doomed"] and outcome.skipped == []
+    assert any("left for the next compact --apply" in w for w in outcome.warnings)
+    assert blob.exists() and (Path(ws.path) / COMPACT_INTENT).exists()
+    again = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    assert again.warnings == [] and not blob.exists()
+    assert not (Path(ws.path) / COMPACT_INTENT).exists()
+    assert OLD_MARKER.encode() not in all_bytes_under(root)
 
 
 # -- a journal whose writers never stop --------------------------------------------------------

@@ -46,7 +46,7 @@ from agent_journal.core.merge_plan import (
     SlotIndex,
 )
 from agent_journal.core.model import OBSERVATION, TOMBSTONE, Event
-from agent_journal.storage.artifacts import artifact_path
+from agent_journal.storage.artifacts import artifact_path, blob_present
 from agent_journal.storage.files import (
     copy_file_verified,
     file_digest,
@@ -660,7 +660,9 @@ def _merge_artifacts(ws: Workspace, src: Source,
         if dest is None:
             missing.append(ref)
             continue
-        if os.path.exists(dest):
+        # The import citing it is published already: a compaction running now
+        # either sees it or has unlinked the blob before this look (blob_present).
+        if blob_present(dest):
             already += 1
             continue
         origin = src.artifact_file(ref)

@@ -176,53 +176,71 @@ ERASE_WAIT_S = 10.0
 
 
 def erase_blobs(files: dict[str, str], still_cited: Callable[[], set[str]], *,
-                wait_s: float = ERASE_WAIT_S) -> tuple[list[str], list[str]]:
+                wait_s: float | None = None) -> tuple[list[str], list[str]]:
     """Delete blob files no event cites, without racing a writer about to cite one.
 
     `files` maps each blob file (or a writer's leftover temp file of it) to
-    its digest. Each file is locked exclusively first (waiting up to `wait_s` in all for
-    writers holding it shared); then `still_cited()` looks once more at what
-    was appended meanwhile, and only uncited files are unlinked, each while
-    still locked. Returns (paths removed, paths left because they could not
-    be locked in time: their digests must be tried again by a later run).
+    its digest. Every file free of writers is locked exclusively; then
+    `still_cited()` looks once more at what was appended meanwhile, and only
+    uncited files are unlinked, each while still locked, and the locks are
+    let go at once. Files writers hold are tried again in later rounds, for
+    up to `wait_s`: no lock is held while waiting, so a writer is never kept
+    waiting longer than one look. Returns (paths removed, paths left because
+    writers held them all along: their digests must be tried by a later run).
     """
     import time
 
-    held: dict[str, int] = {}
-    busy: list[str] = []
-    deadline = time.monotonic() + wait_s
-    try:
-        for path in sorted(files):
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except FileNotFoundError:
-                continue
-            while not _flock(fd, True, wait=False):
-                if time.monotonic() >= deadline:
-                    break
-                time.sleep(0.005)
-            else:
-                held[path] = fd
-                continue
-            os.close(fd)
-            busy.append(path)
-        if not held:
-            return [], busy
-        cited = still_cited()
-        removed = []
-        for path, fd in held.items():
-            if files[path] in cited:
-                continue
-            try:
-                # Only the very file locked: a name that now holds another file
-                # (written again after damage) is left to a later run.
-                if os.stat(path).st_ino != os.fstat(fd).st_ino:
+    removed: list[str] = []
+    remaining = sorted(files)
+    deadline = time.monotonic() + (ERASE_WAIT_S if wait_s is None else wait_s)
+    while remaining:
+        held: dict[str, int] = {}
+        busy: list[str] = []
+        try:
+            for path in remaining:
+                try:
+                    fd = os.open(path, os.O_RDONLY)
+                except FileNotFoundError:
                     continue
-                os.unlink(path)
-            except FileNotFoundError:
-                continue
-            removed.append(path)
-        return removed, busy
+                if _flock(fd, True, wait=False):
+                    held[path] = fd
+                else:
+                    os.close(fd)
+                    busy.append(path)
+            cited = still_cited() if held else set()
+            for path, fd in held.items():
+                if files[path] in cited:
+                    continue
+                try:
+                    # Only the very file locked: a name that now holds another
+                    # file (written again after damage) is left to a later run.
+                    if os.stat(path).st_ino != os.fstat(fd).st_ino:
+                        continue
+                    os.unlink(path)
+                except FileNotFoundError:
+                    continue
+                removed.append(path)
+        finally:
+            for fd in held.values():
+                os.close(fd)
+        remaining = busy
+        if remaining:
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.01)
+    return removed, remaining
+
+
+def blob_present(path: str) -> bool:
+    """Whether a blob is there and will stay: looked at under a shared lock, so a
+    compaction deleting it is either done (False: write it again) or has not
+    begun its last look for citing rows, which then finds the caller's."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        _flock(fd, False, wait=True)
+        return os.fstat(fd).st_nlink > 0
     finally:
-        for fd in held.values():
-            os.close(fd)
+        os.close(fd)
