@@ -8,6 +8,8 @@ Invariants:
 - Nothing is persisted unredacted: the payload passes the root's redactor (built-in rules
   plus config) before anything is hashed or written, and a config that cannot be read
   stops the write altogether. The log line is redacted too.
+- A call whose id a tombstone names is not journaled again (silently: nothing failed);
+  the look-up is one indexed query per segment, made before any blob is written.
 - Only SessionStart writes to stdout: one JSON object carrying the workspace context as
   `hookSpecificOutput.additionalContext`, at most 10,000 characters (Claude Code moves
   longer context out of the prompt). Every other event prints nothing.

@@ -10,7 +10,11 @@ Invariants:
 - Events carry the transcript's ids, session and times (not the time of the import), are
   authored `agent`, and pass the same redactor and artifact rules as the hook.
 - Writes go in batches, one transaction each: an interrupted import leaves whole batches,
-  and running it again completes it.
+  and running it again completes it. A batch's blobs are written just before it and
+  stay locked until it commits, so a compaction running meanwhile keeps them.
+- A call whose observation id a tombstone names is skipped whole, events and blob, and
+  counted (`tombstoned`): erased content is never written back, even by re-importing
+  the transcript it came from.
 """
 
 from __future__ import annotations

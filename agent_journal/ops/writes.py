@@ -5,7 +5,9 @@ anything, appends exactly one event through the workspace, and returns a
 plain value for the CLI to render. Every text a write stores passes the
 root's redactor first (see redaction_config.py): entry fields, subjects and
 non-id anchors, observation input and output, retraction reasons. Ids are
-keys and are stored as given.
+keys and are stored as given. An id a tombstone names is never written again:
+record, observe and invalidate of it are refused (TombstonedError) before
+anything, a blob included, is written.
 """
 
 from __future__ import annotations
