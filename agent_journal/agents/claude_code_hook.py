@@ -41,7 +41,10 @@ from agent_journal.storage.root import Root, check_root, resolve_root
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
-    from typing import Any, BinaryIO
+    from collections.abc import Callable
+    from typing import Any, BinaryIO, TypeVar
+
+    T = TypeVar("T")
 
     from agent_journal.storage.workspace import Workspace
 
@@ -82,10 +85,14 @@ def claude_code(stdin: BinaryIO, *, root: str | None, workspace: str | None) -> 
         context.get("cwd") if isinstance(context.get("cwd"), str) else None)
     ws = journal_root.workspace(name)
     session_start = payload["hook_event_name"] == "SessionStart"
+    import time
+
+    set_write_patience(TRY_BUSY_S, 1)
+    deadline = time.monotonic() + WRITE_BUDGET_S
     # What a tombstone names is never written again: the call is skipped, silently
     # (the agent must not be disturbed, and nothing failed).
     raw_id = observation["id"]
-    if raw_id and ws.tombstoned_among([safe_id(raw_id)]):
+    if raw_id and _patiently(lambda: ws.tombstoned_among([safe_id(raw_id)]), deadline):
         if not session_start:
             return HookResult()
         return _with_context(ws, None)
@@ -94,13 +101,13 @@ def claude_code(stdin: BinaryIO, *, root: str | None, workspace: str | None) -> 
     try:
         event = _event(ws, observation, payload, holds)
         if not session_start:
-            _append(ws, event)
+            _patiently(lambda: ws.append([event]), deadline)
             return HookResult()
         # The context matters more to the agent than this one record: if the write
         # fails, the context is still printed and the failure is logged afterwards.
         deferred: BaseException | None = None
         try:
-            _append(ws, event)
+            _patiently(lambda: ws.append([event]), deadline)
         except Exception as exc:
             deferred = exc
     finally:
@@ -115,20 +122,18 @@ def _with_context(ws: Workspace, deferred: BaseException | None) -> HookResult:
     return HookResult(out, deferred)
 
 
-def _append(ws: Workspace, event: Event) -> None:
-    """Append, retrying while other writers hold the journal, until WRITE_BUDGET_S.
+def _patiently(work: Callable[[], T], deadline: float) -> T:
+    """Run `work` (a look-up or the append), retrying while other writers hold the
+    journal, until `deadline` (WRITE_BUDGET_S after the hook started writing).
 
     Retrying is safe: a failed try committed nothing, and the event id is the same, so
     even a commit that landed unseen would be ignored the second time.
     """
     import time
 
-    set_write_patience(TRY_BUSY_S, 1)
-    deadline = time.monotonic() + WRITE_BUDGET_S
     while True:
         try:
-            ws.append([event])
-            return
+            return work()
         except BusyError:
             if time.monotonic() > deadline:
                 raise

@@ -191,7 +191,8 @@ class Workspace:
         written again, whatever the path (the subject index answers it; a row
         stored as a tombstone counts even if its bytes are damaged, so doubt
         means "do not write"). A segment that cannot be opened is skipped, as in
-        every writer's lookup; the reads report it.
+        every writer's lookup (the reads report it); one that stays locked
+        raises BusyError, as an append would.
         """
         wanted = sorted(set(subjects))
         found: set[str] = set()
@@ -209,6 +210,12 @@ class Workspace:
                     found.update(row[0] for row in conn.execute(
                         "SELECT subject FROM events WHERE type = 'tombstone' "
                         f"AND subject IN ({marks})", chunk))
+            except sqlite3.OperationalError as exc:
+                if is_busy(exc):
+                    # A locked segment is not an answer: the caller waits or gives up.
+                    raise BusyError("the journal stayed locked by other writers; "
+                                    "retry") from None
+                continue
             except sqlite3.Error:
                 continue
             finally:
