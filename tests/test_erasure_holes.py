@@ -91,7 +91,8 @@ def _capture_race(root: Path, tmp_path: Path, rounds: int) -> None:
             # unless something else cites it.
             _observe(ctx, f"doomed-{r}", output)
             writes.tombstone(ctx, f"doomed-{r}", "must go")
-            (folder / f"round-{r}").write_text(output)
+            (folder / "next").write_text(output)
+            (folder / "next").rename(folder / f"round-{r}")  # whole, never half-written
             result = _compact(root)
             assert result.returncode == 0, result.stderr
             assert json.loads(result.stdout)["tombstoned"] == [f"doomed-{r}"]
