@@ -12,6 +12,8 @@ Invariants:
   cannot be read at all stops the write. The log line is redacted, then cut.
 - stdin is read with a deadline and a size cap (`read_payload`): a caller that leaves it
   open or never stops writing costs at most STDIN_WAIT_S, then the hook fails open.
+- A call whose id a tombstone names is not journaled again (silently: nothing failed);
+  the look-up is one indexed query per segment, made before any blob is written.
 - Only SessionStart writes to stdout: one JSON object carrying the workspace context as
   `hookSpecificOutput.additionalContext`, at most 10,000 characters (Claude Code moves
   longer context out of the prompt). Every other event prints nothing.
@@ -36,13 +38,17 @@ from agent_journal.core.errors import BusyError, JournalError, UnsafeRootError
 from agent_journal.core.model import AUTHOR_AGENT, OBSERVATION, Event, new_event_id
 from agent_journal.ops.evidence import capture_output
 from agent_journal.ops.redaction_config import load_redactor
+from agent_journal.storage.artifacts import BlobHolds
 from agent_journal.storage.config import append_private_log
 from agent_journal.storage.connection import set_write_patience
 from agent_journal.storage.root import Root, check_root, resolve_root
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
-    from typing import Any, BinaryIO
+    from collections.abc import Callable
+    from typing import Any, BinaryIO, TypeVar
+
+    T = TypeVar("T")
 
     from agent_journal.storage.workspace import Workspace
 
@@ -103,17 +109,38 @@ def journal_payload(payload: dict[str, Any], normalise: Any, *, root: str | None
     context = observation["data"] or {}
     # The folder name comes from the redacted cwd: it is persisted as the workspace name.
     ws = journal_root.workspace(workspace_for(workspace, project, context.get("cwd")))
-    event = _event(ws, observation, payload)
-    if payload["hook_event_name"] != "SessionStart":
-        _append(ws, event)
-        return HookResult()
-    # The context matters more to the agent than this one record: if the write fails,
-    # the context is still printed and the failure is logged afterwards.
-    deferred: BaseException | None = None
+    session_start = payload["hook_event_name"] == "SessionStart"
+    import time
+
+    set_write_patience(TRY_BUSY_S, 1)
+    deadline = time.monotonic() + WRITE_BUDGET_S
+    # What a tombstone names is never written again: the call is skipped, silently
+    # (the agent must not be disturbed, and nothing failed).
+    raw_id = observation["id"]
+    if raw_id and _patiently(lambda: ws.tombstoned_among([safe_id(raw_id)]), deadline):
+        if not session_start:
+            return HookResult()
+        return _with_context(ws, None)
+    # A blob the event cites stays locked until the event has committed (BlobHolds).
+    holds = BlobHolds()
     try:
-        _append(ws, event)
-    except Exception as exc:
-        deferred = exc
+        event = _event(ws, observation, payload, holds)
+        if not session_start:
+            _patiently(lambda: ws.append([event]), deadline)
+            return HookResult()
+        # The context matters more to the agent than this one record: if the write
+        # fails, the context is still printed and the failure is logged afterwards.
+        deferred: BaseException | None = None
+        try:
+            _patiently(lambda: ws.append([event]), deadline)
+        except Exception as exc:
+            deferred = exc
+    finally:
+        holds.release()
+    return _with_context(ws, deferred)
+
+
+def _with_context(ws: Workspace, deferred: BaseException | None) -> HookResult:
     text = session_context(ws, MAX_CONTEXT_CHARS)
     out = json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
                                              "additionalContext": text}}, ensure_ascii=False)
@@ -164,34 +191,34 @@ def _whole(data: bytes) -> bool:
     return True
 
 
-def _append(ws: Workspace, event: Event) -> None:
-    """Append, retrying while other writers hold the journal, until WRITE_BUDGET_S.
+def _patiently(work: Callable[[], T], deadline: float) -> T:
+    """Run `work` (a look-up or the append), retrying while other writers hold the
+    journal, until `deadline` (WRITE_BUDGET_S after the hook started writing).
 
     Retrying is safe: a failed try committed nothing, and the event id is the same, so
     even a commit that landed unseen would be ignored the second time.
     """
     import time
 
-    set_write_patience(TRY_BUSY_S, 1)
-    deadline = time.monotonic() + WRITE_BUDGET_S
     while True:
         try:
-            ws.append([event])
-            return
+            return work()
         except BusyError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(int.from_bytes(os.urandom(1), "big") / 10_000)  # 0 to 25 ms
 
 
-def _event(ws: Workspace, observation: dict[str, Any], payload: dict[str, Any]) -> Event:
+def _event(ws: Workspace, observation: dict[str, Any], payload: dict[str, Any],
+           holds: BlobHolds) -> Event:
     event_id = new_event_id()
     kind = observation["kind"]
     raw_id = observation["id"]
     obs_id = safe_id(raw_id) if raw_id else f"{kind}-{event_id}"
     session = observation["session"]
     output, artifact = capture_output(ws, observation["output"],
-                                      partial=_cut_short(observation["output"], payload))
+                                      partial=_cut_short(observation["output"], payload),
+                                      holds=holds)
     data = {
         "tool": observation["tool"],
         "callId": observation["callId"],

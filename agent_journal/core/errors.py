@@ -35,6 +35,11 @@ class ConflictError(JournalError):
     """A write was refused because it contradicts what the journal holds."""
 
 
+class TombstonedError(ConflictError):
+    """A write was refused because a tombstone names its id: erased content is never
+    written again."""
+
+
 class NotFoundError(JournalError):
     """A read asked for something the journal does not hold."""
 
