@@ -284,6 +284,10 @@ _add(Command(
     "merge", "Union another replica into this workspace: an export folder (verified against "
     "its manifest) or another journal root.", "cmd_merge",
     args=(Arg("source", "Export folder or journal root."),),
-    opts=(Opt("json", "--json", "Accepted for symmetry; merge always prints JSON.",
+    opts=(Opt("allow_damaged", "--allow-damaged", "Import a damaged source's readable rows, "
+              "skipping and listing its malformed ones, when none of them could be a "
+              "tombstone (unreadable segments and a damaged local side still refuse). "
+              "Takes no value.", kind=BARE),
+          Opt("json", "--json", "Accepted for symmetry; merge always prints JSON.",
               kind=BARE),) + READ_COMMON,
 ))

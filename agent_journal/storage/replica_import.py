@@ -6,7 +6,7 @@ import os
 import sqlite3
 from collections.abc import Iterable
 
-from agent_journal.core.errors import JournalError
+from agent_journal.core.errors import JournalError, StorageError
 from agent_journal.storage.connection import JOURNAL_MODE, describe_sqlite_error, quote_path
 from agent_journal.storage.files import (
     create_private_file,
@@ -47,6 +47,15 @@ def scrub_rows(path: str, seqs: Iterable[int], *,
     fixes = list(fixes)
     if not wanted and not fixes:
         return 0
+    try:
+        return _scrub(path, wanted, fixes)
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot scrub the snapshot {path}: "
+                           f"{describe_sqlite_error(exc)}") from None
+
+
+def _scrub(path: str, wanted: list[tuple[int]],
+           fixes: list[tuple[str, str | None, str, bytes, int]]) -> int:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA secure_delete = ON")

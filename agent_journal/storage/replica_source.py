@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 
+from agent_journal.core.merge_plan import TOMBSTONE_MARKERS
+from agent_journal.core.model import TOMBSTONE
 from agent_journal.storage.connection import connect, describe_sqlite_error
 from agent_journal.storage.files import create_private_file, unlink_quietly
 
@@ -28,6 +30,13 @@ def _open_for_reading(path: str, *, immutable: bool) -> sqlite3.Connection:
         # A hot journal left by a crashed writer needs a writable connection
         # to roll back before anything can be read.
         return connect(path)
+
+
+# merge_plan.tombstone_candidate, asked of SQLite: the same rule, row for row
+# (tests/test_damage_merge.py holds the two equal).
+TOMBSTONE_CANDIDATES_WHERE = (
+    f" WHERE type = '{TOMBSTONE}' OR typeof(body) != 'blob' OR "
+    + " OR ".join(f"instr(body, x'{marker.hex()}')" for marker in TOMBSTONE_MARKERS))
 
 
 class SegmentRows:
@@ -70,9 +79,7 @@ class SegmentRows:
             if only == "tombstone_rows":
                 query += " WHERE type = 'tombstone'"
             elif only == "tombstone_candidates":
-                query += (" WHERE type = 'tombstone' OR typeof(body) != 'blob'"
-                          " OR instr(body, x'746f6d6273746f6e65') OR instr(body, x'5c75')"
-                          " OR instr(body, x'00')")
+                query += TOMBSTONE_CANDIDATES_WHERE
             self.rows = conn.execute(query + " ORDER BY seq").fetchall()
             if "origin" in tables and provenance_keys:
                 self.provenance_keys = {(str(r), str(s)) for r, s in conn.execute(
