@@ -198,6 +198,7 @@ def cmd_get(a: dict[str, Any]) -> int:
         output.emit_raw(found.raw or b"")
     for warning in found.warnings:
         output.warn(warning)
+    output.floor_warning(found.unreadable, found.malformed)
     return 0
 
 
