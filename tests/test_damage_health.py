@@ -11,7 +11,6 @@ with nothing changed; coverage reports it; every read reports what it sees.
 from __future__ import annotations
 
 import json
-import os
 import random
 import sqlite3
 from pathlib import Path
