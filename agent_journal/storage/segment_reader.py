@@ -9,7 +9,7 @@ from xxhash import xxh3_64_hexdigest as _xxh3_hex
 
 from agent_journal.core import codec
 from agent_journal.core.model import Event
-from agent_journal.storage.connection import connect, describe_sqlite_error
+from agent_journal.storage.connection import describe_sqlite_error
 from agent_journal.storage.segment import never_initialised, open_segment_for_read
 
 TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
@@ -198,7 +198,7 @@ def _read_peeked(conn: sqlite3.Connection, peek: Peek, after: int, scan: Segment
     scan.fold = fold
 
 
-def structure_damage(path: str, *, immutable: bool = False) -> str | None:
+def structure_damage(path: str) -> str | None:
     """Why SQLite's own structural check fails on a segment, or None when it passes.
 
     Reads skip pages no query of theirs visits: a zeroed index page or the
@@ -209,10 +209,9 @@ def structure_damage(path: str, *, immutable: bool = False) -> str | None:
     it does not compare each index with its table, which costs about three
     times as much for damage the structural walk nearly always shows too.
     A file never given a schema (its writer died first) is an empty segment.
-    `immutable` is for a verified export's file (see connection.connect).
     """
     try:
-        conn = connect(path, immutable=True) if immutable else open_segment_for_read(path)
+        conn = open_segment_for_read(path)
     except sqlite3.Error as exc:
         return describe_sqlite_error(exc)
     try:
