@@ -136,13 +136,17 @@ def test_tombstone_candidate_never_misses_a_tombstone(type_, extra, ascii_only, 
     obj = {"type": type_, "id": "x", "data": extra}
     body = json.dumps(obj, ensure_ascii=ascii_only).encode(encoding)
     if json.loads(body)["type"] == "tombstone":
-        assert mp.tombstone_candidate(body)
+        # Caught by its bytes alone, whatever its type column says.
+        assert mp.tombstone_candidate("entry", body)
 
 
 def test_tombstone_candidate_catches_escapes_and_skips_plain_rows():
-    assert mp.tombstone_candidate(b'{"type":"\\u0074ombstone"}')
-    assert mp.tombstone_candidate(codec.canonical_bytes(ev("tombstone", "x", 1)))
-    assert not mp.tombstone_candidate(codec.canonical_bytes(ev("entry", "x", 1)))
+    assert mp.tombstone_candidate("entry", b'{"type":"\\u0074ombstone"}')
+    assert mp.tombstone_candidate("entry", codec.canonical_bytes(ev("tombstone", "x", 1)))
+    assert not mp.tombstone_candidate("entry", codec.canonical_bytes(ev("entry", "x", 1)))
+    # The type column, and a body not stored as bytes, are enough on their own.
+    assert mp.tombstone_candidate("tombstone", codec.canonical_bytes(ev("entry", "x", 1)))
+    assert mp.tombstone_candidate("entry", codec.canonical_bytes(ev("entry", "x", 1)).decode())
 
 
 def test_id_in_body_on_canonical_bytes():

@@ -657,16 +657,27 @@ def test_damaged_source_is_reported_never_imported(tmp_path, cli):
     put(b, [entry(f"n{i}", replica="rb") for i in range(5)])
     seg = b / "workspaces" / WS / "segments" / "rbbbbbbbbbbbbbbb-000001.sqlite"
     with sqlite3.connect(seg) as conn:
-        conn.execute("UPDATE events SET body = replace(body, 'n3', 'n9') WHERE subject = 'n3'")
-    (seg.parent / "junk.sqlite").write_bytes(b"not a database" * 100)
+        conn.execute("UPDATE events SET body = CAST(replace(body, 'n3', 'n9') AS BLOB) "
+                     "WHERE subject = 'n3'")
+    junk = seg.parent / "junk.sqlite"
+    junk.write_bytes(b"not a database" * 100)
+    # Damage refuses the merge, with --allow-damaged too while a segment is unreadable.
+    for extra in ((), ("--allow-damaged",)):
+        res = cli("merge", str(b), *extra, env={"AGENT_JOURNAL_ROOT": str(a)})
+        assert res.code == 1 and "refusing to merge" in res.err and "junk.sqlite" in res.err
+        assert not (a / "workspaces" / WS / "segments").exists() or \
+            not list((a / "workspaces" / WS / "segments").iterdir())
+    junk.unlink()
     res = cli("merge", str(b), env={"AGENT_JOURNAL_ROOT": str(a)})
+    assert res.code == 1 and "1 malformed row(s)" in res.err and "--allow-damaged" in res.err
+    res = cli("merge", str(b), "--allow-damaged", env={"AGENT_JOURNAL_ROOT": str(a)})
     assert res.code == 0
     report = res.json()
     assert report["imported"] == 4
     assert report["malformed"] == [{"segment": "workspaces/ws/segments/"
                                     "rbbbbbbbbbbbbbbb-000001.sqlite", "row": 4,
                                     "reason": "checksum mismatch"}]
-    assert [u["path"] for u in report["unreadable"]] == ["workspaces/ws/segments/junk.sqlite"]
+    assert report["unreadable"] == []
     assert "were not imported" in res.err
     shown = cli("show", env={"AGENT_JOURNAL_ROOT": str(a)}).json()
     assert [e["id"] for e in shown["entries"]] == ["n0", "n1", "n2", "n4"]
@@ -678,7 +689,8 @@ def test_export_names_its_damaged_rows_and_fixes_lying_columns(tmp_path):
     put(a, [entry(f"n{i}", replica="ra") for i in range(5)])
     seg = a / "workspaces" / WS / "segments" / "raaaaaaaaaaaaaaa-000001.sqlite"
     with sqlite3.connect(seg) as conn:
-        conn.execute("UPDATE events SET body = replace(body, 'n3', 'n9') WHERE subject = 'n3'")
+        conn.execute("UPDATE events SET body = CAST(replace(body, 'n3', 'n9') AS BLOB) "
+                     "WHERE subject = 'n3'")
         # A lookup column that lies: the bytes say entry n1.
         conn.execute("UPDATE events SET subject = 'elsewhere', type = 'tombstone' "
                      "WHERE subject = 'n1'")
@@ -687,7 +699,9 @@ def test_export_names_its_damaged_rows_and_fixes_lying_columns(tmp_path):
     manifest = json.loads((tmp_path / "exp" / "manifest.json").read_text())
     assert manifest["files"][0]["malformed"] == [{"row": 4, "reason": "checksum mismatch"}]
     b = make_root(tmp_path, "b", "rbbbbbbbbbbbbbbb")
-    out = merge(b, tmp_path / "exp")
+    with pytest.raises(DamagedJournalError, match="1 malformed row"):
+        merge(b, tmp_path / "exp")
+    out = replicas.merge(Context(str(b), WS), str(tmp_path / "exp"), allow_damaged=True)
     assert out["imported"] == 4
     assert [(m["row"], m["reason"]) for m in out["malformed"]] == [(4, "checksum mismatch")]
     shown, result = show(Context(str(b), WS))
@@ -708,7 +722,7 @@ def test_merge_refuses_a_damaged_local_workspace(tmp_path, cli):
     with sqlite3.connect(seg) as conn:  # the tombstone's row is damaged
         conn.execute("UPDATE events SET body = replace(body, 'must', 'must') || ' ' "
                      "WHERE type = 'tombstone'")
-    with pytest.raises(DamagedJournalError, match="1 malformed tombstone row"):
+    with pytest.raises(DamagedJournalError, match="0 unreadable segment.s., 1 malformed row"):
         merge(a, b)
     res = cli("merge", str(b), env={"AGENT_JOURNAL_ROOT": str(a)})
     assert res.code == 1 and "refusing to merge" in res.err

@@ -334,7 +334,8 @@ _add(Command(
 
 _add(Command(
     "export", "Write a verifiable snapshot of a workspace (segments, artifacts, manifest) into "
-    "DEST, while writers keep appending.", "cmd_export",
+    "DEST, while writers keep appending. Refuses, leaving nothing, when a segment cannot be "
+    "read whole.", "cmd_export",
     args=(Arg("dest", "Folder to create (or an empty one)."),),
     opts=(Opt("json", "--json", "Accepted for symmetry; export always prints JSON.",
               kind=BARE),) + READ_COMMON,
@@ -342,9 +343,14 @@ _add(Command(
 
 _add(Command(
     "merge", "Union another replica into this workspace: an export folder (verified against "
-    "its manifest) or another journal root.", "cmd_merge",
+    "its manifest) or another journal root. Refuses, importing nothing, when either side "
+    "is damaged.", "cmd_merge",
     args=(Arg("source", "Export folder or journal root."),),
-    opts=(Opt("json", "--json", "Accepted for symmetry; merge always prints JSON.",
+    opts=(Opt("allow_damaged", "--allow-damaged", "Import a damaged source's readable rows, "
+              "skipping and listing its malformed ones, when none of them could be a "
+              "tombstone (unreadable segments and a damaged local side still refuse). "
+              "Takes no value.", kind=BARE),
+          Opt("json", "--json", "Accepted for symmetry; merge always prints JSON.",
               kind=BARE),) + READ_COMMON,
 ))
 

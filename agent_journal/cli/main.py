@@ -251,6 +251,7 @@ def cmd_get(a: dict[str, Any]) -> int:
         output.emit_raw(found.raw or b"")
     for warning in found.warnings:
         output.warn(warning)
+    output.floor_warning(found.unreadable, found.malformed)
     return 0
 
 
@@ -351,13 +352,15 @@ def cmd_merge(a: dict[str, Any]) -> int:
 
     progress = output.progress_for_terminal()
     try:
-        report = replicas.merge(_context(a), a["source"], progress=progress)
+        report = replicas.merge(_context(a), a["source"], allow_damaged=a["allow_damaged"],
+                                progress=progress)
     finally:
         output.progress_done(progress)
     output.emit_json(report)
     if report["unreadable"] or report["malformed"]:
         output.warn(f"the source has {len(report['unreadable'])} unreadable segment(s) and "
-                    f"{len(report['malformed'])} malformed row(s); they were not imported")
+                    f"{len(report['malformed'])} malformed row(s); they were not imported "
+                    "(none could be a tombstone)")
     if report["replicaIdCollisions"]:
         output.warn("replica id shared by two roots (a copied journal root?): "
                     + ", ".join(report["replicaIdCollisions"]) + "; every event was kept")

@@ -174,15 +174,27 @@ def arriving(event: Event) -> Event | None:
     return None
 
 
-def tombstone_candidate(body: bytes) -> bool:
-    """Could this stored body decode to a tombstone? A cheap superset test.
+# Words (ASCII letters compared without case) one of which any stored UTF-8
+# body that could decode to a tombstone holds (see tombstone_candidate);
+# storage.replica_source asks SQLite the same question with LIKE.
+TOMBSTONE_WORDS = (b"tombstone", b"\\u")
 
-    A body whose JSON says "tombstone" either contains those bytes, spells a
-    letter with a \\u escape, or is not UTF-8 at all (UTF-16/32 put NUL bytes
-    between ASCII letters). Bodies failing all three need not be parsed to
-    know they are not tombstones.
+
+def tombstone_candidate(type_column: Any, body: Any) -> bool:
+    """Could this stored row be a tombstone? A cheap superset test, and the one rule.
+
+    A row whose type column says so, or whose body is not stored as bytes,
+    could. Otherwise a body whose JSON says "tombstone" either contains those
+    letters or spells one with a \\u escape (case is ignored, as SQLite's LIKE
+    ignores it), or is not UTF-8 at all (UTF-16/32 put NUL bytes between
+    ASCII letters; any NUL makes a row a candidate). Rows failing every test
+    need not be parsed to know they are not tombstones, whatever damage
+    they carry.
     """
-    return b"tombstone" in body or b"\\u" in body or b"\x00" in body
+    if type_column == TOMBSTONE or type(body) is not bytes or b"\x00" in body:
+        return True
+    folded = body.lower()
+    return any(word in folded for word in TOMBSTONE_WORDS)
 
 
 def id_in_body(event_id: str, body: bytes) -> bool:

@@ -37,6 +37,7 @@ from agent_journal.core import clock, codec
 from agent_journal.core.compaction_plan import CompactionPlan, check_ttl, plan_compaction
 from agent_journal.core.errors import CompactionRunningError, DamagedJournalError
 from agent_journal.core.model import OBSERVATION, Event
+from agent_journal.ops.context import damage_summary
 from agent_journal.storage import compaction_read
 from agent_journal.storage.artifacts import artifact_files, erase_blobs
 from agent_journal.storage.erasure import (
@@ -84,8 +85,8 @@ class Outcome:
 
 
 def refusal(read: ReadResult) -> str:
-    return (f"refusing to compact: {len(read.unreadable)} unreadable segment(s), "
-            f"{len(read.malformed)} malformed row(s); nothing was changed. A compaction "
+    return (f"refusing to compact: {damage_summary(read.unreadable, read.malformed)}; "
+            "nothing was changed. A compaction "
             "planned from a partial read could erase content whose tombstone status it "
             "never saw, and erased bytes cannot be brought back")
 

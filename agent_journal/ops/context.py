@@ -75,3 +75,12 @@ def damage_lists(result: ReadResult) -> dict[str, Any]:
     return {"unreadable": result.unreadable, "malformed": result.malformed}
 
 
+
+
+def damage_summary(unreadable: list[dict[str, Any]], malformed: list[dict[str, Any]]) -> str:
+    """Counts and the first places of damage, for a one-line refusal."""
+    places = [u["path"] for u in unreadable] + [f"{m['segment']} row {m['row']}"
+                                                for m in malformed]
+    shown = "; ".join(places[:3]) + (f"; and {len(places) - 3} more" if len(places) > 3 else "")
+    return (f"{len(unreadable)} unreadable segment(s), {len(malformed)} malformed row(s)"
+            + (f" ({shown})" if shown else ""))

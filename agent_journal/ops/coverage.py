@@ -3,6 +3,8 @@
 Invariants:
 - Every count is over the events actually read; `unreadable` and
   `malformed` say what was not, so a reader can tell a floor from a total.
+  `unreadable` also names every segment SQLite's structural check fails on
+  (storage.segment_reader.structure_damage), even when its rows were read.
 - Tombstoned content never renders: tombstoned entries and observations are
   counted among the events read (a count is not content) but never listed by
   anything they wrote. Tombstones themselves are listed whole (target and
@@ -94,6 +96,11 @@ def coverage(ctx: Context) -> tuple[dict[str, Any], ReadResult]:
     with PausedGC():
         result, d = read_workspace(ctx)
         counted = coverage_derived(result.events, d)
+    # Reads visit only the pages their queries need; coverage also asks SQLite
+    # to check every page, so damage no read meets (a zeroed index page) shows.
+    seen = {u["path"] for u in result.unreadable}
+    result.unreadable.extend(u for u in ctx.open(create=False).structure_damage()
+                             if u["path"] not in seen)
     failed = {u["path"] for u in result.unreadable}
     # `segments` lists every segment found; `segmentsRead` counts those read to the
     # end (a segment that failed part-way is in `unreadable` too).

@@ -34,6 +34,7 @@ TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
     from typing import Any
 
+    from agent_journal.core.derive import Derived
     from agent_journal.ops.context import Context
     from agent_journal.storage.workspace import Workspace
 
@@ -104,16 +105,28 @@ class Evidence:
         self.raw = raw
         self.record = record
         self.warnings = warnings or []
+        # What the read could not trust, for the floor warning every read gives.
+        self.unreadable: list[dict[str, Any]] = []
+        self.malformed: list[dict[str, Any]] = []
 
 
 def get(ctx: Context, some_id: str) -> Evidence:
     from agent_journal.ops.context import read_workspace
 
     validate_id(some_id, "id")
-    _, d = read_workspace(ctx)
+    result, d = read_workspace(ctx)
     if d.is_tombstoned(some_id) or not d.holds(some_id):
+        floor = "" if not result.damaged else (
+            f" (the read met {len(result.unreadable)} unreadable segment(s) and "
+            f"{len(result.malformed)} malformed row(s): it may be among them)")
         raise NotFoundError(f"no entry or observation with id {some_id} in workspace "
-                            f"{ctx.workspace_name}")
+                            f"{ctx.workspace_name}{floor}")
+    found = _get(ctx, some_id, d)
+    found.unreadable, found.malformed = result.unreadable, result.malformed
+    return found
+
+
+def _get(ctx: Context, some_id: str, d: Derived) -> Evidence:
     if some_id in d.entry_events:
         return Evidence(record=d.entry_view(some_id))
     ws = ctx.open(create=False)

@@ -46,6 +46,7 @@ from agent_journal.core.merge_plan import (
     SlotIndex,
 )
 from agent_journal.core.model import OBSERVATION, TOMBSTONE, Event
+from agent_journal.ops.context import damage_summary
 from agent_journal.storage.artifacts import artifact_path, blob_present
 from agent_journal.storage.files import (
     confine_to,
@@ -53,6 +54,7 @@ from agent_journal.storage.files import (
     file_digest,
     fsync_path,
     make_private_dirs,
+    remove_tree,
     rename_durable,
     write_file_atomic,
 )
@@ -68,7 +70,7 @@ from agent_journal.storage.replica_source import (
     stream_ids,
 )
 from agent_journal.storage.root import Root, read_replica_id
-from agent_journal.storage.segment_reader import PausedGC
+from agent_journal.storage.segment_reader import PausedGC, structure_damage
 from agent_journal.storage.workspace import SEGMENT_MAX_BYTES, Workspace
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
@@ -117,9 +119,24 @@ def export(ctx: Context, dest: str, *, progress: Progress = None) -> dict[str, A
     ws = ctx.open(create=False)
     if not os.path.isdir(ws.segments_dir):
         raise NotFoundError(f"workspace {ws.name} has no segments in {ws.root.path}")
-    _prepare_dest(dest)
-    with PausedGC():  # millions of row tuples pass through, none in a cycle
-        return _export(ws, dest, progress)
+    damaged = ws.structure_damage()
+    if damaged:
+        raise DamagedJournalError(_export_refusal(damaged, dest))
+    created = _prepare_dest(dest)
+    try:
+        with PausedGC():  # millions of row tuples pass through, none in a cycle
+            return _export(ws, dest, progress)
+    except BaseException:
+        # Whatever was written so far goes: a folder that is not a whole
+        # export must not be left looking like one (or like a part of one).
+        _clear_dest(dest, created)
+        raise
+
+
+def _export_refusal(unreadable: list[dict[str, str]], dest: str) -> str:
+    return (f"refusing to export: {damage_summary(unreadable, [])}; nothing was written to "
+            f"{dest}. An export missing a segment would be an incomplete backup that looks "
+            "whole")
 
 
 def _export(ws: Workspace, dest: str, progress: Progress) -> dict[str, Any]:
@@ -138,10 +155,17 @@ def _export(ws: Workspace, dest: str, progress: Progress) -> dict[str, Any]:
             unreadable.append({"path": ws.rel(path), "reason": str(exc)})
             continue
         snapshots.append((name, tmp, ws.rel(path)))
+    candidates: list[list[tuple[Any, ...]]] = []
+    for _, tmp, rel in snapshots:
+        try:
+            candidates.append(SegmentRows(tmp, immutable=True, only="tombstone_candidates").rows)
+        except Unreadable as exc:
+            unreadable.append({"path": rel, "reason": str(exc)})
+    if unreadable:
+        raise DamagedJournalError(_export_refusal(unreadable, dest))
 
     tombstoned: set[str] = set()
-    for _, tmp, _ in snapshots:
-        rows = SegmentRows(tmp, immutable=True, only="tombstone_candidates").rows
+    for rows in candidates:
         for _seq, event_id, _t, _s, _ts, body, checksum in rows:
             try:
                 ev = _decode_row(body, checksum, event_id)
@@ -157,7 +181,11 @@ def _export(ws: Workspace, dest: str, progress: Progress) -> dict[str, Any]:
     events_total = 0
     for n, (name, tmp, rel) in enumerate(snapshots, 1):
         _say(progress, f"export: checking {n}/{len(snapshots)}")
-        seg = SegmentRows(tmp, immutable=True)
+        try:
+            seg = SegmentRows(tmp, immutable=True)
+        except Unreadable as exc:
+            raise DamagedJournalError(_export_refusal(
+                [{"path": rel, "reason": str(exc)}], dest)) from None
         withheld: list[int] = []
         sealed_bad: list[dict[str, Any]] = []
         fixes: list[tuple[str, str | None, str, bytes, int]] = []
@@ -234,14 +262,29 @@ def _export(ws: Workspace, dest: str, progress: Progress) -> dict[str, Any]:
     }
 
 
-def _prepare_dest(dest: str) -> None:
+def _prepare_dest(dest: str) -> bool:
+    """Check or create the destination; True when this export created it."""
     if os.path.exists(dest):
         if not os.path.isdir(dest):
             raise JournalError(f"export destination {dest} exists and is not a folder")
         if os.listdir(dest):
             raise JournalError(f"export destination {dest} is not empty")
-        return
+        return False
     make_private_dirs(dest)
+    return True
+
+
+def _clear_dest(dest: str, created: bool) -> None:
+    """Undo a failed export: the folder it created, or what it put in an empty one."""
+    if created:
+        remove_tree(dest)
+        return
+    try:
+        names = os.listdir(dest)
+    except OSError:
+        return
+    for name in names:
+        remove_tree(os.path.join(dest, name))
 
 
 # -- sources ----------------------------------------------------------------------------
@@ -366,17 +409,19 @@ class Local:
         # ids the provenance of local imports names that no local segment holds:
         # imported once, then removed by a compaction here (see merge_plan.REMOVED)
         self.removed: set[str] = set()
-        self.unreadable = 0
-        self.malformed = 0
+        self.unreadable: list[dict[str, str]] = []
+        self.malformed: list[dict[str, Any]] = []
 
 
 def scan_local(ws: Workspace) -> Local:
     """Event ids, tombstones and slot keys of the local workspace; damage counted.
 
     Ids come from the event_id column, without reading bodies: a merge only
-    needs to know what is held. Tombstone rows are verified in full, because
-    they decide what a merge may write; a damaged one, or an unreadable
-    segment (which could hold one), is counted as damage.
+    needs to know what is held. Every row that could be a tombstone
+    (merge_plan.tombstone_candidate) is verified in full, because tombstones
+    decide what a merge may write; a damaged one, or a segment SQLite cannot
+    read or finds corrupt (which could hold one), is damage. A row that
+    cannot be a tombstone changes nothing a merge decides and is not read.
     """
     local = Local()
     ids = local.ids
@@ -386,40 +431,57 @@ def scan_local(ws: Workspace) -> Local:
         if own is not None:
             local.slot_keys.add((own[0], name))
         local.slot_keys |= origin_keys(path)
+        damage = structure_damage(path)
+        if damage is not None:
+            local.unreadable.append({"path": ws.rel(path), "reason": damage})
+            continue
         try:
             for rows in stream_ids(path):
                 ids.update(r[0] for r in rows)
             local.removed |= imported_then_removed(path)
-            tombstones = SegmentRows(path, only="tombstone_rows").rows
-        except Unreadable:
-            local.unreadable += 1
+            candidates = SegmentRows(path, only="tombstone_candidates").rows
+        except Unreadable as exc:
+            local.unreadable.append({"path": ws.rel(path), "reason": str(exc)})
             continue
-        for _seq, event_id, _t, _s, _ts, body, digest in tombstones:
+        for seq, event_id, type_, subject, ts, body, digest in candidates:
             try:
-                obj = _verify_row(body, digest, event_id)
-            except codec.MalformedEvent:
-                local.malformed += 1
+                # Strict, as every read judges a row: a tombstone whose type
+                # column was edited is damage here, not an entry.
+                ev = codec.decode_checked(body, digest, event_id, type_, subject, ts)
+            except codec.MalformedEvent as exc:
+                local.malformed.append({"segment": ws.rel(path), "row": seq,
+                                        "reason": str(exc)})
                 continue
-            if obj["type"] == TOMBSTONE:
-                local.tombstoned.add(obj["id"])
+            if ev.type == TOMBSTONE and ev.id is not None:
+                local.tombstoned.add(ev.id)
     local.removed -= ids
     return local
 
 
 # -- merge ------------------------------------------------------------------------------
 
-def merge(ctx: Context, source: str, *, progress: Progress = None) -> dict[str, Any]:
+def merge(ctx: Context, source: str, *, allow_damaged: bool = False,
+          progress: Progress = None) -> dict[str, Any]:
+    """Union `source` into the workspace. Any damage on either side refuses
+    with nothing imported; `allow_damaged` lets a source's malformed rows be
+    skipped (and reported) when none of them could be a tombstone."""
     path = _path_arg(source, "SOURCE")
     # An export is verified whole here, before anything (even the root) is created.
     src = open_source(path, ctx.workspace_name)
     ws = ctx.open(create=True)
     me = ws.root.replica_id
     with MergeLock(ws), PausedGC():
-        return _merge_locked(ws, src, me, progress)
+        return _merge_locked(ws, src, me, progress, allow_damaged)
 
 
-def _merge_locked(ws: Workspace, src: Source, me: str,
-                  progress: Progress) -> dict[str, Any]:
+def _source_refusal(malformed: list[dict[str, Any]]) -> str:
+    return (f"refusing to merge: the source has {damage_summary([], malformed)}; nothing was "
+            "imported. --allow-damaged imports the rest when none of them could be a "
+            "tombstone")
+
+
+def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
+                  allow_damaged: bool) -> dict[str, Any]:
     unreadable: list[dict[str, str]] = []
     malformed: list[dict[str, Any]] = []
 
@@ -437,8 +499,14 @@ def _merge_locked(ws: Workspace, src: Source, me: str,
         if own is not None:
             src_own_keys.add((own[0], name))
         if src.sealed:
+            # Its bytes are the exporter's, checked against the manifest: a
+            # fresh VACUUM INTO copy of segments the exporter checked itself.
             readable.append((name, full))
             src_prov_keys |= origin_keys(full)
+            continue
+        damage = structure_damage(full)
+        if damage is not None:
+            unreadable.append({"path": src.rel(full), "reason": damage})
             continue
         try:
             seg = SegmentRows(full, immutable=src.immutable, only="tombstone_rows",
@@ -457,13 +525,26 @@ def _merge_locked(ws: Workspace, src: Source, me: str,
                 tombstoned.add(ev.id)
     src_keys = src_own_keys | src_prov_keys
 
+    if unreadable:
+        # Even with --allow-damaged: no row of a segment that could not be read
+        # can be shown not to be a tombstone.
+        raise DamagedJournalError(
+            f"refusing to merge: the source has {damage_summary(unreadable, [])}; nothing was "
+            "imported. What they hide could be the tombstone that keeps some of the "
+            "source's content out")
+    sealed_bad = [{"segment": name, "row": row, "reason": why}
+                  for name, rows in sorted(src.sealed_malformed.items())
+                  for row, why in sorted(rows.items())]
+    if sealed_bad and not allow_damaged:
+        raise DamagedJournalError(_source_refusal(sealed_bad))
+
     _say(progress, "merge: reading the local workspace")
     local = scan_local(ws)
     if local.unreadable or local.malformed:
         raise DamagedJournalError(
-            f"refusing to merge: the local workspace has {local.unreadable} unreadable "
-            f"segment(s) and {local.malformed} malformed tombstone row(s) -- what they hide "
-            "could be the tombstone that keeps some of the source out")
+            f"refusing to merge: the local workspace has "
+            f"{damage_summary(local.unreadable, local.malformed)}; nothing was imported. "
+            "What they hide could be the tombstone that keeps some of the source out")
     tombstoned |= local.tombstoned
     known_before = set(tombstoned)
 
@@ -491,10 +572,13 @@ def _merge_locked(ws: Workspace, src: Source, me: str,
             try:
                 with writer.source(full, immutable=src.immutable) as attached:
                     _import_segment(attached, name, src, planner, slots, watch, malformed,
-                                    wanted_artifacts)
+                                    wanted_artifacts, allow_damaged)
             except Unreadable as exc:
-                unreadable.append({"path": src.rel(full), "reason": str(exc)})
-                continue
+                raise DamagedJournalError(
+                    f"refusing to merge: the source segment {src.rel(full)} became unreadable "
+                    f"({exc}); nothing was imported") from None
+        if malformed and not allow_damaged:
+            raise DamagedJournalError(_source_refusal(malformed))
         late = tombstoned - known_before
         if late:
             # Tombstones the pre-scan did not see: hold back what was already
@@ -522,7 +606,8 @@ def _merge_locked(ws: Workspace, src: Source, me: str,
 def _import_segment(seg: ImportSource, name: str, src: Source,
                     planner: merge_plan.Planner, slots: SlotIndex,
                     watch: set[tuple[str, str]], malformed: list[dict[str, Any]],
-                    wanted_artifacts: dict[str, tuple[dict[str, Any], set[str]]]) -> None:
+                    wanted_artifacts: dict[str, tuple[dict[str, Any], set[str]]],
+                    allow_damaged: bool) -> None:
     """Decide every row of one attached source segment, then let SQLite copy the rest.
 
     Rows of a root are verified here (checksum, parse, shape); a row already
@@ -545,7 +630,8 @@ def _import_segment(seg: ImportSource, name: str, src: Source,
     copied: list[str] = []
     rebuilt: list[tuple[str, str, str | None, str, bytes, str]] = []
     rebuilt_origins: list[tuple[str, str, str, int]] = []
-    rows = seg.rows(bodies="tombstones" if src.sealed else "all")
+    # A sealed row named malformed needs its bytes too: could it be a tombstone?
+    rows = seg.rows(bodies="tombstones" if src.sealed and not sealed_bad else "all")
     for seq, event_id, col_type, col_subject, col_ts, digest, body in rows:
         obj: dict[str, Any] | None = None
         type_, subject, ts = col_type, col_subject, col_ts
@@ -565,6 +651,10 @@ def _import_segment(seg: ImportSource, name: str, src: Source,
                 obj = _verify_row(body, digest, event_id)
                 type_, subject, ts = obj["type"], obj["id"], obj["ts"]
         except codec.MalformedEvent as exc:
+            if allow_damaged and merge_plan.tombstone_candidate(col_type, body):
+                raise DamagedJournalError(
+                    f"refusing to merge: the source's malformed row {rel} row {seq} "
+                    f"({exc}) could be a tombstone; nothing was imported") from None
             malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
             skip.append(event_id)
             continue

@@ -22,7 +22,7 @@ from agent_journal.core.model import Event, event_values, events_from_values
 from agent_journal.storage.connection import describe_sqlite_error
 from agent_journal.storage.erasure import text_is_utf8
 from agent_journal.storage.segment import never_initialised, open_segment_for_read
-from agent_journal.storage.segment_reader import json_check, strict_json_check
+from agent_journal.storage.segment_reader import json_check, quick_check, strict_json_check
 
 TYPE_CHECKING = False  # as elsewhere in the package: mypy reads this as True
 if TYPE_CHECKING:
@@ -364,6 +364,13 @@ def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath) -> Segmen
         return part
     try:
         if never_initialised(conn):
+            return part
+        # A plan that rewrites the file must not start from one SQLite finds
+        # corrupt where no row read goes (an index page, the meta table).
+        damage = quick_check(conn)
+        if damage is not None:
+            part.high = None
+            part.unreadable = damage
             return part
         utf8 = text_is_utf8(conn)
         _read_rows(conn, part, fast, _COMPACTION_ROWS if json_check() and utf8 else _EXACT_ROWS,

@@ -61,7 +61,7 @@ def connect(path: str, *, readonly: bool = False, immutable: bool = False
     # `timeout` installs SQLite's busy handler as the connection opens, before
     # any statement runs.
     try:
-        return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                check_same_thread=False)
     except sqlite3.OperationalError:
         # "unable to open database file" names neither the file nor the reason; the
@@ -71,6 +71,14 @@ def connect(path: str, *, readonly: bool = False, immutable: bool = False
         except OSError as exc:
             raise sqlite3.OperationalError(f"cannot open {path}: {exc.strerror}") from None
         raise
+    try:
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1")
+    except UnicodeDecodeError as exc:
+        conn.close()
+        raise as_sqlite_error(exc) from None
+    except sqlite3.Error:
+        pass  # reported by the caller's first statement, as before
+    return conn
 
 
 def _check_regular(path: str) -> None:
@@ -82,6 +90,18 @@ def _check_regular(path: str) -> None:
         return  # sqlite3.connect reports it
     if not stat.S_ISREG(st.st_mode):
         raise sqlite3.OperationalError(f"{path} is not a regular file")
+
+
+def as_sqlite_error(exc: UnicodeDecodeError) -> sqlite3.DatabaseError:
+    """The driver's error for a damaged schema whose message is not UTF-8.
+
+    SQLite quotes the damaged schema text in its message ("malformed database
+    schema (...)"), and the driver, failing to decode that message, raises
+    UnicodeDecodeError instead of sqlite3.Error. Opening a connection reads
+    the schema, so `connect` turns it back into the error it stands for.
+    """
+    raw = exc.object if isinstance(exc.object, bytes) else b""
+    return sqlite3.DatabaseError(raw.decode("utf-8", "replace") or "malformed database schema")
 
 
 def quote_path(path: str) -> str:

@@ -20,9 +20,14 @@ import time
 from collections.abc import Callable, Iterable
 
 from agent_journal.core import codec
-from agent_journal.core.errors import JournalError
+from agent_journal.core.errors import BusyError, JournalError, StorageError
 from agent_journal.core.model import Event
-from agent_journal.storage.connection import connect, is_busy, run_write
+from agent_journal.storage.connection import (
+    connect,
+    describe_sqlite_error,
+    is_busy,
+    run_write,
+)
 from agent_journal.storage.files import make_private_dirs, read_text, write_file_atomic
 from agent_journal.storage.segment import SEGMENT_SUFFIX
 
@@ -153,6 +158,22 @@ def apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
     the event ids rewritten, and whether the segment is clean afterwards (a WAL
     that could not be truncated may still hold old page images).
     """
+    try:
+        return _apply_to_segment(path, expected_high, delete_ids, rewrites, tolerate)
+    except sqlite3.OperationalError as exc:
+        if is_busy(exc):
+            raise BusyError("the journal stayed locked by other writers; retry") from None
+        raise StorageError(f"cannot compact {path}: {describe_sqlite_error(exc)}") from None
+    except sqlite3.Error as exc:
+        # The transaction rolled back: this segment is as it was, and the
+        # intent file lets the next run finish what the others began.
+        raise StorageError(f"cannot compact {path}: {describe_sqlite_error(exc)}") from None
+
+
+def _apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
+                      rewrites: Iterable[tuple[str, str, bytes | None, str]],
+                      tolerate: Callable[[list[Event | None]], bool] | None
+                      ) -> tuple[int, set[str], bool]:
     delete_rows = [(event_id,) for event_id in delete_ids]
     rewrite_rows = list(rewrites)
     conn = erasing_connection(path)

@@ -217,6 +217,20 @@ def unlink_quietly(path: str) -> None:
         pass
 
 
+def remove_tree(path: str) -> None:
+    """Remove a file, or a folder and everything in it; symlinks are removed, never
+    followed; what is already gone is no error."""
+    import shutil  # only a failed export needs it
+
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def copy_file_verified(src: str, dest: str, *, size: int, checksum: str) -> bool:
     """Copy `src` to `dest` atomically if its bytes match `size` and `checksum`.
 

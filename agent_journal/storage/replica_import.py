@@ -14,8 +14,13 @@ import os
 import sqlite3
 from collections.abc import Iterable
 
-from agent_journal.core.errors import JournalError
-from agent_journal.storage.connection import JOURNAL_MODE, describe_sqlite_error, quote_path
+from agent_journal.core.errors import JournalError, StorageError
+from agent_journal.storage.connection import (
+    JOURNAL_MODE,
+    as_sqlite_error,
+    describe_sqlite_error,
+    quote_path,
+)
 from agent_journal.storage.files import (
     create_private_file,
     fsync_path,
@@ -61,6 +66,15 @@ def scrub_rows(path: str, seqs: Iterable[int], *,
     fixes = list(fixes)
     if not wanted and not fixes:
         return 0
+    try:
+        return _scrub(path, wanted, fixes)
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot scrub the snapshot {path}: "
+                           f"{describe_sqlite_error(exc)}") from None
+
+
+def _scrub(path: str, wanted: list[tuple[int]],
+           fixes: list[tuple[str, str | None, str, bytes, int]]) -> int:
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("PRAGMA secure_delete = ON")
@@ -111,6 +125,13 @@ class ImportWriter:
     def _open(self) -> sqlite3.Connection:
         if self._conn is not None:
             return self._conn
+        try:
+            return self._open_new()
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot create an import segment in {self.ws.segments_dir}: "
+                               f"{describe_sqlite_error(exc)}") from None
+
+    def _open_new(self) -> sqlite3.Connection:
         make_private_dirs(self.ws.segments_dir)
         self._counter += 1
         self._tmp = os.path.join(
@@ -272,8 +293,9 @@ class ImportSource:
                 tables = {r[0] for r in conn.execute(
                     "SELECT name FROM src.sqlite_master WHERE type = 'table'")}
                 break
-            except sqlite3.Error as exc:
-                error = exc
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
+                # (UnicodeDecodeError: a damaged schema, see connection.as_sqlite_error)
+                error = exc if isinstance(exc, sqlite3.Error) else as_sqlite_error(exc)
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 if attached:
@@ -353,6 +375,14 @@ class ImportSource:
         segment (each row's slot is its seq); otherwise the source's own
         provenance is carried over.
         """
+        try:
+            self._copy(skip, copied_ids, own)
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot import {self.path}: {describe_sqlite_error(exc)}"
+                               ) from None
+
+    def _copy(self, skip: Iterable[str], copied_ids: list[str],
+              own: tuple[str, str] | None) -> None:
         conn = self.writer._conn
         assert conn is not None
         if self.empty:
@@ -382,10 +412,14 @@ class ImportSource:
         """Add rows the caller rebuilt: (event_id, type, subject, ts, body, checksum)."""
         conn = self.writer._conn
         assert conn is not None
-        conn.executemany("INSERT INTO main.events(event_id, type, subject, ts, body, checksum) "
-                         "VALUES (?, ?, ?, ?, ?, ?)", rows)
-        conn.executemany("INSERT INTO main.origin(event_id, replica, segment, seq) "
-                         "VALUES (?, ?, ?, ?)", origins)
+        try:
+            conn.executemany("INSERT INTO main.events(event_id, type, subject, ts, body, "
+                             "checksum) VALUES (?, ?, ?, ?, ?, ?)", rows)
+            conn.executemany("INSERT INTO main.origin(event_id, replica, segment, seq) "
+                             "VALUES (?, ?, ?, ?)", origins)
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot import {self.path}: {describe_sqlite_error(exc)}"
+                               ) from None
         self.writer._ids.extend(r[0] for r in rows)
 
     def __exit__(self, *exc: object) -> None:

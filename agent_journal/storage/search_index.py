@@ -16,7 +16,9 @@ Invariants:
 - A segment that lost rows or vanished, and an index file that fails to open,
   carries another format, or raises any SQLite error, is thrown away and
   rebuilt from scratch: removals are never patched in place, so no byte of
-  purged content outlives the next search in the index file.
+  purged content outlives the next search in the index file. So is one whose
+  file changed without gaining rows (rows edited in place): the rebuild reads
+  every row again and reports what no longer verifies, as `show` does.
 """
 
 from __future__ import annotations
@@ -439,6 +441,13 @@ class _Index:
         # name), means something was removed.
         if now_high < high or total - newer != rows or at_high != last:
             raise _Rebuild(f"segment {name} lost rows")
+        if row is not None and rows and not newer and signature != row[3]:
+            # The file changed, yet no row arrived: rows already indexed were
+            # changed in place (damage, a hand edit), and only a fresh read
+            # can say which of them still verify. (A change that also appends
+            # is read as an append: re-verifying every indexed row after each
+            # append would cost a full read of the segment.)
+            raise _Rebuild(f"segment {name} changed without growing")
         unreadable = None
         batch: list[Event] = []
         bad: list[tuple[str, int, str]] = []

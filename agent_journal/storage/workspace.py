@@ -21,7 +21,13 @@ from agent_journal.core.model import Event
 from agent_journal.storage.connection import connect, describe_sqlite_error, is_busy, run_write
 from agent_journal.storage.files import create_private_file, make_private_dirs
 from agent_journal.storage.segment import SEGMENT_SUFFIX, has_subject, init_segment, insert_events
-from agent_journal.storage.segment_reader import PausedGC, Peek, ReadResult, read_segment
+from agent_journal.storage.segment_reader import (
+    PausedGC,
+    Peek,
+    ReadResult,
+    read_segment,
+    structure_damage,
+)
 
 TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
 if TYPE_CHECKING:
@@ -263,6 +269,16 @@ class Workspace:
             else:
                 result.high_water[rel] = scan.high
         return result
+
+    def structure_damage(self) -> list[dict[str, str]]:
+        """{path, reason} of every segment SQLite's structural check fails on
+        (segment_reader.structure_damage), in segment order."""
+        found = []
+        for path in self.segment_paths():
+            reason = structure_damage(path)
+            if reason is not None:
+                found.append({"path": self.rel(path), "reason": reason})
+        return found
 
     def iter_segment(self, path: str, *, lazy: bool = False
                      ) -> Iterator[Event | tuple[str, int, str]]:
