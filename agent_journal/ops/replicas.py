@@ -119,9 +119,56 @@ def export(ctx: Context, dest: str, *, progress: Progress = None) -> dict[str, A
         return _export(ws, dest, progress)
 
 
-def _export(ws: Workspace, dest: str, progress: Progress) -> dict[str, Any]:
+def export_own(ws: Workspace, dest: str, *, progress: Progress = None) -> dict[str, Any]:
+    """`export` of this replica's own segments only, into the empty folder `dest`
+    (what a sync push uploads: every event once, under its author).
+
+    The snapshots are scrubbed of content that any tombstone in the workspace
+    names, those in import segments included. A segment that cannot be read,
+    or a damaged tombstone row, refuses the export: the first could hold an
+    own segment's events (a manifest without it would drop them from the
+    remote), the second the tombstone that keeps some content out.
+    """
     replica = ws.root.replica_id
-    segments = ws.segment_paths()
+    own: list[str] = []
+    others: list[str] = []
+    for path in ws.segment_paths():
+        found = merge_plan.own_segment(os.path.basename(path))
+        (own if found is not None and found[0] == replica else others).append(path)
+
+    def other_tombstones() -> set[str]:
+        # Read after the own snapshots were taken, so a tombstone merged in
+        # before them is seen here.
+        found: set[str] = set()
+        for path in others:
+            try:
+                rows = SegmentRows(path, only="tombstone_candidates").rows
+            except Unreadable as exc:
+                raise DamagedJournalError(f"refusing to push: {ws.rel(path)} is unreadable "
+                                          f"({exc}); it could hold a tombstone") from None
+            for _seq, event_id, _t, _s, _ts, body, checksum in rows:
+                try:
+                    ev = _decode_row(body, checksum, event_id)
+                except codec.MalformedEvent:
+                    continue  # a damaged row of another replica's import: not ours to ship
+                if ev.type == TOMBSTONE and ev.id is not None:
+                    found.add(ev.id)
+        return found
+
+    with PausedGC():
+        report = _export(ws, dest, progress, segments=own, more_tombstones=other_tombstones)
+    if report["unreadable"]:
+        first = report["unreadable"][0]
+        raise DamagedJournalError(f"refusing to push: {first['path']} is unreadable "
+                                  f"({first['reason']}); nothing was uploaded")
+    return report
+
+
+def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str] | None = None,
+            more_tombstones: Callable[[], set[str]] | None = None) -> dict[str, Any]:
+    replica = ws.root.replica_id
+    if segments is None:
+        segments = ws.segment_paths()
     unreadable: list[dict[str, str]] = []
     snapshots: list[tuple[str, str, str]] = []  # (file name, temp path, reported path)
     # Snapshot everything first, back to back, then do the slow work on the copies.
@@ -146,6 +193,8 @@ def _export(ws: Workspace, dest: str, progress: Progress) -> dict[str, Any]:
                 continue  # reported by the full pass below
             if ev.type == TOMBSTONE and ev.id is not None:
                 tombstoned.add(ev.id)
+    if more_tombstones is not None:
+        tombstoned |= more_tombstones()
 
     malformed: list[dict[str, Any]] = []
     artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {}
