@@ -298,10 +298,11 @@ JSON_ONLY = Opt("json", "--json", "Accepted for symmetry; this command always pr
                 kind=BARE)
 
 _add(Command(
-    "remote add", "Add a remote for this workspace: s3://BUCKET[/PREFIX] or file:///PATH. "
+    "remote add", "Add a remote for this workspace: s3://BUCKET/PREFIX (the prefix is "
+    "optional) or file:///PATH. "
     "Kept in the root's config.json; credentials are never stored (the standard AWS "
     "environment, profiles and config files apply).", "cmd_remote_add",
-    args=(Arg("name", "Remote name."), Arg("url", "s3://BUCKET[/PREFIX] or file:///PATH.",
+    args=(Arg("name", "Remote name."), Arg("url", "s3://BUCKET/PREFIX or file:///PATH.",
                                            metavar="URL")),
     opts=(Opt("endpoint_url", "--endpoint-url", "The S3 service's address when it is not "
               "AWS (MinIO, R2, SeaweedFS, Ceph...).", metavar="URL"),

@@ -354,7 +354,10 @@ def _sync_command(a: dict[str, Any], what: str) -> int:
     output.emit_json(report)
     for text in report["warnings"]:
         output.warn(text)
-    return 0
+    # Something the remote holds failed verification: the run did what it
+    # could, but a script must not read it as complete.
+    refused = report.get("refused") or (report.get("pull") or {}).get("refused")
+    return 1 if refused else 0
 
 
 def cmd_push(a: dict[str, Any]) -> int:

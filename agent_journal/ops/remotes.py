@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from agent_journal.ops.context import Context
+    from agent_journal.storage.remote import Remote
 
 SECTION = "remotes"
 CONFIG_LOCK = ".config.lock"
@@ -157,3 +158,16 @@ def resolve(ctx: Context, name: str | None) -> RemoteSpec:
             return spec
     raise UsageError(f"no remote {name} for workspace {ctx.workspace_name}; see "
                      "`agent-journal remote list`")
+
+
+def open_remote(spec: RemoteSpec) -> Remote:
+    """The backend for a configured remote; s3:// loads boto3 only now, and without it
+    fails with the one line that names the extra to install."""
+    scheme, where, prefix = parse_url(spec.url)
+    if scheme == "file":
+        from agent_journal.storage.remote_file import FolderRemote
+
+        return FolderRemote(spec.url, where)
+    from agent_journal.storage.remote_s3 import S3Remote
+
+    return S3Remote(spec.url, where, prefix, endpoint_url=spec.endpoint_url)

@@ -31,7 +31,7 @@ from agent_journal.core.errors import ConflictError, JournalError, NotFoundError
 from agent_journal.ops import remotes, replicas
 from agent_journal.storage.files import file_digest, make_private_dirs, write_file_atomic
 from agent_journal.storage.locks import FileLock
-from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, open_remote
+from agent_journal.storage.remote import ObjectMissing, PreconditionFailed
 from agent_journal.storage.root import Root, read_replica_id
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
@@ -88,7 +88,7 @@ class _Killer:
 
 def _open(ctx: Context, name: str | None) -> tuple[remotes.RemoteSpec, Remote]:
     spec = remotes.resolve(ctx, name)
-    remote = open_remote(spec.url, endpoint_url=spec.endpoint_url)
+    remote = remotes.open_remote(spec)
     remote.check()
     return spec, remote
 

@@ -8,9 +8,8 @@ Invariants:
 - Every failure of the service or the folder is a `RemoteError` carrying one
   line; a key that is not there is `ObjectMissing`, so callers can tell "gone"
   from "broken".
-- URLs are checked here, before any backend is loaded: a malformed one is a
-  UsageError, and an `s3://` URL without boto3 fails with the one line that
-  names the extra to install.
+- URLs are checked here, before any backend is loaded (ops.remotes.open_remote
+  picks the backend): a malformed one is a UsageError.
 """
 
 from __future__ import annotations
@@ -126,15 +125,3 @@ def parse_url(url: str) -> tuple[str, str, str]:
         return "file", "/" + "/".join(parts), ""
     raise UsageError(f"bad remote URL {url!r}: expected s3://BUCKET[/PREFIX] or "
                      "file:///PATH")
-
-
-def open_remote(url: str, *, endpoint_url: str | None = None) -> Remote:
-    """The backend for a checked URL (s3:// loads boto3 only now)."""
-    scheme, where, prefix = parse_url(url)
-    if scheme == "file":
-        from agent_journal.storage.remote_file import FolderRemote
-
-        return FolderRemote(url, where)
-    from agent_journal.storage.remote_s3 import S3Remote
-
-    return S3Remote(url, where, prefix, endpoint_url=endpoint_url)

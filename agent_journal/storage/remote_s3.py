@@ -35,6 +35,20 @@ _CHUNK = 1 << 20
 _NOT_IMPLEMENTED = {"NotImplemented", "501"}
 
 
+_CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                   "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE",
+                   "AWS_SHARED_CREDENTIALS_FILE", "AWS_REGION", "AWS_DEFAULT_REGION")
+_clients: dict[Any, Any] = {}
+_sessions: dict[Any, Any] = {}
+
+
+def _session(boto3: Any, env: tuple[str | None, ...]) -> Any:
+    # A session caches the credentials it resolved: one per credential setting.
+    if env not in _sessions:
+        _sessions[env] = boto3.session.Session()
+    return _sessions[env]
+
+
 def _boto() -> tuple[Any, Any, Any]:
     try:
         import boto3
@@ -54,14 +68,31 @@ class S3Remote(Remote):
         self.prefix = prefix + "/" if prefix else ""
         self._exc = exceptions
         attempts = int(os.environ.get("AWS_MAX_ATTEMPTS") or 5)
-        cfg = config.Config(retries={"mode": os.environ.get("AWS_RETRY_MODE") or "standard",
-                                     "max_attempts": attempts},
-                            connect_timeout=10, read_timeout=60)
-        try:
-            session = boto3.session.Session()
-            self.client = session.client("s3", endpoint_url=endpoint_url, config=cfg)
-        except exceptions.BotoCoreError as exc:
-            raise RemoteError(f"remote {url}: {exc}") from None
+        extra: dict[str, str] = {}
+        if endpoint_url is not None:
+            # Many S3-compatible services refuse the newer streamed trailing
+            # checksums; integrity does not depend on them (pull checks every
+            # object's size and xxh3 against its manifest).
+            if not os.environ.get("AWS_REQUEST_CHECKSUM_CALCULATION"):
+                extra["request_checksum_calculation"] = "when_required"
+            if not os.environ.get("AWS_RESPONSE_CHECKSUM_VALIDATION"):
+                extra["response_checksum_validation"] = "when_required"
+        mode = os.environ.get("AWS_RETRY_MODE") or "standard"
+        # Clients are costly to build (botocore loads its service models):
+        # one per process and setting, and the environment that picks the
+        # credentials is part of the key.
+        env = tuple(os.environ.get(v) for v in _CREDENTIAL_ENV)
+        key = (endpoint_url, attempts, mode, tuple(sorted(extra.items())), env)
+        client = _clients.get(key)
+        if client is None:
+            cfg = config.Config(retries={"mode": mode, "total_max_attempts": attempts},
+                                connect_timeout=10, read_timeout=60, **extra)
+            try:
+                client = _session(boto3, env).client("s3", endpoint_url=endpoint_url, config=cfg)
+            except exceptions.BotoCoreError as exc:
+                raise RemoteError(f"remote {url}: {exc}") from None
+            _clients[key] = client
+        self.client = client
         self._conditional = True
 
     # -- errors -------------------------------------------------------------------------
@@ -83,7 +114,9 @@ class S3Remote(Remote):
                 return RemoteError(f"remote {self.url}: access refused while trying to {what} "
                                    f"({code}); check the AWS credentials")
             message = exc.response.get("Error", {}).get("Message") or code
-            return RemoteError(f"remote {self.url}: cannot {what}: {code} {message}".strip())
+            tries = exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0)
+            after = f" (after {tries + 1} attempts)" if tries else ""
+            return RemoteError(f"remote {self.url}: cannot {what}: {code} {message}{after}")
         text = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
         return RemoteError(f"remote {self.url}: cannot {what} (after retries): {text}")
 
