@@ -327,8 +327,11 @@ def test_purge_reaches_every_object_and_a_stale_replica_resurrects_nothing(
     sync.push(ctx(a), None)
     sync.pull(ctx(b), None)
     sync.pull(ctx(stale), None)
+    # The stale replica's own events about the doomed entry: content it will push
+    # without ever having seen the tombstone.
+    writes.invalidate(ctx(stale), "secret", f"stale says {MARKER}-2")
     note(stale, "own", "stale replica's own note")
-    # b holds it too and pushes only its own segments: none hold the marker.
+    # b holds a's content too, as an import: a push carries only its own segments.
     note(b, "b1")
     sync.push(ctx(b), None)
     assert any(MARKER.encode() in v for v in bucket_bytes(s3, bucket).values())
@@ -340,22 +343,32 @@ def test_purge_reaches_every_object_and_a_stale_replica_resurrects_nothing(
     for key, value in bucket_bytes(s3, bucket).items():
         assert MARKER.encode() not in value, key
 
-    # The stale replica never pulled the tombstone; its push brings nothing back.
+    # The stale replica never pulled the tombstone and pushes its own content about it.
     sync.push(ctx(stale), None)
-    for key, value in bucket_bytes(s3, bucket).items():
-        assert MARKER.encode() not in value, key
+    held = [k for k, v in bucket_bytes(s3, bucket).items() if MARKER.encode() in v]
+    rs = (stale / "replica-id").read_text().strip()
+    assert held and all(k.startswith(f"team/ws/{rs}/") for k in held)
+    assert all(f"{MARKER}-2".encode() in bucket_bytes(s3, bucket)[k] for k in held)
+    status = sync.status(ctx(a), None)
+    listed = next(r for r in status["replicas"] if r["replica"] == rs)
+    assert sorted("team/" + k for k in listed["objectsMayHoldErased"]) == sorted(held)
+    # Whoever pulls next, in whatever order the replicas come, withholds it.
     fresh = make_root(tmp_path, "fresh")
     add_remote(fresh, f"s3://{bucket}/team", s3.url)
-    sync.pull(ctx(fresh), None)
-    shown = json.dumps(state(fresh))
+    pulled = sync.pull(ctx(fresh), None)
+    assert pulled["notImported"]
+    shown = state(fresh)
     assert MARKER not in shown and "stale replica's own note" in shown
     from conftest import all_bytes_under
 
     assert MARKER.encode() not in all_bytes_under(fresh)
-    # The stale replica held the marker before the tombstone (as an import); a sync
-    # brings the tombstone, and its view hides the content at once.
+    sync.pull(ctx(b), None)
+    assert MARKER not in state(b)
+    # Its owner syncs: the tombstone arrives, its snapshot withholds the invalidation.
     sync.sync(ctx(stale), None)
-    assert MARKER not in json.dumps(state(stale))
+    assert MARKER not in state(stale)
+    for key, value in bucket_bytes(s3, bucket).items():
+        assert MARKER.encode() not in value, key
 
 
 def test_status_lists_objects_pushed_before_a_tombstone(tmp_path: Path, s3, aws) -> None:
