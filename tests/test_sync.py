@@ -71,12 +71,12 @@ def note(root: Path, entry_id: str, text: str | None = None) -> None:
                   subject=None)
 
 
-def replicas_with_remote(tmp_path: Path, s3: MotoServer, n: int, bucket: str | None = None
-                         ) -> tuple[list[Path], str]:
+def replicas_with_remote(tmp_path: Path, s3: MotoServer, n: int, bucket: str | None = None,
+                         ids: list[str] | None = None) -> tuple[list[Path], str]:
     bucket = bucket or new_bucket(s3)
     roots = []
     for i in range(n):
-        root = make_root(tmp_path, f"r{i}-{uuid.uuid4().hex[:6]}")
+        root = make_root(tmp_path, f"r{i}-{uuid.uuid4().hex[:6]}", ids[i] if ids else None)
         add_remote(root, f"s3://{bucket}/team", s3.url)
         roots.append(root)
     return roots, bucket
@@ -321,7 +321,10 @@ def test_a_manifest_claiming_another_replica_is_refused(tmp_path: Path, s3, aws)
 
 def test_purge_reaches_every_object_and_a_stale_replica_resurrects_nothing(
         tmp_path: Path, s3, aws) -> None:
-    (a, b, stale), bucket = replicas_with_remote(tmp_path, s3, 3)
+    # A reader merges replicas in id order: the stale one comes first, before the
+    # tombstone's owner.
+    (a, b, stale), bucket = replicas_with_remote(
+        tmp_path, s3, 3, ids=["rcccccccccccccc1", "rbbbbbbbbbbbbbb2", "raaaaaaaaaaaaaa3"])
     note(a, "secret", f"the key is {MARKER}")
     note(a, "fine", "nothing to hide")
     sync.push(ctx(a), None)
