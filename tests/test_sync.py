@@ -181,6 +181,30 @@ def test_push_pull_and_a_second_pull_fetches_nothing(tmp_path: Path, s3, aws) ->
     assert sum(k.endswith("/manifest.json") for k in keys) == 2
 
 
+def test_push_snapshots_only_segments_that_changed(tmp_path: Path, s3, aws,
+                                                   monkeypatch) -> None:
+    (a, b), _ = replicas_with_remote(tmp_path, s3, 2)
+    monkeypatch.setenv("AGENT_JOURNAL_SEGMENT_MAX_BYTES", "40000")
+    for n in range(60):
+        note(a, f"s{n}", "y" * 1500)
+    first = sync.push(ctx(a), None)
+    assert first["files"] >= 3 and first["snapshotted"] == first["files"]
+    note(a, "one-more")
+    second = sync.push(ctx(a), None)
+    assert second["snapshotted"] == 1 and second["uploaded"] == 1
+    assert len(second["deleted"]) == 1
+    # A new tombstone changes what every snapshot must leave out: all are taken again.
+    writes.tombstone(ctx(a), "s0", "gone")
+    third = sync.push(ctx(a), None)
+    assert third["snapshotted"] == third["files"]
+    # Compaction rewrites segments in place: those are taken again, and hold no s0.
+    compact.compact(ctx(a), entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    fourth = sync.push(ctx(a), None)
+    assert 1 <= fourth["snapshotted"] < fourth["files"]
+    sync.pull(ctx(b), None)
+    assert state(a) == state(b)
+
+
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), n=st.sampled_from([2, 5]))
 def test_replicas_syncing_in_any_order_converge(tmp_path_factory, s3, data, n) -> None:

@@ -49,6 +49,7 @@ SYNC_FORMAT = 1
 MANIFEST_KEY = "manifest.json"
 STATE_DIR = "remotes"
 STATE_NAME = "state.json"
+PUSH_CACHE = "pushed.json"
 # Tests only: SIGKILL this process just before its N-th write to the remote
 # (objects, manifest, deletes counted together), to prove every point safe.
 ENV_KILL_AT = "AGENT_JOURNAL_TEST_PUSH_KILL_AT"
@@ -183,13 +184,51 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
           progress: Progress) -> dict[str, Any]:
     me = ws.root.replica_id
     prefix = _prefix(ws.name, me)
-    exported = replicas.export_own(ws, stage, progress=progress)
+    _say(progress, "push: reading the remote")
+    present = remote.list_keys(prefix)
+
+    # A segment unchanged since the last push, under the same tombstones, would
+    # snapshot to the same bytes: its entry is reused when the remote still
+    # holds its object, and only the others are snapshotted again.
+    cache_path = os.path.join(_state_dir(ws, spec.name), PUSH_CACHE)
+    cache = _load_push_cache(cache_path)
+    signatures = {os.path.basename(p): _signature(p) for p in ws.segment_paths()}
+    # Tombstones per segment, read again only from segments that changed.
+    scanned = cache.get("tombstonesBySegment", {})
+    by_segment: dict[str, dict[str, Any]] = {}
+
+    def scan_changed() -> set[str]:
+        found: set[str] = set()
+        for path in ws.segment_paths():
+            name = os.path.basename(path)
+            sig = _signature(path)
+            held = by_segment.get(name) or scanned.get(name)
+            if not (isinstance(held, dict) and sig is not None and held.get("sig") == sig
+                    and isinstance(held.get("ids"), list)):
+                held = {"sig": sig, "ids": sorted(replicas.segment_tombstones(ws, path))}
+            by_segment[name] = held
+            found.update(held["ids"])
+        return found
+
+    known = scan_changed()
+    digest = _tombstones_digest(known)
+    reused: dict[str, dict[str, Any]] = {}
+    if cache.get("tombstones") == digest:
+        for name, held in cache.get("segments", {}).items():
+            entry = held.get("entry") if isinstance(held, dict) else None
+            if (isinstance(entry, dict) and held.get("sig") == signatures.get(name)
+                    and isinstance(entry.get("checksum"), str) and entry.get("name") == name
+                    and prefix + segment_key(name, entry["checksum"]) in present):
+                reused[name] = entry
+    exported = replicas.export_own(ws, stage, progress=progress, skip=frozenset(reused),
+                                   tombstones=lambda: known | scan_changed())
     with open(os.path.join(stage, merge_plan.MANIFEST_NAME), "rb") as fh:
         export = json.loads(fh.read())
+    export["files"] = sorted(export["files"] + list(reused.values()), key=lambda f: f["name"])
+    export["tombstoned"] = sorted(set(export["tombstoned"]) | known)
     objects = {f["name"]: segment_key(f["name"], f["checksum"]) for f in export["files"]}
     objects.update({a["path"]: a["path"] for a in export["artifacts"] if a["path"]})
 
-    _say(progress, "push: reading the remote")
     current: dict[str, Any] | None = None
     etag: str | None = None
     try:
@@ -202,7 +241,6 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
             current = None  # replaced below; an unusable manifest names nothing to keep
     except ObjectMissing:
         pass
-    present = remote.list_keys(prefix)
 
     killer = _Killer()
     uploaded = already = 0
@@ -236,6 +274,12 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
                 "nothing was replaced, run push again") from None
         written = True
 
+    fresh = {f["name"] for f in export["files"]} - set(reused)
+    cache = {"tombstones": digest, "tombstonesBySegment": by_segment, "segments": {
+        f["name"]: {"sig": signatures.get(f["name"]), "entry": f} for f in export["files"]
+        if f["name"] in reused or f["name"] in fresh}}
+    write_file_atomic(cache_path, json.dumps(cache, sort_keys=True).encode("utf-8"))
+
     keep = {prefix + MANIFEST_KEY} | {prefix + k for k in objects.values()}
     deleted = []
     for key in sorted(set(remote.list_keys(prefix)) - keep):
@@ -254,11 +298,42 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
                         "readers skip them")
     return {
         "remote": spec.name, "url": spec.url, "workspace": ws.name, "replica": me,
-        "files": len(export["files"]), "events": exported["events"],
+        "files": len(export["files"]), "snapshotted": len(fresh),
+        "events": sum(f["events"] for f in export["files"]),
         "withheld": exported["withheld"], "uploaded": uploaded, "uploadedBytes": uploaded_bytes,
         "alreadyPresent": already, "manifestWritten": written, "deleted": deleted,
         "warnings": warnings,
     }
+
+
+def _signature(path: str) -> list[int] | None:
+    """What changes when a segment does: the file and its WAL (inode, size, mtime)."""
+    out: list[int] = []
+    for p in (path, path + "-wal"):
+        try:
+            st = os.stat(p)
+        except FileNotFoundError:
+            out += [0, 0, 0]
+            continue
+        except OSError:
+            return None
+        out += [st.st_ino, st.st_size, st.st_mtime_ns]
+    return out
+
+
+def _tombstones_digest(ids: set[str]) -> str:
+    import xxhash
+
+    return xxhash.xxh3_64_hexdigest("\n".join(sorted(ids)).encode("utf-8"))
+
+
+def _load_push_cache(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            cache = json.loads(fh.read())
+    except (OSError, ValueError):
+        return {}  # lost or damaged: every segment is snapshotted again, nothing else
+    return cache if isinstance(cache, dict) and isinstance(cache.get("segments"), dict) else {}
 
 
 # -- pull ---------------------------------------------------------------------------------
