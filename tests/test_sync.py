@@ -208,6 +208,17 @@ def test_push_snapshots_only_segments_that_changed(tmp_path: Path, s3, aws,
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), n=st.sampled_from([2, 5]))
 def test_replicas_syncing_in_any_order_converge(tmp_path_factory, s3, data, n) -> None:
+    _converge(tmp_path_factory, s3, data, n, max_steps=12)
+
+
+@pytest.mark.soak
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), n=st.integers(2, 6))
+def test_replicas_syncing_in_any_order_converge_soak(tmp_path_factory, s3, data, n) -> None:
+    _converge(tmp_path_factory, s3, data, n, max_steps=40)
+
+
+def _converge(tmp_path_factory, s3, data, n: int, *, max_steps: int) -> None:
     env = aws_env()
     old = {k: os.environ.get(k) for k in env if k.startswith("AWS_")}
     os.environ.update({k: v for k, v in env.items() if k.startswith("AWS_")})
@@ -217,7 +228,8 @@ def test_replicas_syncing_in_any_order_converge(tmp_path_factory, s3, data, n) -
         written = 0
         steps = data.draw(st.lists(st.tuples(st.sampled_from(["write", "push", "pull", "sync",
                                                               "tombstone"]),
-                                             st.integers(0, n - 1)), min_size=3, max_size=12))
+                                             st.integers(0, n - 1)), min_size=3,
+                                   max_size=max_steps))
         for op, i in steps:
             if op == "write":
                 written += 1
