@@ -121,7 +121,8 @@ def export(ctx: Context, dest: str, *, progress: Progress = None) -> dict[str, A
 
 def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
                skip: frozenset[str] = frozenset(),
-               tombstones: Callable[[], set[str]] | None = None) -> dict[str, Any]:
+               tombstones: Callable[[], set[str]] | None = None,
+               on_file: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """`export` of this replica's own segments only, into the empty folder `dest`
     (what a sync push uploads: every event once, under its author).
 
@@ -132,7 +133,8 @@ def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
     the caller already holds a snapshot of. A segment that cannot be read, or
     a damaged tombstone row, refuses the export: the first could hold an own
     segment's events (a manifest without it would drop them from the remote),
-    the second the tombstone that keeps some content out.
+    the second the tombstone that keeps some content out. `on_file` is called
+    with each file's manifest entry as soon as the file is final in `dest`.
     """
     own, others = _own_and_others(ws)
     shipped = [p for p in own if os.path.basename(p) not in skip]
@@ -144,7 +146,8 @@ def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
         return _tombstones_in(ws, others) if tombstones is None else tombstones()
 
     with PausedGC():
-        report = _export(ws, dest, progress, segments=shipped, more_tombstones=other_tombstones)
+        report = _export(ws, dest, progress, segments=shipped, more_tombstones=other_tombstones,
+                         on_file=on_file)
     if report["unreadable"]:
         first = report["unreadable"][0]
         raise DamagedJournalError(f"refusing to push: {first['path']} is unreadable "
@@ -187,7 +190,8 @@ def _tombstones_in(ws: Workspace, paths: list[str]) -> set[str]:
 
 
 def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str] | None = None,
-            more_tombstones: Callable[[], set[str]] | None = None) -> dict[str, Any]:
+            more_tombstones: Callable[[], set[str]] | None = None,
+            on_file: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     replica = ws.root.replica_id
     if segments is None:
         segments = ws.segment_paths()
@@ -259,6 +263,8 @@ def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str]
         rename_durable(tmp, os.path.join(dest, name), clobber=False)
         files.append({"name": name, "bytes": size, "checksum": digest, "events": count,
                       "replica": owner, "malformed": sealed_bad})
+        if on_file is not None:
+            on_file(files[-1])  # final: a push may upload it while the next one is checked
 
     listed: list[dict[str, Any]] = []
     missing: list[str] = []

@@ -220,14 +220,51 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
                     and isinstance(entry.get("checksum"), str) and entry.get("name") == name
                     and prefix + segment_key(name, entry["checksum"]) in present):
                 reused[name] = entry
-    exported = replicas.export_own(ws, stage, progress=progress, skip=frozenset(reused),
-                                   tombstones=lambda: known | scan_changed())
+    killer = _Killer()
+    counts = {"uploaded": 0, "already": 0, "bytes": 0}
+
+    def upload(path: str, key: str) -> None:
+        if prefix + key in present:
+            counts["already"] += 1
+            return
+        killer.step()
+        local = os.path.join(stage, *path.split("/"))
+        if remote.put_file(prefix + key, local):
+            counts["uploaded"] += 1
+            counts["bytes"] += os.path.getsize(local)
+        else:
+            counts["already"] += 1
+
+    # Each snapshot is uploaded (one at a time, in order) while the next is
+    # taken and checked: the transfer hides behind the local work.
+    from concurrent.futures import ThreadPoolExecutor
+
+    pending = []
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        def on_file(entry: dict[str, Any]) -> None:
+            _say(progress, f"push: uploading {entry['name']}")
+            pending.append(pool.submit(upload, entry["name"],
+                                       segment_key(entry["name"], entry["checksum"])))
+
+        try:
+            exported = replicas.export_own(ws, stage, progress=progress,
+                                           skip=frozenset(reused), on_file=on_file,
+                                           tombstones=lambda: known | scan_changed())
+        finally:
+            for job in pending:
+                job.result()
     with open(os.path.join(stage, merge_plan.MANIFEST_NAME), "rb") as fh:
         export = json.loads(fh.read())
     export["files"] = sorted(export["files"] + list(reused.values()), key=lambda f: f["name"])
     export["tombstoned"] = sorted(set(export["tombstoned"]) | known)
     objects = {f["name"]: segment_key(f["name"], f["checksum"]) for f in export["files"]}
     objects.update({a["path"]: a["path"] for a in export["artifacts"] if a["path"]})
+    for a in export["artifacts"]:
+        if a["path"]:
+            _say(progress, f"push: uploading {a['path']}")
+            upload(a["path"], a["path"])
+    uploaded, already, uploaded_bytes = counts["uploaded"], counts["already"], counts["bytes"]
+    already += len(reused)
 
     current: dict[str, Any] | None = None
     etag: str | None = None
@@ -241,23 +278,6 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
             current = None  # replaced below; an unusable manifest names nothing to keep
     except ObjectMissing:
         pass
-
-    killer = _Killer()
-    uploaded = already = 0
-    uploaded_bytes = 0
-    todo = [(path, key) for path, key in sorted(objects.items())]
-    for n, (path, key) in enumerate(todo, 1):
-        if prefix + key in present:
-            already += 1
-            continue
-        _say(progress, f"push: uploading {n}/{len(todo)}")
-        killer.step()
-        local = os.path.join(stage, *path.split("/"))
-        if remote.put_file(prefix + key, local):
-            uploaded += 1
-            uploaded_bytes += os.path.getsize(local)
-        else:
-            already += 1
 
     manifest = {"syncFormat": SYNC_FORMAT, "workspace": ws.name, "replica": me,
                 "pushedTs": clock.now_ts(), "export": export, "objects": objects}
