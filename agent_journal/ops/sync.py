@@ -216,7 +216,8 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
     if cache.get("tombstones") == digest:
         for name, held in cache.get("segments", {}).items():
             entry = held.get("entry") if isinstance(held, dict) else None
-            if (isinstance(entry, dict) and held.get("sig") == signatures.get(name)
+            sig = signatures.get(name)
+            if (isinstance(entry, dict) and sig is not None and held.get("sig") == sig
                     and isinstance(entry.get("checksum"), str) and entry.get("name") == name
                     and prefix + segment_key(name, entry["checksum"]) in present):
                 reused[name] = entry
