@@ -157,6 +157,14 @@ def test_s3_without_boto3_names_the_extra(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert proc.stderr.strip() == \
         "error: s3:// remotes need boto3: pip install 'agent-journal[s3]'"
+    # A shared folder needs nothing of it.
+    share = tmp_path / "share"
+    share.mkdir(mode=0o700)
+    remotes.add(ctx(root), "nas", f"file://{share}", endpoint_url=None)
+    note(root, "n")
+    proc = run_cli(root, "push", "nas", env={"PYTHONPATH": str(shim)})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["uploaded"] == 1
 
 
 # -- push and pull over s3 ----------------------------------------------------------------
