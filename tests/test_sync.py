@@ -398,7 +398,8 @@ def test_purge_reaches_every_object_and_a_stale_replica_resurrects_nothing(
     assert all(f"{MARKER}-2".encode() in bucket_bytes(s3, bucket)[k] for k in held)
     status = sync.status(ctx(a), None)
     listed = next(r for r in status["replicas"] if r["replica"] == rs)
-    assert sorted("team/" + k for k in listed["objectsMayHoldErased"]) == sorted(held)
+    assert sorted("team/" + o["key"] for o in listed["objectsHoldingErased"]) == sorted(held)
+    assert all(o["tombstoned"] == ["secret"] for o in listed["objectsHoldingErased"])
     # Whoever pulls next, in whatever order the replicas come, withholds it.
     fresh = make_root(tmp_path, "fresh")
     add_remote(fresh, f"s3://{bucket}/team", s3.url)
@@ -419,8 +420,10 @@ def test_purge_reaches_every_object_and_a_stale_replica_resurrects_nothing(
 
 
 def test_status_lists_objects_pushed_before_a_tombstone(tmp_path: Path, s3, aws) -> None:
-    (a, b), bucket = replicas_with_remote(tmp_path, s3, 2)
+    (a, b, c), bucket = replicas_with_remote(tmp_path, s3, 3)
     note(a, "shared")
+    note(c, "unrelated")
+    sync.push(ctx(c), None)
     sync.push(ctx(a), None)
     sync.pull(ctx(b), None)
     writes.invalidate(ctx(b), "shared", f"wrong because {MARKER}")
@@ -432,13 +435,20 @@ def test_status_lists_objects_pushed_before_a_tombstone(tmp_path: Path, s3, aws)
     rb = (b / "replica-id").read_text().strip()
     other = next(r for r in report["replicas"] if r["replica"] == rb)
     assert other["unseenTombstones"] == ["shared"]
-    assert other["objectsMayHoldErased"]
+    assert [o["tombstoned"] for o in other["objectsHoldingErased"]] == [["shared"]]
+    # c had not seen the tombstone either, but none of its objects is about it.
+    rc = (c / "replica-id").read_text().strip()
+    third = next(r for r in report["replicas"] if r["replica"] == rc)
+    assert third["unseenTombstones"] == ["shared"] and third["objectsHoldingErased"] == []
     assert any(rb in w for w in report["warnings"])
+    assert not any(rc in w for w in report["warnings"])
+    assert sync.status(ctx(a), None)["replicas"] == report["replicas"]  # from the scan memo
     assert report["versioning"] is None
     # Its owner syncs: its snapshot withholds the invalidation, the old key goes.
     sync.sync(ctx(b), None)
     report = sync.status(ctx(a), None)
-    assert all(not r["unseenTombstones"] for r in report["replicas"])
+    assert all(not r["objectsHoldingErased"] for r in report["replicas"])
+    assert not any(w for w in report["warnings"] if "holding" in w)
     for key, value in bucket_bytes(s3, bucket).items():
         assert MARKER.encode() not in value, key
 

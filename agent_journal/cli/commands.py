@@ -322,8 +322,8 @@ _add(Command(
 
 _add(Command(
     "remote status", "What the remote holds: each replica's manifest, the tombstones it has "
-    "not seen and the objects that may still hold their content, and a warning when the "
-    "bucket keeps old versions.", "cmd_remote_status",
+    "not seen and the objects still holding their content (fetched and checked), and a "
+    "warning when the bucket keeps old versions.", "cmd_remote_status",
     args=(REMOTE_NAME,),
     opts=(JSON_ONLY,) + READ_COMMON,
 ))

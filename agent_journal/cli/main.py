@@ -340,7 +340,7 @@ def cmd_remote_status(a: dict[str, Any]) -> int:
     output.emit_json(report)
     for text in report["warnings"]:
         output.warn(text)
-    return 0
+    return 1 if report["refused"] else 0
 
 
 def _sync_command(a: dict[str, Any], what: str) -> int:

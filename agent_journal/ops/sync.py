@@ -32,6 +32,7 @@ from agent_journal.ops import remotes, replicas
 from agent_journal.storage.files import file_digest, make_private_dirs, write_file_atomic
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.remote import ObjectMissing, PreconditionFailed
+from agent_journal.storage.replica_source import Unreadable, subjects_present
 from agent_journal.storage.root import Root, read_replica_id
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
@@ -563,32 +564,96 @@ def status(ctx: Context, name: str | None) -> dict[str, Any]:
     union = set(local_tombstoned)
     for s in seen:
         union.update(s.tombstoned)
+    state_path = os.path.join(ws.path, STATE_DIR, spec.name, STATE_NAME)
+    state = _load_state(state_path) if root.exists else {"replicas": {}}
+    scans_before = json.dumps(state.get("scans"), sort_keys=True)
     listed = []
     warnings = []
     for s in seen:
         assert s.manifest is not None
         export = s.manifest["export"]
-        unseen = sorted(union - set(s.tombstoned))
-        may_hold = sorted(_prefix(ctx.workspace_name, s.replica) + s.manifest["objects"][f["name"]]
-                          for f in export["files"]) if unseen else []
+        unseen = set(union) - set(s.tombstoned)
+        holding: list[dict[str, Any]] = []
+        if unseen:
+            holding = _scan_objects(remote, ctx.workspace_name, s, unseen, state, refused,
+                                    root if root.exists else None)
         listed.append({
             "replica": s.replica, "self": s.replica == me, "pushedTs": s.manifest["pushedTs"],
             "files": len(export["files"]), "events": sum(f["events"] for f in export["files"]),
             "bytes": sum(f["bytes"] for f in export["files"]),
-            "unseenTombstones": unseen, "objectsMayHoldErased": may_hold,
+            "unseenTombstones": sorted(unseen), "objectsHoldingErased": holding,
         })
-        if unseen:
+        if holding:
             who = "this replica" if s.replica == me else f"replica {s.replica}"
-            fix = "push" if s.replica == me else "its owner runs sync"
-            warnings.append(f"{who} has objects pushed before {len(unseen)} tombstone(s) "
-                            f"reached it; they may hold erased content until {fix}")
+            fix = "it pushes" if s.replica == me else "its owner runs sync"
+            warnings.append(f"{who} has {len(holding)} object(s) in the remote holding "
+                            f"tombstoned content until {fix}")
+    if root.exists and os.path.isdir(ws.path) and \
+            json.dumps(state.get("scans"), sort_keys=True) != scans_before:
+        make_private_dirs(os.path.dirname(state_path))
+        write_file_atomic(state_path, json.dumps(state, indent=1, sort_keys=True).encode())
     versioning = remote.versioning()
     if versioning is not None:
         warnings.append(f"bucket versioning is {versioning}: deleted and replaced objects are "
                         "kept as old versions and still hold their bytes (a lifecycle rule or "
                         "an administrator must remove them)")
     if refused:
-        warnings.append(f"{len(refused)} manifest(s) failed verification")
+        warnings.append(f"{len(refused)} manifest(s) or object(s) failed verification")
     return {"remote": spec.name, "url": spec.url, "workspace": ctx.workspace_name,
             "self": me, "replicas": listed, "tombstones": len(union),
             "versioning": versioning, "refused": refused, "warnings": warnings}
+
+
+def _scan_objects(remote: Remote, workspace: str, s: _Seen, unseen: set[str],
+                  state: dict[str, Any], refused: list[dict[str, Any]],
+                  root: Root | None) -> list[dict[str, Any]]:
+    """The segment objects of one replica that hold rows about `unseen` tombstones.
+
+    An object's key never changes its bytes, so what a scan found is kept per
+    key (in the pull state) and an object is fetched again only for
+    tombstones it was not yet checked for."""
+    import tempfile
+
+    assert s.manifest is not None
+    scans = state.setdefault("scans", {})
+    prefix = _prefix(workspace, s.replica)
+    current = {prefix + k for k in s.manifest["objects"].values()}
+    for key in [k for k in scans if k.startswith(prefix) and k not in current]:
+        del scans[key]  # gone from the remote: nothing to remember
+    holding = []
+    base = os.path.join(root.path, "workspaces", workspace) if root is not None else None
+    folder = tempfile.mkdtemp(prefix=".status-", dir=base if base and os.path.isdir(base)
+                              else None)
+    try:
+        for f in s.manifest["export"]["files"]:
+            key = prefix + s.manifest["objects"][f["name"]]
+            memo = scans.get(key) if isinstance(scans.get(key), dict) else None
+            checked = set(memo.get("checked", [])) if memo else set()
+            holds = set(memo.get("holds", [])) if memo else set()
+            need = unseen - checked
+            if need:
+                dest = os.path.join(folder, f["name"])
+                try:
+                    remote.download(key, dest)
+                except ObjectMissing:
+                    continue  # replaced by a newer push since the manifest was read
+                if file_digest(dest) != (f["bytes"], f["checksum"]):
+                    refused.append({"replica": s.replica, "key": key,
+                                    "reason": "size or checksum does not match its manifest"})
+                    os.unlink(dest)
+                    continue
+                try:
+                    holds |= subjects_present(dest, need, tuple(merge_plan.ERASABLE_TYPES))
+                except Unreadable as exc:
+                    refused.append({"replica": s.replica, "key": key, "reason": str(exc)})
+                    continue
+                finally:
+                    if os.path.exists(dest):
+                        os.unlink(dest)
+                scans[key] = {"checked": sorted(checked | need), "holds": sorted(holds)}
+            found = sorted(holds & unseen)
+            if found:
+                holding.append({"key": key, "tombstoned": found})
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return holding
