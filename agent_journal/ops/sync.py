@@ -193,6 +193,8 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
     # holds its object, and only the others are snapshotted again.
     cache_path = os.path.join(_state_dir(ws, spec.name), PUSH_CACHE)
     cache = _load_push_cache(cache_path)
+    if cache.get("url") != spec.url:
+        cache = {}  # remembered for another remote under this name: worthless here
     signatures = {os.path.basename(p): _signature(p) for p in ws.segment_paths()}
     # Tombstones per segment, read again only from segments that changed.
     scanned = cache.get("tombstonesBySegment", {})
@@ -297,7 +299,8 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
         written = True
 
     fresh = {f["name"] for f in export["files"]} - set(reused)
-    cache = {"tombstones": digest, "tombstonesBySegment": by_segment, "segments": {
+    cache = {"url": spec.url, "tombstones": digest, "tombstonesBySegment": by_segment,
+             "segments": {
         f["name"]: {"sig": signatures.get(f["name"]), "entry": f} for f in export["files"]
         if f["name"] in reused or f["name"] in fresh}}
     write_file_atomic(cache_path, json.dumps(cache, sort_keys=True).encode("utf-8"))
@@ -371,7 +374,16 @@ class _Seen:
         self.tombstoned = tombstoned
 
 
-def _load_state(path: str) -> dict[str, Any]:
+def _load_state(path: str, url: str) -> dict[str, Any]:
+    """What earlier pulls from this remote merged; empty when it was about another URL
+    (a remote removed and added again under the same name)."""
+    state = _read_state(path)
+    if state.get("url") != url:
+        return {"url": url, "replicas": {}}
+    return state
+
+
+def _read_state(path: str) -> dict[str, Any]:
     try:
         with open(path, "rb") as fh:
             state = json.loads(fh.read())
@@ -421,7 +433,7 @@ def pull(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[s
     me = read_replica_id(root.path) if root.exists else None
     ws_path = os.path.join(root.path, "workspaces", ctx.workspace_name)
     state_path = os.path.join(ws_path, STATE_DIR, spec.name, STATE_NAME)
-    state = _load_state(state_path)
+    state = _load_state(state_path, spec.url)
     refused: list[dict[str, Any]] = []
     missing: list[dict[str, Any]] = []
     _say(progress, "pull: reading manifests")
@@ -565,7 +577,7 @@ def status(ctx: Context, name: str | None) -> dict[str, Any]:
     for s in seen:
         union.update(s.tombstoned)
     state_path = os.path.join(ws.path, STATE_DIR, spec.name, STATE_NAME)
-    state = _load_state(state_path) if root.exists else {"replicas": {}}
+    state = _load_state(state_path, spec.url) if root.exists else {"replicas": {}}
     scans_before = json.dumps(state.get("scans"), sort_keys=True)
     listed = []
     warnings = []
