@@ -53,6 +53,13 @@ def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = N
             calls = list(read_transcript(_reading(fh, size, progress), redactor))
         except NotATranscriptError as exc:
             raise JournalError(f"{path}: {exc}; nothing imported") from None
+    return write_calls(ctx, path, calls, progress=progress)
+
+
+def write_calls(ctx: Context, path: str, calls: list[dict[str, Any]], *,
+                progress: Progress | None = None) -> dict[str, Any]:
+    """Write replayed calls (each agent's capture shape, redacted) and report what came of
+    it; shared by every agent's import."""
     ws = ctx.open(create=True)
     replica = ws.root.replica_id
     known = observation_phases(ws, (safe_id(c["id"]) for c in calls))
