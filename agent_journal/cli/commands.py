@@ -98,6 +98,7 @@ GROUP_HELP = {
     "hooks install": "Add the hook to an agent's settings.",
     "hooks uninstall": "Remove the hook from an agent's settings.",
     "import": "Replay an agent's session transcript as observations.",
+    "remote": "The remotes (a bucket or a shared folder) this workspace syncs through.",
 }
 
 
@@ -354,6 +355,65 @@ _add(Command(
               kind=BARE),) + READ_COMMON,
 ))
 
+
+# -- sync through a bucket or a shared folder (spec/SYNC.md) ---------------------------
+
+REMOTE_NAME = Arg("name", "Remote name (may be omitted when the workspace has one remote).",
+                  required=False)
+JSON_ONLY = Opt("json", "--json", "Accepted for symmetry; this command always prints JSON.",
+                kind=BARE)
+
+_add(Command(
+    "remote add", "Add a remote for this workspace: s3://BUCKET/PREFIX (the prefix is "
+    "optional) or file:///PATH. "
+    "Kept in the root's config.json; credentials are never stored (the standard AWS "
+    "environment, profiles and config files apply).", "cmd_remote_add",
+    args=(Arg("name", "Remote name."), Arg("url", "s3://BUCKET/PREFIX or file:///PATH.",
+                                           metavar="URL")),
+    opts=(Opt("endpoint_url", "--endpoint-url", "The S3 service's address when it is not "
+              "AWS (MinIO, R2, SeaweedFS, Ceph...).", metavar="URL"),
+          JSON_ONLY) + READ_COMMON,
+))
+
+_add(Command(
+    "remote list", "List this workspace's remotes.", "cmd_remote_list",
+    opts=(JSON_ONLY,) + READ_COMMON,
+))
+
+_add(Command(
+    "remote remove", "Forget a remote (nothing in the remote is touched).", "cmd_remote_remove",
+    args=(Arg("name", "Remote name."),),
+    opts=(JSON_ONLY,) + READ_COMMON,
+))
+
+_add(Command(
+    "remote status", "What the remote holds: each replica's manifest, the tombstones it has "
+    "not seen and the objects still holding their content (fetched and checked), and a "
+    "warning when the bucket keeps old versions.", "cmd_remote_status",
+    args=(REMOTE_NAME,),
+    opts=(JSON_ONLY,) + READ_COMMON,
+))
+
+_add(Command(
+    "push", "Upload what this replica wrote that the remote lacks (verified snapshots of its "
+    "own segments, then its manifest), and delete its keys that no longer hold its data.",
+    "cmd_push",
+    args=(REMOTE_NAME,),
+    opts=(JSON_ONLY,) + READ_COMMON,
+))
+
+_add(Command(
+    "pull", "Fetch the other replicas' new objects from the remote, verify them, and merge "
+    "them (the same union merge, never importing tombstoned content).", "cmd_pull",
+    args=(REMOTE_NAME,),
+    opts=(JSON_ONLY,) + READ_COMMON,
+))
+
+_add(Command(
+    "sync", "pull, then push.", "cmd_sync",
+    args=(REMOTE_NAME,),
+    opts=(JSON_ONLY,) + READ_COMMON,
+))
 
 # -- checks and conventions: doctor, completion ------------------------------------------
 

@@ -367,6 +367,69 @@ def cmd_merge(a: dict[str, Any]) -> int:
     return 0
 
 
+# -- sync through a bucket or a shared folder ----------------------------------------
+
+def cmd_remote_add(a: dict[str, Any]) -> int:
+    from agent_journal.ops import remotes
+
+    output.emit_json(remotes.add(_context(a), a["name"], a["url"],
+                                 endpoint_url=a["endpoint_url"]))
+    return 0
+
+
+def cmd_remote_list(a: dict[str, Any]) -> int:
+    from agent_journal.ops import remotes
+
+    output.emit_json(remotes.list_remotes(_context(a)))
+    return 0
+
+
+def cmd_remote_remove(a: dict[str, Any]) -> int:
+    from agent_journal.ops import remotes
+
+    output.emit_json(remotes.remove(_context(a), a["name"]))
+    return 0
+
+
+def cmd_remote_status(a: dict[str, Any]) -> int:
+    from agent_journal.ops import sync
+
+    report = sync.status(_context(a), a["name"])
+    output.emit_json(report)
+    for text in report["warnings"]:
+        output.warn(text)
+    return 1 if report["refused"] else 0
+
+
+def _sync_command(a: dict[str, Any], what: str) -> int:
+    from agent_journal.ops import sync
+
+    progress = output.progress_for_terminal()
+    try:
+        report = getattr(sync, what)(_context(a), a["name"], progress=progress)
+    finally:
+        output.progress_done(progress)
+    output.emit_json(report)
+    for text in report["warnings"]:
+        output.warn(text)
+    # Something the remote holds failed verification: the run did what it
+    # could, but a script must not read it as complete.
+    refused = report.get("refused") or (report.get("pull") or {}).get("refused")
+    return 1 if refused else 0
+
+
+def cmd_push(a: dict[str, Any]) -> int:
+    return _sync_command(a, "push")
+
+
+def cmd_pull(a: dict[str, Any]) -> int:
+    return _sync_command(a, "pull")
+
+
+def cmd_sync(a: dict[str, Any]) -> int:
+    return _sync_command(a, "sync")
+
+
 # -- checks and conventions: doctor, completion ------------------------------------------
 
 def cmd_doctor(a: dict[str, Any]) -> int:

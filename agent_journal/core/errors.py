@@ -63,3 +63,7 @@ class BusyError(JournalError):
 class StorageError(JournalError):
     """SQLite or the file system failed under a command (the storage layer's
     translation of a driver error: one line naming the file and the reason)."""
+
+
+class RemoteError(JournalError):
+    """A sync remote (bucket or shared folder) failed or refused a request."""

@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 # Keys config.json may hold at its top level. Any other is most likely a misspelling
-# (`"redcat"`), which would silently drop what it holds, so it is reported.
-KNOWN_KEYS = frozenset({"redact"})
+# (`"redcat"`), which would silently drop what it holds, so it is reported. `remotes`
+# belongs to sync (ops/remotes.py).
+KNOWN_KEYS = frozenset({"redact", "remotes"})
 
 _cache: dict[str, tuple[Redactor, list[str]]] = {}
 

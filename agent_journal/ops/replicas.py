@@ -139,9 +139,82 @@ def _export_refusal(unreadable: list[dict[str, str]], dest: str) -> str:
             "whole")
 
 
-def _export(ws: Workspace, dest: str, progress: Progress) -> dict[str, Any]:
+def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
+               skip: frozenset[str] = frozenset(),
+               tombstones: Callable[[], set[str]] | None = None,
+               on_file: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """`export` of this replica's own segments only, into the empty folder `dest`
+    (what a sync push uploads: every event once, under its author).
+
+    The snapshots are scrubbed of content that any tombstone in the workspace
+    names: those in the snapshots, and those `tombstones()` returns (called
+    after the snapshots were taken; by default a scan of every other segment,
+    imports and `skip`ped own segments included). `skip` names own segments
+    the caller already holds a snapshot of. A segment that cannot be read, or
+    a damaged tombstone row, refuses the export: the first could hold an own
+    segment's events (a manifest without it would drop them from the remote),
+    the second the tombstone that keeps some content out. `on_file` is called
+    with each file's manifest entry as soon as the file is final in `dest`.
+    """
+    own, others = _own_and_others(ws)
+    shipped = [p for p in own if os.path.basename(p) not in skip]
+    others += [p for p in own if os.path.basename(p) in skip]
+
+    def other_tombstones() -> set[str]:
+        # Read after the own snapshots were taken, so a tombstone merged in
+        # before them is seen here.
+        return _tombstones_in(ws, others) if tombstones is None else tombstones()
+
+    with PausedGC():
+        report = _export(ws, dest, progress, segments=shipped, more_tombstones=other_tombstones,
+                         on_file=on_file)
+    if report["unreadable"]:
+        first = report["unreadable"][0]
+        raise DamagedJournalError(f"refusing to push: {first['path']} is unreadable "
+                                  f"({first['reason']}); nothing was uploaded")
+    return report
+
+
+def segment_tombstones(ws: Workspace, path: str) -> set[str]:
+    """Every subject a tombstone row of one segment names (rows found by their bytes,
+    not only their type column). DamagedJournalError when it is unreadable."""
+    return _tombstones_in(ws, [path])
+
+
+def _own_and_others(ws: Workspace) -> tuple[list[str], list[str]]:
     replica = ws.root.replica_id
-    segments = ws.segment_paths()
+    own: list[str] = []
+    others: list[str] = []
+    for path in ws.segment_paths():
+        found = merge_plan.own_segment(os.path.basename(path))
+        (own if found is not None and found[0] == replica else others).append(path)
+    return own, others
+
+
+def _tombstones_in(ws: Workspace, paths: list[str]) -> set[str]:
+    found: set[str] = set()
+    for path in paths:
+        try:
+            rows = SegmentRows(path, only="tombstone_candidates").rows
+        except Unreadable as exc:
+            raise DamagedJournalError(f"refusing to push: {ws.rel(path)} is unreadable "
+                                      f"({exc}); it could hold a tombstone") from None
+        for _seq, event_id, _t, _s, _ts, body, checksum in rows:
+            try:
+                ev = _decode_row(body, checksum, event_id)
+            except codec.MalformedEvent:
+                continue  # a damaged row is shipped as stored and skipped by readers
+            if ev.type == TOMBSTONE and ev.id is not None:
+                found.add(ev.id)
+    return found
+
+
+def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str] | None = None,
+            more_tombstones: Callable[[], set[str]] | None = None,
+            on_file: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    replica = ws.root.replica_id
+    if segments is None:
+        segments = ws.segment_paths()
     unreadable: list[dict[str, str]] = []
     snapshots: list[tuple[str, str, str]] = []  # (file name, temp path, reported path)
     # Snapshot everything first, back to back, then do the slow work on the copies.
@@ -173,6 +246,8 @@ def _export(ws: Workspace, dest: str, progress: Progress) -> dict[str, Any]:
                 continue  # reported by the full pass below
             if ev.type == TOMBSTONE and ev.id is not None:
                 tombstoned.add(ev.id)
+    if more_tombstones is not None:
+        tombstoned |= more_tombstones()
 
     malformed: list[dict[str, Any]] = []
     artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {}
@@ -219,6 +294,8 @@ def _export(ws: Workspace, dest: str, progress: Progress) -> dict[str, Any]:
         rename_durable(tmp, os.path.join(dest, name), clobber=False)
         files.append({"name": name, "bytes": size, "checksum": digest, "events": count,
                       "replica": owner, "malformed": sealed_bad})
+        if on_file is not None:
+            on_file(files[-1])  # final: a push may upload it while the next one is checked
 
     listed: list[dict[str, Any]] = []
     missing: list[str] = []

@@ -10,7 +10,12 @@ from __future__ import annotations
 import os
 
 from agent_journal.core.errors import JournalError
-from agent_journal.storage.files import FILE_MODE, check_confined, make_private_dirs
+from agent_journal.storage.files import (
+    FILE_MODE,
+    check_confined,
+    make_private_dirs,
+    write_file_atomic,
+)
 
 CONFIG_NAME = "config.json"
 LOGS_DIR = "logs"
@@ -31,6 +36,12 @@ def read_root_config(root_path: str) -> tuple[str, bytes] | None:
         return None
     except OSError as exc:
         raise JournalError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def write_root_config(root_path: str, data: bytes) -> None:
+    """Replace <root>/config.json whole (temporary file, fsync, rename): a reader
+    sees the old settings or the new ones, never a mix."""
+    write_file_atomic(os.path.join(root_path, CONFIG_NAME), data)
 
 
 def append_private_log(root_path: str, name: str, line: str, *, folder: str = LOGS_DIR

@@ -213,3 +213,29 @@ def snapshot_segment(src: str, dest: str) -> None:
     except sqlite3.Error as exc:
         unlink_quietly(dest)
         raise Unreadable(describe_sqlite_error(exc)) from None
+
+
+def subjects_present(path: str, subjects: set[str], types: tuple[str, ...]) -> set[str]:
+    """Which of `subjects` some row of one of `types` in the file names (read through
+    the subject index; the file is opened immutable). Raises Unreadable."""
+    found: set[str] = set()
+    if not subjects:
+        return found
+    wanted = sorted(subjects)
+    try:
+        conn = _open_for_reading(path, immutable=True)
+    except sqlite3.Error as exc:
+        raise Unreadable(describe_sqlite_error(exc)) from None
+    try:
+        kinds = ",".join("?" * len(types))
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(str(r[0]) for r in conn.execute(
+                f"SELECT DISTINCT subject FROM events WHERE subject IN ({marks}) "
+                f"AND type IN ({kinds})", (*chunk, *types)))
+    except sqlite3.Error as exc:
+        raise Unreadable(describe_sqlite_error(exc)) from None
+    finally:
+        conn.close()
+    return found

@@ -1,0 +1,173 @@
+"""remote add | list | remove: the sync remotes a workspace knows, kept in the root's config.
+
+Invariants:
+- Remotes live in <root>/config.json under "remotes" -> workspace -> name,
+  each {"url"} plus "endpointUrl" when one was given. Nothing else is stored:
+  credentials come from the standard AWS chain at use, never from here.
+- Every other key of config.json (redaction patterns, other features) is kept
+  byte for byte in meaning: the file is read, one entry changed, written back
+  whole and atomically under a lock, so two `remote add` runs cannot lose
+  each other's entry.
+- A bad name, URL or endpoint is refused (UsageError) before the root is
+  created or anything written; a config that cannot be understood refuses
+  the command rather than being overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from agent_journal.core.errors import JournalError, NotFoundError, UsageError
+from agent_journal.storage.config import read_root_config, write_root_config
+from agent_journal.storage.locks import FileLock
+from agent_journal.storage.remote import check_endpoint, check_remote_name, parse_url
+from agent_journal.storage.root import Root
+
+TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+    from agent_journal.ops.context import Context
+    from agent_journal.storage.remote import Remote
+
+SECTION = "remotes"
+CONFIG_LOCK = ".config.lock"
+
+
+class RemoteSpec:
+    """One configured remote."""
+
+    def __init__(self, name: str, url: str, endpoint_url: str | None) -> None:
+        self.name = name
+        self.url = url
+        self.endpoint_url = endpoint_url
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "url": self.url}
+        if self.endpoint_url is not None:
+            out["endpointUrl"] = self.endpoint_url
+        return out
+
+
+def _load(root_path: str) -> dict[str, Any]:
+    from agent_journal.capture.strictjson import StrictJSONError, loads
+
+    found = read_root_config(root_path)
+    if found is None:
+        return {}
+    path, raw = found
+    try:
+        config = loads(raw)
+    except StrictJSONError as exc:
+        raise JournalError(f"bad config {path}: {exc}") from None
+    if not isinstance(config, dict):
+        raise JournalError(f"bad config {path}: expected a JSON object")
+    section = config.get(SECTION, {})
+    if not isinstance(section, dict) or not all(
+            isinstance(v, dict) and all(isinstance(e, dict) and isinstance(e.get("url"), str)
+                                        for e in v.values())
+            for v in section.values()):
+        raise JournalError(f'bad config {path}: "{SECTION}" must map workspace -> name -> '
+                           '{"url": ...}')
+    return config
+
+
+def _entries(config: dict[str, Any], workspace: str) -> dict[str, Any]:
+    return dict(config.get(SECTION, {}).get(workspace, {}))
+
+
+def _save(root_path: str, config: dict[str, Any]) -> None:
+    body = json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    write_root_config(root_path, body.encode("utf-8"))
+
+
+def add(ctx: Context, name: str, url: str, *, endpoint_url: str | None) -> dict[str, Any]:
+    name = check_remote_name(name)
+    parse_url(url)
+    endpoint = check_endpoint(endpoint_url)
+    if endpoint is not None and not url.startswith("s3://"):
+        raise UsageError("--endpoint-url applies to s3:// remotes only")
+    root = Root.open(ctx.root_arg, create=True)
+    with FileLock(os.path.join(root.path, CONFIG_LOCK)):
+        config = _load(root.path)
+        entries = _entries(config, ctx.workspace_name)
+        if name in entries:
+            raise UsageError(f"remote {name} already exists for workspace "
+                             f"{ctx.workspace_name} ({entries[name]['url']}); remove it first")
+        spec = RemoteSpec(name, url.rstrip("/") if url.startswith("s3://") else url, endpoint)
+        entry = spec.as_json()
+        del entry["name"]
+        entries[name] = entry
+        config.setdefault(SECTION, {})[ctx.workspace_name] = entries
+        _save(root.path, config)
+    return {"workspace": ctx.workspace_name, "added": spec.as_json()}
+
+
+def remove(ctx: Context, name: str) -> dict[str, Any]:
+    name = check_remote_name(name)
+    root = Root.open(ctx.root_arg, create=False)
+    if not root.exists:
+        raise NotFoundError(f"no remote {name} for workspace {ctx.workspace_name}")
+    with FileLock(os.path.join(root.path, CONFIG_LOCK)):
+        config = _load(root.path)
+        entries = _entries(config, ctx.workspace_name)
+        if name not in entries:
+            raise NotFoundError(f"no remote {name} for workspace {ctx.workspace_name}")
+        gone = RemoteSpec(name, entries.pop(name)["url"], None)
+        if entries:
+            config[SECTION][ctx.workspace_name] = entries
+        else:
+            del config[SECTION][ctx.workspace_name]
+            if not config[SECTION]:
+                del config[SECTION]
+        _save(root.path, config)
+    return {"workspace": ctx.workspace_name, "removed": gone.as_json()}
+
+
+def configured(ctx: Context) -> list[RemoteSpec]:
+    root = Root.open(ctx.root_arg, create=False)
+    if not root.exists:
+        return []
+    entries = _entries(_load(root.path), ctx.workspace_name)
+    return [RemoteSpec(n, e["url"], e.get("endpointUrl")) for n, e in sorted(entries.items())]
+
+
+def list_remotes(ctx: Context) -> dict[str, Any]:
+    return {"workspace": ctx.workspace_name,
+            "remotes": [r.as_json() for r in configured(ctx)]}
+
+
+def resolve(ctx: Context, name: str | None) -> RemoteSpec:
+    """The remote NAME, or the only one when NAME is omitted. UsageError otherwise,
+    with nothing opened for writing."""
+    if name is not None:
+        check_remote_name(name)
+    known = configured(ctx)
+    if name is None:
+        if len(known) == 1:
+            return known[0]
+        if not known:
+            raise UsageError(f"workspace {ctx.workspace_name} has no remote; add one with "
+                             "`agent-journal remote add NAME URL`")
+        raise UsageError(f"workspace {ctx.workspace_name} has {len(known)} remotes ("
+                         + ", ".join(r.name for r in known) + "); name one")
+    for spec in known:
+        if spec.name == name:
+            parse_url(spec.url)  # a hand-edited config must not reach a backend unchecked
+            return spec
+    raise UsageError(f"no remote {name} for workspace {ctx.workspace_name}; see "
+                     "`agent-journal remote list`")
+
+
+def open_remote(spec: RemoteSpec) -> Remote:
+    """The backend for a configured remote; s3:// loads boto3 only now, and without it
+    fails with the one line that names the extra to install."""
+    scheme, where, prefix = parse_url(spec.url)
+    if scheme == "file":
+        from agent_journal.storage.remote_file import FolderRemote
+
+        return FolderRemote(spec.url, where)
+    from agent_journal.storage.remote_s3 import S3Remote
+
+    return S3Remote(spec.url, where, prefix, endpoint_url=spec.endpoint_url)

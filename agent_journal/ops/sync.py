@@ -1,0 +1,671 @@
+"""push, pull, sync, remote status: replicas meeting in a bucket or a shared folder.
+
+The contract is spec/SYNC.md. Invariants:
+- Push writes only below this replica's own prefix, and in this order:
+  objects (created, never replaced), then the manifest (conditionally
+  replacing the one it read), then deletes of its keys the new manifest does
+  not name. Killed anywhere, the remote's manifest names only objects that
+  exist, and the next push completes the work.
+- What push uploads is `replicas.export_own`: consistent SQLite snapshots of
+  the own segments, scrubbed of every tombstoned subject this replica knows.
+- Pull trusts nothing it reads: manifests are checked for shape, replica and
+  workspace; every object is checked for size and checksum before it is
+  merged, and one that fails is reported and left out. Merging is
+  `replicas.merge` of a staged export folder, whose tombstone list is the
+  union of every manifest's, so content any replica tombstoned is never
+  written here, whichever object arrives first.
+- Pull and push refuse bad input (unknown remote, bad URL, unreachable or
+  missing bucket or folder, missing credentials) before anything is written
+  locally.
+- Nothing here prints: progress goes through the callback the caller passes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from agent_journal.core import clock, merge_plan
+from agent_journal.core.errors import ConflictError, JournalError, NotFoundError
+from agent_journal.ops import remotes, replicas
+from agent_journal.storage.files import file_digest, make_private_dirs, write_file_atomic
+from agent_journal.storage.locks import FileLock
+from agent_journal.storage.remote import ObjectMissing, PreconditionFailed
+from agent_journal.storage.replica_source import Unreadable, subjects_present
+from agent_journal.storage.root import Root, read_replica_id
+
+TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from agent_journal.ops.context import Context
+    from agent_journal.storage.remote import Remote
+    from agent_journal.storage.workspace import Workspace
+
+    Progress = Callable[[str], None] | None
+
+SYNC_FORMAT = 1
+MANIFEST_KEY = "manifest.json"
+STATE_DIR = "remotes"
+STATE_NAME = "state.json"
+PUSH_CACHE = "pushed.json"
+# Tests only: SIGKILL this process just before its N-th write to the remote
+# (objects, manifest, deletes counted together), to prove every point safe.
+ENV_KILL_AT = "AGENT_JOURNAL_TEST_PUSH_KILL_AT"
+
+
+def _say(progress: Progress, text: str) -> None:
+    if progress is not None:
+        progress(text)
+
+
+def _prefix(workspace: str, replica: str) -> str:
+    return f"{workspace}/{replica}/"
+
+
+def segment_key(name: str, checksum: str) -> str:
+    """`segments/<stem>.<16 hex>.sqlite`: the key is a function of the bytes."""
+    stem = name[: -len(merge_plan.SEGMENT_SUFFIX)]
+    digest = checksum.partition(":")[2]
+    return f"segments/{stem}.{digest}{merge_plan.SEGMENT_SUFFIX}"
+
+
+class _Killer:
+    """The test hook of ENV_KILL_AT (inert unless the variable is set)."""
+
+    def __init__(self) -> None:
+        raw = os.environ.get(ENV_KILL_AT)
+        self.at = int(raw) if raw and raw.isdigit() else 0
+        self.count = 0
+
+    def step(self) -> None:
+        self.count += 1
+        if self.at and self.count == self.at:
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _open(ctx: Context, name: str | None) -> tuple[remotes.RemoteSpec, Remote]:
+    spec = remotes.resolve(ctx, name)
+    remote = remotes.open_remote(spec)
+    remote.check()
+    return spec, remote
+
+
+def _state_dir(ws: Workspace, name: str) -> str:
+    return os.path.join(ws.path, STATE_DIR, name)
+
+
+def _stage(ws: Workspace, name: str, what: str) -> str:
+    folder = _state_dir(ws, name)
+    make_private_dirs(folder)
+    for entry in os.listdir(folder):
+        if entry.startswith(f".{what}-"):
+            pid = entry.split("-")[1]
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(os.path.join(folder, entry), ignore_errors=True)
+    path = os.path.join(folder, f".{what}-{os.getpid()}-{os.urandom(4).hex()}")
+    make_private_dirs(path)
+    return path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# -- manifests ----------------------------------------------------------------------------
+
+def _check_sync_manifest(raw: bytes, *, workspace: str, replica: str) -> dict[str, Any]:
+    """A remote manifest, validated; raises JournalError with the reason."""
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:
+        raise JournalError(f"not JSON: {exc}") from None
+    if not isinstance(obj, dict) or obj.get("syncFormat") != SYNC_FORMAT:
+        raise JournalError(f"syncFormat is not {SYNC_FORMAT}")
+    if obj.get("workspace") != workspace:
+        raise JournalError(f"it is of workspace {obj.get('workspace')!r}")
+    if obj.get("replica") != replica:
+        raise JournalError(f"it says it is replica {obj.get('replica')!r}")
+    try:
+        export = merge_plan.check_manifest(obj.get("export"), workspace=workspace)
+    except merge_plan.ManifestError as exc:
+        raise JournalError(str(exc)) from None
+    if export["sourceReplica"] != replica:
+        raise JournalError(f"its export is of replica {export['sourceReplica']!r}")
+    for f in export["files"]:
+        own = merge_plan.own_segment(f["name"])
+        if own is None or own[0] != replica:
+            raise JournalError(f"{f['name']} is not one of replica {replica}'s own segments")
+    objects = obj.get("objects")
+    if not isinstance(objects, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in objects.items()):
+        raise JournalError("objects must map paths to keys")
+    wanted = {f["name"]: segment_key(f["name"], f["checksum"]) for f in export["files"]}
+    wanted.update({a["path"]: a["path"] for a in export["artifacts"] if a["path"] is not None})
+    if objects != wanted:
+        raise JournalError("objects do not name exactly the export's files by their content")
+    return obj
+
+
+def _comparable(manifest: dict[str, Any] | None) -> Any:
+    if manifest is None:
+        return None
+    export = dict(manifest["export"])
+    export.pop("createdTs", None)
+    return manifest["objects"], export
+
+
+# -- push ---------------------------------------------------------------------------------
+
+def push(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[str, Any]:
+    spec, remote = _open(ctx, name)
+    ws = ctx.open(create=False)
+    if not os.path.isdir(ws.segments_dir):
+        raise NotFoundError(f"workspace {ws.name} has no segments in {ws.root.path}; "
+                            "nothing to push")
+    with FileLock(os.path.join(_state_dir(ws, spec.name), "push.lock")):
+        stage = _stage(ws, spec.name, "push")
+        try:
+            return _push(ws, spec, remote, stage, progress)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
+          progress: Progress) -> dict[str, Any]:
+    me = ws.root.replica_id
+    prefix = _prefix(ws.name, me)
+    _say(progress, "push: reading the remote")
+    present = remote.list_keys(prefix)
+
+    # A segment unchanged since the last push, under the same tombstones, would
+    # snapshot to the same bytes: its entry is reused when the remote still
+    # holds its object, and only the others are snapshotted again.
+    cache_path = os.path.join(_state_dir(ws, spec.name), PUSH_CACHE)
+    cache = _load_push_cache(cache_path)
+    if cache.get("url") != spec.url:
+        cache = {}  # remembered for another remote under this name: worthless here
+    signatures = {os.path.basename(p): _signature(p) for p in ws.segment_paths()}
+    # Tombstones per segment, read again only from segments that changed.
+    scanned = cache.get("tombstonesBySegment", {})
+    by_segment: dict[str, dict[str, Any]] = {}
+
+    def scan_changed() -> set[str]:
+        found: set[str] = set()
+        for path in ws.segment_paths():
+            name = os.path.basename(path)
+            sig = _signature(path)
+            held = by_segment.get(name) or scanned.get(name)
+            if not (isinstance(held, dict) and sig is not None and held.get("sig") == sig
+                    and isinstance(held.get("ids"), list)):
+                held = {"sig": sig, "ids": sorted(replicas.segment_tombstones(ws, path))}
+            by_segment[name] = held
+            found.update(held["ids"])
+        return found
+
+    known = scan_changed()
+    digest = _tombstones_digest(known)
+    reused: dict[str, dict[str, Any]] = {}
+    if cache.get("tombstones") == digest:
+        for name, held in cache.get("segments", {}).items():
+            entry = held.get("entry") if isinstance(held, dict) else None
+            sig = signatures.get(name)
+            if (isinstance(entry, dict) and sig is not None and held.get("sig") == sig
+                    and isinstance(entry.get("checksum"), str) and entry.get("name") == name
+                    and prefix + segment_key(name, entry["checksum"]) in present):
+                reused[name] = entry
+    killer = _Killer()
+    counts = {"uploaded": 0, "already": 0, "bytes": 0}
+
+    def upload(path: str, key: str) -> None:
+        if prefix + key in present:
+            counts["already"] += 1
+            return
+        killer.step()
+        local = os.path.join(stage, *path.split("/"))
+        if remote.put_file(prefix + key, local):
+            counts["uploaded"] += 1
+            counts["bytes"] += os.path.getsize(local)
+        else:
+            counts["already"] += 1
+
+    # Each snapshot is uploaded (one at a time, in order) while the next is
+    # taken and checked: the transfer hides behind the local work.
+    from concurrent.futures import ThreadPoolExecutor
+
+    pending = []
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        def on_file(entry: dict[str, Any]) -> None:
+            _say(progress, f"push: uploading {entry['name']}")
+            pending.append(pool.submit(upload, entry["name"],
+                                       segment_key(entry["name"], entry["checksum"])))
+
+        try:
+            exported = replicas.export_own(ws, stage, progress=progress,
+                                           skip=frozenset(reused), on_file=on_file,
+                                           tombstones=lambda: known | scan_changed())
+        finally:
+            for job in pending:
+                job.result()
+    with open(os.path.join(stage, merge_plan.MANIFEST_NAME), "rb") as fh:
+        export = json.loads(fh.read())
+    export["files"] = sorted(export["files"] + list(reused.values()), key=lambda f: f["name"])
+    export["tombstoned"] = sorted(set(export["tombstoned"]) | known)
+    objects = {f["name"]: segment_key(f["name"], f["checksum"]) for f in export["files"]}
+    objects.update({a["path"]: a["path"] for a in export["artifacts"] if a["path"]})
+    for a in export["artifacts"]:
+        if a["path"]:
+            _say(progress, f"push: uploading {a['path']}")
+            upload(a["path"], a["path"])
+    uploaded, already, uploaded_bytes = counts["uploaded"], counts["already"], counts["bytes"]
+    already += len(reused)
+
+    current: dict[str, Any] | None = None
+    etag: str | None = None
+    try:
+        got = remote.get_bytes(prefix + MANIFEST_KEY)
+        assert got is not None
+        raw, etag = got
+        try:
+            current = _check_sync_manifest(raw, workspace=ws.name, replica=me)
+        except JournalError:
+            current = None  # replaced below; an unusable manifest names nothing to keep
+    except ObjectMissing:
+        pass
+
+    manifest = {"syncFormat": SYNC_FORMAT, "workspace": ws.name, "replica": me,
+                "pushedTs": clock.now_ts(), "export": export, "objects": objects}
+    written = False
+    if _comparable(manifest) != _comparable(current):
+        killer.step()
+        body = json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8") + b"\n"
+        try:
+            remote.put_bytes(prefix + MANIFEST_KEY, body, if_match=etag)
+        except PreconditionFailed:
+            raise ConflictError(
+                f"refusing to replace replica {me}'s manifest in {spec.url}: it changed while "
+                "this push ran (another root with the same replica id, a copied root?); "
+                "nothing was replaced, run push again") from None
+        written = True
+
+    fresh = {f["name"] for f in export["files"]} - set(reused)
+    cache = {"url": spec.url, "tombstones": digest, "tombstonesBySegment": by_segment,
+             "segments": {
+        f["name"]: {"sig": signatures.get(f["name"]), "entry": f} for f in export["files"]
+        if f["name"] in reused or f["name"] in fresh}}
+    write_file_atomic(cache_path, json.dumps(cache, sort_keys=True).encode("utf-8"))
+
+    keep = {prefix + MANIFEST_KEY} | {prefix + k for k in objects.values()}
+    deleted = []
+    for key in sorted(set(remote.list_keys(prefix)) - keep):
+        if key.rsplit("/", 1)[-1] == ".lock":
+            continue
+        killer.step()
+        remote.delete(key)
+        deleted.append(key)
+
+    warnings = []
+    if exported["artifactsMissing"]:
+        warnings.append(f"{len(exported['artifactsMissing'])} artifact(s) could not be pushed "
+                        "(missing or not matching their checksum)")
+    if exported["malformed"]:
+        warnings.append(f"{len(exported['malformed'])} malformed row(s) were pushed as stored; "
+                        "readers skip them")
+    return {
+        "remote": spec.name, "url": spec.url, "workspace": ws.name, "replica": me,
+        "files": len(export["files"]), "snapshotted": len(fresh),
+        "events": sum(f["events"] for f in export["files"]),
+        "withheld": exported["withheld"], "uploaded": uploaded, "uploadedBytes": uploaded_bytes,
+        "alreadyPresent": already, "manifestWritten": written, "deleted": deleted,
+        "warnings": warnings,
+    }
+
+
+def _signature(path: str) -> list[int] | None:
+    """What changes when a segment does: the file and its WAL (inode, size, mtime)."""
+    out: list[int] = []
+    for p in (path, path + "-wal"):
+        try:
+            st = os.stat(p)
+        except FileNotFoundError:
+            out += [0, 0, 0]
+            continue
+        except OSError:
+            return None
+        out += [st.st_ino, st.st_size, st.st_mtime_ns]
+    return out
+
+
+def _tombstones_digest(ids: set[str]) -> str:
+    import xxhash
+
+    return xxhash.xxh3_64_hexdigest("\n".join(sorted(ids)).encode("utf-8"))
+
+
+def _load_push_cache(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            cache = json.loads(fh.read())
+    except (OSError, ValueError):
+        return {}  # lost or damaged: every segment is snapshotted again, nothing else
+    return cache if isinstance(cache, dict) and isinstance(cache.get("segments"), dict) else {}
+
+
+# -- pull ---------------------------------------------------------------------------------
+
+class _Seen:
+    """One replica's manifest as this pull found it."""
+
+    def __init__(self, replica: str, manifest: dict[str, Any] | None, etag: str | None,
+                 tombstoned: list[str]) -> None:
+        self.replica = replica
+        self.manifest = manifest  # None: unchanged since the last pull
+        self.etag = etag
+        self.tombstoned = tombstoned
+
+
+def _load_state(path: str, url: str) -> dict[str, Any]:
+    """What earlier pulls from this remote merged; empty when it was about another URL
+    (a remote removed and added again under the same name)."""
+    state = _read_state(path)
+    if state.get("url") != url:
+        return {"url": url, "replicas": {}}
+    return state
+
+
+def _read_state(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            state = json.loads(fh.read())
+    except FileNotFoundError:
+        return {"replicas": {}}
+    except (OSError, ValueError):
+        return {"replicas": {}}  # a lost memory costs one full fetch, never data
+    if not isinstance(state, dict) or not isinstance(state.get("replicas"), dict):
+        return {"replicas": {}}
+    return state
+
+
+def _read_manifests(remote: Remote, workspace: str, me: str | None,
+                    state: dict[str, Any], refused: list[dict[str, Any]],
+                    *, conditional: bool = True) -> list[_Seen]:
+    seen = []
+    for replica in remote.list_dirs(f"{workspace}/"):
+        if replica == me:
+            continue
+        if merge_plan.safe_replica(replica) != replica:
+            refused.append({"replica": replica, "key": None,
+                            "reason": "not a replica id this journal would write"})
+            continue
+        remembered = state["replicas"].get(replica, {}) if conditional else {}
+        key = _prefix(workspace, replica) + MANIFEST_KEY
+        try:
+            got = remote.get_bytes(key, if_none_match=remembered.get("etag"))
+        except ObjectMissing:
+            continue  # a first push that has not written its manifest yet
+        if got is None:
+            seen.append(_Seen(replica, None, remembered.get("etag"),
+                              list(remembered.get("tombstoned", []))))
+            continue
+        raw, etag = got
+        try:
+            manifest = _check_sync_manifest(raw, workspace=workspace, replica=replica)
+        except JournalError as exc:
+            refused.append({"replica": replica, "key": key, "reason": f"bad manifest: {exc}"})
+            continue
+        seen.append(_Seen(replica, manifest, etag, list(manifest["export"]["tombstoned"])))
+    return seen
+
+
+def pull(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[str, Any]:
+    spec, remote = _open(ctx, name)
+    root = Root.open(ctx.root_arg, create=False)
+    me = read_replica_id(root.path) if root.exists else None
+    ws_path = os.path.join(root.path, "workspaces", ctx.workspace_name)
+    state_path = os.path.join(ws_path, STATE_DIR, spec.name, STATE_NAME)
+    state = _load_state(state_path, spec.url)
+    refused: list[dict[str, Any]] = []
+    missing: list[dict[str, Any]] = []
+    _say(progress, "pull: reading manifests")
+    seen = _read_manifests(remote, ctx.workspace_name, me, state, refused)
+    union: set[str] = set()
+    for s in seen:
+        union.update(s.tombstoned)
+
+    merged: list[dict[str, Any]] = []
+    fetched = fetched_bytes = 0
+    changed = [s for s in seen if s.manifest is not None]
+    if changed:
+        ws = ctx.open(create=True)
+        for s in changed:
+            assert s.manifest is not None
+            report, got, got_bytes, complete = _pull_replica(
+                ctx, ws, spec.name, remote, s, state, union, refused, missing, progress)
+            fetched += got
+            fetched_bytes += got_bytes
+            if report is not None:
+                merged.append(report)
+            entry = state["replicas"].setdefault(s.replica, {})
+            entry["tombstoned"] = s.tombstoned
+            if complete:
+                entry["etag"] = s.etag
+            else:
+                entry.pop("etag", None)  # try again next time
+        make_private_dirs(os.path.dirname(state_path))
+        write_file_atomic(state_path, json.dumps(state, indent=1, sort_keys=True).encode())
+
+    warnings = []
+    if refused:
+        warnings.append(f"{len(refused)} remote object(s) or manifest(s) failed verification "
+                        "and were not imported")
+    if missing:
+        warnings.append(f"{len(missing)} object(s) named by a manifest were gone (replaced by "
+                        "a newer push?); the next pull tries again")
+    for report in merged:
+        if report["replicaIdCollisions"]:
+            warnings.append("replica id shared by two roots (a copied journal root?): "
+                            + ", ".join(report["replicaIdCollisions"]) + "; every event was "
+                            "kept")
+    return {
+        "remote": spec.name, "url": spec.url, "workspace": ctx.workspace_name,
+        "replicas": len(seen), "changed": len(changed), "fetched": fetched,
+        "fetchedBytes": fetched_bytes,
+        "imported": sum(r["imported"] for r in merged),
+        "alreadyPresent": sum(r["alreadyPresent"] for r in merged),
+        "notImported": sorted((n for r in merged for n in r["notImported"]),
+                              key=lambda n: n["eventId"]),
+        "merges": merged, "refused": refused, "missing": missing, "warnings": warnings,
+    }
+
+
+def _pull_replica(ctx: Context, ws: Workspace, name: str, remote: Remote, s: _Seen,
+                  state: dict[str, Any], union: set[str], refused: list[dict[str, Any]],
+                  missing: list[dict[str, Any]], progress: Progress
+                  ) -> tuple[dict[str, Any] | None, int, int, bool]:
+    """Fetch what this pull lacks of one replica, verify it, merge it.
+    Returns (merge report or None, objects fetched, bytes fetched, complete)."""
+    assert s.manifest is not None
+    export = s.manifest["export"]
+    objects = s.manifest["objects"]
+    prefix = _prefix(ws.name, s.replica)
+    entry = state["replicas"].get(s.replica, {})
+    had = set(entry.get("merged", []))
+    stage = _stage(ws, name, "pull")
+    complete = True
+    got = got_bytes = 0
+    try:
+        def fetch(path: str, size: int, checksum: str) -> bool:
+            nonlocal complete, got, got_bytes
+            key = objects[path]
+            dest = os.path.join(stage, *path.split("/"))
+            make_private_dirs(os.path.dirname(dest))
+            try:
+                remote.download(prefix + key, dest)
+            except ObjectMissing:
+                missing.append({"replica": s.replica, "key": prefix + key})
+                complete = False
+                return False
+            got += 1
+            got_bytes += os.path.getsize(dest)
+            if file_digest(dest) != (size, checksum):
+                refused.append({"replica": s.replica, "key": prefix + key,
+                                "reason": "size or checksum does not match its manifest"})
+                os.unlink(dest)
+                complete = False
+                return False
+            return True
+
+        files = []
+        todo = [f for f in export["files"] if objects[f["name"]] not in had]
+        for n, f in enumerate(todo, 1):
+            _say(progress, f"pull: {s.replica} fetching {n}/{len(todo)}")
+            if fetch(f["name"], f["bytes"], f["checksum"]):
+                files.append(f)
+        artifacts = []
+        for a in export["artifacts"]:
+            if a["path"] is None or objects[a["path"]] in had:
+                continue
+            if fetch(a["path"], a["bytes"], a["checksum"]):
+                artifacts.append(a)
+        report = None
+        if files or artifacts:
+            staged = dict(export, files=files, artifacts=artifacts,
+                          tombstoned=sorted(union | set(export["tombstoned"])))
+            write_file_atomic(os.path.join(stage, merge_plan.MANIFEST_NAME),
+                              json.dumps(staged, sort_keys=True).encode("utf-8"))
+            report = replicas.merge(ctx, stage, progress=progress)
+            report["source"] = {"replica": s.replica, "kind": "remote"}
+        done = {objects[f["name"]] for f in files} | {objects[a["path"]] for a in artifacts}
+        # Remember only keys the current manifest still names: the memory stays bounded.
+        entry["merged"] = sorted((had | done) & set(objects.values()))
+        state["replicas"][s.replica] = entry
+        return report, got, got_bytes, complete
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+# -- sync, status -------------------------------------------------------------------------
+
+def sync(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[str, Any]:
+    pulled = pull(ctx, name, progress=progress)
+    pushed = push(ctx, name, progress=progress)
+    return {"pull": pulled, "push": pushed, "warnings": pulled["warnings"] + pushed["warnings"]}
+
+
+def status(ctx: Context, name: str | None) -> dict[str, Any]:
+    spec, remote = _open(ctx, name)
+    root = Root.open(ctx.root_arg, create=False)
+    me = read_replica_id(root.path) if root.exists else None
+    local_tombstoned: set[str] = set()
+    ws = root.workspace(ctx.workspace_name)
+    if root.exists and os.path.isdir(ws.segments_dir):
+        local_tombstoned = replicas.scan_local(ws).tombstoned
+    refused: list[dict[str, Any]] = []
+    seen = _read_manifests(remote, ctx.workspace_name, None, {"replicas": {}}, refused,
+                           conditional=False)
+    union = set(local_tombstoned)
+    for s in seen:
+        union.update(s.tombstoned)
+    state_path = os.path.join(ws.path, STATE_DIR, spec.name, STATE_NAME)
+    state = _load_state(state_path, spec.url) if root.exists else {"replicas": {}}
+    scans_before = json.dumps(state.get("scans"), sort_keys=True)
+    listed = []
+    warnings = []
+    for s in seen:
+        assert s.manifest is not None
+        export = s.manifest["export"]
+        unseen = set(union) - set(s.tombstoned)
+        holding: list[dict[str, Any]] = []
+        if unseen:
+            holding = _scan_objects(remote, ctx.workspace_name, s, unseen, state, refused,
+                                    root if root.exists else None)
+        listed.append({
+            "replica": s.replica, "self": s.replica == me, "pushedTs": s.manifest["pushedTs"],
+            "files": len(export["files"]), "events": sum(f["events"] for f in export["files"]),
+            "bytes": sum(f["bytes"] for f in export["files"]),
+            "unseenTombstones": sorted(unseen), "objectsHoldingErased": holding,
+        })
+        if holding:
+            who = "this replica" if s.replica == me else f"replica {s.replica}"
+            fix = "it pushes" if s.replica == me else "its owner runs sync"
+            warnings.append(f"{who} has {len(holding)} object(s) in the remote holding "
+                            f"tombstoned content until {fix}")
+    if root.exists and os.path.isdir(ws.path) and \
+            json.dumps(state.get("scans"), sort_keys=True) != scans_before:
+        make_private_dirs(os.path.dirname(state_path))
+        write_file_atomic(state_path, json.dumps(state, indent=1, sort_keys=True).encode())
+    versioning = remote.versioning()
+    if versioning is not None:
+        warnings.append(f"bucket versioning is {versioning}: deleted and replaced objects are "
+                        "kept as old versions and still hold their bytes (a lifecycle rule or "
+                        "an administrator must remove them)")
+    if refused:
+        warnings.append(f"{len(refused)} manifest(s) or object(s) failed verification")
+    return {"remote": spec.name, "url": spec.url, "workspace": ctx.workspace_name,
+            "self": me, "replicas": listed, "tombstones": len(union),
+            "versioning": versioning, "refused": refused, "warnings": warnings}
+
+
+def _scan_objects(remote: Remote, workspace: str, s: _Seen, unseen: set[str],
+                  state: dict[str, Any], refused: list[dict[str, Any]],
+                  root: Root | None) -> list[dict[str, Any]]:
+    """The segment objects of one replica that hold rows about `unseen` tombstones.
+
+    An object's key never changes its bytes, so what a scan found is kept per
+    key (in the pull state) and an object is fetched again only for
+    tombstones it was not yet checked for."""
+    import tempfile
+
+    assert s.manifest is not None
+    scans = state.setdefault("scans", {})
+    prefix = _prefix(workspace, s.replica)
+    current = {prefix + k for k in s.manifest["objects"].values()}
+    for key in [k for k in scans if k.startswith(prefix) and k not in current]:
+        del scans[key]  # gone from the remote: nothing to remember
+    holding = []
+    base = os.path.join(root.path, "workspaces", workspace) if root is not None else None
+    folder = tempfile.mkdtemp(prefix=".status-", dir=base if base and os.path.isdir(base)
+                              else None)
+    try:
+        for f in s.manifest["export"]["files"]:
+            key = prefix + s.manifest["objects"][f["name"]]
+            memo = scans.get(key) if isinstance(scans.get(key), dict) else None
+            checked = set(memo.get("checked", [])) if memo else set()
+            holds = set(memo.get("holds", [])) if memo else set()
+            need = unseen - checked
+            if need:
+                dest = os.path.join(folder, f["name"])
+                try:
+                    remote.download(key, dest)
+                except ObjectMissing:
+                    continue  # replaced by a newer push since the manifest was read
+                if file_digest(dest) != (f["bytes"], f["checksum"]):
+                    refused.append({"replica": s.replica, "key": key,
+                                    "reason": "size or checksum does not match its manifest"})
+                    os.unlink(dest)
+                    continue
+                try:
+                    holds |= subjects_present(dest, need, tuple(merge_plan.ERASABLE_TYPES))
+                except Unreadable as exc:
+                    refused.append({"replica": s.replica, "key": key, "reason": str(exc)})
+                    continue
+                finally:
+                    if os.path.exists(dest):
+                        os.unlink(dest)
+                scans[key] = {"checked": sorted(checked | need), "holds": sorted(holds)}
+            found = sorted(holds & unseen)
+            if found:
+                holding.append({"key": key, "tombstoned": found})
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return holding

@@ -1,0 +1,127 @@
+"""The remote interface: where replicas meet (a bucket or a shared folder), and its URLs.
+
+Invariants:
+- A remote is a flat space of keys holding immutable byte strings, with one
+  exception the callers name explicitly: `put_bytes` with `if_match` replaces
+  a key only when it still holds what the caller read (the manifest). Objects
+  are created whole or not at all (`put_file` never replaces a key).
+- Every failure of the service or the folder is a `RemoteError` carrying one
+  line; a key that is not there is `ObjectMissing`, so callers can tell "gone"
+  from "broken".
+- URLs are checked here, before any backend is loaded (ops.remotes.open_remote
+  picks the backend): a malformed one is a UsageError.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent_journal.core.errors import RemoteError, UsageError
+
+TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Progress = Callable[[int], None] | None
+
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_PART = re.compile(r"^[A-Za-z0-9!_.*'()=+,;@&$-]{1,255}$")
+_REMOTE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+_ENDPOINT = re.compile(r"^https?://[^\s/?#]+(:\d+)?/?$")
+
+
+class ObjectMissing(RemoteError):
+    """A key that is not in the remote."""
+
+
+class PreconditionFailed(RemoteError):
+    """A conditional write found the key changed (or present) since it was read."""
+
+
+class Remote:
+    """What sync needs from a remote. Keys are relative to the URL's prefix."""
+
+    url = ""
+
+    def check(self) -> None:
+        """Raise RemoteError unless the bucket or folder exists and answers."""
+        raise NotImplementedError
+
+    def list_keys(self, prefix: str) -> dict[str, int]:
+        """Every key below `prefix` (a folder-like path ending in '/') -> its size."""
+        raise NotImplementedError
+
+    def list_dirs(self, prefix: str) -> list[str]:
+        """The names one level below `prefix` that hold keys."""
+        raise NotImplementedError
+
+    def get_bytes(self, key: str, *, if_none_match: str | None = None
+                  ) -> tuple[bytes, str] | None:
+        """(bytes, etag) of a key; None when `if_none_match` still matches.
+        Raises ObjectMissing."""
+        raise NotImplementedError
+
+    def download(self, key: str, dest: str, *, progress: Progress = None) -> None:
+        """Write a key's bytes into the new file `dest`. Raises ObjectMissing."""
+        raise NotImplementedError
+
+    def put_file(self, key: str, path: str, *, progress: Progress = None) -> bool:
+        """Create a key from a file; False (nothing changed) when it already exists."""
+        raise NotImplementedError
+
+    def put_bytes(self, key: str, data: bytes, *, if_match: str | None) -> str:
+        """Write a small key conditionally: replace it only while it holds `if_match`,
+        or create it only when absent (`if_match` None). Returns the new etag.
+        Raises PreconditionFailed."""
+        raise NotImplementedError
+
+    def delete(self, key: str) -> None:
+        """Remove a key; a key already gone is not an error."""
+        raise NotImplementedError
+
+    def versioning(self) -> str | None:
+        """'Enabled' or 'Suspended' when the service keeps old versions of keys."""
+        return None
+
+
+def check_remote_name(name: str | None) -> str:
+    if name is None or not _REMOTE_NAME.match(name):
+        raise UsageError(f"bad remote name {name!r}: use 1-64 letters, digits, '_', '.' or "
+                         "'-', starting with a letter, digit or '_'")
+    return name
+
+
+def check_endpoint(url: str | None) -> str | None:
+    if url is None:
+        return None
+    if not _ENDPOINT.match(url):
+        raise UsageError(f"bad --endpoint-url {url!r}: expected http(s)://HOST[:PORT]")
+    return url.rstrip("/")
+
+
+def parse_url(url: str) -> tuple[str, str, str]:
+    """('s3', bucket, prefix) or ('file', absolute folder, ''); UsageError otherwise."""
+    if not isinstance(url, str) or url != url.strip() or any(c in url for c in "?#\\\0\n\r\t"):
+        raise UsageError(f"bad remote URL {url!r}: no spaces, '?', '#' or backslashes")
+    if url.startswith("s3://"):
+        rest = url[len("s3://"):].rstrip("/")
+        bucket, _, prefix = rest.partition("/")
+        if not _BUCKET.match(bucket) or ".." in bucket:
+            raise UsageError(f"bad remote URL {url!r}: the bucket name must be 3-63 lower-case "
+                             "letters, digits, '.' or '-'")
+        parts = prefix.split("/") if prefix else []
+        for part in parts:
+            if part in ("", ".", "..") or not _PART.match(part):
+                raise UsageError(f"bad remote URL {url!r}: unusable prefix part {part!r}")
+        return "s3", bucket, "/".join(parts)
+    if url.startswith("file://"):
+        path = url[len("file://"):]
+        if not path.startswith("/"):
+            raise UsageError(f"bad remote URL {url!r}: expected file:///ABSOLUTE/PATH "
+                             "(no host)")
+        parts = [p for p in path.split("/") if p]
+        if any(p in (".", "..") for p in parts):
+            raise UsageError(f"bad remote URL {url!r}: no '.' or '..' in the path")
+        return "file", "/" + "/".join(parts), ""
+    raise UsageError(f"bad remote URL {url!r}: expected s3://BUCKET[/PREFIX] or "
+                     "file:///PATH")
