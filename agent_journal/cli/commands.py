@@ -214,6 +214,18 @@ _add(Command(
     opts=READ_COMMON,
 ))
 
+# -- recall inside a session: the MCP server (issue 20) ----------------------------------
+
+_add(Command(
+    "mcp", "Serve one workspace's journal to an agent over MCP on stdio: search, get, "
+    "timeline, trace, record, invalidate, and the digest as a resource and a prompt "
+    "(needs the package's optional mcp extra).", "cmd_mcp",
+    opts=(WORKSPACE, ROOT,
+          Opt("session", "--session", "The agent session its writes belong to (default: "
+              "$AGENT_JOURNAL_SESSION, else $CLAUDE_CODE_SESSION_ID; with none, writes are "
+              "refused).", env=ENV_SESSION, metavar="ID")),
+))
+
 # -- audit and recovery reads: trace, digest, coverage, decay ----------------------------
 
 _add(Command(

@@ -201,6 +201,15 @@ def cmd_get(a: dict[str, Any]) -> int:
     return 0
 
 
+# -- recall inside a session: the MCP server (issue 20) ---------------------------------
+
+def cmd_mcp(a: dict[str, Any]) -> int:
+    from agent_journal.agents import mcp_server
+
+    mcp_server.serve(a["root"], a["workspace"], a["session"])
+    return 0
+
+
 # -- audit and recovery reads: trace, digest, coverage, decay ---------------------------
 
 def _read_context(a: dict[str, Any]) -> Any:
