@@ -249,10 +249,10 @@ def _damage_note(unreadable: list[Any], malformed: list[Any]) -> list[str]:
             "row(s): this answer is a floor, not a total"]
 
 
-def _fit_lines(lines: list[str], *, keep_last: bool = False, budget: int = MAX_CHARS
-               ) -> tuple[list[str], int]:
-    """The lines that fit in `budget` characters (from the start, or from the end), and
+def _fit_lines(lines: list[str], *, keep_last: bool = False) -> tuple[list[str], int]:
+    """The lines that fit in MAX_CHARS characters (from the start, or from the end), and
     how many were left out."""
+    budget = MAX_CHARS
     kept: list[str] = []
     used = 0
     for line in (reversed(lines) if keep_last else lines):

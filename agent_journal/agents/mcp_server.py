@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from agent_journal import __version__
+import agent_journal
 from agent_journal.agents import mcp_recall
 from agent_journal.core.errors import JournalError
 
@@ -133,7 +133,8 @@ def build_server(journal: mcp_recall.Journal) -> Any:
         return types.GetPromptResult(description=mcp_recall.DIGEST_DESCRIPTION, messages=[
             types.PromptMessage(role="user", content=types.TextContent(text=digest()))])
 
-    return Server(SERVER_NAME, version=__version__, instructions=mcp_recall.INSTRUCTIONS,
+    return Server(SERVER_NAME, version=agent_journal.__version__,
+                  instructions=mcp_recall.INSTRUCTIONS,
                   on_list_tools=list_tools, on_call_tool=call_tool,
                   on_list_resources=list_resources, on_read_resource=read_resource,
                   on_list_prompts=list_prompts, on_get_prompt=get_prompt)

@@ -191,11 +191,14 @@ _add(Command(
           Opt("workspace", "--workspace", "Workspace the hook writes to (default: "
               "$AGENT_JOURNAL_WORKSPACE, else the project folder's name).", env=ENV_WORKSPACE,
               metavar="ID"),
-          ROOT, DRY_RUN),
+          ROOT, DRY_RUN,
+          Opt("mcp", "--mcp", "Also register `agent-journal mcp` as an MCP server in the "
+              "project's .mcp.json (uninstall removes it with the hooks).", kind=BARE)),
 ))
 
 _add(Command(
-    "hooks uninstall claude-code", "Remove exactly the hook entries `hooks install` added.",
+    "hooks uninstall claude-code", "Remove exactly the hook entries `hooks install` added, "
+    "and the MCP server entry `--mcp` added.",
     "cmd_hooks_uninstall",
     opts=(PROJECT, DRY_RUN),
 ))

@@ -167,15 +167,27 @@ def _print_install(result: Any) -> None:
 def cmd_hooks_install(a: dict[str, Any]) -> int:
     from agent_journal.agents import claude_code_installer
 
+    if a["mcp"]:
+        from agent_journal.agents import mcp_installer
+
+        # Checked first: a refusal here must leave the hooks untouched too.
+        mcp_installer.register(project=a["project"], workspace=a["workspace"],
+                               root=a["root"], dry_run=True)
     _print_install(claude_code_installer.install(project=a["project"], workspace=a["workspace"],
                                      root=a["root"], dry_run=a["dry_run"]))
+    if a["mcp"]:
+        _print_install(mcp_installer.register(project=a["project"], workspace=a["workspace"],
+                                              root=a["root"], dry_run=a["dry_run"]))
     return 0
 
 
 def cmd_hooks_uninstall(a: dict[str, Any]) -> int:
-    from agent_journal.agents import claude_code_installer
+    from agent_journal.agents import claude_code_installer, mcp_installer
 
     _print_install(claude_code_installer.uninstall(project=a["project"], dry_run=a["dry_run"]))
+    mcp_change = mcp_installer.unregister(project=a["project"], dry_run=a["dry_run"])
+    if mcp_change.changed or mcp_change.diff:
+        _print_install(mcp_change)
     return 0
 
 
