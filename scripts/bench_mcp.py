@@ -24,7 +24,7 @@ import sys
 import time
 
 from bench import CLI, PY, Ctx, median
-from bench_search import START_MS, SPAN_MS, Corpus, _ts, make_events, pick_queries, write
+from bench_search import SPAN_MS, START_MS, Corpus, _ts, make_events, pick_queries, write
 
 from agent_journal.ops.context import Context
 from agent_journal.storage import search_index
