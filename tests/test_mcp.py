@@ -19,12 +19,14 @@ from agent_journal.agents import mcp_recall
 TOOLS = ["search", "get", "timeline", "trace", "record", "invalidate"]
 
 
-def server(root: Path, **env: str) -> Client:
+def server(root: Path, mode: str = "auto", **env: str) -> Client:
     params = StdioServerParameters(
         command=CLI, args=["mcp"],
         env={"AGENT_JOURNAL_ROOT": str(root), "AGENT_JOURNAL_WORKSPACE": "ws", **env})
     # No client-side cache: every call must reach the server, which is what is tested.
-    return Client(params, cache=None, read_timeout_seconds=60)
+    # "legacy" is the initialize handshake agent clients speak today; "auto" lets the SDK
+    # pick its newest protocol.
+    return Client(params, cache=None, read_timeout_seconds=60, mode=mode)
 
 
 def text(result: Any) -> str:
@@ -171,7 +173,7 @@ def test_bad_calls_are_error_results_and_write_nothing(journal, root):
 
 def test_writes_without_a_session_are_refused(journal, root):
     async def scenario() -> None:
-        async with server(root) as client:
+        async with server(root, mode="legacy") as client:
             result = await client.call_tool("record", {"kind": "note", "id": "n", "text": "t"})
             assert result.is_error and "writes need the agent's session" in text(result)
             # Reads need none.
@@ -193,7 +195,7 @@ def test_claude_codes_session_id_is_the_fallback(journal, root):
 
 def test_a_tombstone_written_while_the_server_runs_hides_at_the_next_call(journal, root):
     async def scenario() -> None:
-        async with server(root) as client:
+        async with server(root, mode="legacy") as client:
             assert "call1" in text(await client.call_tool("timeline", {}))
             assert not (await client.call_tool("get", {"ids": ["call1"]})).is_error
             assert "utc" in text(await client.call_tool("search", {"query": "suffix"}))
