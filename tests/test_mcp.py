@@ -56,9 +56,9 @@ def journal(cli, tmp_path):
     return cli
 
 
-def test_lists_six_small_tools_a_resource_and_a_prompt(journal, root):
+def test_lists_six_small_tools_and_every_one_answers(journal, root):
     async def scenario() -> None:
-        async with server(root) as client:
+        async with server(root, AGENT_JOURNAL_SESSION="sess-7") as client:
             tools = (await client.list_tools()).tools
             assert [t.name for t in tools] == TOOLS
             # Schemas cost context tokens on every turn: all six stay small.
@@ -71,12 +71,6 @@ def test_lists_six_small_tools_a_resource_and_a_prompt(journal, root):
             prompts = (await client.list_prompts()).prompts
             assert [p.name for p in prompts] == ["digest"]
 
-    run(scenario)
-
-
-def test_every_tool_answers(journal, root):
-    async def scenario() -> None:
-        async with server(root, AGENT_JOURNAL_SESSION="sess-7") as client:
             found = await client.call_tool("search", {"query": "timestamps"})
             assert not found.is_error
             lines = text(found).splitlines()
@@ -217,12 +211,22 @@ def test_a_tombstone_written_while_the_server_runs_hides_at_the_next_call(journa
     run(scenario)
 
 
-def test_large_outputs_are_bounded_and_read_on_by_offset(cli, root, tmp_path):
+def test_exact_outputs_are_bounded_read_on_by_offset_and_refused_when_damaged(cli, root,
+                                                                             tmp_path):
     body = "".join(f"line {i:05d} of a long build log\n" for i in range(2000))  # 64 KB
-    out = tmp_path / "log.txt"
-    out.write_text(body)
+    (tmp_path / "log.txt").write_text(body)
     assert cli("observe", "--kind", "tool_call", "--id", "build", "--tool", "Bash",
-               "--output", str(out)).code == 0
+               "--output", str(tmp_path / "log.txt")).code == 0
+    damaged = "secret-free but large output\n" * 1000
+    (tmp_path / "big.txt").write_text(damaged)
+    assert cli("observe", "--kind", "tool_call", "--id", "big",
+               "--output", str(tmp_path / "big.txt")).code == 0
+    blobs = [p for p in (root / "workspaces" / "ws" / "artifacts").rglob("*") if p.is_file()]
+    [blob] = [p for p in blobs if p.read_bytes() == damaged.encode()]
+    data = bytearray(blob.read_bytes())
+    data[100] ^= 0x20
+    blob.chmod(0o600)
+    blob.write_bytes(bytes(data))
 
     async def scenario() -> None:
         async with server(root) as client:
@@ -240,26 +244,12 @@ def test_large_outputs_are_bounded_and_read_on_by_offset(cli, root, tmp_path):
             assert "".join(parts) == body  # verified bytes, whole, in order
             assert len(parts) == -(-len(body) // mcp_recall.MAX_CHARS)
 
-    run(scenario)
-
-
-def test_a_damaged_artifact_is_an_error_with_no_content(cli, root, tmp_path):
-    body = "secret-free but large output\n" * 1000
-    out = tmp_path / "big.txt"
-    out.write_text(body)
-    assert cli("observe", "--kind", "tool_call", "--id", "big", "--output", str(out)).code == 0
-    [blob] = [p for p in (root / "workspaces" / "ws" / "artifacts").rglob("*") if p.is_file()]
-    data = bytearray(blob.read_bytes())
-    data[100] ^= 0x20
-    blob.chmod(0o600)
-    blob.write_bytes(bytes(data))
-
-    async def scenario() -> None:
-        async with server(root) as client:
             result = await client.call_tool("get", {"ids": ["big"]})
             assert result.is_error
             assert "does not match its recorded checksum" in text(result)
             assert "large output" not in text(result)  # not even the preview
+            both = await client.call_tool("get", {"ids": ["build", "big"]})
+            assert both.is_error and "long build log" not in text(both)
 
     run(scenario)
 
