@@ -115,12 +115,29 @@ def test_only_storage_touches_sqlite():
             assert word not in text, (str(path.relative_to(PKG)), word)
 
 
+SDK = {"mcp", "mcp_types", "anyio"}
+
+
+def test_only_the_mcp_server_imports_the_mcp_sdk():
+    """The SDK is an optional extra and slow to import: one adapter loads it, on start."""
+    for path in modules():
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module.split(".")[0])
+            elif isinstance(node, ast.Import):
+                names.update(a.name.split(".")[0] for a in node.names)
+        if names & SDK:
+            assert path.relative_to(PKG).as_posix() == "agents/mcp_server.py", path
+
+
 PROBE = r"""
 import sys, json
 from agent_journal.cli.main import main
 rc = main(sys.argv[1:])
 mods = sorted(m for m in sys.modules if m.split('.')[0] in
-              {'typer', 'click', 'pydantic', 'rich', 'sqlite_utils', 'typing', 'pathlib', 'uuid'}
+              {'typer', 'click', 'pydantic', 'rich', 'sqlite_utils', 'typing', 'pathlib', 'uuid',
+               'mcp', 'mcp_types', 'anyio'}
               or m == 'dateutil.parser')
 sys.stderr.write('\nMODULES ' + json.dumps(mods) + '\n')
 sys.exit(rc)

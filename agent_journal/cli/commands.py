@@ -206,7 +206,10 @@ CLAUDE_SCOPE = Opt("scope", "--scope", "project: the shared .claude/settings.jso
 CODEX_SCOPE = Opt("scope", "--scope", "project: .codex/hooks.json; user: ~/.codex/hooks.json "
                   "($CODEX_HOME/hooks.json when set) (default project).", metavar="SCOPE",
                   choices=("project", "user"))
-CLAUDE_INSTALL = (PROJECT, CLAUDE_SCOPE, INSTALL_WORKSPACE, PLAIN_ROOT, DRY_RUN)
+MCP = Opt("mcp", "--mcp", "Also register `agent-journal mcp` as an MCP server at the same "
+          "scope (.mcp.json for project, ~/.claude.json for local and user); uninstall "
+          "removes it with the hooks.", kind=BARE)
+CLAUDE_INSTALL = (PROJECT, CLAUDE_SCOPE, INSTALL_WORKSPACE, PLAIN_ROOT, DRY_RUN, MCP)
 CODEX_INSTALL = (PROJECT, CODEX_SCOPE, INSTALL_WORKSPACE, PLAIN_ROOT, DRY_RUN)
 
 _add(Command(
@@ -233,8 +236,9 @@ _add(Command(
 ))
 
 _add(Command(
-    "hooks uninstall claude-code", "Remove exactly the hook entries `hooks install` added (and "
-    "the project file it wrote, once no hook of ours is left in the project).",
+    "hooks uninstall claude-code", "Remove exactly the hook entries `hooks install` added, "
+    "the MCP server entry `--mcp` added, and the project file it wrote once no hook of ours "
+    "is left in the project.",
     "cmd_hooks_uninstall",
     opts=CLAUDE_INSTALL,
 ))
@@ -273,6 +277,18 @@ _add(Command(
     "entry's full record.", "cmd_get",
     args=(Arg("id", "Observation or entry id.", metavar="ID"),),
     opts=READ_COMMON,
+))
+
+# -- recall inside a session: the MCP server (issue 20) ----------------------------------
+
+_add(Command(
+    "mcp", "Serve one workspace's journal to an agent over MCP on stdio: search, get, "
+    "timeline, trace, record, invalidate, and the digest as a resource and a prompt "
+    "(needs the package's optional mcp extra).", "cmd_mcp",
+    opts=(WORKSPACE, ROOT,
+          Opt("session", "--session", "The agent session its writes belong to (default: "
+              "$AGENT_JOURNAL_SESSION, else $CLAUDE_CODE_SESSION_ID; with none, writes are "
+              "refused).", env=ENV_SESSION, metavar="ID")),
 ))
 
 # -- audit and recovery reads: trace, digest, coverage, decay ----------------------------

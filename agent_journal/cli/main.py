@@ -198,11 +198,28 @@ def _hooks(installer: str, action: str, a: dict[str, Any]) -> int:
 
 
 def cmd_hooks_install(a: dict[str, Any]) -> int:
-    return _hooks("claude_code_installer", "install", a)
+    if not a["mcp"]:
+        return _hooks("claude_code_installer", "install", a)
+    from agent_journal.agents import claude_code_installer, mcp_installer
+
+    options = _install_options(a)
+    register = {k: options[k] for k in ("project", "scope", "workspace", "root")}
+    # Checked first: a refusal here must leave the hooks untouched too.
+    mcp_installer.register(**register, dry_run=True)
+    _print_changes(claude_code_installer.install(**options))
+    _print_install(mcp_installer.register(**register, dry_run=a["dry_run"]))
+    return 0
 
 
 def cmd_hooks_uninstall(a: dict[str, Any]) -> int:
-    return _hooks("claude_code_installer", "uninstall", a)
+    from agent_journal.agents import mcp_installer
+
+    _hooks("claude_code_installer", "uninstall", a)
+    mcp_change = mcp_installer.unregister(project=a["project"], scope=a["scope"] or "project",
+                                          dry_run=a["dry_run"])
+    if mcp_change.changed or mcp_change.diff:
+        _print_install(mcp_change)
+    return 0
 
 
 def cmd_hooks_install_codex(a: dict[str, Any]) -> int:
@@ -252,6 +269,15 @@ def cmd_get(a: dict[str, Any]) -> int:
     for warning in found.warnings:
         output.warn(warning)
     output.floor_warning(found.unreadable, found.malformed)
+    return 0
+
+
+# -- recall inside a session: the MCP server (issue 20) ---------------------------------
+
+def cmd_mcp(a: dict[str, Any]) -> int:
+    from agent_journal.agents import mcp_server
+
+    mcp_server.serve(a["root"], a["workspace"], a["session"])
     return 0
 
 

@@ -1,0 +1,149 @@
+"""`agent-journal mcp`: the recall tools of mcp_recall.py served over MCP on stdio.
+
+Invariants:
+- This is the only module that imports the MCP SDK (`mcp`, the optional extra
+  `agent-journal[mcp]`), and only when the server starts: without the extra the command
+  fails with one line naming it, and no other command pays for the SDK's import.
+- What a call answers is decided by mcp_recall.py alone; here it is only carried:
+  a failure a caller can cause is a tool result with `isError`, an unknown tool or
+  resource is a protocol error, and an unexpected exception is a one-line error
+  result, never a traceback.
+- Calls are answered one at a time, in the order they arrive: the journal's writes
+  take locks that are per process, so two calls of one server must not overlap.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import agent_journal
+from agent_journal.agents import mcp_recall
+from agent_journal.core.errors import JournalError
+
+TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+EXTRA = "agent-journal[mcp]"
+MISSING_EXTRA = (f"the MCP server needs the optional extra {EXTRA}: "
+                 f"pip install '{EXTRA}'")
+SERVER_NAME = "agent-journal"
+
+
+def sdk_missing() -> bool:
+    from importlib.util import find_spec
+
+    try:
+        return find_spec("mcp") is None
+    except (ImportError, ValueError):
+        return True
+
+
+# Claude Code (2.1.154 on) gives the stdio servers it starts the id of their session: the
+# same id its hooks are sent, so the server's writes join the session's observations.
+ENV_CLAUDE_SESSION = "CLAUDE_CODE_SESSION_ID"
+
+
+def session_for(given: str | None) -> str | None:
+    """The writing session: --session or $AGENT_JOURNAL_SESSION, else Claude Code's own."""
+    if given is not None:
+        return given
+    import os
+
+    raw = os.environ.get(ENV_CLAUDE_SESSION)
+    if not raw:
+        return None
+    from agent_journal.capture.claude_code import safe_id
+
+    return safe_id(raw)  # the hook names the session the same way
+
+
+def serve(root: str | None, workspace: str, session: str | None) -> None:
+    """Serve one workspace on stdin/stdout until the client closes the connection."""
+    journal = mcp_recall.Journal(root, workspace, session_for(session))
+    if sdk_missing():
+        raise JournalError(MISSING_EXTRA)
+    import anyio
+
+    server = build_server(journal)
+
+    async def main() -> None:
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)
+
+
+def build_server(journal: mcp_recall.Journal) -> Any:
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+    from mcp.shared.exceptions import MCPError
+
+    tools = [types.Tool(name=name, description=spec["description"],
+                        input_schema=spec["inputSchema"],
+                        annotations=types.ToolAnnotations(read_only_hint=spec["readOnly"]))
+             for name, spec in mcp_recall.TOOLS.items()]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name not in mcp_recall.TOOLS:
+            raise MCPError(types.INVALID_PARAMS, f"no such tool {params.name!r}; the tools are "
+                           + ", ".join(mcp_recall.TOOLS))
+        answer = _guarded(lambda: mcp_recall.call(journal, params.name, params.arguments))
+        return types.CallToolResult(
+            content=[types.TextContent(text=block) for block in answer.blocks],
+            is_error=answer.is_error)
+
+    digest_resource = types.Resource(name=mcp_recall.DIGEST_NAME, uri=mcp_recall.DIGEST_URI,
+                                     description=mcp_recall.DIGEST_DESCRIPTION,
+                                     mime_type="text/markdown")
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[digest_resource])
+
+    def digest() -> str:
+        try:
+            return mcp_recall.digest_text(journal)
+        except JournalError as exc:
+            raise MCPError(types.INTERNAL_ERROR, exc.message) from None
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams
+                            ) -> types.ReadResourceResult:
+        if str(params.uri) != mcp_recall.DIGEST_URI:
+            raise MCPError(types.INVALID_PARAMS, f"no such resource {params.uri}; the one "
+                           f"resource is {mcp_recall.DIGEST_URI}")
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=mcp_recall.DIGEST_URI, mime_type="text/markdown", text=digest())])
+
+    digest_prompt = types.Prompt(name=mcp_recall.DIGEST_NAME,
+                                 description="Load the journal's digest to resume work.")
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[digest_prompt])
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams
+                         ) -> types.GetPromptResult:
+        if params.name != mcp_recall.DIGEST_NAME:
+            raise MCPError(types.INVALID_PARAMS, f"no such prompt {params.name!r}; the one "
+                           f"prompt is {mcp_recall.DIGEST_NAME}")
+        return types.GetPromptResult(description=mcp_recall.DIGEST_DESCRIPTION, messages=[
+            types.PromptMessage(role="user", content=types.TextContent(text=digest()))])
+
+    return Server(SERVER_NAME, version=agent_journal.__version__,
+                  instructions=mcp_recall.INSTRUCTIONS,
+                  on_list_tools=list_tools, on_call_tool=call_tool,
+                  on_list_resources=list_resources, on_read_resource=read_resource,
+                  on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+
+
+def _guarded(run: Any) -> mcp_recall.Answer:
+    try:
+        answer: mcp_recall.Answer = run()
+        return answer
+    except Exception as exc:  # the agent gets one line; the server keeps serving
+        sys.stderr.write(f"agent-journal mcp: internal error: {exc.__class__.__name__}: {exc}\n")
+        return mcp_recall.Answer.error(f"internal error: {exc.__class__.__name__}: {exc}")
