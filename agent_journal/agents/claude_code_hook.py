@@ -123,6 +123,10 @@ def _event(ws: Workspace, observation: dict[str, Any], payload: dict[str, Any]) 
     session = observation["session"]
     output, artifact = capture_output(ws, observation["output"],
                                       partial=_cut_short(observation["output"], payload))
+    text = observation["text"]
+    if text is not None:
+        # What the session said: a large text is kept whole as an artifact, like an output.
+        text, artifact = capture_output(ws, text)
     data = {
         "tool": observation["tool"],
         "callId": observation["callId"],
@@ -132,6 +136,7 @@ def _event(ws: Workspace, observation: dict[str, Any], payload: dict[str, Any]) 
         "exitCode": observation["exitCode"],
         "durationMs": observation["durationMs"],
         "artifact": artifact,
+        "text": text,
         "hook": observation["data"],
     }
     return Event(event_id=event_id, type=OBSERVATION, kind=kind, id=obs_id,

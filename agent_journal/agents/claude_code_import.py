@@ -1,4 +1,4 @@
-"""`import claude-code`: a session transcript's tool calls replayed as observations.
+"""`import claude-code`: a session transcript's tool calls and what it said, as observations.
 
 Invariants:
 - All or nothing on input: the whole transcript is parsed and redacted before the first
@@ -6,7 +6,9 @@ Invariants:
 - Re-importing adds nothing. Each call becomes at most two events, its start and its end,
   whose event ids are derived from (replica, session, observation id, phase); and a phase
   the journal already holds for that observation id (captured live by the hook, or by an
-  earlier import) is recognised by its status and skipped.
+  earlier import) is recognised by its status and skipped. What the session said (prompts,
+  assistant messages, summaries) is one event each (phase `said`), under the id the hook
+  derives from the same text (capture.claude_code.said_id), skipped when the id is held.
 - Events carry the transcript's ids, session and times (not the time of the import), are
   authored `agent`, and pass the same redactor and artifact rules as the hook.
 - Writes go in batches, one transaction each: an interrupted import leaves whole batches,
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
 
 BATCH = 500
 STARTED = "started"
+SAID = "said"
 
 
 def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = None
@@ -50,12 +53,15 @@ def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = N
     with fh:
         size = os.fstat(fh.fileno()).st_size
         try:
-            calls = list(read_transcript(_reading(fh, size, progress), redactor))
+            replayed = list(read_transcript(_reading(fh, size, progress), redactor,
+                                            conversation=True))
         except NotATranscriptError as exc:
             raise JournalError(f"{path}: {exc}; nothing imported") from None
+    calls = [c for c in replayed if c["kind"] == "tool_call"]
+    said = [c for c in replayed if c["kind"] != "tool_call"]
     ws = ctx.open(create=True)
     replica = ws.root.replica_id
-    known = observation_phases(ws, (safe_id(c["id"]) for c in calls))
+    known = observation_phases(ws, (safe_id(c["id"]) for c in replayed))
     events: list[Event] = []
     recognised = artifacts = unfinished = 0
     sessions: set[str] = set()
@@ -88,6 +94,23 @@ def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = N
             "input": None, "output": output,
             "status": call["status"], "exitCode": call["exitCode"], "durationMs": None,
             "artifact": artifact}))
+    messages = 0
+    for item in said:
+        obs_id = safe_id(item["id"])
+        if obs_id in known:
+            recognised += 1  # captured live by the hook, or by an earlier import
+            continue
+        session = safe_id(item["session"]) if item["session"] else None
+        text, artifact = capture_output(ws, item["text"])
+        artifacts += artifact is not None
+        messages += 1
+        events.append(Event(
+            event_id=_derived_id(replica, session or "", obs_id, SAID), type=OBSERVATION,
+            kind=item["kind"], id=obs_id, ts=_ts(item["ts"]) or clock.now_ts(),
+            author=AUTHOR_AGENT, session=session, replica=replica,
+            data={"tool": None, "callId": None, "input": None, "output": None, "status": None,
+                  "exitCode": None, "durationMs": None, "artifact": artifact, "text": text,
+                  "transcript": item["data"]}))
     written = 0
     for start in range(0, len(events), BATCH):
         written += ws.append(events[start:start + BATCH])
@@ -98,6 +121,7 @@ def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = N
         "workspace": ws.name,
         "sessions": sorted(sessions),
         "calls": len(calls),
+        "messages": messages,
         "unfinished": unfinished,
         "eventsWritten": written,
         "alreadyPresent": recognised + len(events) - written,

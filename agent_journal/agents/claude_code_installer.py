@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 # The events the hook journals, in the order they are written into settings.json.
 EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit",
-          "SessionStart", "PreCompact", "Stop", "SessionEnd")
+          "SessionStart", "PreCompact", "PostCompact", "Stop", "SubagentStop", "SessionEnd")
 # Seconds. The hook gives up on a locked journal after ~16 s at worst (hook.py); SessionStart
 # also reads the workspace to build its context.
 TIMEOUTS = {"SessionStart": 60}
