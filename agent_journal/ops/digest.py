@@ -313,6 +313,13 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
         stopped.add({"id": c.id, "kind": "lastAction", "ts": c.ts, "line": _call_line(c)},
                     "- last action:" + _call_line(c)[1:])
         shown.add(c.id)
+    todo = next((c for c in reversed(tool_calls) if c.get("todos") and c.succeeded), None)
+    if todo is not None:
+        items = "; ".join(f"[{status}] {content}" for status, content in todo.get("todos"))
+        stopped.add({"kind": "todos", "id": todo.id, "ts": todo.ts,
+                     "todos": [{"status": t[0], "content": t[1]} for t in todo.get("todos")]},
+                    f"- latest todo list ({hhmm(todo.ts)}): {clip(items, 900)}\n")
+        shown.add(todo.id)
     if last is not None:
         stopped.add(_said_item(last), f"- last assistant message ({hhmm(last.ts)}):\n"
                                       + quote(last.text, LAST_MESSAGE_CHARS))
@@ -404,7 +411,7 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
     for sm in said.summaries:
         summaries.add(_said_item(sm), f"- {hhmm(sm.ts)}:\n" + quote(sm.text, SUMMARY_CHARS))
     if said.titles:
-        titles = "; ".join(one_line(t.text, 80) for t in said.titles[-8:])
+        titles = "; ".join(one_line(t.text, 60) for t in said.titles[-20:])
         summaries.add({"kind": "titles", "titles": [t.text for t in said.titles]},
                       f"- conversation titles: {titles}\n")
 

@@ -90,10 +90,15 @@ _TSC_ERR = re.compile(r"^\S+(?:\(\d+,\d+\)|:\d+:\d+) ?[:-] error (TS\d+: .+)")
 _ESLINT = re.compile(r"^✖ (\d+) problems? \((\d+) errors?, (\d+) warnings?\)")
 
 
+# A runner's output relayed by a job runner carries a `[job] | ` prefix on every line (act,
+# docker compose); the runner's own line follows it.
+_RELAY = re.compile(r"^\[[^\]]{1,80}\]\s+\|\s?")
+
+
 def _lines(text: str) -> list[str]:
     if "\x1b" in text:
         text = _ANSI.sub("", text)
-    return [line.rstrip()[:_LINE_CAP] for line in text.splitlines()]
+    return [_RELAY.sub("", line.rstrip()[:_LINE_CAP]) for line in text.splitlines()]
 
 
 def parse_run(text: str | None) -> RunSummary | None:

@@ -150,6 +150,9 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
             ops = shell_file_ops(target)
             if ops:
                 facts["fileOps"] = ops
+    if tool == "TodoWrite" and isinstance(value, dict) and isinstance(value.get("todos"), list):
+        facts["todos"] = [[str(t.get("status")), clip(str(t.get("content")), 160)]
+                          for t in value["todos"][:20] if isinstance(t, dict)]
     if isinstance(value, dict) and isinstance(value.get("description"), str):
         facts["desc"] = clip(value["description"], DESCRIPTION_CHARS)
     output = data.get("output")
