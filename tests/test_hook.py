@@ -423,11 +423,14 @@ def test_session_start_prefers_a_digest_module(root, monkeypatch):
 
     monkeypatch.setattr(agent_journal.ops, "digest", fake, raising=False)
     ws = Root.open(str(root), create=True).workspace("ws")
-    assert hook_module.session_context(ws) == "# digest of ws (10000)"
+    budget = 10_000 - len(hook_module.USAGE_NOTE) - 2
+    assert hook_module.session_context(ws) == (f"# digest of ws ({budget})\n\n"
+                                               + hook_module.USAGE_NOTE)
     fake.session_markdown = lambda ws, max_chars: "x" * 20_000
     assert len(hook_module.session_context(ws)) == 10_000
+    assert hook_module.session_context(ws).endswith(hook_module.USAGE_NOTE)
     fake.session_markdown = lambda ws, max_chars: 1 / 0
-    assert "0 live entries" in hook_module.session_context(ws)
+    assert "could not be built" in hook_module.session_context(ws)
 
 
 def test_session_start_write_failure_still_prints_context(root, monkeypatch):

@@ -30,6 +30,7 @@ Invariants:
 from __future__ import annotations
 
 from agent_journal.core.anchors import EXTERNAL, anchor_report
+from agent_journal.core.codec import PeekOnlyEvent
 from agent_journal.core.derive import INVALIDATED, Derived
 from agent_journal.core.model import ENTRY_FIELDS
 from agent_journal.core.recovery.calls import Call, fold
@@ -199,16 +200,16 @@ class Section:
 
 def _facts_of(ev: Event) -> dict[str, Any] | None:
     """An observation event's recovery facts: kept by the cache, or computed here."""
-    peek = getattr(ev, "peek", None) if type(ev).__name__ == "PeekOnlyEvent" else None
-    if peek is not None:
-        return peek[1]  # type: ignore[no-any-return]
+    if type(ev) is PeekOnlyEvent:
+        return ev.peek[2]  # type: ignore[attr-defined, no-any-return]
     return event_facts(ev.kind, ev.data)
 
 
-def _kind_of(ev: Event) -> str:
-    if type(ev).__name__ == "PeekOnlyEvent":
-        return ev.peek[0]  # type: ignore[attr-defined, no-any-return]
-    return ev.kind
+def _header(ev: Event) -> tuple[str, str | None]:
+    """(kind, session) of an observation event, from the cache's peek or the event."""
+    if type(ev) is PeekOnlyEvent:
+        return ev.peek[0], ev.peek[1]  # type: ignore[attr-defined]
+    return ev.kind, ev.session
 
 
 def calls_of(d: Derived, session: str | None) -> list[Call]:
@@ -216,8 +217,8 @@ def calls_of(d: Derived, session: str | None) -> list[Call]:
     out: list[Call] = []
     for obs_id in d.visible_observation_ids():
         events = d.observation_events[obs_id]
-        first = events[0]
-        call = fold(obs_id, _kind_of(first), first.session,
+        kind, sess = _header(events[0])
+        call = fold(obs_id, kind, sess,
                     ((ev.ts, _facts_of(ev)) for ev in events))
         if session is not None and call.session != session:
             continue
@@ -584,15 +585,17 @@ def build(d: Derived, *, workspace: str, session: str | None, max_chars: int,
 
 # -- the operation ------------------------------------------------------------------------
 
-def _read(ws: Workspace, *, cached: bool) -> tuple[ReadResult, Derived]:
-    """The workspace as the digest reads it: from the digest cache when it can be used."""
+def _read(ws: Workspace, *, cached: bool) -> tuple[ReadResult, Derived, bool]:
+    """The workspace as the digest reads it, and whether that was through the digest cache
+    (used when it can be)."""
     from agent_journal.core.derive import derive
     from agent_journal.storage import digest_cache
 
     result = digest_cache.read(ws, event_facts) if cached else None
+    used = result is not None
     if result is None:
         result = ws.read(lazy=True)
-    return result, derive(result.events)
+    return result, derive(result.events), used
 
 
 def _markdown_and_report(ws: Workspace, *, session: str | None, max_chars: int
@@ -601,7 +604,7 @@ def _markdown_and_report(ws: Workspace, *, session: str | None, max_chars: int
     from agent_journal.storage.segment_reader import PausedGC
 
     with PausedGC():
-        result, d = _read(ws, cached=True)
+        result, d, _ = _read(ws, cached=True)
         markdown, report = build(d, workspace=ws.name, session=session,
                                  max_chars=max_chars, damage=damage_lists(result))
         return markdown, report, result

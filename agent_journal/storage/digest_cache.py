@@ -79,7 +79,7 @@ RACY_NS = 2_000_000_000
 # while; rather than wait on it, a digest reads the segments itself.
 LOCK_WAIT_S = 2.0
 
-# `{peek}` becomes one column per peeked value (p0, p1, ...).
+# `{peek}` becomes the observation's column (p0: JSON of [kind, session, facts]).
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS segments (
@@ -118,7 +118,7 @@ _PEEK = Peek(("$.kind", "$.session"))
 def read(ws: Workspace, project: Project) -> ReadResult | None:
     """The workspace from the cache brought up to date.
 
-    Observations come back as codec.PeekOnlyEvent whose `peek` is (kind, facts), with
+    Observations come back as codec.PeekOnlyEvent whose `peek` is (kind, session, facts), with
     facts = project(kind, data); the rows just read come back as they were read.
     None when the cache cannot be used; the caller then reads the segments.
     """
@@ -165,7 +165,8 @@ def _open(ws: Workspace, peek: Peek) -> sqlite3.Connection:
 
 
 def _columns(peek: Peek) -> list[str]:
-    return [f"p{i}" for i in range(len(peek.values) + len(peek.types))]
+    # One column: the JSON of [kind, session, facts] (ASCII, so any text is storable).
+    return ["p0"]
 
 
 class _Segment:
@@ -272,7 +273,7 @@ def _keep(segment: int, seq: int, ev: Event, natives: list[tuple[Any, ...]],
     if ev.type == OBSERVATION:
         # ASCII escapes keep a lone surrogate storable as text.
         natives.append((segment, seq, ev.event_id, ev.id, ev.ts,
-                        json.dumps([ev.kind, project(ev.kind, ev.data)])))
+                        json.dumps([ev.kind, ev.session, project(ev.kind, ev.data)])))
         return
     form, payload = WHOLE, json.dumps(ev.as_dict())
     others.append((segment, seq, ev.event_id, ev.type, ev.id, ev.ts, form, payload))

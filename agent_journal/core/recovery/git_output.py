@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-_COMMIT = re.compile(r"^\[(?P<branch>[^\]\s]+(?: [^\]\s]+)?)(?: \(root-commit\))? "
+_MADE_LINE = re.compile(r"^\[(?P<branch>[^\]\s]+(?: [^\]\s]+)?)(?: \(root-commit\))? "
                      r"(?P<hash>[0-9a-f]{7,40})\] (?P<subject>.+)$")
 _PUSH = re.compile(r"^\s*(?:\+ |\* )?(?:[0-9a-f]{7,40}\.\.\.?[0-9a-f]{7,40}|\[new branch\]|"
                    r"\[new tag\])\s+(?P<src>\S+) -> (?P<dst>\S+)")
@@ -25,7 +25,7 @@ def commits_in(text: str) -> list[tuple[str, str, str]]:
     """(short hash, subject, branch) of every commit git reports having made."""
     found = []
     for line in text.splitlines():
-        m = _COMMIT.match(line.strip())
+        m = _MADE_LINE.match(line.strip())
         if m:
             found.append((m.group("hash")[:7], m.group("subject").strip(), m.group("branch")))
     return found[:_MAX]
