@@ -166,7 +166,8 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
             facts["write"] = kind
     if text is None:
         return
-    failed = (status in FAILED_STATUSES) or (isinstance(exit_code, int) and exit_code != 0)
+    failed = (isinstance(status, str) and status in FAILED_STATUSES) or (
+        isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0)
     if failed:
         reason = error_reason(text)
         if reason:
