@@ -308,8 +308,13 @@ def journals(draw):
                           {"command": f"cmd<o{i}>"},
                           status=draw(st.sampled_from(["started", "ok", "error"])),
                           session=draw(st.sampled_from(["s1", "s2"]))))
-    targets = draw(st.lists(st.sampled_from(POOL + [f"o{i}" for i in range(6)]),
-                            max_size=4))
+    for i in range(draw(st.integers(0, 4))):
+        kind = draw(st.sampled_from(["prompt", "assistant_message", "compact_summary"]))
+        events.append(ev("observation", kind, f"p{i}", at(draw(st.integers(0, 9))),
+                         {"text": f"said<p{i}> " * draw(st.integers(1, 300))},
+                         session=draw(st.sampled_from(["s1", "s2"]))))
+    targets = draw(st.lists(st.sampled_from(POOL + [f"o{i}" for i in range(6)]
+                                            + [f"p{i}" for i in range(4)]), max_size=4))
     for target in targets:
         events.append(ev("tombstone", "tombstone", target, at(10), {"reason": "gone"}))
     for target in draw(st.lists(st.sampled_from(POOL), max_size=2)):
