@@ -21,11 +21,11 @@ from agent_journal.capture.claude_code import (
     HookPayloadError,
     NotATranscriptError,
     hook_to_observation,
-    said_id,
     is_file_write,
     main_input,
     parse_hook_payload,
     read_transcript,
+    said_id,
     sanitise_workspace_id,
 )
 from agent_journal.capture.redact import Redactor, marker

@@ -18,15 +18,12 @@ from audit_scenario import (
     ev,
     normalise,
 )
-from hypothesis import example, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_journal.core.derive import derive
 from agent_journal.core.recovery.facts import target_of
 from agent_journal.ops import digest as dg
-from agent_journal.storage import segment_reader
-from agent_journal.storage.root import Root
-from agent_journal.storage.segment_reader import Peek
 
 NO_DAMAGE = {"unreadable": [], "malformed": []}
 

@@ -20,7 +20,7 @@ from agent_journal.storage import digest_cache
 from agent_journal.storage.cache import cache_lock_path
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.root import Root
-from agent_journal.storage.segment_reader import Peek, read_segment
+from agent_journal.storage.segment_reader import read_segment
 from agent_journal.storage.workspace import ENV_SEGMENT_MAX_BYTES, Workspace
 
 WS = "ws"

@@ -27,7 +27,8 @@ def test_runner_summaries():
     assert (go.runner, go.ok, go.failing) == ("go test", False, ["TestAdd"])
     cargo = parse_run("test a::b ... FAILED\ntest result: FAILED. 4 passed; 1 failed; 0 ignored;")
     assert (cargo.passed, cargo.failed, cargo.failing) == (4, 1, ["a::b"])
-    jest = parse_run("  ● Suite › adds\n\n    expect(received)\nTests:       1 failed, 5 passed, 6 total")
+    jest = parse_run("  ● Suite › adds\n\n    expect(received)\n"
+                     "Tests:       1 failed, 5 passed, 6 total")
     assert (jest.runner, jest.failed, jest.failing) == ("jest", 1, ["Suite › adds"])
     assert parse_run(" Tests  2 passed (2)").runner == "vitest"
     mocha = parse_run("  3 passing (10ms)\n  1 failing\n\n  1) suite adds:\n     Error: no")

@@ -404,7 +404,8 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                                        f"{one_line(res.text, RESULT_CHARS)}\n")
     for c in tool_calls:
         if c.tool in ("Task", "Agent") and c.get("result") and c.id not in shown:
-            subagents.add(_call_item(c), f"- {hhmm(c.ts)} {c.tool} {code(one_line(c.target or '', 80))}: "
+            label = code(one_line(c.target or "", 80))
+            subagents.add(_call_item(c), f"- {hhmm(c.ts)} {c.tool} {label}: "
                                          f"{one_line(c.get('result'), RESULT_CHARS)}\n")
             shown.add(c.id)
 

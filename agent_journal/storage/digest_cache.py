@@ -60,9 +60,8 @@ from agent_journal.storage.workspace import Workspace
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
-    from typing import Any
-
     from collections.abc import Callable
+    from typing import Any
 
     from agent_journal.core.model import Event
 
