@@ -7,7 +7,7 @@ and always marks the cut with `…`.
 
 from __future__ import annotations
 
-from agent_journal.core.recovery.reasons import clip
+from agent_journal.core.recovery.text import clip
 
 __all__ = ["clip", "code", "hhmm", "one_line", "quote"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agent_journal.core.recovery.checks import RunSummary
 from agent_journal.core.recovery.facts import FAILED_STATUSES, TOOL_CALL, event_facts
+from agent_journal.core.recovery.run_summary import RunSummary
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -10,45 +10,13 @@ pyright, ruff (check and format), tsc, eslint.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+
+from agent_journal.core.recovery.run_summary import RunSummary
 
 # Lines are capped before matching: a minified bundle on one line must not cost the
 # regex engine seconds.
 _LINE_CAP = 2000
 _MAX_IDS = 20
-
-
-@dataclass
-class RunSummary:
-    """What one run's output says: `ok` is the runner's verdict, `summary` its line."""
-
-    runner: str
-    ok: bool
-    summary: str
-    passed: int | None = None
-    failed: int | None = None
-    errors: int | None = None
-    skipped: int | None = None
-    failing: list[str] = field(default_factory=list)
-    first_failure: str | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        return {"runner": self.runner, "ok": self.ok, "summary": self.summary,
-                "passed": self.passed, "failed": self.failed, "errors": self.errors,
-                "skipped": self.skipped, "failing": list(self.failing),
-                "firstFailure": self.first_failure}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, object]) -> RunSummary:
-        return cls(runner=str(d["runner"]), ok=bool(d["ok"]), summary=str(d["summary"]),
-                   passed=_int(d.get("passed")), failed=_int(d.get("failed")),
-                   errors=_int(d.get("errors")), skipped=_int(d.get("skipped")),
-                   failing=[str(x) for x in d.get("failing") or []],  # type: ignore[attr-defined]
-                   first_failure=d.get("firstFailure"))  # type: ignore[arg-type]
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

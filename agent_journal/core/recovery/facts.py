@@ -8,17 +8,9 @@ boundary; everything else is taken verbatim or parsed by checks, git_output and 
 
 from __future__ import annotations
 
-import shlex
+import re
 
-from agent_journal.core.recovery.checks import parse_run
-from agent_journal.core.recovery.git_output import (
-    commits_in,
-    log_lines,
-    pushes_in,
-    removed_by_git_rm,
-    switched_branch,
-)
-from agent_journal.core.recovery.reasons import clip, error_reason, refusal, rejection_words
+from agent_journal.core.recovery.text import clip
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -147,7 +139,7 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
     if target is not None:
         facts["target"] = clip(target, TARGET_CHARS)
         if tool == "Bash":
-            ops = shell_file_ops(target)
+            ops = shell_file_ops(target) if re.search(_MAY_MOVE, target) else None
             if ops:
                 facts["fileOps"] = ops
     if tool == "TodoWrite" and isinstance(value, dict) and isinstance(value.get("todos"), list):
@@ -166,6 +158,18 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
             facts["write"] = kind
     if text is None:
         return
+    # The parsers compile their patterns on import: a digest served from its cache never
+    # needs them, so they load only when an output is read.
+    from agent_journal.core.recovery.checks import parse_run
+    from agent_journal.core.recovery.git_output import (
+        commits_in,
+        log_lines,
+        pushes_in,
+        removed_by_git_rm,
+        switched_branch,
+    )
+    from agent_journal.core.recovery.reasons import error_reason, refusal, rejection_words
+
     failed = (isinstance(status, str) and status in FAILED_STATUSES) or (
         isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0)
     if failed:
@@ -215,6 +219,8 @@ def _write_kind(output: Any, text: str | None) -> str | None:
     return None
 
 
+# Only a command naming rm or mv is split into words.
+_MAY_MOVE = r"\b(?:rm|mv)\b"
 _SEPARATORS = frozenset({"&&", ";", "||", "|", "&"})
 _UNSAFE = frozenset("*?[]{}$`~<>()\\")
 
@@ -224,6 +230,8 @@ def shell_file_ops(command: str) -> list[list[str]]:
     ["moved", src, dst], from `rm`, `git rm` (not --cached), `mv` and `git mv` with
     literal paths only. Anything with globs, variables, redirections or subshells in a
     path is left out: its effect cannot be read off the command."""
+    import shlex  # only for shell commands that may move or delete files
+
     try:
         words = shlex.split(command, comments=True, posix=True)
     except ValueError:

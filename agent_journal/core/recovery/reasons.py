@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from agent_journal.core.recovery.text import clip
+
 DENIED = "denied"
 REJECTED = "rejected"
 REASON_CHARS = 240
@@ -48,18 +50,6 @@ def rejection_words(text: str) -> str | None:
     """What the user said when rejecting a call, when Claude Code quotes it."""
     m = _REJECTION_SAID.search(text[:4000])
     return m.group(1).strip()[:1000] if m else None
-
-
-def clip(text: str, limit: int) -> str:
-    """`text` cut at a word boundary to at most `limit` characters, marked with `…`."""
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    cut = text[:max(1, limit - 1)]
-    space = cut.rfind(" ")
-    if space > limit // 2:
-        cut = cut[:space]
-    return cut.rstrip() + "…"
 
 
 def error_reason(text: str | None) -> str | None:

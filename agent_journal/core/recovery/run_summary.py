@@ -1,0 +1,45 @@
+"""What one test or check run's output says, as parsed by checks.parse_run.
+
+Invariant: a plain record, round-tripping through `as_dict`/`from_dict` unchanged (the
+digest cache keeps it as JSON). It lives apart from the parsers so that reading cached
+runs never loads (or compiles) them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RunSummary:
+    """What one run's output says: `ok` is the runner's verdict, `summary` its line."""
+
+    runner: str
+    ok: bool
+    summary: str
+    passed: int | None = None
+    failed: int | None = None
+    errors: int | None = None
+    skipped: int | None = None
+    failing: list[str] = field(default_factory=list)
+    first_failure: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"runner": self.runner, "ok": self.ok, "summary": self.summary,
+                "passed": self.passed, "failed": self.failed, "errors": self.errors,
+                "skipped": self.skipped, "failing": list(self.failing),
+                "firstFailure": self.first_failure}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, object]) -> RunSummary:
+        return cls(runner=str(d["runner"]), ok=bool(d["ok"]), summary=str(d["summary"]),
+                   passed=_int(d.get("passed")), failed=_int(d.get("failed")),
+                   errors=_int(d.get("errors")), skipped=_int(d.get("skipped")),
+                   failing=[str(x) for x in d.get("failing") or []],  # type: ignore[attr-defined]
+                   first_failure=d.get("firstFailure"))  # type: ignore[arg-type]
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
