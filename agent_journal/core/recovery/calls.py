@@ -7,9 +7,8 @@ win; the latest event's status wins), applied to `facts.event_facts` of each eve
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from agent_journal.core.recovery.facts import FAILED_STATUSES, TOOL_CALL, event_facts
+from agent_journal.core.recovery.record import Record
 from agent_journal.core.recovery.run_summary import RunSummary
 
 TYPE_CHECKING = False
@@ -20,16 +19,18 @@ if TYPE_CHECKING:
 STARTED = "started"
 
 
-@dataclass
-class Call:
+class Call(Record):
     """An observation as the recovery derivations see it (a tool call, or something said)."""
+
+    __slots__ = ("id", "kind", "session", "ts", "last_ts", "facts")
+    DEFAULTS = {"facts": dict}
 
     id: str
     kind: str
     session: str | None
     ts: str
     last_ts: str
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any]
 
     def get(self, name: str) -> Any:
         return self.facts.get(name)

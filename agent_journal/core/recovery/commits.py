@@ -7,27 +7,27 @@ does not matter (everything is read in (ts, id) order).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from agent_journal.core.recovery.calls import Call, ordered
+from agent_journal.core.recovery.record import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
 
-@dataclass
-class Commit:
+class Commit(Record):
+    __slots__ = ("hash", "subject", "branch", "call_id", "ts", "agent")
+    DEFAULTS = {"agent": None}
     hash: str
     subject: str
     branch: str
     call_id: str
     ts: str
-    agent: str | None = None
+    agent: str | None
 
 
-@dataclass
-class Push:
+class Push(Record):
+    __slots__ = ("remote", "source", "destination", "call_id", "ts")
     remote: str
     source: str
     destination: str
@@ -35,14 +35,18 @@ class Push:
     ts: str
 
 
-@dataclass
-class GitState:
-    commits: list[Commit] = field(default_factory=list)
-    pushes: list[Push] = field(default_factory=list)
-    branch: str | None = None
-    branches: list[str] = field(default_factory=list)
-    log: list[tuple[str, str]] = field(default_factory=list)
-    log_call: str | None = None
+class GitState(Record):
+    __slots__ = ("commits", "pushes", "branch", "branches", "log", "log_call")
+    DEFAULTS = {
+        "commits": list, "pushes": list, "branch": None, "branches": list, "log": list,
+        "log_call": None
+    }
+    commits: list[Commit]
+    pushes: list[Push]
+    branch: str | None
+    branches: list[str]
+    log: list[tuple[str, str]]
+    log_call: str | None
 
 
 def commits(calls: Iterable[Call]) -> GitState:

@@ -6,37 +6,44 @@ branch of a rewound conversation is kept apart, never presented as current.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from agent_journal.core.recovery.calls import Call, ordered
+from agent_journal.core.recovery.record import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
 
-@dataclass
-class Said:
+class Said(Record):
+    __slots__ = ("id", "kind", "text", "ts", "session", "chars", "agent", "abandoned", "source")
+    DEFAULTS = {"agent": None, "abandoned": False, "source": None}
     id: str
     kind: str
     text: str
     ts: str
     session: str | None
     chars: int
-    agent: str | None = None
-    abandoned: bool = False
-    source: str | None = None
+    agent: str | None
+    abandoned: bool
+    source: str | None
 
 
-@dataclass
-class Conversation:
-    prompts: list[Said] = field(default_factory=list)
-    abandoned_prompts: list[Said] = field(default_factory=list)
-    assistant: list[Said] = field(default_factory=list)
-    summaries: list[Said] = field(default_factory=list)
-    titles: list[Said] = field(default_factory=list)
-    subagent_results: list[Said] = field(default_factory=list)
-    meta: list[Said] = field(default_factory=list)
+class Conversation(Record):
+    __slots__ = (
+        "prompts", "abandoned_prompts", "assistant", "summaries", "titles", "subagent_results",
+        "meta"
+    )
+    DEFAULTS = {
+        "prompts": list, "abandoned_prompts": list, "assistant": list, "summaries": list,
+        "titles": list, "subagent_results": list, "meta": list
+    }
+    prompts: list[Said]
+    abandoned_prompts: list[Said]
+    assistant: list[Said]
+    summaries: list[Said]
+    titles: list[Said]
+    subagent_results: list[Said]
+    meta: list[Said]
 
 
 def conversation(calls: Iterable[Call]) -> Conversation:

@@ -8,9 +8,8 @@ or check command: when a later run of it passed); it is open otherwise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from agent_journal.core.recovery.calls import Call, ordered
+from agent_journal.core.recovery.record import Record
 from agent_journal.core.recovery.test_runs import command_key
 
 TYPE_CHECKING = False
@@ -20,18 +19,22 @@ if TYPE_CHECKING:
 ERROR = "error"
 
 
-@dataclass
-class Failure:
+class Failure(Record):
+    __slots__ = (
+        "call_id", "tool", "target", "kind", "reason", "ts", "exit_code", "words",
+        "resolved_by", "description"
+    )
+    DEFAULTS = {"exit_code": None, "words": None, "resolved_by": None, "description": None}
     call_id: str
     tool: str | None
     target: str | None
     kind: str
     reason: str | None
     ts: str
-    exit_code: int | None = None
-    words: str | None = None
-    resolved_by: str | None = None
-    description: str | None = None
+    exit_code: int | None
+    words: str | None
+    resolved_by: str | None
+    description: str | None
 
     @property
     def resolved(self) -> bool:

@@ -9,9 +9,8 @@ journal's span stays `created` through later edits (it is new work).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from agent_journal.core.recovery.calls import Call, ordered
+from agent_journal.core.recovery.record import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,14 +20,15 @@ CREATED, UPDATED, WRITTEN, EDITED = "created", "updated", "written", "edited"
 DELETED, MOVED = "deleted", "moved"
 
 
-@dataclass
-class FileState:
+class FileState(Record):
+    __slots__ = ("path", "state", "changes", "last_ts", "call_ids", "moved_to")
+    DEFAULTS = {"call_ids": list, "moved_to": None}
     path: str
     state: str
     changes: int
     last_ts: str
-    call_ids: list[str] = field(default_factory=list)
-    moved_to: str | None = None
+    call_ids: list[str]
+    moved_to: str | None
 
 
 def files_touched(calls: Iterable[Call]) -> list[FileState]:

@@ -7,22 +7,30 @@ runs never loads (or compiles) them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from agent_journal.core.recovery.record import Record
 
 
-@dataclass
-class RunSummary:
+class RunSummary(Record):
     """What one run's output says: `ok` is the runner's verdict, `summary` its line."""
+
+    __slots__ = (
+        "runner", "ok", "summary", "passed", "failed", "errors", "skipped", "failing",
+        "first_failure"
+    )
+    DEFAULTS = {
+        "passed": None, "failed": None, "errors": None, "skipped": None, "failing": list,
+        "first_failure": None
+    }
 
     runner: str
     ok: bool
     summary: str
-    passed: int | None = None
-    failed: int | None = None
-    errors: int | None = None
-    skipped: int | None = None
-    failing: list[str] = field(default_factory=list)
-    first_failure: str | None = None
+    passed: int | None
+    failed: int | None
+    errors: int | None
+    skipped: int | None
+    failing: list[str]
+    first_failure: str | None
 
     def as_dict(self) -> dict[str, object]:
         return {"runner": self.runner, "ok": self.ok, "summary": self.summary,

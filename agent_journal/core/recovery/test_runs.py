@@ -9,10 +9,10 @@ calls, and the order they were read in, change nothing.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from agent_journal.core.recovery.calls import Call, ordered
-from agent_journal.core.recovery.checks import RunSummary
+from agent_journal.core.recovery.record import Record
+from agent_journal.core.recovery.run_summary import RunSummary
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,9 +31,11 @@ def command_key(command: str) -> str:
     return " ".join(command.split())
 
 
-@dataclass
-class TestRun:
+class TestRun(Record):
     """The history of one command that ran tests or a checker."""
+
+    __slots__ = ("command", "latest", "call_id", "ts", "runs", "failed_runs", "fixed", "call_ids")
+    DEFAULTS = {"call_ids": list}
 
     command: str
     latest: RunSummary
@@ -42,7 +44,7 @@ class TestRun:
     runs: int
     failed_runs: int
     fixed: bool
-    call_ids: list[str] = field(default_factory=list)
+    call_ids: list[str]
 
     @property
     def passing(self) -> bool:
