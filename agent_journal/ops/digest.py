@@ -177,6 +177,12 @@ class Section:
         self.md.append(md)
         self.total += 1
 
+    def fill(self, items: list[Any], render: Any) -> None:
+        """Render only the newest CAPS[key] of `items` (oldest first); count them all."""
+        for x in items[-CAPS[self.key]:]:
+            self.add(*render(x))
+        self.total = len(items)
+
     def keep_latest(self) -> None:
         cap = CAPS[self.key]
         if len(self.md) > cap:
@@ -348,15 +354,18 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                 line += f"; first failure: {one_line(latest.first_failure, REASON_CHARS)}"
             open_.add({"kind": "testRun", "command": r.command, "callId": r.call_id,
                        "ts": r.ts, **latest.as_dict()}, line + f" [{r.call_id}]\n")
+    open_fails: list[Failure] = []
+    resolved_fails: list[Failure] = []
     for fail in problems:
         if fail.call_id in failed_runs and fail.resolved_by is None:
             continue  # shown with its test run
-        item = _failure_item(fail)
-        if fail.resolved:
-            resolved.add(item, _failure_line(fail, with_id=False))
-        else:
-            open_.add(item, _failure_line(fail, with_id=True))
-        shown.add(fail.call_id)
+        (resolved_fails if fail.resolved else open_fails).append(fail)
+    open_runs = open_.total
+    open_.fill(open_fails, lambda f: (_failure_item(f), _failure_line(f, with_id=True)))
+    open_.total += open_runs
+    resolved.fill(resolved_fails, lambda f: (_failure_item(f), _failure_line(f, with_id=False)))
+    shown.update(f.call_id for f in open_fails[-CAPS["openProblems"]:])
+    shown.update(f.call_id for f in resolved_fails[-CAPS["resolvedProblems"]:])
 
     tests = Section("testRuns", "Test and check runs", "commands")
     for r in runs:
@@ -391,11 +400,10 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
     del pushed
 
     files = Section("files", "Files changed", "files")
-    for f in files_touched(tool_calls):
-        moved = f" to {code(f.moved_to)}" if f.moved_to else ""
-        files.add({"path": f.path, "state": f.state, "changes": f.changes, "lastTs": f.last_ts},
-                  f"- {code(f.path)}: {f.state}{moved} ({f.changes} change(s), last "
-                  f"{hhmm(f.last_ts)})\n")
+    files.fill(files_touched(tool_calls), lambda f: (
+        {"path": f.path, "state": f.state, "changes": f.changes, "lastTs": f.last_ts},
+        f"- {code(f.path)}: {f.state}{f' to {code(f.moved_to)}' if f.moved_to else ''} "
+        f"({f.changes} change(s), last {hhmm(f.last_ts)})\n"))
 
     subagents = Section("subagents", "Subagent results", "subagent results")
     for res in said.subagent_results:
@@ -426,10 +434,9 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
         rewound.add(_said_item(p), f"- {hhmm(p.ts)} {one_line(p.text, PROMPT_CHARS)}\n")
 
     recent = Section("recentActivity", "Recent activity", "calls")
-    for c in tool_calls:
-        if c.id not in shown:
-            recent.add({"id": c.id, "ts": c.ts, "tool": c.tool, "target": c.target,
-                        "result": _result_of(c)}, _call_line(c))
+    recent.fill([c for c in tool_calls if c.id not in shown],
+                lambda c: ({"id": c.id, "ts": c.ts, "tool": c.tool, "target": c.target,
+                            "result": _result_of(c)}, _call_line(c)))
 
     # Priority order, most important first: trimming starts from the end.
     sections = [asked, stopped, unfinished, open_, tests, commit_section, files, live,
