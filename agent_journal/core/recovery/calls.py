@@ -7,6 +7,8 @@ win; the latest event's status wins), applied to `facts.event_facts` of each eve
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from agent_journal.core.recovery.facts import FAILED_STATUSES, TOOL_CALL, event_facts
 from agent_journal.core.recovery.record import Record
 from agent_journal.core.recovery.run_summary import RunSummary
@@ -17,13 +19,40 @@ if TYPE_CHECKING:
     from typing import Any
 
 STARTED = "started"
+FAILED = "failed"
+OK = "ok"
+_UNSET = object()
+_ORDER = attrgetter("ts", "id")
 
 
 class Call(Record):
     """An observation as the recovery derivations see it (a tool call, or something said)."""
 
-    __slots__ = ("id", "kind", "session", "ts", "last_ts", "facts")
+    __slots__ = ("id", "kind", "session", "ts", "last_ts", "facts", "_state", "_run")
     DEFAULTS = {"facts": dict}
+
+    def __init__(self, id: str, kind: str, session: str | None, ts: str, last_ts: str,
+                 facts: dict[str, Any] | None = None) -> None:
+        # Written out: a journal folds into a Call per observation, and the generic
+        # Record.__init__ costs several times this.
+        self.id = id
+        self.kind = kind
+        self.session = session
+        self.ts = ts
+        self.last_ts = last_ts
+        self.facts = facts = {} if facts is None else facts
+        # What the status says, decided once: every derivation asks.
+        state = None
+        if kind == TOOL_CALL:
+            status, exit_code = facts.get("status"), facts.get("exit")
+            if status == STARTED:
+                state = STARTED
+            elif status in FAILED_STATUSES or (isinstance(exit_code, int) and exit_code != 0):
+                state = FAILED
+            else:
+                state = OK
+        self._state = state
+        self._run: Any = _UNSET
 
     id: str
     kind: str
@@ -53,22 +82,25 @@ class Call(Record):
 
     @property
     def unfinished(self) -> bool:
-        return self.is_tool_call and self.status == STARTED
+        return self._state == STARTED
 
     @property
     def failed(self) -> bool:
-        exit_code = self.facts.get("exit")
-        return self.is_tool_call and (self.status in FAILED_STATUSES or (
-            isinstance(exit_code, int) and exit_code != 0 and self.status != STARTED))
+        return self._state == FAILED
 
     @property
     def succeeded(self) -> bool:
-        return self.is_tool_call and not self.unfinished and not self.failed
+        return self._state == OK
 
     @property
     def check(self) -> RunSummary | None:
-        raw = self.facts.get("check")
-        return RunSummary.from_dict(raw) if isinstance(raw, dict) else None
+        if self._run is _UNSET:
+            raw = self.facts.get("check")
+            self._run = RunSummary.from_dict(raw) if isinstance(raw, dict) else None
+        return self._run  # type: ignore[no-any-return]
+
+    def fields(self) -> tuple[Any, ...]:
+        return (self.id, self.kind, self.session, self.ts, self.last_ts, self.facts)
 
     @property
     def said(self) -> str | None:
@@ -106,4 +138,4 @@ def call_from_view(view: dict[str, Any]) -> Call:
 
 def ordered(calls: Iterable[Call]) -> list[Call]:
     """Calls in (ts, id) order: the one order every derivation reads them in."""
-    return sorted(calls, key=lambda c: (c.ts, c.id))
+    return sorted(calls, key=_ORDER)

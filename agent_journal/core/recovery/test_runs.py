@@ -17,6 +17,7 @@ from agent_journal.core.recovery.run_summary import RunSummary
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from typing import Any
 
 # Output plumbing that does not change what ran: `2>&1`, and a pipe into a pager-like tail.
 _PLUMBING = re.compile(r"\s+2>&1|\s*\|\s*(?:tail|head|less|more|cat)\b[^|]*$")
@@ -53,21 +54,31 @@ class TestRun(Record):
 
 def test_runs(calls: Iterable[Call]) -> list[TestRun]:
     """Every command that ran tests or a checker, in order of its latest run."""
-    history: dict[str, TestRun] = {}
+    # command -> [latest call, runs, failed runs, call ids]; the summary is built for the
+    # latest run only (a busy journal holds many runs of few commands).
+    history: dict[str, list[Any]] = {}
+    keys: dict[str, str] = {}
     for call in ordered(calls):
-        run = call.check
-        if run is None or not call.is_tool_call:
+        raw = call.facts.get("check")
+        if not isinstance(raw, dict) or not call.is_tool_call:
             continue
-        command = command_key(call.target or call.tool or "")
+        target = call.target or call.tool or ""
+        command = keys.get(target)
+        if command is None:
+            command = keys[target] = command_key(target)
+        ok = raw.get("ok") is True
         seen = history.get(command)
         if seen is None:
-            history[command] = TestRun(command, run, call.id, call.ts, 1, 0 if run.ok else 1,
-                                       False, [call.id])
+            history[command] = [call, 1, 0 if ok else 1, [call.id]]
             continue
-        seen.runs += 1
-        seen.call_ids.append(call.id)
-        if not run.ok:
-            seen.failed_runs += 1
-        seen.fixed = run.ok and (seen.fixed or not seen.latest.ok or seen.failed_runs > 0)
-        seen.latest, seen.call_id, seen.ts = run, call.id, call.ts
-    return sorted(history.values(), key=lambda r: (r.ts, r.call_id))
+        seen[0] = call
+        seen[1] += 1
+        seen[2] += 0 if ok else 1
+        seen[3].append(call.id)
+    runs = []
+    for command, (call, count, failed, ids) in history.items():
+        latest = call.check
+        assert latest is not None  # it carried a check
+        runs.append(TestRun(command, latest, call.id, call.ts, count, failed,
+                            latest.ok and failed > 0, ids))
+    return sorted(runs, key=lambda r: (r.ts, r.call_id))
