@@ -15,7 +15,8 @@ import pytest
 BIN = Path(sys.executable).parent
 CLI = str(BIN / "agent-journal")
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+# The shared data beside the checkout; a worktree elsewhere names it in this variable.
+SHARED = Path(os.environ.get("AGENT_JOURNAL_TEST_SHARED") or REPO.parent / "shared")
 
 
 @dataclass
