@@ -118,3 +118,18 @@ def test_order_of_reading_does_not_matter(order):
     assert failures(shuffled) == failures(calls)
     assert files_touched(shuffled) == files_touched(calls)
     assert commits(shuffled) == commits(calls)
+
+
+def test_one_output_with_several_runners_keeps_each_verdict():
+    text = ("[CI/test]   | 63 passed in 0.52s\n"
+            "[CI/test]   | 6 files would be reformatted, 10 files already formatted\n"
+            "[CI/test]   |   a.py:1:2 - error: Type unknown\n"
+            "[CI/test]   | 1 error, 0 warnings, 0 informations \n"
+            "Error: Job 'test' failed")
+    run = parse_run(text)
+    assert run.runner == "pytest + pyright + ruff format" or set(run.runner.split(" + ")) == {
+        "pytest", "pyright", "ruff format"}
+    assert not run.ok and run.passed == 63
+    assert "63 passed" in run.summary and "6 files would be reformatted" in run.summary
+    assert run.first_failure == "Type unknown"
+    assert parse_run("1 error, 0 warnings, 0 informations").runner == "pyright"

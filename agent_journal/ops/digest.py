@@ -57,7 +57,7 @@ DEFAULT_MAX_CHARS = 10_000
 
 GOAL_CHARS = 1500
 PROMPT_CHARS = 500
-LAST_MESSAGE_CHARS = 1500
+LAST_MESSAGE_CHARS = 2500
 MESSAGE_CHARS = 300
 SUMMARY_CHARS = 1200
 META_CHARS = 300
@@ -471,6 +471,8 @@ def _failure_line(f: Failure, *, with_id: bool) -> str:
     if f.exit_code is not None:
         head += f" (exit {f.exit_code})"
     reason = f": {one_line(f.reason, REASON_CHARS)}" if f.reason else ""
+    if f.summary:
+        reason += f" ({one_line(f.summary, REASON_CHARS)})"
     ident = f" [{f.call_id}]" if with_id else ""
     return f"- {hhmm(f.ts)} {what} -> {head}{reason}{ident}\n"
 

@@ -13,6 +13,10 @@ import re
 
 from agent_journal.core.recovery.run_summary import RunSummary
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 # Lines are capped before matching: a minified bundle on one line must not cost the
 # regex engine seconds.
 _LINE_CAP = 2000
@@ -23,7 +27,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected|"
                     r"warnings?|rerun)")
 _PYTEST = re.compile(r"^=*\s*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|"
-                     r"deselected|warnings?|rerun)(?:, )?)+)(?: in [\d.]+m?s)?.*?=*$|"
+                     r"deselected|warnings?|rerun)(?:, )?)+) in [\d.]+m?s\b.*?=*$|"
                      r"^=*\s*no tests ran in [\d.]+s\s*=*$")
 _PYTEST_FAILED = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$")
 _PYTEST_E = re.compile(r"^E\s{2,}(\S.*)$")
@@ -70,10 +74,11 @@ def _lines(text: str) -> list[str]:
 
 
 def parse_run(text: str | None) -> RunSummary | None:
-    """The last test or check summary in `text`, or None when it holds none.
+    """The test or check summary in `text`, or None when it holds none.
 
-    When one output holds several (a runner that calls another, or `act` running a
-    workflow), the last summary line wins and failures from anywhere in it are kept.
+    When one output holds several runners' summaries (a CI job run locally, a `make`
+    target), they are combined: runner names joined by ` + `, each summary kept, counts
+    added, and the run passes only when every runner passed.
     """
     if not text or not isinstance(text, str):
         return None
@@ -86,14 +91,23 @@ def parse_run(text: str | None) -> RunSummary | None:
             found.append(run)
     if not found:
         return None
-    # The summary printed last is the run's verdict.
-    order = {run.summary: i for i, line in enumerate(lines) for run in found
-             if line.strip() == run.summary}
-    found.sort(key=lambda r: order.get(r.summary, -1))
-    run = found[-1]
-    if not run.ok and run.first_failure is None:
-        run.first_failure = next((r.first_failure for r in found if r.first_failure), None)
-    return run
+    if len(found) == 1:
+        return found[0]
+    # One output, several runners (`make check`, a CI job run locally): each one's verdict
+    # is kept, and the run passes only when every one passed.
+    failing = [run for run in found if not run.ok]
+    first = next((r.first_failure for r in failing if r.first_failure), None)
+    return RunSummary(
+        " + ".join(run.runner for run in found), not failing,
+        "; ".join(f"{run.runner}: {run.summary}" for run in found),
+        passed=_total(r.passed for r in found), failed=_total(r.failed for r in found),
+        errors=_total(r.errors for r in found), skipped=_total(r.skipped for r in found),
+        failing=[x for r in failing for x in r.failing][:_MAX_IDS], first_failure=first)
+
+
+def _total(values: Iterable[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
 
 
 def _counts(text: str) -> dict[str, int]:

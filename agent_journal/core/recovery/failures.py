@@ -22,9 +22,10 @@ ERROR = "error"
 class Failure(Record):
     __slots__ = (
         "call_id", "tool", "target", "kind", "reason", "ts", "exit_code", "words",
-        "resolved_by", "description"
+        "resolved_by", "description", "summary"
     )
-    DEFAULTS = {"exit_code": None, "words": None, "resolved_by": None, "description": None}
+    DEFAULTS = {"exit_code": None, "words": None, "resolved_by": None, "description": None,
+                "summary": None}
     call_id: str
     tool: str | None
     target: str | None
@@ -35,6 +36,7 @@ class Failure(Record):
     words: str | None
     resolved_by: str | None
     description: str | None
+    summary: str | None  # a failing test or check run's own summary line(s)
 
     @property
     def resolved(self) -> bool:
@@ -59,7 +61,8 @@ def failures(calls: Iterable[Call]) -> list[Failure]:
         if call.failed:
             failure = Failure(call.id, call.tool, call.target, call.get("refusal") or ERROR,
                               call.get("reason"), call.ts, call.get("exit"), call.get("words"),
-                              description=call.get("desc"))
+                              description=call.get("desc"),
+                              summary=(call.get("check") or {}).get("summary"))
             found.append(failure)
             if key[1] is not None:
                 waiting.setdefault(key, []).append(failure)
