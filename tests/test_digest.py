@@ -397,3 +397,16 @@ def test_odd_values_from_newer_replicas_do_not_break_the_digest():
     assert "- hunch f1: guess: g; why: 3\n" in markdown
 
 
+
+
+def test_an_entry_whose_only_evidence_was_erased_says_so():
+    events = [obs("o1", at(1), "Bash", {"command": "secret<o1>"}),
+              obs("o2", at(2), "Bash", {"command": "b"}),
+              entry("f1", at(3), anchors=["tool_use:o1"]),
+              entry("f2", at(4), anchors=["tool_use:o1", "tool_use:o2"]),
+              entry("f3", at(5), anchors=["tool_use:elsewhere"]),
+              ev("tombstone", "tombstone", "o1", at(6), {"reason": "leaked"})]
+    markdown, report = build(events)
+    gone = {e["id"]: e["evidenceGone"] for e in report["liveEntries"]}
+    assert gone == {"f1": True, "f2": False, "f3": False}
+    assert markdown.count(dg.GONE_NOTE) == 1 and "secret<o1>" not in markdown

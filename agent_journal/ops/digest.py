@@ -29,7 +29,7 @@ Invariants:
 
 from __future__ import annotations
 
-from agent_journal.core.anchors import EXTERNAL, anchor_report
+from agent_journal.core.anchors import EXTERNAL, PURGED, TOMBSTONED, UNKNOWN, anchor_report
 from agent_journal.core.codec import PeekOnlyEvent
 from agent_journal.core.derive import INVALIDATED, Derived
 from agent_journal.core.model import ENTRY_FIELDS
@@ -91,7 +91,7 @@ WATERMARK = ("These tool calls started but never recorded an outcome: the sessio
 RETRACTED_NOTE = "Not live: their reasoning was retracted. Do not rely on them."
 REWOUND_NOTE = ("Said on a branch of the conversation that was later rewound: not the "
                 "current request.")
-GONE_NOTE = "its only evidence is gone (tombstoned or purged)"
+GONE_NOTE = "its only evidence was erased (tombstoned or purged): it stands unsupported"
 
 
 # -- entries ------------------------------------------------------------------------------
@@ -130,8 +130,9 @@ def _live_entry(d: Derived, entry_id: str) -> tuple[dict[str, Any], str]:
     item["anchors"] = [anchor_report(d, a)
                        for a in d.entry_events[entry_id].data.get("anchors", ())]
     md = f"- {kind} {entry_id}: {_fields_text(kind, item['fields'])}\n"
-    statuses = {r["status"] for r in item["anchors"]}
-    item["evidenceGone"] = bool(item["anchors"]) and statuses <= {"unknown"}
+    reasons = {r["reason"] if r["status"] == UNKNOWN else r["status"] for r in item["anchors"]}
+    # Its only evidence was erased here (tombstoned, or purged by compaction).
+    item["evidenceGone"] = bool(item["anchors"]) and reasons <= {TOMBSTONED, PURGED}
     if item["anchors"]:
         md += "  anchors: " + "; ".join(_anchor_md(r) for r in item["anchors"])
         md += f" — {GONE_NOTE}\n" if item["evidenceGone"] else "\n"
