@@ -1,4 +1,6 @@
-"""The write commands and show, through the real console script."""
+"""The write commands and show: parsing, usage errors and output, run in-process
+(the same `main` the console script calls); the few tests that need the real
+console script or `python -m` say so."""
 
 import os
 import sqlite3
@@ -6,7 +8,12 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CLI, clean_env
+from conftest import clean_env
+
+
+@pytest.fixture
+def cli(inproc):
+    return inproc
 
 
 def segment_rows(root):
@@ -173,10 +180,24 @@ def test_now_env_fixes_the_clock(cli):
     assert bad.code == 2 and "ISO 8601" in bad.err
 
 
-def test_show_on_missing_workspace_is_empty_and_creates_nothing(cli, root):
-    shown = cli("show").json()
-    assert shown == {"entries": [], "liveConstraints": [], "unreadable": [], "malformed": []}
-    assert not root.exists()
+@pytest.mark.parametrize("command", [["show"], ["search", "x"], ["get", "x"], ["trace", "x"],
+                                     ["digest"], ["coverage"], ["decay"], ["export", "out"]])
+def test_a_read_of_a_missing_workspace_says_so_and_creates_nothing(cli, root, tmp_path,
+                                                                    command):
+    if command[0] == "export":
+        command = ["export", str(tmp_path / "out")]
+    # No root at all: a typo in --root or $AGENT_JOURNAL_ROOT.
+    result = cli(*command)
+    assert (result.code, result.out) == (1, "")
+    assert result.err.startswith("error: no journal root at ") and result.err.count("\n") == 1
+    assert not root.exists() and not (tmp_path / "out").exists()
+    # A root that holds other workspaces: a typo in --workspace.
+    assert cli("record", "--kind", "note", "--id", "n", "--text", "t", workspace="real").code == 0
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    result = cli(*command, workspace="typo")
+    assert (result.code, result.out) == (1, "")
+    assert result.err == f"error: no workspace 'typo' in {root} (workspaces here: real)\n"
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
 
 
 def test_module_entry_point_matches_console_script(root):
@@ -191,16 +212,16 @@ def test_unknown_command(cli):
     assert result.code == 2 and "no such command" in result.err
 
 
-def test_every_command_has_help():
+def test_every_command_has_help(inproc, monkeypatch):
     from agent_journal.cli.commands import COMMANDS
 
+    monkeypatch.setenv("COLUMNS", "120")
     for name in COMMANDS:
-        proc = subprocess.run([CLI, *name.split(), "--help"], capture_output=True, text=True,
-                              env=clean_env(COLUMNS="120"))
-        assert proc.returncode == 0, (name, proc.stderr)
-        assert COMMANDS[name].help.split()[0] in proc.stdout
+        result = inproc(*name.split(), "--help")
+        assert result.code == 0, (name, result.err)
+        assert COMMANDS[name].help.split()[0] in result.out
         for opt in COMMANDS[name].opts:
-            assert opt.flag in proc.stdout, (name, opt.flag)
+            assert opt.flag in result.out, (name, opt.flag)
 
 
 def test_files_are_private(cli, root):

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from audit_scenario import at, build_scenario, check_golden, damage, entry, ev, normalise
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_journal.core.derive import derive
 from agent_journal.ops.trace import trace_derived
+
+
+@pytest.fixture
+def cli(inproc):
+    """In-process: these tests need no real process."""
+    return inproc
+
 
 
 def ids(rows):
@@ -241,7 +249,7 @@ def test_usage_errors(cli):
     assert cli("trace", "x", "--json").code == 2
 
 
-def test_empty_workspace_is_empty_not_an_error(cli):
+def test_a_missing_workspace_is_an_error_not_an_empty_answer(cli):
+    cli("record", "--kind", "note", "--id", "n", "--text", "t")
     result = cli("trace", "anything", "--workspace", "nothing-here")
-    assert result.code == 0
-    assert result.json() == {"matched": [], "chain": [], "unreadable": [], "malformed": []}
+    assert result.code == 1 and "no workspace 'nothing-here'" in result.err

@@ -25,7 +25,6 @@ from agent_journal.capture.claude_code import (
     hook_to_observation,
     parse_hook_payload,
     safe_id,
-    sanitise_workspace_id,
 )
 from agent_journal.core import clock
 from agent_journal.core.errors import BusyError, JournalError
@@ -71,13 +70,22 @@ def claude_code(stdin: BinaryIO, *, root: str | None, workspace: str | None) -> 
     if stdin.isatty():
         raise JournalError("no hook payload: stdin is a terminal")
     payload = parse_hook_payload(stdin.read())
-    journal_root = Root.open(root, create=True)
+    return journal_payload(payload, hook_to_observation, root=root, workspace=workspace)
+
+
+def journal_payload(payload: dict[str, Any], normalise: Any, *, root: str | None,
+                    workspace: str | None) -> HookResult:
+    """Journal one parsed payload, normalised by `normalise(payload, redactor)` (each agent's
+    capture module); SessionStart also gets the workspace context printed."""
+    from agent_journal.agents.hook_target import project_for, root_for, workspace_for
+
+    project = project_for(root, workspace, payload.get("cwd"))
+    journal_root = Root.open(root_for(root, project), create=True)
     redactor = redactor_for(journal_root.path)
-    observation = hook_to_observation(payload, redactor)
+    observation = normalise(payload, redactor)
     context = observation["data"] or {}
-    name = workspace or sanitise_workspace_id(
-        context.get("cwd") if isinstance(context.get("cwd"), str) else None)
-    ws = journal_root.workspace(name)
+    # The folder name comes from the redacted cwd: it is persisted as the workspace name.
+    ws = journal_root.workspace(workspace_for(workspace, project, context.get("cwd")))
     event = _event(ws, observation, payload)
     if payload["hook_event_name"] != "SessionStart":
         _append(ws, event)

@@ -57,6 +57,13 @@ def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = N
                                             conversation=True))
         except NotATranscriptError as exc:
             raise JournalError(f"{path}: {exc}; nothing imported") from None
+    return write_calls(ctx, path, replayed, progress=progress)
+
+
+def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
+                progress: Progress | None = None) -> dict[str, Any]:
+    """Write replayed calls, and what the session said, (each agent's capture shape,
+    redacted) and report what came of it; shared by every agent's import."""
     calls = [c for c in replayed if c["kind"] == "tool_call"]
     said = [c for c in replayed if c["kind"] != "tool_call"]
     ws = ctx.open(create=True)

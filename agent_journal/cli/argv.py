@@ -40,6 +40,8 @@ def _convert(opt: Opt, raw: str) -> Any:
         if opt.minimum is not None and value < opt.minimum:
             raise UsageError(f"{opt.flag} must be at least {opt.minimum}, not {value}")
         return value
+    if opt.choices is not None and raw not in opt.choices:
+        raise UsageError(f"{opt.flag} must be one of {', '.join(opt.choices)}, not {raw!r}")
     return raw
 
 
@@ -102,8 +104,14 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
                 if env == "":
                     raise UsageError(f"{opt.flag} is not given and ${opt.env} is empty")
                 values[opt.dest] = _convert(opt, env)
+        if values[opt.dest] is None and opt.project is not None:
+            from agent_journal.cli.project_defaults import project_default
+
+            values[opt.dest] = project_default(opt.project)
         if opt.required and values[opt.dest] is None:
             hint = f" (or set ${opt.env})" if opt.env else ""
+            if opt.project is not None and hint:
+                hint = hint[:-1] + ", or run it inside a project with .agent-journal.toml)"
             raise UsageError(f"{opt.flag} is required{hint}")
     for index, arg in enumerate(cmd.args):
         if index < len(positionals):

@@ -67,6 +67,13 @@ def _context(a: dict[str, Any]) -> Any:
     return Context(a["root"], a["workspace"], a.get("session"))
 
 
+def _existing_context(a: dict[str, Any]) -> Any:
+    """The context of a read: a workspace that does not exist is refused, not made."""
+    ctx = _context(a)
+    ctx.must_exist = True
+    return ctx
+
+
 def _print_write(result: Any, verb: str, as_json: bool) -> None:
     if as_json:
         output.emit_json(result.as_json())
@@ -133,7 +140,7 @@ def cmd_show(a: dict[str, Any]) -> int:
 def cmd_search(a: dict[str, Any]) -> int:
     from agent_journal.ops import search
 
-    report = search.search(_context(a), a["query"], limit=a["limit"], kind=a["kind"],
+    report = search.search(_existing_context(a), a["query"], limit=a["limit"], kind=a["kind"],
                            include_retracted=a["include_retracted"])
     if a["json"]:
         output.emit_json(report)
@@ -160,22 +167,62 @@ def cmd_hook_claude_code(a: dict[str, Any]) -> int:
 def _print_install(result: Any) -> None:
     if result.diff:
         output.emit_raw(result.diff.encode("utf-8"))
-    else:
+    elif result.message:
         output.emit_line(result.message)
 
 
-def cmd_hooks_install(a: dict[str, Any]) -> int:
-    from agent_journal.agents import claude_code_installer
+def _install_options(a: dict[str, Any]) -> dict[str, Any]:
+    return {"project": a["project"], "scope": a["scope"] or "project",
+            "workspace": a["workspace"], "root": a["root"], "dry_run": a["dry_run"]}
 
-    _print_install(claude_code_installer.install(project=a["project"], workspace=a["workspace"],
-                                     root=a["root"], dry_run=a["dry_run"]))
+
+def _print_changes(changes: Any) -> None:
+    for change in changes:
+        _print_install(change)
+        for text in change.warnings:
+            output.warn(text)
+
+
+def _hooks(installer: str, action: str, a: dict[str, Any]) -> int:
+    import importlib
+
+    module = importlib.import_module(f"agent_journal.agents.{installer}")
+    _print_changes(getattr(module, action)(**_install_options(a)))
     return 0
 
 
-def cmd_hooks_uninstall(a: dict[str, Any]) -> int:
-    from agent_journal.agents import claude_code_installer
+def cmd_hooks_install(a: dict[str, Any]) -> int:
+    return _hooks("claude_code_installer", "install", a)
 
-    _print_install(claude_code_installer.uninstall(project=a["project"], dry_run=a["dry_run"]))
+
+def cmd_hooks_uninstall(a: dict[str, Any]) -> int:
+    return _hooks("claude_code_installer", "uninstall", a)
+
+
+def cmd_hooks_install_codex(a: dict[str, Any]) -> int:
+    return _hooks("codex_installer", "install", a)
+
+
+def cmd_hooks_uninstall_codex(a: dict[str, Any]) -> int:
+    return _hooks("codex_installer", "uninstall", a)
+
+
+def cmd_hook_codex(a: dict[str, Any]) -> int:
+    from agent_journal.agents import codex_hook
+
+    result = codex_hook.codex(sys.stdin.buffer, root=a["root"], workspace=a["workspace"])
+    if result.stdout is not None:
+        output.emit_line(result.stdout)
+    if result.deferred is not None:
+        raise result.deferred
+    return 0
+
+
+def cmd_import_codex(a: dict[str, Any]) -> int:
+    from agent_journal.agents import codex_import
+
+    progress = output.progress if sys.stderr.isatty() else None
+    output.emit_json(codex_import.import_codex(_context(a), a["transcript"], progress=progress))
     return 0
 
 
@@ -191,7 +238,7 @@ def cmd_import_claude_code(a: dict[str, Any]) -> int:
 def cmd_get(a: dict[str, Any]) -> int:
     from agent_journal.ops import evidence
 
-    found = evidence.get(_context(a), a["id"])
+    found = evidence.get(_existing_context(a), a["id"])
     if found.record is not None:
         output.emit_json(found.record)
     else:
@@ -213,7 +260,9 @@ def _read_context(a: dict[str, Any]) -> Any:
     # also skips the one full pass over everything read that re-enabling it
     # would trigger while the result is printed. Nothing read forms a cycle.
     gc.disable()
-    return Context(a["root"], a["workspace"])
+    ctx = Context(a["root"], a["workspace"])
+    ctx.must_exist = True
+    return ctx
 
 
 def cmd_trace(a: dict[str, Any]) -> int:
@@ -280,7 +329,7 @@ def cmd_export(a: dict[str, Any]) -> int:
 
     progress = output.progress_for_terminal()
     try:
-        report = replicas.export(_context(a), a["dest"], progress=progress)
+        report = replicas.export(_existing_context(a), a["dest"], progress=progress)
     finally:
         output.progress_done(progress)
     output.emit_json(report)
@@ -309,6 +358,27 @@ def cmd_merge(a: dict[str, Any]) -> int:
     return 0
 
 
+# -- checks and conventions: doctor, completion ------------------------------------------
+
+def cmd_doctor(a: dict[str, Any]) -> int:
+    from agent_journal.agents import doctor
+
+    checks = doctor.run_checks(project=a["project"], root=a["root"])
+    if a["json"]:
+        output.emit_json(doctor.as_json(checks))
+    else:
+        for check in checks:
+            output.emit_line(check.line())
+    return 1 if any(not c.ok for c in checks) else 0
+
+
+def cmd_completion(a: dict[str, Any]) -> int:
+    from agent_journal.cli.completion import script
+
+    output.emit_text(script(a["shell"]))
+    return 0
+
+
 # -- dispatch ---------------------------------------------------------------------------
 
 def _wants_help(argv: list[str]) -> bool:
@@ -319,6 +389,17 @@ def _wants_help(argv: list[str]) -> bool:
 def run(argv: list[str]) -> int:
     from agent_journal.cli.argv import find_command, parse
 
+    if argv[:1] == ["--version"]:
+        import agent_journal
+
+        output.emit_line(f"{PROG} {agent_journal.__version__}")
+        return 0
+    if argv and argv[0].partition("=")[0] in _GLOBAL_FLAGS:
+        try:
+            argv = _hoist_global_options(argv)
+        except UsageError as exc:
+            output.error(exc.message)
+            return exc.exit_code
     if _wants_help(argv):
         from agent_journal.cli.help import show_help
 
@@ -350,6 +431,34 @@ def run(argv: list[str]) -> int:
         if os.environ.get("AGENT_JOURNAL_DEBUG"):
             raise
         return 1
+
+
+# Options every journal command takes, accepted before the command too, like git's.
+_GLOBAL_FLAGS = ("--root", "--workspace")
+
+
+def _hoist_global_options(argv: list[str]) -> list[str]:
+    """`--root R show ...` becomes `show --root R ...`: leading global options move to just
+    after the command's name, where the command's own parser checks them as usual."""
+    moved: list[str] = []
+    i = 0
+    while i < len(argv) and argv[i].partition("=")[0] in _GLOBAL_FLAGS:
+        if "=" in argv[i]:
+            moved.append(argv[i])
+            i += 1
+            continue
+        if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+            raise UsageError(f"{argv[i]} needs a value")
+        moved += argv[i:i + 2]
+        i += 2
+    from agent_journal.cli.argv import find_command
+
+    cmd, rest = find_command(argv[i:])
+    if cmd is None:
+        if i < len(argv):
+            return argv[i:] + moved
+        raise UsageError(f"no command after {' '.join(moved)}; see {PROG} --help")
+    return cmd.name.split() + moved + rest
 
 
 def _run_failing_open(cmd: Any, rest: list[str]) -> int:

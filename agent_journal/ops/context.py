@@ -8,6 +8,8 @@ damage it met for the caller to report.
 
 from __future__ import annotations
 
+import os
+
 from agent_journal.core.derive import Derived, derive
 from agent_journal.core.model import (
     AUTHOR_AGENT,
@@ -35,8 +37,29 @@ class Context:
     def author(self) -> str:
         return AUTHOR_AGENT if self.session else AUTHOR_HUMAN
 
+    # Set by read commands: opening for a read then refuses a workspace that is not there
+    # (after the operation has checked its own arguments, so usage errors still come first).
+    must_exist = False
+
     def open(self, *, create: bool) -> Workspace:
+        if not create and self.must_exist:
+            self.require_existing()
         return Root.open(self.root_arg, create=create).workspace(self.workspace_name)
+
+    def require_existing(self) -> None:
+        """Refuse a read of a workspace that is not there (a typo in --workspace or --root)
+        before anything is created: no root, no cache, no workspace folder."""
+        from agent_journal.core.errors import NotFoundError
+
+        root = Root.open(self.root_arg, create=False)
+        if not root.exists:
+            raise NotFoundError(f"no journal root at {root.path}; check --root or "
+                                "$AGENT_JOURNAL_ROOT (nothing was created)")
+        ws = root.workspace(self.workspace_name)
+        if not os.path.isdir(ws.path):
+            known = root.workspaces()
+            hint = f" (workspaces here: {', '.join(known[:10])})" if known else ""
+            raise NotFoundError(f"no workspace {self.workspace_name!r} in {root.path}{hint}")
 
 
 def read_workspace(ctx: Context, *, lazy: bool = True) -> tuple[ReadResult, Derived]:
