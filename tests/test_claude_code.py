@@ -71,6 +71,7 @@ def test_pre_tool_use(claude_data: Path) -> None:
         "status": "started",
         "durationMs": None,
         "exitCode": None,
+        "text": None,
         "data": {
             "session_id": "abc123",
             "prompt_id": "550e8400-e29b-41d4-a716-446655440000",

@@ -198,7 +198,8 @@ def test_failures_never_exit_2_even_for_session_start(cli, root):
     assert result.code == 0 and result.out == ""
 
 
-@pytest.mark.parametrize("args", [["hook"], ["hook", "claude_code"], ["hook", "no-such-agent", "-x"]])
+@pytest.mark.parametrize("args", [["hook"], ["hook", "claude_code"],
+                                  ["hook", "no-such-agent", "-x"]])
 def test_a_hook_this_version_does_not_know_fails_open(cli, root, args):
     result = cli(*args, input=(DOCS / "PreToolUse.json").read_bytes())
     assert (result.code, result.out, result.err) == (0, "", "")
