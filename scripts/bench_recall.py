@@ -77,7 +77,7 @@ def clean_env(home: Path) -> dict[str, str]:
     return env
 
 
-def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, env=env, cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
 
 
@@ -122,13 +122,13 @@ def measure(path: Path, base: Path, max_chars: int | None) -> Result:
     env = clean_env(home)
     common = ["--root", str(root), "--workspace", WORKSPACE]
 
-    done = run([str(AGENT_JOURNAL), "import", "claude-code", str(transcript), *common], env)
+    done = run_cli([str(AGENT_JOURNAL), "import", "claude-code", str(transcript), *common], env)
     if done.returncode != 0:
         result.error = f"import exited {done.returncode}: {first_line(done.stderr or done.stdout)}"
         score(result)
         return result
     for sub in subagent_files(spec, transcript):
-        done = run([str(AGENT_JOURNAL), "import", "claude-code", str(sub), *common], env)
+        done = run_cli([str(AGENT_JOURNAL), "import", "claude-code", str(sub), *common], env)
         record = {"transcript": str(sub.relative_to(DATA)), "imported": done.returncode == 0}
         if done.returncode != 0:
             record["refusal"] = first_line(done.stderr or done.stdout)
@@ -137,7 +137,7 @@ def measure(path: Path, base: Path, max_chars: int | None) -> Result:
     digest = [str(AGENT_JOURNAL), "digest", *common]
     if max_chars is not None:
         digest += ["--max-chars", str(max_chars)]
-    done = run(digest, env)
+    done = run_cli(digest, env)
     if done.returncode != 0:
         result.error = f"digest exited {done.returncode}: {first_line(done.stderr or done.stdout)}"
     else:
@@ -280,3 +280,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def run(ctx: object) -> None:
+    """`make bench` entry: the recall table (a measure, with no goal to fail)."""
+    main([])

@@ -305,9 +305,9 @@ def test_codex_hook_journals_each_documented_event(home, tmp_path, event):
     assert not (root / "logs").exists()
     shown = aj(home, "show", "--observations", "--root", str(root), "--workspace", "w").json()
     (obs,) = shown["entries"]
-    kinds = {"SessionStart": "session_start", "UserPromptSubmit": "user_prompt",
+    kinds = {"SessionStart": "session_start", "UserPromptSubmit": "prompt",
              "PreToolUse": "tool_call", "PostToolUse": "tool_call", "PreCompact": "pre_compact",
-             "PostCompact": "post_compact", "Stop": "stop"}
+             "PostCompact": "post_compact", "Stop": "assistant_message"}
     assert obs["kind"] == kinds[event]
     if event == "SessionStart":
         assert "additionalContext" in json.loads(result.out)["hookSpecificOutput"]

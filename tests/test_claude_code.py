@@ -25,6 +25,7 @@ from agent_journal.capture.claude_code import (
     main_input,
     parse_hook_payload,
     read_transcript,
+    said_id,
     sanitise_workspace_id,
 )
 from agent_journal.capture.redact import Redactor, marker
@@ -70,6 +71,7 @@ def test_pre_tool_use(claude_data: Path) -> None:
         "status": "started",
         "durationMs": None,
         "exitCode": None,
+        "text": None,
         "data": {
             "session_id": "abc123",
             "prompt_id": "550e8400-e29b-41d4-a716-446655440000",
@@ -108,16 +110,34 @@ def test_post_tool_use_failure(claude_data: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("event", "kind", "field"),
+    [
+        ("UserPromptSubmit", "prompt", "prompt"),
+        ("Stop", "assistant_message", "last_assistant_message"),
+        ("SubagentStop", "subagent_result", "last_assistant_message"),
+        ("PostCompact", "compact_summary", "compact_summary"),
+    ],
+)
+def test_what_the_session_said(claude_data: Path, event: str, kind: str, field: str) -> None:
+    """The text is lifted into `text` (stored once) and the id derives from it, so the
+    transcript's import of the same words finds the hook's capture."""
+    payload = hook_input(claude_data, event)
+    observation = hook_to_observation(payload)
+    assert observation["kind"] == kind
+    assert observation["text"] == payload[field]
+    assert field not in observation["data"]
+    assert observation["id"] == said_id(kind, "abc123", payload[field],
+                                        payload.get("agent_id"))
+    assert observation["id"] == hook_to_observation(payload)["id"]
+
+
+@pytest.mark.parametrize(
     ("event", "kind", "kept"),
     [
-        ("UserPromptSubmit", "user_prompt", "prompt"),
         ("SessionStart", "session_start", "source"),
         ("PreCompact", "pre_compact", "trigger"),
-        ("Stop", "stop", "last_assistant_message"),
         ("SessionEnd", "session_end", "reason"),
-        ("PostCompact", "hook_PostCompact", "compact_summary"),
         ("SubagentStart", "hook_SubagentStart", "agent_type"),
-        ("SubagentStop", "hook_SubagentStop", "agent_transcript_path"),
         ("Notification", "hook_Notification", "notification_type"),
         ("PermissionRequest", "hook_PermissionRequest", "permission_suggestions"),
     ],
@@ -170,7 +190,7 @@ def test_hook_observation_is_redacted_and_input_untouched() -> None:
     assert observation["output"]["stdout"] == f"key {marker('aws-access-key')}\n"
     assert json.dumps(payload) == before
     prompt = {"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": f"use {aws}"}
-    assert hook_to_observation(prompt)["data"]["prompt"] == f"use {marker('aws-access-key')}"
+    assert hook_to_observation(prompt)["text"] == f"use {marker('aws-access-key')}"
 
 
 def test_hook_observation_uses_the_given_redactor() -> None:

@@ -20,8 +20,13 @@ from conftest import CLI, DATA, clean_env
 DOCS = DATA / "claude-code" / "hooks" / "docs" / "input"
 EVENTS = sorted(p.stem for p in DOCS.glob("*.json"))
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-KINDS = {"UserPromptSubmit": "user_prompt", "SessionStart": "session_start",
-         "PreCompact": "pre_compact", "Stop": "stop", "SessionEnd": "session_end"}
+from agent_journal.agents.claude_code_hook import USAGE_NOTE  # noqa: E402
+
+KINDS = {"UserPromptSubmit": "prompt", "SessionStart": "session_start",
+         "PreCompact": "pre_compact", "Stop": "assistant_message", "SessionEnd": "session_end",
+         "PostCompact": "compact_summary", "SubagentStop": "subagent_result"}
+# What the session said gets an id derived from the words (capture.claude_code.said_id).
+SAID = {"UserPromptSubmit", "Stop", "PostCompact", "SubagentStop"}
 
 assert DOCS.is_dir(), f"the repo\'s test data is missing: {DOCS}"
 
@@ -75,7 +80,8 @@ def test_every_docs_payload_is_journaled_and_exits_0(cli, root, event):
     else:
         kind = KINDS.get(event, f"hook_{event}")
         assert obs["kind"] == kind
-        assert re.fullmatch(f"{kind}-{UUID}", obs["id"])
+        assert re.fullmatch(f"{kind}-[0-9a-f]{{16}}" if event in SAID else f"{kind}-{UUID}",
+                            obs["id"])
 
 
 def test_session_events_keep_the_whole_payload(cli, root):
@@ -87,8 +93,11 @@ def test_session_events_keep_the_whole_payload(cli, root):
     by_kind = {b["kind"]: b["data"]["hook"] for b in bodies}
     assert by_kind["session_start"] == docs_payload("SessionStart")
     assert by_kind["pre_compact"]["trigger"] == "manual"
-    assert by_kind["stop"] == docs_payload("Stop")
-    assert by_kind["hook_SubagentStop"] == docs_payload("SubagentStop")
+    texts = {b["kind"]: b["data"]["text"] for b in bodies}
+    for kind, event in (("assistant_message", "Stop"), ("subagent_result", "SubagentStop")):
+        payload = docs_payload(event)
+        assert texts[kind] == payload.pop("last_assistant_message")
+        assert by_kind[kind] == payload  # the rest of the payload, the text stored once
 
 
 def test_pre_and_post_fold_into_one_call(cli):
@@ -402,7 +411,8 @@ def test_session_start_context_is_bounded(cli, root):
 def test_session_start_context_is_cut_even_for_one_huge_constraint(cli):
     cli("record", "--kind", "constraint", "--id", "c1", "--text", "c" * 30_000)
     context = session_start(cli)
-    assert len(context) <= 10_000 and context.endswith("[cut to fit the context limit]")
+    assert len(context) <= 10_000 and "[cut to fit the context limit]" in context
+    assert context.endswith(USAGE_NOTE)
 
 
 def test_session_start_on_an_empty_journal(cli, root):
@@ -424,11 +434,14 @@ def test_session_start_prefers_a_digest_module(root, monkeypatch):
 
     monkeypatch.setattr(agent_journal.ops, "digest", fake, raising=False)
     ws = Root.open(str(root), create=True).workspace("ws")
-    assert hook_module.session_context(ws) == "# digest of ws (10000)"
+    budget = 10_000 - len(hook_module.USAGE_NOTE) - 2
+    assert hook_module.session_context(ws) == (f"# digest of ws ({budget})\n\n"
+                                               + hook_module.USAGE_NOTE)
     fake.session_markdown = lambda ws, max_chars: "x" * 20_000
     assert len(hook_module.session_context(ws)) == 10_000
+    assert hook_module.session_context(ws).endswith(hook_module.USAGE_NOTE)
     fake.session_markdown = lambda ws, max_chars: 1 / 0
-    assert "0 live entries" in hook_module.session_context(ws)
+    assert "could not be built" in hook_module.session_context(ws)
 
 
 def test_session_start_write_failure_still_prints_context(root, monkeypatch):

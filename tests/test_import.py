@@ -40,7 +40,8 @@ def import_(cli, path: Path, **kw: Any):
 def observations(cli) -> dict[str, dict[str, Any]]:
     shown = cli("show", "--observations").json()
     assert shown["unreadable"] == [] and shown["malformed"] == []
-    return {o["id"]: o for o in shown["entries"] if o["type"] == "observation"}
+    return {o["id"]: o for o in shown["entries"]
+            if o["type"] == "observation" and o["kind"] == "tool_call"}
 
 
 def rows(root: Path) -> int:
@@ -83,7 +84,8 @@ def test_real_transcripts_import_every_call(cli, root, name, calls, errors):
     result = import_(cli, TRANSCRIPTS / name)
     assert result.code == 0 and result.err == ""
     report = result.json()
-    assert report["calls"] == calls and report["eventsWritten"] == 2 * calls
+    assert report["calls"] == calls
+    assert report["eventsWritten"] == 2 * calls + report["messages"]
     assert report["alreadyPresent"] == 0 and report["unfinished"] == 0
     seen = observations(cli)
     assert len(seen) == calls
@@ -93,7 +95,8 @@ def test_real_transcripts_import_every_call(cli, root, name, calls, errors):
     # Re-importing adds nothing.
     before = rows(root)
     again = import_(cli, TRANSCRIPTS / name).json()
-    assert again["eventsWritten"] == 0 and again["alreadyPresent"] == 2 * calls
+    assert again["eventsWritten"] == 0
+    assert again["alreadyPresent"] == 2 * calls + report["messages"]
     assert rows(root) == before
 
 
@@ -127,8 +130,15 @@ def test_import_uses_artifacts_for_large_results(cli, root):
     path = TRANSCRIPTS / "TensorTemplar-slopometry" / "transcript.jsonl"
     report = import_(cli, path, env={"AGENT_JOURNAL_ARTIFACT_THRESHOLD": "4096"}).json()
     assert report["artifacts"] > 0
+    every = [o for o in cli("show", "--observations").json()["entries"]
+             if o["type"] == "observation" and o["artifact"]]
+    assert len(every) == report["artifacts"]
+    # What the session said is kept whole too: the compaction summary is a long text.
+    [summary] = [o for o in every if o["kind"] == "compact_summary"]
+    whole = cli("get", summary["id"])
+    assert whole.code == 0 and len(whole.out.encode()) == summary["artifact"]["bytes"] > 4096
+    assert whole.out.startswith(summary["text"])
     big = [o for o in observations(cli).values() if o["artifact"]]
-    assert len(big) == report["artifacts"]
     expected = transcript_calls(path)
     for obs in big[:5]:
         assert obs["artifact"]["status"] == "complete"
@@ -164,7 +174,7 @@ def test_calls_the_hook_captured_are_not_stored_twice(cli, root):
     assert rows(root) == 26
     report = import_(cli, MAIN).json()
     assert report["alreadyPresent"] == 26
-    assert report["eventsWritten"] == 2 * (92 - 13)
+    assert report["eventsWritten"] == 2 * (92 - 13) + report["messages"]
     seen = observations(cli)
     assert len(seen) == 92
     assert all(len(o["eventIds"]) == 2 for o in seen.values())
@@ -178,7 +188,8 @@ def test_a_start_the_hook_saw_is_finished_by_the_import(cli, root):
         assert cli("hook", "claude-code", input=json.dumps(payload),
                    env={"AGENT_JOURNAL_NOW": "2099-01-01T00:00:00Z"}).code == 0
     report = import_(cli, MAIN).json()
-    assert report["alreadyPresent"] == 5 and report["eventsWritten"] == 2 * 92 - 5
+    assert report["alreadyPresent"] == 5
+    assert report["eventsWritten"] == 2 * 92 - 5 + report["messages"]
     seen = observations(cli)
     expected = transcript_calls(MAIN)
     for call_id in list(expected)[:5]:
@@ -200,7 +211,7 @@ def test_a_transcript_imported_while_running_is_completed_later(cli, root, tmp_p
     started = {i for i, o in observations(cli).items() if o["status"] == "started"}
     assert started
     second = import_(cli, MAIN).json()
-    assert second["eventsWritten"] == len(started)
+    assert second["eventsWritten"] == len(started) + second["messages"]
     assert all(observations(cli)[i]["status"] in ("ok", "error") for i in started)
 
 
@@ -243,5 +254,46 @@ def test_progress_is_shown_only_on_a_terminal(cli, root):
     env = clean_env(AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="tty")
     proc, seen = run_on_a_terminal([CLI, "import", "claude-code", str(MAIN)], env, 120)
     assert proc.returncode == 0
-    assert json.loads(proc.stdout)["eventsWritten"] == 184
-    assert b"writing events: 184/184" in seen
+    report = json.loads(proc.stdout)
+    written = report["eventsWritten"]
+    assert written == 184 + report["messages"]
+    assert f"writing events: {written}/{written}".encode() in seen
+
+
+def test_what_the_hook_heard_is_not_stored_twice(cli, root):
+    """A prompt and a final message captured live are recognised by the import (same
+    words, same id), and a second import adds nothing."""
+    path = TRANSCRIPTS / "DRMacIver-claude-reliability" / "coverage-test-fix" / "transcript.jsonl"
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    session = next(r["sessionId"] for r in records if r.get("sessionId"))
+    prompt = next(r["message"]["content"] for r in records if r.get("type") == "user"
+                  and isinstance(r["message"]["content"], str) and not r.get("isMeta"))
+    last = [b["text"] for r in records if r.get("type") == "assistant"
+            for b in r["message"]["content"] if b.get("type") == "text"][-1]
+    for payload in ({"hook_event_name": "UserPromptSubmit", "prompt": prompt},
+                    {"hook_event_name": "Stop", "last_assistant_message": last}):
+        assert cli("hook", "claude-code", input=json.dumps(
+            {"session_id": session, "cwd": "/x/ws", **payload})).code == 0
+    report = import_(cli, path).json()
+    assert report["alreadyPresent"] == 2
+    said = [o for o in cli("show", "--observations").json()["entries"]
+            if o["type"] == "observation" and o["kind"] != "tool_call"]
+    assert [o["text"] for o in said if o["kind"] == "prompt"] == [prompt]
+    assert sum(o["text"] == last for o in said) == 1
+    assert all(len(o["eventIds"]) == 1 for o in said)
+    again = import_(cli, path).json()
+    assert again["eventsWritten"] == 0 and again["messages"] == 0
+
+
+def test_a_rewound_branch_is_kept_and_marked(cli):
+    path = TRANSCRIPTS / "daaain-claude-code-log" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
+    assert import_(cli, path).code == 0
+    prompts = [o for o in cli("show", "--observations").json()["entries"]
+               if o.get("kind") == "prompt"]
+    abandoned = [o["text"] for o in prompts if o["transcript"].get("branch") == "abandoned"]
+    current = [o["text"] for o in prompts if "branch" not in o["transcript"]]
+    assert any(t.startswith("I very much like this idea") for t in abandoned)
+    assert any(t.startswith("I actually don't like much this idea") for t in current)
+    digest = cli("digest").out
+    assert "## Rewound prompts" in digest
+    assert digest.index("I actually don't like") < digest.index("## Rewound prompts")

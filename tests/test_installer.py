@@ -16,7 +16,7 @@ from conftest import BIN, CLI, DATA, clean_env
 
 SETTINGS_EXAMPLES = DATA / "claude-code" / "hooks" / "docs" / "settings"
 EVENTS = ["PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit",
-          "SessionStart", "PreCompact", "Stop", "SessionEnd"]
+          "SessionStart", "PreCompact", "PostCompact", "Stop", "SubagentStop", "SessionEnd"]
 SCRIPT = str(BIN / "agent-journal")
 
 

@@ -219,6 +219,10 @@ def _event(ws: Workspace, observation: dict[str, Any], payload: dict[str, Any],
     output, artifact = capture_output(ws, observation["output"],
                                       partial=_cut_short(observation["output"], payload),
                                       holds=holds)
+    text = observation["text"]
+    if text is not None:
+        # What the session said: a large text is kept whole as an artifact, like an output.
+        text, artifact = capture_output(ws, text, holds=holds)
     data = {
         "tool": observation["tool"],
         "callId": observation["callId"],
@@ -228,6 +232,7 @@ def _event(ws: Workspace, observation: dict[str, Any], payload: dict[str, Any],
         "exitCode": observation["exitCode"],
         "durationMs": observation["durationMs"],
         "artifact": artifact,
+        "text": text,
         "hook": observation["data"],
     }
     return Event(event_id=event_id, type=OBSERVATION, kind=kind, id=obs_id,
@@ -246,91 +251,32 @@ def _cut_short(output: Any, payload: dict[str, Any]) -> bool:
 
 # -- SessionStart context ---------------------------------------------------------------
 
+USAGE_NOTE = (
+    "Keep this journal useful: record what you establish, citing its evidence, and retract "
+    "what proves wrong. A finding: `agent-journal record --kind finding --id ID --claim "
+    "\"CLAIM\" --anchor tool_use:TOOL_USE_ID`. A decision: `agent-journal record --kind "
+    "decision --id ID --question \"QUESTION\" --chosen \"CHOICE\" --anchor file:PATH`. "
+    "When one turns out wrong: `agent-journal invalidate ID --reason \"WHY\"`. "
+    "`agent-journal digest` prints the digest above again.")
+
+
 def session_context(ws: Workspace, max_chars: int = MAX_CONTEXT_CHARS) -> str:
-    """The text given to the agent at session start (and after compaction).
+    """The text given to the agent at session start (and after compaction): the workspace
+    digest (ops.digest, the one place that decides what a resuming agent reads), then
+    USAGE_NOTE; never longer than `max_chars`. A digest that cannot be built is replaced
+    by one line saying so: the agent still gets the note, and the session starts."""
+    from agent_journal.ops import digest
 
-    Prefers the workspace digest when this installation has one
-    (`agent_journal.ops.digest.session_markdown(ws, max_chars)`), else builds the short
-    fallback below. Never longer than `max_chars`.
-    """
     set_write_patience(READ_BUSY_S, 1)
-    text = None
+    budget = max_chars - len(USAGE_NOTE) - 2
+    if budget <= 0:
+        return _cut(USAGE_NOTE, max_chars)
     try:
-        from agent_journal.ops import digest
-
-        render = getattr(digest, "session_markdown", None)
-        if render is not None:
-            text = render(ws, max_chars)
-    except Exception:
-        text = None
-    if not isinstance(text, str):
-        text = fallback_context(ws, max_chars)
-    return _cut(text, max_chars)
-
-
-def fallback_context(ws: Workspace, max_chars: int) -> str:
-    """Objectives and live constraints verbatim, then live decisions and findings.
-
-    Decisions and findings are dropped oldest first when they do not fit; an omission
-    note says how many and where to see them. Nothing tombstoned, invalidated or
-    suppressed is listed (only live entries are).
-    """
-    from agent_journal.core.derive import derive
-
-    result = ws.read(lazy=True)
-    d = derive(result.events)
-    live = [d.entry_events[i] for i in d.visible_entry_ids() if d.is_live(i)]
-    by_kind: dict[str, list[Event]] = {}
-    for ev in live:
-        by_kind.setdefault(ev.kind, []).append(ev)
-    head = [f"agent-journal workspace `{ws.name}`: "
-            f"{len(live)} live entr{'y' if len(live) == 1 else 'ies'}."]
-    if result.damaged:
-        head.append(f"Part of the journal could not be read ({len(result.unreadable)} "
-                    f"unreadable segment(s), {len(result.malformed)} malformed row(s)): "
-                    "what follows is a floor, not a total.")
-    fixed: list[str] = []
-    for kind, title in (("objective", "Objective"), ("constraint", "Live constraints")):
-        if by_kind.get(kind):
-            fixed.append(f"\n## {title}")
-            fixed.extend(f"- {ev.id}: {_field(ev, 'text')}" for ev in by_kind[kind])
-    optional: list[tuple[str, str, str]] = []  # (ts, section, line)
-    for ev in by_kind.get("decision", []):
-        line = f"- {ev.id}: {_field(ev, 'question')} -> {_field(ev, 'chosen')}{_anchors(ev)}"
-        optional.append((ev.ts, "decision", line))
-    for ev in by_kind.get("finding", []):
-        optional.append((ev.ts, "finding", f"- {ev.id}: {_field(ev, 'claim')}{_anchors(ev)}"))
-    text = "\n".join(head + fixed)
-    # Newest first until the budget is spent, then shown in time order per section.
-    reserve = 120
-    kept: list[tuple[str, str, str]] = []
-    used = len(text) + 40
-    for item in sorted(optional, key=lambda t: t[0], reverse=True):
-        if used + len(item[2]) + 1 > max_chars - reserve:
-            continue
-        kept.append(item)
-        used += len(item[2]) + 1
-    for section, title in (("decision", "Live decisions"), ("finding", "Live findings")):
-        lines = [line for _, s, line in sorted(kept) if s == section]
-        if lines:
-            text += f"\n\n## {title}\n" + "\n".join(lines)
-    omitted = len(optional) - len(kept)
-    if omitted:
-        text += (f"\n\n({omitted} older decision(s)/finding(s) not shown; "
-                 f"`agent-journal show --workspace {ws.name}` lists every entry.)")
-    if not live:
-        text += "\nNo objective, constraint, decision or finding is recorded yet."
-    return text
-
-
-def _field(ev: Event, name: str) -> str:
-    value = ev.data.get("fields", {}).get(name)
-    return value if isinstance(value, str) else ""
-
-
-def _anchors(ev: Event) -> str:
-    anchors = ev.data.get("anchors") or []
-    return f" (evidence: {', '.join(anchors)})" if anchors else ""
+        text = digest.session_markdown(ws, budget)
+    except Exception as exc:  # the context must not stop the session from starting
+        text = (f"agent-journal workspace `{ws.name}`: the digest could not be built "
+                f"({exc.__class__.__name__}); run `agent-journal digest` to see why.")
+    return _cut(text, budget) + "\n\n" + USAGE_NOTE
 
 
 def _cut(text: str, max_chars: int) -> str:

@@ -1,4 +1,4 @@
-"""`import claude-code`: a session transcript's tool calls replayed as observations.
+"""`import claude-code`: a session transcript's tool calls and what it said, as observations.
 
 Invariants:
 - All or nothing on input: the whole transcript is parsed and redacted before the first
@@ -6,7 +6,9 @@ Invariants:
 - Re-importing adds nothing. Each call becomes at most two events, its start and its end,
   whose event ids are derived from (replica, session, observation id, phase); and a phase
   the journal already holds for that observation id (captured live by the hook, or by an
-  earlier import) is recognised by its status and skipped.
+  earlier import) is recognised by its status and skipped. What the session said (prompts,
+  assistant messages, summaries) is one event each (phase `said`), under the id the hook
+  derives from the same text (capture.claude_code.said_id), skipped when the id is held.
 - Events carry the transcript's ids, session and times (not the time of the import), are
   authored `agent`, and pass the same redactor and artifact rules as the hook.
 - Writes go in batches, one transaction each: an interrupted import leaves whole batches,
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
 # Events per transaction; a batch's blobs (each an open file while it is written) too.
 BATCH = 250
 STARTED = "started"
+SAID = "said"
 
 
 def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = None
@@ -56,23 +59,28 @@ def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = N
     with fh:
         size = os.fstat(fh.fileno()).st_size
         try:
-            calls = list(read_transcript(_reading(fh, size, progress), redactor))
+            replayed = list(read_transcript(_reading(fh, size, progress), redactor,
+                                            conversation=True))
         except NotATranscriptError as exc:
             raise JournalError(f"{path}: {exc}; nothing imported") from None
-    return write_calls(ctx, path, calls, progress=progress)
+    return write_calls(ctx, path, replayed, progress=progress)
 
 
-def write_calls(ctx: Context, path: str, calls: list[dict[str, Any]], *,
+def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
                 progress: Progress | None = None) -> dict[str, Any]:
-    """Write replayed calls (each agent's capture shape, redacted) and report what came of
-    it; shared by every agent's import."""
+    """Write replayed calls, and what the session said, (each agent's capture shape,
+    redacted) and report what came of it; shared by every agent's import."""
+    calls = [c for c in replayed if c["kind"] == "tool_call"]
+    said = [c for c in replayed if c["kind"] != "tool_call"]
     ws = ctx.open(create=True)
     replica = ws.root.replica_id
-    ids = [safe_id(c["id"]) for c in calls]
+    ids = [safe_id(c["id"]) for c in replayed]
     known = observation_phases(ws, ids)
     tombstoned = ws.tombstoned_among(ids)
     events: list[Event] = []
-    outputs: dict[int, Any] = {}  # index in events -> the output its capture stores
+    # A capture is made with its batch (see below): index in events -> the data field it
+    # fills ("output" of a call's end, "text" of what was said) and the value it stores.
+    captures: dict[int, tuple[str, Any]] = {}
     recognised = unfinished = skipped = 0
     sessions: set[str] = set()
     for call in calls:
@@ -101,22 +109,42 @@ def write_calls(ctx: Context, path: str, calls: list[dict[str, Any]], *,
         end_ts = max(_ts(call["endTs"]) or start_ts, start_ts)
         if (latest and end_ts <= latest) or end_ts == start_ts:
             end_ts = _later(max(latest, start_ts))
-        outputs[len(events)] = call["output"]
+        captures[len(events)] = ("output", call["output"])
         events.append(_event(replica, session, obs_id, call, "finished", end_ts, {
             "input": None, "output": None,
             "status": call["status"], "exitCode": call["exitCode"], "durationMs": None,
             "artifact": None}))
+    messages = 0
+    for item in said:
+        obs_id = safe_id(item["id"])
+        if obs_id in tombstoned:
+            skipped += 1
+            continue
+        if obs_id in known:
+            recognised += 1  # captured live by the hook, or by an earlier import
+            continue
+        session = safe_id(item["session"]) if item["session"] else None
+        messages += 1
+        captures[len(events)] = ("text", item["text"])
+        events.append(Event(
+            event_id=_derived_id(replica, session or "", obs_id, SAID), type=OBSERVATION,
+            kind=item["kind"], id=obs_id, ts=_ts(item["ts"]) or clock.now_ts(),
+            author=AUTHOR_AGENT, session=session, replica=replica,
+            data={"tool": None, "callId": None, "input": None, "output": None, "status": None,
+                  "exitCode": None, "durationMs": None, "artifact": None, "text": None,
+                  "transcript": item["data"]}))
     written = artifacts = 0
     for start in range(0, len(events), BATCH):
         # A batch's blobs are written just before it and stay locked until it has
         # committed (BlobHolds), so a compaction running meanwhile keeps them.
         with BlobHolds() as holds:
             for index in range(start, min(start + BATCH, len(events))):
-                if index in outputs:
+                if index in captures:
+                    field, value = captures[index]
                     ev = events[index]
-                    output, artifact = capture_output(ws, outputs[index], holds=holds)
+                    stored, artifact = capture_output(ws, value, holds=holds)
                     artifacts += artifact is not None
-                    events[index] = ev.replace(data={**ev.data, "output": output,
+                    events[index] = ev.replace(data={**ev.data, field: stored,
                                                      "artifact": artifact})
             written += ws.append(events[start:start + BATCH])
         if progress is not None:
@@ -126,6 +154,7 @@ def write_calls(ctx: Context, path: str, calls: list[dict[str, Any]], *,
         "workspace": ws.name,
         "sessions": sorted(sessions),
         "calls": len(calls),
+        "messages": messages,
         "unfinished": unfinished,
         "eventsWritten": written,
         "alreadyPresent": recognised + len(events) - written,

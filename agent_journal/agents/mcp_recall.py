@@ -369,8 +369,9 @@ def timeline_rows(ctx: Context, *, since: str | None, last: int, failures_only: 
     the invalidations of visible entries, filtered and cut to the `last` rows. Nothing
     about a tombstoned id appears.
     """
+    from agent_journal.core.recovery.facts import FAILED_STATUSES
+    from agent_journal.core.recovery.facts import target_of as main_input
     from agent_journal.ops.context import read_workspace
-    from agent_journal.ops.digest import FAILED_STATUSES, main_input
     from agent_journal.storage.segment_reader import PausedGC
 
     def failed(view: dict[str, Any]) -> bool:

@@ -41,7 +41,7 @@ __all__ = [
 
 OBSERVATION_KEYS = (
     "id", "kind", "session", "tool", "callId", "input", "output", "status", "durationMs",
-    "exitCode", "data",
+    "exitCode", "text", "data",
 )
 
 FILE_WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
@@ -54,11 +54,25 @@ _MAX_ID_BYTES = 128
 # Hook events that describe one tool call; every other event is a session-level observation.
 _TOOL_STATUS = {"PreToolUse": "started", "PostToolUse": "ok", "PostToolUseFailure": "error"}
 _SESSION_KINDS = {
-    "UserPromptSubmit": "user_prompt",
     "SessionStart": "session_start",
     "PreCompact": "pre_compact",
     "Stop": "stop",
     "SessionEnd": "session_end",
+}
+# What the session said: the hook event, the payload field lifted into `text`, and the kind.
+# The text is taken out of the payload so it is stored (and, when large, kept as an
+# artifact) once.
+PROMPT = "prompt"
+ASSISTANT = "assistant_message"
+SUBAGENT = "subagent_result"
+COMPACT = "compact_summary"
+SESSION_EVENT = "session_event"
+SAID_KINDS = frozenset({PROMPT, ASSISTANT, SUBAGENT, COMPACT, SESSION_EVENT})
+_SAID = {
+    "UserPromptSubmit": ("prompt", PROMPT),
+    "Stop": ("last_assistant_message", ASSISTANT),
+    "SubagentStop": ("last_assistant_message", SUBAGENT),
+    "PostCompact": ("compact_summary", COMPACT),
 }
 # Lifted into `input`/`output`; the rest of a tool event's payload (cwd, permission_mode,
 # prompt_id, is_interrupt, ...) is small context and stays in `data`.
@@ -165,7 +179,13 @@ def hook_to_observation(
     observation: dict[str, Any] = dict.fromkeys(OBSERVATION_KEYS)
     observation["session"] = session
     status = _TOOL_STATUS.get(event)
-    if status is None:
+    said = _SAID.get(event)
+    if said is not None and isinstance(payload.get(said[0]), str):
+        field, kind = said
+        observation["kind"] = kind
+        observation["text"] = payload[field]
+        observation["data"] = {k: v for k, v in payload.items() if k != field}
+    elif status is None:
         observation["kind"] = _SESSION_KINDS.get(event, f"hook_{event}")
         observation["data"] = dict(payload)
     else:
@@ -186,7 +206,29 @@ def hook_to_observation(
             error = payload.get("error")
             observation["output"] = error
             observation["exitCode"] = _exit_code(error)
-    return (redactor or default_redactor()).redact_value(observation)  # type: ignore[no-any-return]
+    observation = (redactor or default_redactor()).redact_value(observation)
+    if observation["text"] is not None:
+        data = observation["data"]
+        observation["id"] = said_id(observation["kind"], session, observation["text"],
+                                    _str_or_none(data.get("agent_id")))
+    return observation  # type: ignore[no-any-return]
+
+
+def said_id(kind: str, session: str | None, text: str, agent: str | None = None,
+            occurrence: int = 1) -> str:
+    """The observation id of something the session said, from what was said.
+
+    The hook and `import` derive it alike from the redacted text, the session and the
+    agent, so a prompt captured live is recognised when its transcript is imported.
+    `occurrence` numbers a text said again in the same session (the import counts them;
+    the hook cannot, and folds a repeat into the first).
+    """
+    import hashlib  # only for what was said: a few events per turn, not per tool call
+
+    raw = "\x1f".join((kind, session or "", agent or "", text))
+    digest = hashlib.blake2s(raw.encode("utf-8", errors="surrogatepass"), digest_size=8)
+    base = f"{kind}-{digest.hexdigest()}"
+    return base if occurrence == 1 else f"{base}-{occurrence}"
 
 
 def main_input(tool: str | None, tool_input: Any) -> str | None:
@@ -213,7 +255,8 @@ def is_file_write(tool: str | None) -> bool:
 
 
 def read_transcript(
-    lines: Iterable[str | bytes], redactor: Redactor | None = None
+    lines: Iterable[str | bytes], redactor: Redactor | None = None, *,
+    conversation: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Replay a transcript's tool calls as redacted observation dicts, one per tool_use.
 
@@ -228,8 +271,13 @@ def read_transcript(
     Raises NotATranscriptError at the first line that is not a transcript record, or at the end
     if no line carried a session id. A final line that is cut off mid-write (a live file) is
     ignored when earlier lines were valid. Observations yielded before an error are sound.
+
+    With `conversation`, what the session said follows the calls (see `_Conversation`):
+    prompts, assistant messages, compaction summaries, meta messages and subagent results,
+    with id `said_id(...)`, `text`, and `data` the record's context.
     """
     redact = (redactor or default_redactor()).redact_value
+    said = _Conversation() if conversation else None
     pending: dict[str, dict[str, Any]] = {}
     done: set[str] = set()
     recognised = False
@@ -255,6 +303,8 @@ def read_transcript(
             kind == "summary" and "leafUuid" in record
         ):
             recognised = True
+        if said is not None:
+            said.add(record, kind)
         if kind == "assistant":
             _collect_tool_uses(record, pending, done)
         elif kind == "user":
@@ -267,6 +317,140 @@ def read_transcript(
         )
     for call_id, started in pending.items():
         yield redact(_call(call_id, started, None, None, "started", None))
+    if said is not None:
+        yield from said.observations(redact)
+
+
+# Text blocks Claude Code adds to a user turn on its own (the file open in the IDE, system
+# reminders): context, not the user's words.
+_INJECTED_TAGS = ("ide_opened_file", "ide_selection", "system-reminder")
+# The fixed notice Claude Code writes before a local command's output; it says nothing.
+_CAVEAT = "<local-command-caveat>"
+_LOCAL_OUTPUT = "<local-command-stdout>"
+
+
+class _Conversation:
+    """What a transcript's records said, and which branch of the conversation is current.
+
+    A rewind (or an edited prompt) starts a new branch from an earlier record: records
+    chain by `parentUuid` (across a compaction by `logicalParentUuid`), and the current
+    branch is the chain that ends at the last user or assistant record of the file.
+    What was said off that branch is kept, marked `"branch": "abandoned"` in `data`.
+    A sidechain's (subagent's) last assistant message is its result (`subagent_result`).
+    Records without a timestamp (`summary` records) take the file's first timestamp.
+    """
+
+    def __init__(self) -> None:
+        self.items: list[tuple[dict[str, Any], str, str]] = []
+        self.parents: dict[str, str | None] = {}
+        self.leaf: str | None = None
+        self.first_ts: str | None = None
+        self.session: str | None = None
+
+    def add(self, record: dict[str, Any], kind: str) -> None:
+        uuid = record.get("uuid")
+        if isinstance(uuid, str):
+            parent = record.get("parentUuid")
+            if parent is None:
+                parent = record.get("logicalParentUuid")
+            self.parents[uuid] = parent if isinstance(parent, str) else None
+            if kind in ("user", "assistant"):
+                self.leaf = uuid
+        if self.first_ts is None and isinstance(record.get("timestamp"), str):
+            self.first_ts = record["timestamp"]
+        if self.session is None and isinstance(record.get("sessionId"), str):
+            self.session = record["sessionId"]
+        if kind == "summary" and isinstance(record.get("summary"), str):
+            self.items.append((record, COMPACT, record["summary"]))
+        elif kind == "assistant":
+            text = _texts(record["message"].get("content"), user=False)
+            if text:
+                self.items.append((record, ASSISTANT, text))
+        elif kind == "user":
+            self._user(record)
+
+    def _user(self, record: dict[str, Any]) -> None:
+        text = _texts(record["message"].get("content"), user=True)
+        if not text or text.startswith(_CAVEAT):
+            return
+        if record.get("isCompactSummary") is True:
+            said = COMPACT
+        elif record.get("isMeta") is True or text.startswith(_LOCAL_OUTPUT):
+            said = SESSION_EVENT
+        else:
+            said = PROMPT
+        self.items.append((record, said, text))
+
+    def current(self) -> set[str]:
+        seen: set[str] = set()
+        node = self.leaf
+        while node is not None and node not in seen:
+            seen.add(node)
+            node = self.parents.get(node)
+        return seen
+
+    def observations(self, redact: Any) -> Iterator[dict[str, Any]]:
+        current = self.current()
+        last_of_agent: dict[str, int] = {}
+        for index, (record, kind, _) in enumerate(self.items):
+            if kind == ASSISTANT and record.get("isSidechain") is True:
+                last_of_agent[str(record.get("agentId"))] = index
+        results = set(last_of_agent.values())
+        seen: dict[tuple[str, str | None, str | None, str], int] = {}
+        for index, (record, kind, text) in enumerate(self.items):
+            if index in results:
+                kind = SUBAGENT
+            context = {key: record[key] for key in _TRANSCRIPT_CONTEXT if key in record}
+            uuid = record.get("uuid")
+            if isinstance(uuid, str) and uuid not in current and kind != COMPACT:
+                context["branch"] = "abandoned"
+            if record.get("type") == "summary":
+                context["source"] = "summary"
+            session = record.get("sessionId") if isinstance(record.get("sessionId"), str) \
+                else self.session
+            observation = dict.fromkeys(OBSERVATION_KEYS)
+            observation.update(kind=kind, session=session, text=text, data=context,
+                               ts=_str_or_none(record.get("timestamp")) or self.first_ts,
+                               endTs=None)
+            observation = redact(observation)
+            agent = _str_or_none(context.get("agentId"))
+            key = (kind, observation["session"], agent, observation["text"])
+            seen[key] = seen.get(key, 0) + 1
+            observation["id"] = said_id(kind, observation["session"], observation["text"],
+                                        agent, seen[key])
+            yield observation
+
+
+def _texts(content: Any, *, user: bool) -> str:
+    """The text blocks of a message joined by blank lines; a user's injected blocks
+    (`_INJECTED_TAGS`) left out, images shown as `[image]`."""
+    if isinstance(content, str):
+        return content.strip()
+    if not isinstance(content, list):
+        return ""
+    parts: list[str] = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            text = block["text"].strip()
+            if user and _is_injected(text):
+                continue
+            if text:
+                parts.append(text)
+        elif kind == "image" and user:
+            parts.append("[image]")
+        elif kind == "tool_result":
+            return ""  # a tool's result, not something the user said
+    return "\n\n".join(parts) if any(p != "[image]" for p in parts) else ""
+
+
+def _is_injected(text: str) -> bool:
+    for tag in _INJECTED_TAGS:
+        if text.startswith(f"<{tag}>") and text.endswith(f"</{tag}>"):
+            return True
+    return False
 
 
 def _check_record(record: Any, number: int) -> str:
@@ -359,6 +543,7 @@ def _call(
         "status": status,
         "durationMs": None,
         "exitCode": exit_code,
+        "text": None,
         "data": context,
         "ts": _str_or_none(begun.get("timestamp")),
         "endTs": _str_or_none(finished.get("timestamp")) if finished is not None else None,

@@ -125,7 +125,7 @@ def _call(call_id: str, session: str | None, tool: str | None, tool_input: Any,
           ts: str | None, end_ts: str | None) -> dict[str, Any]:
     return {"id": call_id, "kind": "tool_call", "session": session, "tool": tool,
             "callId": call_id, "input": tool_input, "output": output, "status": status,
-            "durationMs": None, "exitCode": exit_code, "data": context, "ts": ts,
+            "durationMs": None, "exitCode": exit_code, "text": None, "data": context, "ts": ts,
             "endTs": end_ts}
 
 

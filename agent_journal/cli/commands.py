@@ -301,16 +301,17 @@ _add(Command(
 ))
 
 _add(Command(
-    "digest", "What an agent needs to resume work: objectives and constraints verbatim, "
-    "live entries, unfinished and failed tool calls, files, recent activity. Keeps what it "
-    "read under <root>/cache/digest, so the next digest reads only new rows.", "cmd_digest",
+    "digest", "What an agent needs to resume work: the goal and later requests, where it "
+    "stopped, unfinished calls, open problems, test runs, commits, files, live entries, "
+    "recent activity. Keeps what it read under <root>/cache/digest, so the next digest "
+    "reads only new rows.", "cmd_digest",
     opts=(
         # No $AGENT_JOURNAL_SESSION default here: that variable names the *writing*
         # session, and a read scoped by it silently would hide other sessions' work.
-        Opt("session", "--session", "Only this session's tool calls (entries are always "
+        Opt("session", "--session", "Only this session's observations (entries are always "
             "shown).", metavar="ID"),
         Opt("json", "--json", "Print JSON instead of Markdown.", kind=BARE),
-        Opt("max_chars", "--max-chars", "Bound the Markdown to N characters (default 8000); "
+        Opt("max_chars", "--max-chars", "Bound the Markdown to N characters (default 10000); "
             "the least important sections are trimmed first.", type="int", metavar="N",
             minimum=1),
     ) + READ_COMMON,

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 OBSERVATION_FIELDS = ("tool", "callId", "input", "output", "status", "exitCode",
                       "durationMs", "artifact")
+# An observation view's own fields, which no data key may overwrite.
+_VIEW_HEADER = frozenset({"type", "id", "kind", "author", "session", "ts", "lastTs",
+                          "eventIds"})
 
 
 class Derived:
@@ -123,11 +126,12 @@ class Derived:
 
     def observation_view(self, obs_id: str) -> dict[str, Any]:
         events = self.observation_events[obs_id]
+        # Every data key, not only the call's fields: what the session said (`text`) and
+        # the context a hook or transcript gave (`hook`, `transcript`) are shown as stored.
         folded: dict[str, Any] = {name: None for name in OBSERVATION_FIELDS}
         for ev in events:
-            for name in OBSERVATION_FIELDS:
-                value = ev.data.get(name)
-                if value is not None:
+            for name, value in ev.data.items():
+                if value is not None and name not in _VIEW_HEADER:
                     folded[name] = value
         first, last = events[0], events[-1]
         # The latest event's status wins even when it is the only field it carries.

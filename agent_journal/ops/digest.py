@@ -1,135 +1,100 @@
 """digest: what an agent needs to resume work, ready to put in front of a prompt.
 
 Invariants:
-- Objectives and live constraints are rendered verbatim (a human wrote
-  them): never trimmed, never redacted, never rewritten. When they alone
-  exceed the bound they are printed whole and the digest says so.
-- Tombstoned content never renders at all: no tombstoned entry or
-  observation contributes a single field. Invalidated and suppressed
-  entries never appear as live; they are listed only under "Retracted",
-  with the reason.
-- An anchor is `present` only when the observation it cites is held here and
-  not tombstoned; evidence that is gone reads `unknown`, and anchors outside
-  the journal read `external` (not checked), never `present`.
-- Bounded: the Markdown fits `max_chars` by dropping the least important
-  sections' oldest items first, and it says what it left out. `--json`
-  carries the same selection as structure.
+- Ordered by what a resuming agent needs: the goal (the first prompt, objectives and live
+  constraints), what the user asked since, where the work stopped, unfinished calls, open
+  problems before resolved ones, test runs, commits, files, live entries, then recent
+  activity. The derivations are the pure ones of core/recovery; this module picks and
+  renders.
+- Objectives and live constraints are rendered verbatim (a human wrote them): never
+  trimmed, never redacted, never rewritten. When they alone exceed the bound they are
+  printed whole and the digest says so. Every other text is clipped at a word boundary
+  and marked `…`.
+- Tombstoned content never renders at all: no tombstoned entry or observation
+  contributes a single field. Invalidated and suppressed entries never appear as live;
+  they are listed only under "Retracted", with the reason. An entry whose cited evidence
+  is all gone says so.
+- An anchor is `present` only when the observation it cites is held here and not
+  tombstoned; evidence that is gone reads `unknown`, and anchors outside the journal
+  read `external` (not checked), never `present`.
+- Bounded: the Markdown fits `max_chars`, the note of what was left out included, by
+  dropping the least important sections' oldest items first. `--json` carries the same
+  selection as structure.
 - `downgradedAnchors` is null: only a retention pass (compact) assesses it.
-- The output is a function of the event set (every order is (ts, id)),
-  whether the events were read from the segments or through the digest's
-  cache (digest_cache.py): observations are classified by the same fields
-  either way, and the few that are rendered are read whole.
-
-Everything above "the operation" is pure; below it, the reads.
+- The output is a function of the event set (every order is (ts, id)), whether the
+  events were read from the segments or through the digest's cache (digest_cache.py):
+  both give each observation event's recovery facts (core.recovery.facts), computed by
+  the same function.
 """
 
 from __future__ import annotations
 
-import json
-
-from agent_journal.core.anchors import EXTERNAL, anchor_report
-from agent_journal.core.codec import PeekedEvent, PeekOnlyEvent
+from agent_journal.core.anchors import EXTERNAL, PURGED, TOMBSTONED, UNKNOWN, anchor_report
+from agent_journal.core.codec import PeekOnlyEvent
 from agent_journal.core.derive import INVALIDATED, Derived
-from agent_journal.core.model import ENTRY_FIELDS, Event
+from agent_journal.core.model import ENTRY_FIELDS
+from agent_journal.core.recovery.calls import Call, fold
+from agent_journal.core.recovery.commits import commits
+from agent_journal.core.recovery.conversation import conversation
+from agent_journal.core.recovery.facts import event_facts
+from agent_journal.core.recovery.failures import failures
+from agent_journal.core.recovery.files_touched import files_touched
+from agent_journal.core.recovery.test_runs import test_runs
+from agent_journal.ops.digest_md import clip, code, hhmm, one_line, quote
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from typing import Any
 
+    from agent_journal.core.model import Event
+    from agent_journal.core.recovery.failures import Failure
     from agent_journal.ops.context import Context
     from agent_journal.storage.segment_reader import ReadResult
     from agent_journal.storage.workspace import Workspace
 
-DEFAULT_MAX_CHARS = 8000
+# Claude Code shows additional context above 10,000 characters only as a short preview.
+DEFAULT_MAX_CHARS = 10_000
 
-if TYPE_CHECKING:
-    Fill = Callable[[Derived, set[str]], None]
+GOAL_CHARS = 1500
+PROMPT_CHARS = 500
+LAST_MESSAGE_CHARS = 2500
+MESSAGE_CHARS = 300
+SUMMARY_CHARS = 1200
+META_CHARS = 300
+TARGET_CHARS = 120
+REASON_CHARS = 200
+RESULT_CHARS = 300
 
-TOOL_CALL = "tool_call"
-STARTED = "started"
-FAILED_STATUSES = frozenset({"error", "cancelled"})
-
-# The input key that names what a tool acted on, shown verbatim.
-MAIN_INPUT_KEYS: dict[str, tuple[str, ...]] = {
-    "Bash": ("command",),
-    "Read": ("file_path",),
-    "Write": ("file_path",),
-    "Edit": ("file_path",),
-    "MultiEdit": ("file_path",),
-    "NotebookEdit": ("notebook_path", "file_path"),
-    "Grep": ("pattern",),
-    "Glob": ("pattern",),
-    "WebFetch": ("url",),
-    "WebSearch": ("query",),
-}
-WRITING_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
-# Inputs of other tools are shown as compact JSON, cut to this many characters.
-GENERIC_INPUT_CHARS = 200
-
-# How many items each section keeps as candidates before the bound is applied;
-# the rest are counted as "earlier, not shown". A busy journal holds far more
-# tool calls than any prompt should carry, and because the bound trims whole
-# sections in priority order, a long list of old successes must not be able to
-# starve the recent activity below it.
+# How many items each section keeps as candidates before the bound is applied; the rest
+# are counted as "earlier, not shown".
 CAPS = {
-    "unfinishedToolCalls": 50,
-    "liveEntries": 500,
-    "retracted": 50,
-    "failedToolCalls": 30,
-    "succeededToolCalls": 15,
-    "filesTouched": 50,
-    "recentActivity": 20,
+    "asked": 12,
+    "stopped": 8,
+    "unfinishedToolCalls": 30,
+    "openProblems": 20,
+    "testRuns": 12,
+    "commits": 30,
+    "files": 40,
+    "liveEntries": 200,
+    "resolvedProblems": 20,
+    "subagents": 10,
+    "summaries": 3,
+    "earlierMessages": 12,
+    "rewound": 6,
+    "retracted": 30,
+    "recentActivity": 25,
 }
 
 WATERMARK = ("These tool calls started but never recorded an outcome: the session may "
              "have crashed or been compacted mid-call, so their effects are unknown. "
              "Verify the workspace before acting; do not repeat them blindly.")
 RETRACTED_NOTE = "Not live: their reasoning was retracted. Do not rely on them."
+REWOUND_NOTE = ("Said on a branch of the conversation that was later rewound: not the "
+                "current request.")
+GONE_NOTE = "its only evidence was erased (tombstoned or purged): it stands unsupported"
 
 
-# -- pure helpers -------------------------------------------------------------------------
-
-def main_input(tool: str | None, value: Any) -> str | None:
-    """The part of a tool's input a reader recognises it by, verbatim when known."""
-    if value is None:
-        return None
-    if isinstance(value, dict) and isinstance(tool, str) and tool in MAIN_INPUT_KEYS:
-        for key in MAIN_INPUT_KEYS[tool]:
-            if isinstance(value.get(key), str):
-                return str(value[key])
-    if isinstance(value, str):
-        text = value
-    else:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    if len(text) > GENERIC_INPUT_CHARS:
-        cut = len(text) - GENERIC_INPUT_CHARS
-        text = f"{text[:GENERIC_INPUT_CHARS]}... ({cut} more characters)"
-    return text
-
-
-def _longest_backtick_run(text: str) -> int:
-    longest = run = 0
-    for ch in text:
-        run = run + 1 if ch == "`" else 0
-        longest = max(longest, run)
-    return longest
-
-
-def code(text: str) -> str:
-    """`text` as Markdown code, its bytes unchanged (fences outgrow any backtick run).
-
-    Multi-line text becomes a fenced block that starts on its own line.
-    """
-    if text == "":
-        return "(empty)"
-    ticks = _longest_backtick_run(text) + 1
-    if "\n" in text or "\r" in text:
-        fence = "`" * max(3, ticks)
-        return f"\n{fence}\n{text}\n{fence}"
-    pad = " " if text[0] in "` " or text[-1] in "` " else ""
-    return f"{'`' * ticks}{pad}{text}{pad}{'`' * ticks}"
-
+# -- entries ------------------------------------------------------------------------------
 
 def _fields_text(kind: str, fields: dict[str, Any]) -> str:
     if kind == "finding" and "claim" in fields:
@@ -152,129 +117,6 @@ def _anchor_md(report: dict[str, Any]) -> str:
     return f"{code(report['anchor'])} {status}"
 
 
-class Section:
-    """One trimmable part of the digest: rendered items, oldest first."""
-
-    __slots__ = ("key", "title", "intro", "noun", "md", "items", "total")
-
-    def __init__(self, key: str, title: str, noun: str, intro: str | None = None) -> None:
-        self.key = key
-        self.title = title
-        self.intro = intro
-        self.noun = noun
-        self.md: list[str] = []
-        self.items: list[dict[str, Any]] = []
-        self.total = 0
-
-    def add(self, item: dict[str, Any], md: str) -> None:
-        self.items.append(item)
-        self.md.append(md)
-
-    def head(self) -> str:
-        return f"## {self.title}\n" + (f"{self.intro}\n" if self.intro else "")
-
-    def footer(self, shown: int) -> str:
-        hidden = self.total - shown
-        return f"- ... and {hidden} earlier {self.noun} not shown\n" if hidden else ""
-
-    def render(self, shown: int) -> str:
-        if shown == 0:
-            return ""
-        return self.head() + "".join(self.md[len(self.md) - shown:]) + self.footer(shown) + "\n"
-
-
-# -- collecting ---------------------------------------------------------------------------
-
-def _tool_call_item(view: dict[str, Any], main: str | None) -> dict[str, Any]:
-    return {"id": view["id"], "kind": view["kind"], "tool": view["tool"], "mainInput": main,
-            "status": view["status"], "exitCode": view["exitCode"], "ts": view["ts"],
-            "session": view["session"]}
-
-
-def _tool_call_md(item: dict[str, Any], show_session: bool) -> str:
-    label = item["tool"] or item["kind"]
-    meta = [item["status"] or "no status"]
-    if item["exitCode"] is not None:
-        meta.append(f"exit {item['exitCode']}")
-    meta.append(item["ts"])
-    meta.append(f"id {item['id']}")
-    if show_session and item["session"]:
-        meta.append(f"session {item['session']}")
-    meta_text = ", ".join(str(m) for m in meta)
-    main = item["mainInput"]
-    if main is None:
-        return f"- {label} ({meta_text})\n"
-    rendered = code(main)
-    if rendered.startswith("\n"):
-        return f"- {label} ({meta_text}):{rendered}\n"
-    return f"- {label} {rendered} ({meta_text})\n"
-
-
-# What collect classifies observations by. A large journal is mostly
-# observations, and parsing every body in Python cost several times the read
-# itself, so the storage layer has SQLite read these from the verified bytes
-# (store.Peek); a body it does not peek is parsed as usual (see _summary).
-PEEK_VALUES = ("$.kind", "$.session", "$.data.status", "$.data.exitCode", "$.data.tool",
-               "$.data.input.file_path", "$.data.input.notebook_path")
-PEEK_TYPES = ("$.data.input",)
-KIND, SESSION, STATUS, EXIT_CODE, TOOL, FILE_PATH, NOTEBOOK_PATH, INPUT_TYPE = range(8)
-PATH_FIELDS = {"file_path": FILE_PATH, "notebook_path": NOTEBOOK_PATH}
-PEEKED_TYPES = frozenset({PeekedEvent, PeekOnlyEvent})
-
-
-def _summary(ev: Event) -> tuple[Any, ...]:
-    """What collect reads of one observation event, laid out as its peek is.
-
-    `inputType` is the JSON type name of data.input (None when absent); the
-    path fields are the input's own keys when it is an object. A parsed
-    event gives the same answers from its data.
-    """
-    if type(ev) in PEEKED_TYPES:
-        return ev.peek  # type: ignore[attr-defined, no-any-return]
-    data = ev.data
-    value = data.get("input")
-    input_type: str | None = None
-    paths: tuple[Any, Any] = (None, None)
-    if isinstance(value, dict):
-        paths, input_type = (value.get("file_path"), value.get("notebook_path")), "object"
-    elif value is not None:
-        input_type = "other"
-    return (ev.kind, ev.session, data.get("status"), data.get("exitCode"), data.get("tool"),
-            *paths, input_type)
-
-
-def _latest(summaries: list[tuple[Any, ...]], field: int) -> Any:
-    """The latest non-null value of one field (Derived.observation_view's fold)."""
-    for summary in reversed(summaries):
-        value = summary[field]
-        if value is not None:
-            return value
-    return None
-
-
-def _latest_written_path(tool: str, summaries: list[tuple[Any, ...]]) -> str | None:
-    """The path a writing tool wrote, from its latest non-null input: that
-    input's first non-empty string among the tool's path keys, if it is an
-    object."""
-    for summary in reversed(summaries):
-        input_type = summary[INPUT_TYPE]
-        if input_type is None or input_type == "null":
-            continue
-        if input_type != "object":
-            return None
-        for key in MAIN_INPUT_KEYS[tool]:
-            value = summary[PATH_FIELDS[key]]
-            if isinstance(value, str) and value:
-                return value
-        return None
-    return None
-
-
-def _is_failed(status: Any, exit_code: Any) -> bool:
-    return (isinstance(status, str) and status in FAILED_STATUSES) or (
-        isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0)
-
-
 def _entry_item(d: Derived, entry_id: str) -> dict[str, Any]:
     ev = d.entry_events[entry_id]
     return {"id": entry_id, "kind": ev.kind, "fields": dict(ev.data.get("fields", {})),
@@ -288,8 +130,12 @@ def _live_entry(d: Derived, entry_id: str) -> tuple[dict[str, Any], str]:
     item["anchors"] = [anchor_report(d, a)
                        for a in d.entry_events[entry_id].data.get("anchors", ())]
     md = f"- {kind} {entry_id}: {_fields_text(kind, item['fields'])}\n"
+    reasons = {r["reason"] if r["status"] == UNKNOWN else r["status"] for r in item["anchors"]}
+    # Its only evidence was erased here (tombstoned, or purged by compaction).
+    item["evidenceGone"] = bool(item["anchors"]) and reasons <= {TOMBSTONED, PURGED}
     if item["anchors"]:
-        md += "  anchors: " + "; ".join(_anchor_md(r) for r in item["anchors"]) + "\n"
+        md += "  anchors: " + "; ".join(_anchor_md(r) for r in item["anchors"])
+        md += f" — {GONE_NOTE}\n" if item["evidenceGone"] else "\n"
     elif kind in ("finding", "decision"):
         md += "  anchors: none\n"
     return item, md
@@ -313,20 +159,131 @@ def _retracted_entry(d: Derived, entry_id: str) -> tuple[dict[str, Any], str]:
     return item, f"- {kind} {entry_id} ({why}); it said: {_fields_text(kind, item['fields'])}\n"
 
 
-def collect(d: Derived, session: str | None, fill: Fill | None = None) -> dict[str, Any]:
-    """Everything the digest may show, before the bound is applied.
+class Section:
+    """One trimmable part of the digest: rendered items, oldest first."""
 
-    `fill(d, ids)` is called with the observation ids whose items will be
-    rendered, before any is: events read with only their peek must be
-    replaced by whole ones there.
-    """
+    __slots__ = ("key", "title", "intro", "noun", "md", "items", "total")
+
+    def __init__(self, key: str, title: str, noun: str, intro: str | None = None) -> None:
+        self.key = key
+        self.title = title
+        self.intro = intro
+        self.noun = noun
+        self.md: list[str] = []
+        self.items: list[dict[str, Any]] = []
+        self.total = 0
+
+    def add(self, item: dict[str, Any], md: str) -> None:
+        self.items.append(item)
+        self.md.append(md)
+        self.total += 1
+
+    def fill(self, items: list[Any], render: Any) -> None:
+        """Render only the newest CAPS[key] of `items` (oldest first); count them all."""
+        for x in items[-CAPS[self.key]:]:
+            self.add(*render(x))
+        self.total = len(items)
+
+    def keep_latest(self) -> None:
+        cap = CAPS[self.key]
+        if len(self.md) > cap:
+            del self.md[:-cap]
+            del self.items[:-cap]
+
+    def head(self) -> str:
+        return f"## {self.title}\n" + (f"{self.intro}\n" if self.intro else "")
+
+    def footer(self, shown: int) -> str:
+        hidden = self.total - shown
+        return f"- ... and {hidden} earlier {self.noun} not shown\n" if hidden else ""
+
+    def render(self, shown: int) -> str:
+        if shown == 0:
+            return ""
+        return self.head() + "".join(self.md[len(self.md) - shown:]) + self.footer(shown) + "\n"
+
+
+# -- collecting ---------------------------------------------------------------------------
+
+def _facts_of(ev: Event) -> dict[str, Any] | None:
+    """An observation event's recovery facts: kept by the cache, or computed here."""
+    if type(ev) is PeekOnlyEvent:
+        return ev.peek[2]  # type: ignore[attr-defined, no-any-return]
+    return event_facts(ev.kind, ev.data)
+
+
+def _header(ev: Event) -> tuple[str, str | None]:
+    """(kind, session) of an observation event, from the cache's peek or the event."""
+    if type(ev) is PeekOnlyEvent:
+        return ev.peek[0], ev.peek[1]  # type: ignore[attr-defined]
+    return ev.kind, ev.session
+
+
+def calls_of(d: Derived, session: str | None) -> list[Call]:
+    """Every visible observation as a Call, in (ts, id) order."""
+    out: list[Call] = []
+    for obs_id in d.visible_observation_ids():
+        events = d.observation_events[obs_id]
+        kind, sess = _header(events[0])
+        call = fold(obs_id, kind, sess,
+                    ((ev.ts, _facts_of(ev)) for ev in events))
+        if session is not None and call.session != session:
+            continue
+        out.append(call)
+    return out
+
+
+def _call_line(call: Call, *, result: str | None = None, with_id: bool = False) -> str:
+    tool = call.tool or call.kind
+    target = call.target
+    what = f"{tool} {code(one_line(target, TARGET_CHARS))}" if target else tool
+    desc = call.get("desc")
+    if desc and call.tool == "Bash":
+        what += f" ({one_line(desc, 80)})"
+    if result is None:
+        result = _result_of(call)
+    ident = f" [{call.id}]" if with_id else ""
+    return f"- {hhmm(call.ts)} {what} -> {result}{ident}\n"
+
+
+def _result_of(call: Call) -> str:
+    if call.unfinished:
+        return "no outcome recorded"
+    run = call.check
+    if run is not None:
+        return one_line(run.summary, 120)
+    if call.failed:
+        kind = call.get("refusal") or "error"
+        exit_code = call.get("exit")
+        reason = call.get("reason")
+        head = kind if exit_code is None else f"{kind} (exit {exit_code})"
+        return f"{head}: {one_line(reason, REASON_CHARS)}" if reason else head
+    made = call.get("commits")
+    if made:
+        return "committed " + ", ".join(f"{c[1]} {c[0]}" for c in made)
+    write = call.get("write")
+    if write:
+        return write
+    result = call.get("result")
+    if result:
+        return "ok: " + one_line(result, 120)
+    return "ok"
+
+
+def _said_item(said: Any) -> dict[str, Any]:
+    return {"id": said.id, "kind": said.kind, "ts": said.ts, "session": said.session,
+            "text": said.text, "chars": said.chars, "agent": said.agent}
+
+
+def collect(d: Derived, session: str | None) -> dict[str, Any]:
+    """Everything the digest may show, before the bound is applied."""
     objectives: list[dict[str, Any]] = []
     constraints: list[dict[str, Any]] = []
-    live_ids: list[str] = []
-    retracted_ids: list[str] = []
+    live = Section("liveEntries", "Live decisions and findings", "entries")
+    retracted = Section("retracted", "Retracted entries", "retracted entries", RETRACTED_NOTE)
     for entry_id in d.visible_entry_ids():
         if not d.is_live(entry_id):
-            retracted_ids.append(entry_id)
+            retracted.add(*_retracted_entry(d, entry_id))
             continue
         kind = d.entry_events[entry_id].kind
         if kind in ("objective", "constraint"):
@@ -334,81 +291,191 @@ def collect(d: Derived, session: str | None, fill: Fill | None = None) -> dict[s
             item["text"] = _fields_text(kind, item["fields"])
             (objectives if kind == "objective" else constraints).append(item)
         else:
-            live_ids.append(entry_id)
-    live = Section("liveEntries", "Live decisions and findings", "entries")
-    retracted = Section("retracted", "Retracted entries", "retracted entries",
-                        RETRACTED_NOTE)
-    for section, ids, render in ((live, live_ids, _live_entry),
-                                 (retracted, retracted_ids, _retracted_entry)):
-        section.total = len(ids)
-        for entry_id in ids[-CAPS[section.key]:]:
-            section.add(*render(d, entry_id))
+            live.add(*_live_entry(d, entry_id))
 
-    show_session = session is None
-    unfinished = Section("unfinishedToolCalls", "Unfinished tool calls", "unfinished tool calls",
-                         WATERMARK)
-    failed = Section("failedToolCalls", "Failed tool calls", "failed tool calls")
-    succeeded = Section("succeededToolCalls", "Succeeded tool calls", "succeeded tool calls")
-    files = Section("filesTouched", "Files written or edited", "files")
-    recent = Section("recentActivity", "Recent activity", "observations")
-    unfinished_ids: list[str] = []
-    failed_ids: list[str] = []
-    succeeded_ids: list[str] = []
-    activity_ids: list[str] = []
-    touched: dict[str, dict[str, Any]] = {}
-    for obs_id in d.visible_observation_ids():
-        events = d.observation_events[obs_id]
-        first = _summary(events[0])
-        if session is not None and first[SESSION] != session:
-            continue
-        activity_ids.append(obs_id)
-        if first[KIND] != TOOL_CALL:
-            continue
-        # The same fold as Derived.observation_view (latest non-null value wins;
-        # the latest event's status wins), for the few fields classifying needs:
-        # building a full view of every observation would dominate a large read.
-        summaries = [first] if len(events) == 1 else [_summary(ev) for ev in events]
-        status = summaries[-1][STATUS] or _latest(summaries, STATUS)
-        if status == STARTED:
-            unfinished_ids.append(obs_id)
-        elif _is_failed(status, _latest(summaries, EXIT_CODE)):
-            failed_ids.append(obs_id)
-        else:
-            succeeded_ids.append(obs_id)
-            tool = _latest(summaries, TOOL)
-            if not isinstance(tool, str) or tool not in WRITING_TOOLS:
-                continue
-            path = _latest_written_path(tool, summaries)
-            if path is not None:
-                last_ts = events[-1].ts
-                entry = touched.setdefault(path, {"path": path, "tools": {}, "count": 0,
-                                                  "lastTs": last_ts})
-                entry["tools"][tool] = entry["tools"].get(tool, 0) + 1
-                entry["count"] += 1
-                entry["lastTs"] = max(entry["lastTs"], last_ts)
+    calls = calls_of(d, session)
+    tool_calls = [c for c in calls if c.is_tool_call]
+    said = conversation(calls)
+    shown: set[str] = set()  # call ids already rendered above recent activity
 
-    listed = ((unfinished, unfinished_ids), (failed, failed_ids), (succeeded, succeeded_ids),
-              (recent, activity_ids))
-    if fill is not None:
-        fill(d, {i for section, ids in listed for i in ids[-CAPS[section.key]:]})
-    for section, ids in listed:
-        section.total = len(ids)
-        for obs_id in ids[-CAPS[section.key]:]:
-            view = d.observation_view(obs_id)
-            item = _tool_call_item(view, main_input(view["tool"], view["input"]))
-            section.add(item, _tool_call_md(item, show_session))
+    goal = said.prompts[0] if said.prompts else None
+    asked = Section("asked", "What the user asked since", "prompts")
+    for p in said.prompts[1:]:
+        asked.add(_said_item(p), f"- {hhmm(p.ts)} {one_line(p.text, PROMPT_CHARS)}\n")
+    for f_call in tool_calls:
+        words = f_call.get("words")
+        if f_call.get("refusal") == "rejected" and words:
+            asked.add({"id": f_call.id, "kind": "rejection", "ts": f_call.ts, "text": words},
+                      f"- {hhmm(f_call.ts)} (rejecting {f_call.tool}) "
+                      f"{one_line(words, PROMPT_CHARS)}\n")
+    asked.md[:] = [md for _, md in sorted(zip([i["ts"] for i in asked.items], asked.md,
+                                              strict=True), key=lambda t: t[0])]
+    asked.items.sort(key=lambda i: i["ts"])
 
-    files.total = len(touched)
-    ordered = sorted(touched.values(), key=lambda f: (f["lastTs"], f["path"]))
-    for f in ordered[-CAPS["filesTouched"]:]:
-        tools = ", ".join(f"{t} x{n}" if n > 1 else t for t, n in sorted(f["tools"].items()))
-        item = {"path": f["path"], "tools": dict(sorted(f["tools"].items())),
-                "count": f["count"], "lastTs": f["lastTs"]}
-        files.add(item, f"- {code(f['path'])} ({tools}; last {f['lastTs']})\n")
+    stopped = Section("stopped", "Where it stopped", "items")
+    last = said.assistant[-1] if said.assistant else None
+    for meta in said.meta[-2:]:
+        stopped.add(_said_item(meta), f"- {hhmm(meta.ts)} session message: "
+                                      f"{one_line(meta.text, META_CHARS)}\n")
+    for c in tool_calls[-3:]:
+        stopped.add({"id": c.id, "kind": "lastAction", "ts": c.ts, "line": _call_line(c)},
+                    "- last action:" + _call_line(c)[1:])
+        shown.add(c.id)
+    todo = next((c for c in reversed(tool_calls) if c.get("todos") and c.succeeded), None)
+    if todo is not None:
+        items = "; ".join(f"[{status}] {content}" for status, content in todo.get("todos"))
+        stopped.add({"kind": "todos", "id": todo.id, "ts": todo.ts,
+                     "todos": [{"status": t[0], "content": t[1]} for t in todo.get("todos")]},
+                    f"- latest todo list ({hhmm(todo.ts)}): {clip(items, 900)}\n")
+        shown.add(todo.id)
+    if last is not None:
+        stopped.add(_said_item(last), f"- last assistant message ({hhmm(last.ts)}):\n"
+                                      + quote(last.text, LAST_MESSAGE_CHARS))
+
+    unfinished = Section("unfinishedToolCalls", "Unfinished tool calls",
+                         "unfinished tool calls", WATERMARK)
+    for c in tool_calls:
+        if c.unfinished:
+            unfinished.add(_call_item(c), _call_line(c, with_id=True))
+            shown.add(c.id)
+
+    runs = test_runs(tool_calls)
+    failed_runs = {cid for r in runs for cid in r.call_ids}
+    problems = failures(tool_calls)
+    open_ = Section("openProblems", "Open problems", "open problems")
+    resolved = Section("resolvedProblems", "Resolved problems", "resolved problems",
+                       "Failed, then a later run of the same call succeeded.")
+    for r in runs:
+        if not r.passing:
+            latest = r.latest
+            line = f"- failing: {code(one_line(r.command, TARGET_CHARS))} -> {latest.summary}"
+            if latest.failing:
+                line += "; failing: " + ", ".join(latest.failing[:8])
+            if latest.first_failure:
+                line += f"; first failure: {one_line(latest.first_failure, REASON_CHARS)}"
+            open_.add({"kind": "testRun", "command": r.command, "callId": r.call_id,
+                       "ts": r.ts, **latest.as_dict()}, line + f" [{r.call_id}]\n")
+    open_fails: list[Failure] = []
+    resolved_fails: list[Failure] = []
+    for fail in problems:
+        if fail.call_id in failed_runs and fail.resolved_by is None:
+            continue  # shown with its test run
+        (resolved_fails if fail.resolved else open_fails).append(fail)
+    open_runs = open_.total
+    open_.fill(open_fails, lambda f: (_failure_item(f), _failure_line(f, with_id=True)))
+    open_.total += open_runs
+    resolved.fill(resolved_fails, lambda f: (_failure_item(f), _failure_line(f, with_id=False)))
+    shown.update(f.call_id for f in open_fails[-CAPS["openProblems"]:])
+    shown.update(f.call_id for f in resolved_fails[-CAPS["resolvedProblems"]:])
+
+    tests = Section("testRuns", "Test and check runs", "commands")
+    for r in runs:
+        state = "passing" if r.passing else "FAILING"
+        extra = f"; fixed after {r.failed_runs} failing run(s)" if r.fixed else ""
+        tests.add({"command": r.command, "callId": r.call_id, "ts": r.ts, "runs": r.runs,
+                   "failedRuns": r.failed_runs, "fixed": r.fixed, **r.latest.as_dict()},
+                  f"- {hhmm(r.ts)} {code(one_line(r.command, TARGET_CHARS))} -> {state}: "
+                  f"{one_line(r.latest.summary, 160)} ({r.runs} run(s){extra})\n")
+        shown.update(r.call_ids)
+
+    git = commits(calls)
+    commit_section = Section("commits", "Commits", "commits")
+    pushed = {p.destination for p in git.pushes}
+    for cm in git.commits:
+        who = f", by agent {cm.agent}" if cm.agent else ""
+        commit_section.add({"hash": cm.hash, "subject": cm.subject, "branch": cm.branch,
+                            "callId": cm.call_id, "ts": cm.ts, "agent": cm.agent},
+                           f"- {hhmm(cm.ts)} {cm.hash} {one_line(cm.subject, 160)} "
+                           f"(on {cm.branch}{who})\n")
+        shown.add(cm.call_id)
+    for push in git.pushes:
+        commit_section.add({"push": push.destination, "remote": push.remote,
+                            "source": push.source, "callId": push.call_id, "ts": push.ts},
+                           f"- {hhmm(push.ts)} pushed {push.source} -> {push.destination} "
+                           f"to {push.remote}\n")
+        shown.add(push.call_id)
+    if git.log:
+        listing = "; ".join(f"{h} {one_line(s, 70)}" for h, s in git.log[:10])
+        commit_section.add({"log": [list(x) for x in git.log], "callId": git.log_call},
+                           f"- latest `git log` listed: {listing}\n")
+    del pushed
+
+    files = Section("files", "Files changed", "files")
+    files.fill(files_touched(tool_calls), lambda f: (
+        {"path": f.path, "state": f.state, "changes": f.changes, "lastTs": f.last_ts},
+        f"- {code(f.path)}: {f.state}{f' to {code(f.moved_to)}' if f.moved_to else ''} "
+        f"({f.changes} change(s), last {hhmm(f.last_ts)})\n"))
+
+    subagents = Section("subagents", "Subagent results", "subagent results")
+    for res in said.subagent_results:
+        who = res.agent or "subagent"
+        subagents.add(_said_item(res), f"- {hhmm(res.ts)} {who}: "
+                                       f"{one_line(res.text, RESULT_CHARS)}\n")
+    for c in tool_calls:
+        if c.tool in ("Task", "Agent") and c.get("result") and c.id not in shown:
+            label = code(one_line(c.target or "", 80))
+            subagents.add(_call_item(c), f"- {hhmm(c.ts)} {c.tool} {label}: "
+                                         f"{one_line(c.get('result'), RESULT_CHARS)}\n")
+            shown.add(c.id)
+
+    summaries = Section("summaries", "Compaction summaries", "summaries")
+    for sm in said.summaries:
+        summaries.add(_said_item(sm), f"- {hhmm(sm.ts)}:\n" + quote(sm.text, SUMMARY_CHARS))
+    if said.titles:
+        titles = "; ".join(one_line(t.text, 60) for t in said.titles[-20:])
+        summaries.add({"kind": "titles", "titles": [t.text for t in said.titles]},
+                      f"- conversation titles: {titles}\n")
+
+    earlier = Section("earlierMessages", "Earlier assistant messages", "assistant messages")
+    for msg in said.assistant[:-1]:
+        earlier.add(_said_item(msg), f"- {hhmm(msg.ts)} {one_line(msg.text, MESSAGE_CHARS)}\n")
+
+    rewound = Section("rewound", "Rewound prompts", "rewound prompts", REWOUND_NOTE)
+    for p in said.abandoned_prompts:
+        rewound.add(_said_item(p), f"- {hhmm(p.ts)} {one_line(p.text, PROMPT_CHARS)}\n")
+
+    recent = Section("recentActivity", "Recent activity", "calls")
+    recent.fill([c for c in tool_calls if c.id not in shown],
+                lambda c: ({"id": c.id, "ts": c.ts, "tool": c.tool, "target": c.target,
+                            "result": _result_of(c)}, _call_line(c)))
 
     # Priority order, most important first: trimming starts from the end.
-    sections = [unfinished, live, retracted, failed, succeeded, files, recent]
-    return {"objectives": objectives, "liveConstraints": constraints, "sections": sections}
+    sections = [asked, stopped, unfinished, open_, tests, commit_section, files, live,
+                resolved, subagents, summaries, earlier, rewound, retracted, recent]
+    for section in sections:
+        section.keep_latest()
+    where = {"cwd": next((c.get("cwd") for c in reversed(calls) if c.get("cwd")), None),
+             "branch": git.branch}
+    return {"objectives": objectives, "liveConstraints": constraints, "sections": sections,
+            "goal": _said_item(goal) if goal else None, "where": where,
+            "sessions": sorted({c.session for c in calls if c.session})}
+
+
+def _call_item(c: Call) -> dict[str, Any]:
+    return {"id": c.id, "tool": c.tool, "target": c.target, "status": c.status,
+            "exitCode": c.get("exit"), "ts": c.ts, "session": c.session}
+
+
+def _failure_item(f: Failure) -> dict[str, Any]:
+    return {"id": f.call_id, "tool": f.tool, "target": f.target, "kind": f.kind,
+            "reason": f.reason, "exitCode": f.exit_code, "ts": f.ts, "words": f.words,
+            "resolvedBy": f.resolved_by}
+
+
+def _failure_line(f: Failure, *, with_id: bool) -> str:
+    tool = f.tool or "call"
+    what = f"{tool} {code(one_line(f.target, TARGET_CHARS))}" if f.target else tool
+    if f.description and f.tool == "Bash":
+        what += f" ({one_line(f.description, 80)})"
+    head = {"denied": "permission denied", "rejected": "rejected by the user"}.get(f.kind,
+                                                                                  "failed")
+    if f.exit_code is not None:
+        head += f" (exit {f.exit_code})"
+    reason = f": {one_line(f.reason, REASON_CHARS)}" if f.reason else ""
+    if f.summary:
+        reason += f" ({one_line(f.summary, REASON_CHARS)})"
+    ident = f" [{f.call_id}]" if with_id else ""
+    return f"- {hhmm(f.ts)} {what} -> {head}{reason}{ident}\n"
 
 
 # -- rendering ----------------------------------------------------------------------------
@@ -417,19 +484,26 @@ def _fixed_md(workspace: str, session: str | None, collected: dict[str, Any],
               damage: dict[str, Any]) -> str:
     scope = f"session {session}" if session is not None else "all sessions"
     out = [f"# Journal digest: workspace {workspace}\n",
-           f"Tool calls: {scope}. Entries: all sessions.\n"]
+           f"Observations: {scope}. Entries: all sessions.\n"]
+    where = collected["where"]
+    bits = [f"cwd {code(where['cwd'])}" if where["cwd"] else "",
+            f"branch {code(where['branch'])}" if where["branch"] else ""]
+    if any(bits):
+        out.append("Where: " + ", ".join(b for b in bits if b) + ".\n")
     unreadable, malformed = damage["unreadable"], damage["malformed"]
     if unreadable or malformed:
         out.append(f"WARNING: {len(unreadable)} unreadable segment(s), {len(malformed)} "
                    "malformed row(s): this digest is a floor, not a total.\n")
-    out.append("\n## Objectives\n")
-    if not collected["objectives"]:
-        out.append("(none recorded)\n")
+    out.append("\n## Goal\n")
+    goal = collected["goal"]
+    if goal is not None:
+        out.append(f"First prompt ({goal['ts'][:16].replace('T', ' ')}):\n")
+        out.append(quote(goal["text"], GOAL_CHARS))
+    out.append("Objectives:" + (" (none recorded)\n" if not collected["objectives"] else "\n"))
     for item in collected["objectives"]:
         out.append(f"- {item['id']} ({item['author']}): {item['text']}\n")
-    out.append("\n## Live constraints\n")
-    if not collected["liveConstraints"]:
-        out.append("(none)\n")
+    out.append("Live constraints:" + (" (none)\n" if not collected["liveConstraints"]
+                                      else "\n"))
     for item in collected["liveConstraints"]:
         out.append(f"- {item['id']} ({item['author']}): {item['text']}\n")
     out.append("\n")
@@ -449,7 +523,6 @@ def fit(fixed: str, sections: list[Section], max_chars: int) -> list[int]:
     """How many items of each section to show: drop the least important section's
     oldest items first until the whole document fits (or nothing is left to drop)."""
     shown = [len(s.md) for s in sections]
-    # suffix[i][n]: characters of the newest n items of section i
     suffix: list[list[int]] = []
     for s in sections:
         sums = [0]
@@ -475,11 +548,18 @@ def fit(fixed: str, sections: list[Section], max_chars: int) -> list[int]:
 
 
 def build(d: Derived, *, workspace: str, session: str | None, max_chars: int,
-          damage: dict[str, Any], fill: Fill | None = None) -> tuple[str, dict[str, Any]]:
+          damage: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """(markdown, json) for one digest."""
-    collected = collect(d, session, fill)
+    collected = collect(d, session)
     sections: list[Section] = collected["sections"]
     fixed = _fixed_md(workspace, session, collected, damage)
+    if len(fixed) > max_chars and collected["goal"] is not None:
+        # The first prompt is clipped, never the objectives and constraints.
+        collected["goal"] = dict(collected["goal"])
+        over = len(fixed) - max_chars
+        collected["goal"]["text"] = clip(collected["goal"]["text"],
+                                         max(20, len(collected["goal"]["text"]) - over - 80))
+        fixed = _fixed_md(workspace, session, collected, damage)
     shown = fit(fixed, sections, max_chars)
     body = "".join(s.render(n) for s, n in zip(sections, shown, strict=True))
     note = _trim_note(sections, shown, max_chars)
@@ -493,6 +573,9 @@ def build(d: Derived, *, workspace: str, session: str | None, max_chars: int,
     report: dict[str, Any] = {
         "workspace": workspace,
         "session": session,
+        "sessions": collected["sessions"],
+        "where": collected["where"],
+        "goal": collected["goal"],
         "objectives": collected["objectives"],
         "liveConstraints": collected["liveConstraints"],
     }
@@ -513,38 +596,17 @@ def build(d: Derived, *, workspace: str, session: str | None, max_chars: int,
 
 # -- the operation ------------------------------------------------------------------------
 
-class _Stale(Exception):
-    """The segments changed between the cached read and fetching what it renders."""
-
-
-def _read(ws: Workspace, *, cached: bool) -> tuple[ReadResult, Derived, Fill | None]:
-    """The workspace as the digest reads it: from the digest cache when it can be used."""
+def _read(ws: Workspace, *, cached: bool) -> tuple[ReadResult, Derived, bool]:
+    """The workspace as the digest reads it, and whether that was through the digest cache
+    (used when it can be)."""
     from agent_journal.core.derive import derive
     from agent_journal.storage import digest_cache
-    from agent_journal.storage.segment_reader import Peek
 
-    peek = Peek(PEEK_VALUES, PEEK_TYPES)
-    result = digest_cache.read(ws, peek) if cached else None
+    result = digest_cache.read(ws, event_facts) if cached else None
+    used = result is not None
     if result is None:
-        result = ws.read(peek=peek)
-        return result, derive(result.events), None
-
-    def fill(d: Derived, ids: set[str]) -> None:
-        pending = {i for i in ids
-                   if any(type(e) is PeekOnlyEvent for e in d.observation_events[i])}
-        if not pending:
-            return
-        found: dict[str, list[Event]] = {}
-        for ev in ws.events_with_subjects(pending, "observation"):
-            found.setdefault(ev.id, []).append(ev)  # type: ignore[arg-type]
-        for obs_id in pending:
-            want = sorted(e.event_id for e in d.observation_events[obs_id])
-            have = sorted(found.get(obs_id, []), key=lambda e: e.sort_key)
-            if sorted(e.event_id for e in have) != want:
-                raise _Stale(obs_id)
-            d.observation_events[obs_id] = have
-
-    return result, derive(result.events), fill
+        result = ws.read(lazy=True)
+    return result, derive(result.events), used
 
 
 def _markdown_and_report(ws: Workspace, *, session: str | None, max_chars: int
@@ -553,16 +615,10 @@ def _markdown_and_report(ws: Workspace, *, session: str | None, max_chars: int
     from agent_journal.storage.segment_reader import PausedGC
 
     with PausedGC():
-        for cached in (True, False):
-            result, d, fill = _read(ws, cached=cached)
-            try:
-                markdown, report = build(d, workspace=ws.name, session=session,
-                                         max_chars=max_chars, damage=damage_lists(result),
-                                         fill=fill)
-            except _Stale:
-                continue  # read again, from the segments themselves
-            return markdown, report, result
-    raise AssertionError("a direct read never goes stale")
+        result, d, _ = _read(ws, cached=True)
+        markdown, report = build(d, workspace=ws.name, session=session,
+                                 max_chars=max_chars, damage=damage_lists(result))
+        return markdown, report, result
 
 
 def digest(ctx: Context, *, session: str | None = None, max_chars: int | None = None

@@ -71,9 +71,11 @@ def capture_output(ws: Workspace, value: Any, *, partial: bool = False,
     """(the `output` to store in the event, the `artifact` record or None).
 
     Small outputs are returned as they are. A large one is written as a blob and
-    replaced in the event by its first PREVIEW_CHARS characters. The caller keeps
-    `holds` until the event citing the blob has committed, so a compaction
-    running meanwhile cannot delete it (see storage/artifacts.py).
+    replaced in the event by its first PREVIEW_CHARS characters; its last PREVIEW_CHARS
+    characters go in the artifact record as `tail`, because runners print their summary
+    (counts, the failing tests) at the end, and the digest reads events, never blobs.
+    The caller keeps `holds` until the event citing the blob has committed, so a
+    compaction running meanwhile cannot delete it (see storage/artifacts.py).
     """
     if value is None:
         return None, None
@@ -86,6 +88,7 @@ def capture_output(ws: Workspace, value: Any, *, partial: bool = False,
         "bytes": len(data),
         "checksum": codec.checksum(data),
         "status": PARTIAL if partial else COMPLETE,
+        "tail": text[-PREVIEW_CHARS:],
     }
     try:
         write_artifact(ws, data, holds)
@@ -133,7 +136,10 @@ def _get(ctx: Context, some_id: str, d: Derived) -> Evidence:
     # The latest event that says anything about the output decides what the output is:
     # output and artifact describe one capture and must not be folded separately.
     for ev in reversed(d.observation_events[some_id]):
+        # An observation of what the session said keeps its words in `text`.
         output, artifact = ev.data.get("output"), ev.data.get("artifact")
+        if output is None:
+            output = ev.data.get("text")
         if artifact is not None:
             return _from_artifact(ws, some_id, artifact)
         if output is not None:

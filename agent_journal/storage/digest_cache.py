@@ -1,11 +1,12 @@
 """The digest's cache: what a digest reads of each segment, kept between runs.
 
-A digest must look at every observation (to classify tool calls and list the
-files written), and reading a large journal's bodies costs several times the
-plain read of its rows. This cache keeps, per segment row, what a peeked read
-(read_segment with a Peek) takes from it: for an observation its header
-and peeked fields, for anything else the whole event. The next digest reads
-only the rows the segments gained since.
+A digest must look at every observation (to classify tool calls, find test
+runs, commits and files), and parsing a large journal's bodies costs several
+times the plain read of its rows. This cache keeps, per segment row: for an
+observation its header, kind and recovery facts (the `project` function's
+result, core.recovery.facts.event_facts: a pure function of the event, so the
+facts kept are the facts a fresh read computes), for anything else the whole
+event. The next digest reads only the rows the segments gained since.
 
 Invariants:
 - A projection, never a source of truth: deleting it loses nothing, and a
@@ -37,6 +38,8 @@ import time
 
 from agent_journal.core import codec
 from agent_journal.core.errors import JournalError
+from agent_journal.core.model import OBSERVATION
+from agent_journal.core.recovery.facts import FACTS_VERSION
 from agent_journal.storage.cache import (
     cache_lock_path,
     cache_path,
@@ -57,14 +60,17 @@ from agent_journal.storage.workspace import Workspace
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from agent_journal.core.model import Event
 
+    Project = Callable[[str, dict[str, Any]], Any]
+
 AREA = "digest"
 # Bump when the schema or what a row keeps changes: a cache of another format
 # (or made for another peek) is thrown away, never read.
-FORMAT = "agent-journal-digest-cache/1"
+FORMAT = "agent-journal-digest-cache/2"
 # A fingerprint taken this close to the segment's newest mtime could miss a
 # write landing in the same clock tick, so the segment is checked again next time.
 RACY_NS = 2_000_000_000
@@ -72,7 +78,7 @@ RACY_NS = 2_000_000_000
 # while; rather than wait on it, a digest reads the segments itself.
 LOCK_WAIT_S = 2.0
 
-# `{peek}` becomes one column per peeked value (p0, p1, ...).
+# `{peek}` becomes the observation's column (p0: JSON of [kind, session, facts]).
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS segments (
@@ -97,29 +103,35 @@ CREATE TABLE IF NOT EXISTS malformed (
 # bytes (an observation SQLite could not read: still read lazily), or the
 # whole event.
 PEEKED, LAZY, WHOLE = "p", "l", "e"
-INT64 = range(-(2**63), 2**63)
 
 
 def path_of(ws: Workspace) -> str:
     return cache_path(ws.root, AREA, ws.name)
 
 
-def read(ws: Workspace, peek: Peek) -> ReadResult | None:
-    """The workspace as a peeked read sees it, from the cache brought up to date.
+# The rows are read lazily; only kind and session are peeked (the cache needs the seqs and the
+# fold that a peeked read gives). An observation's facts are computed from its body.
+_PEEK = Peek(("$.kind", "$.session"))
 
-    Observations come back as codec.PeekOnlyEvent (header and peek only).
+
+def read(ws: Workspace, project: Project) -> ReadResult | None:
+    """The workspace from the cache brought up to date.
+
+    Observations come back as codec.PeekOnlyEvent whose `peek` is (kind, session, facts), with
+    facts = project(kind, data); the rows just read come back as they were read.
     None when the cache cannot be used; the caller then reads the segments.
     """
+    peek = _PEEK
     try:
         with FileLock(cache_lock_path(ws.root, AREA, ws.name), wait_s=LOCK_WAIT_S):
-            return _read_locked(ws, peek)
+            return _read_locked(ws, peek, project)
     except (OSError, sqlite3.Error, JournalError):
         return None
 
 
 def _identity(ws: Workspace, peek: Peek) -> dict[str, str]:
     return {"format": FORMAT, "workspace": ws.name,
-            "peek": json.dumps([peek.values, peek.types])}
+            "peek": json.dumps([peek.values, peek.types]), "facts": FACTS_VERSION}
 
 
 def _open(ws: Workspace, peek: Peek) -> sqlite3.Connection:
@@ -152,7 +164,8 @@ def _open(ws: Workspace, peek: Peek) -> sqlite3.Connection:
 
 
 def _columns(peek: Peek) -> list[str]:
-    return [f"p{i}" for i in range(len(peek.values) + len(peek.types))]
+    # One column: the JSON of [kind, session, facts] (ASCII, so any text is storable).
+    return ["p0"]
 
 
 class _Segment:
@@ -167,7 +180,7 @@ class _Segment:
         self.scan = scan
 
 
-def _read_locked(ws: Workspace, peek: Peek) -> ReadResult:
+def _read_locked(ws: Workspace, peek: Peek, project: Project) -> ReadResult:
     conn = _open(ws, peek)
     try:
         paths = ws.segment_paths()
@@ -193,7 +206,8 @@ def _read_locked(ws: Workspace, peek: Peek) -> ReadResult:
             signature = sig[0] if sig is not None else None
             taken[name] = run_write(
                 conn, lambda c, path=path, name=name, row=row, signature=signature,
-                trusted=trusted: _follow(c, path, name, row, peek, signature, trusted))
+                trusted=trusted: _follow(c, path, name, row, peek, project, signature,
+                                         trusted))
         return _load(conn, ws, paths, taken, peek)
     finally:
         conn.close()
@@ -207,7 +221,8 @@ def _drop(c: sqlite3.Connection, *segments: int) -> None:
 
 
 def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | None,
-            peek: Peek, signature: str | None, trusted: int) -> _Segment:
+            peek: Peek, project: Project, signature: str | None, trusted: int
+            ) -> _Segment:
     """Bring one segment's cached rows up to date, and say how to take it."""
     high, rows, fold = (row[3], row[4], row[5]) if row is not None else (0, 0, "")
     if row is not None:
@@ -238,7 +253,7 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
     natives: list[tuple[Any, ...]] = []
     others: list[tuple[Any, ...]] = []
     for seq, ev in zip(scan.seqs, scan.events, strict=True):
-        _keep(segment, seq, ev, natives, others)
+        _keep(segment, seq, ev, natives, others, project)
     c.executemany(f"INSERT INTO peeks(segment, seq, event_id, subject, ts, {', '.join(columns)}) "
                   f"VALUES ({', '.join('?' * (5 + len(columns)))})", natives)
     c.executemany("INSERT INTO others(segment, seq, event_id, type, subject, ts, form, payload) "
@@ -252,35 +267,14 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
     return _Segment(segment, high, scan)
 
 
-def _native(values: tuple[Any, ...]) -> bool:
-    """True when SQLite gives every value back exactly as it was stored."""
-    for value in values:
-        kind = type(value)
-        if kind is str:
-            if not value.isascii():
-                try:
-                    value.encode("utf-8")
-                except UnicodeEncodeError:  # a lone surrogate, from an escape in the body
-                    return False
-        elif not (value is None or kind is float or (kind is int and value in INT64)):
-            return False
-    return True
-
-
 def _keep(segment: int, seq: int, ev: Event, natives: list[tuple[Any, ...]],
-          others: list[tuple[Any, ...]]) -> None:
-    kind = type(ev)
-    if kind is codec.PeekedEvent:
-        peek = ev.peek  # type: ignore[attr-defined]
-        if _native(peek):
-            natives.append((segment, seq, ev.event_id, ev.id, ev.ts, *peek))
-            return
+          others: list[tuple[Any, ...]], project: Project) -> None:
+    if ev.type == OBSERVATION:
         # ASCII escapes keep a lone surrogate storable as text.
-        form, payload = PEEKED, json.dumps(peek)
-    elif kind is codec.LazyEvent:
-        form, payload = LAZY, object.__getattribute__(ev, "_body")
-    else:
-        form, payload = WHOLE, json.dumps(ev.as_dict())
+        natives.append((segment, seq, ev.event_id, ev.id, ev.ts,
+                        json.dumps([ev.kind, ev.session, project(ev.kind, ev.data)])))
+        return
+    form, payload = WHOLE, json.dumps(ev.as_dict())
     others.append((segment, seq, ev.event_id, ev.type, ev.id, ev.ts, form, payload))
 
 
@@ -306,8 +300,12 @@ def _load(conn: sqlite3.Connection, ws: Workspace, paths: list[str],
         bad: list[tuple[int, str]] = []
         if seg.cache_id is not None and seg.cached:
             key = (seg.cache_id, seg.cached)
-            for row in conn.execute(natives, key):
-                events.append(peek_only(row[0], "observation", row[1], row[2], row[3:]))
+            rows = conn.execute(natives, key).fetchall()
+            # One parse of all the rows' JSON: the per-call cost of json.loads is most
+            # of the time a warm digest spends here.
+            for row, kept in zip(rows, loads("[" + ",".join(r[3] for r in rows) + "]"),
+                                 strict=True):
+                events.append(peek_only(row[0], OBSERVATION, row[1], row[2], tuple(kept)))
             for event_id, type_, subject, ts, form, payload in conn.execute(others, key):
                 if form == PEEKED:
                     events.append(peek_only(event_id, type_, subject, ts, tuple(loads(payload))))

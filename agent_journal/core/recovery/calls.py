@@ -1,0 +1,141 @@
+"""One observation's events folded into a `Call`, the unit every derivation reads.
+
+Invariant: `fold` is the fold `Derived.observation_view` does (later non-null values
+win; the latest event's status wins), applied to `facts.event_facts` of each event;
+`call_from_view` gives the same Call from a view of the whole observation.
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+
+from agent_journal.core.recovery.facts import FAILED_STATUSES, TOOL_CALL, event_facts
+from agent_journal.core.recovery.record import Record
+from agent_journal.core.recovery.run_summary import RunSummary
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+STARTED = "started"
+FAILED = "failed"
+OK = "ok"
+_UNSET = object()
+_ORDER = attrgetter("ts", "id")
+
+
+class Call(Record):
+    """An observation as the recovery derivations see it (a tool call, or something said)."""
+
+    __slots__ = ("id", "kind", "session", "ts", "last_ts", "facts", "_state", "_run")
+    DEFAULTS = {"facts": dict}
+
+    def __init__(self, id: str, kind: str, session: str | None, ts: str, last_ts: str,
+                 facts: dict[str, Any] | None = None) -> None:
+        # Written out: a journal folds into a Call per observation, and the generic
+        # Record.__init__ costs several times this.
+        self.id = id
+        self.kind = kind
+        self.session = session
+        self.ts = ts
+        self.last_ts = last_ts
+        self.facts = facts = {} if facts is None else facts
+        # What the status says, decided once: every derivation asks.
+        state = None
+        if kind == TOOL_CALL:
+            status, exit_code = facts.get("status"), facts.get("exit")
+            if status == STARTED:
+                state = STARTED
+            elif status in FAILED_STATUSES or (isinstance(exit_code, int) and exit_code != 0):
+                state = FAILED
+            else:
+                state = OK
+        self._state = state
+        self._run: Any = _UNSET
+
+    id: str
+    kind: str
+    session: str | None
+    ts: str
+    last_ts: str
+    facts: dict[str, Any]
+
+    def get(self, name: str) -> Any:
+        return self.facts.get(name)
+
+    @property
+    def is_tool_call(self) -> bool:
+        return self.kind == TOOL_CALL
+
+    @property
+    def tool(self) -> str | None:
+        return self.facts.get("tool")
+
+    @property
+    def target(self) -> str | None:
+        return self.facts.get("target")
+
+    @property
+    def status(self) -> str | None:
+        return self.facts.get("status")
+
+    @property
+    def unfinished(self) -> bool:
+        return self._state == STARTED
+
+    @property
+    def failed(self) -> bool:
+        return self._state == FAILED
+
+    @property
+    def succeeded(self) -> bool:
+        return self._state == OK
+
+    @property
+    def check(self) -> RunSummary | None:
+        if self._run is _UNSET:
+            raw = self.facts.get("check")
+            self._run = RunSummary.from_dict(raw) if isinstance(raw, dict) else None
+        return self._run  # type: ignore[no-any-return]
+
+    def fields(self) -> tuple[Any, ...]:
+        return (self.id, self.kind, self.session, self.ts, self.last_ts, self.facts)
+
+    @property
+    def said(self) -> str | None:
+        return self.facts.get("said")
+
+    @property
+    def text(self) -> str | None:
+        return self.facts.get("text")
+
+    def key(self) -> tuple[str | None, str | None]:
+        """What makes two calls "the same call": the tool and what it acted on."""
+        return (self.tool, self.target)
+
+
+def fold(obs_id: str, kind: str, session: str | None, timed: Iterable[tuple[str, Any]]
+         ) -> Call:
+    """A Call from an observation's (ts, facts-or-None) pairs, in event order."""
+    facts: dict[str, Any] = {}
+    first = last = ""
+    for ts, event in timed:
+        if not first:
+            first = ts
+        last = ts
+        if event:
+            facts.update(event)  # facts hold no None values: later non-null wins
+    return Call(obs_id, kind, session, first, last, facts)
+
+
+def call_from_view(view: dict[str, Any]) -> Call:
+    """A Call from a `Derived.observation_view` dict."""
+    facts = event_facts(view["kind"], view) or {}
+    return Call(view["id"], view["kind"], view.get("session"), view["ts"],
+                view.get("lastTs") or view["ts"], facts)
+
+
+def ordered(calls: Iterable[Call]) -> list[Call]:
+    """Calls in (ts, id) order: the one order every derivation reads them in."""
+    return sorted(calls, key=_ORDER)

@@ -1,0 +1,330 @@
+"""Summary lines of test runners and checkers, parsed from a command's output.
+
+Invariant: `parse_run` only reports what a runner's own summary line says (counts, the
+ids it lists as failing, the first failure line it prints); text that matches no known
+summary gives None, never a guess. Recognised: pytest, unittest, go test, cargo test,
+jest, vitest, mocha, rspec (and npm/yarn/pnpm test, which print one of these), mypy,
+pyright, ruff (check and format), tsc, eslint.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent_journal.core.recovery.run_summary import RunSummary
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+# Lines are capped before matching: a minified bundle on one line must not cost the
+# regex engine seconds.
+_LINE_CAP = 2000
+_MAX_IDS = 20
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected|"
+                    r"warnings?|rerun)")
+_PYTEST = re.compile(r"^=*\s*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|"
+                     r"deselected|warnings?|rerun)(?:, )?)+) in [\d.]+m?s\b.*?=*$|"
+                     r"^=*\s*no tests ran in [\d.]+s\s*=*$")
+_PYTEST_FAILED = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$")
+_PYTEST_E = re.compile(r"^E\s{2,}(\S.*)$")
+_UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in [\d.]+s$")
+_UNITTEST_VERDICT = re.compile(r"^(OK|FAILED)(?: \((.*)\))?$")
+_UNITTEST_FAIL = re.compile(r"^(FAIL|ERROR): (\S+ \([^)]*\))")
+_GO_FAIL = re.compile(r"^\s*--- FAIL: (\S+)")
+_GO_PKG = re.compile(r"^(ok|FAIL)\s+(\S+)\s+(?:[\d.]+s|\(cached\))")
+_CARGO = re.compile(r"^test result: (ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored")
+_CARGO_FAIL = re.compile(r"^test (\S+) \.\.\. FAILED$")
+_JEST = re.compile(r"^Tests:\s+(.*\d+ total)$")
+_JEST_FAIL = re.compile(r"^\s*● (.+›.+)$")
+_VITEST = re.compile(r"^\s*Tests\s+((?:\d+ \w+(?: \| )?)+)\s*\((\d+)\)")
+_VITEST_FAIL = re.compile(r"^\s*(?:FAIL|×)\s+(\S+\.(?:[jt]sx?|mjs|cjs)\s*>.+?)(?:\s+\d+m?s)?$")
+_MOCHA_PASS = re.compile(r"^\s+(\d+) passing \(")
+_MOCHA_FAIL = re.compile(r"^\s+(\d+) failing$")
+_MOCHA_ID = re.compile(r"^\s+\d+\) (.+):$")
+_RSPEC = re.compile(r"^(\d+) examples?, (\d+) failures?(?:, (\d+) pending)?")
+_RSPEC_FAIL = re.compile(r"^rspec (\S+) # (.+)$")
+_MYPY_BAD = re.compile(r"^Found (\d+) errors? in (\d+) files? \(checked \d+ source files?\)")
+_MYPY_OK = re.compile(r"^Success: no issues found in \d+ source files?")
+_MYPY_ERR = re.compile(r"^\S+:\d+(?::\d+)?: error: .+")
+_PYRIGHT = re.compile(r"^(\d+) errors?, (\d+) warnings?, (\d+) informations?")
+_PYRIGHT_ERR = re.compile(r"^\s*\S+:\d+:\d+ - error: (.+)")
+_RUFF_BAD = re.compile(r"^Found (\d+) errors?\.?(?: \(.*\))?$")
+_RUFF_OK = re.compile(r"^All checks passed!")
+_RUFF_ERR = re.compile(r"^\S+:\d+:\d+: ([A-Z]+\d+) (.+)")
+_RUFF_FORMAT = re.compile(r"^(?:(\d+) files? would be reformatted|(\d+) files? reformatted|"
+                          r"(\d+) files? (?:left unchanged|already formatted))")
+_TSC_BAD = re.compile(r"^Found (\d+) errors?(?: in (\d+) files?)?\.$")
+_TSC_ERR = re.compile(r"^\S+(?:\(\d+,\d+\)|:\d+:\d+) ?[:-] error (TS\d+: .+)")
+_ESLINT = re.compile(r"^✖ (\d+) problems? \((\d+) errors?, (\d+) warnings?\)")
+
+
+# A runner's output relayed by a job runner carries a `[job] | ` prefix on every line (act,
+# docker compose); the runner's own line follows it.
+_RELAY = re.compile(r"^\[[^\]]{1,80}\]\s+\|\s?")
+
+
+def _lines(text: str) -> list[str]:
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    return [_RELAY.sub("", line.rstrip()[:_LINE_CAP]) for line in text.splitlines()]
+
+
+def parse_run(text: str | None) -> RunSummary | None:
+    """The test or check summary in `text`, or None when it holds none.
+
+    When one output holds several runners' summaries (a CI job run locally, a `make`
+    target), they are combined: runner names joined by ` + `, each summary kept, counts
+    added, and the run passes only when every runner passed.
+    """
+    if not text or not isinstance(text, str):
+        return None
+    lines = _lines(text)
+    found: list[RunSummary] = []
+    for parse in (_pytest, _unittest, _go, _cargo, _jest, _vitest, _mocha, _rspec, _mypy,
+                  _pyright, _ruff, _tsc, _eslint):
+        run = parse(lines)
+        if run is not None:
+            found.append(run)
+    if not found:
+        return None
+    if len(found) == 1:
+        return found[0]
+    # One output, several runners (`make check`, a CI job run locally): each one's verdict
+    # is kept, and the run passes only when every one passed.
+    failing = [run for run in found if not run.ok]
+    first = next((r.first_failure for r in failing if r.first_failure), None)
+    return RunSummary(
+        " + ".join(run.runner for run in found), not failing,
+        "; ".join(f"{run.runner}: {run.summary}" for run in found),
+        passed=_total(r.passed for r in found), failed=_total(r.failed for r in found),
+        errors=_total(r.errors for r in found), skipped=_total(r.skipped for r in found),
+        failing=[x for r in failing for x in r.failing][:_MAX_IDS], first_failure=first)
+
+
+def _total(values: Iterable[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _counts(text: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for number, word in _COUNT.findall(text):
+        word = {"error": "errors", "warning": "warnings"}.get(word, word)
+        counts[word] = counts.get(word, 0) + int(number)
+    return counts
+
+
+def _pytest(lines: list[str]) -> RunSummary | None:
+    summary = None
+    for line in lines:
+        if _PYTEST.match(line.strip()):
+            summary = line.strip()
+    if summary is None:
+        return None
+    counts = _counts(summary)
+    failing: list[str] = []
+    first = None
+    for line in lines:
+        m = _PYTEST_FAILED.match(line)
+        if m:
+            if len(failing) < _MAX_IDS:
+                failing.append(m.group(2))
+            if first is None and m.group(3):
+                first = m.group(3)
+        elif first is None and (e := _PYTEST_E.match(line)):
+            first = e.group(1)
+    bad = counts.get("failed", 0) + counts.get("errors", 0)
+    return RunSummary("pytest", bad == 0 and "no tests ran" not in summary, summary.strip("= "),
+                      passed=counts.get("passed"), failed=counts.get("failed"),
+                      errors=counts.get("errors"), skipped=counts.get("skipped"),
+                      failing=failing, first_failure=first)
+
+
+def _unittest(lines: list[str]) -> RunSummary | None:
+    ran = None
+    verdict = None
+    for line in lines:
+        m = _UNITTEST_RAN.match(line)
+        if m:
+            ran = int(m.group(1))
+        elif ran is not None and (v := _UNITTEST_VERDICT.match(line)):
+            verdict = v
+    if ran is None or verdict is None:
+        return None
+    detail = dict(part.split("=", 1) for part in (verdict.group(2) or "").split(", ")
+                  if "=" in part)
+    failed = int(detail.get("failures", 0))
+    errors = int(detail.get("errors", 0))
+    failing = [m.group(2) for line in lines if (m := _UNITTEST_FAIL.match(line))][:_MAX_IDS]
+    first = _first_after_traceback(lines)
+    return RunSummary("unittest", verdict.group(1) == "OK",
+                      f"Ran {ran} tests: {verdict.group(0)}",
+                      passed=ran - failed - errors, failed=failed, errors=errors,
+                      skipped=int(detail["skipped"]) if "skipped" in detail else None,
+                      failing=failing, first_failure=first if failing else None)
+
+
+def _first_after_traceback(lines: list[str]) -> str | None:
+    for i, line in enumerate(lines):
+        if line.startswith("Traceback (most recent call last)"):
+            for after in lines[i + 1:]:
+                if after and not after.startswith(" "):
+                    return after
+    return None
+
+
+def _go(lines: list[str]) -> RunSummary | None:
+    packages = [m for line in lines if (m := _GO_PKG.match(line))]
+    failing = [m.group(1) for line in lines if (m := _GO_FAIL.match(line))][:_MAX_IDS]
+    if not packages and not failing:
+        return None
+    bad = [m for m in packages if m.group(1) == "FAIL"]
+    ok = not bad and not failing
+    summary = (f"go test: {len(packages) - len(bad)} package(s) ok, {len(bad)} failed"
+               if packages else f"go test: {len(failing)} failed")
+    first = None
+    if failing:
+        for i, line in enumerate(lines):
+            if _GO_FAIL.match(line):
+                nxt = [x.strip() for x in lines[i + 1:i + 4] if x.strip()]
+                first = nxt[0] if nxt else None
+                break
+    return RunSummary("go test", ok, summary, passed=len(packages) - len(bad) if packages
+                      else None, failed=len(failing) or len(bad), failing=failing,
+                      first_failure=first)
+
+
+def _cargo(lines: list[str]) -> RunSummary | None:
+    results = [m for line in lines if (m := _CARGO.match(line))]
+    if not results:
+        return None
+    passed = sum(int(m.group(2)) for m in results)
+    failed = sum(int(m.group(3)) for m in results)
+    ignored = sum(int(m.group(4)) for m in results)
+    failing = [m.group(1) for line in lines if (m := _CARGO_FAIL.match(line))][:_MAX_IDS]
+    first = next((line.strip() for line in lines if "panicked at" in line), None)
+    return RunSummary("cargo test", failed == 0, results[-1].group(0), passed=passed,
+                      failed=failed, skipped=ignored, failing=failing, first_failure=first)
+
+
+def _jest(lines: list[str]) -> RunSummary | None:
+    summary = next((m for line in reversed(lines) if (m := _JEST.match(line.strip()))), None)
+    if summary is None:
+        return None
+    counts = _counts(summary.group(1))
+    failing = [m.group(1).strip() for line in lines if (m := _JEST_FAIL.match(line))]
+    first = None
+    for i, line in enumerate(lines):
+        if _JEST_FAIL.match(line):
+            nxt = [x.strip() for x in lines[i + 1:i + 6] if x.strip()]
+            first = nxt[0] if nxt else None
+            break
+    return RunSummary("jest", counts.get("failed", 0) == 0, summary.group(0),
+                      passed=counts.get("passed"), failed=counts.get("failed"),
+                      skipped=counts.get("skipped"), failing=failing[:_MAX_IDS],
+                      first_failure=first)
+
+
+def _vitest(lines: list[str]) -> RunSummary | None:
+    summary = next((m for line in reversed(lines) if (m := _VITEST.match(line))), None)
+    if summary is None:
+        return None
+    counts = _counts(summary.group(1))
+    failing = [m.group(1).strip() for line in lines if (m := _VITEST_FAIL.match(line))]
+    first = next((line.strip() for line in lines if re.match(r"^\s*(AssertionError|Error):",
+                                                             line)), None)
+    return RunSummary("vitest", counts.get("failed", 0) == 0, summary.group(0).strip(),
+                      passed=counts.get("passed"), failed=counts.get("failed"),
+                      skipped=counts.get("skipped"), failing=failing[:_MAX_IDS],
+                      first_failure=first)
+
+
+def _mocha(lines: list[str]) -> RunSummary | None:
+    passing = next((int(m.group(1)) for line in lines if (m := _MOCHA_PASS.match(line))), None)
+    failing_n = next((int(m.group(1)) for line in lines if (m := _MOCHA_FAIL.match(line))), 0)
+    if passing is None:
+        return None
+    ids = [m.group(1) for line in lines if (m := _MOCHA_ID.match(line))][:_MAX_IDS]
+    first = next((line.strip() for line in lines if re.match(r"^\s+(AssertionError|Error)\b",
+                                                             line)), None)
+    summary = f"{passing} passing" + (f", {failing_n} failing" if failing_n else "")
+    return RunSummary("mocha", failing_n == 0, summary, passed=passing, failed=failing_n,
+                      failing=ids, first_failure=first)
+
+
+def _rspec(lines: list[str]) -> RunSummary | None:
+    summary = next((m for line in reversed(lines) if (m := _RSPEC.match(line.strip()))), None)
+    if summary is None:
+        return None
+    examples, failures = int(summary.group(1)), int(summary.group(2))
+    failing = [m.group(1) for line in lines if (m := _RSPEC_FAIL.match(line))][:_MAX_IDS]
+    first = next((line.strip() for line in lines if line.strip().startswith("Failure/Error:")),
+                 None)
+    return RunSummary("rspec", failures == 0, summary.group(0), passed=examples - failures,
+                      failed=failures, skipped=int(summary.group(3)) if summary.group(3)
+                      else None, failing=failing, first_failure=first)
+
+
+def _mypy(lines: list[str]) -> RunSummary | None:
+    for line in reversed(lines):
+        if _MYPY_OK.match(line):
+            return RunSummary("mypy", True, line, errors=0)
+        m = _MYPY_BAD.match(line)
+        if m:
+            first = next((x for x in lines if _MYPY_ERR.match(x)), None)
+            return RunSummary("mypy", False, line, errors=int(m.group(1)), first_failure=first)
+    return None
+
+
+def _pyright(lines: list[str]) -> RunSummary | None:
+    for line in reversed(lines):
+        m = _PYRIGHT.match(line.strip())
+        if m:
+            errors = int(m.group(1))
+            first = next((e.group(1) for x in lines if (e := _PYRIGHT_ERR.match(x))), None)
+            return RunSummary("pyright", errors == 0, line.strip(), errors=errors,
+                              first_failure=first)
+    return None
+
+
+def _ruff(lines: list[str]) -> RunSummary | None:
+    for line in reversed(lines):
+        if _RUFF_OK.match(line):
+            return RunSummary("ruff", True, line, errors=0)
+        m = _RUFF_BAD.match(line)
+        if m and any(_RUFF_ERR.match(x) for x in lines):
+            first = next((x for x in lines if _RUFF_ERR.match(x)), None)
+            codes = sorted({e.group(1) for x in lines if (e := _RUFF_ERR.match(x))})
+            return RunSummary("ruff", False, line, errors=int(m.group(1)), failing=codes,
+                              first_failure=first)
+        f = _RUFF_FORMAT.match(line)
+        if f:
+            pending = next((int(g.group(1)) for x in lines if (g := _RUFF_FORMAT.match(x))
+                            and g.group(1)), 0)
+            summary = ", ".join(x for x in lines if _RUFF_FORMAT.match(x))
+            return RunSummary("ruff format", pending == 0, summary, errors=pending)
+    return None
+
+
+def _tsc(lines: list[str]) -> RunSummary | None:
+    errs = [m for x in lines if (m := _TSC_ERR.match(x))]
+    if not errs:
+        return None
+    summary = next((x for x in reversed(lines) if _TSC_BAD.match(x)),
+                   f"{len(errs)} TypeScript error(s)")
+    return RunSummary("tsc", False, summary, errors=len(errs), first_failure=errs[0].group(0))
+
+
+def _eslint(lines: list[str]) -> RunSummary | None:
+    for line in reversed(lines):
+        m = _ESLINT.match(line.strip())
+        if m:
+            first = next((x.strip() for x in lines if re.match(r"^\s+\d+:\d+\s+error\s", x)),
+                         None)
+            return RunSummary("eslint", int(m.group(2)) == 0, line.strip(),
+                              errors=int(m.group(2)), first_failure=first)
+    return None

@@ -1,0 +1,68 @@
+"""What the session said, in order: prompts, assistant messages, summaries, meta text.
+
+Invariant: texts are the stored ones (facts caps them); what was said on an abandoned
+branch of a rewound conversation is kept apart, never presented as current.
+"""
+
+from __future__ import annotations
+
+from agent_journal.core.recovery.calls import Call, ordered
+from agent_journal.core.recovery.record import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+
+class Said(Record):
+    __slots__ = ("id", "kind", "text", "ts", "session", "chars", "agent", "abandoned", "source")
+    DEFAULTS = {"agent": None, "abandoned": False, "source": None}
+    id: str
+    kind: str
+    text: str
+    ts: str
+    session: str | None
+    chars: int
+    agent: str | None
+    abandoned: bool
+    source: str | None
+
+
+class Conversation(Record):
+    __slots__ = (
+        "prompts", "abandoned_prompts", "assistant", "summaries", "titles", "subagent_results",
+        "meta"
+    )
+    DEFAULTS = {
+        "prompts": list, "abandoned_prompts": list, "assistant": list, "summaries": list,
+        "titles": list, "subagent_results": list, "meta": list
+    }
+    prompts: list[Said]
+    abandoned_prompts: list[Said]
+    assistant: list[Said]
+    summaries: list[Said]
+    titles: list[Said]
+    subagent_results: list[Said]
+    meta: list[Said]
+
+
+def conversation(calls: Iterable[Call]) -> Conversation:
+    out = Conversation()
+    for call in ordered(calls):
+        kind, text = call.said, call.text
+        if kind is None or not text:
+            continue
+        said = Said(call.id, kind, text, call.ts, call.session, int(call.get("chars") or 0),
+                    call.get("agent"), bool(call.get("abandoned")), call.get("source"))
+        if kind == "prompt":
+            (out.abandoned_prompts if said.abandoned else out.prompts).append(said)
+        elif kind == "assistant_message":
+            if not said.abandoned and said.agent is None:
+                out.assistant.append(said)
+        elif kind == "compact_summary":
+            (out.titles if said.source == "summary" else out.summaries).append(said)
+        elif kind == "subagent_result":
+            out.subagent_results.append(said)
+        elif kind == "session_event":
+            out.meta.append(said)
+    return out

@@ -1,0 +1,267 @@
+"""One observation event reduced to what the recovery derivations read.
+
+Invariants: `event_facts` is a pure function of an event's kind and data; its result is
+a small JSON-able dict (so a cache can keep it in place of the event), or None when the
+event holds nothing the derivations use. Texts are capped (TEXT_CHARS) at a word
+boundary; everything else is taken verbatim or parsed by checks, git_output and reasons.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent_journal.core.recovery.text import clip
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# Bump whenever event_facts would give a different result for some event: caches of the
+# facts (storage/digest_cache.py) made by another version are thrown away.
+FACTS_VERSION = "1"
+TOOL_CALL = "tool_call"
+# What the session said, and the older hook kinds that carried the same text in `hook`.
+SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
+                        "session_event"})
+LEGACY_SAID = {"user_prompt": ("prompt", "prompt"),
+               "stop": ("assistant_message", "last_assistant_message")}
+TEXT_CHARS = 4000
+TARGET_CHARS = 400
+DESCRIPTION_CHARS = 160
+FAILED_STATUSES = frozenset({"error", "cancelled"})
+# The tools whose output is a shell's: only their output is read for runs and git output.
+SHELL_TOOLS = frozenset({"Bash", "BashOutput", None})
+WRITERS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
+# Tools whose output is an answer worth a line (a subagent's report, a search's result).
+ANSWERING_TOOLS = frozenset({"Task", "Agent", "WebSearch", "WebFetch", "SendMessage"})
+
+# The input field that names what a call acted on, tried in order.
+_TARGET_FIELDS: dict[str, tuple[str, ...]] = {
+    "Bash": ("command",), "BashOutput": ("bash_id",), "KillShell": ("shell_id",),
+    "Read": ("file_path",), "Write": ("file_path",), "Edit": ("file_path",),
+    "MultiEdit": ("file_path",), "NotebookEdit": ("notebook_path", "file_path"),
+    "Grep": ("pattern",), "Glob": ("pattern",), "LS": ("path",), "WebFetch": ("url",),
+    "WebSearch": ("query",), "ToolSearch": ("query",), "Task": ("description", "prompt"),
+    "Agent": ("description", "prompt"), "TaskCreate": ("subject",),
+    "TaskUpdate": ("taskId",), "SendMessage": ("to", "recipient"),
+    "Skill": ("skill", "command"), "SlashCommand": ("command",), "TodoWrite": (),
+}
+_FALLBACK = ("file_path", "path", "notebook_path", "command", "pattern", "url", "query",
+             "description")
+
+
+def target_of(tool: str | None, value: Any) -> str | None:
+    """The input field a reader recognises a call by (a command, a path), verbatim."""
+    if not isinstance(value, dict):
+        return None
+    for name in _TARGET_FIELDS.get(tool or "", _FALLBACK):
+        field = value.get(name)
+        if isinstance(field, str) and field.strip():
+            return field
+        if isinstance(field, int) and not isinstance(field, bool):
+            return str(field)
+    return None
+
+
+def output_text(output: Any) -> str | None:
+    """A call's output as text: a string as it is; a shell's structured response as its
+    stdout then stderr; anything else None (its shape is the tool's business)."""
+    if isinstance(output, str):
+        return output
+    if isinstance(output, dict):
+        parts = [output[k] for k in ("stdout", "stderr", "content", "error")
+                 if isinstance(output.get(k), str) and output[k]]
+        return "\n".join(parts) if parts else None
+    return None
+
+
+def event_facts(kind: str, data: dict[str, Any]) -> dict[str, Any] | None:
+    """What one observation event tells the recovery derivations (see module docstring)."""
+    facts: dict[str, Any] = {}
+    context = data.get("transcript") if isinstance(data.get("transcript"), dict) else None
+    hook = data.get("hook") if isinstance(data.get("hook"), dict) else None
+    for source in (hook, context):
+        if source is None:
+            continue
+        cwd = source.get("cwd")
+        if isinstance(cwd, str):
+            facts["cwd"] = cwd
+        branch = source.get("gitBranch")
+        if isinstance(branch, str) and branch:
+            facts["branch"] = branch
+        agent = source.get("agentId", source.get("agent_id"))
+        if isinstance(agent, str):
+            facts["agent"] = agent
+        agent_type = source.get("agent_type")
+        if isinstance(agent_type, str):
+            facts["agentType"] = agent_type
+        if source.get("branch") == "abandoned":
+            facts["abandoned"] = True
+        if source.get("source") == "summary":
+            facts["source"] = "summary"
+        event = source.get("hook_event_name")
+        if isinstance(event, str) and kind != TOOL_CALL:
+            facts["event"] = event
+    if kind == TOOL_CALL:
+        _call_facts(data, facts)
+    else:
+        _said_facts(kind, data, hook, facts)
+    return facts or None
+
+
+def _said_facts(kind: str, data: dict[str, Any], hook: dict[str, Any] | None,
+                facts: dict[str, Any]) -> None:
+    text = data.get("text")
+    if kind in LEGACY_SAID and hook is not None:
+        facts["said"], field = LEGACY_SAID[kind]
+        text = hook.get(field)
+    elif kind in SAID_KINDS:
+        facts["said"] = kind
+    if isinstance(text, str) and text.strip():
+        artifact = data.get("artifact")
+        size = artifact.get("bytes") if isinstance(artifact, dict) else None
+        facts["text"] = clip(text, TEXT_CHARS)
+        facts["chars"] = size if isinstance(size, int) else len(text)
+
+
+def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
+    tool = data.get("tool") if isinstance(data.get("tool"), str) else None
+    if tool is not None:
+        facts["tool"] = tool
+    status = data.get("status")
+    if isinstance(status, str):
+        facts["status"] = status
+    exit_code = data.get("exitCode")
+    if isinstance(exit_code, int) and not isinstance(exit_code, bool):
+        facts["exit"] = exit_code
+    value = data.get("input")
+    target = target_of(tool, value)
+    if target is not None:
+        facts["target"] = clip(target, TARGET_CHARS)
+        if tool == "Bash":
+            ops = shell_file_ops(target) if re.search(_MAY_MOVE, target) else None
+            if ops:
+                facts["fileOps"] = ops
+    if tool == "TodoWrite" and isinstance(value, dict) and isinstance(value.get("todos"), list):
+        facts["todos"] = [[str(t.get("status")), clip(str(t.get("content")), 160)]
+                          for t in value["todos"][:20] if isinstance(t, dict)]
+    if isinstance(value, dict) and isinstance(value.get("description"), str):
+        facts["desc"] = clip(value["description"], DESCRIPTION_CHARS)
+    output = data.get("output")
+    text = output_text(output)
+    artifact = data.get("artifact")
+    if text is not None and isinstance(artifact, dict) and isinstance(artifact.get("tail"), str):
+        text = text + "\n" + artifact["tail"]
+    if tool == "Write":
+        kind = _write_kind(output, text)
+        if kind:
+            facts["write"] = kind
+    if text is None:
+        return
+    # The parsers compile their patterns on import: a digest served from its cache never
+    # needs them, so they load only when an output is read.
+    from agent_journal.core.recovery.checks import parse_run
+    from agent_journal.core.recovery.git_output import (
+        commits_in,
+        log_lines,
+        pushes_in,
+        removed_by_git_rm,
+        switched_branch,
+    )
+    from agent_journal.core.recovery.reasons import error_reason, refusal, rejection_words
+
+    failed = (isinstance(status, str) and status in FAILED_STATUSES) or (
+        isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0)
+    if failed:
+        reason = error_reason(text)
+        if reason:
+            facts["reason"] = reason
+        refused = refusal(text)
+        if refused:
+            facts["refusal"] = refused
+            words = rejection_words(text)
+            if words:
+                facts["words"] = clip(words, 1000)
+    if tool in SHELL_TOOLS:
+        run = parse_run(text)
+        if run is not None:
+            facts["check"] = run.as_dict()
+        made = commits_in(text)
+        if made:
+            facts["commits"] = [list(c) for c in made]
+        pushed = pushes_in(text)
+        if pushed:
+            facts["pushes"] = [list(p) for p in pushed]
+        switched = switched_branch(text)
+        if switched:
+            facts["switched"] = switched
+        removed = removed_by_git_rm(text)
+        if removed:
+            facts["removed"] = removed
+        if "git log" in (facts.get("target") or "") and not failed:
+            listed = log_lines(text)
+            if listed:
+                facts["log"] = [list(x) for x in listed[:12]]
+    elif (tool in ANSWERING_TOOLS or (tool or "").startswith("mcp__")) and isinstance(
+            output, str) and not failed:
+        # A subagent's or other tool's answer: its opening is what a reader needs.
+        facts["result"] = clip(output, 600)
+
+
+def _write_kind(output: Any, text: str | None) -> str | None:
+    if isinstance(output, dict) and output.get("type") in ("create", "update"):
+        return "created" if output["type"] == "create" else "updated"
+    if isinstance(text, str):
+        if text.startswith("File created successfully"):
+            return "created"
+        if "has been updated" in text[:300] or text.startswith("File updated"):
+            return "updated"
+    return None
+
+
+# Only a command naming rm or mv is split into words.
+_MAY_MOVE = r"\b(?:rm|mv)\b"
+_SEPARATORS = frozenset({"&&", ";", "||", "|", "&"})
+_UNSAFE = frozenset("*?[]{}$`~<>()\\")
+
+
+def shell_file_ops(command: str) -> list[list[str]]:
+    """Files a shell command plainly deletes or moves: ["deleted", path] and
+    ["moved", src, dst], from `rm`, `git rm` (not --cached), `mv` and `git mv` with
+    literal paths only. Anything with globs, variables, redirections or subshells in a
+    path is left out: its effect cannot be read off the command."""
+    import shlex  # only for shell commands that may move or delete files
+
+    try:
+        words = shlex.split(command, comments=True, posix=True)
+    except ValueError:
+        return []
+    ops: list[list[str]] = []
+    part: list[str] = []
+    for word in [*words, ";"]:
+        if word in _SEPARATORS:
+            ops.extend(_ops_of(part))
+            part = []
+        else:
+            part.append(word)
+    return ops[:50]
+
+
+def _ops_of(words: list[str]) -> list[list[str]]:
+    if not words:
+        return []
+    if words[0] == "git" and len(words) > 1 and words[1] in ("rm", "mv"):
+        verb, args = words[1], words[2:]
+    elif words[0] in ("rm", "mv"):
+        verb, args = words[0], words[1:]
+    else:
+        return []
+    flags = [a for a in args if a.startswith("-")]
+    paths = [a for a in args if not a.startswith("-")]
+    if "--cached" in flags or any(ch in _UNSAFE for p in paths for ch in p) or not paths:
+        return []
+    if verb == "rm":
+        return [["deleted", p] for p in paths]
+    if len(paths) == 2 and not any(f in ("-t", "--target-directory") for f in flags):
+        return [["moved", paths[0], paths[1]]]
+    return []

@@ -1,0 +1,75 @@
+"""Failed calls with their reason, refusals told apart, and what a later success resolved.
+
+Invariants: a failure is `denied` (a permission denial) or `rejected` (the user's
+rejection) only by Claude Code's own wording (reasons.refusal), else `error`. A failure
+is resolved when a later call of the same tool on the same target succeeded (for a test
+or check command: when a later run of it passed); it is open otherwise.
+"""
+
+from __future__ import annotations
+
+from agent_journal.core.recovery.calls import Call, ordered
+from agent_journal.core.recovery.record import Record
+from agent_journal.core.recovery.test_runs import command_key
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+ERROR = "error"
+
+
+class Failure(Record):
+    __slots__ = (
+        "call_id", "tool", "target", "kind", "reason", "ts", "exit_code", "words",
+        "resolved_by", "description", "summary"
+    )
+    DEFAULTS = {"exit_code": None, "words": None, "resolved_by": None, "description": None,
+                "summary": None}
+    call_id: str
+    tool: str | None
+    target: str | None
+    kind: str
+    reason: str | None
+    ts: str
+    exit_code: int | None
+    words: str | None
+    resolved_by: str | None
+    description: str | None
+    summary: str | None  # a failing test or check run's own summary line(s)
+
+    @property
+    def resolved(self) -> bool:
+        return self.resolved_by is not None
+
+
+def _same(call: Call) -> tuple[str | None, str | None]:
+    target = call.target
+    if call.tool == "Bash" and target:
+        target = command_key(target)
+    return (call.tool, target)
+
+
+def failures(calls: Iterable[Call]) -> list[Failure]:
+    """Every failed tool call, in (ts, id) order, each marked resolved or open."""
+    found: list[Failure] = []
+    waiting: dict[tuple[str | None, str | None], list[Failure]] = {}
+    for call in ordered(calls):
+        if not call.is_tool_call or call.unfinished:
+            continue
+        key = _same(call)
+        if call.failed:
+            failure = Failure(call.id, call.tool, call.target, call.get("refusal") or ERROR,
+                              call.get("reason"), call.ts, call.get("exit"), call.get("words"),
+                              description=call.get("desc"),
+                              summary=(call.get("check") or {}).get("summary"))
+            found.append(failure)
+            if key[1] is not None:
+                waiting.setdefault(key, []).append(failure)
+        elif key in waiting:
+            run = call.check
+            if run is not None and not run.ok:
+                continue  # the command ran again and still fails
+            for failure in waiting.pop(key):
+                failure.resolved_by = call.id
+    return found

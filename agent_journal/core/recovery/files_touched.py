@@ -1,0 +1,70 @@
+"""Files created, edited, moved and deleted, with the latest state of each.
+
+Invariants: only calls that succeeded count. Write is `created` or `updated` as the tool's
+response says (`written` when it does not say); Edit, MultiEdit and NotebookEdit are
+`edited`; a shell call counts only in the plain forms facts.shell_file_ops reads, or
+through `git rm`'s own output. A file's state is its latest change; a file created in the
+journal's span stays `created` through later edits (it is new work).
+"""
+
+from __future__ import annotations
+
+from agent_journal.core.recovery.calls import Call, ordered
+from agent_journal.core.recovery.record import Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+CREATED, UPDATED, WRITTEN, EDITED = "created", "updated", "written", "edited"
+DELETED, MOVED = "deleted", "moved"
+
+
+class FileState(Record):
+    __slots__ = ("path", "state", "changes", "last_ts", "call_ids", "moved_to")
+    DEFAULTS = {"call_ids": list, "moved_to": None}
+    path: str
+    state: str
+    changes: int
+    last_ts: str
+    call_ids: list[str]
+    moved_to: str | None
+
+
+def files_touched(calls: Iterable[Call]) -> list[FileState]:
+    """Every file a successful call changed, in order of its latest change."""
+    files: dict[str, FileState] = {}
+
+    def touch(path: str, state: str, call: Call) -> None:
+        entry = files.get(path)
+        if entry is None:
+            files[path] = FileState(path, state, 1, call.ts, [call.id])
+            return
+        entry.changes += 1
+        entry.last_ts = call.ts
+        entry.call_ids.append(call.id)
+        if entry.state == CREATED and state in (EDITED, UPDATED, WRITTEN):
+            return
+        entry.state = state
+        if state != MOVED:
+            entry.moved_to = None
+
+    for call in ordered(calls):
+        if not call.succeeded:
+            continue
+        tool, target = call.tool, call.target
+        if tool == "Write" and target:
+            touch(target, call.get("write") or WRITTEN, call)
+        elif tool in ("Edit", "MultiEdit", "NotebookEdit") and target:
+            touch(target, EDITED, call)
+        for op in call.get("fileOps") or ():
+            if op[0] == DELETED:
+                touch(op[1], DELETED, call)
+            elif op[0] == MOVED and len(op) == 3:
+                touch(op[1], MOVED, call)
+                files[op[1]].moved_to = op[2]
+                touch(op[2], CREATED if op[2] not in files else UPDATED, call)
+        for path in call.get("removed") or ():
+            if files.get(path) is None or files[path].state != DELETED:
+                touch(path, DELETED, call)
+    return sorted(files.values(), key=lambda f: (f.last_ts, f.path))

@@ -1,0 +1,68 @@
+"""What git's own output says about commits, pushes, branches and removed files.
+
+Invariant: only git's fixed output forms are read (`[branch hash] subject` after a
+commit, `old..new  src -> dst` after a push, `Switched to a new branch 'x'`, `rm 'path'`
+after `git rm`, `hash subject` lines of `git log --oneline`); nothing is inferred from
+the command alone.
+"""
+
+from __future__ import annotations
+
+import re
+
+_MADE_LINE = re.compile(r"^\[(?P<branch>[^\]\s]+(?: [^\]\s]+)?)(?: \(root-commit\))? "
+                     r"(?P<hash>[0-9a-f]{7,40})\] (?P<subject>.+)$")
+_PUSH = re.compile(r"^\s*(?:\+ |\* )?(?:[0-9a-f]{7,40}\.\.\.?[0-9a-f]{7,40}|\[new branch\]|"
+                   r"\[new tag\])\s+(?P<src>\S+) -> (?P<dst>\S+)")
+_PUSH_TO = re.compile(r"^To (\S+)")
+_SWITCHED = re.compile(r"^Switched to (?:a new )?branch '([^']+)'")
+_GIT_RM = re.compile(r"^rm '([^']+)'$")
+_LOG_LINE = re.compile(r"^[*|/\\_ .\-]*?\b([0-9a-f]{7,12}) (?!\.\.)(.+)$")
+_MAX = 20
+
+
+def commits_in(text: str) -> list[tuple[str, str, str]]:
+    """(short hash, subject, branch) of every commit git reports having made."""
+    found = []
+    for line in text.splitlines():
+        m = _MADE_LINE.match(line.strip())
+        if m:
+            found.append((m.group("hash")[:7], m.group("subject").strip(), m.group("branch")))
+    return found[:_MAX]
+
+
+def pushes_in(text: str) -> list[tuple[str, str, str]]:
+    """(remote, source ref, destination ref) of every ref update a push reports."""
+    remote = ""
+    found = []
+    for line in text.splitlines():
+        to = _PUSH_TO.match(line)
+        if to:
+            remote = to.group(1)
+            continue
+        m = _PUSH.match(line)
+        if m and remote:
+            found.append((remote, m.group("src"), m.group("dst")))
+    return found[:_MAX]
+
+
+def switched_branch(text: str) -> str | None:
+    for line in text.splitlines():
+        m = _SWITCHED.match(line.strip())
+        if m:
+            return m.group(1)
+    return None
+
+
+def removed_by_git_rm(text: str) -> list[str]:
+    return [m.group(1) for line in text.splitlines() if (m := _GIT_RM.match(line.strip()))]
+
+
+def log_lines(text: str) -> list[tuple[str, str]]:
+    """(hash, subject) of the commits a `git log --oneline` (optionally --graph) lists."""
+    found = []
+    for line in text.splitlines():
+        m = _LOG_LINE.match(line)
+        if m:
+            found.append((m.group(1)[:7], m.group(2).strip()))
+    return found[:_MAX]

@@ -1,0 +1,76 @@
+"""Why a call failed: its first meaningful error line, and refusals told apart from errors.
+
+Invariants: the reason is a line of the output itself (never rewritten beyond trimming
+and a length cap); log noise (`level=info` lines, bare `Exit code N`, blank and
+decoration lines) is skipped; for a Python traceback the exception line is the reason.
+A permission denial or a user's rejection is recognised only by Claude Code's own fixed
+wording, so an error is never mistaken for one.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent_journal.core.recovery.text import clip
+
+DENIED = "denied"
+REJECTED = "rejected"
+REASON_CHARS = 240
+
+_EXIT = re.compile(r"^Exit code \d+$")
+_NOISE = re.compile(r"^(?:time=\"[^\"]*\"\s+)?level=(?:info|debug|trace)\b|"
+                    r"^\s*(?:\[?(?:INFO|DEBUG|TRACE)\]?[: ])|"
+                    r"^\d{4}-\d\d-\d\d[T ][\d:.]+\S*\s+(?:INFO|DEBUG|TRACE)\b|"
+                    r"^[\s\-=_*~#|+]*$", re.IGNORECASE)
+_ERRORISH = re.compile(r"\b(?:error|errors|fail|failed|failure|fatal|exception|denied|refused|"
+                       r"not found|no such|cannot|can't|could not|unable|invalid|missing|"
+                       r"panic|nothing to)\b", re.IGNORECASE)
+_TAG = re.compile(r"^</?tool_use_error>|</?tool_use_error>$")
+_DENIAL = re.compile(r"requires approval|haven't granted it yet|was blocked\. For security|"
+                     r"Permission to use \S+ has been denied|permission denied by|"
+                     r"denied by (?:the )?(?:user|policy|permission)", re.IGNORECASE)
+_REJECTION = re.compile(r"The user doesn't want to (?:proceed with this tool use|take this "
+                        r"action)|tool use was rejected", re.IGNORECASE)
+_REJECTION_SAID = re.compile(r"the user said:\s*(.+)", re.IGNORECASE | re.DOTALL)
+
+
+def refusal(text: str | None) -> str | None:
+    """DENIED for a permission denial, REJECTED for a user's rejection, else None."""
+    if not isinstance(text, str):
+        return None
+    head = text[:2000]
+    if _REJECTION.search(head):
+        return REJECTED
+    if _DENIAL.search(head):
+        return DENIED
+    return None
+
+
+def rejection_words(text: str) -> str | None:
+    """What the user said when rejecting a call, when Claude Code quotes it."""
+    m = _REJECTION_SAID.search(text[:4000])
+    return m.group(1).strip()[:1000] if m else None
+
+
+def error_reason(text: str | None) -> str | None:
+    """The first meaningful error line of a failed call's output, or None."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    lines = [_TAG.sub("", line).strip() for line in text[:20000].splitlines()]
+    for i, line in enumerate(lines):
+        if line.startswith("Traceback (most recent call last)"):
+            for after in lines[i + 1:]:
+                raw = after
+                if raw and not raw.startswith("File ") and re.match(r"^[A-Za-z_][\w.]*"
+                                                                     r"(?:Error|Exception|"
+                                                                     r"Exit|Interrupt)\b",
+                                                                     raw):
+                    return clip(raw, REASON_CHARS)
+    useful = [line for line in lines if line and not _EXIT.match(line)
+              and not _NOISE.match(line)]
+    if not useful:
+        return None
+    marked = next((line for line in useful if _ERRORISH.search(line)), None)
+    if marked is not None:
+        return clip(marked, REASON_CHARS)
+    return clip(" · ".join(useful[:2]), REASON_CHARS)

@@ -1,0 +1,84 @@
+"""Test and check runs: the latest result per command, and which failures were fixed.
+
+Invariants: a run is a shell call whose output holds a runner's summary
+(checks.parse_run). Runs of the same command (`command_key`) are one history: its latest
+run is its state, and a failing run followed by a passing one counts as fixed. Unrelated
+calls, and the order they were read in, change nothing.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent_journal.core.recovery.calls import Call, ordered
+from agent_journal.core.recovery.record import Record
+from agent_journal.core.recovery.run_summary import RunSummary
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+# Output plumbing that does not change what ran: `2>&1`, and a pipe into a pager-like tail.
+_PLUMBING = re.compile(r"\s+2>&1|\s*\|\s*(?:tail|head|less|more|cat)\b[^|]*$")
+
+
+def command_key(command: str) -> str:
+    """The command with output plumbing removed and blanks collapsed."""
+    previous = None
+    while previous != command:
+        previous = command
+        command = _PLUMBING.sub("", command)
+    return " ".join(command.split())
+
+
+class TestRun(Record):
+    """The history of one command that ran tests or a checker."""
+
+    __slots__ = ("command", "latest", "call_id", "ts", "runs", "failed_runs", "fixed", "call_ids")
+    DEFAULTS = {"call_ids": list}
+
+    command: str
+    latest: RunSummary
+    call_id: str
+    ts: str
+    runs: int
+    failed_runs: int
+    fixed: bool
+    call_ids: list[str]
+
+    @property
+    def passing(self) -> bool:
+        return self.latest.ok
+
+
+def test_runs(calls: Iterable[Call]) -> list[TestRun]:
+    """Every command that ran tests or a checker, in order of its latest run."""
+    # command -> [latest call, runs, failed runs, call ids]; the summary is built for the
+    # latest run only (a busy journal holds many runs of few commands).
+    history: dict[str, list[Any]] = {}
+    keys: dict[str, str] = {}
+    for call in ordered(calls):
+        raw = call.facts.get("check")
+        if not isinstance(raw, dict) or not call.is_tool_call:
+            continue
+        target = call.target or call.tool or ""
+        command = keys.get(target)
+        if command is None:
+            command = keys[target] = command_key(target)
+        ok = raw.get("ok") is True
+        seen = history.get(command)
+        if seen is None:
+            history[command] = [call, 1, 0 if ok else 1, [call.id]]
+            continue
+        seen[0] = call
+        seen[1] += 1
+        seen[2] += 0 if ok else 1
+        seen[3].append(call.id)
+    runs = []
+    for command, (call, count, failed, ids) in history.items():
+        latest = call.check
+        assert latest is not None  # it carried a check
+        runs.append(TestRun(command, latest, call.id, call.ts, count, failed,
+                            latest.ok and failed > 0, ids))
+    return sorted(runs, key=lambda r: (r.ts, r.call_id))
