@@ -517,11 +517,21 @@ class _Stale(Exception):
     """The segments changed between the cached read and fetching what it renders."""
 
 
-def _read(ws: Workspace, *, cached: bool) -> tuple[ReadResult, Derived, Fill | None]:
-    """The workspace as the digest reads it: from the digest cache when it can be used."""
+def _read(ws: Workspace, *, cached: bool, as_of: str | None = None
+          ) -> tuple[ReadResult, Derived, Fill | None]:
+    """The workspace as the digest reads it: from the digest cache when it can be
+    used; as of a checkpoint or instant, the events up to it (never cached)."""
     from agent_journal.core.derive import derive
     from agent_journal.storage import digest_cache
     from agent_journal.storage.segment_reader import Peek
+
+    if as_of is not None:
+        from agent_journal.ops.checkpoints import read_as_of, resolve_as_of
+
+        resolved = resolve_as_of(ws, as_of)
+        assert resolved is not None
+        cut_result = read_as_of(ws, resolved)
+        return cut_result, derive(cut_result.events), None
 
     peek = Peek(PEEK_VALUES, PEEK_TYPES)
     result = digest_cache.read(ws, peek) if cached else None
@@ -547,14 +557,14 @@ def _read(ws: Workspace, *, cached: bool) -> tuple[ReadResult, Derived, Fill | N
     return result, derive(result.events), fill
 
 
-def _markdown_and_report(ws: Workspace, *, session: str | None, max_chars: int
-                         ) -> tuple[str, dict[str, Any], ReadResult]:
+def _markdown_and_report(ws: Workspace, *, session: str | None, max_chars: int,
+                         as_of: str | None = None) -> tuple[str, dict[str, Any], ReadResult]:
     from agent_journal.ops.context import damage_lists
     from agent_journal.storage.segment_reader import PausedGC
 
     with PausedGC():
         for cached in (True, False):
-            result, d, fill = _read(ws, cached=cached)
+            result, d, fill = _read(ws, cached=cached and as_of is None, as_of=as_of)
             try:
                 markdown, report = build(d, workspace=ws.name, session=session,
                                          max_chars=max_chars, damage=damage_lists(result),
@@ -565,18 +575,21 @@ def _markdown_and_report(ws: Workspace, *, session: str | None, max_chars: int
     raise AssertionError("a direct read never goes stale")
 
 
-def digest(ctx: Context, *, session: str | None = None, max_chars: int | None = None
-           ) -> tuple[str, dict[str, Any], ReadResult]:
+def digest(ctx: Context, *, session: str | None = None, max_chars: int | None = None,
+           as_of: str | None = None) -> tuple[str, dict[str, Any], ReadResult]:
     from agent_journal.core.errors import UsageError
     from agent_journal.core.model import validate_id
+    from agent_journal.ops.checkpoints import parse_as_of
 
+    parse_as_of(as_of)
     if session is not None:
         validate_id(session, "--session")
     if max_chars is None:
         max_chars = DEFAULT_MAX_CHARS
     if max_chars < 1:
         raise UsageError("--max-chars must be at least 1")
-    return _markdown_and_report(ctx.open(create=False), session=session, max_chars=max_chars)
+    return _markdown_and_report(ctx.open(create=False), session=session, max_chars=max_chars,
+                                as_of=as_of)
 
 
 def session_markdown(ws: Workspace, max_chars: int) -> str:

@@ -97,9 +97,11 @@ class Evidence:
     """What `get` prints: exact bytes, or an entry's record; plus warnings for stderr."""
 
     def __init__(self, *, raw: bytes | None = None, record: dict[str, Any] | None = None,
-                 warnings: list[str] | None = None) -> None:
+                 warnings: list[str] | None = None, event: bool = False) -> None:
         self.raw = raw
         self.record = record
+        # True when `record` is a stored event object (`get EVENT_ID`), not an entry view.
+        self.event = event
         self.warnings = warnings or []
 
 
@@ -109,6 +111,11 @@ def get(ctx: Context, some_id: str) -> Evidence:
     validate_id(some_id, "id")
     _, d = read_workspace(ctx)
     if d.is_tombstoned(some_id) or not d.holds(some_id):
+        # Any event by its own id (a conflicting record, an invalidation, a
+        # checkpoint), unless it is about tombstoned content.
+        found = d.find_event(some_id)
+        if found is not None:
+            return Evidence(record=found.as_dict(), event=True)
         raise NotFoundError(f"no entry or observation with id {some_id} in workspace "
                             f"{ctx.workspace_name}")
     if some_id in d.entry_events:
