@@ -38,7 +38,7 @@ def import_(cli, path: Path, **kw: Any):
 
 
 def observations(cli) -> dict[str, dict[str, Any]]:
-    shown = cli("show", "--observations").json()
+    shown = cli("show", "--json", "--observations").json()
     assert shown["unreadable"] == [] and shown["malformed"] == []
     return {o["id"]: o for o in shown["entries"] if o["type"] == "observation"}
 
@@ -132,7 +132,7 @@ def test_import_uses_artifacts_for_large_results(cli, root):
     expected = transcript_calls(path)
     for obs in big[:5]:
         assert obs["artifact"]["status"] == "complete"
-        result = cli("get", obs["id"])
+        result = cli("get", "--json", obs["id"])
         assert result.code == 0
         if expected[obs["id"]]["output"] is not None:
             assert result.out == expected[obs["id"]]["output"]

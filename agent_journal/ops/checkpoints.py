@@ -21,7 +21,6 @@ from __future__ import annotations
 from agent_journal.core import clock
 from agent_journal.core.errors import NotFoundError, UsageError
 from agent_journal.core.model import CHECKPOINT, TOMBSTONE, Event, new_event_id, validate_id
-from agent_journal.ops.context import Context
 from agent_journal.ops.instants import looks_like_instant, parse_when, ts_of
 from agent_journal.storage.cut import Cut
 
@@ -29,6 +28,7 @@ TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
     from typing import Any
 
+    from agent_journal.ops.context import Context
     from agent_journal.storage.segment_reader import ReadResult
     from agent_journal.storage.workspace import Workspace
 
