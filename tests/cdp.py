@@ -59,8 +59,7 @@ class Browser:
                 # Keep draining its log, so a full pipe never stalls the browser.
                 import threading
 
-                stream = self.proc.stderr
-                threading.Thread(target=lambda: [None for _ in stream], daemon=True).start()
+                threading.Thread(target=_drain, args=(self.proc.stderr,), daemon=True).start()
                 return found.group(1).decode()
         raise RuntimeError(f"chromium did not start: {buffer.decode(errors='replace')}")
 
@@ -112,6 +111,11 @@ class Browser:
             self.proc.kill()
             self.proc.wait(timeout=10)
             shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def _drain(stream: Any) -> None:
+    for _ in stream:
+        pass
 
 
 class WebSocket:

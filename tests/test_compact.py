@@ -113,7 +113,8 @@ def test_a_live_entrys_anchor_pins_its_observation_past_the_ttl(cli):
     time.sleep(0.01)
     report = ok(cli("compact", "--observation-ttl-days", "0", "--apply")).json()
     assert report == full(True, obs_ttl=0, pinned=["obs-migrate"])
-    assert [e["id"] for e in ok(cli("show", "--json", "--id", "obs-migrate")).json()["entries"]] == \
+    shown = ok(cli("show", "--json", "--id", "obs-migrate")).json()
+    assert [e["id"] for e in shown["entries"]] == \
         ["obs-migrate"]
 
 
@@ -393,7 +394,8 @@ def test_without_ttls_every_read_is_unchanged_and_a_second_run_purges_nothing(cl
     ok(cli("tombstone", "mid", "--reason", "named a person"))
     ok(cli("tombstone", "o2", "--reason", "held a token"))
     ok(cli("tombstone", "ghost", "--reason", "preemptive"))
-    reads = [("show", "--json"), ("show", "--json", "--observations"), ("show", "--json", "--id", "leaf"),
+    reads = [("show", "--json"), ("show", "--json", "--observations"),
+             ("show", "--json", "--id", "leaf"),
              ("show", "--json", "--id", "mid"), ("show", "--json", "--id", "o2")]
     before = [ok(cli(*r)).json() for r in reads]
     assert before[2]["entries"][0]["outcome"] == "suppressed"

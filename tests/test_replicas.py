@@ -397,7 +397,8 @@ def test_cli_merge_orders_agree(tmp_path, cli):
             res = cli("merge", str(roots[i]), env={"AGENT_JOURNAL_ROOT": str(target)})
             assert res.code == 0, res.err
             assert res.err == ""  # not a terminal: no progress
-        outs.append(cli("show", "--json", "--observations", env={"AGENT_JOURNAL_ROOT": str(target)}).out)
+        outs.append(cli("show", "--json", "--observations",
+                        env={"AGENT_JOURNAL_ROOT": str(target)}).out)
     assert outs[0] == outs[1] == outs[2]
 
 

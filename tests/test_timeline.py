@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import CLI, REPO, clean_env
 
 TRANSCRIPT = (REPO / "tests/data/claude-code/transcripts/DRMacIver-claude-reliability/"

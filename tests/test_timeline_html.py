@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from cdp import Browser, find_chromium
 from test_timeline import at, call
 

@@ -220,8 +220,8 @@ def test_golden_trace_of_a_tombstoned_observation(cli, root):
     assert result.code == 0
     # f-key cited obs-env, but f-key is tombstoned itself: nothing may surface.
     assert result.json()["matched"] == [] and result.json()["chain"] == []
-    check_golden("trace_obs-vendor-call.json", normalise(cli("trace", "--json", "obs-vendor-call").out,
-                                                         root))
+    check_golden("trace_obs-vendor-call.json", normalise(
+        cli("trace", "--json", "obs-vendor-call").out, root))
 
 
 def test_damage_is_reported_and_warned(cli, root):
