@@ -25,9 +25,11 @@ import time
 
 from bench import Ctx, median
 
+from agent_journal.core import ranking
 from agent_journal.core.model import Event
 from agent_journal.ops import search
 from agent_journal.ops.context import Context
+from agent_journal.storage import search_index
 from agent_journal.storage.cache import remove_cache_files
 from agent_journal.storage.connection import run_write
 from agent_journal.storage.segment import insert_events
@@ -158,10 +160,10 @@ def run(ctx: Ctx) -> None:
     print(f"  (journal written in {time.perf_counter() - start:.1f} s, "
           f"{len(ws.segment_paths())} segment(s))", flush=True)
 
-    index_file = search.index_path(ws)
+    index_file = search_index.index_path(ws)
     remove_cache_files(index_file)
     start = time.perf_counter()
-    search.refresh(ws).conn.close()
+    search_index.refresh(ws).conn.close()
     build = time.perf_counter() - start
     plain_path = str(base / "plain.sqlite")
     plain_build = plain_table(index_file, plain_path)
@@ -170,7 +172,7 @@ def run(ctx: Ctx) -> None:
 
     write(ws, make_events(corpus, 1000, total, ws.root.replica_id))
     start = time.perf_counter()
-    search.refresh(ws).conn.close()
+    search_index.refresh(ws).conn.close()
     incremental = time.perf_counter() - start
     ctx.report("search incremental update (1,000 events)", incremental, build, goal=0.05,
                extra="floor: full index build")
@@ -182,7 +184,7 @@ def run(ctx: Ctx) -> None:
         t0 = time.perf_counter()
         search.search(jctx, q)
         ours.append(time.perf_counter() - t0)
-        match = " OR ".join(f'"{w}"' for w in search.words(q))
+        match = " OR ".join(f'"{w}"' for w in ranking.words(q))
         t0 = time.perf_counter()
         conn = sqlite3.connect(plain_path)
         conn.execute("SELECT rowid, snippet(plain, 0, '«', '»', '…', 16) FROM plain "

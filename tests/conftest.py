@@ -15,7 +15,8 @@ import pytest
 BIN = Path(sys.executable).parent
 CLI = str(BIN / "agent-journal")
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+# Real public test material, copied into the repo with its provenance (tests/data/README.md).
+DATA = REPO / "tests" / "data"
 
 
 @dataclass
@@ -58,6 +59,37 @@ def cli(root: Path):
         proc = subprocess.run([CLI, *args], input=data, capture_output=True, env=full_env,
                               timeout=120)
         return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+    return run
+
+
+@pytest.fixture
+def inproc(root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """Run the CLI in this process (same argv, environment and exit code as the
+    console script): for help, usage errors and rendering, which need no real
+    process. Concurrency, crash, latency and hook tests use `cli`."""
+    from agent_journal.cli.main import main
+
+    def run(*args: str, input: str | bytes | None = None, env: dict[str, str] | None = None,
+            workspace: str | None = "ws", use_root: bool = True) -> Result:
+        import io
+        import sys
+
+        data = input.encode() if isinstance(input, str) else (input or b"")
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+        for key in [k for k in os.environ if k.startswith("AGENT_JOURNAL_")]:
+            monkeypatch.delenv(key)
+        wanted = dict(env or {})
+        if use_root:
+            wanted.setdefault("AGENT_JOURNAL_ROOT", str(root))
+        if workspace is not None:
+            wanted.setdefault("AGENT_JOURNAL_WORKSPACE", workspace)
+        for key, value in wanted.items():
+            monkeypatch.setenv(key, value)
+        capsys.readouterr()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
 
     return run
 

@@ -14,6 +14,13 @@ from conftest import CLI, clean_env
 SMALL = {"AGENT_JOURNAL_ARTIFACT_THRESHOLD": "1024"}
 
 
+@pytest.fixture
+def cli(inproc):
+    """In-process: these tests need no real process."""
+    return inproc
+
+
+
 def events(root: Path, workspace: str = "ws") -> list[dict[str, Any]]:
     out = []
     for seg in sorted((root / "workspaces" / workspace / "segments").glob("*.sqlite")):

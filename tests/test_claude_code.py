@@ -1,4 +1,4 @@
-"""Claude Code adapter, held to the real hook payloads and transcripts in shared/testdata."""
+"""Claude Code adapter, held to the real hook payloads and transcripts in tests/data."""
 
 from __future__ import annotations
 
@@ -35,10 +35,8 @@ TRANSCRIPT_KEYS = {*OBSERVATION_KEYS, "ts", "endTs"}
 
 @pytest.fixture(scope="session")
 def claude_data() -> Path:
-    # In CI the clone sits beside a copy of shared/, as /work/main does beside /work/shared.
-    path = REPO.parent / "shared" / "testdata" / "claude-code"
-    if not path.is_dir():
-        pytest.skip(f"shared test data not found at {path}")
+    path = REPO / "tests" / "data" / "claude-code"
+    assert path.is_dir(), f"the repo's test data is missing: {path}"
     return path
 
 
@@ -297,7 +295,7 @@ def test_is_file_write() -> None:
 
 # ---------------------------------------------------------------- transcripts
 
-# (file, tool_use, errors, tools) as counted in shared/testdata/claude-code/README.md.
+# (file, tool_use, errors, tools) as counted in tests/data/claude-code/README.md.
 TRANSCRIPTS = [
     (
         "daaain-claude-code-log/9e953218-585f-4692-89df-9e0747a31c68.jsonl",

@@ -1,4 +1,6 @@
-"""The write commands and show, through the real console script."""
+"""The write commands and show: parsing, usage errors and output, run in-process
+(the same `main` the console script calls); the few tests that need the real
+console script or `python -m` say so."""
 
 import os
 import sqlite3
@@ -6,7 +8,12 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CLI, clean_env
+from conftest import clean_env
+
+
+@pytest.fixture
+def cli(inproc):
+    return inproc
 
 
 def segment_rows(root):
@@ -191,16 +198,16 @@ def test_unknown_command(cli):
     assert result.code == 2 and "no such command" in result.err
 
 
-def test_every_command_has_help():
+def test_every_command_has_help(inproc, monkeypatch):
     from agent_journal.cli.commands import COMMANDS
 
+    monkeypatch.setenv("COLUMNS", "120")
     for name in COMMANDS:
-        proc = subprocess.run([CLI, *name.split(), "--help"], capture_output=True, text=True,
-                              env=clean_env(COLUMNS="120"))
-        assert proc.returncode == 0, (name, proc.stderr)
-        assert COMMANDS[name].help.split()[0] in proc.stdout
+        result = inproc(*name.split(), "--help")
+        assert result.code == 0, (name, result.err)
+        assert COMMANDS[name].help.split()[0] in result.out
         for opt in COMMANDS[name].opts:
-            assert opt.flag in proc.stdout, (name, opt.flag)
+            assert opt.flag in result.out, (name, opt.flag)
 
 
 def test_files_are_private(cli, root):

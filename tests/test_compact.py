@@ -24,7 +24,13 @@ from agent_journal.core.compaction_plan import plan_compaction
 from agent_journal.core.model import Event, new_event_id
 from agent_journal.ops import compact, context, writes
 from agent_journal.ops import show as show_op
-from agent_journal.storage import compaction_read, erasure, locks
+from agent_journal.storage import (
+    compaction_read,
+    compaction_rows,
+    compaction_workers,
+    erasure,
+    locks,
+)
 from agent_journal.storage.artifacts import artifact_path
 from agent_journal.storage.connection import connect, run_write
 from agent_journal.storage.erasure import COMPACT_INTENT, apply_to_segment, erasing_connection
@@ -1213,20 +1219,20 @@ def test_a_read_shared_with_worker_processes_is_the_serial_read(root, monkeypatc
     _mixed_workspace(root)
     ws = ctx_for(root).open(create=False)
     started: list[Any] = []
-    real = compaction_read._ReadWorker.__init__
+    real = compaction_workers._ReadWorker.__init__
 
     def counting(self: Any, paths: list[str], rels: list[str], *rest: Any) -> None:
         started.append(rels)
         real(self, paths, rels, *rest)
 
     for every in (True, False):
-        monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "0")
+        monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "0")
         serial = _read_state(compaction_read.read_located(ws, every_observation=every))
         for workers in ("1", "3"):
-            monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, workers)
+            monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, workers)
             started.clear()
             with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(compaction_read._ReadWorker, "__init__", counting)
+                mp.setattr(compaction_workers._ReadWorker, "__init__", counting)
                 shared = _read_state(compaction_read.read_located(ws, every_observation=every))
             assert len(started) == int(workers)
             assert shared == serial
@@ -1286,14 +1292,14 @@ def _serial_reads(root: Path, monkeypatch: Any) -> tuple[Workspace, dict[bool, A
     observation."""
     _mixed_workspace(root)
     ws = ctx_for(root).open(create=False)
-    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "0")
+    monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "0")
     return ws, {every: _read_state(compaction_read.read_located(ws, every_observation=every))
                 for every in (True, False)}
 
 
 def test_a_worker_that_cannot_start_or_fails_has_its_share_read_here(root, monkeypatch):
     ws, serial = _serial_reads(root, monkeypatch)
-    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "2")
+    monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "2")
     real = Path(sys.executable)
     # A worker that sends one good-looking part, then half of one, then dies.
     broken = root.parent / "broken-python"
@@ -1315,9 +1321,9 @@ sys.exit(3)
 def test_without_a_temporary_file_for_the_queue_the_read_is_done_here(root, monkeypatch):
     _mixed_workspace(root)
     ws = ctx_for(root).open(create=False)
-    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "0")
+    monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "0")
     serial = _read_state(compaction_read.read_located(ws))
-    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "2")
+    monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "2")
     import tempfile
 
     def no_room(*args: Any, **kwargs: Any) -> Any:
@@ -1325,7 +1331,7 @@ def test_without_a_temporary_file_for_the_queue_the_read_is_done_here(root, monk
 
     monkeypatch.setattr(tempfile, "TemporaryFile", no_room)
     started: list[Any] = []
-    monkeypatch.setattr(compaction_read._ReadWorker, "__init__",
+    monkeypatch.setattr(compaction_workers._ReadWorker, "__init__",
                         lambda self, *a: started.append(a))  # never reached
     assert _read_state(compaction_read.read_located(ws)) == serial
     assert started == []
@@ -1335,11 +1341,11 @@ def test_a_worker_that_ends_before_this_process_is_waited_for_once(root, monkeyp
     """The workers' last part may arrive while this process still reads its
     own: it must not then wait for another."""
     ws, serial = _serial_reads(root, monkeypatch)
-    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "1")
+    monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "1")
     real = compaction_read._read_segment_for_compaction
     calls: list[str] = []
 
-    def slow_here(path: str, rel: str, fast: Any) -> compaction_read.SegmentRead:
+    def slow_here(path: str, rel: str, fast: Any) -> compaction_rows.SegmentRead:
         calls.append(rel)
         if len(calls) == 1:
             time.sleep(2)  # the worker claims and sends every other segment meanwhile
@@ -1382,33 +1388,33 @@ def test_a_part_that_a_later_tombstone_adds_to_comes_in_a_second_round(root, mon
                         exit_code=0, duration_ms=1)
     writes.tombstone(ctx, "o1", "gone")
     ws = ctx.open(create=False)
-    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "0")
+    monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "0")
     serial = _read_state(compaction_read.read_located(ws, every_observation=False))
     assert "o1" in {e["id"] for e in serial[0]}
     real_read = compaction_read._read_segment_for_compaction
     here: list[str] = []
 
-    def slow_here(path: str, rel: str, fast: Any) -> compaction_read.SegmentRead:
+    def slow_here(path: str, rel: str, fast: Any) -> compaction_rows.SegmentRead:
         here.append(rel)
         if len(here) == 1:
             time.sleep(1)  # the worker reads the small segment meanwhile
         return real_read(path, rel, fast)
 
     monkeypatch.setattr(compaction_read, "_read_segment_for_compaction", slow_here)
-    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "1")
+    monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "1")
     dies = root.parent / "dies-in-round-two"
     dies.write_text(f"""#!{sys.executable}
 import sys
 from agent_journal.storage import compaction_read
-first = compaction_read._read_frame
+first = compaction_workers._read_frame
 asked = []
 def once(stream):
     asked.append(stream)
     if len(asked) > 1:
         sys.exit(3)
     return first(stream)
-compaction_read._read_frame = once
-compaction_read.compaction_read_worker()
+compaction_workers._read_frame = once
+compaction_workers.compaction_read_worker()
 """)
     dies.chmod(0o700)
     for executable, read_here in ((sys.executable, 1), (str(dies), 2)):
@@ -1432,20 +1438,20 @@ def test_a_part_read_here_that_a_workers_tombstone_adds_to_is_made_again(root, m
     _raw_rows(root, [("tev-0", "big-7", "2025-01-02T00:00:00.000Z", tomb, codec.checksum(tomb),
                       "tombstone")], name="imported-small")
     ws = ctx.open(create=False)
-    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "0")
+    monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "0")
     serial = _read_state(compaction_read.read_located(ws, every_observation=False))
     assert "big-7" in {e["id"] for e in serial[0] if e["type"] == "observation"}
     real_read = compaction_read._read_segment_for_compaction
     here: list[str] = []
 
-    def slow_here(path: str, rel: str, fast: Any) -> compaction_read.SegmentRead:
+    def slow_here(path: str, rel: str, fast: Any) -> compaction_rows.SegmentRead:
         here.append(rel)
         part = real_read(path, rel, fast)
         time.sleep(1)  # the worker reads the small segment meanwhile
         return part
 
     monkeypatch.setattr(compaction_read, "_read_segment_for_compaction", slow_here)
-    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "1")
+    monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "1")
     assert _read_state(compaction_read.read_located(ws, every_observation=False)) == serial
     assert len(here) == 1 and "imported-small" not in here[0]
 
@@ -1454,9 +1460,9 @@ def test_a_read_that_stops_early_leaves_no_worker_waiting(root, monkeypatch):
     """Workers without an observation TTL wait for a second round: a read that
     fails before it ends them."""
     ws, _ = _serial_reads(root, monkeypatch)
-    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "2")
+    monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "2")
     started: list[Any] = []
-    real_init = compaction_read._ReadWorker.__init__
+    real_init = compaction_workers._ReadWorker.__init__
 
     def keeping(self: Any, *args: Any) -> None:
         real_init(self, *args)
@@ -1465,7 +1471,7 @@ def test_a_read_that_stops_early_leaves_no_worker_waiting(root, monkeypatch):
     def boom(*args: Any) -> Any:
         raise RuntimeError("stopped early")
 
-    monkeypatch.setattr(compaction_read._ReadWorker, "__init__", keeping)
+    monkeypatch.setattr(compaction_workers._ReadWorker, "__init__", keeping)
     monkeypatch.setattr(compaction_read, "_read_missing", boom)
     with pytest.raises(RuntimeError, match="stopped early"):
         compaction_read.read_located(ws, every_observation=False)
@@ -1475,25 +1481,26 @@ def test_a_read_that_stops_early_leaves_no_worker_waiting(root, monkeypatch):
 
 
 def test_the_number_of_read_workers(monkeypatch):
-    monkeypatch.delenv(compaction_read.ENV_COMPACT_WORKERS, raising=False)
-    small = [compaction_read.PARALLEL_READ_MIN_BYTES // 4] * 3
-    assert compaction_read.compaction_workers(small) == 0
-    big = [compaction_read.PARALLEL_READ_MIN_BYTES] * 40
-    assert compaction_read.compaction_workers(big) == min(
-        len(os.sched_getaffinity(0)) - 1, compaction_read.MAX_COMPACT_WORKERS)
-    monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, "5")
-    assert compaction_read.compaction_workers(small) == 2  # never more workers than other segments
-    assert compaction_read.compaction_workers([1]) == 0
+    monkeypatch.delenv(compaction_workers.ENV_COMPACT_WORKERS, raising=False)
+    small = [compaction_workers.PARALLEL_READ_MIN_BYTES // 4] * 3
+    assert compaction_workers.compaction_workers(small) == 0
+    big = [compaction_workers.PARALLEL_READ_MIN_BYTES] * 40
+    assert compaction_workers.compaction_workers(big) == min(
+        len(os.sched_getaffinity(0)) - 1, compaction_workers.MAX_COMPACT_WORKERS)
+    monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "5")
+    # never more workers than other segments
+    assert compaction_workers.compaction_workers(small) == 2
+    assert compaction_workers.compaction_workers([1]) == 0
     for bad in ("-1", "two", "1.5"):
-        monkeypatch.setenv(compaction_read.ENV_COMPACT_WORKERS, bad)
+        monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, bad)
         with pytest.raises(errors.UsageError, match="whole number"):
-            compaction_read.compaction_workers(small)
+            compaction_workers.compaction_workers(small)
 
 
 def test_a_bad_worker_count_is_a_usage_error_that_changes_nothing(root, cli):
     _mixed_workspace(root)
     before = all_bytes_under(root)
-    result = cli("compact", "--apply", env={compaction_read.ENV_COMPACT_WORKERS: "many"})
+    result = cli("compact", "--apply", env={compaction_workers.ENV_COMPACT_WORKERS: "many"})
     assert result.code == 2 and "AGENT_JOURNAL_COMPACT_WORKERS" in result.err
     assert "Traceback" not in result.err and all_bytes_under(root) == before
 
@@ -1532,7 +1539,7 @@ def test_a_segment_in_another_text_encoding_reads_alike(root):
 ])
 def test_the_json_check_is_chosen_by_sqlite_version(version, check):
     assert strict_json_check(version) == check
-    sql = compaction_read.compaction_rows_sql(version)
+    sql = compaction_rows.compaction_rows_sql(version)
     if check is None:
         assert "json_" not in sql
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from audit_scenario import (
     SECRET,
     at,
@@ -15,6 +16,13 @@ from audit_scenario import (
 
 from agent_journal.core.derive import derive
 from agent_journal.ops.coverage import coverage_derived
+
+
+@pytest.fixture
+def cli(inproc):
+    """In-process: these tests need no real process."""
+    return inproc
+
 
 
 def test_counts_anchors_share_and_tombstones():

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
 from audit_scenario import at, build_scenario, check_golden, damage, entry, ev, normalise
 
 from agent_journal.core.derive import derive
 from agent_journal.ops.decay import decay_derived
+
+
+@pytest.fixture
+def cli(inproc):
+    """In-process: these tests need no real process."""
+    return inproc
+
 
 
 def test_each_reason_and_only_live_entries():

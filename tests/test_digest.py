@@ -30,6 +30,13 @@ from agent_journal.storage.segment_reader import Peek
 NO_DAMAGE = {"unreadable": [], "malformed": []}
 
 
+@pytest.fixture
+def cli(inproc):
+    """In-process: these tests need no real process."""
+    return inproc
+
+
+
 def build(events, session=None, max_chars=dg.DEFAULT_MAX_CHARS):
     return dg.build(derive(events), workspace="ws", session=session, max_chars=max_chars,
                     damage=NO_DAMAGE)

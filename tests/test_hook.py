@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CLI, SHARED, clean_env
+from conftest import CLI, DATA, clean_env
 
-DOCS = SHARED / "testdata" / "claude-code" / "hooks" / "docs" / "input"
+DOCS = DATA / "claude-code" / "hooks" / "docs" / "input"
 EVENTS = sorted(p.stem for p in DOCS.glob("*.json"))
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 KINDS = {"UserPromptSubmit": "user_prompt", "SessionStart": "session_start",
          "PreCompact": "pre_compact", "Stop": "stop", "SessionEnd": "session_end"}
 
-pytestmark = pytest.mark.skipif(not DOCS.is_dir(), reason="shared test data not found")
+assert DOCS.is_dir(), f"the repo\'s test data is missing: {DOCS}"
 
 
 def docs_payload(event: str) -> dict[str, Any]:

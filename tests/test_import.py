@@ -1,4 +1,4 @@
-"""`import claude-code` on the real transcripts in shared/testdata: counts, idempotence, and
+"""`import claude-code` on the real transcripts in tests/data: counts, idempotence, and
 calls the live hook already captured."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CLI, SHARED, clean_env, run_on_a_terminal
+from conftest import CLI, DATA, clean_env, run_on_a_terminal
 
-DATA = SHARED / "testdata" / "claude-code"
+DATA = DATA / "claude-code"
 TRANSCRIPTS = DATA / "transcripts"
 MAIN = TRANSCRIPTS / "daaain-claude-code-log" / "9e953218-585f-4692-89df-9e0747a31c68.jsonl"
 
-pytestmark = pytest.mark.skipif(not TRANSCRIPTS.is_dir(), reason="shared test data not found")
+assert TRANSCRIPTS.is_dir(), f"the repo\'s test data is missing: {TRANSCRIPTS}"
 
-# (file, calls, errors) as counted in shared/testdata/claude-code/README.md.
+# (file, calls, errors) as counted in tests/data/claude-code/README.md.
 COUNTS = [
     ("daaain-claude-code-log/9e953218-585f-4692-89df-9e0747a31c68.jsonl", 92, 10),
     ("daaain-claude-code-log/fe869ecb-c176-478f-9734-7e4b8ef12cff.jsonl", 32, 6),

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BIN, CLI, SHARED, clean_env
+from conftest import BIN, CLI, DATA, clean_env
 
-SETTINGS_EXAMPLES = SHARED / "testdata" / "claude-code" / "hooks" / "docs" / "settings"
+SETTINGS_EXAMPLES = DATA / "claude-code" / "hooks" / "docs" / "settings"
 EVENTS = ["PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit",
           "SessionStart", "PreCompact", "Stop", "SessionEnd"]
 SCRIPT = str(BIN / "agent-journal")
@@ -214,7 +214,7 @@ def test_installed_command_really_journals(cli, project, root):
     root.mkdir(mode=0o700)
     run(cli, "install", "claude-code", "--project", str(project), "--root", str(root))
     command = ours(json.loads(settings_path(project).read_text()))["PreToolUse"][0]["command"]
-    payload = (SHARED / "testdata" / "claude-code" / "hooks" / "docs" / "input" /
+    payload = (DATA / "claude-code" / "hooks" / "docs" / "input" /
                "PreToolUse.json").read_bytes()
     # Claude Code runs it through a shell, from the project, with its own environment.
     proc = subprocess.run(["bash", "-c", command], input=payload, cwd=project,

@@ -50,6 +50,12 @@ AZURE_KEY = j(fill(86, ALNUM + "+/"), "==")
 SAS_RAW = j(fill(40, ALNUM + "+/"), "k/+", "=")
 SAS_SIG = SAS_RAW.replace("+", "%2B").replace("/", "%2F").replace("=", "%3D")
 SAS_QUERY = "sv=2022-11-02&ss=b&srt=co&sp=rl&se=2025-12-31T23:59:59Z&spr=https"
+# Twilio sids are two letters and 32 hex: an API key's (SK) is no secret by its shape alone,
+# only under an API key's name. An account sid (AC) is an id and is kept.
+TWILIO_KEY = j("S", "K", "3f9c", fill(28, HEX))
+TWILIO_KEY_2 = j("S", "K", "a07e", fill(28, HEX[::-1]))
+TWILIO_ACCOUNT = j("A", "C", fill(32, HEX))
+TWILIO_TOKEN = fill(32, "9f8e7d6c5b4a3210")
 GH = {p: j("gh", p, "_", fill(36)) for p in "pousr"}
 GH_PAT = j("github", "_pat_", fill(22), "_", fill(59))
 SLACK = {p: j("xo", "x", p, "-", "1234567890-1234567890123-", fill(24)) for p in "bparsa"}
@@ -300,6 +306,48 @@ POSITIVES: list[tuple[str, str, str]] = [
         f'<a href="https://devstore.blob.core.windows.net/up/a.pdf?sv=2022-11-02'
         f'&amp;sig={R("azure-sas-signature")}">a.pdf</a>',
     ),
+    (
+        "twilio-env",
+        j(
+            "$ cat .env\n",
+            f"TWILIO_ACCOUNT_SID={TWILIO_ACCOUNT}\n",
+            f"TWILIO_API_KEY={TWILIO_KEY}\n",
+            f"TWILIO_AUTH_TOKEN={TWILIO_TOKEN}\n",
+            "TWILIO_PHONE_NUMBER=+15005550006\n",
+        ),
+        j(
+            "$ cat .env\n",
+            f"TWILIO_ACCOUNT_SID={TWILIO_ACCOUNT}\n",
+            f"TWILIO_API_KEY={R('twilio-api-key')}\n",
+            f"TWILIO_AUTH_TOKEN={R('twilio-auth-token')}\n",
+            "TWILIO_PHONE_NUMBER=+15005550006\n",
+        ),
+    ),
+    (
+        "twilio-json",
+        f'{{"account_sid": "{TWILIO_ACCOUNT}", "api_key_sid": "{TWILIO_KEY}", "region": "ie1"}}',
+        f'{{"account_sid": "{TWILIO_ACCOUNT}", "api_key_sid": "{R("twilio-api-key")}", '
+        '"region": "ie1"}',
+    ),
+    (
+        "twilio-cli-config",
+        j(
+            "$ cat ~/.twilio-cli/config.json\n",
+            f'{{"profiles": {{"dev": {{"accountSid": "{TWILIO_ACCOUNT}", ',
+            f'"apiKey": "{TWILIO_KEY_2}"}}}}}}',
+        ),
+        j(
+            "$ cat ~/.twilio-cli/config.json\n",
+            f'{{"profiles": {{"dev": {{"accountSid": "{TWILIO_ACCOUNT}", ',
+            f'"apiKey": "{R("twilio-api-key")}"}}}}}}',
+        ),
+    ),
+    (
+        "twilio-export",
+        f"export TWILIO_API_KEY_SID='{TWILIO_KEY}'; export TWILIO_AUTH_TOKEN=\"{TWILIO_TOKEN}\"",
+        f"export TWILIO_API_KEY_SID='{R('twilio-api-key')}'; "
+        f"export TWILIO_AUTH_TOKEN=\"{R('twilio-auth-token')}\"",
+    ),
     *[(f"github-{p}", f"token {GH[p]} end", f"token {R('github-token')} end") for p in "pousr"],
     ("github-pat", f"GH_TOKEN={GH_PAT}", f"GH_TOKEN={R('github-token')}"),
     (
@@ -531,6 +579,16 @@ NEGATIVES: list[str] = [
     "AccountKey=<your-account-key>;EndpointSuffix=core.windows.net",
     "AccountKey=$AZURE_STORAGE_KEY",
     "DefaultEndpointsProtocol=https;AccountName=devstore;AccountKey=;",
+    # SK and 32 hex is a Twilio key only under an API key's name.
+    TWILIO_KEY,
+    f"$ twilio api:core:keys:list\nSID                                 Friendly Name\n"
+    f"{TWILIO_KEY}  ci-deploy\n",
+    f'{{"sid": "{TWILIO_KEY}", "friendly_name": "ci-deploy"}}',
+    f"TWILIO_ACCOUNT_SID={TWILIO_ACCOUNT}",
+    "TWILIO_API_KEY=SK" + "x" * 32,
+    "TWILIO_AUTH_TOKEN=your_auth_token",
+    "TWILIO_AUTH_TOKEN=[AuthToken]",
+    "api_key = changeme; api_key_id = 550e8400-e29b-41d4-a716-446655440000",
     '"Token" : "' + "e4756ca746899ebd35c712f725d62734cdfa84d710a79e55139a24228df3e530" + '"',
     'secret: "correct horse battery staple"',
     "git@github.com:daaain/online-llm-tokenizer.git",
@@ -609,7 +667,8 @@ def test_every_rule_has_a_positive() -> None:
 def test_rule_names_are_the_documented_set() -> None:
     assert RULE_NAMES == (
         "private-key", "url-password", "slack-webhook", "aws-secret-key", "aws-session-token",
-        "azure-storage-key", "azure-sas-signature", "bearer-token", "basic-auth",
+        "twilio-api-key", "twilio-auth-token", "azure-storage-key", "azure-sas-signature",
+        "bearer-token", "basic-auth",
         "anthropic-key", "openai-key", "aws-access-key", "github-token", "gitlab-token",
         "slack-token", "stripe-key", "stripe-webhook-secret", "google-api-key",
         "google-oauth-secret", "google-oauth-token",
@@ -656,8 +715,13 @@ KEYED: list[tuple[str, str, tuple[str, ...]]] = [
     ("AWS_SECRET_ACCESS_KEY", AWS_SECRET, JOINERS),
     ('"SecretAccessKey', AWS_SECRET, JOINERS),
     ("AWS_SESSION_TOKEN", AWS_SESSION, JOINERS),
+    ("aws_security_token", AWS_SESSION, JOINERS),
     ('"SessionToken', AWS_SESSION, JOINERS),
     ('"Token', AWS_SESSION, JOINERS),
+    ("TWILIO_API_KEY", TWILIO_KEY, JOINERS),
+    ('"api_key_sid', TWILIO_KEY, JOINERS),
+    ("apiKey", TWILIO_KEY, JOINERS),
+    ("TWILIO_AUTH_TOKEN", TWILIO_TOKEN, JOINERS),
     ("AccountKey", AZURE_KEY, ("=",)),
     ("&sig", SAS_SIG, ("=",)),
     ("?sig", SAS_RAW, ("=",)),
@@ -672,9 +736,10 @@ def test_keyed_secret_never_survives_its_surroundings(
     name, secret, joiners = keyed
     joiner = data.draw(st.sampled_from(joiners))
     text = before + " " + left + name + joiner + secret + right + " " + after
+    # Only the value must go: prose before the name can make the name part of something else
+    # (`Bearer aws_secret_access_key=...` is a bearer token, and redacted as one).
     out = redact_text(text)
     assert secret not in out
-    assert name in out
     assert redact_text(out) == out
 
 
@@ -689,7 +754,7 @@ def test_tool_use_ids_are_never_touched(suffix: str) -> None:
         assert redact_text(text) is text
 
 
-def test_redact_value_walks_dicts_and_lists_but_not_keys() -> None:
+def test_redact_value_walks_dicts_and_lists_and_keys() -> None:
     value = {
         "command": f"export GH={GH['p']}",
         "nested": [1, None, True, 2.5, {"k": AWS, AWS: "key-named-by-a-secret"}],
@@ -698,12 +763,75 @@ def test_redact_value_walks_dicts_and_lists_but_not_keys() -> None:
     out = redact_value(value)
     assert out == {
         "command": f"export GH={R('github-token')}",
-        "nested": [1, None, True, 2.5, {"k": R("aws-access-key"), AWS: "key-named-by-a-secret"}],
+        "nested": [
+            1, None, True, 2.5,
+            {"k": R("aws-access-key"), R("aws-access-key"): "key-named-by-a-secret"},
+        ],
         "clean": {"a": "b"},
     }
     # Copy on write: the input is intact and the untouched branch is shared, not copied.
     assert value["command"] == f"export GH={GH['p']}"
+    assert value["nested"][4] == {"k": AWS, AWS: "key-named-by-a-secret"}  # type: ignore[index]
     assert out["clean"] is value["clean"]
+
+
+# A secret used as an object key: a whole key, a key holding a header line, a key holding an
+# assignment, each nested the way tool payloads nest them.
+SECRET_KEYS = [
+    (
+        {"tokens": {GH["p"]: {"scopes": ["repo"], "note": "ci"}}},
+        {"tokens": {R("github-token"): {"scopes": ["repo"], "note": "ci"}}},
+    ),
+    (
+        {"headers": [{f"Authorization: Bearer {OPAQUE}": True}, {"Accept": "*/*"}]},
+        {"headers": [{f"Authorization: Bearer {R('bearer-token')}": True}, {"Accept": "*/*"}]},
+    ),
+    (
+        [{"env": {f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}": "", "HOME=/home/dev": ""}}],
+        [{"env": {f"AWS_SECRET_ACCESS_KEY={R('aws-secret-key')}": "", "HOME=/home/dev": ""}}],
+    ),
+]
+
+
+@pytest.mark.parametrize(("value", "expected"), SECRET_KEYS, ids=["whole", "header", "env"])
+def test_redact_value_redacts_secrets_used_as_keys(value: object, expected: object) -> None:
+    out = redact_value(value)
+    assert out == expected
+    assert redact_value(out) is out
+    assert AWS_SECRET not in repr(out) and GH["p"] not in repr(out) and OPAQUE not in repr(out)
+
+
+def test_a_renamed_key_keeps_its_place_and_shares_its_value() -> None:
+    inner = {"scopes": ["repo"]}
+    value = {"first": 1, GH["p"]: inner, "last": [2]}
+    out = redact_value(value)
+    assert list(out) == ["first", R("github-token"), "last"]
+    assert out[R("github-token")] is inner
+    assert out["last"] is value["last"]
+    assert value == {"first": 1, GH["p"]: inner, "last": [2]}
+
+
+def test_keys_that_redact_alike_are_all_kept() -> None:
+    # Merging them would drop entries silently: each later one is told apart by a number,
+    # past any key already spelled that way.
+    marker_key = R("aws-access-key")
+    value = {AWS: 1, AWS_STS: 2, f"{marker_key} (2)": 3, marker_key: 0}
+    assert redact_value(value) == {
+        f"{marker_key} (3)": 1, f"{marker_key} (4)": 2, f"{marker_key} (2)": 3, marker_key: 0,
+    }
+    assert redact_value({AWS: 1, AWS_STS: 2}) == {marker_key: 1, f"{marker_key} (2)": 2}
+
+
+def test_redact_value_renames_keys_in_shared_subtrees_and_leaves_other_keys() -> None:
+    shared = {AWS: [GH["s"]]}
+    out = redact_value([shared, shared, {1: AWS, None: "x", ("t",): "y"}])
+    assert out == [
+        {R("aws-access-key"): [R("github-token")]},
+        {R("aws-access-key"): [R("github-token")]},
+        {1: R("aws-access-key"), None: "x", ("t",): "y"},
+    ]
+    assert out[0] is out[1]
+    assert shared == {AWS: [GH["s"]]}
 
 
 def test_redact_value_returns_the_same_object_when_clean() -> None:
@@ -795,6 +923,7 @@ ADVERSARIAL = {
     "sas-short-signatures": ("&sig=" + "A" * 39 + " ") * 6_000,
     "sas-escapes": "?sig=" + "%2B" * 100_000,
     "account-key-names": "AccountKey=" * 30_000,
+    "api-key-names": ("api_key=" + "SK" + "0" * 31 + " ") * 8_000,
     "google-token-dots": "ya" + "29." + "a." * 150_000,
     "google-token-prefix-run": ("ya" + "29.") * 60_000,
     "slack-id-run": "xo" + "xb-" + "1-" * 150_000,

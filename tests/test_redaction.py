@@ -40,6 +40,8 @@ from test_redact import (
     SLACK_HOOK_PATH,
     STRIPE,
     STRIPE_WH,
+    TWILIO_KEY,
+    TWILIO_TOKEN,
     pem,
 )
 
@@ -66,6 +68,8 @@ KEYED = {
     "aws-secret": ("aws_secret_access_key = ", AWS_SECRET),
     "aws-session": ("AWS_SESSION_TOKEN=", AWS_SESSION),
     "azure-key": ("DefaultEndpointsProtocol=https;AccountName=x;AccountKey=", AZURE_KEY),
+    "twilio-key": ("TWILIO_API_KEY=", TWILIO_KEY),
+    "twilio-token": ("TWILIO_AUTH_TOKEN=", TWILIO_TOKEN),
     "azure-sas": ("https://x.blob.core.windows.net/c?sv=2022-11-02&sig=", SAS_SIG),
 }
 PLANTED.update({label: name + value for label, (name, value) in KEYED.items()})
@@ -136,7 +140,7 @@ def test_no_planted_secret_reaches_any_file_under_the_root(cli, root, tmp_path):
         hook(cli, {"session_id": "s1", "cwd": "/x/ws", "hook_event_name": "Stop",
                    "last_assistant_message": ALL}),
         hook(cli, {"session_id": "s1", "cwd": "/x/ws", "hook_event_name": "FutureEvent",
-                   "detail": {"nested": [ALL]}}),
+                   "detail": {"nested": [ALL], ALL: "a key"}}),
     ]
     # Payloads the hook refuses: the log line must not carry the secret either.
     bad = ('{"hook_event_name": "Stop", "' + AWS + '": 1, "' + AWS + '": 2}').encode()

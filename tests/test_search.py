@@ -20,10 +20,12 @@ from conftest import CLI, clean_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent_journal.core import ranking
 from agent_journal.core.derive import derive
 from agent_journal.core.errors import UsageError
 from agent_journal.ops import context, search, writes
 from agent_journal.ops.context import Context
+from agent_journal.storage import search_index
 from agent_journal.storage.cache import publish_cache, segment_signature
 from agent_journal.storage.connection import connect, run_write
 from agent_journal.storage.files import create_private_file
@@ -31,6 +33,13 @@ from agent_journal.storage.root import Root
 from agent_journal.storage.segment import init_segment, insert_events
 
 NOW = "2025-03-10T12:00:00.000Z"
+
+
+@pytest.fixture
+def cli(inproc):
+    """In-process: these tests need no real process."""
+    return inproc
+
 
 
 def ln_idf(n: int, df: int) -> float:
@@ -118,24 +127,24 @@ def j(root: Path, monkeypatch: pytest.MonkeyPatch) -> J:
 # -- tokenisation, formula, snippets (pure) -------------------------------------------------
 
 def test_words_fold_case_and_keep_underscores_and_unicode():
-    assert search.words("Run db_migrate on Straße, ÉTÉ-2024!") == \
+    assert ranking.words("Run db_migrate on Straße, ÉTÉ-2024!") == \
         ["run", "db_migrate", "on", "strasse", "été", "2024"]
 
 
 def test_query_terms_are_distinct_in_first_order():
-    assert search.query_terms("Build the build, then THE deploy") == \
+    assert ranking.query_terms("Build the build, then THE deploy") == \
         ["build", "the", "then", "deploy"]
 
 
 @pytest.mark.parametrize("query", ["", "   ", "?!-- ..."])
 def test_query_without_words_is_a_usage_error(query):
     with pytest.raises(UsageError):
-        search.query_terms(query)
+        ranking.query_terms(query)
 
 
 def test_query_with_too_many_words_is_a_usage_error():
     with pytest.raises(UsageError):
-        search.query_terms(" ".join(f"w{i}" for i in range(search.MAX_TERMS + 1)))
+        ranking.query_terms(" ".join(f"w{i}" for i in range(ranking.MAX_TERMS + 1)))
 
 
 @pytest.mark.parametrize("age_ms, factor", [
@@ -148,28 +157,28 @@ def test_query_with_too_many_words_is_a_usage_error():
 ])
 def test_recency_decays_once_per_whole_day(age_ms, factor):
     now = 1_700_000_000_000
-    assert search.recency(now, now - age_ms, 1.0) == factor
+    assert ranking.recency(now, now - age_ms, 1.0) == factor
 
 
 def test_idf_is_the_smoothed_formula():
-    assert search.idf(4, 1) == math.log(1 + 3.5 / 1.5)
-    assert search.idf(4, 4) == math.log(1 + 0.5 / 4.5)
-    assert search.idf(1000, 1) > search.idf(1000, 10) > search.idf(1000, 999) > 0
+    assert ranking.idf(4, 1) == math.log(1 + 3.5 / 1.5)
+    assert ranking.idf(4, 4) == math.log(1 + 0.5 / 4.5)
+    assert ranking.idf(1000, 1) > ranking.idf(1000, 10) > ranking.idf(1000, 999) > 0
 
 
 def test_snippet_marks_terms_and_cuts_with_ellipses():
     text = " ".join(f"w{i}" for i in range(40)) + " the Migration\nran fine " + \
         " ".join(f"x{i}" for i in range(40))
-    out = search.snippet(text, ["migration"])
+    out = ranking.snippet(text, ["migration"])
     assert "«Migration»" in out
     assert out.startswith("…") and out.endswith("…")
     assert "\n" not in out
-    assert len(out.split()) <= search.SNIPPET_WORDS + 2
+    assert len(out.split()) <= ranking.SNIPPET_WORDS + 2
 
 
 def test_snippet_prefers_the_window_with_more_distinct_terms():
     text = "alpha " + "filler " * 30 + "alpha beta gamma " + "filler " * 30
-    out = search.snippet(text, ["alpha", "beta", "gamma"])
+    out = ranking.snippet(text, ["alpha", "beta", "gamma"])
     assert "«alpha» «beta» «gamma»" in out
 
 
@@ -190,7 +199,7 @@ def test_outcomes_follow_derive(deps, invalidated):
         events.append(Event(event_id=f"i{n}", type="invalidation", kind="invalidation",
                             id=target, ts="2025-01-01T00:00:00.000Z", author="human",
                             session=None, replica="r", data={"reason": "x"}))
-    assert search.outcomes(deps, set(invalidated)) == derive(events).outcome
+    assert ranking.outcomes(deps, set(invalidated)) == derive(events).outcome
 
 
 # -- ranking, hand-computed ----------------------------------------------------------------
@@ -478,7 +487,7 @@ def test_a_cache_sweep_during_a_build_is_survived(j, monkeypatch):
             os.unlink(tmp)
         real(conn, tmp, path)
 
-    monkeypatch.setattr(search, "publish_cache", sweeping)
+    monkeypatch.setattr(search_index, "publish_cache", sweeping)
     assert j.ids("deadlock") == ["o1"]
     assert len(swept) == 1
     assert not Path(swept[0]).exists()
@@ -621,22 +630,22 @@ def test_pruned_ranking_equals_the_full_query(root, monkeypatch):
     conn = ws.open_for_append()
     run_write(conn, lambda c: insert_events(c, events))
     conn.close()
-    index = search.refresh(ws)
+    index = search_index.refresh(ws)
     pruned = []
-    original = search._Index._pruned
+    original = search_index._Index._pruned
 
     def spy(*args, **kwargs):
         result = original(*args, **kwargs)
         pruned.append(result is not None)
         return result
 
-    monkeypatch.setattr(search._Index, "_pruned", staticmethod(spy))
+    monkeypatch.setattr(search_index._Index, "_pruned", staticmethod(spy))
     try:
         for _ in range(300):
             terms = list(dict.fromkeys(rng.choices(vocab, k=rng.randint(2, 5))))
             kw = dict(limit=rng.randint(1, 12), kind=rng.choice([None, None, "note"]),
                       include_retracted=rng.random() < 0.5,
-                      now_ms=search.ts_millis("2025-03-10T00:00:00.000Z"),
+                      now_ms=ranking.ts_millis("2025-03-10T00:00:00.000Z"),
                       boost=rng.choice([0.0, 1.0, 4.0]))
             fast = index.query(terms, prune=True, **kw)
             full = index.query(terms, prune=False, **kw)

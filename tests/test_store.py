@@ -14,6 +14,13 @@ from agent_journal.storage.segment_reader import json_check
 from agent_journal.storage.workspace import ENV_SEGMENT_MAX_BYTES
 
 
+@pytest.fixture
+def cli(inproc):
+    """In-process: these tests need no real process."""
+    return inproc
+
+
+
 def make_event(i, replica="r"):
     return Event(event_id=f"00000000-0000-4000-8000-{i:012d}", type="entry", kind="note",
                  id=f"n{i}", ts="2026-01-01T00:00:00.000Z", author="human", session=None,

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from audit_scenario import at, build_scenario, check_golden, damage, entry, ev, normalise
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_journal.core.derive import derive
 from agent_journal.ops.trace import trace_derived
+
+
+@pytest.fixture
+def cli(inproc):
+    """In-process: these tests need no real process."""
+    return inproc
+
 
 
 def ids(rows):

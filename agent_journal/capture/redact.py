@@ -1,11 +1,14 @@
-"""Secret redaction by precise, prefix-anchored patterns.
+"""Secret redaction by precise, prefix- or context-anchored patterns.
 
 Invariant: text is rewritten only where a rule's own shape matches (a vendor prefix, a PEM
-armour line, a `scheme://user:password@` authority, an `Authorization` header), and each match
-becomes `[REDACTED:<rule>]`. There are no entropy or keyword heuristics, on purpose: ids,
-hashes and prose such as `token: ORDER-4471-ZULU` must survive verbatim, because a redactor that
-guesses once destroyed the very objective a journal exists to keep. Anything that does not match
-a rule is returned unchanged, and an input with no match is returned as the same object.
+armour line, a `scheme://user:password@` authority, an `Authorization` header, or a secret's
+own name followed by a value of that secret's exact shape, as in `aws_secret_access_key =` and
+40 base64 characters), and each match becomes `[REDACTED:<rule>]`. There are no entropy or
+keyword heuristics, on purpose: a name alone never redacts, and ids, hashes and prose such as
+`token: ORDER-4471-ZULU` must survive verbatim, because a redactor that guesses once destroyed
+the very objective a journal exists to keep. Anything that does not match a rule is returned
+unchanged, and an input with no match is returned as the same object; in JSON-like values
+that holds for object keys as much as for the strings under them.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ _AWS_SECRET = r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])"
 # Real session tokens run to hundreds of base64 characters: a minimum of 100 keeps uuids,
 # hashes and short values under a `"Token"` key.
 _AWS_SESSION = r"[A-Za-z0-9/+]{100,}={0,2}"
+_TWILIO_KEY = r"SK[0-9a-fA-F]{32}(?![A-Za-z0-9])"
 
 # (name, pattern), applied in this order, each to the output of the one before. A name may
 # appear more than once (one pattern per literal prefix). A pattern with a group named "secret"
@@ -108,6 +112,13 @@ BUILTIN_RULES: tuple[tuple[str, str], ...] = (
     ("aws-session-token", _keyed("AWS_SE(?:SSION|CURITY)_TOKEN", _AWS_SESSION)),
     ("aws-session-token", _keyed("essionToken", _AWS_SESSION)),
     ("aws-session-token", _keyed('"Token', _AWS_SESSION)),
+    # A Twilio API key sid (SK and 32 hex) is redacted only under an API key's name (Twilio's
+    # TWILIO_API_KEY, its CLI config's apiKey, api_key_sid): bare, the same shape could be
+    # anything's. The auth token is 32 hex, under the name Twilio's docs give it.
+    ("twilio-api-key", _keyed("api_key(?:_sid)?", _TWILIO_KEY)),
+    ("twilio-api-key", _keyed("API_KEY(?:_SID)?", _TWILIO_KEY)),
+    ("twilio-api-key", _keyed("piKey(?:Sid)?", _TWILIO_KEY)),
+    ("twilio-auth-token", _keyed("TWILIO_AUTH_TOKEN", r"[0-9a-fA-F]{32}(?![A-Za-z0-9])")),
     # A connection string's account key (Storage, Cosmos DB): 64 bytes, 88 base64 characters.
     ("azure-storage-key", r"AccountKey=(?P<secret>[A-Za-z0-9+/]{40,}={0,2})"),
     (
@@ -180,10 +191,14 @@ _TRIGGERS: tuple[tuple[str, ...], ...] = (
     ("secret_access_key",),
     ("SECRET_ACCESS_KEY",),
     ("ecretAccessKey",),
-    ("aws_se",),
-    ("AWS_SE",),
+    ("aws_session_token", "aws_security_token"),
+    ("AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"),
     ("essionToken",),
     ('"Token',),
+    ("api_key",),
+    ("API_KEY",),
+    ("piKey",),
+    ("TWILIO_AUTH_TOKEN",),
     ("AccountKey=",),
     ("sig=",),
     ("earer",),
@@ -255,20 +270,28 @@ class Redactor:
         out = text
         for rule in self._all_rules():
             # Each rule sees the output of the ones before it, so its trigger is looked
-            # for in that output, not in the original text.
-            if rule.triggers is not None and not any(t in out for t in rule.triggers):
-                continue
+            # for in that output, not in the original text. A plain loop, not any() over a
+            # generator: building one per rule was most of the cost of a short string
+            # (measured with 39 rules: 16 us a string with any(), 3 us with the loop).
+            triggers = rule.triggers
+            if triggers is not None:
+                for trigger in triggers:
+                    if trigger in out:
+                        break
+                else:
+                    continue
             compiled, replace = rule.compiled()
             out = compiled.sub(replace, out)
         return text if out == text else out
 
     def redact_value(self, value: Any) -> Any:
-        """Redact every string inside dicts and lists; keys are left alone.
+        """Redact every string inside dicts and lists, string keys included.
 
-        Keys are schema names (tool parameter names, JSON field names), and rewriting two of
-        them to the same marker would silently merge entries. Returns `value` itself when
-        nothing inside it changed, so `result is value` means no secret was found; a changed
-        container is a copy and the input is never mutated.
+        A key is redacted where it stands, keeping its place among the others. Keys that come
+        out the same (two secrets used as names) are all kept, the later ones numbered: see
+        _renamed. Returns `value` itself when nothing inside it changed, so `result is value`
+        means no secret was found; a changed container is a copy and the input is never
+        mutated.
         """
         if isinstance(value, str):
             return self.redact_text(value)
@@ -352,15 +375,31 @@ def _redact_container(redactor: Redactor, root: dict[Any, Any] | list[Any]) -> A
     # A parent is always listed before its children, so walking the list backwards settles
     # every child before its parent looks at it.
     changed: dict[int, Any] = {}
+    # Each distinct key is redacted once per call (None: unchanged): payloads repeat the same
+    # few field names in every object.
+    keys: dict[str, str | None] = {}
     for node in reversed(order):
         if isinstance(node, dict):
             new_dict: dict[Any, Any] | None = None
+            new_keys: dict[str, str] | None = None
             for key, child in node.items():
                 new_child = _settled(redactor, child, changed)
                 if new_child is not child:
                     if new_dict is None:
                         new_dict = dict(node)
                     new_dict[key] = new_child
+                if isinstance(key, str):
+                    if key in keys:
+                        new_key = keys[key]
+                    else:
+                        redacted = redactor.redact_text(key)
+                        new_key = keys[key] = None if redacted is key else redacted
+                    if new_key is not None:
+                        if new_keys is None:
+                            new_keys = {}
+                        new_keys[key] = new_key
+            if new_keys is not None:
+                new_dict = _renamed(node if new_dict is None else new_dict, new_keys)
             if new_dict is not None:
                 changed[id(node)] = new_dict
         else:
@@ -374,6 +413,24 @@ def _redact_container(redactor: Redactor, root: dict[Any, Any] | list[Any]) -> A
             if new_list is not None:
                 changed[id(node)] = new_list
     return changed.get(id(root), root)
+
+
+def _renamed(node: dict[Any, Any], new_keys: dict[str, str]) -> dict[Any, Any]:
+    # Merging keys that redact alike (two AWS keys used as names, or one next to a key already
+    # spelled like its marker) would silently drop entries, so a renamed key that is taken
+    # becomes "<key> (2)", "<key> (3)", ... past every key the object keeps as it is.
+    kept = {key for key in node if key not in new_keys}
+    out: dict[Any, Any] = {}
+    for key, child in node.items():
+        if key in new_keys:
+            base = new_key = new_keys[key]
+            number = 1
+            while new_key in kept or new_key in out:
+                number += 1
+                new_key = f"{base} ({number})"
+            key = new_key
+        out[key] = child
+    return out
 
 
 def _settled(redactor: Redactor, child: Any, changed: dict[int, Any]) -> Any:
@@ -401,5 +458,5 @@ def redact_text(text: str) -> str:
 
 
 def redact_value(value: Any) -> Any:
-    """Redact every string in a JSON-like value with the built-in rules only."""
+    """Redact every string in a JSON-like value, keys included, with the built-in rules only."""
     return default_redactor().redact_value(value)

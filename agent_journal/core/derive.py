@@ -28,14 +28,12 @@ from agent_journal.core.model import (
     TOMBSTONE,
     Event,
 )
+from agent_journal.core.outcomes import INVALIDATED, LIVE, SUPPRESSED, outcome_of, reached_from
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
     from typing import Any
 
-LIVE = "live"
-INVALIDATED = "invalidated"
-SUPPRESSED = "suppressed"
 
 OBSERVATION_FIELDS = ("tool", "callId", "input", "output", "status", "exitCode",
                       "durationMs", "artifact")
@@ -293,31 +291,13 @@ def _derive_outcomes(d: Derived) -> None:
             edges.extend(x for x in kept[0] if x not in edges)
             if kept[1]:
                 roots.add(target)
-    dependents: dict[str, list[str]] = {}
-    for node, deps in depends.items():
-        for dep in deps:
-            dependents.setdefault(dep, []).append(node)
-    through: dict[str, set[str]] = {}
-    for root in sorted(roots):
-        stack = list(dependents.get(root, []))
-        seen: set[str] = set()
-        while stack:
-            current = stack.pop()
-            if current in seen:
-                continue
-            seen.add(current)
-            through.setdefault(current, set()).add(root)
-            stack.extend(dependents.get(current, []))
+    through = reached_from(depends, roots)
     d.depends, d.roots, d.reached = depends, roots, through
     for entry_id in d.entry_events:
-        if entry_id in d.invalidations:
-            d.outcome[entry_id] = INVALIDATED
-        elif entry_id in through:
-            d.outcome[entry_id] = SUPPRESSED
+        d.outcome[entry_id] = outcome_of(entry_id, d.invalidations, through)
+        if d.outcome[entry_id] == SUPPRESSED:
             # A tombstoned root is still why this entry is suppressed, but its id
             # must not be shown anywhere.
             d.suppressed_through[entry_id] = sorted(
                 r for r in through[entry_id] if r not in d.tombstones
             )
-        else:
-            d.outcome[entry_id] = LIVE

@@ -1,4 +1,14 @@
-"""TODO docstring: artifacts."""
+"""Artifacts: large tool outputs kept whole, content-addressed, beside the segments.
+
+Invariants:
+- A blob's reference is `xxh3-128:<32 hex>` of its exact bytes; it lives at
+  <root>/workspaces/<ws>/artifacts/<first 2 hex>/<32 hex>, 0600 in 0700 folders
+  (spec/FORMAT.md, "Artifacts").
+- A reference is validated before it becomes a path: references arrive in
+  events, and events arrive from other replicas.
+- A blob is written whole (temp file, fsync, rename) or not at all; an existing
+  file is kept only when its bytes are exactly the ones being stored.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +25,7 @@ if TYPE_CHECKING:
     from agent_journal.storage.workspace import Workspace
 
 ARTIFACTS_DIR = "artifacts"
-
-
 ARTIFACT_ALGO = "xxh3-128"
-
-
 _ARTIFACT_HEX = re.compile(r"[0-9a-f]{32}")
 
 

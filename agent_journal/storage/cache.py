@@ -1,4 +1,14 @@
-"""TODO docstring: cache."""
+"""Projection files: the disposable caches under <root>/cache/<area>/<ws>.sqlite.
+
+Invariants:
+- A projection is rebuilt from the segments whenever in doubt, so these helpers
+  favour speed (no WAL, relaxed syncs during a rebuild) and never open a
+  segment for writing.
+- A projection is published whole: built under a temporary name and renamed
+  into place, so a reader sees the old file or the new one, never half of one.
+- A segment's signature (size, mtime, inode, rows) is how a projection knows
+  what it has already folded; anything it cannot vouch for is read again.
+"""
 
 from __future__ import annotations
 
@@ -18,8 +28,6 @@ if TYPE_CHECKING:
     from agent_journal.storage.root import Root
 
 CACHE_DIR = "cache"
-
-
 CACHE_SIDECARS = ("-journal", "-wal", "-shm")
 
 
@@ -130,7 +138,7 @@ def segment_census(path: str, after: int) -> tuple[int, int, int, str | None]:
     try:
         conn.execute("BEGIN")
         try:
-            if never_initialised(conn, path):
+            if never_initialised(conn):
                 return 0, 0, 0, None
             high = conn.execute("SELECT max(seq) FROM events").fetchone()[0] or 0
             total = conn.execute("SELECT count(*) FROM events").fetchone()[0]
@@ -167,7 +175,7 @@ def iter_segment_after(path: str, after: int, batch: int = 2000
         last = after
         while True:
             try:
-                if last == after and never_initialised(conn, path):
+                if last == after and never_initialised(conn):
                     return
                 rows = conn.execute(
                     "SELECT seq, event_id, body, checksum FROM events WHERE seq > ? "

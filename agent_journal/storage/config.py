@@ -1,4 +1,9 @@
-"""TODO docstring: config."""
+"""The root's own files besides the journal: config.json and the private logs.
+
+Invariants:
+- A missing config costs one failed open (the hook asks on every call).
+- Logs are 0600, append-only lines, and keep one previous file past 1 MiB.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +12,8 @@ import os
 from agent_journal.core.errors import JournalError
 from agent_journal.storage.files import FILE_MODE, make_private_dirs
 
-TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
-if TYPE_CHECKING:
-    pass
-
 CONFIG_NAME = "config.json"
-
-
 LOGS_DIR = "logs"
-
-
 LOG_MAX_BYTES = 1024 * 1024
 
 

@@ -1,4 +1,14 @@
-"""TODO docstring: connection."""
+"""SQLite connections: the one opener, the write transaction, the journal mode.
+
+Invariants:
+- Every connection to a journal file is opened by `connect`: busy timeout set
+  as it opens, autocommit, never creating a file.
+- Every write runs in `BEGIN IMMEDIATE` with a bounded retry, so concurrent
+  writer processes on one replica queue instead of failing or losing events;
+  a lock held past every retry is a BusyError, never a raw driver error.
+- The journal mode is chosen from the SQLite version loaded at run time (see
+  `journal_mode_for`): WAL only where SQLite has the WAL-reset fix.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +23,6 @@ if TYPE_CHECKING:
 
 
 BUSY_TIMEOUT_S = 15.0
-
-
 WRITE_ATTEMPTS = 6
 
 

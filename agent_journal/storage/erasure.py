@@ -1,4 +1,17 @@
-"""TODO docstring: erasure."""
+"""Erasure: the only code in the package that deletes rows or files holding events.
+
+Invariants:
+- Every deleting connection sets what erasure needs itself (secure_delete, a
+  journal that is unlinked at commit) instead of trusting how SQLite was
+  compiled, and the WAL is checkpointed and truncated afterwards, so deleted
+  bytes are gone from the file, its sidecars and its free pages.
+- Every segment is changed in place, one transaction each, and only when it
+  has not grown since it was read (SegmentGrew otherwise): a rewrite-and-rename
+  could drop an append made through a connection that still had the old file
+  open.
+- A compaction about to change files writes its intent first, so a killed run
+  is finished (or undone) by the next one.
+"""
 
 from __future__ import annotations
 
@@ -19,8 +32,6 @@ if TYPE_CHECKING:
     from agent_journal.storage.workspace import Workspace
 
 WAL_CHECKPOINT_ATTEMPTS = 20
-
-
 COMPACT_INTENT = ".compact-pending.json"
 
 
@@ -74,8 +85,6 @@ def _max_seq(conn: sqlite3.Connection) -> int:
 # cost milliseconds. Bodies travel as text, so only where a blob cast to text
 # is its UTF-8 bytes, and only where SQLite has json_each and UPDATE FROM.
 _DELETE_LISTED = "DELETE FROM events WHERE event_id IN (SELECT value FROM json_each(?))"
-
-
 _REWRITE_LISTED = (
     "UPDATE events SET body = CAST(json_extract(j.value, '$[2]') AS BLOB), "
     "checksum = json_extract(j.value, '$[3]') FROM json_each(?) AS j "

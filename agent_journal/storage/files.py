@@ -1,4 +1,10 @@
-"""TODO docstring: files."""
+"""Files under the root: private modes, atomic writes, durable renames.
+
+Invariants:
+- Folders are created 0700 and files 0600, whatever the caller's umask.
+- A file that must be whole is written to a temporary name, fsynced, renamed
+  into place and its folder fsynced: a reader sees the old bytes or the new.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +13,7 @@ from collections.abc import Iterable
 
 from agent_journal.core import codec
 
-TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
-if TYPE_CHECKING:
-    pass
-
-
 DIR_MODE = 0o700
-
-
 FILE_MODE = 0o600
 
 

@@ -1,4 +1,11 @@
-"""TODO docstring: locks."""
+"""Locks between processes: one folder lock per workspace operation that must run alone.
+
+Invariants:
+- A lock is an flock on a private file; the kernel drops it when its process
+  dies, so a killed holder never leaves the workspace locked.
+- One `compact --apply` and one merge at a time per workspace; a second waits
+  a bounded time, then refuses.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,12 @@
-"""TODO docstring: replica_import."""
+"""Writing an import: another replica's rows copied into a segment of their own.
+
+Invariants:
+- An import is built under a temporary name and renamed into place whole; a
+  killed merge leaves a temporary file (cleared by the next one), never a
+  half-imported segment.
+- Rows are copied by SQLite itself, exactly as stored; what to copy is decided
+  by the merge planner (core/merge_plan.py), never here.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +24,12 @@ from agent_journal.storage.files import (
     unlink_quietly,
 )
 from agent_journal.storage.replica_source import Unreadable
-from agent_journal.storage.segment import IMPORT_TEMP_PREFIX, SCHEMA, SEGMENT_FORMAT
+from agent_journal.storage.segment import (
+    IMPORT_TEMP_PREFIX,
+    SCHEMA,
+    SEGMENT_FORMAT,
+    never_initialised,
+)
 
 TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
 if TYPE_CHECKING:
@@ -259,10 +272,11 @@ class ImportSource:
             raise Unreadable(describe_sqlite_error(error))
         self._conn = conn
         if "events" not in tables:
+            blank = never_initialised(conn, "src")
             self.__exit__(None, None, None)
-            if tables:
+            if not blank:
                 raise Unreadable("no events table")
-            self.empty = True  # created but never initialised: nothing to read
+            self.empty = True
         self.has_origin = "origin" in tables
         return self
 

@@ -1,4 +1,12 @@
-"""TODO docstring: replica_source."""
+"""Reading another replica's segments for export and merge.
+
+Invariants:
+- A source segment is read in one transaction, rows exactly as stored (body
+  and checksum unverified: the caller decides what to trust); any SQLite
+  failure is `Unreadable`, with a one-line reason.
+- A verified export file is opened immutable: nobody writes it, so no locks
+  and no journal.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +15,7 @@ from collections.abc import Iterator
 
 from agent_journal.storage.connection import connect, describe_sqlite_error
 from agent_journal.storage.files import create_private_file, unlink_quietly
-
-TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
-if TYPE_CHECKING:
-    pass
+from agent_journal.storage.segment import never_initialised
 
 
 class Unreadable(Exception):
@@ -57,11 +62,11 @@ class SegmentRows:
             raise Unreadable(describe_sqlite_error(exc)) from None
         try:
             conn.execute("BEGIN")
+            if never_initialised(conn):
+                return
             tables = {r[0] for r in conn.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "events" not in tables:
-                if not tables:
-                    return  # created but never initialised (its writer died first): empty
                 raise Unreadable("no events table")
             if "meta" in tables:
                 self.meta = {str(k): str(v) for k, v in conn.execute(
@@ -95,8 +100,8 @@ def stream_ids(path: str, *, batch: int = 50_000) -> Iterator[list[tuple[str]]]:
         raise Unreadable(describe_sqlite_error(exc)) from None
     try:
         conn.execute("BEGIN")
-        if not conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
-            return  # created but never initialised: empty
+        if never_initialised(conn):
+            return
         cursor = conn.execute("SELECT event_id FROM events")
         while rows := cursor.fetchmany(batch):
             yield rows

@@ -1,4 +1,12 @@
-"""TODO docstring: root."""
+"""The journal root: where it is, whether it is safe, and its replica id.
+
+Invariants:
+- A root that is group- or world-writable is refused, and so is creating one
+  whose nearest existing ancestor is (like /tmp itself).
+- The replica id is made once per root, on first write, and every later
+  process reads the same one back (a race between two first writers is won by
+  exactly one of them).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +17,6 @@ from agent_journal.core.errors import JournalError, UnsafeRootError
 from agent_journal.core.model import validate_id
 from agent_journal.storage.files import FILE_MODE, make_private_dirs, read_text
 from agent_journal.storage.workspace import Workspace
-
-TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
-if TYPE_CHECKING:
-    pass
 
 ENV_ROOT = "AGENT_JOURNAL_ROOT"
 

@@ -1,8 +1,16 @@
-"""TODO docstring: segment."""
+"""The segment file: its schema, its creation, and appending rows to it.
+
+Invariants:
+- A segment is one SQLite file holding the events of one workspace. A replica
+  appends only to segments named after its own replica id; segments from other
+  replicas (imports) are never appended to. Only compaction deletes rows.
+- A segment file with no table at all (its writer died before the schema was
+  committed) is an empty segment on every path that meets it; one with tables
+  but no `events` table is unreadable (see `never_initialised`).
+"""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Iterable
 
@@ -10,16 +18,8 @@ from agent_journal.core import codec
 from agent_journal.core.model import Event
 from agent_journal.storage.connection import JOURNAL_MODE, connect, run_write
 
-TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
-if TYPE_CHECKING:
-    pass
-
 SEGMENT_SUFFIX = ".sqlite"
-
-
 SEGMENT_FORMAT = 1
-
-
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events (
@@ -32,7 +32,12 @@ CREATE TABLE IF NOT EXISTS events (
     checksum TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_subject ON events(subject);
+CREATE VIEW IF NOT EXISTS events_json AS
+    SELECT seq, event_id, type, subject, ts, CAST(body AS TEXT) AS body, checksum FROM events;
 """
+# `events_json` holds nothing: it shows each body as the JSON text it is, for people
+# reading a segment in sqlite-utils, Datasette or the sqlite3 shell (the table keeps
+# bodies as BLOBs, which those tools show as "<Binary: N bytes>"). Nothing reads it.
 
 
 def init_segment(conn: sqlite3.Connection, *, workspace: str, replica: str) -> None:
@@ -77,10 +82,16 @@ def open_segment_for_read(path: str) -> sqlite3.Connection:
         return connect(path, readonly=True)
 
 
-def never_initialised(conn: sqlite3.Connection, path: str) -> bool:
-    """Created but never given a schema (its writer died first): an empty segment."""
-    return conn.execute("SELECT name FROM sqlite_master WHERE name = 'events'"
-                        ).fetchone() is None and os.path.getsize(path) == 0
+def never_initialised(conn: sqlite3.Connection, schema: str = "main") -> bool:
+    """Whether the file holds no table at all: created (perhaps given its journal
+    mode) by a writer that died before its schema committed.
+
+    The one rule for "an empty segment", on every path that meets a segment
+    (reads, compaction, export, merge): such a file holds no event, so it is
+    empty, not damaged. A file with tables but no `events` table is unreadable.
+    """
+    return conn.execute(f"SELECT count(*) FROM {schema}.sqlite_master WHERE type = 'table'"
+                        ).fetchone()[0] == 0
 
 
 def has_subject(conn: sqlite3.Connection, subject: str, type_: str | None) -> bool:

@@ -1,4 +1,12 @@
-"""TODO docstring: workspace."""
+"""A workspace: its segments, appending to this replica's current one, and whole reads.
+
+Invariants:
+- Appends go only to this replica's newest segment, rotated past the size
+  limit; a write that must be unique (an entry id) is checked in every other
+  segment first and in the current one inside the write lock.
+- Driver errors are translated here: a lock held past every retry is a
+  BusyError, any other SQLite failure a StorageError naming the workspace.
+"""
 
 from __future__ import annotations
 
@@ -23,8 +31,6 @@ if TYPE_CHECKING:
     from agent_journal.storage.root import Root
 
 ENV_SEGMENT_MAX_BYTES = "AGENT_JOURNAL_SEGMENT_MAX_BYTES"
-
-
 SEGMENT_MAX_BYTES = 64 * 1024 * 1024
 
 

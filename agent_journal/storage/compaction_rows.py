@@ -1,0 +1,413 @@
+"""One segment read for a compaction: the exact decoder and its fast path, side by side.
+
+Invariant: `read_segment_for_compaction` gives, for any segment, exactly the
+part a read through the exact decoder alone gives (`codec.decode_checked`, the
+verdict every reader gives): the same rows (as `model.event_values` tuples,
+observation data cut to its `artifact`), malformed rows, high-water mark,
+tombstone checksums and purged rewrites. The fast paths only decide which rows
+may skip the exact decoder; tests/test_compaction_rows.py holds both paths to
+one suite of rows. A part travels between processes as `SegmentRead.packed()`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+
+from xxhash import xxh3_64_hexdigest as _xxh3_hex
+
+from agent_journal.core import codec
+from agent_journal.core.model import Event, event_values, events_from_values
+from agent_journal.storage.connection import describe_sqlite_error
+from agent_journal.storage.erasure import text_is_utf8
+from agent_journal.storage.segment import never_initialised, open_segment_for_read
+from agent_journal.storage.segment_reader import json_check, strict_json_check
+
+TYPE_CHECKING = False  # as elsewhere in the package: mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+# Observation rows are most of a journal, and parsing each body in Python cost
+# more than all the rest of a compaction. A row laid out the way `codec` writes
+# it is instead shown, cheaply, to be one the exact decoder accepts with the
+# values read here; anything unusual gets `codec.decode_checked`, the verdict
+# every reader gives. What shows it (`_fast_observation`):
+# - SQLite finds the whole body valid JSON by a test no looser than Python's
+#   json (`strict_json_check`), and the body holds no NUL (SQLite's text ends
+#   at one, so it would have judged only what comes before);
+# - Python finds the body's checksum right and the body strict UTF-8; it
+#   begins `{"author":"A","data":{` and, from the last place where
+#   `,"eventId":"E","id":"S","kind":"` (the row's own event id and subject)
+#   occurs, ends with the other fields in canonical order, `ts` the row's own
+#   time, each a plain string (no quote, backslash or control character, so
+#   the text is the value) or a small integer.
+# In valid JSON those last fields hold no bracket, so they are members of the
+# outer object, its last ones: a later duplicate of any of them cannot follow.
+# Between `data`'s value and them, the text may still hold more members; those
+# are harmless (the exact decoder ignores unknown keys, and takes the last of
+# duplicates, which are these) except a second `author` or `data`: so the text
+# from `data`'s value to `,"eventId"` must hold neither `"author"` nor
+# `"data"` (a nested key of either name only costs the exact path), nor an
+# escape that could spell a letter of a key. Where SQLite's parser still
+# accepts what Python's refuses, the row takes the exact path too: nesting
+# deeper than Python's recursion limit, and integers longer than Python
+# converts. Observation data is not parsed at all unless it may hold an
+# `artifact` key, the one part a plan reads: a text with `"artifact"`
+# anywhere has that stretch parsed (which fails unless it is one value), and
+# a text without has data `{}`.
+
+def compaction_rows_sql(version: tuple[int, int, int]) -> str:
+    """Every row of a segment in seq order; the last column is 1 for an
+    observation body that passed the JSON check (NULL for every other row,
+    and for every row where there is no check)."""
+    check = strict_json_check(version)
+    checked = ("NULL" if check is None else
+               f"CASE WHEN type = 'observation' AND {check} THEN 1 END")
+    return (f"SELECT seq, event_id, type, body, checksum, subject, ts, {checked} "
+            "FROM (SELECT seq, event_id, type, body, checksum, subject, ts, "
+            "CAST(body AS TEXT) AS t FROM events) ORDER BY seq")
+
+
+_COMPACTION_ROWS = compaction_rows_sql(sqlite3.sqlite_version_info)
+
+
+_EXACT_ROWS = compaction_rows_sql((0, 0, 0))
+
+
+_PLAIN = r'[^"\\\x00-\x1f]+'
+
+
+# What lies between the row's `"kind":"` and `","ts":"`: kind, replica, schema
+# (an integer Python converts whatever its digit limit) and session.
+_OBSERVATION_MIDDLE = re.compile(
+    rf'({_PLAIN})","replica":"({_PLAIN})","schema":(-?(?:0|[1-9][0-9]{{0,17}})),'
+    rf'"session":(?:null|"([^"\\\x00-\x1f]*)")')
+
+
+# An escape that could spell a letter of a key (`"\u0061rtifact"`, `"\u0061uthor"`).
+_ESCAPED_LETTER = re.compile(r"\\u00[4-7][0-9A-Fa-f]")
+
+
+# Deeper data is left to the exact decoder, whose recursion limit decides it.
+_FAST_NESTING = 200
+
+
+_checksum = codec.checksum
+
+
+_CHECKSUM_PREFIX = codec.CHECKSUM_PREFIX
+
+
+class _FastPath:
+    """What the fast path remembers across one read: the fields between kind and
+    ts it has already judged (a journal repeats a few), the last good one of
+    them (rows in a row mostly share it), and Python's limit on the digits of
+    an integer it converts (a longer one fails json.loads)."""
+
+    def __init__(self) -> None:
+        import sys
+
+        self.middles: dict[str, tuple[str, str, int, str | None] | None] = {}
+        # (A NUL never ends a body the fast path reads: nothing matches it.)
+        self.last: tuple[str, tuple[str, str, int, str | None]] = ("\x00", ("", "", 0, None))
+        limit = sys.get_int_max_str_digits()
+        self.digit_limit = limit
+        self.long_number = re.compile(f"[0-9]{{{limit + 1}}}") if limit else None
+
+    def middle(self, text: str) -> tuple[str, str, int, str | None] | None:
+        m = _OBSERVATION_MIDDLE.fullmatch(text)
+        found = None if m is None else (m[1], m[2], int(m[3]), m[4])
+        self.middles[text] = found
+        return found
+
+
+def _checked_text(body: Any, digest: Any) -> str | None:
+    """A blob body whose checksum is right, as strict UTF-8 text; else None."""
+    if type(body) is not bytes or digest != _checksum(body):
+        return None
+    try:
+        return body.decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def _fast_observation(fast: _FastPath, body: Any, digest: Any, event_id: Any, subject: Any,
+                      ts: Any) -> tuple[Any, ...] | None:
+    """The observation row as the exact decoder reads it (data reduced to its
+    artifact), as `model.event_values`; None when only the exact decoder may
+    judge it. Only for a body that passed `strict_json_check`.
+
+    Written for speed: a million rows pass here, so operators stand in for
+    method calls wherever they say the same (`_checked_text` is inlined).
+    """
+    if type(body) is not bytes or digest != _CHECKSUM_PREFIX + _xxh3_hex(body):
+        return None
+    try:
+        text = body.decode()
+    except UnicodeDecodeError:
+        return None
+    # The column values must be plain strings for the text matches below to
+    # mean the values match.
+    if type(event_id) is not str or type(subject) is not str or type(ts) is not str:
+        return None
+    columns = event_id + subject + ts
+    if '"' in columns or "\\" in columns or "\x00" in text:
+        return None
+    quote = text.find('","data":{', 11)
+    author = text[11:quote]
+    if quote <= 11 or text[:11] != '{"author":"' or '"' in author or "\\" in author:
+        return None
+    start = quote + 9  # the data object's "{"
+    # The fields after data as they would read with the last row's middle
+    # fields: one test, where finding them afresh takes a search and a lookup.
+    middle, fields = fast.last
+    suffix = f',"eventId":"{event_id}","id":"{subject}","kind":"{middle},"ts":"{ts}",' \
+        '"type":"observation"}'
+    if text.endswith(suffix):
+        end = len(text) - len(suffix)
+    else:
+        ids = f',"eventId":"{event_id}","id":"{subject}","kind":"'
+        end = text.rfind(ids)  # just past the data object, unless more members follow it
+        tail = f',"ts":"{ts}","type":"observation"}}'
+        if end < 0 or not text.endswith(tail):
+            return None
+        middle = text[end + len(ids):len(text) - len(tail)]
+        found = fast.middles[middle] if middle in fast.middles else fast.middle(middle)
+        if found is None:
+            return None
+        fields = found
+        fast.last = (middle, found)
+    if end <= start or text.find('"author"', start, end) >= 0 \
+            or text.find('"data"', start, end) >= 0:
+        return None
+    if end - start > 2 * _FAST_NESTING and \
+            text.count("{", start, end) + text.count("[", start, end) > _FAST_NESTING:
+        return None
+    if fast.long_number is not None and end - start > fast.digit_limit \
+            and fast.long_number.search(text, start, end):
+        return None
+    data: dict[str, Any] = {}
+    # The fields around data are plain strings: `"artifact"` found outside data
+    # (as a whole value) only costs a parse, and they hold no backslash.
+    if '"artifact"' in text:
+        try:
+            parsed = codec.parse_json_text(text[start:end])
+        except codec.MalformedEvent:
+            return None
+        artifact = parsed.get("artifact")
+        if artifact is not None:
+            data = {"artifact": artifact}
+    elif "\\u00" in text and _ESCAPED_LETTER.search(text, start, end):
+        return None  # a key may be spelt with escapes; the exact decoder reads it
+    kind, replica, schema, session = fields  # type: ignore[misc]
+    return (event_id, "observation", kind, subject, ts, author, session, replica, data,
+            schema)
+
+
+# A tombstone exactly as codec writes one whose data is a reason and the
+# purged flag: every field a plain string (the text is the value), the
+# schema a small integer, nothing else anywhere. The whole body is matched,
+# so it is exactly the JSON the exact decoder parses to these values.
+_TOMBSTONE = re.compile(
+    rf'\{{"author":"({_PLAIN})","data":\{{"purged":(false|true),"reason":"({_PLAIN})"\}},'
+    rf'"eventId":"({_PLAIN})","id":"({_PLAIN})","kind":"({_PLAIN})","replica":"({_PLAIN})",'
+    rf'"schema":(-?(?:0|[1-9][0-9]{{0,17}})),"session":(?:null|"([^"\\\x00-\x1f]*)"),'
+    rf'"ts":"({_PLAIN})","type":"tombstone"\}}')
+
+
+_UNPURGED = b'"data":{"purged":false,'
+
+
+_PURGED = b'"data":{"purged":true,'
+
+
+# A tombstone's purged rewrite: the new body and its checksum. The body is
+# None when the row read matched `_TOMBSTONE` in a UTF-8 segment: there the
+# flag's text occurs once, so SQLite's replace() of it in the stored body is
+# exactly the new body, and only the checksum is sent (the row is updated
+# only while its checksum is still the one read). Sending each body as JSON
+# text was a third of a transaction's work, under the GIL.
+Rewrite = tuple[bytes | None, str]
+
+
+def _fast_tombstone(body: Any, digest: Any, event_id: Any, subject: Any, ts: Any,
+                    in_place: bool) -> tuple[tuple[Any, ...], Rewrite | None] | None:
+    """The tombstone row as the exact decoder reads it (`model.event_values`),
+    with its purged rewrite when it is not purged yet; None when only the
+    exact decoder may judge it. A matched body is in canonical layout, so its
+    rewrite is the same bytes with the flag turned; `in_place`, the rewrite
+    leaves that to SQLite (see `Rewrite`)."""
+    text = _checked_text(body, digest)
+    if text is None:
+        return None
+    m = _TOMBSTONE.fullmatch(text)
+    if m is None:
+        return None
+    author, purged, reason, body_id, body_subject, kind, replica, schema, session, body_ts \
+        = m.groups()
+    if body_id != event_id or body_subject != subject or body_ts != ts or not reason.strip():
+        return None
+    rewrite = None
+    if purged == "false":
+        new = body.replace(_UNPURGED, _PURGED, 1)
+        rewrite = (None if in_place else new, _checksum(new))
+    return ((event_id, "tombstone", kind, subject, ts, author, session, replica,
+             {"purged": purged == "true", "reason": reason}, int(schema)), rewrite)
+
+
+class SegmentRead:
+    """One segment's share of a CompactionRead. Its events are read as tuples
+    of field values (`model.event_values`), and made Events in the process
+    that plans."""
+
+    __slots__ = ("rel", "rows", "events", "tombstones", "rewrites", "high", "malformed",
+                 "unreadable")
+
+    def __init__(self, rel: str) -> None:
+        self.rel = rel
+        self.rows: list[tuple[Any, ...]] = []
+        self.events: list[Event] = []  # `rows` made Events, once `made_events`
+        self.tombstones: dict[str, str] = {}  # tombstone event id -> stored checksum
+        # tombstone event id -> its purged rewrite (see read_located)
+        self.rewrites: dict[str, Rewrite] = {}
+        self.high: int | None = 0  # None: the segment could not be read to the end
+        self.malformed: list[dict[str, Any]] = []
+        self.unreadable: str | None = None
+
+    def packed(self, rows: list[Any] | None = None) -> tuple[Any, ...]:
+        """The share as plain values, cheap to send from a worker process;
+        `rows` in place of its rows, if given."""
+        return (self.rel, self.rows if rows is None else rows, self.tombstones,
+                self.rewrites, self.high, self.malformed, self.unreadable)
+
+    @classmethod
+    def unpacked(cls, packed: tuple[Any, ...]) -> SegmentRead:
+        part = cls(packed[0])
+        (_, part.rows, part.tombstones, part.rewrites, part.high, part.malformed,
+         part.unreadable) = packed
+        return part
+
+    def made_events(self, named: set[str] | None = None) -> SegmentRead:
+        """Make Events of the rows: all of them, or, given the ids tombstones
+        name, only those `kept_rows` keeps."""
+        self.events = events_from_values(self.rows if named is None
+                                         else kept_rows(self.rows, named))
+        self.rows = []
+        return self
+
+
+def tombstone_subjects(rows: list[tuple[Any, ...]]) -> list[str]:
+    """The ids the tombstones among these rows (as `event_values`) name."""
+    return [row[3] for row in rows if row[1] == "tombstone"]
+
+
+def kept_rows(rows: list[tuple[Any, ...]], named: set[str]) -> list[tuple[Any, ...]]:
+    """What a plan without an observation TTL reads of these rows: all but the
+    observations no tombstone names and that hold no artifact."""
+    return [row for row in rows if row[1] != "observation" or row[3] in named or row[8]]
+
+
+class _KeptSoFar:
+    """Parts cut down by `kept_rows` as they are read, with the ids named by
+    the tombstones read so far. A tombstone read later (here or elsewhere)
+    may name an observation of an earlier part: `grown` finds the parts that
+    then keep more rows. Their rows are held until then."""
+
+    def __init__(self) -> None:
+        self.named: set[str] = set()
+        self.held: list[tuple[list[tuple[Any, ...]], list[str]]] = []  # rows, their ids named
+
+    def keep(self, rows: list[tuple[Any, ...]]) -> tuple[list[tuple[Any, ...]], list[str]]:
+        """The rows a part keeps so far, and the ids its own tombstones name."""
+        subjects = tombstone_subjects(rows)
+        self.named.update(subjects)
+        self.held.append((rows, subjects))
+        return kept_rows(rows, self.named), subjects
+
+    def grown(self, elsewhere: set[str]) -> dict[int, list[tuple[Any, ...]]]:
+        """Part number (in the order kept) -> the rows it keeps now, for each
+        part that may keep more, given the ids tombstones elsewhere name.
+
+        Named since a part was kept: by tombstones of later parts, or
+        elsewhere. A part whose rows meet none of those ids is complete (a set
+        test in C, where refiltering every row was a tenth of a second).
+        """
+        import operator
+
+        later = set(elsewhere)
+        everything = self.named | later
+        grown = {}
+        row_subject = operator.itemgetter(3)
+        for n in range(len(self.held) - 1, -1, -1):
+            rows, subjects = self.held[n]
+            if not later.isdisjoint(map(row_subject, rows)):
+                grown[n] = kept_rows(rows, everything)
+            later.update(subjects)
+        return grown
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath) -> SegmentRead:
+    part = SegmentRead(rel)
+    try:
+        conn = open_segment_for_read(path)
+    except sqlite3.Error as exc:
+        part.high = None
+        part.unreadable = describe_sqlite_error(exc)
+        return part
+    try:
+        if never_initialised(conn):
+            return part
+        utf8 = text_is_utf8(conn)
+        _read_rows(conn, part, fast, _COMPACTION_ROWS if json_check() and utf8 else _EXACT_ROWS,
+                   in_place=utf8)
+    except sqlite3.Error as exc:
+        part.high = None
+        part.unreadable = describe_sqlite_error(exc)
+    finally:
+        conn.close()
+    return part
+
+
+def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql: str, *,
+               in_place: bool) -> None:
+    append_event = part.rows.append
+    malformed = part.malformed
+    rel = part.rel
+    seq = part.high
+    for seq, event_id, type_, body, digest, subject, ts, json_ok in conn.execute(sql):
+        values = None
+        if json_ok is not None:
+            values = _fast_observation(fast, body, digest, event_id, subject, ts)
+        elif type_ == "tombstone":
+            found = _fast_tombstone(body, digest, event_id, subject, ts, in_place)
+            if found is not None:
+                values, rewrite = found
+                part.tombstones[event_id] = digest
+                if rewrite is not None:
+                    part.rewrites[event_id] = rewrite
+        if values is None:
+            # The same strict verdict every other read gives (codec.decode_checked).
+            try:
+                ev = codec.decode_checked(body, digest, event_id, type_, subject, ts)
+            except codec.MalformedEvent as exc:
+                malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
+                continue
+            if ev.type == "tombstone":
+                part.tombstones[event_id] = digest
+                if ev.data.get("purged") is False:
+                    part.rewrites[event_id] = codec.encode(ev.purged())
+            values = event_values(ev)
+            if ev.type == "observation":
+                artifact = ev.data.get("artifact")
+                values = (*values[:8], {} if artifact is None else {"artifact": artifact},
+                          values[9])
+        append_event(values)
+    part.high = seq  # the last row's: rows come in seq order
