@@ -161,10 +161,6 @@ class Line:
                 "failed": self.failed, "text": self.text, "eventIds": list(self.event_ids)}
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -172,22 +168,30 @@ def _str(value: Any) -> str | None:
 def _observe(line: Line, ev: Event) -> None:
     """Fold one observation event into its line: later non-null values win."""
     data = ev.data
-    line.tool = _str(data.get("tool")) or line.tool
-    if data.get("input") is not None:
-        line.input = data.get("input")
-    target = target_of(line.tool, ev.kind, data)
-    if target is not None and (line.target is None or data.get("input") is not None):
-        line.target = target
-    status = _str(data.get("status"))
-    if status is not None:
+    get = data.get
+    tool = get("tool")
+    if type(tool) is str:
+        line.tool = tool
+    value = get("input")
+    if value is not None:
+        line.input = value
+    if value is not None or line.target is None:
+        target = target_of(line.tool, ev.kind, data)
+        if target is not None:
+            line.target = target
+    status = get("status")
+    if type(status) is str:
         line.status = status
-    for name in ("exit_code", "duration_ms"):
-        value = _int(data.get("exitCode" if name == "exit_code" else "durationMs"))
-        if value is not None:
-            setattr(line, name, value)
-    if data.get("output") is not None:
-        line.output = data.get("output")
-        line.artifact = data.get("artifact")
+    exit_code = get("exitCode")
+    if type(exit_code) is int:
+        line.exit_code = exit_code
+    duration = get("durationMs")
+    if type(duration) is int:
+        line.duration_ms = duration
+    output = get("output")
+    if output is not None:
+        line.output = output
+        line.artifact = get("artifact")
     line.failed = is_failed(line.status, line.exit_code)
 
 

@@ -85,7 +85,7 @@ def segment_positions(ws: Workspace) -> tuple[dict[str, int], int, list[dict[str
             unreadable.append({"path": ws.rel(path), "reason": describe_sqlite_error(exc)})
             continue
         try:
-            if never_initialised(conn, path):
+            if never_initialised(conn):
                 continue
             high, count = conn.execute("SELECT max(seq), count(*) FROM events").fetchone()
             note(os.path.basename(path), high)

@@ -43,8 +43,12 @@ class _Segment:
     """One segment's rows in order: headers from a private sorted temp table
     (forward) or keyset pages (backward), bodies by seq."""
 
-    def __init__(self, reader: TimeOrder, path: str, conn: sqlite3.Connection) -> None:
+    def __init__(self, reader: TimeOrder, path: str, conn: sqlite3.Connection,
+                 index: int) -> None:
         self.reader = reader
+        # Breaks a tie between two copies of one event in two segments, so
+        # ordering never falls through to comparing events.
+        self.index = index
         self.path = path
         self.rel = reader.ws.rel(path)
         self.conn = conn
@@ -67,7 +71,7 @@ class _Segment:
                 self.reader.malformed.append({"segment": self.rel, "row": seq,
                                               "reason": str(exc)})
 
-    def forward(self) -> Iterator[tuple[tuple[str, str], Event]]:
+    def forward(self) -> Iterator[tuple[str, str, int, Event]]:
         c = self.conn
         # The sort runs once, inside SQLite, over the lookup columns only; its
         # result is a temp table (SQLite's temp store, not this process's heap)
@@ -82,10 +86,11 @@ class _Segment:
             if not page:
                 break
             last = page[-1][0]
+            index = self.index
             for ev in self._bodies([(ts, eid, seq) for _, ts, eid, seq in page]):
-                yield (ev.ts, ev.event_id), ev
+                yield ev.ts, ev.event_id, index, ev
 
-    def backward(self) -> Iterator[tuple[tuple[str, str], Event]]:
+    def backward(self) -> Iterator[tuple[str, str, int, Event]]:
         # Keyset pages from the newest row down; each page is one top-N pass
         # of SQLite over the lookup columns, and pages grow so a consumer
         # that wants many rows costs few passes.
@@ -105,8 +110,7 @@ class _Segment:
             bound = (page[-1][0], page[-1][1])
             for start in range(0, len(page), BATCH):
                 for ev in self._bodies(page[start:start + BATCH]):
-                    # Negated keys would need another type; heapq.merge takes reverse=True.
-                    yield (ev.ts, ev.event_id), ev
+                    yield ev.ts, ev.event_id, self.index, ev
             if len(page) < size:
                 break
             size = min(size * 4, 8192)
@@ -132,10 +136,10 @@ class TimeOrder:
                 self._unreadable(path, exc)
                 continue
             try:
-                if never_initialised(conn, path):
+                if never_initialised(conn):
                     conn.close()
                     continue
-                self._open.append(_Segment(self, path, conn))
+                self._open.append(_Segment(self, path, conn, len(self._open)))
             except sqlite3.Error as exc:
                 conn.close()
                 self._unreadable(path, exc)
@@ -149,8 +153,8 @@ class TimeOrder:
     def _unreadable(self, path: str, exc: sqlite3.Error) -> None:
         self.unreadable.append({"path": self.ws.rel(path), "reason": describe_sqlite_error(exc)})
 
-    def _guarded(self, seg: _Segment, rows: Iterator[tuple[tuple[str, str], Event]]
-                 ) -> Iterator[tuple[tuple[str, str], Event]]:
+    def _guarded(self, seg: _Segment, rows: Iterator[tuple[str, str, int, Event]]
+                 ) -> Iterator[tuple[str, str, int, Event]]:
         try:
             yield from rows
         except sqlite3.Error as exc:
@@ -158,12 +162,12 @@ class TimeOrder:
 
     def forward(self) -> Iterator[Event]:
         streams = [self._guarded(s, s.forward()) for s in self._open]
-        for _, ev in heapq.merge(*streams, key=lambda pair: pair[0]):
+        for *_, ev in heapq.merge(*streams):
             yield ev
 
     def backward(self) -> Iterator[Event]:
         streams = [self._guarded(s, s.backward()) for s in self._open]
-        for _, ev in heapq.merge(*streams, key=lambda pair: pair[0], reverse=True):
+        for *_, ev in heapq.merge(*streams, reverse=True):
             yield ev
 
     def counts(self) -> dict[str, list[Any]]:
