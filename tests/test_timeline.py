@@ -234,3 +234,68 @@ def test_last_reads_only_the_bodies_it_shows(tmp_path, monkeypatch):
     with Timeline(Context(str(base / "j"), "ws"), Filters()) as timeline:
         assert sum(1 for _ in timeline.lines()) == 3000
     assert len(decoded) == 3000
+
+
+def _calls_journal(base: Path, plan: list[tuple[int, bool, bool]]):
+    """Calls made from a plan: (gap in ms, finishes at once, fails)."""
+    from agent_journal.core import model
+    from agent_journal.storage.root import Root
+
+    ws = Root.open(str(base / "j"), create=True).workspace("ws")
+    events, clock, pending = [], 0, []
+
+    def ev(obs_id: str, status: str, exit_code: int | None) -> None:
+        millis = 1_000_000 + clock
+        events.append(model.Event(
+            event_id=model.new_event_id(), type="observation", kind="tool_call", id=obs_id,
+            ts=f"2026-05-01T12:{millis // 60000 % 60:02d}:{millis // 1000 % 60:02d}."
+               f"{millis % 1000:03d}Z", author="agent", session="s", replica=ws.root.replica_id,
+            data={"tool": "Bash", "input": {"command": f"run {obs_id}"} if status == "started"
+                  else None, "status": status, "exitCode": exit_code}))
+
+    for i, (gap, at_once, fails) in enumerate(plan):
+        clock += gap + 1
+        ev(f"o{i}", "started", None)
+        pending.append((f"o{i}", fails))
+        if at_once or len(pending) > 2:
+            clock += 1
+            obs_id, failed = pending.pop(0)
+            ev(obs_id, "error" if failed else "ok", 1 if failed else 0)
+    for obs_id, failed in pending:
+        clock += 1
+        ev(obs_id, "error" if failed else "ok", 1 if failed else 0)
+    ws.append(events)
+    return str(base / "j")
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=30, deadline=None)
+@given(plan=st.lists(st.tuples(st.integers(0, 3), st.booleans(), st.booleans()), min_size=4,
+                     max_size=40),
+       last=st.integers(1, 6), failures=st.booleans())
+def test_last_n_is_the_tail_of_the_whole_timeline(plan, last, failures):
+    """However the backward read is chunked, --last N gives exactly the last N
+    lines of the forward timeline, filters included."""
+    import shutil
+    import tempfile
+
+    from agent_journal.ops.context import Context
+    from agent_journal.ops.timeline import Filters, Timeline
+
+    base = Path(tempfile.mkdtemp())
+    try:
+        root = _calls_journal(base, plan)
+
+        def run(n: int | None) -> list[tuple]:
+            with Timeline(Context(root, "ws"), Filters(failures_only=failures),
+                          last=n) as timeline:
+                return [(ln.id, ln.status, ln.target, tuple(ln.event_ids))
+                        for ln in timeline.lines()]
+
+        whole = run(None)
+        assert run(last) == whole[-last:]
+    finally:
+        shutil.rmtree(base)

@@ -142,27 +142,38 @@ class Timeline:
                 yield self._complete(line)
 
     def _last(self) -> list[Line]:
-        """The last N matching lines, reading backward only as far as needed."""
+        """The last N matching lines, reading backward only as far as needed.
+
+        The backward order is taken in chunks and each chunk made into lines
+        on its own, so memory holds one chunk and N lines however far back
+        the matches lie. A line spans at most two adjacent events (a start
+        and its finish), so a chunk whose oldest event is a finish hands it
+        to the next, older chunk, where its start may be: no pair is split.
+        """
         assert self.last is not None
         want = self.last
         match = self.filters.match
-        taken: list[Any] = []
+        found: list[Line] = []
+        carry: list[Any] = []
         backward = self.reader.backward()
-        goal = 2 * want + 2
-        while True:
-            exhausted = False
-            while len(taken) < goal:
+        size = 2 * want + 2
+        exhausted = False
+        while len(found) < want and not exhausted:
+            chunk = carry  # newest first
+            carry = []
+            while len(chunk) < size:
                 ev = next(backward, None)
                 if ev is None:
                     exhausted = True
                     break
-                taken.append(ev)
-            built = [ln for ln in lines(reversed(taken), self.hidden) if match(ln)]
-            # The earliest line may be a finish whose start lies further back:
-            # it is shown only when nothing earlier exists.
-            if exhausted or len(built) > want:
-                return [self._complete(ln) for ln in built[-want:]]
-            goal *= 2
+                chunk.append(ev)
+            if not exhausted and chunk and chunk[-1].type == OBSERVATION \
+                    and chunk[-1].data.get("status") != STARTED:
+                carry = [chunk.pop()]
+            built = [ln for ln in lines(reversed(chunk), self.hidden) if match(ln)]
+            found = built + found
+            size = min(size * 2, 8192)
+        return [self._complete(ln) for ln in found[-want:]]
 
     def lines(self) -> Iterator[Line]:
         if self.last is None:
