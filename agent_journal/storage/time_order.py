@@ -37,11 +37,13 @@ if TYPE_CHECKING:
     from agent_journal.storage.workspace import Workspace
 
 BATCH = 500
+# Rows of the first backward page: enough for most `--last N` without a full sort.
+FIRST_PAGE = 256
 
 
 class _Segment:
-    """One segment's rows in order: headers from a private sorted temp table
-    (forward) or keyset pages (backward), bodies by seq."""
+    """One segment's rows in order: headers sorted by SQLite (a top-N pass for
+    the newest rows, a private sorted temp table for the rest), bodies by seq."""
 
     def __init__(self, reader: TimeOrder, path: str, conn: sqlite3.Connection,
                  index: int) -> None:
@@ -91,29 +93,36 @@ class _Segment:
                 yield ev.ts, ev.event_id, index, ev
 
     def backward(self) -> Iterator[tuple[str, str, int, Event]]:
-        # Keyset pages from the newest row down; each page is one top-N pass
-        # of SQLite over the lookup columns, and pages grow so a consumer
-        # that wants many rows costs few passes.
-        bound: tuple[str, str] | None = None
-        size = 64
+        # The newest rows come from one top-N pass of SQLite over the lookup
+        # columns (all `--last 20` needs); a consumer that wants more gets the
+        # rest of the order from a sorted temp table, as forward does.
+        c = self.conn
+        page = c.execute(f"SELECT ts, event_id, seq FROM events WHERE {self.where} "
+                         "ORDER BY ts DESC, event_id DESC LIMIT ?",
+                         (*self.params, FIRST_PAGE)).fetchall()
+        yield from self._handed(page)
+        if len(page) < FIRST_PAGE:
+            return
+        ts, event_id = page[-1][0], page[-1][1]
+        c.execute("DROP TABLE IF EXISTS temp.timeline_back")
+        c.execute("CREATE TEMP TABLE timeline_back AS SELECT seq, ts, event_id FROM main.events "
+                  f"WHERE ({self.where}) AND (ts < ? OR (ts = ? AND event_id < ?)) "
+                  "ORDER BY ts DESC, event_id DESC", (*self.params, ts, ts, event_id))
+        last = 0
         while True:
-            if bound is None:
-                extra, params = "", self.params
-            else:
-                extra = " AND (ts < ? OR (ts = ? AND event_id < ?))"
-                params = (*self.params, bound[0], bound[0], bound[1])
-            page = self.conn.execute(
-                f"SELECT ts, event_id, seq FROM events WHERE ({self.where}){extra} "
-                "ORDER BY ts DESC, event_id DESC LIMIT ?", (*params, size)).fetchall()
-            if not page:
+            rest = c.execute("SELECT rowid, ts, event_id, seq FROM temp.timeline_back "
+                             "WHERE rowid > ? ORDER BY rowid LIMIT ?", (last, BATCH)).fetchall()
+            if not rest:
                 break
-            bound = (page[-1][0], page[-1][1])
-            for start in range(0, len(page), BATCH):
-                for ev in self._bodies(page[start:start + BATCH]):
-                    yield ev.ts, ev.event_id, self.index, ev
-            if len(page) < size:
-                break
-            size = min(size * 4, 8192)
+            last = rest[-1][0]
+            yield from self._handed([(t, e, q) for _, t, e, q in rest])
+
+    def _handed(self, headers: list[tuple[str, str, int]]
+                ) -> Iterator[tuple[str, str, int, Event]]:
+        index = self.index
+        for start in range(0, len(headers), BATCH):
+            for ev in self._bodies(headers[start:start + BATCH]):
+                yield ev.ts, ev.event_id, index, ev
 
 
 class TimeOrder:
