@@ -622,7 +622,7 @@ def test_hook_payload_and_codex_stream_are_not_transcripts(claude_data: Path) ->
         ("/srv/---", DEFAULT_WORKSPACE),
         ("/srv/\t\n", DEFAULT_WORKSPACE),
         ("/srv/x" + "y" * 300, "x" + "y" * 127),
-        ("/srv/" + "日" * 128, "日" * 85),
+        ("/srv/" + "日" * 128, "日" * 42),  # 128 bytes of UTF-8 (model.MAX_ID_BYTES)
         ("/srv/bad\udcffbytes", "badbytes"),
     ],
 )

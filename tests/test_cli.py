@@ -180,10 +180,24 @@ def test_now_env_fixes_the_clock(cli):
     assert bad.code == 2 and "ISO 8601" in bad.err
 
 
-def test_show_on_missing_workspace_is_empty_and_creates_nothing(cli, root):
-    shown = cli("show", "--json").json()
-    assert shown == {"entries": [], "liveConstraints": [], "unreadable": [], "malformed": []}
-    assert not root.exists()
+@pytest.mark.parametrize("command", [["show"], ["search", "x"], ["get", "x"], ["trace", "x"],
+                                     ["digest"], ["coverage"], ["decay"], ["export", "out"]])
+def test_a_read_of_a_missing_workspace_says_so_and_creates_nothing(cli, root, tmp_path,
+                                                                    command):
+    if command[0] == "export":
+        command = ["export", str(tmp_path / "out")]
+    # No root at all: a typo in --root or $AGENT_JOURNAL_ROOT.
+    result = cli(*command)
+    assert (result.code, result.out) == (1, "")
+    assert result.err.startswith("error: no journal root at ") and result.err.count("\n") == 1
+    assert not root.exists() and not (tmp_path / "out").exists()
+    # A root that holds other workspaces: a typo in --workspace.
+    assert cli("record", "--kind", "note", "--id", "n", "--text", "t", workspace="real").code == 0
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    result = cli(*command, workspace="typo")
+    assert (result.code, result.out) == (1, "")
+    assert result.err == f"error: no workspace 'typo' in {root} (workspaces here: real)\n"
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
 
 
 def test_module_entry_point_matches_console_script(root):

@@ -414,32 +414,78 @@ def test_without_ttls_every_read_is_unchanged_and_a_second_run_purges_nothing(cl
 # -- segments left alone ------------------------------------------------------------------------
 
 def _grow(path: Path, ws: str = "ws") -> None:
-    """Append one event straight into a given segment, as a writer holding it open would."""
+    """Append one event straight into a given segment, as a writer holding it open would:
+    an invalidation, which a plan may depend on, so the segment must be left alone."""
     conn = connect(str(path))
-    ev = Event(event_id=new_event_id(), type="observation", kind="tool_call", id="late-write",
-               ts="2025-01-01T00:00:00.000Z", author="agent", session="s1", replica="r-other",
-               data={"tool": "Bash", "status": "ok"})
+    ev = Event(event_id=new_event_id(), type="invalidation", kind="invalidation",
+               id="late-write", ts="2025-01-01T00:00:00.000Z", author="human", session=None,
+               replica="r-other", data={"reason": "late"})
     run_write(conn, lambda c: insert_events(c, [ev]))
     conn.close()
 
 
-def test_a_segment_that_grew_after_planning_is_skipped_and_nothing_is_lost(root):
+def _observe(ctx: context.Context, obs_id: str, output: str | None = None) -> None:
+    writes.observe(ctx, kind="tool_call", obs_id=obs_id, tool="Bash", call_id="c",
+                   input_value=None, output=output, status="ok", exit_code=0, duration_ms=1)
+
+
+def test_a_segment_that_grew_by_plain_appends_is_applied_and_keeps_them(root):
     ctx = _secret_journal(root)
     ws = ctx.open(create=False)
     prepared = compact.prepare(ws, entry_ttl_days=None, observation_ttl_days=None)
-    writes.observe(ctx, kind="tool_call", obs_id="arrived-meanwhile", tool="Bash",
-                    call_id="c", input_value=None, output=None, status="ok", exit_code=0,
-                    duration_ms=1)
+    _observe(ctx, "arrived-meanwhile")
+    writes.record(ctx, kind="note", entry_id="noted-meanwhile", fields={"text": "x"},
+                  anchors=["tool_use:arrived-meanwhile"], depends_on=["keep"], subject=None)
+    outcome = compact.carry_out(prepared)
+    assert outcome.skipped == [] and "skipped" not in outcome.report
+    assert outcome.report["tombstoned"] == ["f-secret"]
+    assert len(outcome.report["tombstonesMarkedPurged"]) == 1
+    ids = {e.id for e in ws.read().events if e.type != "tombstone"}
+    assert {"arrived-meanwhile", "noted-meanwhile", "keep"} <= ids and "f-secret" not in ids
+    assert SECRET_CLAIM not in all_bytes_under(root)
+
+
+GROWTH_THAT_MATTERS = {
+    "a tombstone": lambda ctx: writes.tombstone(ctx, "keep", "must go too"),
+    "an invalidation": lambda ctx: writes.invalidate(ctx, "keep", "wrong"),
+    "an entry citing the removed id": lambda ctx: writes.record(
+        ctx, kind="note", entry_id="cites", fields={"text": "x"},
+        anchors=["tool_use:f-secret"], depends_on=[], subject=None),
+    "an entry depending on the removed id": lambda ctx: writes.record(
+        ctx, kind="note", entry_id="leans", fields={"text": "x"}, anchors=[],
+        depends_on=["f-secret"], subject=None),
+}
+
+
+@pytest.mark.parametrize("growth", sorted(GROWTH_THAT_MATTERS))
+def test_a_segment_that_grew_by_what_the_plan_reads_is_skipped_and_nothing_is_lost(
+        root, growth):
+    ctx = _secret_journal(root)
+    ws = ctx.open(create=False)
+    prepared = compact.prepare(ws, entry_ttl_days=None, observation_ttl_days=None)
+    GROWTH_THAT_MATTERS[growth](ctx)
+    before = {e.event_id for e in ws.read().events}
     outcome = compact.carry_out(prepared)
     [seg] = segments(root)
     assert outcome.skipped == [str(seg.relative_to(root))]
     assert outcome.report["skipped"] == outcome.skipped
     assert outcome.report["tombstoned"] == [] and outcome.report["tombstonesMarkedPurged"] == []
-    ids = {e.id for e in ws.read().events}
-    assert {"arrived-meanwhile", "f-secret", "keep"} <= ids
+    assert {e.event_id for e in ws.read().events} == before
     again = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
-    assert again.skipped == [] and again.report["tombstoned"] == ["f-secret"]
-    assert "arrived-meanwhile" in {e.id for e in ws.read().events}
+    assert again.skipped == [] and "f-secret" in again.report["tombstoned"]
+
+
+def test_a_malformed_row_appended_meanwhile_makes_the_segment_skipped(root):
+    ctx = _secret_journal(root)
+    ws = ctx.open(create=False)
+    prepared = compact.prepare(ws, entry_ttl_days=None, observation_ttl_days=None)
+    _observe(ctx, "arrived-meanwhile")
+    [seg] = segments(root)
+    conn = connect(str(seg))
+    conn.execute("UPDATE events SET checksum = 'xxh3-64:0' WHERE subject = 'arrived-meanwhile'")
+    conn.close()
+    outcome = compact.carry_out(prepared)
+    assert outcome.skipped == [str(seg.relative_to(root))]
 
 
 def test_the_cli_prints_the_report_and_exits_1_when_it_skipped(root, monkeypatch, capsys):
@@ -450,9 +496,7 @@ def test_the_cli_prints_the_report_and_exits_1_when_it_skipped(root, monkeypatch
 
     def prepare_then_write(*a: Any, **kw: Any) -> compact.Prepared:
         prepared = real_prepare(*a, **kw)
-        writes.observe(ctx, kind="tool_call", obs_id="late", tool="Bash", call_id="c",
-                        input_value=None, output=None, status="ok", exit_code=0,
-                        duration_ms=1)
+        writes.tombstone(ctx, "keep", "late")
         return prepared
 
     monkeypatch.setattr(compact, "prepare", prepare_then_write)
@@ -462,7 +506,6 @@ def test_the_cli_prints_the_report_and_exits_1_when_it_skipped(root, monkeypatch
     report = json.loads(out)
     assert report["apply"] is True and len(report["skipped"]) == 1
     assert "1 segment(s) gained events while compaction ran" in err
-    assert "Re-run when writers are idle" in err
 
 
 def _rotating(monkeypatch) -> None:
@@ -719,7 +762,7 @@ def _writers_and_compactions(root: Path, tmp_path: Path, rounds: int) -> None:
             report = json.loads(result.stdout)
             assert result.returncode in (0, 1), result.stderr
             if result.returncode == 1:
-                assert report["skipped"] and b"Re-run when writers are idle" in result.stderr
+                assert report["skipped"] and b"Re-run compact --apply" in result.stderr
             else:
                 assert "skipped" not in report
             codes.append(result.returncode)

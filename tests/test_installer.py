@@ -63,8 +63,11 @@ def strip_ours(settings: dict[str, Any]) -> dict[str, Any]:
 
 def test_fresh_install(cli, project):
     result = run(cli, "install", "claude-code", "--project", str(project))
-    assert result.code == 0 and result.err == ""
+    assert result.code == 0
+    # This test runs a checkout's .venv script, not one on PATH: install says so.
+    assert result.err.startswith("WARNING: the hook command in ") and "checkout" in result.err
     assert "installed agent-journal hooks (workspace my-project)" in result.out
+    assert (project / ".agent-journal.toml").read_text().endswith('workspace = "my-project"\n')
     settings = json.loads(settings_path(project).read_text())
     found = ours(settings)
     assert list(found) == EVENTS
@@ -72,7 +75,7 @@ def test_fresh_install(cli, project):
         assert handler["type"] == "command"
         assert isinstance(handler["timeout"], int) and 10 <= handler["timeout"] <= 60
         words = shlex.split(handler["command"])
-        assert words == [SCRIPT, "hook", "claude-code", "--workspace", "my-project"]
+        assert words == [SCRIPT, "hook", "claude-code"]
         assert os.path.isabs(words[0]) and os.access(words[0], os.X_OK)
         assert "shims" not in words[0].split(os.sep)
     # Each handler sits in its own group with no matcher: every tool, every source.
@@ -152,7 +155,8 @@ def test_reinstall_with_another_workspace_replaces_in_place(cli, project):
     after = json.loads(path.read_text())
     found = ours(after)
     assert all(len(handlers) == 1 for handlers in found.values())
-    assert all(h["command"].endswith("--workspace other") for (h,) in found.values())
+    assert all(h["command"].endswith("hook claude-code") for (h,) in found.values())
+    assert 'workspace = "other"' in (project / ".agent-journal.toml").read_text()
     assert after["hooks"]["PreToolUse"][1]["matcher"] == "Bash"  # order kept
 
 
@@ -167,9 +171,9 @@ def test_a_hand_made_duplicate_is_folded_into_one(cli, project):
 
 
 @pytest.mark.parametrize("how, expected", [
-    ("flag", ["--workspace", "ws-flag"]),
-    ("env", ["--workspace", "ws-env"]),
-    ("none", ["--workspace", "my-project"]),
+    ("flag", "ws-flag"),
+    ("env", "ws-env"),
+    ("none", "my-project"),
 ])
 def test_workspace_choice(cli, project, how, expected):
     args = ["--workspace", "ws-flag"] if how == "flag" else []
@@ -178,26 +182,24 @@ def test_workspace_choice(cli, project, how, expected):
                  workspace=workspace)
     assert result.code == 0
     handler = ours(json.loads(settings_path(project).read_text()))["Stop"][0]
-    assert shlex.split(handler["command"])[3:] == expected
+    assert shlex.split(handler["command"])[3:] == []
+    assert f'workspace = "{expected}"' in (project / ".agent-journal.toml").read_text()
 
 
 def test_root_is_written_only_when_given(cli, project, root):
     root.mkdir(mode=0o700)
+    project_file = project / ".agent-journal.toml"
     assert run(cli, "install", "claude-code", "--project", str(project)).code == 0
-    words = shlex.split(ours(json.loads(settings_path(project).read_text()))["Stop"][0]
-                        ["command"])
-    assert "--root" not in words
+    assert "root" not in project_file.read_text()
     assert run(cli, "install", "claude-code", "--project", str(project), "--root",
                str(root)).code == 0
-    words = shlex.split(ours(json.loads(settings_path(project).read_text()))["Stop"][0]
-                        ["command"])
-    assert words[-2:] == ["--root", str(root)]
-    settings_path(project).unlink()
+    assert f'root = "{root}"' in project_file.read_text()
+    project_file.unlink()
     assert run(cli, "install", "claude-code", "--project", str(project),
                use_root=True).code == 0  # AGENT_JOURNAL_ROOT set by the fixture
-    words = shlex.split(ours(json.loads(settings_path(project).read_text()))["Stop"][0]
-                        ["command"])
-    assert words[-2:] == ["--root", str(root)]
+    assert f'root = "{root}"' in project_file.read_text()
+    for handlers in ours(json.loads(settings_path(project).read_text())).values():
+        assert "--root" not in handlers[0]["command"]
 
 
 def test_unsafe_root_is_refused(cli, project, tmp_path):
@@ -272,8 +274,9 @@ def test_missing_project_is_refused(cli, tmp_path):
     assert result.code == 1 and "does not exist" in result.err
 
 
-def test_file_mode_and_symlink_are_kept(cli, project, tmp_path):
-    real = tmp_path / "shared-settings.json"
+def test_file_mode_and_symlink_inside_the_project_are_kept(cli, project):
+    real = project / "config" / "claude-settings.json"
+    real.parent.mkdir()
     real.write_text('{"model": "opus"}\n')
     os.chmod(real, 0o640)
     (project / ".claude").mkdir()

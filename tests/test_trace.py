@@ -249,7 +249,7 @@ def test_usage_errors(cli):
     assert cli("trace", "--json", "x", "--bogus").code == 2
 
 
-def test_empty_workspace_is_empty_not_an_error(cli):
-    result = cli("trace", "--json", "anything", "--workspace", "nothing-here")
-    assert result.code == 0
-    assert result.json() == {"matched": [], "chain": [], "unreadable": [], "malformed": []}
+def test_a_missing_workspace_is_an_error_not_an_empty_answer(cli):
+    cli("record", "--kind", "note", "--id", "n", "--text", "t")
+    result = cli("trace", "anything", "--workspace", "nothing-here")
+    assert result.code == 1 and "no workspace 'nothing-here'" in result.err

@@ -6,8 +6,14 @@ Invariants:
   disk, a locked or damaged journal, a bug) into one line in <root>/logs/hook.log
   (`log_failure`) and exit 0. Exit 2 would block the agent's tool call; it cannot happen.
 - Nothing is persisted unredacted: the payload passes the root's redactor (built-in rules
-  plus config) before anything is hashed or written, and a config that cannot be read
-  stops the write altogether. The log line is redacted too.
+  plus config) before anything is hashed or written. A config with a problem (a pattern
+  that does not compile, a misspelt key) must not cost the agent's work: the hook journals
+  with the built-in rules plus every usable pattern and logs the problem; a config that
+  cannot be read at all stops the write. The log line is redacted, then cut.
+- stdin is read with a deadline and a size cap (`read_payload`): a caller that leaves it
+  open or never stops writing costs at most STDIN_WAIT_S, then the hook fails open.
+- A call whose id a tombstone names is not journaled again (silently: nothing failed);
+  the look-up is one indexed query per segment, made before any blob is written.
 - Only SessionStart writes to stdout: one JSON object carrying the workspace context as
   `hookSpecificOutput.additionalContext`, at most 10,000 characters (Claude Code moves
   longer context out of the prompt). Every other event prints nothing.
@@ -22,23 +28,27 @@ import json
 import os
 
 from agent_journal.capture.claude_code import (
+    HookPayloadError,
     hook_to_observation,
     parse_hook_payload,
     safe_id,
-    sanitise_workspace_id,
 )
 from agent_journal.core import clock
-from agent_journal.core.errors import BusyError, JournalError
+from agent_journal.core.errors import BusyError, JournalError, UnsafeRootError
 from agent_journal.core.model import AUTHOR_AGENT, OBSERVATION, Event, new_event_id
 from agent_journal.ops.evidence import capture_output
-from agent_journal.ops.redaction_config import redactor_for
+from agent_journal.ops.redaction_config import load_redactor
+from agent_journal.storage.artifacts import BlobHolds
 from agent_journal.storage.config import append_private_log
 from agent_journal.storage.connection import set_write_patience
 from agent_journal.storage.root import Root, check_root, resolve_root
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
-    from typing import Any, BinaryIO
+    from collections.abc import Callable
+    from typing import Any, BinaryIO, TypeVar
+
+    T = TypeVar("T")
 
     from agent_journal.storage.workspace import Workspace
 
@@ -56,6 +66,13 @@ WRITE_BUDGET_S = 15.0
 # Reading the workspace for the SessionStart context is one long read, not a queue of
 # short writes: it may wait longer per lock before a segment is reported unreadable.
 READ_BUSY_S = 5.0
+# Claude Code writes the payload and closes stdin. A caller that leaves it open must not
+# hold the agent forever, nor one that streams without end fill memory: the read gives up
+# after STDIN_WAIT_S or STDIN_MAX_BYTES (tool output is capped far below that upstream).
+# A whole JSON object followed by a pause of STDIN_PAUSE_S is taken as the payload.
+STDIN_WAIT_S = 5.0
+STDIN_MAX_BYTES = 64 * 1024 * 1024
+STDIN_PAUSE_S = 0.05
 
 class HookResult:
     """What the hook prints, and a write error to report after printing it."""
@@ -70,59 +87,138 @@ def claude_code(stdin: BinaryIO, *, root: str | None, workspace: str | None) -> 
     """Journal one Claude Code hook payload read from `stdin`."""
     if stdin.isatty():
         raise JournalError("no hook payload: stdin is a terminal")
-    payload = parse_hook_payload(stdin.read())
-    journal_root = Root.open(root, create=True)
-    redactor = redactor_for(journal_root.path)
-    observation = hook_to_observation(payload, redactor)
+    payload = parse_hook_payload(read_payload(stdin))
+    return journal_payload(payload, hook_to_observation, root=root, workspace=workspace)
+
+
+def journal_payload(payload: dict[str, Any], normalise: Any, *, root: str | None,
+                    workspace: str | None) -> HookResult:
+    """Journal one parsed payload, normalised by `normalise(payload, redactor)` (each agent's
+    capture module); SessionStart also gets the workspace context printed."""
+    from agent_journal.agents.hook_target import project_for, root_for, workspace_for
+
+    project = project_for(root, workspace, payload.get("cwd"))
+    journal_root = Root.open(root_for(root, project), create=True)
+    # A config with a broken pattern or a misspelt key must not stop the journal: the
+    # built-in rules (and every usable pattern) still apply, and the problem is logged.
+    redactor, problems = load_redactor(journal_root.path)
+    for problem in problems:
+        log_line(journal_root.path, f"hook: {problem}; journaling with the "
+                 "built-in rules and the usable patterns")
+    observation = normalise(payload, redactor)
     context = observation["data"] or {}
-    name = workspace or sanitise_workspace_id(
-        context.get("cwd") if isinstance(context.get("cwd"), str) else None)
-    ws = journal_root.workspace(name)
-    event = _event(ws, observation, payload)
-    if payload["hook_event_name"] != "SessionStart":
-        _append(ws, event)
-        return HookResult()
-    # The context matters more to the agent than this one record: if the write fails,
-    # the context is still printed and the failure is logged afterwards.
-    deferred: BaseException | None = None
+    # The folder name comes from the redacted cwd: it is persisted as the workspace name.
+    ws = journal_root.workspace(workspace_for(workspace, project, context.get("cwd")))
+    session_start = payload["hook_event_name"] == "SessionStart"
+    import time
+
+    set_write_patience(TRY_BUSY_S, 1)
+    deadline = time.monotonic() + WRITE_BUDGET_S
+    # What a tombstone names is never written again: the call is skipped, silently
+    # (the agent must not be disturbed, and nothing failed).
+    raw_id = observation["id"]
+    if raw_id and _patiently(lambda: ws.tombstoned_among([safe_id(raw_id)]), deadline):
+        if not session_start:
+            return HookResult()
+        return _with_context(ws, None)
+    # A blob the event cites stays locked until the event has committed (BlobHolds).
+    holds = BlobHolds()
     try:
-        _append(ws, event)
-    except Exception as exc:
-        deferred = exc
+        event = _event(ws, observation, payload, holds)
+        if not session_start:
+            _patiently(lambda: ws.append([event]), deadline)
+            return HookResult()
+        # The context matters more to the agent than this one record: if the write
+        # fails, the context is still printed and the failure is logged afterwards.
+        deferred: BaseException | None = None
+        try:
+            _patiently(lambda: ws.append([event]), deadline)
+        except Exception as exc:
+            deferred = exc
+    finally:
+        holds.release()
+    return _with_context(ws, deferred)
+
+
+def _with_context(ws: Workspace, deferred: BaseException | None) -> HookResult:
     text = session_context(ws, MAX_CONTEXT_CHARS)
     out = json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
                                              "additionalContext": text}}, ensure_ascii=False)
     return HookResult(out, deferred)
 
 
-def _append(ws: Workspace, event: Event) -> None:
-    """Append, retrying while other writers hold the journal, until WRITE_BUDGET_S.
+def read_payload(stdin: BinaryIO) -> bytes:
+    """stdin up to its end, bounded in time and size (HookPayloadError past either)."""
+    try:
+        fd = stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # an in-memory stream: it has an end
+        data = stdin.read(STDIN_MAX_BYTES + 1)
+        if len(data) > STDIN_MAX_BYTES:
+            raise HookPayloadError(f"hook payload is larger than {STDIN_MAX_BYTES} bytes"
+                                   ) from None
+        return data
+    import select
+    import time
+
+    chunks: list[bytes] = []
+    size = 0
+    deadline = time.monotonic() + STDIN_WAIT_S
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise HookPayloadError(f"no end of the hook payload on stdin within "
+                                   f"{STDIN_WAIT_S:g} s ({size} bytes read)")
+        ready, _, _ = select.select([fd], [], [], min(left, STDIN_PAUSE_S))
+        if not ready:
+            if chunks and chunks[-1].rstrip()[-1:] == b"}" and _whole(b"".join(chunks)):
+                break  # the writer paused after a whole object and left stdin open
+            continue
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > STDIN_MAX_BYTES:
+            raise HookPayloadError(f"hook payload is larger than {STDIN_MAX_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _whole(data: bytes) -> bool:
+    try:
+        parse_hook_payload(data)
+    except HookPayloadError:
+        return False
+    return True
+
+
+def _patiently(work: Callable[[], T], deadline: float) -> T:
+    """Run `work` (a look-up or the append), retrying while other writers hold the
+    journal, until `deadline` (WRITE_BUDGET_S after the hook started writing).
 
     Retrying is safe: a failed try committed nothing, and the event id is the same, so
     even a commit that landed unseen would be ignored the second time.
     """
     import time
 
-    set_write_patience(TRY_BUSY_S, 1)
-    deadline = time.monotonic() + WRITE_BUDGET_S
     while True:
         try:
-            ws.append([event])
-            return
+            return work()
         except BusyError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(int.from_bytes(os.urandom(1), "big") / 10_000)  # 0 to 25 ms
 
 
-def _event(ws: Workspace, observation: dict[str, Any], payload: dict[str, Any]) -> Event:
+def _event(ws: Workspace, observation: dict[str, Any], payload: dict[str, Any],
+           holds: BlobHolds) -> Event:
     event_id = new_event_id()
     kind = observation["kind"]
     raw_id = observation["id"]
     obs_id = safe_id(raw_id) if raw_id else f"{kind}-{event_id}"
     session = observation["session"]
     output, artifact = capture_output(ws, observation["output"],
-                                      partial=_cut_short(observation["output"], payload))
+                                      partial=_cut_short(observation["output"], payload),
+                                      holds=holds)
     data = {
         "tool": observation["tool"],
         "callId": observation["callId"],
@@ -255,13 +351,6 @@ def log_failure(command: str, argv: list[str], exc: BaseException) -> None:
     """
     root = _root_arg(argv)
     path = resolve_root(root)
-    check_root(path, create=True)
-    try:
-        redactor = redactor_for(path)
-    except JournalError:
-        from agent_journal.capture.redact import default_redactor
-
-        redactor = default_redactor()
     where = ""
     if not isinstance(exc, JournalError) and exc.__traceback__ is not None:
         import traceback
@@ -275,9 +364,33 @@ def log_failure(command: str, argv: list[str], exc: BaseException) -> None:
         import time
 
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    line = f"{when} {command} failed open: {exc.__class__.__name__}{where}: {message}"
-    line = redactor.redact_text(line.replace("\r", "\\r").replace("\n", "\\n"))[:2000]
-    append_private_log(path, LOG_NAME, line)
+    log_line(path, f"{command} failed open: {exc.__class__.__name__}{where}: {message}",
+             when=when)
+
+
+def log_line(path: str, text: str, *, when: str | None = None) -> None:
+    """Append `text`, redacted and then cut to one bounded line, to <root>/logs/hook.log.
+
+    Redacted before it is cut: a cut through a secret would leave a prefix that no
+    rule recognises any more (the first 25 characters of a GitHub token).
+    """
+    check_root(path, create=True)
+    try:
+        redactor, _ = load_redactor(path)
+    except JournalError:
+        from agent_journal.capture.redact import default_redactor
+
+        redactor = default_redactor()
+    if when is None:
+        when = clock.now_ts()
+    line = f"{when} {text}".replace("\r", "\\r").replace("\n", "\\n")
+    line = redactor.redact_text(line)[:2000]
+    try:
+        append_private_log(path, LOG_NAME, line)
+    except UnsafeRootError:
+        # logs/ (or logs/hook.log) leads out of the root: the line goes beside the root's
+        # own files instead, or (if that is a link too) is dropped by the caller.
+        append_private_log(path, LOG_NAME, line, folder="")
 
 
 def _root_arg(argv: list[str]) -> str | None:

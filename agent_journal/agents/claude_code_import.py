@@ -10,7 +10,11 @@ Invariants:
 - Events carry the transcript's ids, session and times (not the time of the import), are
   authored `agent`, and pass the same redactor and artifact rules as the hook.
 - Writes go in batches, one transaction each: an interrupted import leaves whole batches,
-  and running it again completes it.
+  and running it again completes it. A batch's blobs are written just before it and
+  stay locked until it commits, so a compaction running meanwhile keeps them.
+- A call whose observation id a tombstone names is skipped whole, events and blob, and
+  counted (`tombstoned`): erased content is never written back, even by re-importing
+  the transcript it came from.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from agent_journal.core.errors import JournalError, UsageError
 from agent_journal.core.model import AUTHOR_AGENT, OBSERVATION, Event
 from agent_journal.ops.evidence import capture_output
 from agent_journal.ops.redaction_config import redactor_for
+from agent_journal.storage.artifacts import BlobHolds
 from agent_journal.storage.root import Root
 from agent_journal.storage.workspace import observation_phases
 
@@ -35,7 +40,8 @@ if TYPE_CHECKING:
 
     Progress = Callable[[int, int, str], None]
 
-BATCH = 500
+# Events per transaction; a batch's blobs (each an open file while it is written) too.
+BATCH = 250
 STARTED = "started"
 
 
@@ -53,17 +59,30 @@ def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = N
             calls = list(read_transcript(_reading(fh, size, progress), redactor))
         except NotATranscriptError as exc:
             raise JournalError(f"{path}: {exc}; nothing imported") from None
+    return write_calls(ctx, path, calls, progress=progress)
+
+
+def write_calls(ctx: Context, path: str, calls: list[dict[str, Any]], *,
+                progress: Progress | None = None) -> dict[str, Any]:
+    """Write replayed calls (each agent's capture shape, redacted) and report what came of
+    it; shared by every agent's import."""
     ws = ctx.open(create=True)
     replica = ws.root.replica_id
-    known = observation_phases(ws, (safe_id(c["id"]) for c in calls))
+    ids = [safe_id(c["id"]) for c in calls]
+    known = observation_phases(ws, ids)
+    tombstoned = ws.tombstoned_among(ids)
     events: list[Event] = []
-    recognised = artifacts = unfinished = 0
+    outputs: dict[int, Any] = {}  # index in events -> the output its capture stores
+    recognised = unfinished = skipped = 0
     sessions: set[str] = set()
     for call in calls:
         obs_id = safe_id(call["id"])
         session = safe_id(call["session"]) if call["session"] else None
         if session:
             sessions.add(session)
+        if obs_id in tombstoned:
+            skipped += 1  # erased content is never written again, on any path
+            continue
         statuses, latest = known.get(obs_id, (set(), ""))
         start_ts = _ts(call["ts"]) or _ts(call["endTs"]) or clock.now_ts()
         if statuses:
@@ -78,19 +97,28 @@ def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = N
         if statuses - {STARTED, None}:
             recognised += 1
             continue
-        output, artifact = capture_output(ws, call["output"])
-        artifacts += artifact is not None
         # The end must fold after every start already held, whatever the clocks said.
         end_ts = max(_ts(call["endTs"]) or start_ts, start_ts)
         if (latest and end_ts <= latest) or end_ts == start_ts:
             end_ts = _later(max(latest, start_ts))
+        outputs[len(events)] = call["output"]
         events.append(_event(replica, session, obs_id, call, "finished", end_ts, {
-            "input": None, "output": output,
+            "input": None, "output": None,
             "status": call["status"], "exitCode": call["exitCode"], "durationMs": None,
-            "artifact": artifact}))
-    written = 0
+            "artifact": None}))
+    written = artifacts = 0
     for start in range(0, len(events), BATCH):
-        written += ws.append(events[start:start + BATCH])
+        # A batch's blobs are written just before it and stay locked until it has
+        # committed (BlobHolds), so a compaction running meanwhile keeps them.
+        with BlobHolds() as holds:
+            for index in range(start, min(start + BATCH, len(events))):
+                if index in outputs:
+                    ev = events[index]
+                    output, artifact = capture_output(ws, outputs[index], holds=holds)
+                    artifacts += artifact is not None
+                    events[index] = ev.replace(data={**ev.data, "output": output,
+                                                     "artifact": artifact})
+            written += ws.append(events[start:start + BATCH])
         if progress is not None:
             progress(min(start + BATCH, len(events)), len(events), "writing events")
     return {
@@ -101,6 +129,7 @@ def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = N
         "unfinished": unfinished,
         "eventsWritten": written,
         "alreadyPresent": recognised + len(events) - written,
+        "tombstoned": skipped,
         "artifacts": artifacts,
     }
 

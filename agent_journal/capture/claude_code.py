@@ -48,8 +48,8 @@ FILE_WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 
 DEFAULT_WORKSPACE = "default"
 _MAX_ID_CHARS = 128
-# A workspace id may become a file or folder name, and most filesystems cap a name at 255 bytes.
-_MAX_ID_BYTES = 255
+# model.MAX_ID_BYTES: an id names files with suffixes added, under the usual 255-byte cap.
+_MAX_ID_BYTES = 128
 
 # Hook events that describe one tool call; every other event is a session-level observation.
 _TOOL_STATUS = {"PreToolUse": "started", "PostToolUse": "ok", "PostToolUseFailure": "error"}
@@ -133,9 +133,10 @@ def _check_payload(payload: Any) -> None:
     if name is None:
         raise HookPayloadError("hook payload has no hook_event_name")
     if not isinstance(name, str) or not _is_event_name(name):
+        # Redacted before it is cut: a cut through a secret leaves a prefix no rule knows.
+        shown = default_redactor().redact_text(repr(name))[:80]
         raise HookPayloadError(
-            f"hook_event_name must be an identifier of at most 64 characters, got {name!r:.80}"
-        )
+            f"hook_event_name must be an identifier of at most 64 characters, got {shown}")
 
 
 _EVENT_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
@@ -392,7 +393,8 @@ def sanitise_workspace_id(cwd: str | None) -> str:
     The name is kept as far as it can be. Dropped: control and format characters (they could
     hide or spoof text), surrogates (they cannot be encoded), surrounding whitespace and
     leading dashes (an id must not read as a flag). The result is cut to 128 characters and
-    255 UTF-8 bytes, the longest file name most filesystems accept.
+    128 UTF-8 bytes (model.MAX_ID_BYTES), which leaves room for the suffixes the journal
+    adds to file names under the usual 255-byte cap.
     """
     if not cwd:
         return DEFAULT_WORKSPACE
@@ -425,9 +427,18 @@ def safe_id(raw: str) -> str:
     import hashlib  # only for ids that need it: rare, and off the common path
 
     digest = hashlib.blake2s(raw.encode("utf-8", errors="surrogatepass"), digest_size=6)
-    base = "".join("_" if ch in "/\\" or ord(ch) < 32 or ord(ch) == 127 else ch for ch in raw)
-    base = base.strip().lstrip("-").strip()[: _MAX_ID_CHARS - 13] or "id"
+    base = "".join("_" if ch in "/\\" or _is_control(ch) else ch for ch in raw)
+    base = base.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates -> ?
+    base = base.strip().lstrip("-").strip()[: _MAX_ID_CHARS - 13]
+    while len(base.encode("utf-8")) > _MAX_ID_BYTES - 13:
+        base = base[:-1]
+    base = base.rstrip() or "id"
     return f"{base}~{digest.hexdigest()}"
+
+
+def _is_control(ch: str) -> bool:
+    """C0 and C1 controls and DEL, which model.validate_id refuses."""
+    return ord(ch) < 32 or 127 <= ord(ch) <= 159
 
 
 def _is_valid_id(value: str) -> bool:
@@ -435,7 +446,12 @@ def _is_valid_id(value: str) -> bool:
         return False
     if value.strip() != value:
         return False
-    return not any(ch in "/\\" or ord(ch) < 32 or ord(ch) == 127 for ch in value)
+    try:
+        if len(value.encode("utf-8")) > _MAX_ID_BYTES:
+            return False
+    except UnicodeEncodeError:
+        return False
+    return not any(ch in "/\\" or _is_control(ch) for ch in value)
 
 
 def _str_or_none(value: Any) -> str | None:

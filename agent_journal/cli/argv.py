@@ -2,7 +2,12 @@
 
 Invariants:
 - A flag that takes a value always needs one: a missing value, an empty one,
-  or another flag in its place is a usage error, never a default.
+  or one of the command's own flags in its place is a usage error, never a
+  default. Any other token is the value, even when it starts with a dash
+  (`--text "-x is wrong"`, a PEM block); `--text=VALUE` always works.
+- Every argument is valid UTF-8: bytes the shell passed that do not decode
+  (they arrive as lone surrogates) are a usage error, before anything is
+  written, since nothing downstream could store or print them.
 - A bare flag takes no value: `--apply=yes` and `--apply true` are refused.
 - Nothing is written before parsing succeeds (parsing happens first).
 It imports nothing heavy, so the hook and write paths stay fast.
@@ -18,6 +23,11 @@ from agent_journal.core.errors import UsageError
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
     from typing import Any
+
+
+# Far above any count, duration or exit code, and far below the digits Python refuses to
+# convert (4300), so a huge number is a usage error, not an internal one.
+MAX_INT_DIGITS = 18
 
 
 def find_command(argv: list[str]) -> tuple[Command | None, list[str]]:
@@ -36,11 +46,31 @@ def _convert(opt: Opt, raw: str) -> Any:
         digits = raw[1:] if raw[:1] in ("+", "-") else raw
         if not (digits.isascii() and digits.isdigit()):
             raise UsageError(f"{opt.flag} takes a whole number, not {raw!r}")
+        if len(digits) > MAX_INT_DIGITS:
+            raise UsageError(f"{opt.flag} is too large ({len(digits)} digits)")
         value = int(raw, 10)
         if opt.minimum is not None and value < opt.minimum:
             raise UsageError(f"{opt.flag} must be at least {opt.minimum}, not {value}")
         return value
+    if opt.choices is not None and raw not in opt.choices:
+        raise UsageError(f"{opt.flag} must be one of {', '.join(opt.choices)}, not {raw!r}")
     return raw
+
+
+def _check_utf8(what: str, raw: str) -> str:
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        # repr() shows the undecodable bytes as \udcXX escapes: printable, one line.
+        raise UsageError(f"{what} is not valid UTF-8: {raw!r}") from None
+    if "\x00" in raw:  # no shell can pass one; a caller in-process could
+        raise UsageError(f"{what} contains a NUL character")
+    return raw
+
+
+def _is_own_flag(token: str, by_flag: dict[str, Opt]) -> bool:
+    """Whether `token` reads as one of the command's options (so it is not a value)."""
+    return token == "--" or (token.startswith("--") and token.partition("=")[0] in by_flag)
 
 
 def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
@@ -64,7 +94,7 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
                 if after_bare is not None:
                     raise UsageError(f"{after_bare} takes no value; pass it as a bare flag")
                 raise UsageError(f"unexpected argument {token!r}")
-            positionals.append(token)
+            positionals.append(_check_utf8(cmd.args[len(positionals)].metavar, token))
             after_bare = None
             continue
         flag, has_eq, inline = token.partition("=")
@@ -81,13 +111,14 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
             continue
         if has_eq:
             raw = inline
-        elif i < len(tokens) and not tokens[i].startswith("--"):
+        elif i < len(tokens) and not _is_own_flag(tokens[i], by_flag):
             raw = tokens[i]
             i += 1
         else:
             raw = ""
         if raw == "":
             raise UsageError(f"{flag} needs a value")
+        _check_utf8(flag, raw)
         if opt.kind == MULTI:
             values[opt.dest].append(_convert(opt, raw))
         else:
@@ -101,9 +132,16 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
             if env is not None:
                 if env == "":
                     raise UsageError(f"{opt.flag} is not given and ${opt.env} is empty")
+                _check_utf8(f"${opt.env}", env)
                 values[opt.dest] = _convert(opt, env)
+        if values[opt.dest] is None and opt.project is not None:
+            from agent_journal.cli.project_defaults import project_default
+
+            values[opt.dest] = project_default(opt.project)
         if opt.required and values[opt.dest] is None:
             hint = f" (or set ${opt.env})" if opt.env else ""
+            if opt.project is not None and hint:
+                hint = hint[:-1] + ", or run it inside a project with .agent-journal.toml)"
             raise UsageError(f"{opt.flag} is required{hint}")
     for index, arg in enumerate(cmd.args):
         if index < len(positionals):

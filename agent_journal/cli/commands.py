@@ -18,11 +18,12 @@ ENV_SESSION = "AGENT_JOURNAL_SESSION"
 
 class Opt:
     __slots__ = ("dest", "flag", "kind", "help", "type", "required", "env", "metavar",
-                 "minimum")
+                 "minimum", "project", "choices")
 
     def __init__(self, dest: str, flag: str, help: str, *, kind: str = VALUE,
                  type: str = "str", required: bool = False, env: str | None = None,
-                 metavar: str | None = None, minimum: int | None = None) -> None:
+                 metavar: str | None = None, minimum: int | None = None,
+                 project: str | None = None, choices: tuple[str, ...] | None = None) -> None:
         self.dest = dest
         self.flag = flag
         self.kind = kind
@@ -32,6 +33,11 @@ class Opt:
         self.env = env
         self.metavar = metavar or dest.upper()
         self.minimum = minimum
+        # The key of .agent-journal.toml that gives the default when neither the flag nor
+        # `env` does (cli/project_defaults.py).
+        self.project = project
+        # The only values the flag accepts (checked by argv, listed in help).
+        self.choices = choices
 
 
 class Arg:
@@ -60,10 +66,16 @@ class Command:
         self.fail_open = fail_open
 
 
-ROOT = Opt("root", "--root", "Journal root folder (default: $AGENT_JOURNAL_ROOT, else "
-           "$XDG_DATA_HOME/agent-journal).", metavar="DIR")
-WORKSPACE = Opt("workspace", "--workspace", "Workspace id (default: $AGENT_JOURNAL_WORKSPACE).",
-                required=True, env=ENV_WORKSPACE, metavar="ID")
+ROOT = Opt("root", "--root", "Journal root folder (default: $AGENT_JOURNAL_ROOT, else the "
+           "project file's root, else $XDG_DATA_HOME/agent-journal).", metavar="DIR",
+           project="root")
+WORKSPACE = Opt("workspace", "--workspace", "Workspace id (default: $AGENT_JOURNAL_WORKSPACE, "
+                "else the workspace of the nearest .agent-journal.toml).",
+                required=True, env=ENV_WORKSPACE, metavar="ID", project="workspace")
+# The hook and the installers take the root only from the flag or $AGENT_JOURNAL_ROOT: the
+# hook finds the project file from the payload's cwd itself, and install writes one.
+PLAIN_ROOT = Opt("root", "--root", "Journal root folder (default: $AGENT_JOURNAL_ROOT, else "
+                 "$XDG_DATA_HOME/agent-journal).", metavar="DIR")
 SESSION = Opt("session", "--session", "Writing session id (default: $AGENT_JOURNAL_SESSION; "
               "none means a human wrote it).", env=ENV_SESSION, metavar="ID")
 JSON = Opt("json", "--json", "Print JSON instead of a line of text.", kind=BARE)
@@ -78,6 +90,11 @@ WRITE_COMMON = (WORKSPACE, ROOT, SESSION, JSON)
 READ_COMMON = (WORKSPACE, ROOT)
 
 COMMANDS: dict[str, Command] = {}
+
+# The observation kinds `observe` records: the ones the agent hooks write, so a hand-written
+# observation reads like a captured one.
+OBSERVE_KINDS = ("tool_call", "user_prompt", "session_start", "pre_compact", "post_compact",
+                 "stop", "session_end")
 
 # Help for the first word of two- and three-word commands.
 GROUP_HELP = {
@@ -115,7 +132,8 @@ _add(Command(
 _add(Command(
     "observe", "Record an observation: one tool call and what came of it.", "cmd_observe",
     opts=(
-        Opt("kind", "--kind", "Observation kind (tool_call).", required=True),
+        Opt("kind", "--kind", "Observation kind: " + ", ".join(OBSERVE_KINDS) + ".",
+            required=True, choices=OBSERVE_KINDS),
         Opt("id", "--id", "Observation id; observe it again to record how it finished.",
             required=True),
         Opt("tool", "--tool", "Tool name."),
@@ -175,40 +193,82 @@ _add(Command(
 # -- capture: the agent hook, its installer, transcript import, exact evidence --------
 
 HOOK_WORKSPACE = Opt("workspace", "--workspace", "Workspace id (default: "
-                     "$AGENT_JOURNAL_WORKSPACE, else the name of the payload's cwd folder).",
+                     "$AGENT_JOURNAL_WORKSPACE, else the .agent-journal.toml found from the "
+                     "payload's cwd, else the name of that cwd folder).",
                      env=ENV_WORKSPACE, metavar="ID")
-PROJECT = Opt("project", "--project", "Project folder holding .claude/settings.json "
-              "(default: the current folder).", metavar="DIR")
+PROJECT = Opt("project", "--project", "Project folder (default: the current folder).",
+              metavar="DIR")
 DRY_RUN = Opt("dry_run", "--dry-run", "Print the change as a diff; write nothing.", kind=BARE)
+INSTALL_WORKSPACE = Opt("workspace", "--workspace", "Workspace the hook writes to, kept in the "
+                        "project's .agent-journal.toml (default: $AGENT_JOURNAL_WORKSPACE, else "
+                        "the project file's, else the project folder's name).",
+                        env=ENV_WORKSPACE, metavar="ID")
+CLAUDE_SCOPE = Opt("scope", "--scope", "project: the shared .claude/settings.json; local: "
+                   ".claude/settings.local.json (personal, not committed); user: "
+                   "~/.claude/settings.json (default project).", metavar="SCOPE",
+                   choices=("project", "local", "user"))
+CODEX_SCOPE = Opt("scope", "--scope", "project: .codex/hooks.json; user: ~/.codex/hooks.json "
+                  "($CODEX_HOME/hooks.json when set) (default project).", metavar="SCOPE",
+                  choices=("project", "user"))
+CLAUDE_INSTALL = (PROJECT, CLAUDE_SCOPE, INSTALL_WORKSPACE, PLAIN_ROOT, DRY_RUN)
+CODEX_INSTALL = (PROJECT, CODEX_SCOPE, INSTALL_WORKSPACE, PLAIN_ROOT, DRY_RUN)
 
 _add(Command(
     "hook claude-code", "Journal one Claude Code hook payload read on stdin (run by Claude "
     "Code; never fails the agent: errors go to <root>/logs/hook.log and exit 0).",
     "cmd_hook_claude_code",
-    opts=(HOOK_WORKSPACE, ROOT),
+    opts=(HOOK_WORKSPACE, PLAIN_ROOT),
     fail_open=True,
 ))
 
 _add(Command(
-    "hooks install claude-code", "Add the agent-journal hook to a project's "
-    ".claude/settings.json, keeping everything else in it.", "cmd_hooks_install",
-    opts=(PROJECT,
-          Opt("workspace", "--workspace", "Workspace the hook writes to (default: "
-              "$AGENT_JOURNAL_WORKSPACE, else the project folder's name).", env=ENV_WORKSPACE,
-              metavar="ID"),
-          ROOT, DRY_RUN),
+    "hook codex", "Journal one Codex CLI hook payload read on stdin (run by Codex; never "
+    "fails the agent: errors go to <root>/logs/hook.log and exit 0).",
+    "cmd_hook_codex",
+    opts=(HOOK_WORKSPACE, PLAIN_ROOT),
+    fail_open=True,
 ))
 
 _add(Command(
-    "hooks uninstall claude-code", "Remove exactly the hook entries `hooks install` added.",
+    "hooks install claude-code", "Add the agent-journal hook to Claude Code's settings at a "
+    "scope, keeping everything else in the file, and write the project's .agent-journal.toml.",
+    "cmd_hooks_install",
+    opts=CLAUDE_INSTALL,
+))
+
+_add(Command(
+    "hooks uninstall claude-code", "Remove exactly the hook entries `hooks install` added (and "
+    "the project file it wrote, once no hook of ours is left in the project).",
     "cmd_hooks_uninstall",
-    opts=(PROJECT, DRY_RUN),
+    opts=CLAUDE_INSTALL,
+))
+
+_add(Command(
+    "hooks install codex", "Add the agent-journal hook to a Codex hooks.json at a scope, "
+    "keeping everything else in the file, and write the project's .agent-journal.toml.",
+    "cmd_hooks_install_codex",
+    opts=CODEX_INSTALL,
+))
+
+_add(Command(
+    "hooks uninstall codex", "Remove exactly the hook entries `hooks install codex` added.",
+    "cmd_hooks_uninstall_codex",
+    opts=CODEX_INSTALL,
 ))
 
 _add(Command(
     "import claude-code", "Replay a Claude Code session transcript's tool calls as "
     "observations (re-importing adds nothing).", "cmd_import_claude_code",
     args=(Arg("transcript", "The session's .jsonl file.", metavar="TRANSCRIPT"),),
+    opts=READ_COMMON,
+))
+
+_add(Command(
+    "import codex", "Replay a Codex session file (~/.codex/sessions/.../rollout-*.jsonl) or a "
+    "saved `codex exec --json` stream as observations (re-importing adds nothing).",
+    "cmd_import_codex",
+    args=(Arg("transcript", "The rollout .jsonl file or the saved stream.",
+              metavar="FILE"),),
     opts=READ_COMMON,
 ))
 
@@ -331,4 +391,20 @@ _add(Command(
     args=(Arg("source", "Export folder or journal root."),),
     opts=(Opt("json", "--json", "Accepted for symmetry; merge always prints JSON.",
               kind=BARE),) + READ_COMMON,
+))
+
+
+# -- checks and conventions: doctor, completion ------------------------------------------
+
+_add(Command(
+    "doctor", "Check this installation and the journal it would use: one line per check (ok "
+    "or the problem and how to fix it); exit 1 when a problem was found.", "cmd_doctor",
+    opts=(PROJECT, PLAIN_ROOT,
+          Opt("json", "--json", "Print the checks as JSON.", kind=BARE)),
+))
+
+_add(Command(
+    "completion", "Print the shell completion script for SHELL (bash, zsh or fish).",
+    "cmd_completion",
+    args=(Arg("shell", "bash, zsh or fish.", metavar="SHELL"),),
 ))

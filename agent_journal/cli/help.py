@@ -30,6 +30,8 @@ def _callback(cmd: Command) -> Any:
         else:
             annotation = list[str] if opt.kind == MULTI else (int if opt.type == "int" else str)
             help_text = opt.help + (" Repeatable." if opt.kind == MULTI else "")
+            if opt.required:
+                help_text = "(required) " + help_text
             default = typer.Option(None, opt.flag, help=help_text, metavar=opt.metavar,
                                    show_default=False)
         params.append(inspect.Parameter(opt.dest, inspect.Parameter.KEYWORD_ONLY,
@@ -65,7 +67,7 @@ def build_app() -> Any:
 
 def show_help(argv: list[str]) -> int:
     app = build_app()
-    words = [t for t in argv if t not in ("help",)]
+    words = ["--help" if t == "-h" else t for t in argv if t not in ("help",)]
     if not any(t in ("--help", "-h") for t in words):
         words.append("--help")
     try:

@@ -28,6 +28,8 @@ PROG = "agent-journal"
 def _read_output_arg(value: str | None) -> str | None:
     if value is None:
         return None
+    if value == "-" and sys.stdin is None:  # `<&-`: Python leaves no stdin object
+        raise UsageError("cannot read --output -: stdin is closed")
     try:
         if value == "-":
             data = sys.stdin.buffer.read()
@@ -59,12 +61,21 @@ def _parse_json_arg(flag: str, value: str | None) -> Any:
         return json.loads(value, object_pairs_hook=pairs, parse_constant=reject)
     except ValueError as exc:
         raise UsageError(f"{flag} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{flag} is nested too deeply") from None
 
 
 def _context(a: dict[str, Any]) -> Any:
     from agent_journal.ops.context import Context
 
     return Context(a["root"], a["workspace"], a.get("session"))
+
+
+def _existing_context(a: dict[str, Any]) -> Any:
+    """The context of a read: a workspace that does not exist is refused, not made."""
+    ctx = _context(a)
+    ctx.must_exist = True
+    return ctx
 
 
 def _print_write(result: Any, verb: str, as_json: bool) -> None:
@@ -142,7 +153,7 @@ def _as_of_note(a: dict[str, Any]) -> str:
 def cmd_search(a: dict[str, Any]) -> int:
     from agent_journal.ops import search
 
-    report = search.search(_context(a), a["query"], limit=a["limit"], kind=a["kind"],
+    report = search.search(_existing_context(a), a["query"], limit=a["limit"], kind=a["kind"],
                            include_retracted=a["include_retracted"])
     if a["json"]:
         output.emit_json(report)
@@ -157,6 +168,8 @@ def cmd_search(a: dict[str, Any]) -> int:
 def cmd_hook_claude_code(a: dict[str, Any]) -> int:
     from agent_journal.agents import claude_code_hook
 
+    if sys.stdin is None:
+        raise JournalError("no hook payload: stdin is closed")
     result = claude_code_hook.claude_code(sys.stdin.buffer, root=a["root"],
                                           workspace=a["workspace"])
     if result.stdout is not None:
@@ -169,29 +182,69 @@ def cmd_hook_claude_code(a: dict[str, Any]) -> int:
 def _print_install(result: Any) -> None:
     if result.diff:
         output.emit_raw(result.diff.encode("utf-8"))
-    else:
+    elif result.message:
         output.emit_line(result.message)
 
 
-def cmd_hooks_install(a: dict[str, Any]) -> int:
-    from agent_journal.agents import claude_code_installer
+def _install_options(a: dict[str, Any]) -> dict[str, Any]:
+    return {"project": a["project"], "scope": a["scope"] or "project",
+            "workspace": a["workspace"], "root": a["root"], "dry_run": a["dry_run"]}
 
-    _print_install(claude_code_installer.install(project=a["project"], workspace=a["workspace"],
-                                     root=a["root"], dry_run=a["dry_run"]))
+
+def _print_changes(changes: Any) -> None:
+    for change in changes:
+        _print_install(change)
+        for text in change.warnings:
+            output.warn(text)
+
+
+def _hooks(installer: str, action: str, a: dict[str, Any]) -> int:
+    import importlib
+
+    module = importlib.import_module(f"agent_journal.agents.{installer}")
+    _print_changes(getattr(module, action)(**_install_options(a)))
     return 0
 
 
-def cmd_hooks_uninstall(a: dict[str, Any]) -> int:
-    from agent_journal.agents import claude_code_installer
+def cmd_hooks_install(a: dict[str, Any]) -> int:
+    return _hooks("claude_code_installer", "install", a)
 
-    _print_install(claude_code_installer.uninstall(project=a["project"], dry_run=a["dry_run"]))
+
+def cmd_hooks_uninstall(a: dict[str, Any]) -> int:
+    return _hooks("claude_code_installer", "uninstall", a)
+
+
+def cmd_hooks_install_codex(a: dict[str, Any]) -> int:
+    return _hooks("codex_installer", "install", a)
+
+
+def cmd_hooks_uninstall_codex(a: dict[str, Any]) -> int:
+    return _hooks("codex_installer", "uninstall", a)
+
+
+def cmd_hook_codex(a: dict[str, Any]) -> int:
+    from agent_journal.agents import codex_hook
+
+    result = codex_hook.codex(sys.stdin.buffer, root=a["root"], workspace=a["workspace"])
+    if result.stdout is not None:
+        output.emit_line(result.stdout)
+    if result.deferred is not None:
+        raise result.deferred
+    return 0
+
+
+def cmd_import_codex(a: dict[str, Any]) -> int:
+    from agent_journal.agents import codex_import
+
+    progress = output.progress if sys.stderr.isatty() else None
+    output.emit_json(codex_import.import_codex(_context(a), a["transcript"], progress=progress))
     return 0
 
 
 def cmd_import_claude_code(a: dict[str, Any]) -> int:
     from agent_journal.agents import claude_code_import
 
-    progress = output.progress if sys.stderr.isatty() else None
+    progress = output.progress if sys.stderr is not None and sys.stderr.isatty() else None
     report = claude_code_import.import_claude_code(_context(a), a["transcript"], progress=progress)
     output.emit_json(report)
     return 0
@@ -200,7 +253,7 @@ def cmd_import_claude_code(a: dict[str, Any]) -> int:
 def cmd_get(a: dict[str, Any]) -> int:
     from agent_journal.ops import evidence
 
-    found = evidence.get(_context(a), a["id"])
+    found = evidence.get(_existing_context(a), a["id"])
     if found.record is not None and a["json"]:
         output.emit_json(found.record)
     elif found.record is not None:
@@ -227,7 +280,9 @@ def _read_context(a: dict[str, Any]) -> Any:
     # also skips the one full pass over everything read that re-enabling it
     # would trigger while the result is printed. Nothing read forms a cycle.
     gc.disable()
-    return Context(a["root"], a["workspace"])
+    ctx = Context(a["root"], a["workspace"])
+    ctx.must_exist = True
+    return ctx
 
 
 def cmd_trace(a: dict[str, Any]) -> int:
@@ -333,7 +388,7 @@ def cmd_checkpoint(a: dict[str, Any]) -> int:
 def cmd_checkpoints(a: dict[str, Any]) -> int:
     from agent_journal.ops.checkpoints import list_checkpoints
 
-    report = list_checkpoints(_context(a))
+    report = list_checkpoints(_existing_context(a))
     if a["json"]:
         output.emit_json(report)
     else:
@@ -368,7 +423,7 @@ def cmd_export(a: dict[str, Any]) -> int:
 
     progress = output.progress_for_terminal()
     try:
-        report = replicas.export(_context(a), a["dest"], progress=progress)
+        report = replicas.export(_existing_context(a), a["dest"], progress=progress)
     finally:
         output.progress_done(progress)
     output.emit_json(report)
@@ -397,6 +452,27 @@ def cmd_merge(a: dict[str, Any]) -> int:
     return 0
 
 
+# -- checks and conventions: doctor, completion ------------------------------------------
+
+def cmd_doctor(a: dict[str, Any]) -> int:
+    from agent_journal.agents import doctor
+
+    checks = doctor.run_checks(project=a["project"], root=a["root"])
+    if a["json"]:
+        output.emit_json(doctor.as_json(checks))
+    else:
+        for check in checks:
+            output.emit_line(check.line())
+    return 1 if any(not c.ok for c in checks) else 0
+
+
+def cmd_completion(a: dict[str, Any]) -> int:
+    from agent_journal.cli.completion import script
+
+    output.emit_text(script(a["shell"]))
+    return 0
+
+
 # -- dispatch ---------------------------------------------------------------------------
 
 def _wants_help(argv: list[str]) -> bool:
@@ -407,6 +483,17 @@ def _wants_help(argv: list[str]) -> bool:
 def run(argv: list[str]) -> int:
     from agent_journal.cli.argv import find_command, parse
 
+    if argv[:1] == ["--version"]:
+        import agent_journal
+
+        output.emit_line(f"{PROG} {agent_journal.__version__}")
+        return 0
+    if argv and argv[0].partition("=")[0] in _GLOBAL_FLAGS:
+        try:
+            argv = _hoist_global_options(argv)
+        except UsageError as exc:
+            output.error(exc.message)
+            return exc.exit_code
     if _wants_help(argv):
         from agent_journal.cli.help import show_help
 
@@ -424,7 +511,9 @@ def run(argv: list[str]) -> int:
             raise UsageError(f"no such command {argv[0]!r}; see {PROG} --help")
         values = parse(cmd, rest)
         handler = globals()[cmd.handler]
-        return int(handler(values))
+        code = int(handler(values))
+        output.flush()
+        return code
     except JournalError as exc:
         output.error(exc.message)
         return exc.exit_code
@@ -432,12 +521,72 @@ def run(argv: list[str]) -> int:
         output.error("interrupted")
         return 130
     except BrokenPipeError:
+        _discard_stdout()
+        output.error("the output was closed before it was all read (broken pipe)")
         return 1
     except Exception as exc:  # never a traceback in front of a user
         output.error(f"internal error: {exc.__class__.__name__}: {exc}")
         if os.environ.get("AGENT_JOURNAL_DEBUG"):
             raise
         return 1
+
+
+# Options every journal command takes, accepted before the command too, like git's.
+_GLOBAL_FLAGS = ("--root", "--workspace")
+
+
+def _hoist_global_options(argv: list[str]) -> list[str]:
+    """`--root R show ...` becomes `show --root R ...`: leading global options move to just
+    after the command's name, where the command's own parser checks them as usual."""
+    moved: list[str] = []
+    i = 0
+    while i < len(argv) and argv[i].partition("=")[0] in _GLOBAL_FLAGS:
+        if "=" in argv[i]:
+            moved.append(argv[i])
+            i += 1
+            continue
+        if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+            raise UsageError(f"{argv[i]} needs a value")
+        moved += argv[i:i + 2]
+        i += 2
+    from agent_journal.cli.argv import find_command
+
+    cmd, rest = find_command(argv[i:])
+    if cmd is None:
+        if i < len(argv):
+            return argv[i:] + moved
+        raise UsageError(f"no command after {' '.join(moved)}; see {PROG} --help")
+    return cmd.name.split() + moved + rest
+
+
+def _discard_stdout() -> None:
+    """Point descriptor 1 at /dev/null, so what is still buffered is not written at exit
+    into the closed pipe (Python would print "Exception ignored" about it)."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    except OSError:
+        pass
+
+
+def _hold_standard_fds() -> None:
+    """Open /dev/null on any of descriptors 0-2 that was closed (`>&-`).
+
+    Otherwise the next file opened (a log, an artifact) would get that number, and
+    anything written to "stdout" would land in it. sys.stdout stays None, so printing
+    a result is still reported as impossible.
+    """
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                got = os.open(os.devnull, os.O_RDWR)
+            except OSError:
+                return
+            if got != fd:  # a lower descriptor was free after all; leave things as they are
+                os.close(got)
 
 
 def _run_failing_open(cmd: Any, rest: list[str]) -> int:
@@ -450,6 +599,7 @@ def _run_failing_open(cmd: Any, rest: list[str]) -> int:
 
     try:
         globals()[cmd.handler](parse(cmd, rest))
+        output.flush()
     except BaseException as exc:  # all of them, KeyboardInterrupt and SystemExit included
         _log_failed_open(cmd.name, rest, exc)
     return 0
@@ -473,4 +623,5 @@ def _log_failed_open(name: str, rest: list[str], exc: BaseException) -> None:
 def main(argv: list[str] | None = None) -> int:
     # Files and folders the journal creates are private whatever the caller's umask.
     os.umask(0o077)
+    _hold_standard_fds()
     return run(list(sys.argv[1:] if argv is None else argv))

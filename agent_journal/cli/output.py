@@ -3,6 +3,8 @@
 Invariant: machine-facing output is JSON with the camelCase keys documented in
 spec/cli-json.md, printed as one document; human lines are short and exact;
 warnings and errors go to stderr, never mixed into a JSON document.
+A closed stdout (`>&-`) is a JournalError naming it, never an AttributeError; a
+closed stderr silences warnings and errors rather than failing the command.
 """
 
 from __future__ import annotations
@@ -10,9 +12,48 @@ from __future__ import annotations
 import json
 import sys
 
+from agent_journal.core.errors import JournalError
+
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
     from typing import Any
+
+
+class OutputClosed(JournalError):
+    """stdout was closed before the command started: the result cannot be printed."""
+
+
+def _stdout() -> Any:
+    # Python sets sys.stdout to None when descriptor 1 was closed at start-up.
+    if sys.stdout is None:
+        raise OutputClosed("cannot print the result: stdout is closed")
+    return sys.stdout
+
+
+def _write(text: str) -> None:
+    try:
+        _stdout().write(text)
+    except BrokenPipeError:
+        raise  # the reader left early (`| head`): cli.run says so and exits 1
+    except OSError as exc:  # a full disk behind `> file`, a descriptor closed under us
+        raise OutputClosed(f"cannot print the result: {exc.strerror or exc}") from None
+
+
+def flush() -> None:
+    """Push out what is buffered, so a failure is reported here and not at exit."""
+    if sys.stdout is None:
+        return
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputClosed(f"cannot print the result: {exc.strerror or exc}") from None
+
+
+def _stderr_write(text: str) -> None:
+    if sys.stderr is not None:
+        sys.stderr.write(text)
 
 
 def to_json(value: Any) -> str:
@@ -20,24 +61,24 @@ def to_json(value: Any) -> str:
 
 
 def emit_json(value: Any) -> None:
-    sys.stdout.write(to_json(value) + "\n")
+    _write(to_json(value) + "\n")
 
 
 def emit_line(text: str) -> None:
-    sys.stdout.write(text + "\n")
+    _write(text + "\n")
 
 
 def emit_text(text: str) -> None:
     """A document that carries its own line endings (the digest's Markdown)."""
-    sys.stdout.write(text)
+    _write(text)
 
 
 def warn(text: str) -> None:
-    sys.stderr.write(f"WARNING: {text}\n")
+    _stderr_write(f"WARNING: {text}\n")
 
 
 def error(text: str) -> None:
-    sys.stderr.write(f"error: {text}\n")
+    _stderr_write(f"error: {text}\n")
 
 
 def floor_warning(unreadable: list[Any], malformed: list[Any]) -> None:
@@ -66,9 +107,14 @@ def search_lines(report: dict[str, Any]) -> None:
 
 def emit_raw(data: bytes) -> None:
     """Exact bytes on stdout (get prints stored evidence verbatim, no newline added)."""
-    sys.stdout.flush()
-    sys.stdout.buffer.write(data)
-    sys.stdout.buffer.flush()
+    flush()
+    try:
+        _stdout().buffer.write(data)
+        _stdout().buffer.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputClosed(f"cannot print the result: {exc.strerror or exc}") from None
 
 
 def progress(done: int, total: int, what: str) -> None:
@@ -85,7 +131,7 @@ def progress_for_terminal() -> Any:
 
     Progress is for a person watching; in a pipe or a log it would be noise.
     """
-    if not sys.stderr.isatty():
+    if sys.stderr is None or not sys.stderr.isatty():
         return None
 
     def show(text: str) -> None:

@@ -88,6 +88,23 @@ def observation_line(obs: dict[str, Any]) -> list[str]:
     return out
 
 
+def damage_lines(report: dict[str, Any]) -> list[str]:
+    """What the read could not trust, named (the floor warning on stderr says
+    only how much)."""
+    out: list[str] = []
+    unreadable = report.get("unreadable") or []
+    malformed = report.get("malformed") or []
+    if unreadable or malformed:
+        out.append("")
+        out.append(f"Damage: {len(unreadable)} unreadable segment(s), {len(malformed)} "
+                   "malformed row(s); this result is a floor, not a total")
+    for u in unreadable:
+        out.append(f"  unreadable {u.get('path')}: {u.get('reason')}")
+    for m in malformed:
+        out.append(f"  malformed {m.get('segment')} row {m.get('row')}: {m.get('reason')}")
+    return out
+
+
 def show_text(report: dict[str, Any]) -> str:
     out: list[str] = []
     constraints = report.get("liveConstraints") or []
@@ -105,6 +122,7 @@ def show_text(report: dict[str, Any]) -> str:
     for item in items:
         out.append("")
         out += entry_lines(item) if item.get("type") == "entry" else observation_line(item)
+    out += damage_lines(report)
     return "\n".join(out) + "\n"
 
 
@@ -135,7 +153,7 @@ def trace_text(target: str, report: dict[str, Any]) -> str:
     out = [f"trace {target}: {len(matched)} matched, {len(chain)} in the chain"]
     if not chain:
         out.append("(no entry cites it)")
-        return "\n".join(out) + "\n"
+        return "\n".join(out + damage_lines(report)) + "\n"
     via_of = {row["id"]: row["via"] for row in matched}
     children: dict[str, list[dict[str, Any]]] = {}
     roots = []
@@ -160,7 +178,7 @@ def trace_text(target: str, report: dict[str, Any]) -> str:
 
     for root in roots:
         walk(root, "", True, True)
-    return "\n".join(out) + "\n"
+    return "\n".join(out + damage_lines(report)) + "\n"
 
 
 def coverage_text(report: dict[str, Any]) -> str:
@@ -189,7 +207,7 @@ def coverage_text(report: dict[str, Any]) -> str:
     for t in tombs:
         out.append(f"  {t['target']}  {t['ts']}  {'purged' if t['purged'] else 'not purged'}"
                    f": {t['reason']}")
-    return "\n".join(out) + "\n"
+    return "\n".join(out + damage_lines(report)) + "\n"
 
 
 def decay_text(report: dict[str, Any]) -> str:
@@ -205,7 +223,7 @@ def decay_text(report: dict[str, Any]) -> str:
         out.append(f"  {e['kind']} {e['id']} ({e['ts']})")
         for a in e["anchors"]:
             out.append(f"    {a['anchor']}: {a['reason']}")
-    return "\n".join(out) + "\n"
+    return "\n".join(out + damage_lines(report)) + "\n"
 
 
 def checkpoints_text(report: dict[str, Any]) -> str:
@@ -220,4 +238,4 @@ def checkpoints_text(report: dict[str, Any]) -> str:
         if c["conflicts"]:
             line += f"  ({len(c['conflicts'])} later record(s) of this name ignored)"
         out.append(line)
-    return "\n".join(out) + "\n"
+    return "\n".join(out + damage_lines(report)) + "\n"

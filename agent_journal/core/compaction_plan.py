@@ -64,6 +64,41 @@ class CompactionPlan:
         self.flips: dict[str, tuple[str, ...]] = {}
         # entries due on their TTL but kept because a survivor still derives through them
         self.held: list[str] = []
+        # every id some tombstone read names
+        self.tombstone_targets: set[str] = set()
+
+    def unaffected_by(self, events: Iterable[Event | None]) -> bool:
+        """Whether events appended after the read leave this plan exactly as it is.
+
+        True only for plain appends: observations, and entries records, about
+        ids the plan neither removes nor finds tombstoned, citing (`tool_use:`)
+        and depending on nothing it removes. Such an event cannot make an item
+        due or not due, pin, hold back, or add content a tombstone names. Any
+        other event (a tombstone, an invalidation, an unknown type, a row that
+        did not decode: None) could, and makes the caller leave its segment.
+        """
+        removed, targets = self.reasons, self.tombstone_targets
+        for ev in events:
+            if ev is None or ev.id is None or ev.id in removed or ev.id in targets:
+                return False
+            if ev.type == OBSERVATION:
+                continue
+            if ev.type != ENTRY:
+                return False
+            data = ev.data
+            deps = data.get("dependsOn") or []
+            anchors = data.get("anchors") or []
+            if not isinstance(deps, list) or not isinstance(anchors, list):
+                return False
+            if any(not isinstance(d, str) or d in removed or d in targets for d in deps):
+                return False
+            for anchor in anchors:
+                if not isinstance(anchor, str):
+                    return False
+                scheme, ref = anchor_ref(anchor)
+                if scheme == "tool_use" and (ref in removed or ref in targets):
+                    return False
+        return True
 
     @property
     def tombstones_marked_purged(self) -> list[str]:
@@ -214,6 +249,7 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     deletions, reasons = plan.deletions, plan.reasons
     tombstone_events, flips = plan.tombstone_events, plan.flips
     tombstoned = d.tombstones
+    plan.tombstone_targets = set(tombstoned)
     # (Each pass walks events in the order they were read, which is the order
     # they lie in memory: walking a set's order instead cost several times as
     # much at 100k targets.)

@@ -26,11 +26,18 @@ class UsageError(JournalError):
 
 
 class UnsafeRootError(JournalError):
-    """The journal root (or the folder it would be created in) is shared-writable."""
+    """The journal root (or the folder it would be created in) is shared-writable, or a
+    path under it is a symbolic link (or a shared-writable folder) that would lead a
+    read or a write out of the root."""
 
 
 class ConflictError(JournalError):
     """A write was refused because it contradicts what the journal holds."""
+
+
+class TombstonedError(ConflictError):
+    """A write was refused because a tombstone names its id: erased content is never
+    written again."""
 
 
 class NotFoundError(JournalError):

@@ -48,6 +48,7 @@ IMPORT = "import"
 PRESENT = "alreadyPresent"
 DUPLICATE = "duplicate"          # a second copy of an id this merge already decided
 TOMBSTONED = "tombstoned"        # the reason reported in notImported
+REMOVED = "removedHere"          # imported once, then removed here by compaction
 
 _OWN_SEGMENT = re.compile(r"^(?P<replica>[A-Za-z0-9_][A-Za-z0-9_.-]*)-(?P<number>\d{6})"
                           + re.escape(SEGMENT_SUFFIX) + "$")
@@ -78,9 +79,14 @@ class Planner:
     then `retract` what it already took about that target.
     """
 
-    def __init__(self, local_ids: AbstractSet[str], tombstoned: set[str]) -> None:
+    def __init__(self, local_ids: AbstractSet[str], tombstoned: set[str],
+                 removed_here: AbstractSet[str] = frozenset()) -> None:
         self.local_ids = local_ids
         self.tombstoned = tombstoned
+        # Ids an earlier merge imported and a compaction here then removed (TTL
+        # or tombstone): never imported again, so expiry is not undone by merging
+        # the same stale replica back.
+        self.removed_here = removed_here
         self.seen: set[str] = set()
         self.imported = 0
         self.present = 0
@@ -106,6 +112,9 @@ class Planner:
         if type_ in ERASABLE_TYPES and subject is not None and subject in self.tombstoned:
             self.not_imported.append({"eventId": event_id, "reason": TOMBSTONED})
             return TOMBSTONED
+        if event_id in self.removed_here:  # (compaction removes only erasable types)
+            self.not_imported.append({"eventId": event_id, "reason": REMOVED})
+            return REMOVED
         self.imported += 1
         return IMPORT
 
@@ -133,9 +142,12 @@ class Planner:
         out.update(dict.fromkeys(duplicate, DUPLICATE))
         out.update(dict.fromkeys(present, PRESENT))
         taken = plain - duplicate
+        removed = (taken - present) & self.removed_here if self.removed_here else set()
+        out.update(dict.fromkeys(removed, REMOVED))
+        self.not_imported.extend({"eventId": e, "reason": REMOVED} for e in removed)
         self.seen |= taken
         self.present += len(present)
-        self.imported += len(taken) - len(present)
+        self.imported += len(taken) - len(present) - len(removed)
         return out
 
     def retract(self, event_ids: Iterable[str]) -> None:

@@ -51,6 +51,10 @@ AUTHOR_AGENT = "agent"
 AUTHOR_HUMAN = "human"
 
 MAX_ID_LEN = 128
+# Ids name files (a workspace folder, `cache/<area>/<ws>.sqlite.tmp`, lock files), and
+# most filesystems refuse a name over 255 bytes: 128 bytes of UTF-8 leave room for every
+# suffix the journal adds. An ASCII id meets both bounds at 128 characters.
+MAX_ID_BYTES = 128
 
 
 def validate_id(value: str | None, what: str) -> str:
@@ -64,12 +68,20 @@ def validate_id(value: str | None, what: str) -> str:
         raise UsageError(f"{what} must not be empty")
     if len(value) > MAX_ID_LEN:
         raise UsageError(f"{what} is longer than {MAX_ID_LEN} characters")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate: undecodable bytes from the shell
+        raise UsageError(f"{what} is not valid UTF-8: {value!r}") from None
+    if size > MAX_ID_BYTES:
+        raise UsageError(f"{what} is longer than {MAX_ID_BYTES} bytes of UTF-8 ({size})")
     if value in (".", ".."):
         raise UsageError(f"{what} must not be {value!r}")
     if value.startswith("-"):
         raise UsageError(f"{what} must not start with '-': {value!r}")
     for ch in value:
-        if ch in "/\\" or ord(ch) < 32 or ord(ch) == 127:
+        # C0 and C1 controls and DEL: U+0085 and U+009B can end a line or start a
+        # terminal escape sequence.
+        if ch in "/\\" or ord(ch) < 32 or 127 <= ord(ch) <= 159:
             raise UsageError(f"{what} must not contain path separators or control characters")
     if value.strip() != value:
         raise UsageError(f"{what} must not start or end with whitespace")

@@ -8,8 +8,10 @@ Invariants:
 - A dry run changes no byte; `--apply` carries out exactly the plan a dry run
   prints, and reports what it actually did.
 - Segments are changed in place, one transaction each, and only when their
-  highest seq is still what the read saw. A segment that grew is skipped,
-  never rewritten from a stale read, so no acknowledged append is lost.
+  highest seq is still what the read saw, or every row appended since is one
+  the plan does not depend on (`CompactionPlan.unaffected_by`, checked under
+  the segment's write lock). Any other growth skips the segment; rows are
+  deleted by event id, so no acknowledged append is ever lost.
 - Order between segments: a tombstone reads purged only once every event
   about its target is gone, so a run stopped anywhere (killed, skipped) never
   claims more than it did. (A dependent never turns live: a tombstoned entry
@@ -17,7 +19,9 @@ Invariants:
   transactions of one pass are prepared from what earlier passes committed,
   so they may run at once (on threads).
 - After the segments, artifact blobs that only removed events referenced and
-  the workspace's cache projections are deleted.
+  the workspace's cache projections are deleted. A blob is deleted only while
+  locked against writers about to cite it, after a last look at every row
+  appended since the read (storage/artifacts.py `erase_blobs`).
 - One applied compaction per workspace at a time (a flock on the workspace
   folder); a second waits a few seconds, then refuses, changing nothing.
 - An intent file written before the first segment is touched (blobs, cache,
@@ -34,7 +38,7 @@ from agent_journal.core.compaction_plan import CompactionPlan, check_ttl, plan_c
 from agent_journal.core.errors import CompactionRunningError, DamagedJournalError
 from agent_journal.core.model import OBSERVATION, Event
 from agent_journal.storage import compaction_read
-from agent_journal.storage.artifacts import artifact_files
+from agent_journal.storage.artifacts import artifact_files, erase_blobs
 from agent_journal.storage.erasure import (
     APPLY_THREADS,
     SegmentGrew,
@@ -45,7 +49,6 @@ from agent_journal.storage.erasure import (
     refs_in_rows_since,
     write_compact_intent,
 )
-from agent_journal.storage.files import remove_files
 from agent_journal.storage.locks import compaction_lock
 from agent_journal.storage.segment_reader import PausedGC
 
@@ -88,8 +91,10 @@ def refusal(read: ReadResult) -> str:
 
 
 def busy_message(count: int) -> str:
-    return (f"{count} segment(s) gained events while compaction ran and were left "
-            "untouched; nothing was lost. Re-run when writers are idle")
+    return (f"{count} segment(s) gained events while compaction ran that could change "
+            "its plan (a tombstone, an invalidation, an entry citing or depending on what "
+            "it removes, a row that does not decode) and were left untouched; nothing was "
+            "lost. Re-run compact --apply to finish them")
 
 
 def prepare(ws: Workspace, *, entry_ttl_days: int | None, observation_ttl_days: int | None,
@@ -269,7 +274,7 @@ class _Run:
         path = os.path.join(self.ws.root.path, job.seg)
         try:
             return apply_to_segment(path, self.expected[job.seg], job.deletes,
-                                          job.rewrites)
+                                    job.rewrites, tolerate=self.plan.unaffected_by)
         except SegmentGrew:
             return None
 
@@ -313,6 +318,7 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
     (a million events take a third of a second to free)."""
     plan, read, ws = prepared.plan, prepared.read, prepared.ws
     run = _Run(prepared)
+    read_high_water = dict(read.high_water)
     pending = read_compact_intent(ws)
     # Most events have no artifact: the cheap tests come first (an observation's
     # data here is its artifact or nothing).
@@ -338,12 +344,22 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
                   if e not in plan.deletions
                   or any(not run.is_gone(s, e) for s in run.segments_of(e))}
     candidates = (purged_digests | set(earlier)) - referenced
-    since = {seg: (0 if seg in run.skipped else high) for seg, high in run.expected.items()}
+    # Rows appended since the read may cite a candidate (a new capture of the
+    # same bytes): looked for once here, and once more with each blob locked
+    # against writers that have not committed yet (erase_blobs).
+    since = read_high_water
     candidates -= refs_in_rows_since(ws, since, candidates)
-    files = artifact_files(ws, candidates)
-    remove_files(sorted(p for paths in files.values() for p in paths))
+    files = {path: digest for digest, paths in artifact_files(ws, candidates).items()
+             for path in paths}
+    _removed, busy = erase_blobs(files, lambda: refs_in_rows_since(ws, since, candidates))
     clear_workspace_cache(ws)
-    drop_compact_intent(ws)
+    if busy:
+        # Blobs writers kept locked: the intent keeps them for the next run,
+        # which deletes them unless an event by then cites them.
+        write_compact_intent(ws, {"digests": sorted({files[p] for p in busy}),
+                                  "cache": True, "flips": {}})
+    else:
+        drop_compact_intent(ws)
 
     deletions = plan.deletions
     # With no segment skipped every planned deletion was made.
@@ -354,5 +370,9 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
     warnings = [f"{seg}: its write-ahead log could not be truncated while other processes "
                 "held it; old page images may remain in it until the next compaction"
                 for seg in sorted(run.unclean)]
+    if busy:
+        warnings.append(f"{len(busy)} artifact blob(s) stayed in use by writers and were "
+                        "left for the next compact --apply, which deletes them unless an "
+                        "event cites them by then")
     report = plan.report(apply=True, removed=removed, marked_purged=marked, skipped=skipped)
     return Outcome(report, skipped, warnings)

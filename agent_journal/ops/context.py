@@ -8,12 +8,15 @@ damage it met for the caller to report.
 
 from __future__ import annotations
 
+import os
+
 from agent_journal.core.derive import Derived, derive
 from agent_journal.core.model import (
     AUTHOR_AGENT,
     AUTHOR_HUMAN,
     validate_id,
 )
+from agent_journal.ops.redaction_config import check_config
 from agent_journal.storage.root import Root
 from agent_journal.storage.segment_reader import ReadResult
 from agent_journal.storage.workspace import Workspace
@@ -35,8 +38,31 @@ class Context:
     def author(self) -> str:
         return AUTHOR_AGENT if self.session else AUTHOR_HUMAN
 
+    # Set by read commands: opening for a read then refuses a workspace that is not there
+    # (after the operation has checked its own arguments, so usage errors still come first).
+    must_exist = False
+
     def open(self, *, create: bool) -> Workspace:
-        return Root.open(self.root_arg, create=create).workspace(self.workspace_name)
+        if not create and self.must_exist:
+            self.require_existing()
+        root = Root.open(self.root_arg, create=create)
+        check_config(root.path)
+        return root.workspace(self.workspace_name)
+
+    def require_existing(self) -> None:
+        """Refuse a read of a workspace that is not there (a typo in --workspace or --root)
+        before anything is created: no root, no cache, no workspace folder."""
+        from agent_journal.core.errors import NotFoundError
+
+        root = Root.open(self.root_arg, create=False)
+        if not root.exists:
+            raise NotFoundError(f"no journal root at {root.path}; check --root or "
+                                "$AGENT_JOURNAL_ROOT (nothing was created)")
+        ws = root.workspace(self.workspace_name)
+        if not os.path.isdir(ws.path):
+            known = root.workspaces()
+            hint = f" (workspaces here: {', '.join(known[:10])})" if known else ""
+            raise NotFoundError(f"no workspace {self.workspace_name!r} in {root.path}{hint}")
 
 
 def read_workspace(ctx: Context, *, lazy: bool = True, as_of: str | None = None

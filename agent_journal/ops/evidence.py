@@ -23,6 +23,7 @@ from agent_journal.core import codec
 from agent_journal.core.errors import IntegrityError, JournalError, NotFoundError
 from agent_journal.core.model import validate_id
 from agent_journal.storage.artifacts import (
+    BlobHolds,
     artifact_path,
     artifact_ref,
     read_artifact,
@@ -64,12 +65,14 @@ def canonical_text(value: Any) -> str:
                       allow_nan=False)
 
 
-def capture_output(ws: Workspace, value: Any, *, partial: bool = False
-                   ) -> tuple[Any, dict[str, Any] | None]:
+def capture_output(ws: Workspace, value: Any, *, partial: bool = False,
+                   holds: BlobHolds | None = None) -> tuple[Any, dict[str, Any] | None]:
     """(the `output` to store in the event, the `artifact` record or None).
 
     Small outputs are returned as they are. A large one is written as a blob and
-    replaced in the event by its first PREVIEW_CHARS characters.
+    replaced in the event by its first PREVIEW_CHARS characters. The caller keeps
+    `holds` until the event citing the blob has committed, so a compaction
+    running meanwhile cannot delete it (see storage/artifacts.py).
     """
     if value is None:
         return None, None
@@ -84,7 +87,7 @@ def capture_output(ws: Workspace, value: Any, *, partial: bool = False
         "status": PARTIAL if partial else COMPLETE,
     }
     try:
-        write_artifact(ws, data)
+        write_artifact(ws, data, holds)
     except OSError as exc:
         artifact["status"] = FAILED
         artifact["error"] = exc.strerror or exc.__class__.__name__

@@ -41,12 +41,14 @@ from agent_journal.core.merge_plan import (
     MANIFEST_FORMAT,
     MANIFEST_NAME,
     PRESENT,
+    REMOVED,
     TOMBSTONED,
     SlotIndex,
 )
 from agent_journal.core.model import OBSERVATION, TOMBSTONE, Event
-from agent_journal.storage.artifacts import artifact_path
+from agent_journal.storage.artifacts import artifact_path, blob_present
 from agent_journal.storage.files import (
+    confine_to,
     copy_file_verified,
     file_digest,
     fsync_path,
@@ -59,6 +61,7 @@ from agent_journal.storage.replica_import import ImportSource, ImportWriter, scr
 from agent_journal.storage.replica_source import (
     SegmentRows,
     Unreadable,
+    imported_then_removed,
     origin_keys,
     read_slots,
     snapshot_segment,
@@ -286,7 +289,12 @@ def _artifact_path_or_none(ws: Workspace, ref: str) -> str | None:
 
 
 def open_source(path: str, workspace: str) -> Source:
-    """Recognise and, for an export, verify the whole source. Raises before any import."""
+    """Recognise and, for an export, verify the whole source. Raises before any import.
+
+    Nothing in the source is followed out of it: a symbolic link among its segments,
+    artifacts or manifest names is refused (files.confine_to), never read.
+    """
+    confine_to(path)
     if not os.path.isdir(path):
         raise NotFoundError(f"merge source {path} is not a folder")
     if os.path.exists(os.path.join(path, MANIFEST_NAME)):
@@ -355,6 +363,9 @@ class Local:
         self.ids: set[str] = set()
         self.tombstoned: set[str] = set()
         self.slot_keys: set[tuple[str, str]] = set()
+        # ids the provenance of local imports names that no local segment holds:
+        # imported once, then removed by a compaction here (see merge_plan.REMOVED)
+        self.removed: set[str] = set()
         self.unreadable = 0
         self.malformed = 0
 
@@ -378,6 +389,7 @@ def scan_local(ws: Workspace) -> Local:
         try:
             for rows in stream_ids(path):
                 ids.update(r[0] for r in rows)
+            local.removed |= imported_then_removed(path)
             tombstones = SegmentRows(path, only="tombstone_rows").rows
         except Unreadable:
             local.unreadable += 1
@@ -390,6 +402,7 @@ def scan_local(ws: Workspace) -> Local:
                 continue
             if obj["type"] == TOMBSTONE:
                 local.tombstoned.add(obj["id"])
+    local.removed -= ids
     return local
 
 
@@ -470,7 +483,7 @@ def _merge_locked(ws: Workspace, src: Source, me: str,
     source_replica = merge_plan.safe_replica(src.replica)
     writer = ImportWriter(ws, source_replica, max_bytes=limit,
                                 name_for=merge_plan.import_segment_name)
-    planner = merge_plan.Planner(local.ids, tombstoned)
+    planner = merge_plan.Planner(local.ids, tombstoned, local.removed)
     wanted_artifacts: dict[str, tuple[dict[str, Any], set[str]]] = dict(src.artifacts)
     try:
         for n, (name, full) in enumerate(readable, 1):
@@ -559,7 +572,7 @@ def _import_segment(seg: ImportSource, name: str, src: Source,
         if origin is not None and (origin[0], origin[1]) in watch:
             slots.add(origin[0], origin[1], origin[2], event_id, type_, subject)
         decision = planner.take(event_id, type_, subject)
-        if decision in (DUPLICATE, TOMBSTONED):
+        if decision in (DUPLICATE, TOMBSTONED, REMOVED):
             skip.append(event_id)
             continue
         if obj is not None and type_ == OBSERVATION:
@@ -653,7 +666,9 @@ def _merge_artifacts(ws: Workspace, src: Source,
         if dest is None:
             missing.append(ref)
             continue
-        if os.path.exists(dest):
+        # The import citing it is published already: a compaction running now
+        # either sees it or has unlinked the blob before this look (blob_present).
+        if blob_present(dest):
             already += 1
             continue
         origin = src.artifact_file(ref)

@@ -5,14 +5,16 @@ anything, appends exactly one event through the workspace, and returns a
 plain value for the CLI to render. Every text a write stores passes the
 root's redactor first (see redaction_config.py): entry fields, subjects and
 non-id anchors, observation input and output, retraction reasons. Ids are
-keys and are stored as given.
+keys and are stored as given. An id a tombstone names is never written again:
+record, observe and invalidate of it are refused (TombstonedError) before
+anything, a blob included, is written.
 """
 
 from __future__ import annotations
 
 from agent_journal.core import clock
 from agent_journal.core.derive import derive
-from agent_journal.core.errors import UsageError
+from agent_journal.core.errors import TombstonedError, UsageError
 from agent_journal.core.model import (
     ENTRY,
     ENTRY_FIELDS,
@@ -29,6 +31,7 @@ from agent_journal.core.model import (
 from agent_journal.ops.context import Context
 from agent_journal.ops.evidence import capture_output
 from agent_journal.ops.redaction_config import redactor_for
+from agent_journal.storage.artifacts import BlobHolds
 from agent_journal.storage.workspace import Workspace
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
@@ -54,6 +57,14 @@ def _event(ctx: Context, ws: Workspace, *, type: str, kind: str, subject: str,
                  author=ctx.author, session=ctx.session, replica=ws.root.replica_id, data=data)
 
 
+def refuse_tombstoned(ws: Workspace, subject: str, what: str) -> None:
+    """A tombstoned id is never written again: its content was meant to be gone."""
+    if ws.tombstoned_among([subject]):
+        raise TombstonedError(f"{what} {subject} is tombstoned in workspace {ws.name}: "
+                              "what a tombstone names is never recorded again; nothing "
+                              "was written")
+
+
 def _require_text(value: str | None, flag: str) -> str:
     if value is None or not value.strip():
         raise UsageError(f"{flag} is required and must not be blank")
@@ -76,6 +87,7 @@ def record(ctx: Context, *, kind: str, entry_id: str, fields: dict[str, str | No
     anchors = [parse_anchor(a) for a in anchors]
     depends_on = [validate_id(d, "--depends-on id") for d in depends_on]
     ws = ctx.open(create=True)
+    refuse_tombstoned(ws, entry_id, "entry")
     redactor = redactor_for(ws.root.path)
     # Ids (dependsOn, tool_use anchors) are keys, not text: they are never rewritten.
     ev = _event(ctx, ws, type=ENTRY, kind=kind, subject=entry_id, data={
@@ -98,6 +110,7 @@ def observe(ctx: Context, *, kind: str, obs_id: str, tool: str | None, call_id: 
     if status not in OBSERVATION_STATUSES:
         raise UsageError(f"--status must be one of {', '.join(OBSERVATION_STATUSES)}")
     ws = ctx.open(create=True)
+    refuse_tombstoned(ws, obs_id, "observation")
     redactor = redactor_for(ws.root.path)
     data: dict[str, Any] = {
         "tool": tool, "callId": call_id, "input": input_value, "output": output,
@@ -106,10 +119,12 @@ def observe(ctx: Context, *, kind: str, obs_id: str, tool: str | None, call_id: 
     if extra:
         data.update(extra)
     data = redactor.redact_value(data)
-    data["output"], data["artifact"] = capture_output(
-        ws, data["output"], partial=status in ("partial", "cancelled"))
-    ev = _event(ctx, ws, type=OBSERVATION, kind=kind, subject=obs_id, data=data)
-    ws.append([ev])
+    # The blob stays locked until the event citing it has committed (BlobHolds).
+    with BlobHolds() as holds:
+        data["output"], data["artifact"] = capture_output(
+            ws, data["output"], partial=status in ("partial", "cancelled"), holds=holds)
+        ev = _event(ctx, ws, type=OBSERVATION, kind=kind, subject=obs_id, data=data)
+        ws.append([ev])
     return WriteResult(obs_id, ev.event_id)
 
 
@@ -117,6 +132,9 @@ def _retraction(ctx: Context, type_: str, target: str, reason: str | None) -> Wr
     validate_id(target, "target id")
     reason = _require_text(reason, "--reason")
     ws = ctx.open(create=True)
+    if type_ == INVALIDATION:
+        # Its reason is content about the target, erased with it.
+        refuse_tombstoned(ws, target, "entry")
     data: dict[str, Any] = {"reason": redactor_for(ws.root.path).redact_text(reason)}
     if type_ == TOMBSTONE:
         data["purged"] = False

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 from agent_journal.core import codec
 from agent_journal.storage.connection import connect, describe_sqlite_error
-from agent_journal.storage.files import create_private_file, make_private_dirs
+from agent_journal.storage.files import check_confined, create_private_file, make_private_dirs
 from agent_journal.storage.segment import SEGMENT_SUFFIX, never_initialised, open_segment_for_read
 
 TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
@@ -45,6 +45,7 @@ def cache_lock_path(root: Root, area: str, workspace: str) -> str:
 def remove_cache_files(path: str) -> None:
     """Delete a cache database and its sidecars; missing files are fine."""
     for name in (path,) + tuple(path + s for s in CACHE_SIDECARS):
+        check_confined(name)
         try:
             os.unlink(name)
         except FileNotFoundError:

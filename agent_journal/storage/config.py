@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from agent_journal.core.errors import JournalError
-from agent_journal.storage.files import FILE_MODE, make_private_dirs
+from agent_journal.storage.files import FILE_MODE, check_confined, make_private_dirs
 
 CONFIG_NAME = "config.json"
 LOGS_DIR = "logs"
@@ -23,6 +23,7 @@ def read_root_config(root_path: str) -> tuple[str, bytes] | None:
     One failed open is all a missing file costs: the hook asks on every call.
     """
     path = os.path.join(root_path, CONFIG_NAME)
+    check_confined(path)
     try:
         with open(path, "rb") as fh:
             return path, fh.read()
@@ -32,17 +33,22 @@ def read_root_config(root_path: str) -> tuple[str, bytes] | None:
         raise JournalError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def append_private_log(root_path: str, name: str, line: str) -> None:
-    """Append one line to <root>/logs/<name> (0600), keeping one previous file past 1 MiB."""
-    folder = os.path.join(root_path, LOGS_DIR)
+def append_private_log(root_path: str, name: str, line: str, *, folder: str = LOGS_DIR
+                       ) -> None:
+    """Append one line to <root>/<folder>/<name> (0600), keeping one previous file past
+    1 MiB. UnsafeRootError when the folder or the file is a symbolic link."""
+    folder = os.path.join(root_path, folder) if folder else root_path
     make_private_dirs(folder)
     path = os.path.join(folder, name)
+    check_confined(path)
+    check_confined(path + ".1")
     try:
         if os.stat(path).st_size > LOG_MAX_BYTES:
             os.replace(path, path + ".1")
     except FileNotFoundError:
         pass
-    fd = os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, FILE_MODE)
+    # O_NOFOLLOW: a link planted after the check still does not carry the line elsewhere.
+    fd = os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY | os.O_NOFOLLOW, FILE_MODE)
     try:
         os.write(fd, line.encode("utf-8", errors="replace") + b"\n")
     finally:

@@ -12,10 +12,13 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 import time
 
 from agent_journal.core.errors import BusyError
+from agent_journal.storage.files import check_confined
 
 TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
 if TYPE_CHECKING:
@@ -51,12 +54,34 @@ def connect(path: str, *, readonly: bool = False, immutable: bool = False
     `immutable` is for a verified export file: nobody writes it, so SQLite
     takes no locks and looks for no journal.
     """
+    check_confined(path)  # SQLite follows symbolic links; the journal does not
+    _check_regular(path)
     mode = "ro" if readonly or immutable else "rw"
     uri = f"file:{quote_path(path)}?mode={mode}" + ("&immutable=1" if immutable else "")
     # `timeout` installs SQLite's busy handler as the connection opens, before
     # any statement runs.
-    return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
-                           check_same_thread=False)
+    try:
+        return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                               check_same_thread=False)
+    except sqlite3.OperationalError:
+        # "unable to open database file" names neither the file nor the reason; the
+        # operating system knows both.
+        try:
+            os.close(os.open(path, os.O_RDONLY if mode == "ro" else os.O_RDWR))
+        except OSError as exc:
+            raise sqlite3.OperationalError(f"cannot open {path}: {exc.strerror}") from None
+        raise
+
+
+def _check_regular(path: str) -> None:
+    """A folder, FIFO or device where a database is expected is unreadable, said plainly
+    (SQLite would say "unable to open database file", or wait forever on a FIFO)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # sqlite3.connect reports it
+    if not stat.S_ISREG(st.st_mode):
+        raise sqlite3.OperationalError(f"{path} is not a regular file")
 
 
 def quote_path(path: str) -> str:

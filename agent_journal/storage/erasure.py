@@ -1,14 +1,12 @@
-"""Erasure: the only code in the package that deletes rows or files holding events.
+"""Erasure: the only code that deletes journal rows and the files derived from them.
 
 Invariants:
-- Every deleting connection sets what erasure needs itself (secure_delete, a
-  journal that is unlinked at commit) instead of trusting how SQLite was
-  compiled, and the WAL is checkpointed and truncated afterwards, so deleted
-  bytes are gone from the file, its sidecars and its free pages.
-- Every segment is changed in place, one transaction each, and only when it
-  has not grown since it was read (SegmentGrew otherwise): a rewrite-and-rename
-  could drop an append made through a connection that still had the old file
-  open.
+- Every deleting connection overwrites what it frees (secure_delete) and keeps
+  no journal of old pages past its commit; a WAL is truncated after it.
+- A segment is changed in one transaction that first checks nothing was
+  appended that the plan could depend on; rows go by event id only.
+- Projections under <root>/cache are disposable: every file a workspace's
+  projections leave there, under any name, is deleted with them.
 - A compaction about to change files writes its intent first, so a killed run
   is finished (or undone) by the next one.
 """
@@ -19,11 +17,14 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from agent_journal.core import codec
 from agent_journal.core.errors import JournalError
+from agent_journal.core.model import Event
 from agent_journal.storage.connection import connect, is_busy, run_write
 from agent_journal.storage.files import make_private_dirs, read_text, write_file_atomic
+from agent_journal.storage.segment import SEGMENT_SUFFIX
 
 TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
 if TYPE_CHECKING:
@@ -121,8 +122,23 @@ def _bulk_json_usable(conn: sqlite3.Connection) -> bool:
     return _BULK_JSON[0] and text_is_utf8(conn)
 
 
+def _rows_after(conn: sqlite3.Connection, seq: int) -> list[Event | None]:
+    """The events of the rows past `seq`; None for a row that does not decode."""
+    out: list[Event | None] = []
+    for event_id, body, digest in conn.execute(
+            "SELECT event_id, body, checksum FROM events WHERE seq > ? ORDER BY seq", (seq,)):
+        try:
+            ev = codec.decode(body, digest)
+        except codec.MalformedEvent:
+            out.append(None)
+            continue
+        out.append(ev if ev.event_id == event_id else None)
+    return out
+
+
 def apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
-                     rewrites: Iterable[tuple[str, str, bytes | None, str]]
+                     rewrites: Iterable[tuple[str, str, bytes | None, str]],
+                     tolerate: Callable[[list[Event | None]], bool] | None = None
                      ) -> tuple[int, set[str], bool]:
     """Delete rows and rewrite tombstones in one segment, in one transaction.
 
@@ -130,9 +146,12 @@ def apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
     checksum), as `Rewrite` says; a row whose checksum changed since it was
     read is left alone. Raises SegmentGrew
     (having changed nothing) when the segment's highest seq is no longer
-    `expected_high`. Returns the new highest seq, the event ids rewritten, and
-    whether the segment is clean afterwards (a WAL that could not be truncated
-    may still hold old page images).
+    `expected_high`, unless it only grew and `tolerate`, shown the events
+    appended since (under the write lock, so no more can arrive), accepts
+    them: rows are deleted and rewritten by event id, so appends the plan
+    does not depend on are simply left in place. Returns the new highest seq,
+    the event ids rewritten, and whether the segment is clean afterwards (a WAL
+    that could not be truncated may still hold old page images).
     """
     delete_rows = [(event_id,) for event_id in delete_ids]
     rewrite_rows = list(rewrites)
@@ -141,7 +160,9 @@ def apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
         wal = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
 
         def work(c: sqlite3.Connection) -> tuple[int, set[str]]:
-            if _max_seq(c) != expected_high:
+            high = _max_seq(c)
+            if high != expected_high and (tolerate is None or high < expected_high
+                                          or not tolerate(_rows_after(c, expected_high))):
                 raise SegmentGrew(path)
             bulk = _bulk_json_usable(c)
             if bulk:
@@ -237,13 +258,39 @@ def refs_in_rows_since(ws: Workspace, high_water: dict[str, int], needles: Itera
     return found
 
 
+def projection_of(name: str, workspace: str) -> bool:
+    """Whether a file name under <root>/cache/<kind>/ is one of `workspace`'s
+    projections or anything they leave behind.
+
+    A projection is `<ws>.sqlite`; beside it SQLite's `-journal`/`-wal`/`-shm`,
+    a build's `<ws>.sqlite.tmp` (and its sidecars), an atomic write's
+    `.<ws>.sqlite.<pid>.<random>.tmp`, or any other suffix a later version or
+    a killed process leaves. So every name that starts with the workspace's
+    projection name is its own, whatever follows, as is `<ws>.<ext>` for a
+    projection kept under another extension. Another workspace's files
+    start with another name: `a.b.sqlite` is workspace `a.b`'s, not `a`'s.
+    (Only a workspace literally named `a.sqlite...` could share the prefix;
+    clearing its cache too costs it a rebuild, never a byte of content.)
+    """
+    stem = workspace + SEGMENT_SUFFIX
+    for candidate in (name, name[1:] if name.startswith(".") else None):
+        if candidate is None:
+            continue
+        if candidate == workspace or candidate.startswith(stem):
+            return True
+        # `<ws>.<ext>` of any other single extension (a projection of another kind)
+        if candidate.startswith(workspace + ".") and "." not in candidate[len(workspace) + 1:]:
+            return True
+    return False
+
+
 def clear_workspace_cache(ws: Workspace) -> list[str]:
     """Delete every disposable projection of the workspace under <root>/cache.
 
-    Projections are named after the workspace (`cache/<kind>/<ws>.<ext>`, with
-    SQLite's `-wal`/`-shm`/`-journal` beside them); readers rebuild them from
-    the segments, so removing them loses nothing. A name with a further dot
-    after the workspace's belongs to another workspace (`a.b.sqlite` is not `a`'s).
+    Projections are named after the workspace (`cache/<kind>/<ws>.sqlite`,
+    see `projection_of` for everything counted with them); readers rebuild
+    them from the segments, so removing them loses nothing. Lock files live a
+    folder deeper (`cache/<kind>/locks/`) and are left alone.
     """
     import shutil
 
@@ -255,8 +302,7 @@ def clear_workspace_cache(ws: Workspace) -> list[str]:
                          if os.path.isdir(os.path.join(cache, n))]
     for folder in folders:
         for name in sorted(os.listdir(folder)):
-            if name != ws.name and not (name.startswith(ws.name + ".")
-                                        and "." not in name[len(ws.name) + 1:]):
+            if not projection_of(name, ws.name):
                 continue
             path = os.path.join(folder, name)
             if os.path.isdir(path) and not os.path.islink(path):

@@ -1,38 +1,114 @@
-"""Files under the root: private modes, atomic writes, durable renames.
+"""Files under the root: private modes, atomic writes, durable renames, and the rule that
+keeps every path inside its root.
 
 Invariants:
 - Folders are created 0700 and files 0600, whatever the caller's umask.
 - A file that must be whole is written to a temporary name, fsynced, renamed
   into place and its folder fsynced: a reader sees the old bytes or the new.
+- Nothing under a journal root is followed out of it. Every helper here that creates,
+  opens, replaces or removes a path below a root this process opened (`confine_to`)
+  first walks the path from that root with lstat (`check_confined`): a symbolic link on
+  the way, or a folder others can write, is refused with UnsafeRootError naming it, so
+  a planted `artifacts`, `logs`, `cache/...` or workspace link cannot carry a write (or
+  a read) to another place. Code that opens files under a root goes through these
+  helpers or calls `check_confined` itself (connection.connect does).
+- A folder that cannot be made says why in one line (StorageError naming the path).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
 
 from agent_journal.core import codec
+from agent_journal.core.errors import StorageError, UnsafeRootError
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
 
+# Journal roots (absolute, normalised) whose contents must not lead out of them.
+_ROOTS: set[str] = set()
+_SHARED_WRITE = stat.S_IWGRP | stat.S_IWOTH
+
+
+def confine_to(root: str) -> None:
+    """From now on, refuse any path below `root` that a symlink would carry elsewhere."""
+    _ROOTS.add(os.path.normpath(root))
+
+
+def check_confined(path: str) -> None:
+    """Raise UnsafeRootError if `path`, below a confined root, passes through a symbolic
+    link or a group/world-writable folder (the root itself is checked by check_root).
+
+    Components that do not exist yet end the walk: whoever creates them goes through
+    this module. A few lstat calls: cheap enough for every open on the hook path.
+    """
+    if not _ROOTS:
+        return
+    path = os.path.normpath(path)
+    root = os.path.dirname(path)
+    while root not in _ROOTS:
+        parent = os.path.dirname(root)
+        if parent == root:
+            return  # under no confined root
+        root = parent
+    current = root
+    for part in path[len(root):].split(os.sep):
+        if not part:
+            continue
+        current = os.path.join(current, part)
+        try:
+            st = os.lstat(current)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except OSError as exc:
+            raise StorageError(f"cannot examine {current}: {exc.strerror}") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise UnsafeRootError(
+                f"refusing {current}: it is a symbolic link, and nothing under the journal "
+                f"root {root} is followed out of it")
+        if stat.S_ISDIR(st.st_mode) and st.st_mode & _SHARED_WRITE:
+            raise UnsafeRootError(f"refusing {current}: it is group- or world-writable")
+
+
 def make_private_dirs(path: str) -> None:
+    check_confined(path)
     missing: list[str] = []
     current = path
-    while not os.path.exists(current):
-        missing.append(current)
-        current = os.path.dirname(current)
+    while True:
+        try:
+            st = os.stat(current)
+        except (FileNotFoundError, NotADirectoryError):
+            if os.path.islink(current):
+                raise StorageError(f"cannot create folder {current}: it is a symbolic link "
+                                   "to nothing") from None
+            missing.append(current)
+            current = os.path.dirname(current)
+            continue
+        except OSError as exc:
+            raise StorageError(f"cannot create folder {path}: {exc.strerror} ({current})"
+                               ) from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise StorageError(f"cannot create folder {path}: {current} is not a folder")
+        break
     for folder in reversed(missing):
         try:
             os.mkdir(folder, DIR_MODE)
         except FileExistsError:
-            continue
+            if os.path.isdir(folder):
+                continue  # another process made it first
+            raise StorageError(f"cannot create folder {folder}: something else is in the way"
+                               ) from None
+        except OSError as exc:
+            raise StorageError(f"cannot create folder {folder}: {exc.strerror}") from None
         os.chmod(folder, DIR_MODE)  # mkdir's mode is filtered by the umask
 
 
 def create_private_file(path: str) -> bool:
     """Create an empty 0600 file; False when it already exists."""
+    check_confined(path)
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
     except FileExistsError:
@@ -47,6 +123,7 @@ def write_file_atomic(path: str, data: bytes, *, mode: int = FILE_MODE) -> None:
     The temporary name is unique per call, so concurrent writers of the same
     path never share a half-written file; a failed write leaves no temp file.
     """
+    check_confined(path)
     folder, name = os.path.split(path)
     tmp = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
@@ -75,6 +152,7 @@ def write_file_atomic(path: str, data: bytes, *, mode: int = FILE_MODE) -> None:
 
 
 def read_text(path: str) -> str:
+    check_confined(path)
     with open(path, encoding="utf-8") as fh:
         return fh.read()
 
@@ -82,6 +160,7 @@ def read_text(path: str) -> str:
 def remove_files(paths: Iterable[str]) -> list[str]:
     removed = []
     for path in paths:
+        check_confined(path)
         try:
             os.unlink(path)
         except FileNotFoundError:
@@ -107,6 +186,7 @@ def rename_durable(tmp: str, final: str, *, clobber: bool = True) -> None:
     With clobber=False an existing `final` is an error (FileExistsError),
     never silently replaced.
     """
+    check_confined(final)
     if clobber:
         os.replace(tmp, final)
     else:
@@ -119,6 +199,7 @@ def file_digest(path: str) -> tuple[int, str]:
     """(byte count, `xxh3-64:` checksum) of a file, read in chunks."""
     import xxhash
 
+    check_confined(path)
     h = xxhash.xxh3_64()
     size = 0
     with open(path, "rb") as fh:
@@ -129,6 +210,7 @@ def file_digest(path: str) -> tuple[int, str]:
 
 
 def unlink_quietly(path: str) -> None:
+    check_confined(path)
     try:
         os.unlink(path)
     except FileNotFoundError:
@@ -143,6 +225,8 @@ def copy_file_verified(src: str, dest: str, *, size: int, checksum: str) -> bool
     import xxhash
 
     make_private_dirs(os.path.dirname(dest))
+    check_confined(dest)
+    check_confined(src)
     tmp = os.path.join(os.path.dirname(dest), f".{os.path.basename(dest)}.{os.getpid()}.tmp")
     h = xxhash.xxh3_64()
     total = 0

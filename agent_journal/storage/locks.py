@@ -12,7 +12,12 @@ from __future__ import annotations
 import os
 import time
 
-from agent_journal.storage.files import FILE_MODE, make_private_dirs, unlink_quietly
+from agent_journal.storage.files import (
+    FILE_MODE,
+    check_confined,
+    make_private_dirs,
+    unlink_quietly,
+)
 from agent_journal.storage.segment import IMPORT_TEMP_PREFIX
 
 TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
@@ -40,11 +45,12 @@ class FileLock:
     def __enter__(self) -> FileLock:
         import fcntl
 
+        check_confined(self.path)
         if self.folder:
             self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
         else:
             make_private_dirs(os.path.dirname(self.path))
-            self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, FILE_MODE)
+            self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, FILE_MODE)
         try:
             if self.wait_s is None:
                 fcntl.flock(self.fd, fcntl.LOCK_EX)
@@ -110,7 +116,8 @@ class MergeLock:
         import fcntl
 
         make_private_dirs(self.segments_dir)
-        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, FILE_MODE)
+        check_confined(self.path)
+        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, FILE_MODE)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         # Under the lock no other merge is running: any temp import is a leftover.
         for name in os.listdir(self.segments_dir):

@@ -28,6 +28,7 @@ from agent_journal.storage.segment import (
     IMPORT_TEMP_PREFIX,
     SCHEMA,
     SEGMENT_FORMAT,
+    SEGMENT_SUFFIX,
     never_initialised,
 )
 
@@ -209,8 +210,19 @@ class ImportWriter:
             if not ids:  # nothing imported into it, or everything dropped again
                 unlink_quietly(tmp)
                 continue
-            final = os.path.join(self.ws.segments_dir, self.name_for(self.source_replica, ids))
-            rename_durable(tmp, final, clobber=False)
+            name = self.name_for(self.source_replica, ids)
+            final = os.path.join(self.ws.segments_dir, name)
+            for n in range(2, 1000):
+                try:
+                    rename_durable(tmp, final, clobber=False)
+                    break
+                except FileExistsError:
+                    # An earlier import of these very ids, since shrunk by a
+                    # compaction, still has the name: this one takes the next.
+                    final = os.path.join(self.ws.segments_dir,
+                                         name[:-len(SEGMENT_SUFFIX)] + f"-{n}{SEGMENT_SUFFIX}")
+            else:
+                raise JournalError(f"no free import file name beside {name}")
             final_paths.append(final)
         self._done = []
         return final_paths

@@ -128,6 +128,25 @@ def origin_keys(path: str) -> set[tuple[str, str]]:
         conn.close()
 
 
+def imported_then_removed(path: str) -> set[str]:
+    """Event ids an import segment's provenance names that the segment no longer
+    holds: a compaction removed them after the merge that imported them (merge
+    itself drops provenance with the rows it drops). Raises Unreadable."""
+    try:
+        conn = _open_for_reading(path, immutable=False)
+    except sqlite3.Error as exc:
+        raise Unreadable(describe_sqlite_error(exc)) from None
+    try:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'origin'").fetchone():
+            return set()
+        return {str(e) for (e,) in conn.execute(
+            "SELECT event_id FROM origin WHERE event_id NOT IN (SELECT event_id FROM events)")}
+    except sqlite3.Error as exc:
+        raise Unreadable(describe_sqlite_error(exc)) from None
+    finally:
+        conn.close()
+
+
 def read_slots(path: str, *, own: tuple[str, str] | None,
                keys: set[tuple[str, str]]) -> list[tuple[str, str, int, str, str, str | None]]:
     """Append slots a segment shows: (replica, segment, seq, event id, type, subject).

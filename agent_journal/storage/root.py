@@ -13,9 +13,15 @@ from __future__ import annotations
 import os
 import stat
 
-from agent_journal.core.errors import JournalError, UnsafeRootError
+from agent_journal.core.errors import JournalError, UnsafeRootError, UsageError
 from agent_journal.core.model import validate_id
-from agent_journal.storage.files import FILE_MODE, make_private_dirs, read_text
+from agent_journal.storage.files import (
+    FILE_MODE,
+    check_confined,
+    confine_to,
+    make_private_dirs,
+    read_text,
+)
 from agent_journal.storage.workspace import Workspace
 
 ENV_ROOT = "AGENT_JOURNAL_ROOT"
@@ -37,7 +43,14 @@ def resolve_root(root: str | os.PathLike[str] | None) -> str:
         chosen = os.fspath(root)
     else:
         chosen = os.environ.get(ENV_ROOT) or default_root()
-    return os.path.abspath(os.path.expanduser(chosen))
+    path = os.path.abspath(os.path.expanduser(chosen))
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        # SQLite reports its file names as text; a path that is not UTF-8 cannot be read
+        # back, so it is refused before anything is created under it.
+        raise UsageError(f"journal root {path!r} is not valid UTF-8") from None
+    return path
 
 
 def _shared_writable(mode: int) -> bool:
@@ -49,12 +62,16 @@ def check_root(path: str, *, create: bool) -> bool:
 
     A root others can write to lets them plant or swap segments, so an
     existing group/world-writable root is refused, and so is creating one
-    inside a folder that others can write (such as /tmp itself).
+    inside a folder that others can write (such as /tmp itself). From here on nothing
+    under the root is followed out of it (files.confine_to).
     """
+    confine_to(path)
     try:
         st = os.stat(path)
     except FileNotFoundError:
         st = None
+    except OSError as exc:
+        raise JournalError(f"cannot use journal root {path}: {exc.strerror}") from None
     if st is None:
         ancestor = _nearest_existing(path)
         if _shared_writable(os.stat(ancestor).st_mode):
@@ -70,6 +87,25 @@ def check_root(path: str, *, create: bool) -> bool:
     if _shared_writable(st.st_mode):
         raise UnsafeRootError(f"refusing journal root {path}: it is group- or world-writable")
     return True
+
+
+# What every command may touch directly under a root. Checked up front, so a planted link
+# is refused before a command starts, whichever helper it would have reached first.
+_LAYOUT = ("workspaces", "logs", "logs/hook.log", "cache", "config.json", "replica-id")
+
+
+def check_layout(path: str) -> None:
+    """Refuse a root whose own folders (or the projections under cache/) are symbolic
+    links or shared-writable folders (UnsafeRootError naming the first one)."""
+    for name in _LAYOUT:
+        check_confined(os.path.join(path, name))
+    cache = os.path.join(path, "cache")
+    try:
+        areas = os.listdir(cache)
+    except OSError:
+        return
+    for area in areas:
+        check_confined(os.path.join(cache, area))
 
 
 def _nearest_existing(path: str) -> str:
@@ -89,7 +125,8 @@ class Root:
     @classmethod
     def open(cls, root: str | os.PathLike[str] | None = None, *, create: bool) -> Root:
         path = resolve_root(root)
-        check_root(path, create=create)
+        if check_root(path, create=create):
+            check_layout(path)
         return cls(path)
 
     @property
@@ -128,7 +165,10 @@ class Root:
         return validate_id(read_text(path).strip(), "replica id")
 
     def workspace(self, name: str) -> Workspace:
-        return Workspace(self, validate_id(name, "workspace"))
+        ws = Workspace(self, validate_id(name, "workspace"))
+        for path in (ws.segments_dir, os.path.join(ws.path, "artifacts")):
+            check_confined(path)
+        return ws
 
     def workspaces(self) -> list[str]:
         folder = os.path.join(self.path, "workspaces")

@@ -108,8 +108,8 @@ class Workspace:
         except sqlite3.OperationalError as exc:
             if is_busy(exc):
                 raise BusyError("the journal stayed locked by other writers; retry") from None
-            raise StorageError(f"cannot append to workspace {self.name}: "
-                               f"{describe_sqlite_error(exc)}") from None
+            raise StorageError(f"cannot append to workspace {self.name} "
+                               f"({self.segments_dir}): {describe_sqlite_error(exc)}") from None
         except sqlite3.Error as exc:
             raise StorageError(f"cannot append to workspace {self.name}: "
                                f"{describe_sqlite_error(exc)}") from None
@@ -190,6 +190,44 @@ class Workspace:
                     yield codec.decode_checked(body, digest, event_id, type_found, subject, ts)
                 except codec.MalformedEvent:
                     continue
+
+    def tombstoned_among(self, subjects: Iterable[str]) -> set[str]:
+        """Which of `subjects` some tombstone names, in any segment this replica can open.
+
+        Every write of content checks this first: a tombstoned id is never
+        written again, whatever the path (the subject index answers it; a row
+        stored as a tombstone counts even if its bytes are damaged, so doubt
+        means "do not write"). A segment that cannot be opened is skipped, as in
+        every writer's lookup (the reads report it); one that stays locked
+        raises BusyError, as an append would.
+        """
+        wanted = sorted(set(subjects))
+        found: set[str] = set()
+        if not wanted:
+            return found
+        for path in self.segment_paths():
+            try:
+                conn = connect(path)
+            except sqlite3.Error:
+                continue
+            try:
+                for start in range(0, len(wanted), 500):
+                    chunk = wanted[start:start + 500]
+                    marks = ",".join("?" * len(chunk))
+                    found.update(row[0] for row in conn.execute(
+                        "SELECT subject FROM events WHERE type = 'tombstone' "
+                        f"AND subject IN ({marks})", chunk))
+            except sqlite3.OperationalError as exc:
+                if is_busy(exc):
+                    # A locked segment is not an answer: the caller waits or gives up.
+                    raise BusyError("the journal stayed locked by other writers; "
+                                    "retry") from None
+                continue
+            except sqlite3.Error:
+                continue
+            finally:
+                conn.close()
+        return found
 
     def holds_subject(self, subject: str, types: tuple[str, ...]) -> bool:
         """Whether any readable segment has an event of one of `types` about `subject`."""

@@ -1,0 +1,239 @@
+"""`doctor`: is this installation, its project and its journal set up to work?
+
+Invariant: read-only (it creates no root, no log, no cache), and every check gives one line:
+`ok` with what was found, or `problem` with what is wrong and how to fix it. A check that
+cannot run is itself a problem, never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+
+from agent_journal.core.errors import JournalError
+
+TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+MIN_FREE_BYTES = 100 * 1024 * 1024
+RECENT_S = 24 * 3600
+
+
+class Check:
+    def __init__(self, name: str, ok: bool, detail: str, fix: str | None = None) -> None:
+        self.name = name
+        self.ok = ok
+        self.detail = detail
+        self.fix = fix
+
+    def line(self) -> str:
+        if self.ok:
+            return f"ok       {self.name}: {self.detail}"
+        return f"problem  {self.name}: {self.detail}; fix: {self.fix}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
+
+
+def as_json(checks: list[Check]) -> dict[str, Any]:
+    return {"ok": all(c.ok for c in checks), "checks": [c.as_json() for c in checks]}
+
+
+def run_checks(*, project: str | None, root: str | None) -> list[Check]:
+    checks: list[Check] = []
+    folder = os.path.abspath(project if project is not None else ".")
+    found = _guard(checks, "project file", lambda: _project(checks, folder))
+    root_path = _guard(checks, "journal root", lambda: _root(checks, root, found))
+    # From a subfolder, the project is where its project file is.
+    hooks_folder = found.folder if found is not None and project is None else folder
+    _guard(checks, "hooks", lambda: _hooks(checks, hooks_folder))
+    if root_path is not None:
+        _guard(checks, "redaction config", lambda: _redaction(checks, root_path))
+        _guard(checks, "hook log", lambda: _hook_log(checks, root_path))
+    _guard(checks, "sqlite", lambda: _sqlite(checks, root_path, found))
+    _guard(checks, "disk space", lambda: _disk(checks, root_path or folder))
+    return checks
+
+
+def _guard(checks: list[Check], name: str, work: Callable[[], Any]) -> Any:
+    try:
+        return work()
+    except JournalError as exc:
+        checks.append(Check(name, False, exc.message, "correct it and run doctor again"))
+    except OSError as exc:
+        checks.append(Check(name, False, f"{exc.filename}: {exc.strerror}",
+                            "check the path and its permissions"))
+    return None
+
+
+def _project(checks: list[Check], folder: str) -> Any:
+    from agent_journal.storage.project_file import NAME, find
+
+    try:
+        found = find(folder)
+    except JournalError as exc:
+        checks.append(Check("project file", False, exc.message,
+                            "fix or remove it, or run `agent-journal hooks install` again"))
+        return None
+    if found is None:
+        checks.append(Check("project file", True, f"no {NAME} in {folder} or above; commands "
+                            "need --workspace or $AGENT_JOURNAL_WORKSPACE here"))
+        return None
+    root = f", root {found.root_path()}" if found.root else ""
+    checks.append(Check("project file", True,
+                        f"{found.path} (workspace {found.workspace}{root})"))
+    return found
+
+
+def _root(checks: list[Check], root: str | None, found: Any) -> str | None:
+    from agent_journal.core.errors import UnsafeRootError
+    from agent_journal.storage.root import ENV_ROOT, check_root, resolve_root
+
+    if root is None and not os.environ.get(ENV_ROOT) and found is not None:
+        root = found.root_path()
+    path = resolve_root(root)
+    try:
+        exists = check_root(path, create=False)
+    except UnsafeRootError as exc:
+        checks.append(Check("journal root", False, exc.message, f"chmod go-w {path}"))
+        return None
+    if not exists:
+        checks.append(Check("journal root", True, f"{path} (not created yet; the first write "
+                            "creates it, private)"))
+        return path
+    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+        checks.append(Check("journal root", False, f"{path} is not readable and writable by "
+                            "this user", f"chown/chmod {path} so this user owns it"))
+        return path
+    checks.append(Check("journal root", True, f"{path} (private)"))
+    return path
+
+
+def _hooks(checks: list[Check], folder: str) -> None:
+    import agent_journal
+    from agent_journal.agents import claude_code_installer, codex_installer, hook_settings
+
+    version = agent_journal.__version__
+
+    installed = 0
+    for spec, scopes in ((claude_code_installer.SPEC, ("project", "local", "user")),
+                         (codex_installer.SPEC, ("project", "user"))):
+        for scope in scopes:
+            target = spec.target(scope, folder)
+            if not os.path.isfile(target.path):
+                continue
+            name = f"{spec.name} hooks ({scope})"
+            try:
+                _, settings, _ = hook_settings.load(target.path)
+            except JournalError as exc:
+                checks.append(Check(name, False, exc.message, f"fix {target.path} by hand"))
+                continue
+            commands = _our_commands(settings, spec.ours)
+            if not commands:
+                continue
+            installed += 1
+            checks.append(_command_check(name, target.path, sorted(commands), version,
+                                         spec.name, scope))
+    if not installed:
+        checks.append(Check("hooks", True, "no agent-journal hook installed for this project "
+                            "or user (agent-journal hooks install claude-code|codex adds one)"))
+
+
+def _our_commands(settings: dict[str, Any], ours: Callable[[Any], bool]) -> set[str]:
+    found: set[str] = set()
+    for groups in (settings.get("hooks") or {}).values():
+        for group in groups if isinstance(groups, list) else ():
+            for handler in group.get("hooks", []) if isinstance(group, dict) else ():
+                if ours(handler):
+                    found.add(handler["command"])
+    return found
+
+
+def _command_check(name: str, path: str, commands: list[str], version: str, agent: str,
+                   scope: str) -> Check:
+    import shutil
+    import subprocess
+
+    fix = f"agent-journal hooks install {agent} --scope {scope}"
+    if len(commands) > 1:
+        return Check(name, False, f"{path} runs {len(commands)} different commands", fix)
+    words = shlex.split(commands[0])
+    exe = words[0] if os.path.isabs(words[0]) else shutil.which(words[0])
+    if exe is None or not os.access(exe, os.X_OK):
+        return Check(name, False, f"{words[0]} (in {path}) cannot be run", fix)
+    prefix = words[: words.index("hook")]
+    try:
+        proc = subprocess.run(prefix + ["--version"], capture_output=True, timeout=30)
+        theirs = proc.stdout.decode("utf-8", "replace").strip().rpartition(" ")[2]
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Check(name, False, f"{words[0]} (in {path}) failed to run: {exc}", fix)
+    if theirs != version:
+        return Check(name, False, f"{path} runs agent-journal {theirs or '?'}, this is "
+                     f"{version}", fix)
+    return Check(name, True, f"{path} runs {commands[0]} (version {version})")
+
+
+def _redaction(checks: list[Check], root: str) -> None:
+    from agent_journal.ops.redaction_config import redactor_for
+
+    if not os.path.isdir(root):
+        return
+    try:
+        redactor_for(root)
+    except JournalError as exc:
+        checks.append(Check("redaction config", False, exc.message,
+                            f"correct the pattern in {os.path.join(root, 'config.json')}"))
+        return
+    checks.append(Check("redaction config", True, "built-in rules and config load"))
+
+
+def _hook_log(checks: list[Check], root: str) -> None:
+    from agent_journal.storage.config import LOGS_DIR
+
+    path = os.path.join(root, LOGS_DIR, "hook.log")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().splitlines()
+    except FileNotFoundError:
+        checks.append(Check("hook log", True, "no hook failure logged"))
+        return
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - RECENT_S))
+    recent = [line for line in lines if line[:19] >= since]
+    if not recent:
+        checks.append(Check("hook log", True, f"no hook failure in the last day ({path})"))
+        return
+    checks.append(Check("hook log", False, f"{len(recent)} hook failure(s) in the last day, "
+                        f"the last: {recent[-1][:300]}", f"read {path}"))
+
+
+def _sqlite(checks: list[Check], root: str | None, found: Any) -> None:
+    from agent_journal.storage import diagnostics
+
+    detail = (f"SQLite {diagnostics.sqlite_version()}, journal mode "
+              f"{diagnostics.intended_journal_mode()} for new segments")
+    if root is not None and found is not None and found.workspace:
+        folder = os.path.join(root, "workspaces", found.workspace, "segments")
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".sqlite")) \
+            if os.path.isdir(folder) else []
+        if names:
+            mode = diagnostics.segment_journal_mode(os.path.join(folder, names[-1]))
+            if mode is None:
+                checks.append(Check("sqlite", False, f"{names[-1]} cannot be read",
+                                    "agent-journal coverage shows what a read can see"))
+                return
+            detail += f"; {names[-1]} is in {mode}"
+    checks.append(Check("sqlite", True, detail))
+
+
+def _disk(checks: list[Check], path: str) -> None:
+    from agent_journal.storage import diagnostics
+
+    free = diagnostics.free_bytes(path)
+    if free < MIN_FREE_BYTES:
+        checks.append(Check("disk space", False, f"{free // (1024 * 1024)} MiB free under "
+                            f"{path}", "free some space; writes fail on a full disk"))
+        return
+    checks.append(Check("disk space", True, f"{free // (1024 * 1024)} MiB free"))

@@ -1,0 +1,294 @@
+"""Codex CLI hook payloads, session files and `codex exec --json` streams, normalised.
+
+Invariant: the same as capture.claude_code's, whose shapes these are: every dict returned has
+passed the redactor and has exactly OBSERVATION_KEYS (plus `ts` and `endTs` for replays),
+with None where a field does not apply; input that is not what it claims to be raises
+HookPayloadError or NotATranscriptError with a one-line message; nothing here reads files.
+
+Sources of the formats:
+- Hook payloads: openai/codex `codex-rs/hooks/schema/generated/*.command.input.schema.json`
+  (common `session_id`, `turn_id`, `cwd`, `model`, `transcript_path`; tool events add
+  `tool_name`, `tool_use_id`, `tool_input`, `tool_response`; SessionStart has `source`,
+  PreCompact/PostCompact `trigger`, Stop `last_assistant_message`). They are Claude Code's
+  payloads in all that matters here, so claude_code.hook_to_observation does the work.
+- Session files (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`): one `{"timestamp", "type",
+  "payload"}` per line (openai/codex `RolloutLine` / `RolloutItem`); tool calls are
+  `response_item` payloads of type `function_call` / `custom_tool_call` / `local_shell_call`
+  and their `*_output`, matched by `call_id`.
+- `codex exec --json`: `thread.started` (thread_id), then `item.started` / `item.completed`
+  events whose item is a `command_execution`, `file_change`, `mcp_tool_call`, `web_search`,
+  ... (real streams in tests/data/claude-code/codex/).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from agent_journal.capture.claude_code import (
+    HookPayloadError,
+    NotATranscriptError,
+    hook_to_observation,
+    parse_hook_payload,
+)
+from agent_journal.capture.redact import default_redactor
+from agent_journal.capture.strictjson import StrictJSONError, loads
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+    from typing import Any
+
+    from agent_journal.capture.redact import Redactor
+
+__all__ = ["HookPayloadError", "NotATranscriptError", "codex_hook_to_observation",
+           "parse_codex_payload", "read_codex_session"]
+
+# Kinds for the events Claude Code does not have; the others map as Claude Code's do.
+_EXTRA_KINDS = {"PostCompact": "post_compact"}
+# How Codex reports a shell command's end in the text a tool call returns.
+_EXIT_LINE = r"(?:^|\n)Exit code: (\d{1,9})\b"
+# Item types of an exec stream that are tool calls, and the tool name the hooks give them.
+_STREAM_TOOLS = {"command_execution": "Bash", "file_change": "apply_patch",
+                 "mcp_tool_call": None, "web_search": "web_search"}
+_SHELL_TOOLS = frozenset({"shell", "container.exec", "exec_command", "local_shell"})
+
+
+def parse_codex_payload(text: str | bytes) -> dict[str, Any]:
+    return parse_hook_payload(text)
+
+
+def codex_hook_to_observation(payload: dict[str, Any], redactor: Redactor | None = None
+                              ) -> dict[str, Any]:
+    """One Codex hook payload as a redacted observation dict (keys: OBSERVATION_KEYS)."""
+    observation = hook_to_observation(payload, redactor)
+    event = payload["hook_event_name"]
+    if event in _EXTRA_KINDS:
+        observation["kind"] = _EXTRA_KINDS[event]
+    if event == "PostToolUse":
+        code = _exit_code(observation["output"])
+        if code is not None:
+            observation["exitCode"] = code
+            observation["status"] = "ok" if code == 0 else "error"
+    return observation
+
+
+def read_codex_session(lines: Iterable[str | bytes], redactor: Redactor | None = None
+                       ) -> Iterator[dict[str, Any]]:
+    """Replay a Codex session file or exec stream's tool calls, one dict per call.
+
+    The format is told by the first record. Calls are yielded when they finish; calls with
+    no end by the end of the input follow with status "started". Raises NotATranscriptError
+    at the first line that is not a record of that format.
+    """
+    redact = (redactor or default_redactor()).redact_value
+    records = _records(lines)
+    first = next(records, None)
+    if first is None:
+        raise NotATranscriptError("not a Codex session: the file is empty")
+    number, record = first
+    if "payload" in record and isinstance(record.get("timestamp"), str):
+        replay = _rollout
+    elif isinstance(record.get("type"), str) and "." in record["type"]:
+        replay = _stream
+    else:
+        raise NotATranscriptError(
+            f"not a Codex session: line {number} is neither a session-file record "
+            '({"timestamp", "type", "payload"}) nor a `codex exec --json` event')
+    for call in replay(_chain(first, records)):
+        yield redact(call)
+
+
+def _records(lines: Iterable[str | bytes]) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            record = loads(raw, lone_surrogates="replace")
+        except StrictJSONError as exc:
+            raise NotATranscriptError(
+                f"not a Codex session: line {number} is not JSON ({exc})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+            raise NotATranscriptError(
+                f'not a Codex session: line {number} is not an object with a "type"')
+        yield number, record
+
+
+def _chain(first: tuple[int, dict[str, Any]], rest: Iterator[tuple[int, dict[str, Any]]]
+           ) -> Iterator[tuple[int, dict[str, Any]]]:
+    yield first
+    yield from rest
+
+
+def _call(call_id: str, session: str | None, tool: str | None, tool_input: Any,
+          output: Any, status: str, exit_code: int | None, context: dict[str, Any],
+          ts: str | None, end_ts: str | None) -> dict[str, Any]:
+    return {"id": call_id, "kind": "tool_call", "session": session, "tool": tool,
+            "callId": call_id, "input": tool_input, "output": output, "status": status,
+            "durationMs": None, "exitCode": exit_code, "data": context, "ts": ts,
+            "endTs": end_ts}
+
+
+# -- session files ----------------------------------------------------------------------
+
+def _rollout(records: Iterator[tuple[int, dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+    session: str | None = None
+    context: dict[str, Any] = {"agent": "codex"}
+    pending: dict[str, tuple[str | None, Any, str | None]] = {}
+    done: set[str] = set()
+    for number, record in records:
+        payload = record.get("payload")
+        if not isinstance(payload, dict) or not isinstance(record.get("timestamp"), str):
+            raise NotATranscriptError(f"not a Codex session file: line {number} lacks "
+                                      "timestamp or payload")
+        ts = record["timestamp"]
+        if record["type"] == "session_meta":
+            session = _str(payload.get("id")) or session
+            context.update({k: payload[k] for k in ("cwd", "cli_version", "originator")
+                            if isinstance(payload.get(k), str)})
+            continue
+        if record["type"] != "response_item":
+            continue
+        kind = payload.get("type")
+        call_id = _str(payload.get("call_id"))
+        if call_id is None or call_id in done:
+            continue
+        if kind in ("function_call", "custom_tool_call", "local_shell_call"):
+            if call_id not in pending:
+                pending[call_id] = (*_tool_and_input(payload), ts)
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            done.add(call_id)
+            tool, tool_input, started = pending.pop(call_id, (None, None, ts))
+            output, code = _output(payload.get("output"))
+            status = "error" if code not in (None, 0) else "ok"
+            yield _call(call_id, session, tool, tool_input, output, status, code,
+                        dict(context), started, ts)
+    for call_id, (tool, tool_input, started) in pending.items():
+        yield _call(call_id, session, tool, tool_input, None, "started", None, dict(context),
+                    started, None)
+
+
+def _tool_and_input(payload: dict[str, Any]) -> tuple[str | None, Any]:
+    name = _str(payload.get("name"))
+    if payload.get("type") == "local_shell_call":
+        action = payload.get("action")
+        command = action.get("command") if isinstance(action, dict) else None
+        return "Bash", {"command": _shell_text(command)}
+    raw = payload.get("arguments", payload.get("input"))
+    tool_input: Any = raw
+    if isinstance(raw, str):
+        try:
+            tool_input = json.loads(raw)
+        except ValueError:
+            tool_input = raw  # apply_patch's input is the patch text itself
+    if name in _SHELL_TOOLS and isinstance(tool_input, dict):
+        command = tool_input.get("command", tool_input.get("cmd"))
+        return "Bash", {**tool_input, "command": _shell_text(command)}
+    return name, tool_input
+
+
+def _shell_text(command: Any) -> Any:
+    """A command given as argv (["bash", "-lc", "ls"]) as the one line a person would type."""
+    if isinstance(command, list) and all(isinstance(w, str) for w in command):
+        if len(command) == 3 and command[1] in ("-lc", "-c"):
+            return command[2]
+        import shlex
+
+        return " ".join(shlex.quote(w) for w in command)
+    return command
+
+
+def _output(value: Any) -> tuple[str | None, int | None]:
+    """A call's output as text and the exit code it reports, if any."""
+    if isinstance(value, dict):
+        text = value.get("content", value.get("output"))
+        return (text if isinstance(text, str) else json.dumps(value, ensure_ascii=False),
+                _exit_code(text))
+    if not isinstance(value, str):
+        return (None if value is None else json.dumps(value, ensure_ascii=False)), None
+    # Older Codex wrote {"output": ..., "metadata": {"exit_code": N}} as a JSON string.
+    if value.startswith("{"):
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, dict) and isinstance(decoded.get("output"), str):
+            meta = decoded.get("metadata")
+            code = meta.get("exit_code") if isinstance(meta, dict) else None
+            return decoded["output"], code if isinstance(code, int) else None
+    return value, _exit_code(value)
+
+
+def _exit_code(text: Any) -> int | None:
+    if not isinstance(text, str):
+        return None
+    match = re.search(_EXIT_LINE, text[:4096])
+    return int(match.group(1)) if match else None
+
+
+# -- exec --json streams ----------------------------------------------------------------
+
+def _stream(records: Iterator[tuple[int, dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+    thread: str | None = None
+    pending: dict[str, dict[str, Any]] = {}
+    done: set[str] = set()
+    for _, record in records:
+        kind = record["type"]
+        if kind == "thread.started":
+            thread = _str(record.get("thread_id")) or thread
+            continue
+        item = record.get("item")
+        if kind not in ("item.started", "item.updated", "item.completed") or \
+                not isinstance(item, dict) or item.get("type") not in _STREAM_TOOLS:
+            continue
+        item_id = _str(item.get("id"))
+        if item_id is None:
+            continue
+        # Item ids (item_0, item_1, ...) restart with every thread: the thread makes them one.
+        call_id = f"{thread}:{item_id}" if thread else item_id
+        if call_id in done:
+            continue
+        if kind != "item.completed":
+            pending.setdefault(call_id, item)
+            continue
+        done.add(call_id)
+        pending.pop(call_id, None)
+        yield _stream_call(call_id, thread, item, finished=True)
+    for call_id, item in pending.items():
+        yield _stream_call(call_id, thread, item, finished=False)
+
+
+def _stream_call(call_id: str, thread: str | None, item: dict[str, Any], *, finished: bool
+                 ) -> dict[str, Any]:
+    kind = item["type"]
+    tool = _STREAM_TOOLS[kind]
+    output: Any = None
+    code: int | None = None
+    if kind == "command_execution":
+        tool_input: Any = {"command": _shell_text(item.get("command"))}
+        output = item.get("aggregated_output")
+        raw_code = item.get("exit_code")
+        code = raw_code if isinstance(raw_code, int) and not isinstance(raw_code, bool) else None
+    elif kind == "file_change":
+        tool_input = {"changes": item.get("changes")}
+    elif kind == "mcp_tool_call":
+        tool = f"mcp__{item.get('server')}__{item.get('tool')}"
+        tool_input = item.get("arguments")
+        output = item.get("result") if item.get("error") is None else item.get("error")
+    else:
+        tool_input = {"query": item.get("query")}
+    if not finished:
+        status = "started"
+    elif item.get("status") == "failed" or code not in (None, 0):
+        status = "error"
+    else:
+        status = "ok"
+    if output is not None and not isinstance(output, str):
+        output = json.dumps(output, ensure_ascii=False)
+    return _call(call_id, thread, tool, tool_input, output if finished else None, status,
+                 code if finished else None, {"agent": "codex", "item": item.get("id")},
+                 None, None)
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,139 @@
+"""The project file, `.agent-journal.toml`: which workspace (and root) a project writes to.
+
+Invariants:
+- It is found from a folder upwards, the nearest one wins; a folder without one costs one
+  failed stat per level, and `tomllib` is imported only when a file is found.
+- It holds at most two string keys, `workspace` and `root`; anything else in it, or a file
+  that is not TOML, is refused with its path (and line, where TOML says), never guessed at.
+- A relative `root` is relative to the folder holding the file, so the file means the same
+  thing from every subfolder.
+- Written only by `render` (a fixed two-line writer), so what install writes, uninstall can
+  recognise byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+
+from agent_journal.core.errors import JournalError
+
+TYPE_CHECKING = False  # typing is costly on the write path; mypy reads this as True
+if TYPE_CHECKING:
+    pass
+
+NAME = ".agent-journal.toml"
+KEYS = ("workspace", "root")
+HEADER = "# agent-journal: where this project's journal lives (written by `hooks install`)\n"
+
+
+class ProjectFile:
+    """A project file found on disk: its path, folder and the values it holds."""
+
+    def __init__(self, path: str, workspace: str | None, root: str | None, text: str) -> None:
+        self.path = path
+        self.folder = os.path.dirname(path)
+        self.workspace = workspace
+        self.root = root
+        self.text = text
+
+    def root_path(self) -> str | None:
+        """`root` made absolute against the file's folder (None when the file names none)."""
+        if self.root is None:
+            return None
+        return os.path.normpath(os.path.join(self.folder, os.path.expanduser(self.root)))
+
+
+def find(start: str | None = None) -> ProjectFile | None:
+    """The nearest project file from `start` (default: the current folder) upwards."""
+    try:
+        folder = os.path.abspath(start if start is not None else os.getcwd())
+    except OSError:  # the current folder was removed under us
+        return None
+    while True:
+        path = os.path.join(folder, NAME)
+        if os.path.isfile(path):
+            return load(path)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def load(path: str) -> ProjectFile:
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise JournalError(f"cannot read project file {path}: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise JournalError(f"project file {path} is not UTF-8 text") from None
+    data = _read_simple(text)
+    if data is None:
+        # Anything but the plain `key = "string"` lines render writes: the real TOML parser
+        # (which imports `typing`, so the write path does not load it for the common case).
+        import tomllib
+
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise JournalError(f"project file {path} is not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - set(KEYS))
+    if unknown:
+        raise JournalError(f"project file {path} has unknown key(s) {', '.join(unknown)}; "
+                           f"it may hold only {' and '.join(KEYS)}")
+    values: dict[str, str | None] = {}
+    for key in KEYS:
+        value = data.get(key)
+        if value is not None and (not isinstance(value, str) or value == ""):
+            raise JournalError(f"project file {path}: {key} must be a non-empty string")
+        values[key] = value
+    return ProjectFile(path, values["workspace"], values["root"], text)
+
+
+_SIMPLE_LINE = (r'([A-Za-z0-9_-]+)[ \t]*=[ \t]*'
+                r'"((?:[^"\\\x00-\x1f\x7f]|\\["\\]|\\u[0-9a-fA-F]{4})*)"[ \t]*')
+
+
+def _read_simple(text: str) -> dict[str, str] | None:
+    """The file's keys when every line is blank, a comment or `key = "basic string"` with
+    only the escapes render writes, each key once; else None (let tomllib decide)."""
+    import re
+
+    data: dict[str, str] = {}
+    # TOML ends lines at \n (or \r\n) only; splitlines() would also split at \x85 and
+    # friends, which may stand inside a string.
+    for line in text.split("\n"):
+        stripped = line.removesuffix("\r").strip(" \t")
+        if not stripped or stripped.startswith("#"):
+            continue
+        match = re.fullmatch(_SIMPLE_LINE, stripped)
+        if match is None or match.group(1) in data:
+            return None
+        data[match.group(1)] = re.sub(
+            r'\\(["\\]|u[0-9a-fA-F]{4})',
+            lambda m: m.group(1) if len(m.group(1)) == 1 else chr(int(m.group(1)[1:], 16)),
+            match.group(2))
+    return data
+
+
+def render(workspace: str, root: str | None) -> str:
+    """The file's text: a header, then `workspace` and `root` as TOML basic strings."""
+    lines = [HEADER, f"workspace = {_toml_string(workspace)}\n"]
+    if root is not None:
+        lines.append(f"root = {_toml_string(root)}\n")
+    return "".join(lines)
+
+
+def _toml_string(value: str) -> str:
+    out = ['"']
+    for ch in value:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)

@@ -1,0 +1,455 @@
+"""Where agents live: the project file, install scopes, the plugin, Codex, doctor, completion.
+
+Everything runs the real console script from a clean HOME, the way a new user would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import BIN, CLI, REPO, Result, clean_env
+from hypothesis import given
+from hypothesis import strategies as st
+
+DATA = REPO / "tests" / "data"
+CLAUDE_DOCS = DATA / "claude-code" / "hooks" / "docs" / "input"
+CODEX_HOOKS = DATA / "codex" / "hooks"
+CODEX_STREAMS = DATA / "claude-code" / "codex" / "agentcmd-exec-json"
+ROLLOUT = next((DATA / "codex" / "sessions").glob("rollout-*.jsonl"))
+PLUGIN = REPO / ".claude-plugin"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    folder = tmp_path / "home"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def project(home: Path) -> Path:
+    folder = home / "src" / "shop"
+    (folder / "app" / "models").mkdir(parents=True)
+    return folder
+
+
+def env_for(home: Path, **extra: str) -> dict[str, str]:
+    """A clean environment: HOME, no AGENT_JOURNAL_* and no XDG_DATA_HOME, PATH with this
+    installation's script on it (as after pipx install)."""
+    env = clean_env(HOME=str(home), PATH=f"{BIN}:/usr/bin:/bin", **extra)
+    env.pop("XDG_DATA_HOME", None)
+    env.pop("CODEX_HOME", None)
+    return env
+
+
+def aj(home: Path, *args: str, cwd: Path | None = None, input: bytes | None = None,
+       **extra: str) -> Result:
+    proc = subprocess.run([CLI, *args], cwd=cwd or home, input=input, capture_output=True,
+                          env=env_for(home, **extra), timeout=120)
+    return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+def snapshot(*folders: Path) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and ".local" not in path.parts:
+                files[str(path)] = path.read_bytes()
+    return files
+
+
+def payload(path: Path, cwd: Path) -> bytes:
+    data = json.loads(path.read_text())
+    data["cwd"] = str(cwd)
+    return json.dumps(data).encode()
+
+
+def run_hook(command: str, data: bytes, project: Path, home: Path) -> subprocess.CompletedProcess:
+    # The agents run the command through a shell, from the project, with their environment.
+    return subprocess.run(["bash", "-c", command], input=data, cwd=project, capture_output=True,
+                          env=env_for(home), timeout=120)
+
+
+def handlers(path: Path) -> list[dict[str, Any]]:
+    found = []
+    for groups in json.loads(path.read_text())["hooks"].values():
+        for group in groups:
+            found += [h for h in group["hooks"] if " hook " in h["command"]]
+    return found
+
+
+# -- done when ---------------------------------------------------------------------------
+
+def test_every_scope_of_every_agent_from_a_clean_home(home, project):
+    # What was there before: the user's own settings at two scopes, which must come back
+    # byte for byte.
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text(
+        '{\n    "model": "opus",\n    "permissions": {"allow": ["Bash(npm test)"]}\n}\n')
+    (home / ".codex").mkdir()
+    (home / ".codex" / "hooks.json").write_text(json.dumps(
+        {"description": "mine", "hooks": {"Stop": [{"hooks": [
+            {"type": "command", "command": "notify-send done"}]}]}}, indent=4))
+    before = snapshot(project, home)
+    installs = [("claude-code", "project", project / ".claude" / "settings.json"),
+                ("claude-code", "local", project / ".claude" / "settings.local.json"),
+                ("claude-code", "user", home / ".claude" / "settings.json"),
+                ("codex", "project", project / ".codex" / "hooks.json"),
+                ("codex", "user", home / ".codex" / "hooks.json")]
+    for agent, scope, path in installs:
+        result = aj(home, "hooks", "install", agent, "--scope", scope, cwd=project)
+        assert (result.code, result.err) == (0, ""), result
+        assert path.is_file()
+        # The one on PATH is this installation: the command is the bare, stable name.
+        assert {h["command"] for h in handlers(path)} == {f"agent-journal hook {agent}"}
+    assert (project / ".agent-journal.toml").read_text().endswith('workspace = "shop"\n')
+    assert json.loads((project / ".claude" / "settings.json").read_text())["model"] == "opus"
+    assert '\n    "model"' in (project / ".claude" / "settings.json").read_text()
+
+    claude = handlers(project / ".claude" / "settings.json")[0]["command"]
+    codex = handlers(project / ".codex" / "hooks.json")[0]["command"]
+    sub = project / "app" / "models"
+    for command, path in ((claude, CLAUDE_DOCS / "PreToolUse.json"),
+                          (codex, CODEX_HOOKS / "PreToolUse.json"),
+                          (codex, CODEX_HOOKS / "PostToolUse.json")):
+        proc = run_hook(command, payload(path, sub), project, home)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
+    started = run_hook(codex, payload(CODEX_HOOKS / "SessionStart.json", sub), project, home)
+    context = json.loads(started.stdout)["hookSpecificOutput"]
+    assert context["hookEventName"] == "SessionStart" and "workspace shop" in \
+        context["additionalContext"]
+
+    digest = aj(home, "digest", "--json", cwd=sub)
+    assert digest.code == 0, digest
+    report = digest.json()
+    assert report["workspace"] == "shop"
+    text = aj(home, "digest", cwd=sub).out
+    assert "npm test" in text and "pytest -q" in text
+    doctor = aj(home, "doctor", cwd=sub)
+    assert doctor.code == 0, doctor.out
+    assert all(line.startswith("ok ") for line in doctor.out.splitlines())
+    assert sum("hooks (" in line for line in doctor.out.splitlines()) == len(installs)
+
+    for agent, scope, _ in installs:
+        result = aj(home, "hooks", "uninstall", agent, "--scope", scope, cwd=project)
+        assert result.code == 0, result
+    assert snapshot(project, home) == before
+    assert sorted(p.name for p in project.iterdir()) == [".claude", "app"]
+
+
+def test_the_project_file_is_found_from_below_and_the_flag_and_variable_still_win(
+        home, project, tmp_path):
+    root = tmp_path / "j"
+    assert aj(home, "hooks", "install", "claude-code", "--root", str(root),
+              cwd=project).code == 0
+    sub = project / "app"
+    assert aj(home, "record", "--kind", "note", "--id", "n1", "--text", "t", cwd=sub).code == 0
+    assert [e["id"] for e in aj(home, "show", "--json", cwd=sub).json()["entries"]] == ["n1"]
+    assert (root / "workspaces" / "shop").is_dir()
+    # The flag and the variable win; a flag without a value is still a usage error.
+    assert aj(home, "record", "--kind", "note", "--id", "n2", "--text", "t", "--workspace",
+              "other", cwd=sub).code == 0
+    assert aj(home, "record", "--kind", "note", "--id", "n3", "--text", "t", cwd=sub,
+              AGENT_JOURNAL_WORKSPACE="third").code == 0
+    assert sorted(os.listdir(root / "workspaces")) == ["other", "shop", "third"]
+    for args in (["digest", "--workspace"], ["digest", "--workspace", ""],
+                 ["digest", "--workspace", "--json"]):
+        assert aj(home, *args, cwd=sub).code == 2
+    # Outside the project nothing is guessed.
+    outside = aj(home, "digest", cwd=home)
+    assert outside.code == 2 and ".agent-journal.toml" in outside.err
+
+
+def test_a_broken_project_file_is_named(home, project):
+    (project / ".agent-journal.toml").write_text('workspace = "shop"\nworkspace = "x"\n')
+    result = aj(home, "show", cwd=project / "app")
+    assert result.code == 1 and str(project / ".agent-journal.toml") in result.err
+    assert "line 2" in result.err and result.err.count("\n") == 1
+    (project / ".agent-journal.toml").write_text('workspace = "shop"\ncolour = "red"\n')
+    result = aj(home, "show", cwd=project)
+    assert result.code == 1 and "unknown key(s) colour" in result.err
+
+
+def test_global_options_before_the_command(home, tmp_path):
+    root = tmp_path / "j"
+    assert aj(home, "--root", str(root), "--workspace", "w", "record", "--kind", "note",
+              "--id", "n", "--text", "t").code == 0
+    shown = aj(home, f"--root={root}", "--workspace", "w", "show", "--json")
+    assert shown.code == 0 and [e["id"] for e in shown.json()["entries"]] == ["n"]
+    for args in (["--root"], ["--root", "--workspace", "w", "show"], ["--root=", "show"],
+                 ["--root", str(root)]):
+        result = aj(home, *args)
+        assert result.code == 2 and result.out == "", (args, result)
+
+
+# -- bad input -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("agent, scope, rel", [
+    ("claude-code", "project", ".claude/settings.json"),
+    ("claude-code", "local", ".claude/settings.local.json"),
+    ("codex", "project", ".codex/hooks.json"),
+])
+def test_a_malformed_file_is_refused_with_its_path_and_line(home, project, agent, scope, rel):
+    path = project / rel
+    path.parent.mkdir()
+    path.write_text('{\n  "hooks": {},\n  "model": "opus",\n}\n')
+    before = snapshot(project)
+    for action in ("install", "uninstall"):
+        result = aj(home, "hooks", action, agent, "--scope", scope, cwd=project)
+        assert result.code == 1 and result.out == "" and result.err.count("\n") == 1
+        assert str(path) in result.err and "line 4" in result.err
+    assert snapshot(project) == before
+
+
+def test_codex_refuses_top_level_keys_it_would_reject(home, project):
+    path = project / ".codex" / "hooks.json"
+    path.parent.mkdir()
+    path.write_text('{"$schema": "x", "hooks": {}}\n')
+    result = aj(home, "hooks", "install", "codex", cwd=project)
+    assert result.code == 1 and "only description and hooks" in result.err
+    assert path.read_text() == '{"$schema": "x", "hooks": {}}\n'
+
+
+@pytest.mark.parametrize("link", ["file", "folder"])
+def test_a_symlink_out_of_the_project_is_refused(home, project, tmp_path, link):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "settings.local.json").write_text("{}\n")
+    if link == "file":
+        (project / ".claude").mkdir()
+        (project / ".claude" / "settings.local.json").symlink_to(
+            outside / "settings.local.json")
+    else:
+        (project / ".claude").symlink_to(outside)
+    before = snapshot(project, outside)
+    result = aj(home, "hooks", "install", "claude-code", "--scope", "local", cwd=project)
+    assert (result.code, result.out) == (1, "")
+    assert result.err.count("\n") == 1 and "outside the project" in result.err
+    assert snapshot(project, outside) == before
+    assert not (project / ".agent-journal.toml").exists()
+
+
+def test_a_folder_that_cannot_be_written_is_refused_before_anything_is_written(
+        home, project, monkeypatch):
+    # Tests run as root, where permission bits do not stop a write: the refusal is driven
+    # through the access check it rests on.
+    from agent_journal.agents import claude_code_installer
+    from agent_journal.core.errors import JournalError
+
+    real_access = os.access
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(os, "access", lambda p, mode: False if str(p) == str(project)
+                        else real_access(p, mode))
+    with pytest.raises(JournalError, match="is not writable; nothing was written"):
+        claude_code_installer.install(project=str(project), scope="project", workspace=None,
+                                      root=None, dry_run=False)
+    assert sorted(p.name for p in project.iterdir()) == ["app"]
+
+
+def test_a_path_inside_a_checkout_is_not_written_silently_into_a_shared_file(home, project):
+    env_path = "/usr/bin:/bin"  # not on PATH: the absolute path of this checkout's script
+    result = subprocess.run([CLI, "hooks", "install", "claude-code"], cwd=project,
+                            capture_output=True, env=clean_env(HOME=str(home), PATH=env_path))
+    assert result.returncode == 0
+    assert b"inside the checkout" in result.stderr
+    commands = {h["command"] for h in handlers(project / ".claude" / "settings.json")}
+    assert commands == {f"{shlex.quote(CLI)} hook claude-code"}
+    # At the personal scope it is no-one else's problem: no warning.
+    local = subprocess.run([CLI, "hooks", "install", "claude-code", "--scope", "local"],
+                           cwd=project, capture_output=True,
+                           env=clean_env(HOME=str(home), PATH=env_path))
+    assert local.returncode == 0 and local.stderr == b""
+
+
+def test_scope_is_limited_to_each_agents_scopes(home, project):
+    assert aj(home, "hooks", "install", "codex", "--scope", "local", cwd=project).code == 2
+    assert aj(home, "hooks", "install", "claude-code", "--scope", "team", cwd=project).code == 2
+    assert sorted(p.name for p in project.iterdir()) == ["app"]
+
+
+# -- the plugin ----------------------------------------------------------------------------
+
+def test_the_plugin_hooks_are_what_the_installer_writes():
+    from agent_journal.agents import claude_code_installer
+
+    market = json.loads((PLUGIN / "marketplace.json").read_text())
+    (entry,) = market["plugins"]
+    plugin_dir = (PLUGIN.parent / entry["source"]).resolve()
+    manifest = json.loads((plugin_dir / ".claude-plugin" / "plugin.json").read_text())
+    import agent_journal
+
+    assert manifest["name"] == entry["name"] == "agent-journal"
+    assert manifest["version"] == agent_journal.__version__
+    hooks = json.loads((plugin_dir / "hooks" / "hooks.json").read_text())["hooks"]
+    command = claude_code_installer.hook_command()
+    expected = claude_code_installer.SPEC.handlers(command)
+    assert list(hooks) == list(expected)
+    for event, groups in hooks.items():
+        assert groups == [{"hooks": [expected[event]]}]
+
+
+# -- Codex -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("event", sorted(p.stem for p in CODEX_HOOKS.glob("*.json")))
+def test_codex_hook_journals_each_documented_event(home, tmp_path, event):
+    root = tmp_path / "j"
+    result = aj(home, "hook", "codex", "--root", str(root), "--workspace", "w",
+                input=(CODEX_HOOKS / f"{event}.json").read_bytes())
+    assert result.code == 0 and result.err == ""
+    assert not (root / "logs").exists()
+    shown = aj(home, "show", "--json", "--observations", "--root", str(root),
+               "--workspace", "w").json()
+    (obs,) = shown["entries"]
+    kinds = {"SessionStart": "session_start", "UserPromptSubmit": "user_prompt",
+             "PreToolUse": "tool_call", "PostToolUse": "tool_call", "PreCompact": "pre_compact",
+             "PostCompact": "post_compact", "Stop": "stop"}
+    assert obs["kind"] == kinds[event]
+    if event == "SessionStart":
+        assert "additionalContext" in json.loads(result.out)["hookSpecificOutput"]
+    else:
+        assert result.out == ""
+    if event == "PostToolUse":
+        assert (obs["status"], obs["exitCode"]) == ("error", 1)
+
+
+def test_codex_hook_fails_open_on_garbage(home, tmp_path):
+    root = tmp_path / "j"
+    result = aj(home, "hook", "codex", "--root", str(root), input=b"not json")
+    assert (result.code, result.out) == (0, "")
+    assert "hook codex failed open" in (root / "logs" / "hook.log").read_text()
+
+
+def test_import_codex_exec_streams_and_session_files(home, tmp_path):
+    root = tmp_path / "j"
+    common = ("--root", str(root), "--workspace", "w")
+    reports = [aj(home, "import", "codex", str(path), *common).json()
+               for path in sorted(CODEX_STREAMS.glob("*.jsonl"))]
+    assert [r["calls"] for r in reports] == [1, 1]
+    assert reports[0]["sessions"] == ["019a2d7a-6455-7170-a661-c6d8b94c630a"]
+    rollout = aj(home, "import", "codex", str(ROLLOUT), *common).json()
+    assert (rollout["calls"], rollout["unfinished"]) == (4, 1)
+    again = aj(home, "import", "codex", str(ROLLOUT), *common).json()
+    assert again["eventsWritten"] == 0
+    shown = aj(home, "show", "--json", "--observations", *common).json()["entries"]
+    by_id = {o["id"]: o for o in shown}
+    assert by_id["019a2d7a-6455-7170-a661-c6d8b94c630a:item_1"]["tool"] == "Bash"
+    assert (by_id["call_cat02"]["status"], by_id["call_cat02"]["exitCode"]) == ("error", 1)
+    assert by_id["call_patch03"]["tool"] == "apply_patch"
+    listing = aj(home, "get", "call_ls01", *common)
+    assert "README.md\nsrc\n" in listing.out
+    digest = aj(home, "digest", *common).out
+    assert "`ls`" in digest and "sleep 600" in digest
+
+
+def test_import_codex_refuses_what_is_not_codex_and_writes_nothing(home, tmp_path):
+    root = tmp_path / "j"
+    transcript = next((DATA / "claude-code" / "transcripts").rglob("*.jsonl"))
+    for path in (transcript, CLAUDE_DOCS / "PreToolUse.json"):
+        result = aj(home, "import", "codex", str(path), "--root", str(root), "--workspace", "w")
+        assert result.code == 1 and "not a Codex session" in result.err, result
+        assert "nothing imported" in result.err
+    assert not root.exists()
+
+
+# -- doctor ------------------------------------------------------------------------------
+
+def test_doctor_names_a_pattern_that_does_not_compile(home, tmp_path):
+    root = tmp_path / "j"
+    assert aj(home, "record", "--kind", "note", "--id", "n", "--text", "t", "--root", str(root),
+              "--workspace", "w").code == 0
+    (root / "config.json").write_text(json.dumps(
+        {"redact": {"patterns": [{"name": "broken-one", "regex": "(unclosed"}]}}))
+    result = aj(home, "doctor", "--root", str(root))
+    assert result.code == 1
+    (line,) = [ln for ln in result.out.splitlines() if ln.startswith("problem")]
+    assert "redaction config" in line and "broken-one" in line and "fix:" in line
+    report = json.loads(aj(home, "doctor", "--root", str(root), "--json").out)
+    assert report["ok"] is False
+    assert {c["name"] for c in report["checks"] if not c["ok"]} == {"redaction config"}
+    assert set(report["checks"][0]) == {"name", "ok", "detail", "fix"}
+
+
+def test_doctor_reports_recent_hook_failures_and_creates_nothing(home, tmp_path):
+    root = tmp_path / "j"
+    assert aj(home, "doctor", "--root", str(root)).code == 0
+    assert not root.exists()
+    aj(home, "hook", "claude-code", "--root", str(root), input=b"{")
+    result = aj(home, "doctor", "--root", str(root))
+    assert result.code == 1 and "1 hook failure(s) in the last day" in result.out
+
+
+# -- conventions -----------------------------------------------------------------------------
+
+def test_version_and_short_help(home):
+    import agent_journal
+
+    assert aj(home, "--version").out == f"agent-journal {agent_journal.__version__}\n"
+    short = aj(home, "record", "-h")
+    assert short.code == 0 and "--kind" in short.out and short.out == aj(
+        home, "record", "--help").out
+    assert "(required)" in aj(home, "record", "--help", COLUMNS="200").out
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_scripts(home, shell):
+    from agent_journal.cli.commands import COMMANDS
+
+    result = aj(home, "completion", shell)
+    assert result.code == 0
+    for name in COMMANDS:
+        assert name.split()[-1] in result.out
+    if shell == "bash":
+        check = subprocess.run(["bash", "-n"], input=result.out.encode(), capture_output=True)
+        assert check.returncode == 0, check.stderr
+        probe = result.out + ('COMP_WORDS=(agent-journal hooks install codex --sc); '
+                              'COMP_CWORD=4; _agent_journal; echo "${COMPREPLY[@]}"\n')
+        out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True).stdout
+        assert out.strip() == "--scope"
+    assert aj(home, "completion", "tcsh").code == 2
+
+
+def test_observe_kind_is_limited_to_the_documented_kinds(home, tmp_path):
+    root = tmp_path / "j"
+    bad = aj(home, "observe", "--kind", "tool-call", "--id", "o", "--root", str(root),
+             "--workspace", "w")
+    assert bad.code == 2 and "must be one of tool_call" in bad.err and not root.exists()
+    good = aj(home, "observe", "--kind", "user_prompt", "--id", "o", "--root", str(root),
+              "--workspace", "w")
+    assert good.code == 0
+
+
+# -- the project file: law and hot path ----------------------------------------------------
+
+@given(st.text(min_size=1), st.one_of(st.none(), st.text(min_size=1)))
+def test_the_project_file_reads_back_what_it_wrote_as_toml_does(workspace, root):
+    import tomllib
+
+    from agent_journal.storage.project_file import _read_simple, render
+
+    text = render(workspace, root)
+    expected = {"workspace": workspace} | ({"root": root} if root is not None else {})
+    assert tomllib.loads(text) == expected
+    assert _read_simple(text) == expected
+
+
+def test_a_project_file_keeps_the_write_path_lean(home, project, tmp_path):
+    import sys
+
+    from test_architecture import HOOK_PAYLOAD, PROBE
+
+    assert aj(home, "hooks", "install", "codex", "--root", str(tmp_path / "j"),
+              cwd=project).code == 0
+    for args in (["record", "--kind", "note", "--id", "n", "--text", "t"],
+                 ["hook", "claude-code"], ["hook", "codex"]):
+        proc = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True,
+                              text=True, env=env_for(home), input=HOOK_PAYLOAD, cwd=project)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stderr.split("MODULES ")[1]) == [], args
+    assert not (tmp_path / "j" / "logs").exists()
+    assert sorted(os.listdir(tmp_path / "j" / "workspaces")) == ["shop"]
