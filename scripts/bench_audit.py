@@ -145,7 +145,7 @@ def run(ctx: Ctx) -> None:
     commands = {
         "floor": [PY, "-I", "-S", "-c", FLOOR, folder],
         "digest": [CLI, "digest", *base],
-        "trace": [CLI, "trace", "mod7", *base],
+        "trace": [CLI, "trace", "--json", "mod7", *base],
     }
     cache = Path(root) / "cache" / "digest"
     # The first digest reads every row and fills the digest's cache; later

@@ -55,7 +55,7 @@ def bench_show(ctx: Ctx) -> None:
     times = []
     for _ in range(3):
         start = time.perf_counter()
-        subprocess.run([CLI, "show", "--root", root, "--workspace", "big"], check=True,
+        subprocess.run([CLI, "show", "--json", "--root", root, "--workspace", "big"], check=True,
                        stdout=subprocess.DEVNULL)
         times.append(time.perf_counter() - start)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024

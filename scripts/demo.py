@@ -58,7 +58,7 @@ def main() -> int:
              "invalidate", "f-dup", "--reason", "the duplicates came from a fixture")
         step("The leaked content must not exist: tombstone it (hidden at once)",
              "tombstone", "f-leak", "--reason", "contains a credential")
-        shown = json.loads(step("What show derives from those events", "show"))
+        shown = json.loads(step("What show derives from those events", "show", "--json"))
         print("\n# In short")
         for entry in shown["entries"]:
             why = entry["invalidation"]["reason"] if entry["invalidation"] else ""

@@ -150,7 +150,7 @@ def test_the_project_file_is_found_from_below_and_the_flag_and_variable_still_wi
               cwd=project).code == 0
     sub = project / "app"
     assert aj(home, "record", "--kind", "note", "--id", "n1", "--text", "t", cwd=sub).code == 0
-    assert [e["id"] for e in aj(home, "show", cwd=sub).json()["entries"]] == ["n1"]
+    assert [e["id"] for e in aj(home, "show", "--json", cwd=sub).json()["entries"]] == ["n1"]
     assert (root / "workspaces" / "shop").is_dir()
     # The flag and the variable win; a flag without a value is still a usage error.
     assert aj(home, "record", "--kind", "note", "--id", "n2", "--text", "t", "--workspace",
@@ -180,7 +180,7 @@ def test_global_options_before_the_command(home, tmp_path):
     root = tmp_path / "j"
     assert aj(home, "--root", str(root), "--workspace", "w", "record", "--kind", "note",
               "--id", "n", "--text", "t").code == 0
-    shown = aj(home, f"--root={root}", "--workspace", "w", "show")
+    shown = aj(home, f"--root={root}", "--workspace", "w", "show", "--json")
     assert shown.code == 0 and [e["id"] for e in shown.json()["entries"]] == ["n"]
     for args in (["--root"], ["--root", "--workspace", "w", "show"], ["--root=", "show"],
                  ["--root", str(root)]):
@@ -303,7 +303,8 @@ def test_codex_hook_journals_each_documented_event(home, tmp_path, event):
                 input=(CODEX_HOOKS / f"{event}.json").read_bytes())
     assert result.code == 0 and result.err == ""
     assert not (root / "logs").exists()
-    shown = aj(home, "show", "--observations", "--root", str(root), "--workspace", "w").json()
+    shown = aj(home, "show", "--json", "--observations", "--root", str(root),
+               "--workspace", "w").json()
     (obs,) = shown["entries"]
     kinds = {"SessionStart": "session_start", "UserPromptSubmit": "prompt",
              "PreToolUse": "tool_call", "PostToolUse": "tool_call", "PreCompact": "pre_compact",
@@ -335,7 +336,7 @@ def test_import_codex_exec_streams_and_session_files(home, tmp_path):
     assert (rollout["calls"], rollout["unfinished"]) == (4, 1)
     again = aj(home, "import", "codex", str(ROLLOUT), *common).json()
     assert again["eventsWritten"] == 0
-    shown = aj(home, "show", "--observations", *common).json()["entries"]
+    shown = aj(home, "show", "--json", "--observations", *common).json()["entries"]
     by_id = {o["id"]: o for o in shown}
     assert by_id["019a2d7a-6455-7170-a661-c6d8b94c630a:item_1"]["tool"] == "Bash"
     assert (by_id["call_cat02"]["status"], by_id["call_cat02"]["exitCode"]) == ("error", 1)

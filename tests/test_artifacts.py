@@ -73,7 +73,7 @@ def test_large_output_is_stored_whole_and_privately(cli, root, tmp_path):
     assert oct(blob.parent.stat().st_mode & 0o777) == "0o700"
     assert oct(blob.parent.parent.stat().st_mode & 0o777) == "0o700"
     assert not [p for p in blob.parent.iterdir() if p.name.startswith(".")]
-    result = cli("get", "o1")
+    result = cli("get", "--json", "o1")
     assert result.code == 0 and result.out == LARGE_TEXT and result.err == ""
 
 
@@ -82,7 +82,7 @@ def test_small_output_stays_in_the_event(cli, root, tmp_path):
     (ev,) = events(root)
     assert ev["data"]["output"] == "short\n" and ev["data"]["artifact"] is None
     assert blobs(root) == []
-    assert cli("get", "o1").out == "short\n"
+    assert cli("get", "--json", "o1").out == "short\n"
 
 
 def test_default_threshold_is_16_kib(cli, root, tmp_path):
@@ -97,7 +97,7 @@ def test_same_bytes_are_one_blob(cli, root, tmp_path):
     for obs_id in ("o1", "o2"):
         assert observe_output(cli, tmp_path, obs_id, LARGE_TEXT).code == 0
     assert len(blobs(root)) == 1
-    assert cli("get", "o2").out == LARGE_TEXT
+    assert cli("get", "--json", "o2").out == LARGE_TEXT
 
 
 def test_structured_response_is_stored_as_canonical_json(cli, root):
@@ -107,11 +107,11 @@ def test_structured_response_is_stored_as_canonical_json(cli, root):
     canonical = json.dumps(response, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert ev["data"]["artifact"]["status"] == "complete"
     assert blobs(root)[0].read_bytes() == canonical.encode()
-    result = cli("get", "toolu_big")
+    result = cli("get", "--json", "toolu_big")
     assert result.out == canonical and json.loads(result.out) == response
     # A small structured response is printed the same way, straight from the event.
     assert hook(cli, post("toolu_small", {"b": 1, "a": [True, None]})).code == 0
-    assert cli("get", "toolu_small").out == '{"a":[true,null],"b":1}'
+    assert cli("get", "--json", "toolu_small").out == '{"a":[true,null],"b":1}'
 
 
 @pytest.mark.parametrize("flag", ["interrupted", "truncated"])
@@ -120,7 +120,7 @@ def test_output_the_tool_cut_short_is_partial(cli, root, flag):
     assert hook(cli, post("toolu_cut", response)).code == 0
     (ev,) = events(root)
     assert ev["data"]["artifact"]["status"] == "partial"
-    result = cli("get", "toolu_cut")
+    result = cli("get", "--json", "toolu_cut")
     assert result.code == 0 and json.loads(result.out) == response
     assert "partial capture" in result.err
 
@@ -153,7 +153,7 @@ def test_blob_that_cannot_be_written_is_failed_never_complete(cli, root):
     assert artifact["status"] == "failed" and artifact["bytes"] > 300_000
     assert ev["data"]["output"].startswith('{"stdout":"yyy')
     assert blobs(root) == []
-    result = cli("get", "toolu_fail")
+    result = cli("get", "--json", "toolu_fail")
     assert result.code == 1 and result.out == ""
     assert "never stored" in result.err and "preview" in result.err
 
@@ -181,7 +181,7 @@ def test_tampered_artifact_is_refused(cli, root, tmp_path):
     data = bytearray(blob.read_bytes())
     data[100] ^= 1
     blob.write_bytes(bytes(data))
-    result = cli("get", "o1")
+    result = cli("get", "--json", "o1")
     assert (result.code, result.out) == (1, "")
     assert "does not match its recorded checksum" in result.err
 
@@ -189,7 +189,7 @@ def test_tampered_artifact_is_refused(cli, root, tmp_path):
 def test_truncated_artifact_is_refused(cli, root, tmp_path):
     blob = stored(cli, root, tmp_path)
     blob.write_bytes(blob.read_bytes()[:-1])
-    result = cli("get", "o1")
+    result = cli("get", "--json", "o1")
     assert (result.code, result.out) == (1, "")
     assert f"has {len(LARGE_TEXT.encode()) - 1} bytes" in result.err
 
@@ -197,7 +197,7 @@ def test_truncated_artifact_is_refused(cli, root, tmp_path):
 def test_missing_artifact_is_refused(cli, root, tmp_path):
     blob = stored(cli, root, tmp_path)
     blob.unlink()
-    result = cli("get", "o1")
+    result = cli("get", "--json", "o1")
     assert (result.code, result.out) == (1, "")
     assert "is missing" in result.err and blob.name in result.err
 
@@ -207,13 +207,13 @@ def test_damaged_blob_is_replaced_by_the_next_capture_of_the_same_bytes(cli, roo
     blob.write_bytes(b"garbage")
     assert observe_output(cli, tmp_path, "o2", LARGE_TEXT).code == 0
     assert blob.read_bytes() == LARGE_TEXT.encode()
-    assert cli("get", "o1").out == LARGE_TEXT
+    assert cli("get", "--json", "o1").out == LARGE_TEXT
 
 
 def test_get_entry_prints_its_full_record(cli):
     cli("record", "--kind", "decision", "--id", "d1", "--question", "q?", "--chosen", "a",
         "--anchor", "tool_use:o1")
-    result = cli("get", "d1")
+    result = cli("get", "--json", "d1")
     record = result.json()
     assert result.code == 0
     assert record["id"] == "d1" and record["fields"] == {"question": "q?", "chosen": "a"}
@@ -223,22 +223,22 @@ def test_get_entry_prints_its_full_record(cli):
 def test_get_of_an_invalidated_entry_still_prints_it(cli):
     cli("record", "--kind", "finding", "--id", "f1", "--claim", "c")
     cli("invalidate", "f1", "--reason", "wrong")
-    assert cli("get", "f1").json()["outcome"] == "invalidated"
+    assert cli("get", "--json", "f1").json()["outcome"] == "invalidated"
 
 
 def test_get_refuses_tombstoned_and_unknown_ids(cli, tmp_path):
     assert observe_output(cli, tmp_path, "o1", LARGE_TEXT).code == 0
     cli("tombstone", "o1", "--reason", "leaked")
     for some_id in ("o1", "nope"):
-        result = cli("get", some_id)
+        result = cli("get", "--json", some_id)
         assert (result.code, result.out) == (1, "")
         assert f"no entry or observation with id {some_id}" in result.err
-    assert cli("get", "a/b").code == 2
+    assert cli("get", "--json", "a/b").code == 2
 
 
 def test_get_of_a_call_without_output(cli):
     cli("observe", "--kind", "tool_call", "--id", "o1", "--status", "started")
-    result = cli("get", "o1")
+    result = cli("get", "--json", "o1")
     assert (result.code, result.out) == (0, "")
     assert "no recorded output (status started)" in result.err
 
@@ -246,7 +246,7 @@ def test_get_of_a_call_without_output(cli):
 def test_latest_capture_decides_the_output(cli, root, tmp_path):
     assert observe_output(cli, tmp_path, "o1", LARGE_TEXT).code == 0
     assert observe_output(cli, tmp_path, "o1", "retry: short\n").code == 0
-    assert cli("get", "o1").out == "retry: short\n"
+    assert cli("get", "--json", "o1").out == "retry: short\n"
 
 
 def test_bad_threshold_is_refused(cli, root, tmp_path):
@@ -291,6 +291,6 @@ def test_artifact_from_a_hostile_event_is_not_followed(cli, root, tmp_path):
         conn.execute("INSERT INTO events(event_id, type, subject, ts, body, checksum) "
                      "VALUES (?, ?, ?, ?, ?, ?)",
                      (evil.event_id, evil.type, evil.id, evil.ts, body, digest))
-    result = cli("get", "o1")
+    result = cli("get", "--json", "o1")
     assert (result.code, result.out) == (1, "")
     assert "not an artifact reference" in result.err

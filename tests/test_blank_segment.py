@@ -30,7 +30,8 @@ def journal(root: Path, inproc) -> Path:
     return root
 
 
-READS = [["show"], ["show", "--observations"], ["coverage"], ["decay"], ["digest", "--json"],
+READS = [["show", "--json"], ["show", "--json", "--observations"], ["coverage", "--json"],
+         ["decay"], ["digest", "--json"],
          ["search", "kept", "--json"], ["trace", "n1"]]
 
 
@@ -54,7 +55,7 @@ def test_compact_applies_and_export_and_merge_carry_on(journal: Path, inproc) ->
     for source in (str(journal), str(dest)):
         merged = inproc("merge", source, env=other)
         assert merged.code == 0, merged.err
-    shown = json.loads(inproc("show", env=other).out)
+    shown = json.loads(inproc("show", "--json", env=other).out)
     assert [e["id"] for e in shown["entries"]] == ["n1"]
 
 
@@ -73,6 +74,6 @@ def test_a_file_with_tables_but_no_events_is_unreadable(root: Path, inproc) -> N
     conn = sqlite3.connect(seg)
     conn.execute("CREATE TABLE other (x)")
     conn.close()
-    report = json.loads(inproc("show").out)
+    report = json.loads(inproc("show", "--json").out)
     assert [u["path"].split("/")[-1] for u in report["unreadable"]] == [seg.name]
     assert inproc("compact", "--apply").code == 1

@@ -30,7 +30,7 @@ def test_record_kinds_and_fields(cli):
                "--chosen", "a").code == 0
     for kind in ("constraint", "objective", "assumption", "note"):
         assert cli("record", "--kind", kind, "--id", f"{kind}1", "--text", "t").code == 0
-    entries = {e["id"]: e for e in cli("show").json()["entries"]}
+    entries = {e["id"]: e for e in cli("show", "--json").json()["entries"]}
     assert entries["d1"]["fields"] == {"question": "q", "chosen": "a"}
     assert entries["f1"]["author"] == "human" and entries["f1"]["session"] is None
 
@@ -84,7 +84,7 @@ def test_session_makes_agent_author(cli):
     cli("record", "--kind", "note", "--id", "n", "--text", "t", env={
         "AGENT_JOURNAL_SESSION": "s-1"})
     cli("record", "--kind", "note", "--id", "m", "--text", "t", "--session", "s-2")
-    entries = {e["id"]: e for e in cli("show").json()["entries"]}
+    entries = {e["id"]: e for e in cli("show", "--json").json()["entries"]}
     assert (entries["n"]["author"], entries["n"]["session"]) == ("agent", "s-1")
     assert (entries["m"]["author"], entries["m"]["session"]) == ("agent", "s-2")
 
@@ -96,7 +96,7 @@ def test_observe_fold_and_stdin_output(cli):
     assert cli("observe", "--kind", "tool_call", "--id", "o1", "--tool", "Bash", "--output",
                "-", "--status", "error", "--exit-code", "2", "--duration-ms", "15",
                input="make: *** boom\n").code == 0
-    obs = cli("show", "--id", "o1").json()["entries"][0]
+    obs = cli("show", "--json", "--id", "o1").json()["entries"][0]
     assert obs["type"] == "observation"
     assert (obs["status"], obs["exitCode"], obs["durationMs"]) == ("error", 2, 15)
     assert obs["output"] == "make: *** boom\n" and obs["input"] == {"command": "make"}
@@ -122,7 +122,7 @@ def test_invalidate_keeps_content_visible(cli):
     cli("record", "--kind", "decision", "--id", "d1", "--question", "q", "--chosen", "c",
         "--depends-on", "f1")
     assert cli("invalidate", "f1", "--reason", "measured cold").out == "invalidated f1\n"
-    f1, d1 = cli("show").json()["entries"]
+    f1, d1 = cli("show", "--json").json()["entries"]
     assert (f1["outcome"], f1["live"], f1["fields"]["claim"]) == ("invalidated", False,
                                                                   "cache is warm")
     assert f1["invalidation"]["reason"] == "measured cold"
@@ -133,8 +133,8 @@ def test_tombstone_hides_at_once_and_purges_nothing(cli, root):
     cli("record", "--kind", "finding", "--id", "f1", "--claim", "SECRET-MARKER-1")
     result = cli("tombstone", "f1", "--reason", "leaked a key")
     assert (result.code, result.out, result.err) == (0, "tombstoned f1\n", "")
-    assert cli("show").json()["entries"] == []
-    assert cli("show", "--id", "f1").json()["entries"] == []
+    assert cli("show", "--json").json()["entries"] == []
+    assert cli("show", "--json", "--id", "f1").json()["entries"] == []
     raw = b"".join(p.read_bytes() for p in root.rglob("*.sqlite"))
     assert b"SECRET-MARKER-1" in raw  # suppression now, destruction only by compact
 
@@ -158,7 +158,7 @@ def test_live_constraints_listed(cli):
     cli("record", "--kind", "constraint", "--id", "c1", "--text", "never force-push")
     cli("record", "--kind", "constraint", "--id", "c2", "--text", "old rule")
     cli("invalidate", "c2", "--reason", "superseded")
-    shown = cli("show").json()
+    shown = cli("show", "--json").json()
     assert [c["id"] for c in shown["liveConstraints"]] == ["c1"]
     assert shown["liveConstraints"][0]["fields"]["text"] == "never force-push"
 
@@ -166,15 +166,15 @@ def test_live_constraints_listed(cli):
 def test_show_observations_flag(cli):
     cli("observe", "--kind", "tool_call", "--id", "o1", "--tool", "Read")
     cli("record", "--kind", "note", "--id", "n1", "--text", "t", "--anchor", "tool_use:o1")
-    assert [e["id"] for e in cli("show").json()["entries"]] == ["n1"]
-    assert [e["type"] for e in cli("show", "--observations").json()["entries"]] == [
+    assert [e["id"] for e in cli("show", "--json").json()["entries"]] == ["n1"]
+    assert [e["type"] for e in cli("show", "--json", "--observations").json()["entries"]] == [
         "observation", "entry"]
 
 
 def test_now_env_fixes_the_clock(cli):
     cli("record", "--kind", "note", "--id", "n", "--text", "t",
         env={"AGENT_JOURNAL_NOW": "2026-03-04T05:06:07+02:00"})
-    assert cli("show").json()["entries"][0]["ts"] == "2026-03-04T03:06:07.000Z"
+    assert cli("show", "--json").json()["entries"][0]["ts"] == "2026-03-04T03:06:07.000Z"
     bad = cli("record", "--kind", "note", "--id", "m", "--text", "t",
               env={"AGENT_JOURNAL_NOW": "yesterday"})
     assert bad.code == 2 and "ISO 8601" in bad.err

@@ -91,7 +91,7 @@ def test_tombstone_then_compact_purges_f1_and_flips_only_its_tombstone(cli, root
                 "preemptive; the entry is coming from another replica", **ws)
     assert ghost.code == 0 and ghost.out == "tombstoned ghost\n"
     assert "no entry with id ghost is present in this workspace" in ghost.err
-    assert len(ok(cli("show", "--id", "f1", **ws)).out) > 0  # tombstone purges nothing
+    assert len(ok(cli("show", "--json", "--id", "f1", **ws)).out) > 0  # tombstone purges nothing
 
     expected = {"expired": [], "tombstoned": ["f1"], "pinned": [], "downgraded": [],
                 "unclassified": [], "tombstonesMarkedPurged": [f1_tomb]}
@@ -99,7 +99,7 @@ def test_tombstone_then_compact_purges_f1_and_flips_only_its_tombstone(cli, root
     assert dry.json() == full(False, **expected)
     applied = ok(cli("compact", "--apply", **ws))
     assert applied.json() == full(True, **expected)
-    assert ok(cli("show", "--id", "f1", **ws)).json() == {
+    assert ok(cli("show", "--json", "--id", "f1", **ws)).json() == {
         "entries": [], "liveConstraints": [], "unreadable": [], "malformed": []}
     flags = {e: d["purged"] for e, d in stored_tombstones(root, "retention-demo").items()}
     assert flags[f1_tomb] is True and sorted(flags.values()) == [False, True]
@@ -119,7 +119,8 @@ def test_a_live_entrys_anchor_pins_its_observation_past_the_ttl(cli):
     time.sleep(0.01)
     report = ok(cli("compact", "--observation-ttl-days", "0", "--apply")).json()
     assert report == full(True, obs_ttl=0, pinned=["obs-migrate"])
-    assert [e["id"] for e in ok(cli("show", "--id", "obs-migrate")).json()["entries"]] == \
+    shown = ok(cli("show", "--json", "--id", "obs-migrate")).json()
+    assert [e["id"] for e in shown["entries"]] == \
         ["obs-migrate"]
 
 
@@ -130,7 +131,7 @@ def test_an_expired_entry_stops_pinning_and_both_go(cli):
     report = ok(cli("compact", "--entry-ttl-days", "0", "--observation-ttl-days", "0",
                     "--apply")).json()
     assert report == full(True, entry_ttl=0, obs_ttl=0, expired=["obs-migrate", "d-migrate"])
-    assert ok(cli("show", "--observations")).json()["entries"] == []
+    assert ok(cli("show", "--json", "--observations")).json()["entries"] == []
 
 
 def test_tombstoned_evidence_downgrades_the_live_entry_citing_it(cli):
@@ -142,8 +143,8 @@ def test_tombstoned_evidence_downgrades_the_live_entry_citing_it(cli):
     report = ok(cli("compact", "--apply")).json()
     assert report == full(True, tombstoned=["obs-vendor-call"], downgraded=["f-vendor-latency"],
                           tombstonesMarkedPurged=[t])
-    assert ok(cli("show", "--id", "obs-vendor-call")).json()["entries"] == []
-    [kept] = ok(cli("show", "--id", "f-vendor-latency")).json()["entries"]
+    assert ok(cli("show", "--json", "--id", "obs-vendor-call")).json()["entries"] == []
+    [kept] = ok(cli("show", "--json", "--id", "f-vendor-latency")).json()["entries"]
     assert kept["anchors"] == ["tool_use:obs-vendor-call"] and kept["live"] is True
     # Computed fresh each run: the earlier purge is not reported again.
     assert ok(cli("compact")).json() == full(False)
@@ -399,8 +400,9 @@ def test_without_ttls_every_read_is_unchanged_and_a_second_run_purges_nothing(cl
     ok(cli("tombstone", "mid", "--reason", "named a person"))
     ok(cli("tombstone", "o2", "--reason", "held a token"))
     ok(cli("tombstone", "ghost", "--reason", "preemptive"))
-    reads = [("show",), ("show", "--observations"), ("show", "--id", "leaf"),
-             ("show", "--id", "mid"), ("show", "--id", "o2")]
+    reads = [("show", "--json"), ("show", "--json", "--observations"),
+             ("show", "--json", "--id", "leaf"),
+             ("show", "--json", "--id", "mid"), ("show", "--json", "--id", "o2")]
     before = [ok(cli(*r)).json() for r in reads]
     assert before[2]["entries"][0]["outcome"] == "suppressed"
     report = ok(cli("compact", "--apply")).json()

@@ -25,7 +25,7 @@ for i in range(count):
 
 
 def show_ids(root):
-    out = subprocess.run([CLI, "show"], capture_output=True, check=True, env=clean_env(
+    out = subprocess.run([CLI, "show", "--json"], capture_output=True, check=True, env=clean_env(
         AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="ws")).stdout
     import json
 

@@ -77,7 +77,7 @@ def test_empty_journal_share_is_null():
 
 def test_golden_coverage(cli, root):
     build_scenario(root)
-    result = cli("coverage")
+    result = cli("coverage", "--json")
     assert result.code == 0 and result.err == ""
     assert SECRET not in result.out
     report = result.json()
@@ -90,7 +90,7 @@ def test_golden_coverage(cli, root):
 def test_damage_is_reported_and_warned(cli, root):
     build_scenario(root)
     damage(root)
-    result = cli("coverage")
+    result = cli("coverage", "--json")
     assert result.code == 0
     report = result.json()
     assert len(report["malformed"]) == 1 and len(report["unreadable"]) == 1

@@ -11,7 +11,7 @@ def test_show_reports_damage_and_warns(cli, root):
     with sqlite3.connect(seg) as conn:
         conn.execute("UPDATE events SET checksum = 'xxh3-64:0' WHERE subject = 'n2'")
     (segdir / "broken.sqlite").write_bytes(b"\0" * 4096)
-    result = cli("show")
+    result = cli("show", "--json")
     assert result.code == 0
     shown = result.json()
     assert [e["id"] for e in shown["entries"]] == ["n1"]

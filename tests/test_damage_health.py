@@ -90,7 +90,7 @@ def test_zeroed_page_is_seen_before_anything_is_rewritten_or_copied(tmp_path, cl
     # Reads that do not check still show what they read, and exit 0.
     assert cli("show").code == 0
     # coverage checks: it names the segment and warns that it shows a floor.
-    res = cli("coverage")
+    res = cli("coverage", "--json")
     assert res.code == 0
     assert [u["path"] for u in res.json()["unreadable"]] == [rel]
     assert "quick_check" in res.json()["unreadable"][0]["reason"]
@@ -189,7 +189,7 @@ def test_a_damaged_source_tombstone_never_lets_its_content_in(tmp_path, cli, how
         assert "internal error" not in res.err
         if how != "type-column":
             assert res.code == 1 and "refusing to merge" in res.err
-    shown = cli("show", env=env_for(dst)).json()
+    shown = cli("show", "--json", env=env_for(dst)).json()
     assert "secret" not in [e["id"] for e in shown["entries"]]
 
 
@@ -223,7 +223,7 @@ def test_allow_damaged_imports_around_rows_that_cannot_be_tombstones(tmp_path, c
     assert res.code == 0, res.err
     assert res.json()["imported"] == 2 and len(res.json()["malformed"]) == 1
     assert "were not imported" in res.err
-    ids = [e["id"] for e in cli("show", env=env_for(dst)).json()["entries"]]
+    ids = [e["id"] for e in cli("show", "--json", env=env_for(dst)).json()["entries"]]
     assert ids == ["n1", "n3"]
 
 
@@ -291,7 +291,7 @@ def test_get_warns_on_a_damaged_journal(cli, root):
     seg = put(root, [note("n1"), note("n2")])
     with sqlite3.connect(seg) as conn:
         conn.execute("UPDATE events SET checksum = 'xxh3-64:0' WHERE subject = 'n2'")
-    res = cli("get", "n1")
+    res = cli("get", "n1", "--json")
     assert res.code == 0 and json.loads(res.out)["id"] == "n1"
     assert "floor, not a total" in res.err
 
@@ -301,7 +301,7 @@ def test_search_reports_damage_done_after_it_indexed(cli, root):
     assert cli("search", "alpha", "--json").json()["malformed"] == []
     with sqlite3.connect(seg) as conn:
         conn.execute("UPDATE events SET checksum = 'xxh3-64:0' WHERE subject = 'n2'")
-    shown = cli("show").json()
+    shown = cli("show", "--json").json()
     res = cli("search", "alpha", "--json")
     assert res.code == 0
     assert res.json()["malformed"] == shown["malformed"] != []

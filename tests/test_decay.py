@@ -48,7 +48,7 @@ def test_golden_decay(cli, root):
     build_scenario(root)
     before = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns)
                     for p in (root / "workspaces" / "ws" / "segments").iterdir())
-    result = cli("decay")
+    result = cli("decay", "--json")
     assert result.code == 0 and result.err == ""
     report = result.json()
     assert [(e["id"], [a["reason"] for a in e["anchors"]]) for e in report["entries"]] == [
@@ -63,16 +63,16 @@ def test_tombstoned_observation_cited_by_a_live_entry(cli):
     cli("observe", "--kind", "tool_call", "--id", "obs-1", "--tool", "Bash")
     cli("record", "--kind", "finding", "--id", "f1", "--claim", "c",
         "--anchor", "tool_use:obs-1")
-    assert cli("decay").json()["entries"] == []
+    assert cli("decay", "--json").json()["entries"] == []
     cli("tombstone", "obs-1", "--reason", "leak")
-    assert cli("decay").json()["entries"][0]["anchors"] == [
+    assert cli("decay", "--json").json()["entries"][0]["anchors"] == [
         {"anchor": "tool_use:obs-1", "status": "unknown", "reason": "tombstoned"}]
 
 
 def test_damage_is_reported_and_warned(cli, root):
     build_scenario(root)
     damage(root)
-    result = cli("decay")
+    result = cli("decay", "--json")
     assert result.code == 0
     assert len(result.json()["malformed"]) == 1 and len(result.json()["unreadable"]) == 1
     assert "floor, not a total" in result.err

@@ -192,8 +192,8 @@ def test_tombstone_records_the_graph_it_knows(cli):
     cli("record", "--kind", "finding", "--id", "b", "--claim", "built on a", "--depends-on", "a")
     cli("invalidate", "a", "--reason", "wrong")
     cli("tombstone", "a", "--reason", "names a person")
-    (b,) = cli("show").json()["entries"]
+    (b,) = cli("show", "--json").json()["entries"]
     assert (b["id"], b["outcome"]) == ("b", "suppressed")
     cli("compact", "--apply")
-    (b,) = cli("show").json()["entries"]
+    (b,) = cli("show", "--json").json()["entries"]
     assert (b["id"], b["outcome"]) == ("b", "suppressed")

@@ -37,6 +37,6 @@ def test_show_golden(cli):
     cli("record", "--kind", "note", "--id", "secret", "--text", "pw", env=now)
     cli("invalidate", "f1", "--reason", "flaky", env=now)
     cli("tombstone", "secret", "--reason", "credential", env=now)
-    out = cli("show", "--observations").out
+    out = cli("show", "--json", "--observations").out
     check("show.json", normalise(out))
     json.loads(out)

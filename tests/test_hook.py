@@ -41,7 +41,7 @@ def hook(cli, payload: Any, *args: str, **kw: Any):
 
 
 def observations(cli, workspace: str = "ws") -> dict[str, dict[str, Any]]:
-    shown = cli("show", "--observations", workspace=workspace).json()
+    shown = cli("show", "--json", "--observations", workspace=workspace).json()
     assert shown["unreadable"] == [] and shown["malformed"] == []
     return {o["id"]: o for o in shown["entries"] if o["type"] == "observation"}
 
@@ -534,7 +534,7 @@ def test_sixteen_at_once_times_fifty_separate_hook_processes(root):
 
 
 def _observation_ids(root: Path) -> list[str]:
-    out = subprocess.run([CLI, "show", "--observations"], capture_output=True, check=True,
+    out = subprocess.run([CLI, "show", "--json", "--observations"], capture_output=True, check=True,
                          env=clean_env(AGENT_JOURNAL_ROOT=str(root),
                                        AGENT_JOURNAL_WORKSPACE="ws")).stdout
     return [o["id"] for o in json.loads(out)["entries"]]

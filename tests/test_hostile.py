@@ -423,7 +423,7 @@ def test_hook_stdin_left_open_after_a_whole_payload_is_journaled(root):
     finally:
         proc.kill()
         proc.stdin.close()
-    shown = run_main(["show", "--workspace", "ws", "--observations"], root=root)
+    shown = run_main(["show", "--json", "--workspace", "ws", "--observations"], root=root)
     assert '"t1"' in shown.out
 
 
@@ -485,7 +485,7 @@ def test_values_that_start_with_a_dash(root, text):
     result = run_main(["record", "--workspace", "ws", "--kind", "note", "--id", "n",
                        "--text", text, "--json"], root=root)
     assert result.code == 0, result.err
-    shown = run_main(["show", "--workspace", "ws", "--id", "n"], root=root)
+    shown = run_main(["show", "--json", "--workspace", "ws", "--id", "n"], root=root)
     (entry,) = json.loads(shown.out)["entries"]
     if text == PEM:  # taken as the value, then redacted as the private key it is
         assert entry["fields"]["text"].startswith("[REDACTED:")

@@ -38,7 +38,7 @@ def import_(cli, path: Path, **kw: Any):
 
 
 def observations(cli) -> dict[str, dict[str, Any]]:
-    shown = cli("show", "--observations").json()
+    shown = cli("show", "--json", "--observations").json()
     assert shown["unreadable"] == [] and shown["malformed"] == []
     return {o["id"]: o for o in shown["entries"]
             if o["type"] == "observation" and o["kind"] == "tool_call"}
@@ -130,7 +130,7 @@ def test_import_uses_artifacts_for_large_results(cli, root):
     path = TRANSCRIPTS / "TensorTemplar-slopometry" / "transcript.jsonl"
     report = import_(cli, path, env={"AGENT_JOURNAL_ARTIFACT_THRESHOLD": "4096"}).json()
     assert report["artifacts"] > 0
-    every = [o for o in cli("show", "--observations").json()["entries"]
+    every = [o for o in cli("show", "--observations", "--json").json()["entries"]
              if o["type"] == "observation" and o["artifact"]]
     assert len(every) == report["artifacts"]
     # What the session said is kept whole too: the compaction summary is a long text.
@@ -142,7 +142,7 @@ def test_import_uses_artifacts_for_large_results(cli, root):
     expected = transcript_calls(path)
     for obs in big[:5]:
         assert obs["artifact"]["status"] == "complete"
-        result = cli("get", obs["id"])
+        result = cli("get", "--json", obs["id"])
         assert result.code == 0
         if expected[obs["id"]]["output"] is not None:
             assert result.out == expected[obs["id"]]["output"]
@@ -276,7 +276,7 @@ def test_what_the_hook_heard_is_not_stored_twice(cli, root):
             {"session_id": session, "cwd": "/x/ws", **payload})).code == 0
     report = import_(cli, path).json()
     assert report["alreadyPresent"] == 2
-    said = [o for o in cli("show", "--observations").json()["entries"]
+    said = [o for o in cli("show", "--observations", "--json").json()["entries"]
             if o["type"] == "observation" and o["kind"] != "tool_call"]
     assert [o["text"] for o in said if o["kind"] == "prompt"] == [prompt]
     assert sum(o["text"] == last for o in said) == 1
@@ -288,7 +288,7 @@ def test_what_the_hook_heard_is_not_stored_twice(cli, root):
 def test_a_rewound_branch_is_kept_and_marked(cli):
     path = TRANSCRIPTS / "daaain-claude-code-log" / "03eb5929-52b3-4b13-ada3-b93ae35806b8.jsonl"
     assert import_(cli, path).code == 0
-    prompts = [o for o in cli("show", "--observations").json()["entries"]
+    prompts = [o for o in cli("show", "--observations", "--json").json()["entries"]
                if o.get("kind") == "prompt"]
     abandoned = [o["text"] for o in prompts if o["transcript"].get("branch") == "abandoned"]
     current = [o["text"] for o in prompts if "branch" not in o["transcript"]]

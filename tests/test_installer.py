@@ -222,7 +222,8 @@ def test_installed_command_really_journals(cli, project, root):
     proc = subprocess.run(["bash", "-c", command], input=payload, cwd=project,
                           capture_output=True, env=clean_env(PATH="/usr/bin:/bin"))
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
-    shown = cli("show", "--observations", "--root", str(root), workspace="my-project").json()
+    shown = cli("show", "--json", "--observations", "--root", str(root),
+                workspace="my-project").json()
     assert [o["id"] for o in shown["entries"]] == ["toolu_01ABC123..."]
 
 

@@ -119,7 +119,7 @@ def test_lists_six_small_tools_and_every_one_answers(journal, root):
             assert prompt.messages[0].content.text == digest.contents[0].text
 
     run(scenario)
-    shown = journal("show", "--id", "z-suffix").json()["entries"][0]
+    shown = journal("show", "--id", "z-suffix", "--json").json()["entries"][0]
     # Written as the agent, in the server's session, like the hook's observations.
     assert (shown["author"], shown["session"]) == ("agent", "sess-7")
     assert shown["outcome"] == "suppressed"
@@ -184,7 +184,7 @@ def test_claude_codes_session_id_is_the_fallback(journal, root):
             assert not result.is_error, text(result)
 
     run(scenario)
-    assert journal("show", "--id", "n").json()["entries"][0]["session"] == "cc-123"
+    assert journal("show", "--id", "n", "--json").json()["entries"][0]["session"] == "cc-123"
 
 
 def test_a_tombstone_written_while_the_server_runs_hides_at_the_next_call(journal, root):

@@ -176,7 +176,7 @@ def test_no_planted_secret_reaches_any_file_under_the_root(cli, root, tmp_path):
     for label, needle in NEEDLES.items():
         assert needle.encode() not in raw, label
         assert needle not in context, label
-        assert needle not in cli("show", "--observations").out, label
+        assert needle not in cli("show", "--json", "--observations").out, label
     for rule in (*RULE_NAMES, "acme-order"):
         assert f"[REDACTED:{rule}]".encode() in raw, rule
 
@@ -184,7 +184,7 @@ def test_no_planted_secret_reaches_any_file_under_the_root(cli, root, tmp_path):
 def test_ids_are_keys_and_are_not_rewritten(cli):
     cli("record", "--kind", "note", "--id", "n1", "--text", "see", "--anchor",
         "tool_use:toolu_01ABC", "--depends-on", "f-1")
-    (entry,) = cli("show").json()["entries"]
+    (entry,) = cli("show", "--json").json()["entries"]
     assert entry["anchors"] == ["tool_use:toolu_01ABC"] and entry["dependsOn"] == ["f-1"]
 
 
@@ -196,10 +196,10 @@ def test_human_text_survives_byte_for_byte(cli, root):
     }
     for kind, text in texts.items():
         assert cli("record", "--kind", kind, "--id", kind, "--text", text).code == 0
-    shown = {e["id"]: e["fields"]["text"] for e in cli("show").json()["entries"]}
+    shown = {e["id"]: e["fields"]["text"] for e in cli("show", "--json").json()["entries"]}
     assert shown == texts
     for kind, text in texts.items():
-        assert json.loads(cli("get", kind).out)["fields"]["text"] == text
+        assert json.loads(cli("get", "--json", kind).out)["fields"]["text"] == text
     raw = all_bytes_under(root)
     assert all(json.dumps(t, ensure_ascii=False)[1:-1].encode() in raw for t in texts.values())
     assert b"REDACTED" not in raw
@@ -218,7 +218,7 @@ def test_configured_patterns_apply_to_every_write_path(cli, root, tmp_path):
     raw = all_bytes_under(root)
     assert CUSTOM.encode() not in raw
     assert raw.count(b"[REDACTED:acme-order]") >= 4
-    assert cli("get", "n").json()["fields"]["text"] == "order [REDACTED:acme-order]"
+    assert cli("get", "--json", "n").json()["fields"]["text"] == "order [REDACTED:acme-order]"
 
 
 BAD_CONFIGS = {
@@ -274,4 +274,4 @@ def _rows(root: Path) -> int:
 def test_a_config_without_redact_section_is_fine(cli, root):
     write_config(root, {})
     assert cli("record", "--kind", "note", "--id", "n", "--text", AWS).code == 0
-    assert cli("get", "n").json()["fields"]["text"] == "[REDACTED:aws-access-key]"
+    assert cli("get", "--json", "n").json()["fields"]["text"] == "[REDACTED:aws-access-key]"

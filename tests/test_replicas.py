@@ -397,7 +397,8 @@ def test_cli_merge_orders_agree(tmp_path, cli):
             res = cli("merge", str(roots[i]), env={"AGENT_JOURNAL_ROOT": str(target)})
             assert res.code == 0, res.err
             assert res.err == ""  # not a terminal: no progress
-        outs.append(cli("show", "--observations", env={"AGENT_JOURNAL_ROOT": str(target)}).out)
+        outs.append(cli("show", "--json", "--observations",
+                        env={"AGENT_JOURNAL_ROOT": str(target)}).out)
     assert outs[0] == outs[1] == outs[2]
 
 
@@ -521,7 +522,7 @@ def test_stale_replica_cannot_resurrect_into_the_compacted_one(tmp_path, cli):
         assert report["imported"] == 0
         assert {r["reason"] for r in report["notImported"]} == {"tombstoned"}
         assert secret.event_id in {r["eventId"] for r in report["notImported"]}
-        shown = cli("show", "--observations", env={"AGENT_JOURNAL_ROOT": str(a)})
+        shown = cli("show", "--json", "--observations", env={"AGENT_JOURNAL_ROOT": str(a)})
         assert MARKER not in shown.out and "leaky" not in shown.out
         ids = {item["id"] for item in json.loads(shown.out)["entries"]}
         assert ids == {"fine"}  # its anchor still names o-leak: that text is its own
@@ -533,7 +534,7 @@ def test_compacted_replica_erases_on_the_stale_one_too(tmp_path, cli):
     before = set((b / "workspaces").rglob("*"))
     report = merge(b, a)
     assert report["imported"] == 2  # the two tombstones, nothing else
-    shown = cli("show", "--observations", env={"AGENT_JOURNAL_ROOT": str(b)})
+    shown = cli("show", "--json", "--observations", env={"AGENT_JOURNAL_ROOT": str(b)})
     assert MARKER not in shown.out and "leaky" not in shown.out
     # The stale replica still holds the bytes it had (its own compaction erases
     # them), but the merge wrote none of them anywhere.
@@ -679,7 +680,7 @@ def test_damaged_source_is_reported_never_imported(tmp_path, cli):
                                     "reason": "checksum mismatch"}]
     assert report["unreadable"] == []
     assert "were not imported" in res.err
-    shown = cli("show", env={"AGENT_JOURNAL_ROOT": str(a)}).json()
+    shown = cli("show", "--json", env={"AGENT_JOURNAL_ROOT": str(a)}).json()
     assert [e["id"] for e in shown["entries"]] == ["n0", "n1", "n2", "n4"]
     assert shown["malformed"] == [] and shown["unreadable"] == []
 
@@ -771,8 +772,8 @@ def test_export_manifest_and_round_trip(tmp_path, cli):
     b = make_root(tmp_path, "b")
     merged = cli("merge", str(dest), env={"AGENT_JOURNAL_ROOT": str(b)})
     assert merged.code == 0 and merged.json()["imported"] == 2
-    shown_a = cli("show", "--observations", env={"AGENT_JOURNAL_ROOT": str(a)}).out
-    shown_b = cli("show", "--observations", env={"AGENT_JOURNAL_ROOT": str(b)}).out
+    shown_a = cli("show", "--json", "--observations", env={"AGENT_JOURNAL_ROOT": str(a)}).out
+    shown_b = cli("show", "--json", "--observations", env={"AGENT_JOURNAL_ROOT": str(b)}).out
     assert shown_a == shown_b
 
 

@@ -36,10 +36,10 @@ def test_retention_example_anchor_still_finds_the_citing_entry(cli):
     assert cli("tombstone", "obs-vendor-call", "--reason",
                "the callId embeds an internal vendor account id", *ws).code == 0
 
-    shown = cli("show", *ws, "--id", "obs-vendor-call").json()
+    shown = cli("show", "--json", *ws, "--id", "obs-vendor-call").json()
     assert shown == {"entries": [], "liveConstraints": [], "unreadable": [], "malformed": []}
 
-    result = cli("trace", "obs-vendor-call", *ws)
+    result = cli("trace", "--json", "obs-vendor-call", *ws)
     assert result.code == 0 and result.err == ""
     report = result.json()
     assert [{"id": r["id"], "via": r["via"]} for r in report["matched"]] == [
@@ -217,25 +217,25 @@ def test_random_shuffles_agree_on_a_big_journal():
 
 def test_golden_trace_of_a_subject(cli, root):
     build_scenario(root)
-    result = cli("trace", "test_upload")
+    result = cli("trace", "--json", "test_upload")
     assert result.code == 0 and result.err == ""
     check_golden("trace_test_upload.json", normalise(result.out, root))
 
 
 def test_golden_trace_of_a_tombstoned_observation(cli, root):
     build_scenario(root)
-    result = cli("trace", "obs-env")
+    result = cli("trace", "--json", "obs-env")
     assert result.code == 0
     # f-key cited obs-env, but f-key is tombstoned itself: nothing may surface.
     assert result.json()["matched"] == [] and result.json()["chain"] == []
-    check_golden("trace_obs-vendor-call.json", normalise(cli("trace", "obs-vendor-call").out,
-                                                         root))
+    check_golden("trace_obs-vendor-call.json", normalise(
+        cli("trace", "--json", "obs-vendor-call").out, root))
 
 
 def test_damage_is_reported_and_warned(cli, root):
     build_scenario(root)
     damage(root)
-    result = cli("trace", "f-flaky")
+    result = cli("trace", "--json", "f-flaky")
     assert result.code == 0
     report = result.json()
     assert len(report["malformed"]) == 1 and len(report["unreadable"]) == 1
@@ -243,10 +243,10 @@ def test_damage_is_reported_and_warned(cli, root):
 
 
 def test_usage_errors(cli):
-    assert cli("trace").code == 2
-    bad = cli("trace", "a/b")
+    assert cli("trace", "--json").code == 2
+    bad = cli("trace", "--json", "a/b")
     assert bad.code == 2 and "path separators" in bad.err
-    assert cli("trace", "x", "--json").code == 2
+    assert cli("trace", "--json", "x", "--bogus").code == 2
 
 
 def test_a_missing_workspace_is_an_error_not_an_empty_answer(cli):

@@ -79,6 +79,11 @@ PLAIN_ROOT = Opt("root", "--root", "Journal root folder (default: $AGENT_JOURNAL
 SESSION = Opt("session", "--session", "Writing session id (default: $AGENT_JOURNAL_SESSION; "
               "none means a human wrote it).", env=ENV_SESSION, metavar="ID")
 JSON = Opt("json", "--json", "Print JSON instead of a line of text.", kind=BARE)
+READ_JSON = Opt("json", "--json", "Print the documented JSON (spec/cli-json.md) instead of text "
+                "for people.", kind=BARE)
+AS_OF = Opt("as_of", "--as-of", "Derive from the events up to a checkpoint (its name) or an "
+            "instant (ISO 8601, or an age such as 2h, 3d), as if later events did not exist; "
+            "content tombstoned at any time stays hidden.", metavar="NAME|INSTANT")
 REASON = Opt("reason", "--reason", "Why; required and not blank.", required=True)
 
 WRITE_COMMON = (WORKSPACE, ROOT, SESSION, JSON)
@@ -164,7 +169,7 @@ _add(Command(
     opts=(
         Opt("id", "--id", "Only this entry or observation."),
         Opt("observations", "--observations", "Include every observation.", kind=BARE),
-        Opt("json", "--json", "Accepted for symmetry; show always prints JSON.", kind=BARE),
+        READ_JSON, AS_OF,
     ) + READ_COMMON,
 ))
 
@@ -275,8 +280,8 @@ _add(Command(
 _add(Command(
     "get", "Print an observation's exact output (verified against its checksum) or an "
     "entry's full record.", "cmd_get",
-    args=(Arg("id", "Observation or entry id.", metavar="ID"),),
-    opts=READ_COMMON,
+    args=(Arg("id", "Observation, entry or event id.", metavar="ID"),),
+    opts=(READ_JSON,) + READ_COMMON,
 ))
 
 # -- recall inside a session: the MCP server (issue 20) ----------------------------------
@@ -297,7 +302,7 @@ _add(Command(
     "trace", "Find every entry that cites ID (by id, subject, anchor or dependsOn) and "
     "every entry built on them.", "cmd_trace",
     args=(Arg("id", "The id (or anchor text) to trace.", metavar="ID"),),
-    opts=READ_COMMON,
+    opts=(READ_JSON, AS_OF) + READ_COMMON,
 ))
 
 _add(Command(
@@ -314,19 +319,59 @@ _add(Command(
         Opt("max_chars", "--max-chars", "Bound the Markdown to N characters (default 10000); "
             "the least important sections are trimmed first.", type="int", metavar="N",
             minimum=1),
+        AS_OF,
     ) + READ_COMMON,
 ))
 
 _add(Command(
     "coverage", "What a read of the workspace saw and could not see: segments, damage, "
     "counts, unanchored entries, dangling anchors, tombstones.", "cmd_coverage",
-    opts=READ_COMMON,
+    opts=(READ_JSON,) + READ_COMMON,
 ))
 
 _add(Command(
     "decay", "Re-validate every live entry's anchors: list those citing ids that no longer "
     "stand here (tombstoned, purged or absent). Read-only.", "cmd_decay",
-    opts=READ_COMMON,
+    opts=(READ_JSON,) + READ_COMMON,
+))
+
+
+# -- audit views for people: timeline, checkpoints ---------------------------------------
+
+_add(Command(
+    "timeline", "What happened, one line per event in time order (a call's start and finish "
+    "are one line), under a header of counts, span, files changed and latest test results.",
+    "cmd_timeline",
+    opts=(
+        Opt("last", "--last", "Only the last N lines.", type="int", metavar="N", minimum=1),
+        Opt("session", "--session", "Only events of this session (its id or the first "
+            "characters of it, as shown).", metavar="ID"),
+        Opt("since", "--since", "Only events at or after this instant (ISO 8601, or an age "
+            "such as 2h, 3d).", metavar="WHEN"),
+        Opt("until", "--until", "Only events at or before this instant.", metavar="WHEN"),
+        Opt("tool", "--tool", "Only calls of this tool (Bash, Edit, ...).", metavar="NAME"),
+        Opt("kind", "--kind", "Only events of this kind or type (tool_call, user_prompt, "
+            "finding, entry, tombstone, checkpoint, ...).", metavar="KIND"),
+        Opt("failures_only", "--failures-only", "Only failed calls, each with its whole "
+            "output (verified like get).", kind=BARE),
+        AS_OF,
+        Opt("html", "--html", "Write the timeline as one self-contained HTML page to FILE "
+            "instead of printing it.", metavar="FILE"),
+        Opt("json", "--json", "Print JSON lines, one object per line of the timeline.",
+            kind=BARE),
+    ) + READ_COMMON,
+))
+
+_add(Command(
+    "checkpoint", "Append a checkpoint: a named mark of where every segment stands now, "
+    "for --as-of views. Copies nothing.", "cmd_checkpoint",
+    args=(Arg("name", "Checkpoint name (unique here; must not read as an instant)."),),
+    opts=(Opt("note", "--note", "Why this point matters."),) + WRITE_COMMON,
+))
+
+_add(Command(
+    "checkpoints", "List the checkpoints, oldest first.", "cmd_checkpoints",
+    opts=(READ_JSON,) + READ_COMMON,
 ))
 
 

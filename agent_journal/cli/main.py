@@ -133,10 +133,19 @@ def cmd_show(a: dict[str, Any]) -> int:
     from agent_journal.ops import show as show_op
 
     report, result = show_op.show(_read_context(a), only_id=a["id"],
-                                  observations=a["observations"])
-    output.emit_json(report)
+                                  observations=a["observations"], as_of=a["as_of"])
+    if a["json"]:
+        output.emit_json(report)
+    else:
+        from agent_journal.cli.render_reads import show_text
+
+        output.emit_text(_as_of_note(a) + show_text(report))
     output.floor_warning(result.unreadable, result.malformed)
     return 0
+
+
+def _as_of_note(a: dict[str, Any]) -> str:
+    return "" if a.get("as_of") is None else f"As of {a['as_of']}\n\n"
 
 
 # -- search (issue 7) -------------------------------------------------------------------
@@ -262,8 +271,13 @@ def cmd_get(a: dict[str, Any]) -> int:
     from agent_journal.ops import evidence
 
     found = evidence.get(_existing_context(a), a["id"])
-    if found.record is not None:
+    if found.record is not None and a["json"]:
         output.emit_json(found.record)
+    elif found.record is not None:
+        from agent_journal.cli.render_reads import entry_lines, event_text
+
+        output.emit_text(event_text(found.record) if found.event
+                         else "\n".join(entry_lines(found.record)) + "\n")
     else:
         output.emit_raw(found.raw or b"")
     for warning in found.warnings:
@@ -301,8 +315,13 @@ def _read_context(a: dict[str, Any]) -> Any:
 def cmd_trace(a: dict[str, Any]) -> int:
     from agent_journal.ops.trace import trace
 
-    report, result = trace(_read_context(a), a["id"])
-    output.emit_json(report)
+    report, result = trace(_read_context(a), a["id"], as_of=a["as_of"])
+    if a["json"]:
+        output.emit_json(report)
+    else:
+        from agent_journal.cli.render_reads import trace_text
+
+        output.emit_text(_as_of_note(a) + trace_text(a["id"], report))
     output.floor_warning(result.unreadable, result.malformed)
     return 0
 
@@ -311,7 +330,7 @@ def cmd_digest(a: dict[str, Any]) -> int:
     from agent_journal.ops.digest import digest
 
     markdown, report, result = digest(_read_context(a), session=a["session"],
-                                      max_chars=a["max_chars"])
+                                      max_chars=a["max_chars"], as_of=a["as_of"])
     if a["json"]:
         output.emit_json(report)
     else:
@@ -324,7 +343,12 @@ def cmd_coverage(a: dict[str, Any]) -> int:
     from agent_journal.ops.coverage import coverage
 
     report, result = coverage(_read_context(a))
-    output.emit_json(report)
+    if a["json"]:
+        output.emit_json(report)
+    else:
+        from agent_journal.cli.render_reads import coverage_text
+
+        output.emit_text(coverage_text(report))
     output.floor_warning(result.unreadable, result.malformed)
     return 0
 
@@ -333,8 +357,72 @@ def cmd_decay(a: dict[str, Any]) -> int:
     from agent_journal.ops.decay import decay
 
     report, result = decay(_read_context(a))
-    output.emit_json(report)
+    if a["json"]:
+        output.emit_json(report)
+    else:
+        from agent_journal.cli.render_reads import decay_text
+
+        output.emit_text(decay_text(report))
     output.floor_warning(result.unreadable, result.malformed)
+    return 0
+
+
+# -- audit views for people: timeline, checkpoints ------------------------------------
+
+def cmd_timeline(a: dict[str, Any]) -> int:
+    from agent_journal.ops.timeline import Filters, Timeline
+
+    filters = Filters(session=a["session"], tool=a["tool"], kind=a["kind"],
+                      failures_only=a["failures_only"], since=a["since"], until=a["until"])
+    html_path = None
+    if a["html"] is not None:
+        from agent_journal.cli import render_html
+
+        if a["json"]:
+            raise UsageError("--html and --json cannot be combined")
+        html_path = render_html.check_destination(a["html"])
+    timeline = Timeline(_read_context(a), filters, last=a["last"], as_of=a["as_of"])
+    with timeline:
+        if html_path is not None:
+            count = render_html.write_file(html_path, timeline.ctx.workspace_name, timeline)
+            output.emit_line(f"wrote {count} timeline rows to {html_path}")
+        elif a["json"]:
+            from agent_journal.cli.render_timeline import write_json_lines
+
+            write_json_lines(sys.stdout, timeline)
+        else:
+            from agent_journal.cli.render_timeline import write_text
+
+            write_text(sys.stdout, timeline.ctx.workspace_name, timeline, header=True)
+        sys.stdout.flush()
+        output.floor_warning(timeline.unreadable, timeline.malformed)
+    return 0
+
+
+def cmd_checkpoint(a: dict[str, Any]) -> int:
+    from agent_journal.ops.checkpoints import checkpoint
+
+    result = checkpoint(_context(a), a["name"], a["note"])
+    if a["json"]:
+        output.emit_json(result.as_json())
+    else:
+        output.emit_line(f"checkpoint {result.id} ({result.events} events)")
+    if result.warning:
+        output.warn(result.warning)
+    return 0
+
+
+def cmd_checkpoints(a: dict[str, Any]) -> int:
+    from agent_journal.ops.checkpoints import list_checkpoints
+
+    report = list_checkpoints(_existing_context(a))
+    if a["json"]:
+        output.emit_json(report)
+    else:
+        from agent_journal.cli.render_reads import checkpoints_text
+
+        output.emit_text(checkpoints_text(report))
+    output.floor_warning(report["unreadable"], report["malformed"])
     return 0
 
 

@@ -376,7 +376,7 @@ def check_dict(obj: Any) -> None:
 def _check_type_fields(obj: dict[str, Any]) -> None:
     """The per-type shape readers rely on; unknown types are left to newer code."""
     kind, data, subject = obj["type"], obj["data"], obj["id"]
-    if kind in ("entry", "observation", "invalidation", "tombstone"):
+    if kind in ("entry", "observation", "invalidation", "tombstone", "checkpoint"):
         if not isinstance(subject, str) or not subject:
             raise MalformedEvent(f"{kind} event has no id")
     if kind == "entry":
@@ -392,6 +392,11 @@ def _check_type_fields(obj: dict[str, Any]) -> None:
             raise MalformedEvent(f"{kind} has no reason")
         if kind == "tombstone" and not isinstance(data.get("purged"), bool):
             raise MalformedEvent("tombstone data.purged is not a boolean")
+    elif kind == "checkpoint":
+        positions = data.get("positions")
+        if not isinstance(positions, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in positions.values()):
+            raise MalformedEvent("checkpoint data.positions is not an object of integers")
 
 
 # Slot setters bound once: a million lazy events are built per large read, and

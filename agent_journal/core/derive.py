@@ -20,6 +20,7 @@ import gc
 from collections.abc import Iterable
 
 from agent_journal.core.model import (
+    CHECKPOINT,
     ENTRY,
     INVALIDATION,
     KNOWN_TYPES,
@@ -49,6 +50,8 @@ class Derived:
         self.entry_events: dict[str, Event] = {}
         # entry id -> event ids of other records of the same id (merge conflicts)
         self.conflicts: dict[str, list[str]] = {}
+        # entry id -> those other records themselves, in sort_key order
+        self.conflict_events: dict[str, list[Event]] = {}
         # observation id -> its events, in sort_key order
         self.observation_events: dict[str, list[Event]] = {}
         # target id -> invalidation events, in sort_key order
@@ -56,6 +59,9 @@ class Derived:
         # target id -> tombstone events, in sort_key order
         self.tombstones: dict[str, list[Event]] = {}
         self.unclassified: list[Event] = []
+        # checkpoint name -> its events, in sort_key order (the first is the one
+        # a name means; others came from replicas that chose the same name)
+        self.checkpoints: dict[str, list[Event]] = {}
         # entry id -> outcome and, for suppressed entries, the invalidated roots
         self.outcome: dict[str, str] = {}
         self.suppressed_through: dict[str, list[str]] = {}
@@ -105,7 +111,7 @@ class Derived:
             first = self.invalidations[entry_id][0]
             invalidation = {"reason": first.data.get("reason"), "author": first.author,
                             "ts": first.ts}
-        return {
+        view = {
             "type": ENTRY,
             "id": entry_id,
             "kind": ev.kind,
@@ -123,6 +129,39 @@ class Derived:
             "suppressedThrough": list(self.suppressed_through.get(entry_id, [])),
             "conflicts": list(self.conflicts.get(entry_id, [])),
         }
+        if entry_id in self.conflict_events:
+            # Only present when there are conflicts, so documents without any
+            # stay byte for byte what they were.
+            view["conflictVersions"] = self.conflict_versions(entry_id)
+        return view
+
+    def conflict_versions(self, entry_id: str) -> list[dict[str, Any]]:
+        """The other records of an entry id (replicas that chose it independently):
+        who wrote each, where, when, and what it said."""
+        return [{"eventId": ev.event_id, "author": ev.author, "session": ev.session,
+                 "replica": ev.replica, "ts": ev.ts, "kind": ev.kind,
+                 "fields": ev.data.get("fields", {}), "subject": ev.data.get("subject"),
+                 "anchors": list(ev.data.get("anchors", [])),
+                 "dependsOn": list(ev.data.get("dependsOn", []))}
+                for ev in self.conflict_events.get(entry_id, [])]
+
+    def find_event(self, event_id: str) -> Event | None:
+        """The event with this event id, unless it is about a tombstoned id."""
+        groups: list[Any] = [self.observation_events, self.invalidations, self.tombstones,
+                             self.checkpoints, self.conflict_events]
+        for ev in self.entry_events.values():
+            if ev.event_id == event_id:
+                return None if self.is_tombstoned(str(ev.id)) else ev
+        for group in groups:
+            for subject, evs in group.items():
+                for ev in evs:
+                    if ev.event_id == event_id:
+                        hidden = ev.type != TOMBSTONE and self.is_tombstoned(subject)
+                        return None if hidden else ev
+        for ev in self.unclassified:
+            if ev.event_id == event_id:
+                return ev
+        return None
 
     def observation_view(self, obs_id: str) -> dict[str, Any]:
         events = self.observation_events[obs_id]
@@ -186,6 +225,8 @@ def _derive(events: Iterable[Event]) -> Derived:
             invalidations.setdefault(ev.id, []).append(ev)  # type: ignore[arg-type]
         elif t == TOMBSTONE:
             tombstones.setdefault(ev.id, []).append(ev)  # type: ignore[arg-type]
+        elif t == CHECKPOINT:
+            d.checkpoints.setdefault(ev.id, []).append(ev)  # type: ignore[arg-type]
         elif t not in KNOWN_TYPES:
             d.unclassified.append(ev)
     d.event_count = count
@@ -194,7 +235,7 @@ def _derive(events: Iterable[Event]) -> Derived:
     from operator import attrgetter
 
     key = attrgetter("ts", "event_id")
-    for group in (observations, invalidations, tombstones):
+    for group in (observations, invalidations, tombstones, d.checkpoints):
         for evs in group.values():
             if len(evs) == 2:
                 # Most observations are a started and a finished event, usually
@@ -208,6 +249,7 @@ def _derive(events: Iterable[Event]) -> Derived:
         if len(evs) > 1:
             evs.sort(key=key)
             d.conflicts[entry_id] = [e.event_id for e in evs[1:]]
+            d.conflict_events[entry_id] = evs[1:]
         d.entry_events[entry_id] = evs[0]
     d.unclassified.sort(key=key)
     _derive_outcomes(d)

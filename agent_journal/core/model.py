@@ -29,7 +29,10 @@ OBSERVATION = "observation"
 ENTRY = "entry"
 INVALIDATION = "invalidation"
 TOMBSTONE = "tombstone"
-KNOWN_TYPES = frozenset({OBSERVATION, ENTRY, INVALIDATION, TOMBSTONE})
+# A named mark of where each segment stood (ops/checkpoints.py). Readers older
+# than it keep it as an unclassified event, and compaction never removes it.
+CHECKPOINT = "checkpoint"
+KNOWN_TYPES = frozenset({OBSERVATION, ENTRY, INVALIDATION, TOMBSTONE, CHECKPOINT})
 
 ENTRY_KINDS = ("finding", "decision", "constraint", "objective", "assumption", "note")
 # The text fields each entry kind carries, all required.

@@ -65,9 +65,19 @@ class Context:
             raise NotFoundError(f"no workspace {self.workspace_name!r} in {root.path}{hint}")
 
 
-def read_workspace(ctx: Context, *, lazy: bool = True) -> tuple[ReadResult, Derived]:
+def read_workspace(ctx: Context, *, lazy: bool = True, as_of: str | None = None
+                   ) -> tuple[ReadResult, Derived]:
+    """The whole workspace, or with `as_of` (a checkpoint name or an instant)
+    the events up to it and every tombstone (ops/checkpoints.py)."""
     ws = ctx.open(create=False)
-    result = ws.read(lazy=lazy)
+    if as_of is None:
+        result = ws.read(lazy=lazy)
+    else:
+        from agent_journal.ops.checkpoints import read_as_of, resolve_as_of
+
+        resolved = resolve_as_of(ws, as_of)
+        assert resolved is not None
+        result = read_as_of(ws, resolved, lazy=lazy)
     return result, derive(result.events)
 
 

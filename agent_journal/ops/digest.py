@@ -596,11 +596,21 @@ def build(d: Derived, *, workspace: str, session: str | None, max_chars: int,
 
 # -- the operation ------------------------------------------------------------------------
 
-def _read(ws: Workspace, *, cached: bool) -> tuple[ReadResult, Derived, bool]:
+def _read(ws: Workspace, *, cached: bool, as_of: str | None = None
+          ) -> tuple[ReadResult, Derived, bool]:
     """The workspace as the digest reads it, and whether that was through the digest cache
-    (used when it can be)."""
+    (used when it can be); as of a checkpoint or instant, the events up to it (never
+    cached)."""
     from agent_journal.core.derive import derive
     from agent_journal.storage import digest_cache
+
+    if as_of is not None:
+        from agent_journal.ops.checkpoints import read_as_of, resolve_as_of
+
+        resolved = resolve_as_of(ws, as_of)
+        assert resolved is not None
+        cut_result = read_as_of(ws, resolved)
+        return cut_result, derive(cut_result.events), False
 
     result = digest_cache.read(ws, event_facts) if cached else None
     used = result is not None
@@ -609,30 +619,33 @@ def _read(ws: Workspace, *, cached: bool) -> tuple[ReadResult, Derived, bool]:
     return result, derive(result.events), used
 
 
-def _markdown_and_report(ws: Workspace, *, session: str | None, max_chars: int
-                         ) -> tuple[str, dict[str, Any], ReadResult]:
+def _markdown_and_report(ws: Workspace, *, session: str | None, max_chars: int,
+                         as_of: str | None = None) -> tuple[str, dict[str, Any], ReadResult]:
     from agent_journal.ops.context import damage_lists
     from agent_journal.storage.segment_reader import PausedGC
 
     with PausedGC():
-        result, d, _ = _read(ws, cached=True)
+        result, d, _ = _read(ws, cached=as_of is None, as_of=as_of)
         markdown, report = build(d, workspace=ws.name, session=session,
                                  max_chars=max_chars, damage=damage_lists(result))
         return markdown, report, result
 
 
-def digest(ctx: Context, *, session: str | None = None, max_chars: int | None = None
-           ) -> tuple[str, dict[str, Any], ReadResult]:
+def digest(ctx: Context, *, session: str | None = None, max_chars: int | None = None,
+           as_of: str | None = None) -> tuple[str, dict[str, Any], ReadResult]:
     from agent_journal.core.errors import UsageError
     from agent_journal.core.model import validate_id
+    from agent_journal.ops.checkpoints import parse_as_of
 
+    parse_as_of(as_of)
     if session is not None:
         validate_id(session, "--session")
     if max_chars is None:
         max_chars = DEFAULT_MAX_CHARS
     if max_chars < 1:
         raise UsageError("--max-chars must be at least 1")
-    return _markdown_and_report(ctx.open(create=False), session=session, max_chars=max_chars)
+    return _markdown_and_report(ctx.open(create=False), session=session, max_chars=max_chars,
+                                as_of=as_of)
 
 
 def session_markdown(ws: Workspace, max_chars: int) -> str:

@@ -104,9 +104,11 @@ class Evidence:
     """What `get` prints: exact bytes, or an entry's record; plus warnings for stderr."""
 
     def __init__(self, *, raw: bytes | None = None, record: dict[str, Any] | None = None,
-                 warnings: list[str] | None = None) -> None:
+                 warnings: list[str] | None = None, event: bool = False) -> None:
         self.raw = raw
         self.record = record
+        # True when `record` is a stored event object (`get EVENT_ID`), not an entry view.
+        self.event = event
         self.warnings = warnings or []
         # What the read could not trust, for the floor warning every read gives.
         self.unreadable: list[dict[str, Any]] = []
@@ -119,6 +121,13 @@ def get(ctx: Context, some_id: str) -> Evidence:
     validate_id(some_id, "id")
     result, d = read_workspace(ctx)
     if d.is_tombstoned(some_id) or not d.holds(some_id):
+        # Any event by its own id (a conflicting record, an invalidation, a
+        # checkpoint), unless it is about tombstoned content.
+        event = d.find_event(some_id)
+        if event is not None:
+            by_id = Evidence(record=event.as_dict(), event=True)
+            by_id.unreadable, by_id.malformed = result.unreadable, result.malformed
+            return by_id
         floor = "" if not result.damaged else (
             f" (the read met {len(result.unreadable)} unreadable segment(s) and "
             f"{len(result.malformed)} malformed row(s): it may be among them)")

@@ -20,19 +20,22 @@ if TYPE_CHECKING:
 
 
 
-def show(ctx: Context, *, only_id: str | None = None, observations: bool = False
-         ) -> tuple[dict[str, Any], ReadResult]:
+def show(ctx: Context, *, only_id: str | None = None, observations: bool = False,
+         as_of: str | None = None) -> tuple[dict[str, Any], ReadResult]:
+    from agent_journal.ops.checkpoints import parse_as_of
+
     if only_id is not None:
         validate_id(only_id, "--id")
+    parse_as_of(as_of)
     from agent_journal.storage.segment_reader import PausedGC
 
     with PausedGC():
-        return _show(ctx, only_id, observations)
+        return _show(ctx, only_id, observations, as_of)
 
 
-def _show(ctx: Context, only_id: str | None, observations: bool
+def _show(ctx: Context, only_id: str | None, observations: bool, as_of: str | None
           ) -> tuple[dict[str, Any], ReadResult]:
-    result, d = read_workspace(ctx)
+    result, d = read_workspace(ctx, as_of=as_of)
     items: list[dict[str, Any]] = []
     for entry_id in d.visible_entry_ids():
         if only_id is None or entry_id == only_id:

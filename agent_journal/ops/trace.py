@@ -97,14 +97,17 @@ def trace_derived(d: Derived, target: str) -> dict[str, Any]:
     return {"matched": matched, "chain": chain}
 
 
-def trace(ctx: Context, target: str) -> tuple[dict[str, Any], ReadResult]:
+def trace(ctx: Context, target: str, *, as_of: str | None = None
+          ) -> tuple[dict[str, Any], ReadResult]:
     from agent_journal.core.model import validate_id
+    from agent_journal.ops.checkpoints import parse_as_of
     from agent_journal.ops.context import damage_lists, read_workspace
     from agent_journal.storage.segment_reader import PausedGC
 
     validate_id(target, "ID")
+    parse_as_of(as_of)
     with PausedGC():
-        result, d = read_workspace(ctx)
+        result, d = read_workspace(ctx, as_of=as_of)
         report = trace_derived(d, target)
     report.update(damage_lists(result))
     return report, result

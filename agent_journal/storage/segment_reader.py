@@ -26,6 +26,8 @@ TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as T
 if TYPE_CHECKING:
     from typing import Any
 
+    from agent_journal.storage.cut import Cut
+
 
 class ReadResult:
     """What a whole-workspace read saw, including what it could not trust."""
@@ -133,12 +135,14 @@ class Peek:
 
 
 def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
-                 after: int = 0, fold_from: str | None = None) -> SegmentScan:
+                 after: int = 0, fold_from: str | None = None, cut: Cut | None = None
+                 ) -> SegmentScan:
     """Read and verify every row of one segment; damage is recorded, never raised.
 
     Rows read before a mid-file error are kept (a floor), and the segment is
     reported unreadable. `peek` implies `lazy`; with it, only rows whose seq
     is above `after` are read, and `fold_from` folds them into `scan.fold`.
+    `cut` (not with `peek`) reads only the rows inside it (storage/cut.py).
     """
     scan = SegmentScan()
     try:
@@ -157,8 +161,10 @@ def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
         if peek is not None:
             _read_peeked(conn, peek, after, scan, fold_from)
             return scan
+        where, params = ("", ()) if cut is None else cut.sql(conn, path)
         rows = conn.execute("SELECT seq, event_id, body, checksum, type, subject, ts "
-                            "FROM events ORDER BY seq")
+                            f"FROM events {'WHERE ' + where if where else ''} ORDER BY seq",
+                            params)
         seq = 0
         for seq, event_id, body, digest, type_, subject, ts in rows:
             try:

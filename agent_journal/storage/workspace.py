@@ -33,6 +33,7 @@ TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as T
 if TYPE_CHECKING:
     from typing import Any
 
+    from agent_journal.storage.cut import Cut
     from agent_journal.storage.root import Root
 
 ENV_SEGMENT_MAX_BYTES = "AGENT_JOURNAL_SEGMENT_MAX_BYTES"
@@ -244,23 +245,26 @@ class Workspace:
 
     # -- reading ------------------------------------------------------------------------
 
-    def read(self, *, lazy: bool = False, peek: Peek | None = None) -> ReadResult:
+    def read(self, *, lazy: bool = False, peek: Peek | None = None, cut: Cut | None = None
+             ) -> ReadResult:
         """Every event of the workspace, with what could not be trusted.
 
         `lazy=True` verifies every row's checksum and header but defers
         parsing observation bodies until they are used (see
         codec.decode_lazy); destructive commands read strictly. `peek`
         (implies lazy) has SQLite read a few fields of each observation.
+        `cut` (not with `peek`) reads only the rows inside it (cut.py).
         """
         with PausedGC():
-            return self._read(lazy, peek)
+            return self._read(lazy, peek, cut)
 
-    def _read(self, lazy: bool, peek: Peek | None = None) -> ReadResult:
+    def _read(self, lazy: bool, peek: Peek | None = None, cut: Cut | None = None
+              ) -> ReadResult:
         result = ReadResult()
         for path in self.segment_paths():
             rel = self.rel(path)
             result.segments.append(rel)
-            scan = read_segment(path, lazy=lazy, peek=peek)
+            scan = read_segment(path, lazy=lazy, peek=peek, cut=cut)
             result.events.extend(scan.events)
             result.malformed.extend({"segment": rel, "row": seq, "reason": why}
                                     for seq, why in scan.malformed)

@@ -1,0 +1,239 @@
+"""A workspace's events in time order, read without holding the workspace.
+
+Invariants:
+- Events come out in (ts, eventId) order (forward) or its exact reverse
+  (backward), across every segment, each verified (checksum, shape, lookup
+  columns) before it is handed out; a row that fails is recorded in
+  `malformed` and skipped, a segment that cannot be read in `unreadable`.
+- Memory stays flat in the size of the journal: the order is settled by
+  SQLite over the rows' lookup columns (`ts`, `event_id`, `seq`; never a
+  body), and bodies are fetched by `seq` in small batches for the rows about
+  to be handed out. A backward read fetches only as many bodies as its
+  consumer takes (`--last 20` reads twenty-odd bodies).
+- No lock is held between batches: each batch is its own short read, so a
+  consumer that stops to print (or a pager) never blocks writers. A row
+  removed meanwhile (compaction) is simply not handed out; rows appended
+  after the read began are not part of it.
+
+This is the only place the timeline's SQL lives.
+"""
+
+from __future__ import annotations
+
+import heapq
+import sqlite3
+from collections.abc import Iterator
+
+from agent_journal.core import codec
+from agent_journal.storage.connection import describe_sqlite_error
+from agent_journal.storage.segment import never_initialised, open_segment_for_read
+
+TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+    from agent_journal.core.model import Event
+    from agent_journal.storage.cut import Cut
+    from agent_journal.storage.workspace import Workspace
+
+BATCH = 500
+# Rows of the first backward page: enough for most `--last N` without a full sort.
+FIRST_PAGE = 256
+
+
+class _Segment:
+    """One segment's rows in order: headers sorted by SQLite (a top-N pass for
+    the newest rows, a private sorted temp table for the rest), bodies by seq."""
+
+    def __init__(self, reader: TimeOrder, path: str, conn: sqlite3.Connection,
+                 index: int) -> None:
+        self.reader = reader
+        # Breaks a tie between two copies of one event in two segments, so
+        # ordering never falls through to comparing events.
+        self.index = index
+        self.path = path
+        self.rel = reader.ws.rel(path)
+        self.conn = conn
+        self.where, self.params = ("1", ()) if reader.cut is None else reader.cut.sql(conn, path)
+
+    def _bodies(self, headers: list[tuple[str, str, int]]) -> Iterator[Event]:
+        seqs = [h[2] for h in headers]
+        marks = ",".join("?" * len(seqs))
+        found = {row[0]: row for row in self.conn.execute(
+            "SELECT seq, event_id, body, checksum, type, subject, ts FROM events "
+            f"WHERE seq IN ({marks})", seqs)}
+        for _, _, seq in headers:
+            row = found.get(seq)
+            if row is None:
+                continue  # removed since the order was read
+            _, event_id, body, digest, type_, subject, ts = row
+            try:
+                yield codec.decode_checked(body, digest, event_id, type_, subject, ts)
+            except codec.MalformedEvent as exc:
+                self.reader.malformed.append({"segment": self.rel, "row": seq,
+                                              "reason": str(exc)})
+
+    def forward(self) -> Iterator[tuple[str, str, int, Event]]:
+        c = self.conn
+        # The sort runs once, inside SQLite, over the lookup columns only; its
+        # result is a temp table (SQLite's temp store, not this process's heap)
+        # whose rowids are the order.
+        c.execute("DROP TABLE IF EXISTS temp.timeline_order")
+        c.execute("CREATE TEMP TABLE timeline_order AS SELECT seq, ts, event_id FROM main.events "
+                  f"WHERE {self.where} ORDER BY ts, event_id", self.params)
+        last = 0
+        while True:
+            page = c.execute("SELECT rowid, ts, event_id, seq FROM temp.timeline_order "
+                             "WHERE rowid > ? ORDER BY rowid LIMIT ?", (last, BATCH)).fetchall()
+            if not page:
+                break
+            last = page[-1][0]
+            index = self.index
+            for ev in self._bodies([(ts, eid, seq) for _, ts, eid, seq in page]):
+                yield ev.ts, ev.event_id, index, ev
+
+    def backward(self) -> Iterator[tuple[str, str, int, Event]]:
+        # The newest rows come from one top-N pass of SQLite over the lookup
+        # columns (all `--last 20` needs); a consumer that wants more gets the
+        # rest of the order from a sorted temp table, as forward does.
+        c = self.conn
+        page = c.execute(f"SELECT ts, event_id, seq FROM events WHERE {self.where} "
+                         "ORDER BY ts DESC, event_id DESC LIMIT ?",
+                         (*self.params, FIRST_PAGE)).fetchall()
+        yield from self._handed(page)
+        if len(page) < FIRST_PAGE:
+            return
+        ts, event_id = page[-1][0], page[-1][1]
+        c.execute("DROP TABLE IF EXISTS temp.timeline_back")
+        c.execute("CREATE TEMP TABLE timeline_back AS SELECT seq, ts, event_id FROM main.events "
+                  f"WHERE ({self.where}) AND (ts < ? OR (ts = ? AND event_id < ?)) "
+                  "ORDER BY ts DESC, event_id DESC", (*self.params, ts, ts, event_id))
+        last = 0
+        while True:
+            rest = c.execute("SELECT rowid, ts, event_id, seq FROM temp.timeline_back "
+                             "WHERE rowid > ? ORDER BY rowid LIMIT ?", (last, BATCH)).fetchall()
+            if not rest:
+                break
+            last = rest[-1][0]
+            yield from self._handed([(t, e, q) for _, t, e, q in rest])
+
+    def _handed(self, headers: list[tuple[str, str, int]]
+                ) -> Iterator[tuple[str, str, int, Event]]:
+        index = self.index
+        for start in range(0, len(headers), BATCH):
+            for ev in self._bodies(headers[start:start + BATCH]):
+                yield ev.ts, ev.event_id, index, ev
+
+
+class TimeOrder:
+    """Every event of a workspace (inside `cut`, if given), in time order."""
+
+    def __init__(self, ws: Workspace, cut: Cut | None = None) -> None:
+        self.ws = ws
+        self.cut = cut
+        self.unreadable: list[dict[str, str]] = []
+        self.malformed: list[dict[str, Any]] = []
+        self.segments: list[str] = []
+        self._open: list[_Segment] = []
+
+    def __enter__(self) -> TimeOrder:
+        for path in self.ws.segment_paths():
+            self.segments.append(self.ws.rel(path))
+            try:
+                conn = open_segment_for_read(path)
+            except sqlite3.Error as exc:
+                self._unreadable(path, exc)
+                continue
+            try:
+                if never_initialised(conn):
+                    conn.close()
+                    continue
+                self._open.append(_Segment(self, path, conn, len(self._open)))
+            except sqlite3.Error as exc:
+                conn.close()
+                self._unreadable(path, exc)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for seg in self._open:
+            seg.conn.close()
+        self._open = []
+
+    def _unreadable(self, path: str, exc: sqlite3.Error) -> None:
+        self.unreadable.append({"path": self.ws.rel(path), "reason": describe_sqlite_error(exc)})
+
+    def _guarded(self, seg: _Segment, rows: Iterator[tuple[str, str, int, Event]]
+                 ) -> Iterator[tuple[str, str, int, Event]]:
+        try:
+            yield from rows
+        except sqlite3.Error as exc:
+            self._unreadable(seg.path, exc)
+
+    def forward(self) -> Iterator[Event]:
+        streams = [self._guarded(s, s.forward()) for s in self._open]
+        for *_, ev in heapq.merge(*streams):
+            yield ev
+
+    def backward(self) -> Iterator[Event]:
+        streams = [self._guarded(s, s.backward()) for s in self._open]
+        for *_, ev in heapq.merge(*streams, reverse=True):
+            yield ev
+
+    def counts(self) -> dict[str, list[Any]]:
+        """type -> [events, first ts, last ts], from the lookup columns alone."""
+        out: dict[str, list[Any]] = {}
+        for seg in self._open:
+            try:
+                rows = seg.conn.execute(
+                    f"SELECT type, count(*), min(ts), max(ts) FROM events WHERE {seg.where} "
+                    "GROUP BY type", seg.params).fetchall()
+            except sqlite3.Error as exc:
+                self._unreadable(seg.path, exc)
+                continue
+            for type_, n, first, last in rows:
+                have = out.setdefault(str(type_), [0, first, last])
+                have[0] += n
+                have[1] = min(have[1], first)
+                have[2] = max(have[2], last)
+        return out
+
+    def of_types(self, types: tuple[str, ...], *, whole: bool = False) -> list[Event]:
+        """Every verified event of these types, in (ts, eventId) order; `whole`
+        ignores the cut (tombstones hide their target in every view)."""
+        marks = ",".join("?" * len(types))
+        found: list[Event] = []
+        for seg in self._open:
+            where, params = ("1", ()) if whole else (seg.where, seg.params)
+            try:
+                rows = seg.conn.execute(
+                    "SELECT seq, event_id, body, checksum, type, subject, ts FROM events "
+                    f"WHERE type IN ({marks}) AND ({where})", (*types, *params)).fetchall()
+            except sqlite3.Error as exc:
+                self._unreadable(seg.path, exc)
+                continue
+            for seq, event_id, body, digest, type_, subject, ts in rows:
+                try:
+                    found.append(codec.decode_checked(body, digest, event_id, type_, subject, ts))
+                except codec.MalformedEvent as exc:
+                    self.malformed.append({"segment": seg.rel, "row": seq, "reason": str(exc)})
+        found.sort(key=lambda ev: ev.sort_key)
+        return found
+
+    def about(self, subject: str, type_: str) -> list[Event]:
+        """Verified events of one type about one subject (indexed), inside the cut."""
+        found: list[Event] = []
+        for seg in self._open:
+            try:
+                rows = seg.conn.execute(
+                    "SELECT seq, event_id, body, checksum, type, subject, ts FROM events "
+                    f"WHERE subject = ? AND type = ? AND ({seg.where})",
+                    (subject, type_, *seg.params)).fetchall()
+            except sqlite3.Error:
+                continue  # reported by the stream that met it
+            for _seq, event_id, body, digest, t, s, ts in rows:
+                try:
+                    found.append(codec.decode_checked(body, digest, event_id, t, s, ts))
+                except codec.MalformedEvent:
+                    continue
+        found.sort(key=lambda ev: ev.sort_key)
+        return found
