@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from agent_journal.storage.segment_reader import ReadResult
 
 # Text in one answer, all blocks together: about 4,000 tokens, well under what agent
 # clients accept from one tool result before they cut it themselves.
@@ -361,53 +360,22 @@ def since_ts(text: str) -> str:
 
 
 def timeline_rows(ctx: Context, *, since: str | None, last: int, failures_only: bool,
-                  session: str | None) -> tuple[list[dict[str, Any]], ReadResult]:
-    """The timeline's rows, oldest first: the one seam to the `timeline` command.
+                  session: str | None
+                  ) -> tuple[list[dict[str, Any]], tuple[list[Any], list[Any]]]:
+    """The `timeline` command's lines (ops/timeline.py), newest `last`, oldest first, as
+    rows for one short line each; and the damage the read met (unreadable, malformed)."""
+    from agent_journal.core.model import TOMBSTONE
+    from agent_journal.ops.timeline import Filters, Timeline
 
-    A stand-in until ops/timeline.py (issue 16) exists; point this function at it then.
-    Rows: observations (by their first event), visible entries (by their record) and
-    the invalidations of visible entries, filtered and cut to the `last` rows. Nothing
-    about a tombstoned id appears.
-    """
-    from agent_journal.core.recovery.facts import FAILED_STATUSES
-    from agent_journal.core.recovery.facts import target_of as main_input
-    from agent_journal.ops.context import read_workspace
-    from agent_journal.storage.segment_reader import PausedGC
-
-    def failed(view: dict[str, Any]) -> bool:
-        code = view.get("exitCode")
-        return view.get("status") in FAILED_STATUSES or (
-            isinstance(code, int) and not isinstance(code, bool) and code != 0)
-
-    with PausedGC():
-        result, d = read_workspace(ctx)
-        rows: list[dict[str, Any]] = []
-        for obs_id in d.visible_observation_ids():
-            view = d.observation_view(obs_id)
-            if failures_only and not failed(view):
-                continue
-            rows.append({"ts": view["ts"], "id": obs_id, "session": view["session"],
-                         "what": view["tool"] or view["kind"],
-                         "target": main_input(view["tool"], view["input"]),
-                         "status": view["status"], "exitCode": view["exitCode"],
-                         "durationMs": view["durationMs"]})
-        if not failures_only:
-            for entry_id in d.visible_entry_ids():
-                view = d.entry_view(entry_id)
-                rows.append({"ts": view["ts"], "id": entry_id, "session": view["session"],
-                             "what": view["kind"], "target": _fields_line(view["fields"]),
-                             "status": view["outcome"] if not view["live"] else None,
-                             "exitCode": None, "durationMs": None})
-                for inv in d.invalidations.get(entry_id, ()):
-                    rows.append({"ts": inv.ts, "id": entry_id, "session": inv.session,
-                                 "what": "invalidation", "target": inv.data.get("reason"),
-                                 "status": None, "exitCode": None, "durationMs": None})
-    if session is not None:
-        rows = [r for r in rows if r["session"] == session]
-    if since is not None:
-        rows = [r for r in rows if r["ts"] >= since]
-    rows.sort(key=lambda r: (r["ts"], r["id"]))
-    return rows[-last:], result
+    filters = Filters(session=session, failures_only=failures_only, since=since)
+    with Timeline(ctx, filters, last=last) as timeline:
+        rows = [{"ts": line.ts, "id": line.id, "session": line.session,
+                 "what": line.tool or line.kind, "target": line.target,
+                 "status": line.status, "exitCode": line.exit_code,
+                 "durationMs": line.duration_ms} for line in timeline.lines()
+                # An agent is not told what was erased, not even its id.
+                if line.type != TOMBSTONE]
+        return rows, (timeline.unreadable, timeline.malformed)
 
 
 def _fields_line(fields: Any) -> str:
@@ -436,7 +404,7 @@ def _timeline(journal: Journal, args: dict[str, Any]) -> Answer:
     if session is not None:
         validate_id(session, "session")
     since = args.get("since")
-    rows, result = timeline_rows(journal.reads, since=None if since is None else since_ts(since),
+    rows, damage = timeline_rows(journal.reads, since=None if since is None else since_ts(since),
                                  last=args.get("last", TIMELINE_LAST),
                                  failures_only=args.get("failures_only", False), session=session)
     lines, cut = _fit_lines([_timeline_line(r) for r in rows], keep_last=True)
@@ -444,7 +412,7 @@ def _timeline(journal: Journal, args: dict[str, Any]) -> Answer:
         lines = ["no events"]
     if cut:
         lines.insert(0, f"note: {cut} earlier event(s) cut to fit; narrow with since or last")
-    return Answer(["\n".join(lines + _damage_note(result.unreadable, result.malformed))])
+    return Answer(["\n".join(lines + _damage_note(*damage))])
 
 
 # -- trace ---------------------------------------------------------------------------------

@@ -21,7 +21,6 @@ Invariants:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator
 
 from agent_journal.core.model import (
@@ -32,6 +31,9 @@ from agent_journal.core.model import (
     TOMBSTONE,
     Event,
 )
+from agent_journal.core.recovery.facts import output_text
+from agent_journal.core.recovery.facts import target_of as call_target
+from agent_journal.core.recovery.test_runs import command_key
 
 TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
 if TYPE_CHECKING:
@@ -42,30 +44,7 @@ FAILED_STATUSES = frozenset({"error", "cancelled"})
 TARGET_CHARS = 200
 PROMPT_WORDS = 12
 
-# The input key that names what a tool acted on.
-TARGET_KEYS: dict[str, tuple[str, ...]] = {
-    "Bash": ("command",),
-    "Read": ("file_path",),
-    "Write": ("file_path",),
-    "Edit": ("file_path",),
-    "MultiEdit": ("file_path",),
-    "NotebookEdit": ("notebook_path", "file_path"),
-    "Grep": ("pattern",),
-    "Glob": ("pattern",),
-    "WebFetch": ("url",),
-    "WebSearch": ("query",),
-    "Task": ("description",),
-    "Agent": ("description",),
-}
-GENERIC_KEYS = ("file_path", "path", "command", "pattern", "url", "query", "description")
 WRITING_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
-TEST_COMMAND = re.compile(
-    r"(?:^|[\s;&|(/])(?:pytest|py\.test|tox|nox|unittest|jest|vitest|rspec|ctest|"
-    r"make\s+(?:test|check)\w*|(?:npm|pnpm|yarn)\s+(?:run\s+)?test|go\s+test|cargo\s+test|"
-    r"mvn\s+test|gradle\w*\s+test|bun\s+test|deno\s+test)(?:$|[\s;&|)])")
-TEST_SUMMARY = re.compile(
-    r"\d+\s+(?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?)\b"
-    r"|\bTests?:\s.*|\bFAIL\b.*|\bok\s+\S+|^PASS\b.*", re.IGNORECASE)
 SUMMARY_CHARS = 160
 
 
@@ -80,14 +59,12 @@ def cut(text: str, limit: int) -> str:
 
 def target_of(tool: Any, kind: str, data: dict[str, Any]) -> str | None:
     """What an observation was about: the file, command or pattern of a tool
-    call, the first words of a prompt, else a short JSON of its input."""
+    call (the input field the digest names a call by, core/recovery/facts.py),
+    the first words of a prompt, else a short JSON of its input."""
     value = data.get("input")
-    if isinstance(value, dict):
-        keys = TARGET_KEYS.get(tool, ()) if isinstance(tool, str) else ()
-        for key in (*keys, *GENERIC_KEYS):
-            found = value.get(key)
-            if isinstance(found, str) and found:
-                return cut(found, TARGET_CHARS)
+    found = call_target(tool if isinstance(tool, str) else None, value)
+    if found:
+        return cut(found, TARGET_CHARS)
     hook = data.get("hook")
     if isinstance(hook, dict):
         for key in ("prompt", "last_assistant_message", "message", "source", "trigger"):
@@ -271,20 +248,21 @@ class FilesChanged:
         return sorted(self.paths.values(), key=lambda f: (f["lastTs"], f["path"]))
 
 
-def test_summary(output: Any) -> str | None:
-    """The line of a test run's output that says how it went, if one does."""
-    if not isinstance(output, str):
-        return None
-    found = None
-    for raw in output.splitlines():
-        text = raw.strip().strip("=").strip()
-        if text and TEST_SUMMARY.search(text):
-            found = text
-    return cut(found, SUMMARY_CHARS) if found else None
+def test_run(line: Line) -> Any:
+    """What a finished shell call's output says as a test or check run (the digest's
+    parsers, core/recovery/checks.py), or None when it is not one."""
+    from agent_journal.core.recovery.checks import parse_run
+
+    text = output_text(line.output) or ""
+    tail = line.artifact.get("tail") if isinstance(line.artifact, dict) else None
+    if isinstance(tail, str):
+        text = f"{text}\n{tail}"
+    return parse_run(text)
 
 
 class TestResults:
-    """The latest finished run of each test command (Bash calls that run a test tool)."""
+    """The latest finished run of each test or check command: a shell call whose output
+    holds a runner's summary, as the digest finds them (core/recovery)."""
 
     __test__ = False  # not a pytest class
     KEEP = 5
@@ -294,13 +272,17 @@ class TestResults:
 
     def add(self, line: Line) -> None:
         if line.type != OBSERVATION or line.tool != "Bash" or not line.target \
-                or line.status in (None, STARTED) or not TEST_COMMAND.search(line.target):
+                or line.status in (None, STARTED):
             return
-        self.latest.pop(line.target, None)
-        self.latest[line.target] = {
-            "command": line.target, "ts": line.ts, "passed": not line.failed,
+        run = test_run(line)
+        if run is None:
+            return
+        key = command_key(line.target)
+        self.latest.pop(key, None)
+        self.latest[key] = {
+            "command": line.target, "ts": line.ts, "passed": bool(run.ok) and not line.failed,
             "status": line.status, "exitCode": line.exit_code,
-            "summary": test_summary(line.output), "id": line.id}
+            "summary": cut(run.summary, SUMMARY_CHARS), "id": line.id}
         while len(self.latest) > self.KEEP:
             self.latest.pop(next(iter(self.latest)))
 
