@@ -166,24 +166,11 @@ def _check_scope(scope: str) -> None:
 
 
 def _load(path: str) -> tuple[str | None, dict[str, Any], str]:
-    from agent_journal.capture.strictjson import StrictJSONError, loads
+    """(text or None when absent, parsed object, indentation): read as the hook
+    installer reads a settings file, refused the same way when it is not JSON."""
+    from agent_journal.agents.hook_settings import load
 
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except FileNotFoundError:
-        return None, {}, "  "
-    except OSError as exc:
-        raise JournalError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        text = raw.decode("utf-8")
-        config = loads(text)
-    except (UnicodeDecodeError, StrictJSONError) as exc:
-        raise JournalError(f"refusing to edit {path}: it is not valid JSON ({exc}); fix it "
-                           "by hand first") from None
-    if not isinstance(config, dict):
-        raise JournalError(f"refusing to edit {path}: it is not a JSON object")
-    return text, config, _indent_of(text)
+    return load(path)
 
 
 def _dump(config: dict[str, Any], indent: str) -> str:
@@ -210,14 +197,6 @@ def _finish(path: str, before: str | None, after: str | None, dry_run: bool, *, 
     else:
         _write(path, after)
     return Change(path, before, after, done)
-
-
-def _indent_of(text: str) -> str:
-    for line in text.splitlines()[1:]:
-        stripped = line.lstrip(" \t")
-        if stripped and len(stripped) < len(line):
-            return line[: len(line) - len(stripped)]
-    return "  "
 
 
 def _write(path: str, text: str) -> None:
