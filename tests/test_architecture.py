@@ -165,3 +165,32 @@ def test_write_commands_import_nothing_heavy(root):
         assert loaded == [], (args, loaded)
     # The hook fails open, so its exit code proves nothing: it must also have logged nothing.
     assert not (root / "logs").exists()
+
+
+# What the hook may load, checked in: a module joining the hook's path is a decision a
+# change makes on purpose (it costs every tool call), so it shows in the diff of this file.
+HOOK_MODULES = Path(__file__).resolve().parent / "data" / "hook_modules.txt"
+
+MODULE_PROBE = r"""
+import json, sys
+from agent_journal.cli.main import main
+rc = main(sys.argv[1:])
+sys.stderr.write('\nMODULES ' + json.dumps(sorted(sys.modules)) + '\n')
+sys.exit(rc)
+"""
+
+
+def test_the_hook_loads_no_module_beyond_its_checked_in_list(root):
+    env = clean_env(AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="ws")
+    proc = subprocess.run([sys.executable, "-c", MODULE_PROBE, "hook", "claude-code"],
+                          capture_output=True, text=True, env=env, input=HOOK_PAYLOAD)
+    assert proc.returncode == 0, proc.stderr
+    # agent_journal's own modules by name; anything else by its top-level package (which
+    # codecs or submodules the interpreter loads may vary with the machine's locale).
+    loaded = {m if m.startswith("agent_journal") else m.split(".")[0]
+              for m in json.loads(proc.stderr.split("MODULES ")[1])}
+    allowed = {line.strip() for line in HOOK_MODULES.read_text().splitlines()
+               if line.strip() and not line.startswith("#")}
+    extra = sorted(loaded - allowed)
+    assert not extra, ("the hook path now loads modules not in tests/data/hook_modules.txt "
+                       f"(add them there on purpose, or keep them off the path): {extra}")
