@@ -43,7 +43,7 @@ from agent_journal.storage.config import append_private_log
 from agent_journal.storage.connection import set_write_patience
 from agent_journal.storage.root import Root, check_root, resolve_root
 
-TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, BinaryIO, TypeVar

@@ -12,7 +12,7 @@ from agent_journal.agents.claude_code_hook import HookResult, journal_payload, r
 from agent_journal.capture.codex import codex_hook_to_observation, parse_codex_payload
 from agent_journal.core.errors import JournalError
 
-TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
     from typing import BinaryIO
 

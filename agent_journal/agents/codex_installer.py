@@ -19,7 +19,7 @@ import os
 from agent_journal.agents import hook_settings
 from agent_journal.agents.hook_settings import Target
 
-TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
     from typing import Any
 

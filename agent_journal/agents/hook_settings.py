@@ -32,7 +32,7 @@ from agent_journal.core.errors import JournalError
 from agent_journal.storage import project_file
 from agent_journal.storage.files import write_file_atomic
 
-TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any

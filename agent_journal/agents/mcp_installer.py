@@ -25,7 +25,7 @@ import os
 from agent_journal.agents.claude_code_installer import Change, hook_executable
 from agent_journal.core.errors import JournalError, UsageError
 
-TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
     from typing import Any
 

@@ -30,7 +30,7 @@ from agent_journal.core.errors import JournalError, UsageError
 from agent_journal.core.model import ENTRY_FIELDS, ENTRY_KINDS, validate_id
 from agent_journal.ops.context import Context
 
-TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any

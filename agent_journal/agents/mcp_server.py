@@ -20,7 +20,7 @@ import agent_journal
 from agent_journal.agents import mcp_recall
 from agent_journal.core.errors import JournalError
 
-TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
     from typing import Any
 

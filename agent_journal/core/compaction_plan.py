@@ -31,7 +31,7 @@ from agent_journal.core.model import (
     anchor_ref,
 )
 
-TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from typing import Any
@@ -223,8 +223,8 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     # are most of a journal: derive the rest only.
     d = derive(others)
     # Observations matter only as a tombstone's target, unless their TTL can
-    # expire them: grouping a million by id (a dict build bound by memory)
-    # cost as much as the rest of the plan. Grouped with C-level list and
+    # expire them: grouping every one by id (a dict build bound by memory)
+    # would cost as much as the rest of the plan. Grouped with C-level list and
     # dict builds, and only when an id repeats, event by event.
     observed = [ev for ev in events if ev.type == OBSERVATION]
     if observation_ttl_days is None:

@@ -27,7 +27,7 @@ import xxhash
 
 from agent_journal.core.model import ENTRY, INVALIDATION, OBSERVATION, TOMBSTONE, Event
 
-TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
     from collections.abc import Container, Iterable
     from collections.abc import Set as AbstractSet

@@ -15,7 +15,7 @@ import os
 
 from agent_journal.core.errors import UsageError
 
-TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
@@ -207,7 +207,7 @@ class Event:
 
 
 # Slot setters, bound once: a whole-workspace read builds an Event per stored
-# row, and keyword parsing plus object.__setattr__ by name was a fifth of it.
+# row, and keyword parsing plus object.__setattr__ by name is a large part of it.
 _new_event = object.__new__
 (_set_event_id, _set_type, _set_kind, _set_id, _set_ts, _set_author, _set_session,
  _set_replica, _set_data, _set_schema) = (Event.__dict__[name].__set__ for name in Event.__slots__)

@@ -42,7 +42,7 @@ from agent_journal.core.recovery.files_touched import files_touched
 from agent_journal.core.recovery.test_runs import test_runs
 from agent_journal.ops.digest_md import clip, code, hhmm, one_line, quote
 
-TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
     from typing import Any
 

@@ -24,7 +24,7 @@ from agent_journal.storage.locks import FileLock
 from agent_journal.storage.remote import check_endpoint, check_remote_name, parse_url
 from agent_journal.storage.root import Root
 
-TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
     from typing import Any
 

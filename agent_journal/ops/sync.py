@@ -35,7 +35,7 @@ from agent_journal.storage.remote import ObjectMissing, PreconditionFailed
 from agent_journal.storage.replica_source import Unreadable, subjects_present
 from agent_journal.storage.root import Root, read_replica_id
 
-TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any

@@ -24,7 +24,7 @@ from agent_journal.core.model import OBSERVATION, TOMBSTONE, validate_id
 from agent_journal.core.timeline import STARTED, Header, Line, lines
 from agent_journal.ops.context import Context
 
-TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any

@@ -21,7 +21,7 @@ from __future__ import annotations
 from agent_journal.core.derive import Derived
 from agent_journal.core.model import anchor_ref
 
-TYPE_CHECKING = False  # `typing` costs ~5 ms to import; mypy reads this as True
+TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
     from typing import Any
 

@@ -64,8 +64,8 @@ def read_located(ws: Workspace, *, every_observation: bool = True) -> Compaction
     Without `every_observation`, `events` holds only the observations a
     tombstone names or that hold an artifact (all a plan with no observation
     TTL looks at, and the blobs the run must account for); every row still
-    counts for damage and `high_water`. Making Events of a million
-    observations nobody looks at was a second of the read. `located` names
+    counts for damage and `high_water`: making Events of the many
+    observations nobody looks at is most of such a read. `located` names
     the segments of the events read: a plan only removes events it read.
     """
     result = CompactionRead()

@@ -226,8 +226,8 @@ _PURGED = b'"data":{"purged":true,'
 # None when the row read matched `_TOMBSTONE` in a UTF-8 segment: there the
 # flag's text occurs once, so SQLite's replace() of it in the stored body is
 # exactly the new body, and only the checksum is sent (the row is updated
-# only while its checksum is still the one read). Sending each body as JSON
-# text was a third of a transaction's work, under the GIL.
+# only while its checksum is still the one read), rather than each body as
+# JSON text built under the GIL.
 Rewrite = tuple[bytes | None, str]
 
 
@@ -331,7 +331,7 @@ class _KeptSoFar:
 
         Named since a part was kept: by tombstones of later parts, or
         elsewhere. A part whose rows meet none of those ids is complete (a set
-        test in C, where refiltering every row was a tenth of a second).
+        test in C, rather than refiltering every row in Python).
         """
         import operator
 

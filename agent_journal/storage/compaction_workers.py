@@ -262,8 +262,8 @@ class _ReadWorker:
 
     def _finish(self) -> None:
         """Its last message has arrived: the worker is done. It is left to end
-        on its own (a thread reaps it): a process that read a million rows
-        takes the kernel a tenth of a second to tear down."""
+        on its own (a thread reaps it): tearing down a process that read a
+        large journal takes the kernel a while, and nothing waits on it."""
         import threading
 
         threading.Thread(target=self.proc.wait, daemon=True).start()  # type: ignore[union-attr]
@@ -318,7 +318,7 @@ def compaction_read_worker() -> None:
 
     marshal, not pickle: the parts are plain lists, tuples, dicts, strings and
     numbers, and without the shared-object bookkeeping of pickle (or of later
-    marshal formats) a million values go over in a fifth of the time.
+    marshal formats) they go over several times faster.
     """
     import marshal
     import sys

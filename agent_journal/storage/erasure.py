@@ -47,8 +47,8 @@ class SegmentGrew(Exception):
 
 # Compaction's segment transactions are independent within a pass and spend
 # their time in SQLite, which runs without the GIL, and much of it waiting on
-# fsync: more run at once than there are cores. At 1M events on 2 cores a
-# pass took 3.5 s on 2 threads, 2.8 s on 4, 2.3 s on 8, no less on 16.
+# fsync: more run at once than there are cores (past about 8 a pass gains
+# nothing more; `make bench BENCH=compact` measures it).
 APPLY_THREADS = 8
 
 
