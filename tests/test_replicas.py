@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from agent_journal.core.errors import DamagedJournalError, IntegrityError
 from agent_journal.core.model import Event
+from agent_journal.ops import export as export_op
 from agent_journal.ops import replicas
 from agent_journal.ops.context import Context, read_workspace
 from agent_journal.ops.show import show
@@ -76,7 +77,7 @@ def merge(target: Path, source: Path) -> dict:
 
 
 def export(root: Path, dest: Path) -> dict:
-    return replicas.export(Context(str(root), WS), str(dest))
+    return export_op.export(Context(str(root), WS), str(dest))
 
 
 def state(root: Path) -> str:

@@ -446,11 +446,11 @@ def cmd_compact(a: dict[str, Any]) -> int:
 # -- replicas: export, merge ----------------------------------------------------------
 
 def cmd_export(a: dict[str, Any]) -> int:
-    from agent_journal.ops import replicas
+    from agent_journal.ops import export
 
     progress = output.progress_for_terminal()
     try:
-        report = replicas.export(_existing_context(a), a["dest"], progress=progress)
+        report = export.export(_existing_context(a), a["dest"], progress=progress)
     finally:
         output.progress_done(progress)
     output.emit_json(report)

@@ -1,13 +1,6 @@
-"""Replicas: export a workspace as a verifiable folder, merge another replica into one.
+"""Replicas: merge another replica (a journal root or an export, ops/export.py) into one.
 
 Invariants:
-- Export never copies a live file: every segment is snapshotted by SQLite
-  (VACUUM INTO), so each copy holds exactly what was committed when it was
-  taken, while writers keep appending. Each file and then the manifest appear
-  only complete (temporary name, fsync, rename); the manifest comes last, so
-  a folder without one is not an export.
-- Export carries no content a tombstone names: those rows are scrubbed from
-  the snapshots before the files are published. Tombstones travel.
 - Merge verifies a whole export against its manifest before it reads one
   event; any mismatch refuses the merge with nothing imported.
 - Merge refuses to write into a damaged local workspace: an unreadable
@@ -27,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 
-from agent_journal.core import clock, codec, merge_plan
+from agent_journal.core import codec, merge_plan
 from agent_journal.core.errors import (
     DamagedJournalError,
     IntegrityError,
@@ -38,7 +31,6 @@ from agent_journal.core.errors import (
 from agent_journal.core.merge_plan import (
     DUPLICATE,
     IMPORT,
-    MANIFEST_FORMAT,
     MANIFEST_NAME,
     PRESENT,
     REMOVED,
@@ -52,21 +44,15 @@ from agent_journal.storage.files import (
     confine_to,
     copy_file_verified,
     file_digest,
-    fsync_path,
-    make_private_dirs,
-    remove_tree,
-    rename_durable,
-    write_file_atomic,
 )
 from agent_journal.storage.locks import MergeLock
-from agent_journal.storage.replica_import import ImportSource, ImportWriter, scrub_rows
+from agent_journal.storage.replica_import import ImportSource, ImportWriter
 from agent_journal.storage.replica_source import (
     SegmentRows,
     Unreadable,
     imported_then_removed,
     origin_keys,
     read_slots,
-    snapshot_segment,
     stream_ids,
 )
 from agent_journal.storage.root import Root, read_replica_id
@@ -85,18 +71,18 @@ if TYPE_CHECKING:
 ENV_IMPORT_MAX_BYTES = "AGENT_JOURNAL_SEGMENT_MAX_BYTES"
 
 
-def _say(progress: Progress, text: str) -> None:
+def say(progress: Progress, text: str) -> None:
     if progress is not None:
         progress(text)
 
 
-def _path_arg(value: str | None, what: str) -> str:
+def path_arg(value: str | None, what: str) -> str:
     if value is None or value.strip() == "":
         raise UsageError(f"{what} must not be empty")
     return os.path.abspath(os.path.expanduser(value))
 
 
-def _decode_row(body: Any, checksum: str, event_id: str) -> Event:
+def decode_row(body: Any, checksum: str, event_id: str) -> Event:
     """codec.decode plus the one check that needs the row: its event_id column."""
     ev = codec.decode(body, checksum)
     if ev.event_id != event_id:
@@ -104,264 +90,12 @@ def _decode_row(body: Any, checksum: str, event_id: str) -> Event:
     return ev
 
 
-def _verify_row(body: Any, checksum: str, event_id: str) -> dict[str, Any]:
+def verify_row(body: Any, checksum: str, event_id: str) -> dict[str, Any]:
     """codec.verify plus the event_id column check, without building an Event."""
     obj = codec.verify(body, checksum)
     if obj["eventId"] != event_id:
         raise codec.MalformedEvent("event_id column does not match body")
     return obj
-
-
-# -- export -----------------------------------------------------------------------------
-
-def export(ctx: Context, dest: str, *, progress: Progress = None) -> dict[str, Any]:
-    dest = _path_arg(dest, "DEST")
-    ws = ctx.open(create=False)
-    if not os.path.isdir(ws.segments_dir):
-        raise NotFoundError(f"workspace {ws.name} has no segments in {ws.root.path}")
-    damaged = ws.structure_damage()
-    if damaged:
-        raise DamagedJournalError(_export_refusal(damaged, dest))
-    created = _prepare_dest(dest)
-    try:
-        with PausedGC():  # millions of row tuples pass through, none in a cycle
-            return _export(ws, dest, progress)
-    except BaseException:
-        # Whatever was written so far goes: a folder that is not a whole
-        # export must not be left looking like one (or like a part of one).
-        _clear_dest(dest, created)
-        raise
-
-
-def _export_refusal(unreadable: list[dict[str, str]], dest: str) -> str:
-    return (f"refusing to export: {damage_summary(unreadable, [])}; nothing was written to "
-            f"{dest}. An export missing a segment would be an incomplete backup that looks "
-            "whole")
-
-
-def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
-               skip: frozenset[str] = frozenset(),
-               tombstones: Callable[[], set[str]] | None = None,
-               on_file: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """`export` of this replica's own segments only, into the empty folder `dest`
-    (what a sync push uploads: every event once, under its author).
-
-    The snapshots are scrubbed of content that any tombstone in the workspace
-    names: those in the snapshots, and those `tombstones()` returns (called
-    after the snapshots were taken; by default a scan of every other segment,
-    imports and `skip`ped own segments included). `skip` names own segments
-    the caller already holds a snapshot of. A segment that cannot be read, or
-    a damaged tombstone row, refuses the export: the first could hold an own
-    segment's events (a manifest without it would drop them from the remote),
-    the second the tombstone that keeps some content out. `on_file` is called
-    with each file's manifest entry as soon as the file is final in `dest`.
-    """
-    own, others = _own_and_others(ws)
-    shipped = [p for p in own if os.path.basename(p) not in skip]
-    others += [p for p in own if os.path.basename(p) in skip]
-
-    def other_tombstones() -> set[str]:
-        # Read after the own snapshots were taken, so a tombstone merged in
-        # before them is seen here.
-        return _tombstones_in(ws, others) if tombstones is None else tombstones()
-
-    with PausedGC():
-        report = _export(ws, dest, progress, segments=shipped, more_tombstones=other_tombstones,
-                         on_file=on_file)
-    if report["unreadable"]:
-        first = report["unreadable"][0]
-        raise DamagedJournalError(f"refusing to push: {first['path']} is unreadable "
-                                  f"({first['reason']}); nothing was uploaded")
-    return report
-
-
-def segment_tombstones(ws: Workspace, path: str) -> set[str]:
-    """Every subject a tombstone row of one segment names (rows found by their bytes,
-    not only their type column). DamagedJournalError when it is unreadable."""
-    return _tombstones_in(ws, [path])
-
-
-def _own_and_others(ws: Workspace) -> tuple[list[str], list[str]]:
-    replica = ws.root.replica_id
-    own: list[str] = []
-    others: list[str] = []
-    for path in ws.segment_paths():
-        found = merge_plan.own_segment(os.path.basename(path))
-        (own if found is not None and found[0] == replica else others).append(path)
-    return own, others
-
-
-def _tombstones_in(ws: Workspace, paths: list[str]) -> set[str]:
-    found: set[str] = set()
-    for path in paths:
-        try:
-            rows = SegmentRows(path, only="tombstone_candidates").rows
-        except Unreadable as exc:
-            raise DamagedJournalError(f"refusing to push: {ws.rel(path)} is unreadable "
-                                      f"({exc}); it could hold a tombstone") from None
-        for _seq, event_id, _t, _s, _ts, body, checksum in rows:
-            try:
-                ev = _decode_row(body, checksum, event_id)
-            except codec.MalformedEvent:
-                continue  # a damaged row is shipped as stored and skipped by readers
-            if ev.type == TOMBSTONE and ev.id is not None:
-                found.add(ev.id)
-    return found
-
-
-def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str] | None = None,
-            more_tombstones: Callable[[], set[str]] | None = None,
-            on_file: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    replica = ws.root.replica_id
-    if segments is None:
-        segments = ws.segment_paths()
-    unreadable: list[dict[str, str]] = []
-    snapshots: list[tuple[str, str, str]] = []  # (file name, temp path, reported path)
-    # Snapshot everything first, back to back, then do the slow work on the copies.
-    for n, path in enumerate(segments, 1):
-        _say(progress, f"export: snapshot {n}/{len(segments)}")
-        name = os.path.basename(path)
-        tmp = os.path.join(dest, f".{name}.tmp")
-        try:
-            snapshot_segment(path, tmp)
-        except Unreadable as exc:
-            unreadable.append({"path": ws.rel(path), "reason": str(exc)})
-            continue
-        snapshots.append((name, tmp, ws.rel(path)))
-    candidates: list[list[tuple[Any, ...]]] = []
-    for _, tmp, rel in snapshots:
-        try:
-            candidates.append(SegmentRows(tmp, immutable=True, only="tombstone_candidates").rows)
-        except Unreadable as exc:
-            unreadable.append({"path": rel, "reason": str(exc)})
-    if unreadable:
-        raise DamagedJournalError(_export_refusal(unreadable, dest))
-
-    tombstoned: set[str] = set()
-    for rows in candidates:
-        for _seq, event_id, _t, _s, _ts, body, checksum in rows:
-            try:
-                ev = _decode_row(body, checksum, event_id)
-            except codec.MalformedEvent:
-                continue  # reported by the full pass below
-            if ev.type == TOMBSTONE and ev.id is not None:
-                tombstoned.add(ev.id)
-    if more_tombstones is not None:
-        tombstoned |= more_tombstones()
-
-    malformed: list[dict[str, Any]] = []
-    artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {}
-    files: list[dict[str, Any]] = []
-    withheld_total = 0
-    events_total = 0
-    for n, (name, tmp, rel) in enumerate(snapshots, 1):
-        _say(progress, f"export: checking {n}/{len(snapshots)}")
-        try:
-            seg = SegmentRows(tmp, immutable=True)
-        except Unreadable as exc:
-            raise DamagedJournalError(_export_refusal(
-                [{"path": rel, "reason": str(exc)}], dest)) from None
-        withheld: list[int] = []
-        sealed_bad: list[dict[str, Any]] = []
-        fixes: list[tuple[str, str | None, str, bytes, int]] = []
-        for seq, event_id, col_type, col_subject, col_ts, body, checksum in seg.rows:
-            try:
-                obj = _verify_row(body, checksum, event_id)
-            except codec.MalformedEvent as exc:
-                # Shipped as stored, and named in the manifest: the receiving
-                # merge reports it and skips it.
-                malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
-                sealed_bad.append({"row": seq, "reason": str(exc)})
-                continue
-            type_, subject, ts = obj["type"], obj["id"], obj["ts"]
-            if merge_plan.withheld(type_, subject, tombstoned):
-                withheld.append(seq)
-                continue
-            if type(body) is not bytes or (col_type, col_subject, col_ts) != (type_, subject, ts):
-                # A receiver decides from these columns (the manifest seals
-                # them), so they must say what the bytes say.
-                fixes.append((type_, subject, ts, codec.as_bytes(body), seq))
-            art = merge_plan.artifact_record(type_, obj["data"])
-            if art is not None:
-                artifacts.setdefault(art["ref"], (art, set()))[1].add(subject or "")
-        scrub_rows(tmp, withheld, fixes=fixes)
-        withheld_total += len(withheld)
-        count = len(seg.rows) - len(withheld)
-        events_total += count
-        owner = seg.meta.get("replica") or (merge_plan.own_segment(name) or ("", 0))[0]
-        fsync_path(tmp)
-        size, digest = file_digest(tmp)
-        rename_durable(tmp, os.path.join(dest, name), clobber=False)
-        files.append({"name": name, "bytes": size, "checksum": digest, "events": count,
-                      "replica": owner, "malformed": sealed_bad})
-        if on_file is not None:
-            on_file(files[-1])  # final: a push may upload it while the next one is checked
-
-    listed: list[dict[str, Any]] = []
-    missing: list[str] = []
-    for n, (ref, (art, cited_by)) in enumerate(sorted(artifacts.items()), 1):
-        _say(progress, f"export: artifact {n}/{len(artifacts)}")
-        rel_path = merge_plan.export_artifact_path(ref)
-        blob = _artifact_path_or_none(ws, ref)
-        if blob is not None and copy_file_verified(
-                blob, os.path.join(dest, rel_path), size=art["bytes"],
-                checksum=art["checksum"]):
-            listed.append({"ref": ref, "path": rel_path, "bytes": art["bytes"],
-                           "checksum": art["checksum"], "observations": sorted(cited_by)})
-        else:
-            # Still listed, without a file, so a receiver knows it is missing.
-            listed.append({"ref": ref, "path": None, "bytes": art["bytes"],
-                           "checksum": art["checksum"], "observations": sorted(cited_by)})
-            missing.append(ref)
-
-    manifest = {
-        "format": MANIFEST_FORMAT,
-        "workspace": ws.name,
-        "sourceReplica": replica,
-        "createdTs": clock.now_ts(),
-        "files": files,
-        "artifacts": listed,
-        "tombstoned": sorted(tombstoned),
-    }
-    body = json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8") + b"\n"
-    write_file_atomic(os.path.join(dest, MANIFEST_NAME), body)
-    return {
-        "dest": dest,
-        "workspace": ws.name,
-        "sourceReplica": replica,
-        "files": len(files),
-        "events": events_total,
-        "withheld": withheld_total,
-        "artifacts": len(listed) - len(missing),
-        "artifactsMissing": missing,
-        "unreadable": unreadable,
-        "malformed": malformed,
-    }
-
-
-def _prepare_dest(dest: str) -> bool:
-    """Check or create the destination; True when this export created it."""
-    if os.path.exists(dest):
-        if not os.path.isdir(dest):
-            raise JournalError(f"export destination {dest} exists and is not a folder")
-        if os.listdir(dest):
-            raise JournalError(f"export destination {dest} is not empty")
-        return False
-    make_private_dirs(dest)
-    return True
-
-
-def _clear_dest(dest: str, created: bool) -> None:
-    """Undo a failed export: the folder it created, or what it put in an empty one."""
-    if created:
-        remove_tree(dest)
-        return
-    try:
-        names = os.listdir(dest)
-    except OSError:
-        return
-    for name in names:
-        remove_tree(os.path.join(dest, name))
 
 
 # -- sources ----------------------------------------------------------------------------
@@ -397,10 +131,10 @@ class Source:
         if self.kind == "export":
             return self.artifact_files.get(ref)
         assert self.source_ws is not None
-        return _artifact_path_or_none(self.source_ws, ref)
+        return artifact_path_or_none(self.source_ws, ref)
 
 
-def _artifact_path_or_none(ws: Workspace, ref: str) -> str | None:
+def artifact_path_or_none(ws: Workspace, ref: str) -> str | None:
     """A ref this version cannot place has no blob it could copy."""
     try:
         return artifact_path(ws, ref)
@@ -542,7 +276,7 @@ def merge(ctx: Context, source: str, *, allow_damaged: bool = False,
     """Union `source` into the workspace. Any damage on either side refuses
     with nothing imported; `allow_damaged` lets a source's malformed rows be
     skipped (and reported) when none of them could be a tombstone."""
-    path = _path_arg(source, "SOURCE")
+    path = path_arg(source, "SOURCE")
     # An export is verified whole here, before anything (even the root) is created.
     src = open_source(path, ctx.workspace_name)
     ws = ctx.open(create=True)
@@ -571,7 +305,7 @@ def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
     readable: list[tuple[str, str]] = []
     tombstoned.update(src.tombstoned)  # a sealed export lists its tombstones
     for n, (name, full) in enumerate(src.segments, 1):
-        _say(progress, f"merge: scanning source {n}/{len(src.segments)}")
+        say(progress, f"merge: scanning source {n}/{len(src.segments)}")
         own = merge_plan.own_segment(name)
         if own is not None:
             src_own_keys.add((own[0], name))
@@ -595,7 +329,7 @@ def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
         src_prov_keys |= seg.provenance_keys
         for _seq, event_id, _t, _s, _ts, body, digest in seg.rows:
             try:
-                ev = _decode_row(body, digest, event_id)
+                ev = decode_row(body, digest, event_id)
             except codec.MalformedEvent:
                 continue  # reported by pass 2
             if ev.type == TOMBSTONE and ev.id is not None:
@@ -615,7 +349,7 @@ def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
     if sealed_bad and not allow_damaged:
         raise DamagedJournalError(_source_refusal(sealed_bad))
 
-    _say(progress, "merge: reading the local workspace")
+    say(progress, "merge: reading the local workspace")
     local = scan_local(ws)
     if local.unreadable or local.malformed:
         raise DamagedJournalError(
@@ -645,7 +379,7 @@ def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
     wanted_artifacts: dict[str, tuple[dict[str, Any], set[str]]] = dict(src.artifacts)
     try:
         for n, (name, full) in enumerate(readable, 1):
-            _say(progress, f"merge: importing {n}/{len(readable)}")
+            say(progress, f"merge: importing {n}/{len(readable)}")
             try:
                 with writer.source(full, immutable=src.immutable) as attached:
                     _import_segment(attached, name, src, planner, slots, watch, malformed,
@@ -661,7 +395,7 @@ def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
             # Tombstones the pre-scan did not see: hold back what was already
             # written about their targets before anything is published.
             planner.retract(writer.drop(late, tuple(merge_plan.ERASABLE_TYPES)))
-        _say(progress, "merge: publishing import segments")
+        say(progress, "merge: publishing import segments")
         touched = writer.finish()
     except BaseException:
         writer.abort()
@@ -717,7 +451,7 @@ def _import_segment(seg: ImportSource, name: str, src: Source,
                 if seq in sealed_bad:
                     raise codec.MalformedEvent(sealed_bad[seq])
                 if body is not None:
-                    obj = _verify_row(body, digest, event_id)
+                    obj = verify_row(body, digest, event_id)
             elif (event_id in local_ids and event_id not in seen and type(body) is bytes
                     and checksum(body) == digest and id_in_body(event_id, body)):
                 # Held here already: nothing will be written, so intact bytes are
@@ -725,7 +459,7 @@ def _import_segment(seg: ImportSource, name: str, src: Source,
                 if b'"artifact":{' in body:
                     obj = codec.verify(body, digest)
             else:
-                obj = _verify_row(body, digest, event_id)
+                obj = verify_row(body, digest, event_id)
                 type_, subject, ts = obj["type"], obj["id"], obj["ts"]
         except codec.MalformedEvent as exc:
             if allow_damaged and merge_plan.tombstone_candidate(col_type, body):
@@ -781,7 +515,7 @@ def _import_sealed(seg: ImportSource, own_key: tuple[str, str] | None,
     tombstones = []
     for seq, event_id, type_, subject, ts, digest, body in seg.tombstone_rows():
         try:
-            obj = _verify_row(body, digest, event_id)
+            obj = verify_row(body, digest, event_id)
         except codec.MalformedEvent:
             return False
         tombstones.append((seq, event_id, type_, subject, ts, obj))
@@ -829,7 +563,7 @@ def _merge_artifacts(ws: Workspace, src: Source,
     for ref, (art, subjects) in sorted(wanted.items()):
         if all(s in tombstoned for s in subjects):
             continue
-        dest = _artifact_path_or_none(ws, ref)
+        dest = artifact_path_or_none(ws, ref)
         if dest is None:
             missing.append(ref)
             continue

@@ -6,7 +6,7 @@ The contract is spec/SYNC.md. Invariants:
   replacing the one it read), then deletes of its keys the new manifest does
   not name. Killed anywhere, the remote's manifest names only objects that
   exist, and the next push completes the work.
-- What push uploads is `replicas.export_own`: consistent SQLite snapshots of
+- What push uploads is `export_op.export_own` (ops/export.py): consistent SQLite snapshots of
   the own segments, scrubbed of every tombstoned subject this replica knows.
 - Pull trusts nothing it reads: manifests are checked for shape, replica and
   workspace; every object is checked for size and checksum before it is
@@ -28,6 +28,7 @@ import shutil
 
 from agent_journal.core import clock, merge_plan
 from agent_journal.core.errors import ConflictError, JournalError, NotFoundError
+from agent_journal.ops import export as export_op
 from agent_journal.ops import remotes, replicas
 from agent_journal.storage.files import file_digest, make_private_dirs, write_file_atomic
 from agent_journal.storage.locks import FileLock
@@ -208,7 +209,7 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
             held = by_segment.get(name) or scanned.get(name)
             if not (isinstance(held, dict) and sig is not None and held.get("sig") == sig
                     and isinstance(held.get("ids"), list)):
-                held = {"sig": sig, "ids": sorted(replicas.segment_tombstones(ws, path))}
+                held = {"sig": sig, "ids": sorted(export_op.segment_tombstones(ws, path))}
             by_segment[name] = held
             found.update(held["ids"])
         return found
@@ -251,7 +252,7 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
                                        segment_key(entry["name"], entry["checksum"])))
 
         try:
-            exported = replicas.export_own(ws, stage, progress=progress,
+            exported = export_op.export_own(ws, stage, progress=progress,
                                            skip=frozenset(reused), on_file=on_file,
                                            tombstones=lambda: known | scan_changed())
         finally:

@@ -1,0 +1,310 @@
+"""`export`: a workspace as a verifiable folder, while writers keep appending.
+
+Invariants:
+- Export never copies a live file: every segment is snapshotted by SQLite
+  (VACUUM INTO), so each copy holds exactly what was committed when it was
+  taken. Each file and then the manifest appear only complete (temporary
+  name, fsync, rename); the manifest comes last, so a folder without one is
+  not an export, and a failed export removes what it wrote.
+- Export carries no content a tombstone names: those rows are scrubbed from
+  the snapshots before the files are published. Tombstones travel.
+- A damaged workspace (a segment SQLite cannot read or finds corrupt) is not
+  exported: an incomplete backup must not look whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from agent_journal.core import clock, codec, merge_plan
+from agent_journal.core.errors import (
+    DamagedJournalError,
+    JournalError,
+    NotFoundError,
+)
+from agent_journal.core.merge_plan import (
+    MANIFEST_FORMAT,
+    MANIFEST_NAME,
+)
+from agent_journal.core.model import TOMBSTONE
+from agent_journal.ops.context import damage_summary
+from agent_journal.ops.replicas import artifact_path_or_none, decode_row, path_arg, say, verify_row
+from agent_journal.storage.files import (
+    copy_file_verified,
+    file_digest,
+    fsync_path,
+    make_private_dirs,
+    remove_tree,
+    rename_durable,
+    write_file_atomic,
+)
+from agent_journal.storage.replica_import import scrub_rows
+from agent_journal.storage.replica_source import (
+    SegmentRows,
+    Unreadable,
+    snapshot_segment,
+)
+from agent_journal.storage.segment_reader import PausedGC
+from agent_journal.storage.workspace import Workspace
+
+TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from agent_journal.ops.context import Context
+
+    Progress = Callable[[str], None] | None
+
+
+# -- export -----------------------------------------------------------------------------
+
+def export(ctx: Context, dest: str, *, progress: Progress = None) -> dict[str, Any]:
+    dest = path_arg(dest, "DEST")
+    ws = ctx.open(create=False)
+    if not os.path.isdir(ws.segments_dir):
+        raise NotFoundError(f"workspace {ws.name} has no segments in {ws.root.path}")
+    damaged = ws.structure_damage()
+    if damaged:
+        raise DamagedJournalError(_export_refusal(damaged, dest))
+    created = _prepare_dest(dest)
+    try:
+        with PausedGC():  # millions of row tuples pass through, none in a cycle
+            return _export(ws, dest, progress)
+    except BaseException:
+        # Whatever was written so far goes: a folder that is not a whole
+        # export must not be left looking like one (or like a part of one).
+        _clear_dest(dest, created)
+        raise
+
+
+def _export_refusal(unreadable: list[dict[str, str]], dest: str) -> str:
+    return (f"refusing to export: {damage_summary(unreadable, [])}; nothing was written to "
+            f"{dest}. An export missing a segment would be an incomplete backup that looks "
+            "whole")
+
+
+def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
+               skip: frozenset[str] = frozenset(),
+               tombstones: Callable[[], set[str]] | None = None,
+               on_file: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """`export` of this replica's own segments only, into the empty folder `dest`
+    (what a sync push uploads: every event once, under its author).
+
+    The snapshots are scrubbed of content that any tombstone in the workspace
+    names: those in the snapshots, and those `tombstones()` returns (called
+    after the snapshots were taken; by default a scan of every other segment,
+    imports and `skip`ped own segments included). `skip` names own segments
+    the caller already holds a snapshot of. A segment that cannot be read, or
+    a damaged tombstone row, refuses the export: the first could hold an own
+    segment's events (a manifest without it would drop them from the remote),
+    the second the tombstone that keeps some content out. `on_file` is called
+    with each file's manifest entry as soon as the file is final in `dest`.
+    """
+    own, others = _own_and_others(ws)
+    shipped = [p for p in own if os.path.basename(p) not in skip]
+    others += [p for p in own if os.path.basename(p) in skip]
+
+    def other_tombstones() -> set[str]:
+        # Read after the own snapshots were taken, so a tombstone merged in
+        # before them is seen here.
+        return _tombstones_in(ws, others) if tombstones is None else tombstones()
+
+    with PausedGC():
+        report = _export(ws, dest, progress, segments=shipped, more_tombstones=other_tombstones,
+                         on_file=on_file)
+    if report["unreadable"]:
+        first = report["unreadable"][0]
+        raise DamagedJournalError(f"refusing to push: {first['path']} is unreadable "
+                                  f"({first['reason']}); nothing was uploaded")
+    return report
+
+
+def segment_tombstones(ws: Workspace, path: str) -> set[str]:
+    """Every subject a tombstone row of one segment names (rows found by their bytes,
+    not only their type column). DamagedJournalError when it is unreadable."""
+    return _tombstones_in(ws, [path])
+
+
+def _own_and_others(ws: Workspace) -> tuple[list[str], list[str]]:
+    replica = ws.root.replica_id
+    own: list[str] = []
+    others: list[str] = []
+    for path in ws.segment_paths():
+        found = merge_plan.own_segment(os.path.basename(path))
+        (own if found is not None and found[0] == replica else others).append(path)
+    return own, others
+
+
+def _tombstones_in(ws: Workspace, paths: list[str]) -> set[str]:
+    found: set[str] = set()
+    for path in paths:
+        try:
+            rows = SegmentRows(path, only="tombstone_candidates").rows
+        except Unreadable as exc:
+            raise DamagedJournalError(f"refusing to push: {ws.rel(path)} is unreadable "
+                                      f"({exc}); it could hold a tombstone") from None
+        for _seq, event_id, _t, _s, _ts, body, checksum in rows:
+            try:
+                ev = decode_row(body, checksum, event_id)
+            except codec.MalformedEvent:
+                continue  # a damaged row is shipped as stored and skipped by readers
+            if ev.type == TOMBSTONE and ev.id is not None:
+                found.add(ev.id)
+    return found
+
+
+def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str] | None = None,
+            more_tombstones: Callable[[], set[str]] | None = None,
+            on_file: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    replica = ws.root.replica_id
+    if segments is None:
+        segments = ws.segment_paths()
+    unreadable: list[dict[str, str]] = []
+    snapshots: list[tuple[str, str, str]] = []  # (file name, temp path, reported path)
+    # Snapshot everything first, back to back, then do the slow work on the copies.
+    for n, path in enumerate(segments, 1):
+        say(progress, f"export: snapshot {n}/{len(segments)}")
+        name = os.path.basename(path)
+        tmp = os.path.join(dest, f".{name}.tmp")
+        try:
+            snapshot_segment(path, tmp)
+        except Unreadable as exc:
+            unreadable.append({"path": ws.rel(path), "reason": str(exc)})
+            continue
+        snapshots.append((name, tmp, ws.rel(path)))
+    candidates: list[list[tuple[Any, ...]]] = []
+    for _, tmp, rel in snapshots:
+        try:
+            candidates.append(SegmentRows(tmp, immutable=True, only="tombstone_candidates").rows)
+        except Unreadable as exc:
+            unreadable.append({"path": rel, "reason": str(exc)})
+    if unreadable:
+        raise DamagedJournalError(_export_refusal(unreadable, dest))
+
+    tombstoned: set[str] = set()
+    for rows in candidates:
+        for _seq, event_id, _t, _s, _ts, body, checksum in rows:
+            try:
+                ev = decode_row(body, checksum, event_id)
+            except codec.MalformedEvent:
+                continue  # reported by the full pass below
+            if ev.type == TOMBSTONE and ev.id is not None:
+                tombstoned.add(ev.id)
+    if more_tombstones is not None:
+        tombstoned |= more_tombstones()
+
+    malformed: list[dict[str, Any]] = []
+    artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {}
+    files: list[dict[str, Any]] = []
+    withheld_total = 0
+    events_total = 0
+    for n, (name, tmp, rel) in enumerate(snapshots, 1):
+        say(progress, f"export: checking {n}/{len(snapshots)}")
+        try:
+            seg = SegmentRows(tmp, immutable=True)
+        except Unreadable as exc:
+            raise DamagedJournalError(_export_refusal(
+                [{"path": rel, "reason": str(exc)}], dest)) from None
+        withheld: list[int] = []
+        sealed_bad: list[dict[str, Any]] = []
+        fixes: list[tuple[str, str | None, str, bytes, int]] = []
+        for seq, event_id, col_type, col_subject, col_ts, body, checksum in seg.rows:
+            try:
+                obj = verify_row(body, checksum, event_id)
+            except codec.MalformedEvent as exc:
+                # Shipped as stored, and named in the manifest: the receiving
+                # merge reports it and skips it.
+                malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
+                sealed_bad.append({"row": seq, "reason": str(exc)})
+                continue
+            type_, subject, ts = obj["type"], obj["id"], obj["ts"]
+            if merge_plan.withheld(type_, subject, tombstoned):
+                withheld.append(seq)
+                continue
+            if type(body) is not bytes or (col_type, col_subject, col_ts) != (type_, subject, ts):
+                # A receiver decides from these columns (the manifest seals
+                # them), so they must say what the bytes say.
+                fixes.append((type_, subject, ts, codec.as_bytes(body), seq))
+            art = merge_plan.artifact_record(type_, obj["data"])
+            if art is not None:
+                artifacts.setdefault(art["ref"], (art, set()))[1].add(subject or "")
+        scrub_rows(tmp, withheld, fixes=fixes)
+        withheld_total += len(withheld)
+        count = len(seg.rows) - len(withheld)
+        events_total += count
+        owner = seg.meta.get("replica") or (merge_plan.own_segment(name) or ("", 0))[0]
+        fsync_path(tmp)
+        size, digest = file_digest(tmp)
+        rename_durable(tmp, os.path.join(dest, name), clobber=False)
+        files.append({"name": name, "bytes": size, "checksum": digest, "events": count,
+                      "replica": owner, "malformed": sealed_bad})
+        if on_file is not None:
+            on_file(files[-1])  # final: a push may upload it while the next one is checked
+
+    listed: list[dict[str, Any]] = []
+    missing: list[str] = []
+    for n, (ref, (art, cited_by)) in enumerate(sorted(artifacts.items()), 1):
+        say(progress, f"export: artifact {n}/{len(artifacts)}")
+        rel_path = merge_plan.export_artifact_path(ref)
+        blob = artifact_path_or_none(ws, ref)
+        if blob is not None and copy_file_verified(
+                blob, os.path.join(dest, rel_path), size=art["bytes"],
+                checksum=art["checksum"]):
+            listed.append({"ref": ref, "path": rel_path, "bytes": art["bytes"],
+                           "checksum": art["checksum"], "observations": sorted(cited_by)})
+        else:
+            # Still listed, without a file, so a receiver knows it is missing.
+            listed.append({"ref": ref, "path": None, "bytes": art["bytes"],
+                           "checksum": art["checksum"], "observations": sorted(cited_by)})
+            missing.append(ref)
+
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "workspace": ws.name,
+        "sourceReplica": replica,
+        "createdTs": clock.now_ts(),
+        "files": files,
+        "artifacts": listed,
+        "tombstoned": sorted(tombstoned),
+    }
+    body = json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8") + b"\n"
+    write_file_atomic(os.path.join(dest, MANIFEST_NAME), body)
+    return {
+        "dest": dest,
+        "workspace": ws.name,
+        "sourceReplica": replica,
+        "files": len(files),
+        "events": events_total,
+        "withheld": withheld_total,
+        "artifacts": len(listed) - len(missing),
+        "artifactsMissing": missing,
+        "unreadable": unreadable,
+        "malformed": malformed,
+    }
+
+
+def _prepare_dest(dest: str) -> bool:
+    """Check or create the destination; True when this export created it."""
+    if os.path.exists(dest):
+        if not os.path.isdir(dest):
+            raise JournalError(f"export destination {dest} exists and is not a folder")
+        if os.listdir(dest):
+            raise JournalError(f"export destination {dest} is not empty")
+        return False
+    make_private_dirs(dest)
+    return True
+
+
+def _clear_dest(dest: str, created: bool) -> None:
+    """Undo a failed export: the folder it created, or what it put in an empty one."""
+    if created:
+        remove_tree(dest)
+        return
+    try:
+        names = os.listdir(dest)
+    except OSError:
+        return
+    for name in names:
+        remove_tree(os.path.join(dest, name))
