@@ -42,8 +42,12 @@ if TYPE_CHECKING:
 
     Progress = Callable[[int, int, str], None]
 
-# Events per transaction; a batch's blobs (each an open file while it is written) too.
-BATCH = 250
+# Events per transaction: one commit (and its fsyncs) per batch is what a write costs, so
+# batches are large, yet short enough that a hook waiting on the lock is not stalled for
+# long; an interrupted import still leaves only whole batches. A batch also
+# ends once it holds BLOBS blobs, each an open descriptor until the batch commits.
+BATCH = 5_000
+BLOBS = 256
 STARTED = "started"
 SAID = "said"
 
@@ -134,21 +138,26 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
                   "exitCode": None, "durationMs": None, "artifact": None, "text": None,
                   "transcript": item["data"]}))
     written = artifacts = 0
-    for start in range(0, len(events), BATCH):
+    start = 0
+    while start < len(events):
         # A batch's blobs are written just before it and stay locked until it has
-        # committed (BlobHolds), so a compaction running meanwhile keeps them.
+        # committed (BlobHolds), so a compaction running meanwhile keeps them. A batch
+        # ends at BATCH events or at BLOBS held blobs (each an open descriptor).
         with BlobHolds() as holds:
-            for index in range(start, min(start + BATCH, len(events))):
-                if index in captures:
-                    field, value = captures[index]
-                    ev = events[index]
+            end = start
+            while end < len(events) and end - start < BATCH and len(holds) < BLOBS:
+                if end in captures:
+                    field, value = captures[end]
+                    ev = events[end]
                     stored, artifact = capture_output(ws, value, holds=holds)
                     artifacts += artifact is not None
-                    events[index] = ev.replace(data={**ev.data, field: stored,
-                                                     "artifact": artifact})
-            written += ws.append(events[start:start + BATCH])
+                    events[end] = ev.replace(data={**ev.data, field: stored,
+                                                   "artifact": artifact})
+                end += 1
+            written += ws.append(events[start:end])
+        start = end
         if progress is not None:
-            progress(min(start + BATCH, len(events)), len(events), "writing events")
+            progress(end, len(events), "writing events")
     return {
         "transcript": os.path.abspath(path),
         "workspace": ws.name,
