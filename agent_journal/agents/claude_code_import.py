@@ -17,6 +17,8 @@ Invariants:
 - A call whose observation id a tombstone names is skipped whole, events and blob, and
   counted (`tombstoned`): erased content is never written back, even by re-importing
   the transcript it came from.
+- A re-import of a file the import memory (storage/import_memory.py) is sure holds
+  nothing new returns the report a full re-run would give, without reading the file.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from agent_journal.core.model import AUTHOR_AGENT, OBSERVATION, Event
 from agent_journal.ops.evidence import capture_output
 from agent_journal.ops.redaction_config import redactor_for
 from agent_journal.storage.artifacts import BlobHolds
+from agent_journal.storage import import_memory
 from agent_journal.storage.root import Root
 from agent_journal.storage.workspace import observation_phases
 
@@ -61,19 +64,41 @@ def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = N
     root = Root.open(ctx.root_arg, create=False)
     redactor = redactor_for(root.path)
     with fh:
+        key, known = recalled(ctx, path, fh, "claude-code")
+        if known is not None:
+            return known
         size = os.fstat(fh.fileno()).st_size
         try:
             replayed = list(read_transcript(_reading(fh, size, progress), redactor,
                                             conversation=True))
         except NotATranscriptError as exc:
             raise JournalError(f"{path}: {exc}; nothing imported") from None
-    return write_calls(ctx, path, replayed, progress=progress)
+    return write_calls(ctx, path, replayed, progress=progress, memory_key=key)
+
+
+def recalled(ctx: Context, path: str, fh: BinaryIO, importer: str
+             ) -> tuple[str | None, dict[str, Any] | None]:
+    """(the file's key in the import memory, the report of re-importing it if the memory
+    is sure nothing in it is new). Taken before the file is read, so a file that changes
+    while it is read no longer matches what is remembered of it."""
+    key = import_memory.fingerprint(fh.fileno())
+    if key is None:
+        return None, None
+    key = f"{importer}:{key}"
+    report = import_memory.recall(ctx.open(create=True), key)
+    if report is not None:
+        report["transcript"] = os.path.abspath(path)
+    return key, report
 
 
 def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
-                progress: Progress | None = None) -> dict[str, Any]:
+                progress: Progress | None = None, memory_key: str | None = None
+                ) -> dict[str, Any]:
     """Write replayed calls, and what the session said, (each agent's capture shape,
-    redacted) and report what came of it; shared by every agent's import."""
+    redacted) and report what came of it; shared by every agent's import.
+
+    With `memory_key`, what a re-import of the same file would report is remembered
+    once every batch has committed (storage/import_memory.py)."""
     calls = [c for c in replayed if c["kind"] == "tool_call"]
     said = [c for c in replayed if c["kind"] != "tool_call"]
     ws = ctx.open(create=True)
@@ -86,6 +111,9 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
     # fills ("output" of a call's end, "text" of what was said) and the value it stores.
     captures: dict[int, tuple[str, Any]] = {}
     recognised = unfinished = skipped = 0
+    # What a re-run will find already present once this one has committed: each call's
+    # start, its end unless it never finished, and each thing said.
+    present_after = 0
     sessions: set[str] = set()
     for call in calls:
         obs_id = safe_id(call["id"])
@@ -95,6 +123,7 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
         if obs_id in tombstoned:
             skipped += 1  # erased content is never written again, on any path
             continue
+        present_after += 1 if call["status"] == STARTED else 2
         statuses, latest = known.get(obs_id, (set(), ""))
         start_ts = _ts(call["ts"]) or _ts(call["endTs"]) or clock.now_ts()
         if statuses:
@@ -124,6 +153,7 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
         if obs_id in tombstoned:
             skipped += 1
             continue
+        present_after += 1
         if obs_id in known:
             recognised += 1  # captured live by the hook, or by an earlier import
             continue
@@ -158,7 +188,7 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
         start = end
         if progress is not None:
             progress(end, len(events), "writing events")
-    return {
+    report = {
         "transcript": os.path.abspath(path),
         "workspace": ws.name,
         "sessions": sorted(sessions),
@@ -170,6 +200,11 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
         "tombstoned": skipped,
         "artifacts": artifacts,
     }
+    if memory_key is not None:
+        import_memory.remember(ws, memory_key, ids, tombstoned, {
+            **report, "messages": 0, "eventsWritten": 0, "alreadyPresent": present_after,
+            "artifacts": 0})
+    return report
 
 
 def _event(replica: str, session: str | None, obs_id: str, call: dict[str, Any], phase: str,
