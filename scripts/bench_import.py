@@ -18,6 +18,7 @@ from bench import CLI, Ctx, median
 from benchdata import scaled
 
 from agent_journal.storage.root import Root
+from agent_journal.storage.segment import SCHEMA
 
 CALLS = 100_000
 SESSION = "0f112eb4-a676-476d-8986-d6c78693cd5b"
@@ -87,11 +88,11 @@ def write_transcript(path: str, calls: int) -> int:
     return os.path.getsize(path)
 
 
-# One bulk insert of `rows` rows of similar size, in the package's own schema.
+# One bulk insert of `rows` rows of similar size, in the package's own schema (passed in
+# as text: the bare interpreter has none of the package's dependencies).
 FLOOR_INSERT = r"""
 import os, sqlite3, sys, uuid
-sys.path.insert(0, {repo!r})
-from agent_journal.storage.segment import SCHEMA
+SCHEMA = {schema!r}
 path, rows, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 conn = sqlite3.connect(path, isolation_level=None)
 conn.execute("PRAGMA journal_mode=DELETE")
@@ -124,7 +125,6 @@ def run(ctx: Ctx) -> None:
     size = write_transcript(transcript, calls)
     root = str(here / "root")
     Root.open(root, create=True)
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
     counter = iter(range(1_000_000))
     written = 0
@@ -141,7 +141,7 @@ def run(ctx: Ctx) -> None:
     seg_dir = os.path.join(root, "workspaces", "w0", "segments")
     seg_bytes = sum(os.path.getsize(os.path.join(seg_dir, n)) for n in os.listdir(seg_dir))
     row_size = max(64, seg_bytes // max(1, written) - 150)
-    floor_script = FLOOR_INSERT.format(repo=repo)
+    floor_script = FLOOR_INSERT.format(schema=SCHEMA)
     t_floor = median(ctx.time_process(
         lambda i: [sys.executable, "-I", "-S", "-c", floor_script,
                    str(here / f"floor-{i}.sqlite"), str(written), str(row_size)], runs=runs))

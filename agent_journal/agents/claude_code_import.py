@@ -31,8 +31,8 @@ from agent_journal.core.errors import JournalError, UsageError
 from agent_journal.core.model import AUTHOR_AGENT, OBSERVATION, Event
 from agent_journal.ops.evidence import capture_output
 from agent_journal.ops.redaction_config import redactor_for
-from agent_journal.storage.artifacts import BlobHolds
 from agent_journal.storage import import_memory
+from agent_journal.storage.artifacts import BlobHolds
 from agent_journal.storage.root import Root
 from agent_journal.storage.workspace import observation_phases
 
