@@ -85,7 +85,11 @@ def recalled(ctx: Context, path: str, fh: BinaryIO, importer: str
     if key is None:
         return None, None
     key = f"{importer}:{key}"
-    report = import_memory.recall(ctx.open(create=True), key)
+    try:
+        ws = ctx.open(create=False)  # a refused file must leave no root or workspace behind
+    except JournalError:
+        return key, None
+    report = import_memory.recall(ws, key)
     if report is not None:
         report["transcript"] = os.path.abspath(path)
     return key, report
