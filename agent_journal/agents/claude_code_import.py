@@ -34,6 +34,7 @@ from agent_journal.ops.redaction_config import redactor_for
 from agent_journal.storage import import_memory
 from agent_journal.storage.artifacts import BlobHolds
 from agent_journal.storage.root import Root
+from agent_journal.storage.segment_reader import PausedGC
 from agent_journal.storage.workspace import observation_phases
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
@@ -63,7 +64,9 @@ def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = N
         raise UsageError(f"cannot read transcript {path}: {exc.strerror}") from None
     root = Root.open(ctx.root_arg, create=False)
     redactor = redactor_for(root.path)
-    with fh:
+    # A transcript becomes millions of objects, none in a cycle: the cyclic collector's
+    # passes over them all cost as much as the parse itself (PausedGC says more).
+    with fh, PausedGC():
         key, known = recalled(ctx, path, fh, "claude-code")
         if known is not None:
             return known
@@ -73,7 +76,7 @@ def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = N
                                             conversation=True))
         except NotATranscriptError as exc:
             raise JournalError(f"{path}: {exc}; nothing imported") from None
-    return write_calls(ctx, path, replayed, progress=progress, memory_key=key)
+        return write_calls(ctx, path, replayed, progress=progress, memory_key=key)
 
 
 def recalled(ctx: Context, path: str, fh: BinaryIO, importer: str

@@ -13,6 +13,7 @@ from agent_journal.capture.codex import NotATranscriptError, read_codex_session
 from agent_journal.core.errors import JournalError, UsageError
 from agent_journal.ops.redaction_config import redactor_for
 from agent_journal.storage.root import Root
+from agent_journal.storage.segment_reader import PausedGC
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def import_codex(ctx: Context, path: str, *, progress: Progress | None = None
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     redactor = redactor_for(Root.open(ctx.root_arg, create=False).path)
-    with fh:
+    with fh, PausedGC():  # no cycles among what a session file becomes (see PausedGC)
         key, known = recalled(ctx, path, fh, "codex")
         if known is not None:
             return known
@@ -39,4 +40,4 @@ def import_codex(ctx: Context, path: str, *, progress: Progress | None = None
             calls = list(read_codex_session(fh, redactor))
         except NotATranscriptError as exc:
             raise JournalError(f"{path}: {exc}; nothing imported") from None
-    return write_calls(ctx, path, calls, progress=progress, memory_key=key)
+        return write_calls(ctx, path, calls, progress=progress, memory_key=key)
