@@ -10,9 +10,7 @@ is, on its own indented lines, never folded into a column.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 INDENT = "    "
 

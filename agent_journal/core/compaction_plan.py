@@ -17,7 +17,9 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from agent_journal.core import clock
 from agent_journal.core.derive import Derived, derive
@@ -30,11 +32,6 @@ from agent_journal.core.model import (
     Event,
     anchor_ref,
 )
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
-    from typing import Any
 
 TOMBSTONED = "tombstoned"
 EXPIRED = "expired"

@@ -7,17 +7,13 @@ listed; damage met by the read is reported beside the answer.
 
 from __future__ import annotations
 
+from typing import Any
+
 from agent_journal.core.model import (
     validate_id,
 )
 from agent_journal.ops.context import Context, damage_lists, read_workspace
 from agent_journal.storage.segment_reader import ReadResult
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
-
-
 
 
 def show(ctx: Context, *, only_id: str | None = None, observations: bool = False,

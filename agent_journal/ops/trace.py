@@ -18,15 +18,12 @@ Invariants:
 
 from __future__ import annotations
 
+from typing import Any
+
 from agent_journal.core.derive import Derived
 from agent_journal.core.model import anchor_ref
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
-
-    from agent_journal.ops.context import Context
-    from agent_journal.storage.segment_reader import ReadResult
+from agent_journal.ops.context import Context
+from agent_journal.storage.segment_reader import ReadResult
 
 VIA_ID = "id"
 VIA_SUBJECT = "subject"
