@@ -111,7 +111,10 @@ class Session:
             "filePath": path, "content": content, "numLines": content.count("\n") + 1}})
 
     def system(self, subtype: str, content: str, **extra: object) -> None:
+        logical = self.parent
         rec = self._base("system", 1)
+        if subtype == "compact_boundary":
+            rec["logicalParentUuid"] = logical
         rec.update({"subtype": subtype, "content": content, "isMeta": False, "level": "info"})
         rec.update(extra)
         self.records.append(rec)
