@@ -92,7 +92,9 @@ def test_runs(calls: Iterable[Call]) -> list[TestRun]:
             ok = raw.get("ok") is True
         shown[key] = command
         if seen is None:
-            history[key] = [call, 1, 0 if ok else 1, [call.id], raw.get("runner") if isinstance(raw, dict) else None]
+            # seen is None here only for a call that carried a summary (raw is its dict)
+            runner = raw.get("runner") if isinstance(raw, dict) else None
+            history[key] = [call, 1, 0 if ok else 1, [call.id], runner]
             continue
         seen[0] = call
         seen[1] += 1
