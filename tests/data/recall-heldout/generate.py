@@ -302,7 +302,55 @@ def rust_crash() -> None:
     s.save()
 
 
+def python_vitest() -> None:
+    s = Session("py-web-mixed", "/home/dev/shopfront", "main", "2026-03-05T16:00:00")
+    s.user("Add a `discount_code` field to the Order model and show it on the checkout page. "
+           "Never run the integration tests, they hit the real payment sandbox.")
+    s.bash("git checkout -b feature/discount-code", "Switched to a new branch "
+           "'feature/discount-code'", desc="New branch")
+    tid = s.call("TodoWrite", {"todos": [
+        {"content": "Add discount_code to Order", "status": "completed",
+         "activeForm": "Adding"},
+        {"content": "Show discount on checkout page", "status": "in_progress",
+         "activeForm": "Showing"},
+        {"content": "Run mypy and unit tests", "status": "pending", "activeForm": "Running"}]})
+    s.result(tid, "Todos have been modified successfully.")
+    s.edit("/home/dev/shopfront/shop/models.py", "class Order(Base):",
+           "class Order(Base):\n    discount_code: str | None = None")
+    s.bash("uv run mypy shop",
+           "shop/checkout.py:57: error: Argument 1 to \"apply\" has incompatible type "
+           "\"str | None\"; expected \"str\"  [arg-type]\nFound 1 error in 1 file (checked "
+           "23 source files)", exit_code=1, desc="Type-check")
+    s.edit("/home/dev/shopfront/shop/checkout.py", "apply(order.discount_code)",
+           "apply(order.discount_code or \"\")")
+    s.bash("uv run mypy shop", "Success: no issues found in 23 source files")
+    s.bash("uv run pytest tests/unit -q",
+           "........F...\n=================================== FAILURES "
+           "===================================\n____ test_checkout_total ____\n"
+           "E       assert 90 == 95\n=========================== short test summary info "
+           "============================\nFAILED tests/unit/test_checkout.py::"
+           "test_checkout_total - assert 90 == 95\n1 failed, 11 passed in 0.84s",
+           exit_code=1, desc="Unit tests")
+    s.bash("cd web && pnpm vitest run",
+           " ✓ src/Checkout.test.tsx (3 tests) 41ms\n × src/Discount.test.tsx > shows the "
+           "code 12ms\n\nAssertionError: expected 'SAVE5' to be 'SAVE10'\n\n Test Files  1 "
+           "failed | 1 passed (2)\n      Tests  1 failed | 3 passed (4)\n", exit_code=1,
+           desc="Frontend tests")
+    s.bash("rm web/src/legacy/OldDiscount.tsx", "", desc="Remove the old component")
+    s.bash("git stash", "No local changes to save", exit_code=1)
+    tid = s.call("Task", {"description": "Find discount rules",
+                          "prompt": "Where are discount percentages defined?",
+                          "subagent_type": "Explore"})
+    s.result(tid, "Discount percentages live in shop/pricing/rules.yaml; SAVE10 is 10% and "
+             "SAVE5 is 5%.", tool_result={"status": "completed", "content": []})
+    s.say("mypy is clean. One unit test (test_checkout_total: assert 90 == 95) and one "
+          "vitest test (shows the code) still fail; both expect SAVE10 where the fixture "
+          "says SAVE5. Next I will fix the fixture in tests/unit/conftest.py.")
+    s.save()
+
+
 if __name__ == "__main__":
+    python_vitest()
     typescript_jest()
     go_push()
     rust_crash()
