@@ -65,13 +65,15 @@ class Context:
             raise NotFoundError(f"no workspace {self.workspace_name!r} in {root.path}{hint}")
 
 
-def read_workspace(ctx: Context, *, lazy: bool = True, as_of: str | None = None
-                   ) -> tuple[ReadResult, Derived]:
+def read_workspace(ctx: Context, *, lazy: bool = True, as_of: str | None = None,
+                   observations: bool = True) -> tuple[ReadResult, Derived]:
     """The whole workspace, or with `as_of` (a checkpoint name or an instant)
-    the events up to it and every tombstone (ops/checkpoints.py)."""
+    the events up to it and every tombstone (ops/checkpoints.py).
+    `observations=False` verifies observation rows (damage is still reported)
+    but keeps none, for a read that shows no observation."""
     ws = ctx.open(create=False)
     if as_of is None:
-        result = ws.read(lazy=lazy)
+        result = ws.read(lazy=lazy, observations=observations)
     else:
         from agent_journal.ops.checkpoints import read_as_of, resolve_as_of
 
