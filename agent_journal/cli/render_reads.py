@@ -117,7 +117,7 @@ def show_lines(report: dict[str, Any]) -> Iterator[str]:
     yield f"Live constraints: {len(constraints)}"
     for c in constraints:
         yield from fields_lines(c["kind"], c.get("fields"), f"  {c['id']}: ")
-    items = report.get("entries") or []
+    items: Any = report.get("entries") or []
     if hasattr(items, "live"):
         entries, live, observations = items.entries, items.live, items.observations
     else:
