@@ -104,7 +104,9 @@ def trace(ctx: Context, target: str, *, as_of: str | None = None
     validate_id(target, "ID")
     parse_as_of(as_of)
     with PausedGC():
-        result, d = read_workspace(ctx, as_of=as_of)
+        # A chain is entries only: observations are verified (damage is still
+        # reported) but none is kept.
+        result, d = read_workspace(ctx, as_of=as_of, observations=False)
         report = trace_derived(d, target)
     report.update(damage_lists(result))
     return report, result
