@@ -1,4 +1,4 @@
-"""Recall of the digest against the question sets in tests/data/recall.
+"""Recall of the digest against a question set (tests/data/recall by default).
 
 Each question file names a real Claude Code transcript under tests/data and
 holds questions an agent resuming that session must be able to answer, each
@@ -13,6 +13,7 @@ digest, case-insensitively.
     .venv/bin/python scripts/bench_recall.py --show ef958aa1   # what one misses
     .venv/bin/python scripts/bench_recall.py --max-chars 4000  # passed to digest
     .venv/bin/python scripts/bench_recall.py --min-recall 30   # exit 1 below 30%
+    .venv/bin/python scripts/bench_recall.py --set recall-heldout  # another question set
 
 It is a measure, not a test: it exits 0 whatever the recall, unless
 --min-recall is given and overall recall is below it. Standard library only;
@@ -34,7 +35,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
-QUESTIONS = DATA / "recall"
 AGENT_JOURNAL = REPO / ".venv" / "bin" / "agent-journal"
 WORKSPACE = "recall"
 TIMEOUT = 600
@@ -113,6 +113,7 @@ def score(result: Result) -> None:
 
 
 def measure(path: Path, base: Path, max_chars: int | None) -> Result:
+    """Import one question file's transcript into a fresh root and score its digest."""
     spec = json.loads(path.read_text(encoding="utf-8"))
     result = Result(path.stem, spec["transcript"], spec["questions"])
     transcript = DATA / spec["transcript"]
@@ -230,14 +231,22 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="keep the temporary journal roots and say where they are",
     )
+    parser.add_argument(
+        "--set",
+        default="recall",
+        metavar="NAME",
+        help="the question set: a folder under tests/data (default: recall; "
+        "recall-heldout is the synthetic held-out set)",
+    )
     args = parser.parse_args(argv)
 
     if not AGENT_JOURNAL.is_file():
         print(f"error: {AGENT_JOURNAL} not found; any make target builds .venv", file=sys.stderr)
         return 2
-    files = sorted(QUESTIONS.glob("*.json"))
+    questions = DATA / args.set
+    files = sorted(questions.glob("*.json"))
     if not files:
-        print(f"error: no question files in {QUESTIONS}", file=sys.stderr)
+        print(f"error: no question files in {questions}", file=sys.stderr)
         return 2
 
     # mkdtemp makes the folder 0700; journal roots go inside it, never straight

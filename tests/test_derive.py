@@ -197,3 +197,30 @@ def test_tombstone_records_the_graph_it_knows(cli):
     cli("compact", "--apply")
     (b,) = cli("show", "--json").json()["entries"]
     assert (b["id"], b["outcome"]) == ("b", "suppressed")
+
+
+_STEP = st.fixed_dictionaries({}, optional={
+    "status": st.one_of(st.none(), st.sampled_from(["started", "ok", "error", "cancelled"])),
+    "exitCode": st.one_of(st.none(), st.integers(-1, 3)),
+    "output": st.one_of(st.none(), st.text(max_size=5)),
+})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_STEP, min_size=1, max_size=5))
+def test_the_view_and_the_digest_fold_an_observation_alike(steps):
+    """Latest event that says anything wins, key by key, in the view and in the digest's Call."""
+    from agent_journal.core.recovery.calls import call_from_view, fold
+    from agent_journal.core.recovery.facts import event_facts
+
+    events = [ev("observation", "o", ts=f"2026-01-01T00:00:0{i}.000Z",
+                 data={"tool": "Bash", "input": {"command": "ls"}, **step})
+              for i, step in enumerate(steps)]
+    view = derive(events).observation_view("o")
+    for name in ("status", "exitCode", "output"):
+        said = [s[name] for s in steps if s.get(name) is not None]
+        assert view[name] == (said[-1] if said else None), name
+    folded = fold("o", "tool_call", None, [(e.ts, event_facts(e.kind, e.data)) for e in events])
+    from_view = call_from_view(view)
+    assert (folded.status, folded.get("exit"), folded.unfinished, folded.failed) == \
+        (from_view.status, from_view.get("exit"), from_view.unfinished, from_view.failed)

@@ -133,3 +133,106 @@ def test_one_output_with_several_runners_keeps_each_verdict():
     assert "63 passed" in run.summary and "6 files would be reformatted" in run.summary
     assert run.first_failure == "Type unknown"
     assert parse_run("1 error, 0 warnings, 0 informations").runner == "pyright"
+
+
+# -- general outcome rules (spec/INVARIANTS.md, recovery reads rule 11) ----------------------
+
+def test_benign_noop_is_not_a_problem():
+    noop = call(1, "Bash", "git commit -am wip", status="error", exit_code=1,
+                output="Exit code 1\nOn branch main\nnothing to commit, working tree clean")
+    assert noop.get("noop") and failures([noop]) == []
+    # An error ahead of the benign line keeps it a failure.
+    real = call(2, "Bash", "git add x; git commit", status="error", exit_code=1,
+                output="fatal: pathspec 'x' did not match any files\nnothing to commit, "
+                       "working tree clean")
+    assert not real.get("noop") and [f.call_id for f in failures([real])] == ["c2"]
+
+
+def test_reason_prefers_the_precise_line():
+    assert error_reason("error: could not apply 1234567... x\nCONFLICT (content): Merge "
+                        "conflict in a.go") == "CONFLICT (content): Merge conflict in a.go"
+    assert error_reason("To g:a/b.git\n ! [rejected]        main -> main (non-fast-forward)\n"
+                        "error: failed to push some refs").startswith("! [rejected]")
+
+
+def test_push_rejection_is_listed_with_its_reason():
+    pushed = call(1, "Bash", "git push", status="error", exit_code=1,
+                  output="To g:a/b.git\n ! [rejected]        main -> main (fetch first)\n"
+                         "error: failed to push some refs to 'g:a/b.git'")
+    [rej] = commits([pushed]).rejected
+    assert (rej.remote, rej.source, rej.destination, rej.why) == ("g:a/b.git", "main", "main",
+                                                                  "fetch first")
+    assert commits([pushed]).pushes == []
+
+
+def test_package_managers_share_one_run_history_and_silent_passes_count():
+    jest_fail = ("Tests:       1 failed, 3 passed, 4 total")
+    calls = [call(1, "Bash", "npm test", status="error", exit_code=1, output=jest_fail),
+             call(2, "Bash", "pnpm test", output="Tests:       4 passed, 4 total"),
+             call(3, "Bash", "npx tsc --noEmit", status="error", exit_code=2,
+                  output="src/a.ts(1,2): error TS2304: Cannot find name 'x'."),
+             call(4, "Bash", "pnpm tsc --noEmit", output=""),
+             call(5, "Bash", "ls", output="")]
+    runs = {r.command: r for r in runs_of(calls)}
+    assert set(runs) == {"pnpm test", "pnpm tsc --noEmit"}
+    assert all(r.passing and r.fixed for r in runs.values())
+    assert all(f.resolved for f in failures(calls))
+
+
+def test_rejection_shows_the_users_words_and_runs_their_first_failure():
+    from agent_journal.ops.digest import _failure_line
+
+    rejected = call(1, "Edit", "m/1.sql", status="error",
+                    output="The user doesn't want to proceed with this tool use. The tool use "
+                           "was rejected. To tell you how to proceed, the user said:\nleave m/")
+    [f] = failures([rejected])
+    assert _failure_line(f, with_id=False).endswith("rejected by the user: leave m/\n")
+    go = call(2, "Bash", "go test ./...", status="error", exit_code=1,
+              output="--- FAIL: TestX (0.01s)\n    x_test.go:9: want 1, got 2\nFAIL\n"
+                     "FAIL\tex/x\t0.01s")
+    [f] = failures([go])
+    assert "first failure: x_test.go:9: want 1, got 2" in _failure_line(f, with_id=False)
+
+
+def _said(i, text, *, meta=False):
+    import json
+
+    rec = {"type": "user", "sessionId": "s", "uuid": f"u{i}",
+           "parentUuid": f"u{i - 1}" if i > 1 else None,
+           "timestamp": f"2026-01-01T00:00:{i:02d}.000Z", "message": {"role": "user",
+                                                                     "content": text}}
+    if meta:
+        rec["isMeta"] = True
+    return json.dumps(rec)
+
+
+def test_compaction_without_logical_parent_is_not_a_rewind():
+    import json
+
+    from agent_journal.capture.claude_code import read_transcript
+
+    boundary = json.dumps({"type": "system", "subtype": "compact_boundary", "uuid": "u2",
+                           "parentUuid": None, "sessionId": "s",
+                           "timestamp": "2026-01-01T00:00:02.000Z",
+                           "content": "Conversation compacted"})
+    lines = [_said(1, "first task"), boundary, _said(3, "second task")]
+    said = [o for o in read_transcript(lines, conversation=True) if o["kind"] == "prompt"]
+    assert [o["data"].get("branch") for o in said] == [None, None]
+
+
+def test_session_messages_are_not_where_it_stopped():
+    from audit_scenario import ev
+
+    from agent_journal.core.derive import derive
+    from agent_journal.ops import digest as dg
+
+    hook = "Stop hook feedback: run the checks"
+    events = [ev("observation", "session_event", f"o{i}", f"2026-01-01T00:00:0{i}.000Z",
+                 {"text": hook}, session="s1") for i in (1, 2)]
+    events.append(ev("observation", "assistant_message", "o3", "2026-01-01T00:00:03.000Z",
+                     {"text": "done"}, session="s1"))
+    md, report = dg.build(derive(events), workspace="ws", session=None, max_chars=10_000,
+                          damage={"unreadable": [], "malformed": []})
+    stopped = md.split("## Where it stopped\n")[1].split("\n## ")[0]
+    assert hook not in stopped and md.count(hook) == 1
+    assert [m["text"] for m in report["sessionMessages"]] == [hook]

@@ -24,11 +24,14 @@ Invariants:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO
 
 from agent_journal.capture.claude_code import NotATranscriptError, read_transcript, safe_id
 from agent_journal.core import clock
 from agent_journal.core.errors import JournalError, UsageError
 from agent_journal.core.model import AUTHOR_AGENT, OBSERVATION, Event
+from agent_journal.ops.context import Context
 from agent_journal.ops.evidence import capture_output
 from agent_journal.ops.redaction_config import redactor_for
 from agent_journal.storage import import_memory
@@ -37,14 +40,7 @@ from agent_journal.storage.root import Root
 from agent_journal.storage.segment_reader import PausedGC
 from agent_journal.storage.workspace import observation_phases
 
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
-    from typing import Any, BinaryIO
-
-    from agent_journal.ops.context import Context
-
-    Progress = Callable[[int, int, str], None]
+Progress = Callable[[int, int, str], None]
 
 # Events per transaction: one commit (and its fsyncs) per batch is what a write costs, so
 # batches are large, yet short enough that a hook waiting on the lock is not stalled for

@@ -14,6 +14,7 @@ the only Claude Code specifics.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from agent_journal.agents import hook_settings
 from agent_journal.agents.hook_settings import (
@@ -22,10 +23,6 @@ from agent_journal.agents.hook_settings import (
     hook_executable,
     is_ours_for,
 )
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
 
 __all__ = ["EVENTS", "Change", "hook_command", "hook_executable", "install", "is_ours",
            "uninstall"]

@@ -8,21 +8,18 @@ hook; a file remembered as imported whole (storage/import_memory.py) is not read
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from agent_journal.agents.claude_code_import import recalled, write_calls
 from agent_journal.capture.codex import NotATranscriptError, read_codex_session
 from agent_journal.core.errors import JournalError, UsageError
+from agent_journal.ops.context import Context
 from agent_journal.ops.redaction_config import redactor_for
 from agent_journal.storage.root import Root
 from agent_journal.storage.segment_reader import PausedGC
 
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
-
-    from agent_journal.ops.context import Context
-
-    Progress = Callable[[int, int, str], None]
+Progress = Callable[[int, int, str], None]
 
 
 def import_codex(ctx: Context, path: str, *, progress: Progress | None = None

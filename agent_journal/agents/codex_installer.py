@@ -15,13 +15,10 @@ file) to fit the whole context the hook prints.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from agent_journal.agents import hook_settings
 from agent_journal.agents.hook_settings import Target
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
 
 AGENT = "codex"
 # Codex's hook events (developers.openai.com/codex/hooks; openai/codex

@@ -10,13 +10,10 @@ from __future__ import annotations
 import os
 import shlex
 import time
+from collections.abc import Callable
+from typing import Any
 
 from agent_journal.core.errors import JournalError
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
 
 MIN_FREE_BYTES = 100 * 1024 * 1024
 RECENT_S = 24 * 3600

@@ -27,15 +27,12 @@ import functools
 import os
 import shlex
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from agent_journal.core.errors import JournalError
 from agent_journal.storage import project_file
 from agent_journal.storage.files import write_file_atomic
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
 
 SCRIPT = "agent-journal"
 

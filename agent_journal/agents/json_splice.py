@@ -10,10 +10,7 @@ The text must already be strict JSON (hook_settings.load checks it first).
 from __future__ import annotations
 
 import json
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 _WS = " \t\r\n"
 

@@ -21,13 +21,10 @@ from __future__ import annotations
 
 import copy
 import os
+from typing import Any
 
 from agent_journal.agents.claude_code_installer import Change, hook_executable
 from agent_journal.core.errors import JournalError, UsageError
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
 
 SERVER = "agent-journal"
 SCOPES = ("project", "local", "user")

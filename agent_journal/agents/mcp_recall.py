@@ -25,16 +25,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from agent_journal.core.errors import JournalError, UsageError
 from agent_journal.core.model import ENTRY_FIELDS, ENTRY_KINDS, validate_id
 from agent_journal.ops.context import Context
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
-
 
 # Text in one answer, all blocks together: about 4,000 tokens, well under what agent
 # clients accept from one tool result before they cut it themselves.

@@ -15,14 +15,11 @@ Invariants:
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import agent_journal
 from agent_journal.agents import mcp_recall
 from agent_journal.core.errors import JournalError
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
 
 EXTRA = "agent-journal[mcp]"
 MISSING_EXTRA = (f"the MCP server needs the optional extra {EXTRA}: "

@@ -365,7 +365,8 @@ class _Conversation:
     """What a transcript's records said, and which branch of the conversation is current.
 
     A rewind (or an edited prompt) starts a new branch from an earlier record: records
-    chain by `parentUuid` (across a compaction by `logicalParentUuid`), and the current
+    chain by `parentUuid` (across a compaction by `logicalParentUuid`, or, when that is
+    missing, to the record before the compaction boundary), and the current
     branch is the chain that ends at the last user or assistant record of the file.
     What was said off that branch is kept, marked `"branch": "abandoned"` in `data`.
     A sidechain's (subagent's) last assistant message is its result (`subagent_result`).
@@ -376,6 +377,7 @@ class _Conversation:
         self.items: list[tuple[dict[str, Any], str, str]] = []
         self.parents: dict[str, str | None] = {}
         self.leaf: str | None = None
+        self.previous: str | None = None
         self.first_ts: str | None = None
         self.session: str | None = None
 
@@ -385,7 +387,12 @@ class _Conversation:
             parent = record.get("parentUuid")
             if parent is None:
                 parent = record.get("logicalParentUuid")
+            if parent is None and record.get("subtype") == "compact_boundary":
+                # A compaction continues the conversation, never rewinds it: without its
+                # logical parent it follows the record before it.
+                parent = self.previous
             self.parents[uuid] = parent if isinstance(parent, str) else None
+            self.previous = uuid
             if kind in ("user", "assistant"):
                 self.leaf = uuid
         if self.first_ts is None and isinstance(record.get("timestamp"), str):

@@ -132,14 +132,15 @@ def cmd_tombstone(a: dict[str, Any]) -> int:
 def cmd_show(a: dict[str, Any]) -> int:
     from agent_journal.ops import show as show_op
 
-    report, result = show_op.show(_read_context(a), only_id=a["id"],
-                                  observations=a["observations"], as_of=a["as_of"])
+    report, result = show_op.show_stream(_read_context(a), only_id=a["id"],
+                                         observations=a["observations"], as_of=a["as_of"])
     if a["json"]:
         output.emit_json(report)
     else:
-        from agent_journal.cli.render_reads import show_text
+        from agent_journal.cli.render_reads import show_lines
 
-        output.emit_text(_as_of_note(a) + show_text(report))
+        output.emit_text(_as_of_note(a))
+        output.emit_lines(show_lines(report))
     output.floor_warning(result.unreadable, result.malformed)
     return 0
 

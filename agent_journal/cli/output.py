@@ -61,7 +61,46 @@ def to_json(value: Any) -> str:
 
 
 def emit_json(value: Any) -> None:
-    _write(to_json(value) + "\n")
+    """One document. A top-level value that is an iterable other than a list
+    (a report's stream of items) is written item by item as it is produced."""
+    if isinstance(value, dict) and any(_is_stream(v) for v in value.values()):
+        _emit_streamed(value)
+    else:
+        _write(to_json(value) + "\n")
+
+
+def _is_stream(value: Any) -> bool:
+    return hasattr(value, "__iter__") and not isinstance(
+        value, (str, bytes, list, tuple, dict))
+
+
+# Items written per write call: few enough to keep memory flat, many enough that
+# the call costs nothing beside the encoding.
+_BATCH = 512
+
+
+def _emit_streamed(doc: dict[str, Any]) -> None:
+    """The same document `to_json` prints, except that each item of a streamed
+    list is on one line of its own. The items are encoded by json's C encoder
+    (the pure-Python one, which any `indent` selects, cost most of a large
+    read), and nothing holds more than a batch of them."""
+    encode = json.JSONEncoder(ensure_ascii=False).encode
+    parts: list[str] = ["{"]
+    for n, (key, value) in enumerate(doc.items()):
+        parts.append(("\n  " if n == 0 else ",\n  ") + encode(key) + ": ")
+        if not _is_stream(value):
+            parts.append(to_json(value).replace("\n", "\n  "))
+            continue
+        count = 0
+        for item in value:
+            parts.append(("[\n    " if count == 0 else ",\n    ") + encode(item))
+            count += 1
+            if len(parts) >= _BATCH:
+                _write("".join(parts))
+                parts = []
+        parts.append("\n  ]" if count else "[]")
+    parts.append("\n}\n" if doc else "}\n")
+    _write("".join(parts))
 
 
 def emit_line(text: str) -> None:
@@ -71,6 +110,18 @@ def emit_line(text: str) -> None:
 def emit_text(text: str) -> None:
     """A document that carries its own line endings (the digest's Markdown)."""
     _write(text)
+
+
+def emit_lines(lines: Any) -> None:
+    """Lines as they are produced (a large report is never one string)."""
+    batch: list[str] = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) >= _BATCH:
+            _write("\n".join(batch) + "\n")
+            batch = []
+    if batch:
+        _write("\n".join(batch) + "\n")
 
 
 def warn(text: str) -> None:

@@ -22,14 +22,10 @@ import hashlib
 import json
 import os
 from html import escape
+from typing import Any, TextIO
 
 from agent_journal.core.errors import JournalError, UsageError
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any, TextIO
-
-    from agent_journal.core.timeline import Line
+from agent_journal.core.timeline import Line
 
 STYLE = """
 body{font:13px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;margin:0;

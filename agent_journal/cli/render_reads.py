@@ -10,9 +10,8 @@ is, on its own indented lines, never folded into a column.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
+from collections.abc import Iterator
+from typing import Any
 
 INDENT = "    "
 
@@ -106,24 +105,32 @@ def damage_lines(report: dict[str, Any]) -> list[str]:
 
 
 def show_text(report: dict[str, Any]) -> str:
-    out: list[str] = []
+    return "\n".join(show_lines(report)) + "\n"
+
+
+def show_lines(report: dict[str, Any]) -> Iterator[str]:
+    """`show` for people, line by line as the report's items come (ops/show.py
+    streams them; the counts of the summary are known before the first)."""
     constraints = report.get("liveConstraints") or []
-    out.append(f"Live constraints: {len(constraints)}")
+    yield f"Live constraints: {len(constraints)}"
     for c in constraints:
-        out += fields_lines(c["kind"], c.get("fields"), f"  {c['id']}: ")
-    items = report.get("entries") or []
-    entries = [i for i in items if i.get("type") == "entry"]
-    live = sum(1 for e in entries if e.get("live"))
-    observations = len(items) - len(entries)
-    summary = f"Entries: {len(entries)} ({live} live, {len(entries) - live} not live)"
+        yield from fields_lines(c["kind"], c.get("fields"), f"  {c['id']}: ")
+    items: Any = report.get("entries") or []
+    if hasattr(items, "live"):
+        entries, live, observations = items.entries, items.live, items.observations
+    else:
+        shown = [i for i in items if i.get("type") == "entry"]
+        entries, live = len(shown), sum(1 for e in shown if e.get("live"))
+        observations = len(items) - entries
+    summary = f"Entries: {entries} ({live} live, {entries - live} not live)"
     if observations:
         summary += f"; observations: {observations}"
-    out += ["", summary]
+    yield ""
+    yield summary
     for item in items:
-        out.append("")
-        out += entry_lines(item) if item.get("type") == "entry" else observation_line(item)
-    out += damage_lines(report)
-    return "\n".join(out) + "\n"
+        yield ""
+        yield from entry_lines(item) if item.get("type") == "entry" else observation_line(item)
+    yield from damage_lines(report)
 
 
 def event_text(event: dict[str, Any]) -> str:

@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any, TextIO
 
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any, TextIO
-
-    from agent_journal.core.timeline import Line
+from agent_journal.core.timeline import Line
 
 RED = "\033[31m"
 DIM = "\033[2m"

@@ -17,7 +17,9 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from agent_journal.core import clock
 from agent_journal.core.derive import Derived, derive
@@ -30,11 +32,6 @@ from agent_journal.core.model import (
     Event,
     anchor_ref,
 )
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
-    from typing import Any
 
 TOMBSTONED = "tombstoned"
 EXPIRED = "expired"
@@ -243,47 +240,34 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
         plan.reasons[item] = reason
 
     # -- tombstones first: nothing pins or holds back what a tombstone names -------------
-    # A large run names a tombstone per target, nearly always a target that is
-    # one observation and nothing else: those go through in bulk (set and
-    # dict builds in C), the rest one by one, the lookups bound once.
+    # One rule for every target: all its events go (records, observations,
+    # invalidations), and its tombstones are flipped once those are gone, unless
+    # only invalidations were here (the target itself never was). Targets are
+    # walked in the order their tombstones were read, the order they lie in memory.
     deletions, reasons = plan.deletions, plan.reasons
     tombstone_events, flips = plan.tombstone_events, plan.flips
     tombstoned = d.tombstones
     plan.tombstone_targets = set(tombstoned)
-    # (Each pass walks events in the order they were read, which is the order
-    # they lie in memory: walking a set's order instead cost several times as
-    # much at 100k targets.)
-    lone = (tombstoned.keys() & first.keys()) - records.keys() - invalidations.keys() \
-        - more.keys()
-    lone_event = {target: ev.event_id for target, ev in first.items() if target in lone}
-    deletions.update({event_id: target for target, event_id in lone_event.items()})
-    reasons.update(dict.fromkeys(lone_event, TOMBSTONED))
-    lone_tombs = [tomb for target, tombs in tombstoned.items() if target in lone
-                  for tomb in tombs]
-    tombstone_events.update({tomb.event_id: tomb for tomb in lone_tombs})
-    flips.update({tomb.event_id: (lone_event[tomb.id],) for tomb in lone_tombs  # type: ignore[index]
-                  if tomb.data.get("purged") is False})
     record_get, invalidation_get = records.get, invalidations.get
     first_get, more_get = first.get, more.get
-    for target in sorted(tombstoned.keys() - set(lone)):
+    for target, tombs in tombstoned.items():
         recs = record_get(target)
         first_obs = first_get(target)
+        invs = invalidation_get(target)
         about = [] if recs is None else list(recs)
         if first_obs is not None:
             about.append(first_obs)
             about += more_get(target, ())
-        invs = invalidation_get(target)
         if invs is not None:
             about += invs
         if not about:
             continue  # nothing here: the tombstone keeps purged: false
-        gone_ids = [ev.event_id for ev in about]
-        deletions.update(dict.fromkeys(gone_ids, target))
+        gone = tuple([ev.event_id for ev in about])
+        deletions.update(dict.fromkeys(gone, target))
         reasons[target] = TOMBSTONED
         if recs is None and first_obs is None:
             continue  # only invalidations were here: the target itself never was
-        gone = tuple(gone_ids)
-        for tomb in d.tombstones[target]:
+        for tomb in tombs:
             tombstone_events[tomb.event_id] = tomb
             if tomb.data.get("purged") is False:
                 flips[tomb.event_id] = gone

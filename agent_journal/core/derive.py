@@ -28,6 +28,7 @@ from agent_journal.core.model import (
     TOMBSTONE,
     Event,
 )
+from agent_journal.core.observation_fold import latest_wins
 from agent_journal.core.outcomes import INVALIDATED, LIVE, SUPPRESSED, outcome_of, reached_from
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
@@ -167,14 +168,9 @@ class Derived:
         events = self.observation_events[obs_id]
         # Every data key, not only the call's fields: what the session said (`text`) and
         # the context a hook or transcript gave (`hook`, `transcript`) are shown as stored.
-        folded: dict[str, Any] = {name: None for name in OBSERVATION_FIELDS}
-        for ev in events:
-            for name, value in ev.data.items():
-                if value is not None and name not in _VIEW_HEADER:
-                    folded[name] = value
+        folded = latest_wins((ev.data for ev in events), dict.fromkeys(OBSERVATION_FIELDS),
+                             skip=_VIEW_HEADER)
         first, last = events[0], events[-1]
-        # The latest event's status wins even when it is the only field it carries.
-        folded["status"] = last.data.get("status") or folded["status"]
         view: dict[str, Any] = {
             "type": OBSERVATION,
             "id": obs_id,

@@ -22,16 +22,13 @@ Invariants:
 from __future__ import annotations
 
 import re
+from collections.abc import Container, Iterable
+from collections.abc import Set as AbstractSet
+from typing import Any
 
 import xxhash
 
 from agent_journal.core.model import ENTRY, INVALIDATION, OBSERVATION, TOMBSTONE, Event
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from collections.abc import Container, Iterable
-    from collections.abc import Set as AbstractSet
-    from typing import Any
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 1

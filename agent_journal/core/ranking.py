@@ -9,18 +9,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from agent_journal.core import clock
 from agent_journal.core.errors import UsageError
 from agent_journal.core.model import ENTRY_FIELDS, Event
 from agent_journal.core.outcomes import outcome_of, reached_from
-
-TYPE_CHECKING = False  # typing is costly to import; mypy reads this as True
-if TYPE_CHECKING:
-    from collections.abc import Iterable
-    from typing import Any
-
 
 PERIOD_MS = 24 * 60 * 60 * 1000     # recency decays once per whole 24-hour period
 

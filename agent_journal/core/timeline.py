@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from agent_journal.core.model import (
     CHECKPOINT,
@@ -34,10 +35,6 @@ from agent_journal.core.model import (
 from agent_journal.core.recovery.facts import output_text
 from agent_journal.core.recovery.facts import target_of as call_target
 from agent_journal.core.recovery.test_runs import command_key
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
 
 STARTED = "started"
 FAILED_STATUSES = frozenset({"error", "cancelled"})

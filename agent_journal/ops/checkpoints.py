@@ -18,19 +18,18 @@ Invariants:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from agent_journal.core import clock
 from agent_journal.core.errors import NotFoundError, UsageError
 from agent_journal.core.model import CHECKPOINT, TOMBSTONE, Event, new_event_id, validate_id
 from agent_journal.ops.instants import looks_like_instant, parse_when, ts_of
 from agent_journal.storage.cut import Cut
+from agent_journal.storage.segment_reader import ReadResult
+from agent_journal.storage.workspace import Workspace
 
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
-    from typing import Any
-
     from agent_journal.ops.context import Context
-    from agent_journal.storage.segment_reader import ReadResult
-    from agent_journal.storage.workspace import Workspace
 
 
 class Recorded:

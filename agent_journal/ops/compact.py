@@ -32,14 +32,18 @@ Invariants:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
 
 from agent_journal.core import clock, codec
 from agent_journal.core.compaction_plan import CompactionPlan, check_ttl, plan_compaction
 from agent_journal.core.errors import CompactionRunningError, DamagedJournalError
 from agent_journal.core.model import OBSERVATION, Event
-from agent_journal.ops.context import damage_summary
+from agent_journal.ops.context import Context, damage_summary
 from agent_journal.storage import compaction_read
 from agent_journal.storage.artifacts import artifact_files, erase_blobs
+from agent_journal.storage.compaction_read import CompactionRead
 from agent_journal.storage.erasure import (
     APPLY_THREADS,
     SegmentGrew,
@@ -51,18 +55,8 @@ from agent_journal.storage.erasure import (
     write_compact_intent,
 )
 from agent_journal.storage.locks import compaction_lock
-from agent_journal.storage.segment_reader import PausedGC
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
-    from datetime import datetime
-    from typing import Any
-
-    from agent_journal.ops.context import Context
-    from agent_journal.storage.compaction_read import CompactionRead
-    from agent_journal.storage.segment_reader import ReadResult
-    from agent_journal.storage.workspace import Workspace
+from agent_journal.storage.segment_reader import PausedGC, ReadResult
+from agent_journal.storage.workspace import Workspace
 
 
 class Prepared:

@@ -18,7 +18,7 @@ from agent_journal.core.model import (
 )
 from agent_journal.ops.redaction_config import check_config
 from agent_journal.storage.root import Root
-from agent_journal.storage.segment_reader import ReadResult
+from agent_journal.storage.segment_reader import Peek, ReadResult
 from agent_journal.storage.workspace import Workspace
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
@@ -65,13 +65,17 @@ class Context:
             raise NotFoundError(f"no workspace {self.workspace_name!r} in {root.path}{hint}")
 
 
-def read_workspace(ctx: Context, *, lazy: bool = True, as_of: str | None = None
+def read_workspace(ctx: Context, *, lazy: bool = True, as_of: str | None = None,
+                   observations: bool = True, peek: Peek | None = None
                    ) -> tuple[ReadResult, Derived]:
     """The whole workspace, or with `as_of` (a checkpoint name or an instant)
-    the events up to it and every tombstone (ops/checkpoints.py)."""
+    the events up to it and every tombstone (ops/checkpoints.py).
+    `observations=False` verifies observation rows (damage is still reported)
+    but keeps none, for a read that shows no observation; `peek` has SQLite
+    read those fields of each observation body (segment_reader.Peek)."""
     ws = ctx.open(create=False)
     if as_of is None:
-        result = ws.read(lazy=lazy)
+        result = ws.read(lazy=lazy, observations=observations, peek=peek)
     else:
         from agent_journal.ops.checkpoints import read_as_of, resolve_as_of
 

@@ -17,15 +17,12 @@ Invariants:
 
 from __future__ import annotations
 
+from typing import Any
+
 from agent_journal.core.anchors import PRESENT, anchor_report, cited_id
 from agent_journal.core.derive import Derived
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
-
-    from agent_journal.ops.context import Context
-    from agent_journal.storage.segment_reader import ReadResult
+from agent_journal.ops.context import Context
+from agent_journal.storage.segment_reader import ReadResult
 
 
 def decay_derived(d: Derived) -> dict[str, Any]:

@@ -78,6 +78,7 @@ CAPS = {
     "liveEntries": 200,
     "resolvedProblems": 20,
     "subagents": 10,
+    "sessionMessages": 2,
     "summaries": 3,
     "earlierMessages": 12,
     "rewound": 6,
@@ -253,7 +254,7 @@ def _result_of(call: Call) -> str:
     if run is not None:
         return one_line(run.summary, 120)
     if call.failed:
-        kind = call.get("refusal") or "error"
+        kind = call.get("refusal") or ("no-op" if call.get("noop") else "error")
         exit_code = call.get("exit")
         reason = call.get("reason")
         head = kind if exit_code is None else f"{kind} (exit {exit_code})"
@@ -314,9 +315,15 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
 
     stopped = Section("stopped", "Where it stopped", "items")
     last = said.assistant[-1] if said.assistant else None
-    for meta in said.meta[-2:]:
-        stopped.add(_said_item(meta), f"- {hhmm(meta.ts)} session message: "
-                                      f"{one_line(meta.text, META_CHARS)}\n")
+    # Claude Code's own messages to the agent (hook feedback, command output) are not
+    # where the work stopped: they get their own section, below the work, each text once.
+    session_messages = Section("sessionMessages", "Session messages", "session messages")
+    latest_meta: dict[str, Any] = {}
+    for meta in said.meta:
+        latest_meta.pop(meta.text, None)
+        latest_meta[meta.text] = meta
+    session_messages.fill(list(latest_meta.values()), lambda meta: (
+        _said_item(meta), f"- {hhmm(meta.ts)} {one_line(meta.text, META_CHARS)}\n"))
     for c in tool_calls[-3:]:
         stopped.add({"id": c.id, "kind": "lastAction", "ts": c.ts, "line": _call_line(c)},
                     "- last action:" + _call_line(c)[1:])
@@ -394,6 +401,13 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                            f"- {hhmm(push.ts)} pushed {push.source} -> {push.destination} "
                            f"to {push.remote}\n")
         shown.add(push.call_id)
+    for rej in git.rejected:
+        to = f" to {rej.remote}" if rej.remote else ""
+        commit_section.add({"pushRejected": rej.destination, "remote": rej.remote,
+                            "source": rej.source, "why": rej.why, "callId": rej.call_id,
+                            "ts": rej.ts},
+                           f"- {hhmm(rej.ts)} push of {rej.source} -> {rej.destination}{to} "
+                           f"rejected ({one_line(rej.why, 80)})\n")
     if git.log:
         listing = "; ".join(f"{h} {one_line(s, 70)}" for h, s in git.log[:10])
         commit_section.add({"log": [list(x) for x in git.log], "callId": git.log_call},
@@ -441,7 +455,8 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
 
     # Priority order, most important first: trimming starts from the end.
     sections = [asked, stopped, unfinished, open_, tests, commit_section, files, live,
-                resolved, subagents, summaries, earlier, rewound, retracted, recent]
+                resolved, subagents, summaries, session_messages, earlier, rewound, retracted,
+                recent]
     for section in sections:
         section.keep_latest()
     where = {"cwd": next((c.get("cwd") for c in reversed(calls) if c.get("cwd")), None),
@@ -471,9 +486,12 @@ def _failure_line(f: Failure, *, with_id: bool) -> str:
                                                                                   "failed")
     if f.exit_code is not None:
         head += f" (exit {f.exit_code})"
-    reason = f": {one_line(f.reason, REASON_CHARS)}" if f.reason else ""
+    why = f.words if f.kind == "rejected" and f.words else f.reason
+    reason = f": {one_line(why, REASON_CHARS)}" if why else ""
     if f.summary:
         reason += f" ({one_line(f.summary, REASON_CHARS)})"
+    if f.first_failure and f.first_failure != f.reason:
+        reason += f"; first failure: {one_line(f.first_failure, REASON_CHARS)}"
     ident = f" [{f.call_id}]" if with_id else ""
     return f"- {hhmm(f.ts)} {what} -> {head}{reason}{ident}\n"
 

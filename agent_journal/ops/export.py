@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from typing import Any
 
 from agent_journal.core import clock, codec, merge_plan
 from agent_journal.core.errors import (
@@ -28,7 +30,7 @@ from agent_journal.core.merge_plan import (
     MANIFEST_NAME,
 )
 from agent_journal.core.model import TOMBSTONE
-from agent_journal.ops.context import damage_summary
+from agent_journal.ops.context import Context, damage_summary
 from agent_journal.ops.replicas import artifact_path_or_none, decode_row, path_arg, say, verify_row
 from agent_journal.storage.files import (
     copy_file_verified,
@@ -48,14 +50,7 @@ from agent_journal.storage.replica_source import (
 from agent_journal.storage.segment_reader import PausedGC
 from agent_journal.storage.workspace import Workspace
 
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
-
-    from agent_journal.ops.context import Context
-
-    Progress = Callable[[str], None] | None
+Progress = Callable[[str], None] | None
 
 
 # -- export -----------------------------------------------------------------------------

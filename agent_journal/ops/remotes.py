@@ -17,19 +17,14 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 from agent_journal.core.errors import JournalError, NotFoundError, UsageError
+from agent_journal.ops.context import Context
 from agent_journal.storage.config import read_root_config, write_root_config
 from agent_journal.storage.locks import FileLock
-from agent_journal.storage.remote import check_endpoint, check_remote_name, parse_url
+from agent_journal.storage.remote import Remote, check_endpoint, check_remote_name, parse_url
 from agent_journal.storage.root import Root
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
-
-    from agent_journal.ops.context import Context
-    from agent_journal.storage.remote import Remote
 
 SECTION = "remotes"
 CONFIG_LOCK = ".config.lock"

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from typing import Any
 
 from agent_journal.core import codec, merge_plan
 from agent_journal.core.errors import (
@@ -38,7 +40,7 @@ from agent_journal.core.merge_plan import (
     SlotIndex,
 )
 from agent_journal.core.model import OBSERVATION, TOMBSTONE, Event
-from agent_journal.ops.context import damage_summary
+from agent_journal.ops.context import Context, damage_summary
 from agent_journal.storage.artifacts import artifact_path, blob_present
 from agent_journal.storage.files import (
     confine_to,
@@ -59,14 +61,7 @@ from agent_journal.storage.root import Root, read_replica_id
 from agent_journal.storage.segment_reader import PausedGC, structure_damage
 from agent_journal.storage.workspace import SEGMENT_MAX_BYTES, Workspace
 
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
-
-    from agent_journal.ops.context import Context
-
-    Progress = Callable[[str], None] | None
+Progress = Callable[[str], None] | None
 
 ENV_IMPORT_MAX_BYTES = "AGENT_JOURNAL_SEGMENT_MAX_BYTES"
 

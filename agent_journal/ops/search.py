@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Any
 
 from agent_journal.core import clock
 from agent_journal.core.errors import UsageError
@@ -17,13 +18,8 @@ from agent_journal.core.model import (
     validate_id,
 )
 from agent_journal.core.ranking import instant_millis, query_terms
+from agent_journal.ops.context import Context
 from agent_journal.storage.search_index import answer, index_path
-
-TYPE_CHECKING = False  # typing is costly to import; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
-
-    from agent_journal.ops.context import Context
 
 # -- knobs (documented in spec/SEARCH.md) ---------------------------------------------------
 

@@ -25,27 +25,22 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
+from typing import Any
 
 from agent_journal.core import clock, merge_plan
 from agent_journal.core.errors import ConflictError, JournalError, NotFoundError
 from agent_journal.ops import export as export_op
 from agent_journal.ops import remotes, replicas
+from agent_journal.ops.context import Context
 from agent_journal.storage.files import file_digest, make_private_dirs, write_file_atomic
 from agent_journal.storage.locks import FileLock
-from agent_journal.storage.remote import ObjectMissing, PreconditionFailed
+from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Remote
 from agent_journal.storage.replica_source import Unreadable, subjects_present
 from agent_journal.storage.root import Root, read_replica_id
+from agent_journal.storage.workspace import Workspace
 
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
-
-    from agent_journal.ops.context import Context
-    from agent_journal.storage.remote import Remote
-    from agent_journal.storage.workspace import Workspace
-
-    Progress = Callable[[str], None] | None
+Progress = Callable[[str], None] | None
 
 SYNC_FORMAT = 1
 MANIFEST_KEY = "manifest.json"

@@ -19,19 +19,16 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 from agent_journal.core.errors import IntegrityError, UsageError
 from agent_journal.core.model import OBSERVATION, TOMBSTONE, validate_id
 from agent_journal.core.timeline import STARTED, Header, Line, lines
+from agent_journal.ops.checkpoints import AsOf
 from agent_journal.ops.context import Context
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from typing import Any
-
-    from agent_journal.ops.checkpoints import AsOf
-    from agent_journal.storage.time_order import TimeOrder
-    from agent_journal.storage.workspace import Workspace
+from agent_journal.storage.time_order import TimeOrder
+from agent_journal.storage.workspace import Workspace
 
 
 class Filters:

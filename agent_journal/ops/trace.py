@@ -18,15 +18,12 @@ Invariants:
 
 from __future__ import annotations
 
+from typing import Any
+
 from agent_journal.core.derive import Derived
 from agent_journal.core.model import anchor_ref
-
-TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
-
-    from agent_journal.ops.context import Context
-    from agent_journal.storage.segment_reader import ReadResult
+from agent_journal.ops.context import Context
+from agent_journal.storage.segment_reader import ReadResult
 
 VIA_ID = "id"
 VIA_SUBJECT = "subject"
@@ -107,7 +104,9 @@ def trace(ctx: Context, target: str, *, as_of: str | None = None
     validate_id(target, "ID")
     parse_as_of(as_of)
     with PausedGC():
-        result, d = read_workspace(ctx, as_of=as_of)
+        # A chain is entries only: observations are verified (damage is still
+        # reported) but none is kept.
+        result, d = read_workspace(ctx, as_of=as_of, observations=False)
         report = trace_derived(d, target)
     report.update(damage_lists(result))
     return report, result

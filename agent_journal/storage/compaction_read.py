@@ -28,9 +28,6 @@ from agent_journal.storage.compaction_workers import (
 from agent_journal.storage.segment_reader import ReadResult
 from agent_journal.storage.workspace import Workspace
 
-TYPE_CHECKING = False  # as elsewhere in the package: mypy reads this as True
-if TYPE_CHECKING:
-    pass
 
 class CompactionRead(ReadResult):
     """A whole-workspace read made for planning a compaction.

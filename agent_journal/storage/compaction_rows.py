@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from typing import Any
 
 from xxhash import xxh3_64_hexdigest as _xxh3_hex
 
@@ -23,10 +24,6 @@ from agent_journal.storage.connection import describe_sqlite_error
 from agent_journal.storage.erasure import text_is_utf8
 from agent_journal.storage.segment import never_initialised, open_segment_for_read
 from agent_journal.storage.segment_reader import json_check, quick_check, strict_json_check
-
-TYPE_CHECKING = False  # as elsewhere in the package: mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
 
 # Observation rows are most of a journal, and parsing each body in Python cost
 # more than all the rest of a compaction. A row laid out the way `codec` writes

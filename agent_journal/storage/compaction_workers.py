@@ -10,6 +10,8 @@ frames, messages and their order are written down in spec/COMPACTION-READ.md.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import Any
 
 from agent_journal.core.errors import UsageError
 from agent_journal.storage.compaction_rows import (
@@ -19,11 +21,6 @@ from agent_journal.storage.compaction_rows import (
     _read_segment_for_compaction,
 )
 from agent_journal.storage.segment_reader import PausedGC
-
-TYPE_CHECKING = False  # as elsewhere in the package: mypy reads this as True
-if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from typing import Any
 
 # Reading is most of a large compaction's time, nearly all of it spent
 # verifying rows, and segments are independent: past a size where starting a

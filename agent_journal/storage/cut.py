@@ -17,14 +17,10 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from typing import Any
 
 from agent_journal.storage.segment import never_initialised, open_segment_for_read
-
-TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
-
-    from agent_journal.storage.workspace import Workspace
+from agent_journal.storage.workspace import Workspace
 
 
 class Cut:

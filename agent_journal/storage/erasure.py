@@ -18,6 +18,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from agent_journal.core import codec
 from agent_journal.core.errors import BusyError, JournalError, StorageError
@@ -30,12 +31,7 @@ from agent_journal.storage.connection import (
 )
 from agent_journal.storage.files import make_private_dirs, read_text, write_file_atomic
 from agent_journal.storage.segment import SEGMENT_SUFFIX
-
-TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
-
-    from agent_journal.storage.workspace import Workspace
+from agent_journal.storage.workspace import Workspace
 
 WAL_CHECKPOINT_ATTEMPTS = 20
 COMPACT_INTENT = ".compact-pending.json"

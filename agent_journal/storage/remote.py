@@ -15,14 +15,11 @@ Invariants:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from agent_journal.core.errors import RemoteError, UsageError
 
-TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    Progress = Callable[[int], None] | None
+Progress = Callable[[int], None] | None
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _PART = re.compile(r"^[A-Za-z0-9!_.*'()=+,;@&$-]{1,255}$")

@@ -18,11 +18,7 @@ import os
 
 from agent_journal.core.errors import RemoteError
 from agent_journal.storage.locks import FileLock
-from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Remote
-
-TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
-if TYPE_CHECKING:
-    from agent_journal.storage.remote import Progress
+from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Progress, Remote
 
 _CHUNK = 1 << 20
 

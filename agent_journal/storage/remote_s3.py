@@ -20,15 +20,10 @@ Invariants:
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from agent_journal.core.errors import RemoteError
-from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Remote
-
-TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
-
-    from agent_journal.storage.remote import Progress
+from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Progress, Remote
 
 EXTRA_HINT = "s3:// remotes need boto3: pip install 'agent-journal[s3]'"
 _CHUNK = 1 << 20

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterable
+from typing import Any
 
 from agent_journal.core.errors import JournalError, StorageError
 from agent_journal.storage.connection import (
@@ -36,12 +37,7 @@ from agent_journal.storage.segment import (
     SEGMENT_SUFFIX,
     never_initialised,
 )
-
-TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
-
-    from agent_journal.storage.workspace import Workspace
+from agent_journal.storage.workspace import Workspace
 
 ORIGIN_SCHEMA = """
 CREATE TABLE IF NOT EXISTS origin (

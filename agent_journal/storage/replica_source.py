@@ -37,6 +37,24 @@ def _open_for_reading(path: str, *, immutable: bool) -> sqlite3.Connection:
         return connect(path)
 
 
+def _begin_read(path: str, *, immutable: bool) -> sqlite3.Connection | None:
+    """The segment open inside one read transaction, or None when it was never
+    initialised (the one empty-segment rule: it holds no events). Raises Unreadable."""
+    try:
+        conn = _open_for_reading(path, immutable=immutable)
+    except sqlite3.Error as exc:
+        raise Unreadable(describe_sqlite_error(exc)) from None
+    try:
+        conn.execute("BEGIN")
+        if not never_initialised(conn):
+            return conn
+    except sqlite3.Error as exc:
+        conn.close()
+        raise Unreadable(describe_sqlite_error(exc)) from None
+    conn.close()
+    return None
+
+
 # merge_plan.tombstone_candidate, asked of SQLite: the same rule, row for row
 # (tests/test_damage_health.py holds the two equal). LIKE (on the bytes read
 # as text: on a blob it never matches) compares ASCII letters without case,
@@ -72,14 +90,10 @@ class SegmentRows:
         self.meta: dict[str, str] = {}
         self.rows: list[tuple[int, str, str, str | None, str, bytes, str]] = []
         self.provenance_keys: set[tuple[str, str]] = set()
+        conn = _begin_read(path, immutable=immutable)
+        if conn is None:
+            return
         try:
-            conn = _open_for_reading(path, immutable=immutable)
-        except sqlite3.Error as exc:
-            raise Unreadable(describe_sqlite_error(exc)) from None
-        try:
-            conn.execute("BEGIN")
-            if never_initialised(conn):
-                return
             tables = {r[0] for r in conn.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "events" not in tables:
@@ -108,14 +122,10 @@ def stream_ids(path: str, *, batch: int = 50_000) -> Iterator[list[tuple[str]]]:
     For learning which events a large workspace holds without reading the
     bodies. Raises Unreadable, possibly after some batches were yielded.
     """
+    conn = _begin_read(path, immutable=False)
+    if conn is None:
+        return
     try:
-        conn = _open_for_reading(path, immutable=False)
-    except sqlite3.Error as exc:
-        raise Unreadable(describe_sqlite_error(exc)) from None
-    try:
-        conn.execute("BEGIN")
-        if never_initialised(conn):
-            return
         cursor = conn.execute("SELECT event_id FROM events")
         while rows := cursor.fetchmany(batch):
             yield rows

@@ -27,6 +27,7 @@ import json
 import os
 import sqlite3
 import time
+from typing import Any
 
 from agent_journal.core.derive import tombstone_graph
 from agent_journal.core.errors import JournalError
@@ -62,13 +63,6 @@ from agent_journal.storage.cache import (
 from agent_journal.storage.connection import run_write
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.workspace import Workspace
-
-TYPE_CHECKING = False  # typing is costly to import; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
-
-    from agent_journal.storage.workspace import Workspace
-
 
 INDEX_AREA = "search"
 

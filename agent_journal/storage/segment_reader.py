@@ -135,14 +135,16 @@ class Peek:
 
 
 def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
-                 after: int = 0, fold_from: str | None = None, cut: Cut | None = None
-                 ) -> SegmentScan:
+                 after: int = 0, fold_from: str | None = None, cut: Cut | None = None,
+                 observations: bool = True) -> SegmentScan:
     """Read and verify every row of one segment; damage is recorded, never raised.
 
     Rows read before a mid-file error are kept (a floor), and the segment is
     reported unreadable. `peek` implies `lazy`; with it, only rows whose seq
     is above `after` are read, and `fold_from` folds them into `scan.fold`.
     `cut` (not with `peek`) reads only the rows inside it (storage/cut.py).
+    `observations=False` (not with `peek`) verifies observation rows as a lazy
+    read does but keeps none of them, so a damaged one is still reported.
     """
     scan = SegmentScan()
     try:
@@ -168,7 +170,9 @@ def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
         seq = 0
         for seq, event_id, body, digest, type_, subject, ts in rows:
             try:
-                if lazy and type_ == "observation":
+                if type_ == "observation" and not observations:
+                    decode_lazy(body, digest, event_id, type_, subject, ts)
+                elif lazy and type_ == "observation":
                     events.append(decode_lazy(body, digest, event_id, type_, subject, ts))
                 else:
                     events.append(decode_checked(body, digest, event_id, type_, subject, ts))

@@ -23,18 +23,14 @@ from __future__ import annotations
 import heapq
 import sqlite3
 from collections.abc import Iterator
+from typing import Any
 
 from agent_journal.core import codec
+from agent_journal.core.model import Event
 from agent_journal.storage.connection import describe_sqlite_error
+from agent_journal.storage.cut import Cut
 from agent_journal.storage.segment import never_initialised, open_segment_for_read
-
-TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
-if TYPE_CHECKING:
-    from typing import Any
-
-    from agent_journal.core.model import Event
-    from agent_journal.storage.cut import Cut
-    from agent_journal.storage.workspace import Workspace
+from agent_journal.storage.workspace import Workspace
 
 BATCH = 500
 # Rows of the first backward page: enough for most `--last N` without a full sort.

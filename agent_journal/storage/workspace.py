@@ -245,8 +245,8 @@ class Workspace:
 
     # -- reading ------------------------------------------------------------------------
 
-    def read(self, *, lazy: bool = False, peek: Peek | None = None, cut: Cut | None = None
-             ) -> ReadResult:
+    def read(self, *, lazy: bool = False, peek: Peek | None = None, cut: Cut | None = None,
+             observations: bool = True) -> ReadResult:
         """Every event of the workspace, with what could not be trusted.
 
         `lazy=True` verifies every row's checksum and header but defers
@@ -254,17 +254,19 @@ class Workspace:
         codec.decode_lazy); destructive commands read strictly. `peek`
         (implies lazy) has SQLite read a few fields of each observation.
         `cut` (not with `peek`) reads only the rows inside it (cut.py).
+        `observations=False` verifies observation rows but keeps none.
         """
         with PausedGC():
-            return self._read(lazy, peek, cut)
+            return self._read(lazy, peek, cut, observations)
 
-    def _read(self, lazy: bool, peek: Peek | None = None, cut: Cut | None = None
-              ) -> ReadResult:
+    def _read(self, lazy: bool, peek: Peek | None = None, cut: Cut | None = None,
+              observations: bool = True) -> ReadResult:
         result = ReadResult()
         for path in self.segment_paths():
             rel = self.rel(path)
             result.segments.append(rel)
-            scan = read_segment(path, lazy=lazy, peek=peek, cut=cut)
+            scan = read_segment(path, lazy=lazy, peek=peek, cut=cut,
+                                observations=observations)
             result.events.extend(scan.events)
             result.malformed.extend({"segment": rel, "row": seq, "reason": why}
                                     for seq, why in scan.malformed)

@@ -1,7 +1,8 @@
 """One observation's events folded into a `Call`, the unit every derivation reads.
 
-Invariant: `fold` is the fold `Derived.observation_view` does (later non-null values
-win; the latest event's status wins), applied to `facts.event_facts` of each event;
+Invariant: `fold` is the fold `Derived.observation_view` does (`latest_wins` of
+`core/observation_fold.py`: the latest event that says anything wins), applied to
+`facts.event_facts` of each event;
 `call_from_view` gives the same Call from a view of the whole observation.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from operator import attrgetter
 
+from agent_journal.core.observation_fold import latest_wins
 from agent_journal.core.recovery.facts import FAILED_STATUSES, TOOL_CALL, event_facts
 from agent_journal.core.recovery.record import Record
 from agent_journal.core.recovery.run_summary import RunSummary
@@ -118,14 +120,14 @@ class Call(Record):
 def fold(obs_id: str, kind: str, session: str | None, timed: Iterable[tuple[str, Any]]
          ) -> Call:
     """A Call from an observation's (ts, facts-or-None) pairs, in event order."""
-    facts: dict[str, Any] = {}
+    parts: list[dict[str, Any] | None] = []
     first = last = ""
     for ts, event in timed:
         if not first:
             first = ts
         last = ts
-        if event:
-            facts.update(event)  # facts hold no None values: later non-null wins
+        parts.append(event)
+    facts = latest_wins(parts, no_nulls=True)  # event_facts never holds a None value
     return Call(obs_id, kind, session, first, last, facts)
 
 

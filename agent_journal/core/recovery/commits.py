@@ -1,6 +1,7 @@
 """Commits, pushes and the branch, as git's output in the journal reports them.
 
-Invariants: a commit is listed only when git printed it being made (git_output); the
+Invariants: a commit is listed only when git printed it being made (git_output), a push
+(or a push's rejection) only when git printed the ref update (or ` ! [rejected]`); the
 branch is the latest one git or the agent's context named; order of unrelated calls
 does not matter (everything is read in (ts, id) order).
 """
@@ -35,11 +36,23 @@ class Push(Record):
     ts: str
 
 
+class Rejected(Record):
+    """A ref a push had refused, with git's reason (`non-fast-forward`, `fetch first`)."""
+
+    __slots__ = ("remote", "source", "destination", "why", "call_id", "ts")
+    remote: str
+    source: str
+    destination: str
+    why: str
+    call_id: str
+    ts: str
+
+
 class GitState(Record):
-    __slots__ = ("commits", "pushes", "branch", "branches", "log", "log_call")
+    __slots__ = ("commits", "pushes", "branch", "branches", "log", "log_call", "rejected")
     DEFAULTS = {
         "commits": list, "pushes": list, "branch": None, "branches": list, "log": list,
-        "log_call": None
+        "log_call": None, "rejected": list
     }
     commits: list[Commit]
     pushes: list[Push]
@@ -47,6 +60,7 @@ class GitState(Record):
     branches: list[str]
     log: list[tuple[str, str]]
     log_call: str | None
+    rejected: list[Rejected]
 
 
 def commits(calls: Iterable[Call]) -> GitState:
@@ -66,6 +80,8 @@ def commits(calls: Iterable[Call]) -> GitState:
             state.branch = on
         for remote, source, destination in call.get("pushes") or ():
             state.pushes.append(Push(remote, source, destination, call.id, call.ts))
+        for remote, source, destination, why in call.get("pushRejected") or ():
+            state.rejected.append(Rejected(remote, source, destination, why, call.id, call.ts))
         switched = call.get("switched")
         if isinstance(switched, str):
             state.branch = switched

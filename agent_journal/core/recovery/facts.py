@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "1"
+FACTS_VERSION = "2"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -164,11 +164,12 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
     from agent_journal.core.recovery.git_output import (
         commits_in,
         log_lines,
+        push_rejections_in,
         pushes_in,
         removed_by_git_rm,
         switched_branch,
     )
-    from agent_journal.core.recovery.reasons import error_reason, refusal, rejection_words
+    from agent_journal.core.recovery.reasons import benign, error_reason, refusal, rejection_words
 
     failed = (isinstance(status, str) and status in FAILED_STATUSES) or (
         isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0)
@@ -176,6 +177,8 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         reason = error_reason(text)
         if reason:
             facts["reason"] = reason
+            if benign(reason):
+                facts["noop"] = True
         refused = refusal(text)
         if refused:
             facts["refusal"] = refused
@@ -192,6 +195,9 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         pushed = pushes_in(text)
         if pushed:
             facts["pushes"] = [list(p) for p in pushed]
+        refused_refs = push_rejections_in(text)
+        if refused_refs:
+            facts["pushRejected"] = [list(p) for p in refused_refs]
         switched = switched_branch(text)
         if switched:
             facts["switched"] = switched

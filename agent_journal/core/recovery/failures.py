@@ -1,7 +1,9 @@
 """Failed calls with their reason, refusals told apart, and what a later success resolved.
 
 Invariants: a failure is `denied` (a permission denial) or `rejected` (the user's
-rejection) only by Claude Code's own wording (reasons.refusal), else `error`. A failure
+rejection) only by Claude Code's own wording (reasons.refusal), else `error`. A call that
+failed as a benign no-op (reasons.BENIGN_NOOPS: `nothing to commit, working tree clean`)
+is not a failure at all. A failure
 is resolved when a later call of the same tool on the same target succeeded (for a test
 or check command: when a later run of it passed); it is open otherwise.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from agent_journal.core.recovery.calls import Call, ordered
 from agent_journal.core.recovery.record import Record
-from agent_journal.core.recovery.test_runs import command_key
+from agent_journal.core.recovery.test_runs import command_key, run_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,10 +24,10 @@ ERROR = "error"
 class Failure(Record):
     __slots__ = (
         "call_id", "tool", "target", "kind", "reason", "ts", "exit_code", "words",
-        "resolved_by", "description", "summary"
+        "resolved_by", "description", "summary", "first_failure"
     )
     DEFAULTS = {"exit_code": None, "words": None, "resolved_by": None, "description": None,
-                "summary": None}
+                "summary": None, "first_failure": None}
     call_id: str
     tool: str | None
     target: str | None
@@ -37,6 +39,7 @@ class Failure(Record):
     resolved_by: str | None
     description: str | None
     summary: str | None  # a failing test or check run's own summary line(s)
+    first_failure: str | None  # and the first failure line it printed
 
     @property
     def resolved(self) -> bool:
@@ -46,7 +49,7 @@ class Failure(Record):
 def _same(call: Call) -> tuple[str | None, str | None]:
     target = call.target
     if call.tool == "Bash" and target:
-        target = command_key(target)
+        target = run_key(command_key(target))
     return (call.tool, target)
 
 
@@ -58,11 +61,14 @@ def failures(calls: Iterable[Call]) -> list[Failure]:
         if not call.is_tool_call or call.unfinished:
             continue
         key = _same(call)
+        if call.failed and call.get("noop"):
+            continue  # nothing needed doing: nothing is lost, nothing is open
         if call.failed:
             failure = Failure(call.id, call.tool, call.target, call.get("refusal") or ERROR,
                               call.get("reason"), call.ts, call.get("exit"), call.get("words"),
                               description=call.get("desc"),
-                              summary=(call.get("check") or {}).get("summary"))
+                              summary=(call.get("check") or {}).get("summary"),
+                              first_failure=(call.get("check") or {}).get("firstFailure"))
             found.append(failure)
             if key[1] is not None:
                 waiting.setdefault(key, []).append(failure)

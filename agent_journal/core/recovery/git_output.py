@@ -1,7 +1,8 @@
 """What git's own output says about commits, pushes, branches and removed files.
 
 Invariant: only git's fixed output forms are read (`[branch hash] subject` after a
-commit, `old..new  src -> dst` after a push, `Switched to a new branch 'x'`, `rm 'path'`
+commit, `old..new  src -> dst` after a push, ` ! [rejected]  src -> dst (why)` for a ref
+a push had refused, `Switched to a new branch 'x'`, `rm 'path'`
 after `git rm`, `hash subject` lines of `git log --oneline`); nothing is inferred from
 the command alone.
 """
@@ -14,6 +15,8 @@ _MADE_LINE = re.compile(r"^\[(?P<branch>[^\]\s]+(?: [^\]\s]+)?)(?: \(root-commit
                      r"(?P<hash>[0-9a-f]{7,40})\] (?P<subject>.+)$")
 _PUSH = re.compile(r"^\s*(?:\+ |\* )?(?:[0-9a-f]{7,40}\.\.\.?[0-9a-f]{7,40}|\[new branch\]|"
                    r"\[new tag\])\s+(?P<src>\S+) -> (?P<dst>\S+)")
+_PUSH_REJECTED = re.compile(r"^\s*! \[(?:remote )?rejected\]\s+(?P<src>\S+) -> (?P<dst>\S+)"
+                            r"(?: \((?P<why>[^)]+)\))?")
 _PUSH_TO = re.compile(r"^To (\S+)")
 _SWITCHED = re.compile(r"^Switched to (?:a new )?branch '([^']+)'")
 _GIT_RM = re.compile(r"^rm '([^']+)'$")
@@ -43,6 +46,21 @@ def pushes_in(text: str) -> list[tuple[str, str, str]]:
         m = _PUSH.match(line)
         if m and remote:
             found.append((remote, m.group("src"), m.group("dst")))
+    return found[:_MAX]
+
+
+def push_rejections_in(text: str) -> list[tuple[str, str, str, str]]:
+    """(remote, source ref, destination ref, git's reason) of every ref a push had rejected."""
+    remote = ""
+    found = []
+    for line in text.splitlines():
+        to = _PUSH_TO.match(line)
+        if to:
+            remote = to.group(1)
+            continue
+        m = _PUSH_REJECTED.match(line)
+        if m:
+            found.append((remote, m.group("src"), m.group("dst"), m.group("why") or "rejected"))
     return found[:_MAX]
 
 

@@ -4,7 +4,9 @@ Invariants: the reason is a line of the output itself (never rewritten beyond tr
 and a length cap); log noise (`level=info` lines, bare `Exit code N`, blank and
 decoration lines) is skipped; for a Python traceback the exception line is the reason.
 A permission denial or a user's rejection is recognised only by Claude Code's own fixed
-wording, so an error is never mistaken for one.
+wording, so an error is never mistaken for one. A benign no-op (`benign`) is recognised
+only when the failure's reason is one of a short fixed list of messages saying the wanted
+state already holds (BENIGN_NOOPS).
 """
 
 from __future__ import annotations
@@ -31,6 +33,17 @@ _DENIAL = re.compile(r"requires approval|haven't granted it yet|was blocked\. Fo
                      r"denied by (?:the )?(?:user|policy|permission)", re.IGNORECASE)
 _REJECTION = re.compile(r"The user doesn't want to (?:proceed with this tool use|take this "
                         r"action)|tool use was rejected", re.IGNORECASE)
+# Lines that name the failure more precisely than a generic `error:` line after them: a
+# merge or rebase conflict, a ref a push had rejected, a Rust panic.
+_PREFERRED = re.compile(r"^CONFLICT \(|^! \[(?:remote )?rejected\]|\bpanicked at\b")
+# A failed call whose reason is one of these did nothing because nothing needed doing: the
+# state it aimed at already holds, so nothing is lost and nothing is open.
+BENIGN_NOOPS = (
+    "nothing to commit, working tree clean",  # git commit with nothing staged or changed
+    "No local changes to save",  # git stash on a clean tree
+    "Everything up-to-date",  # git push with nothing new
+    "Already up to date.",  # git pull / merge with nothing new
+)
 _REJECTION_SAID = re.compile(r"the user said:\s*(.+)", re.IGNORECASE | re.DOTALL)
 
 
@@ -52,6 +65,11 @@ def rejection_words(text: str) -> str | None:
     return m.group(1).strip()[:1000] if m else None
 
 
+def benign(reason: str | None) -> bool:
+    """Whether a failure's reason is a benign no-op (BENIGN_NOOPS), not a problem."""
+    return isinstance(reason, str) and reason.strip() in BENIGN_NOOPS
+
+
 def error_reason(text: str | None) -> str | None:
     """The first meaningful error line of a failed call's output, or None."""
     if not isinstance(text, str) or not text.strip():
@@ -70,6 +88,9 @@ def error_reason(text: str | None) -> str | None:
               and not _NOISE.match(line)]
     if not useful:
         return None
+    preferred = next((line for line in useful if _PREFERRED.search(line)), None)
+    if preferred is not None:
+        return clip(preferred, REASON_CHARS)
     marked = next((line for line in useful if _ERRORISH.search(line)), None)
     if marked is not None:
         return clip(marked, REASON_CHARS)

@@ -2,8 +2,12 @@
 
 Invariants: a run is a shell call whose output holds a runner's summary
 (checks.parse_run). Runs of the same command (`command_key`) are one history: its latest
-run is its state, and a failing run followed by a passing one counts as fixed. Unrelated
-calls, and the order they were read in, change nothing.
+run is its state, and a failing run followed by a passing one counts as fixed. A
+package manager's way of running a script or tool is the same command whichever manager
+ran it (`npm test`, `pnpm test`, `yarn run test`; `npx tsc`, `pnpm tsc`: `run_key`). A
+later successful call of a command that has a run history, printing no summary, is a
+passing run (tsc and eslint print nothing when clean; their exit status is the verdict).
+Unrelated calls, and the order they were read in, change nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +25,15 @@ if TYPE_CHECKING:
 
 # Output plumbing that does not change what ran: `2>&1`, and a pipe into a pager-like tail.
 _PLUMBING = re.compile(r"\s+2>&1|\s*\|\s*(?:tail|head|less|more|cat)\b[^|]*$")
+
+
+_PACKAGE_RUNNER = re.compile(r"^(?:npm|pnpm|yarn)(?: (?:run|run-script|exec))? (?=\S)|^npx ")
+SILENT_PASS = "exit 0, no summary printed"
+
+
+def run_key(command: str) -> str:
+    """The command with a JavaScript package manager's runner prefix made uniform."""
+    return _PACKAGE_RUNNER.sub("js ", command, count=1)
 
 
 def command_key(command: str) -> str:
@@ -58,27 +71,40 @@ def test_runs(calls: Iterable[Call]) -> list[TestRun]:
     # latest run only (a busy journal holds many runs of few commands).
     history: dict[str, list[Any]] = {}
     keys: dict[str, str] = {}
+    shown: dict[str, str] = {}  # run key -> the latest run's command, as displayed
     for call in ordered(calls):
+        if not call.is_tool_call:
+            continue
         raw = call.facts.get("check")
-        if not isinstance(raw, dict) or not call.is_tool_call:
+        if not isinstance(raw, dict) and not call.succeeded:
             continue
         target = call.target or call.tool or ""
         command = keys.get(target)
         if command is None:
             command = keys[target] = command_key(target)
-        ok = raw.get("ok") is True
-        seen = history.get(command)
+        key = run_key(command)
+        seen = history.get(key)
+        if not isinstance(raw, dict):
+            if seen is None:
+                continue  # a command that never printed a summary is not a run
+            ok = True
+        else:
+            ok = raw.get("ok") is True
+        shown[key] = command
         if seen is None:
-            history[command] = [call, 1, 0 if ok else 1, [call.id]]
+            # seen is None here only for a call that carried a summary (raw is its dict)
+            runner = raw.get("runner") if isinstance(raw, dict) else None
+            history[key] = [call, 1, 0 if ok else 1, [call.id], runner]
             continue
         seen[0] = call
         seen[1] += 1
         seen[2] += 0 if ok else 1
         seen[3].append(call.id)
     runs = []
-    for command, (call, count, failed, ids) in history.items():
+    for key, (call, count, failed, ids, runner) in history.items():
         latest = call.check
-        assert latest is not None  # it carried a check
-        runs.append(TestRun(command, latest, call.id, call.ts, count, failed,
+        if latest is None:  # a silent successful run of a command with a history
+            latest = RunSummary(str(runner), True, SILENT_PASS)
+        runs.append(TestRun(shown[key], latest, call.id, call.ts, count, failed,
                             latest.ok and failed > 0, ids))
     return sorted(runs, key=lambda r: (r.ts, r.call_id))
