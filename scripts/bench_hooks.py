@@ -172,8 +172,8 @@ def run(ctx: Ctx) -> None:
 
 
 if __name__ == "__main__":
-    from pathlib import Path
     import tempfile
+    from pathlib import Path
 
     with tempfile.TemporaryDirectory(prefix="aj-bench-") as tmp:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
