@@ -11,6 +11,7 @@ Goal: hook p99 during compaction <= 3x its p99 without.
 SessionStart (the digest as additional context): cold (cache/ removed) against
 a whole process reading every row of every segment, goal <= 3x; warm (run
 again, nothing new) against the write floor of bench_core, goal <= 5x.
+BENCH_HOOKS=compact (or start) runs one half only.
 """
 
 from __future__ import annotations
@@ -82,12 +83,35 @@ def _hooks_during(root: str, compact: list[str], env: dict[str, str]
     stop = threading.Event()
     threads, samples = _streams(root, stop, time.time_ns())
     time.sleep(0.5)  # the streams are running before compaction starts
+    # The intent file appears when the read is over and the first segment is
+    # about to change: hooks before it ran during the read, after it during
+    # the deletes.
+    intent = os.path.join(root, "workspaces", "bench", ".compact-pending.json")
+    applying: list[float] = []
+
+    def watch() -> None:
+        while not stop.is_set() and not applying:
+            if os.path.exists(intent):
+                applying.append(time.perf_counter())
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
     begin = time.perf_counter()
+    watcher.start()
     done = subprocess.run(compact, capture_output=True, env=env)
     end = time.perf_counter()
     stop.set()
-    for t in threads:
+    for t in [*threads, watcher]:
         t.join()
+    if applying:
+        split = applying[0]
+        read = [s for start, s in samples if begin <= start < split]
+        rest = [s for start, s in samples if split <= start <= end]
+        for name, part in (("read", read), ("apply", rest)):
+            if part:
+                print(f"  {name} phase ({(split - begin if name == 'read' else end - split):.1f}"
+                      f" s): p50 {median(part) * 1000:.0f} ms, p99 {p99(part) * 1000:.0f} ms, "
+                      f"{len(part)} hooks", flush=True)
     if done.returncode != 0:
         print(f"  compact exit {done.returncode}: {done.stdout[-300:]!r} "
               f"{done.stderr[-300:]!r}", flush=True)
@@ -123,6 +147,14 @@ def _raw_scan_cmd(ws_segments: str) -> list[str]:
 
 
 def run(ctx: Ctx) -> None:
+    parts = os.environ.get("BENCH_HOOKS", "compact,start").split(",")
+    if "compact" in parts:
+        _during_compaction(ctx)
+    if "start" in parts:
+        _session_start(ctx)
+
+
+def _during_compaction(ctx: Ctx) -> None:
     events = scaled(EVENTS)
     base = ctx.path("hooks")
     env = dict(os.environ, AGENT_JOURNAL_NOW="2026-12-01T00:00:00Z")
@@ -148,8 +180,10 @@ def run(ctx: Ctx) -> None:
     during, seconds = _hooks_during(root_ttl, compact, env)
     _report_hooks(ctx, "TTL compact --apply", during, alone_p99, seconds)
 
-    # SessionStart on a fresh workspace of the same size.
-    root_s = str(base / "start")
+
+def _session_start(ctx: Ctx) -> None:
+    root_s = str(ctx.path("hooks") / "start")
+    events = scaled(EVENTS)
     ws = build_workspace(root_s, "bench", events=events, segments=SEGMENTS)
     start_cmd = _hook_cmd(root_s)
     scan = _raw_scan_cmd(ws.segments_dir)

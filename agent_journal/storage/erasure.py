@@ -65,6 +65,11 @@ class SegmentGrew(Exception):
 # held that lock for seconds; chunks this size hold it for milliseconds, and
 # the hook's append slips in between (`make bench BENCH=hooks`).
 CHUNK_ROWS = 1000
+# After each chunk the lock is left free for as long as the chunk held it (at
+# most this long): a hook waiting on it polls every few milliseconds and would
+# otherwise keep losing it to the next chunk, taken the instant this one
+# commits.
+CHUNK_PAUSE_MAX_S = 0.05
 
 
 # Compaction's segment transactions are independent within a pass and spend
@@ -233,15 +238,20 @@ def _apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
         high = expected_high
         deleted: list[str] = []
         done: set[str] = set()
+        last = len(delete_chunks) + len(rewrite_chunks) - 1
         try:
-            for chunk in delete_chunks:
+            for n, chunk in enumerate(delete_chunks):
+                started = time.perf_counter()
                 high = run_write(conn, lambda c, chunk=chunk, seen=high: _delete_chunk(
                     c, path, seen, chunk, tolerate))
                 deleted += chunk
-            for rows in rewrite_chunks:
+                _pause(started, n == last)
+            for n, rows in enumerate(rewrite_chunks, start=len(delete_chunks)):
+                started = time.perf_counter()
                 high, flipped = run_write(conn, lambda c, rows=rows, seen=high: _rewrite_chunk(
                     c, path, seen, rows, tolerate))
                 done |= flipped
+                _pause(started, n == last)
             if not delete_chunks and not rewrite_chunks:
                 high = run_write(conn, lambda c: _delete_chunk(
                     c, path, expected_high, [], tolerate))
@@ -254,6 +264,12 @@ def _apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
         return high, done, clean
     finally:
         conn.close()
+
+
+def _pause(started: float, last: bool) -> None:
+    """Leave the segment's write lock free for a moment between two chunks."""
+    if not last:
+        time.sleep(min(time.perf_counter() - started, CHUNK_PAUSE_MAX_S))
 
 
 def _check_high(c: sqlite3.Connection, path: str, seen: int,
