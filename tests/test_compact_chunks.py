@@ -117,3 +117,47 @@ def test_chunks_keep_order_bound_their_size_and_never_split_an_item(keys, size):
         # Over the bound only by the run of one item that crossed it.
         tail = [i for i in chunk if key_of(i) == key_of(chunk[-1])]
         assert len(chunk) - len(tail) < size or len(chunk) <= size
+
+
+def test_the_read_lets_a_writer_commit_between_slices_and_sees_its_row(root, monkeypatch):
+    """A rollback journal's shared lock keeps every writer of a segment from
+    committing: the read holds it only while a slice is fetched, never while
+    Python decodes rows, and a row committed meanwhile is read like the rest."""
+    import sqlite3
+
+    from agent_journal.core import codec
+    from agent_journal.core.model import Event
+    from agent_journal.storage import compaction_read, compaction_rows
+    from agent_journal.storage.segment import insert_events
+
+    ctx = context.Context(str(root), "ws", session="s")
+    for i in range(12):  # entries: every row goes through the exact decoder
+        writes.record(ctx, kind="note", entry_id=f"n{i}", fields={"text": "x"}, anchors=[],
+                      depends_on=[], subject=None)
+    ws = ctx.open(create=False)
+    [seg] = ws.segment_paths()
+    monkeypatch.setattr(compaction_rows, "READ_SLICE_ROWS", 4)
+    real = codec.decode_checked
+    committed: list[str] = []
+
+    def decode_and_write(*a: Any, **kw: Any) -> Any:
+        if not committed:
+            conn = sqlite3.connect(seg, timeout=0, isolation_level=None)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                ev = Event(event_id="late-1", type="observation", kind="tool_call",
+                           id="late", ts="2026-01-01T00:00:00.000Z", author="agent",
+                           session="s", replica="r", data={"tool": "Bash", "status": "ok"})
+                insert_events(conn, [ev])
+                conn.execute("COMMIT")  # fails while the read holds its shared lock
+                committed.append("late-1")
+            finally:
+                conn.close()
+        return real(*a, **kw)
+
+    monkeypatch.setattr(codec, "decode_checked", decode_and_write)
+    read = compaction_read.read_located(ws)
+    assert committed == ["late-1"]
+    assert "late-1" in {ev.event_id for ev in read.events}
+    high = sqlite3.connect(seg).execute("SELECT max(seq) FROM events").fetchone()[0]
+    assert read.high_water[ws.rel(seg)] == high
