@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from collections.abc import Iterator
 
 from xxhash import xxh3_64_hexdigest as _xxh3_hex
 
@@ -26,7 +27,6 @@ from agent_journal.storage.segment_reader import json_check, quick_check, strict
 
 TYPE_CHECKING = False  # as elsewhere in the package: mypy reads this as True
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from typing import Any
 
 # Observation rows are most of a journal, and parsing each body in Python cost
