@@ -7,11 +7,13 @@ Invariants:
   something, or the content a tombstone names.
 - A dry run changes no byte; `--apply` carries out exactly the plan a dry run
   prints, and reports what it actually did.
-- Segments are changed in place, one transaction each, and only when their
-  highest seq is still what the read saw, or every row appended since is one
-  the plan does not depend on (`CompactionPlan.unaffected_by`, checked under
-  the segment's write lock). Any other growth skips the segment; rows are
-  deleted by event id, so no acknowledged append is ever lost.
+- Segments are changed in place, in short transactions (an item's events in
+  one, a segment's tombstone rewrites after its deletes), each only when the
+  segment's highest seq is still what the read (or the previous transaction)
+  saw, or every row appended since is one the plan does not depend on
+  (`CompactionPlan.unaffected_by`, checked under the segment's write lock).
+  Any other growth skips the rest of the segment; rows are deleted by event
+  id, so no acknowledged append is ever lost.
 - Order between segments: a tombstone reads purged only once every event
   about its target is gone, so a run stopped anywhere (killed, skipped) never
   claims more than it did. (A dependent never turns live: a tombstoned entry
@@ -213,13 +215,16 @@ class _Run:
         return True
 
     def prepare(self, seg: str) -> _Job | None:
-        """Whatever of a segment's work may run now, as one transaction's job."""
+        """Whatever of a segment's work may run now, as one job."""
         if seg in self.skipped:
             return None
         plan = self.plan
         tombs = self.tombs.get(seg, {})
         deleting = self.todo.get(seg, set())
-        job = _Job(seg, sorted(deleting))
+        # An item's events side by side: the segment's work is cut into short
+        # transactions, never between two events of one item.
+        item = plan.deletions.__getitem__
+        job = _Job(seg, sorted(deleting, key=lambda e: (item(e), e)))
         flipped = self.flipped.get(seg, ())
         rewrites = self.rewrites.get(seg, {})
         flips, also_in = plan.flips, self.also_in
@@ -242,11 +247,16 @@ class _Run:
             return None
         return job
 
-    def finish(self, job: _Job, outcome: tuple[int, set[str], bool] | None) -> None:
-        """Book what a job's transaction did (None: the segment grew, nothing)."""
+    def finish(self, job: _Job, outcome: tuple[int, set[str], bool] | SegmentGrew) -> None:
+        """Book what a job's transactions did (SegmentGrew: the segment grew
+        after the deletions it lists had committed, and is left alone now)."""
         seg = job.seg
-        if outcome is None:
+        if isinstance(outcome, SegmentGrew):
             self.skipped.add(seg)
+            if outcome.deleted:
+                self.gone.setdefault(seg, set()).update(outcome.deleted)
+                if not outcome.clean:
+                    self.unclean.add(seg)
             return
         high, done, clean = outcome
         self.expected[seg] = high
@@ -265,19 +275,20 @@ class _Run:
         if not tombs:
             self.tombs.pop(seg, None)
 
-    def _apply(self, job: _Job) -> tuple[int, set[str], bool] | None:
+    def _apply(self, job: _Job) -> tuple[int, set[str], bool] | SegmentGrew:
         path = os.path.join(self.ws.root.path, job.seg)
         try:
             return apply_to_segment(path, self.expected[job.seg], job.deletes,
-                                    job.rewrites, tolerate=self.plan.unaffected_by)
-        except SegmentGrew:
-            return None
+                                    job.rewrites, tolerate=self.plan.unaffected_by,
+                                    together=self.plan.deletions.__getitem__)
+        except SegmentGrew as grew:
+            return grew
 
     def run(self) -> None:
         """Passes over the segments with work. Within a pass each segment is one
-        transaction, prepared from what earlier passes finished, so a pass's
-        transactions are independent and run on a few threads (SQLite works
-        without the GIL). A tombstone whose targets sit in another segment
+        job (short transactions, see `apply_to_segment`), prepared from what
+        earlier passes finished, so a pass's jobs are independent and run on a
+        few threads (SQLite works without the GIL). A tombstone whose targets sit in another segment
         flips in the pass after their deletion commits."""
         from concurrent.futures import ThreadPoolExecutor
 
@@ -298,7 +309,7 @@ class _Run:
 
 
 class _Job:
-    """One transaction on one segment: rows to delete, tombstones to rewrite."""
+    """One segment's work in a pass: rows to delete, tombstones to rewrite."""
 
     def __init__(self, seg: str, deletes: list[str]) -> None:
         self.seg = seg

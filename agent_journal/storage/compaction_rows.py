@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from collections.abc import Iterator
 from typing import Any
 
 from xxhash import xxh3_64_hexdigest as _xxh3_hex
@@ -55,15 +56,29 @@ from agent_journal.storage.segment_reader import json_check, quick_check, strict
 # a text without has data `{}`.
 
 def compaction_rows_sql(version: tuple[int, int, int]) -> str:
-    """Every row of a segment in seq order; the last column is 1 for an
-    observation body that passed the JSON check (NULL for every other row,
-    and for every row where there is no check)."""
+    """The rows of a segment past a seq (first parameter) in seq order, at most
+    the second parameter of them; the last column is 1 for an observation
+    body that passed the JSON check (NULL for every other row, and for every
+    row where there is no check)."""
     check = strict_json_check(version)
     checked = ("NULL" if check is None else
                f"CASE WHEN type = 'observation' AND {check} THEN 1 END")
     return (f"SELECT seq, event_id, type, body, checksum, subject, ts, {checked} "
             "FROM (SELECT seq, event_id, type, body, checksum, subject, ts, "
-            "CAST(body AS TEXT) AS t FROM events) ORDER BY seq")
+            "CAST(body AS TEXT) AS t FROM events WHERE seq > ? ORDER BY seq LIMIT ?) "
+            "ORDER BY seq")
+
+
+# Rows fetched per read statement. A segment is read in slices, each fetched
+# whole before Python looks at it, so the read lock (a rollback journal's
+# shared lock keeps every writer of the segment from committing) is held
+# while SQLite copies a slice out, never while Python decodes it: a hook
+# appending to the segment waits for one slice, not the segment's read.
+# Rows are only ever appended above the highest seq (deletions come from
+# the applied run that holds the workspace lock), so slices read one after
+# another see what one read at the end would, rows appended meanwhile
+# included; the high-water mark is the last row read.
+READ_SLICE_ROWS = 2000
 
 
 _COMPACTION_ROWS = compaction_rows_sql(sqlite3.sqlite_version_info)
@@ -380,13 +395,24 @@ def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath) -> Segmen
     return part
 
 
+def _slices(conn: sqlite3.Connection, sql: str) -> Iterator[tuple[Any, ...]]:
+    """Every row of `sql` (see `compaction_rows_sql`), fetched a slice at a time."""
+    after: float = float("-inf")  # below every integer seq, the lowest included
+    while True:
+        rows = conn.execute(sql, (after, READ_SLICE_ROWS)).fetchall()
+        yield from rows
+        if len(rows) < READ_SLICE_ROWS:
+            return
+        after = rows[-1][0]
+
+
 def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql: str, *,
                in_place: bool) -> None:
     append_event = part.rows.append
     malformed = part.malformed
     rel = part.rel
     seq = part.high
-    for seq, event_id, type_, body, digest, subject, ts, json_ok in conn.execute(sql):
+    for seq, event_id, type_, body, digest, subject, ts, json_ok in _slices(conn, sql):
         values = None
         if json_ok is not None:
             values = _fast_observation(fast, body, digest, event_id, subject, ts)

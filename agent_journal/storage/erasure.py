@@ -3,8 +3,10 @@
 Invariants:
 - Every deleting connection overwrites what it frees (secure_delete) and keeps
   no journal of old pages past its commit; a WAL is truncated after it.
-- A segment is changed in one transaction that first checks nothing was
-  appended that the plan could depend on; rows go by event id only.
+- A segment is changed in short transactions of at most CHUNK_ROWS rows, each
+  first checking nothing was appended that the plan could depend on; rows go
+  by event id only, an item's rows in one transaction, rewrites after every
+  delete of the segment committed.
 - Projections under <root>/cache are disposable: every file a workspace's
   projections leave there, under any name, is deleted with them.
 - A compaction about to change files writes its intent first, so a killed run
@@ -38,7 +40,32 @@ COMPACT_INTENT = ".compact-pending.json"
 
 
 class SegmentGrew(Exception):
-    """A segment gained rows after it was read; it must be left alone."""
+    """A segment gained rows after it was read; it must be left alone.
+
+    `deleted` lists the event ids whose deletion earlier chunks of the same
+    segment committed before the growth was seen (empty when nothing changed),
+    `high` the segment's highest seq after them and `clean` whether its WAL was
+    truncated afterwards.
+    """
+
+    def __init__(self, path: str, deleted: list[str] | None = None, high: int = 0,
+                 clean: bool = True) -> None:
+        super().__init__(path)
+        self.deleted = deleted or []
+        self.high = high
+        self.clean = clean
+
+
+# Rows one transaction deletes or rewrites. Hooks append to the segment being
+# compacted and wait for its write lock: a segment's work as one transaction
+# held that lock for seconds; chunks this size hold it for milliseconds, and
+# the hook's append slips in between (`make bench BENCH=hooks`).
+CHUNK_ROWS = 1000
+# After each chunk the lock is left free for as long as the chunk held it (at
+# most this long): a hook waiting on it polls every few milliseconds and would
+# otherwise keep losing it to the next chunk, taken the instant this one
+# commits.
+CHUNK_PAUSE_MAX_S = 0.05
 
 
 # Compaction's segment transactions are independent within a pass and spend
@@ -139,87 +166,164 @@ def _rows_after(conn: sqlite3.Connection, seq: int) -> list[Event | None]:
 
 def apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
                      rewrites: Iterable[tuple[str, str, bytes | None, str]],
-                     tolerate: Callable[[list[Event | None]], bool] | None = None
+                     tolerate: Callable[[list[Event | None]], bool] | None = None,
+                     together: Callable[[str], object] | None = None
                      ) -> tuple[int, set[str], bool]:
-    """Delete rows and rewrite tombstones in one segment, in one transaction.
+    """Delete rows and rewrite tombstones in one segment, in short transactions.
 
     `rewrites` are (event_id, checksum as read, new body or None, new
     checksum), as `Rewrite` says; a row whose checksum changed since it was
-    read is left alone. Raises SegmentGrew
-    (having changed nothing) when the segment's highest seq is no longer
-    `expected_high`, unless it only grew and `tolerate`, shown the events
-    appended since (under the write lock, so no more can arrive), accepts
-    them: rows are deleted and rewritten by event id, so appends the plan
-    does not depend on are simply left in place. Returns the new highest seq,
-    the event ids rewritten, and whether the segment is clean afterwards (a WAL
-    that could not be truncated may still hold old page images).
+    read is left alone. The work goes in chunks of at most CHUNK_ROWS rows,
+    each its own transaction, so writers appending to the segment wait
+    milliseconds, not the whole segment's work: the deletes first (adjacent
+    ids with the same `together` key, an item's events, always share a
+    chunk, so an item is gone whole or not at all), then the rewrites, so a
+    tombstone is flipped only once the deletions in this segment committed.
+    Each chunk first checks the segment's highest seq is still the one the
+    previous chunk left (`expected_high` for the first). If it grew,
+    `tolerate`, shown the events appended since (under the write lock, so no
+    more can arrive), may accept them: rows are deleted and rewritten by event
+    id, so appends the plan does not depend on are simply left in place.
+    Otherwise SegmentGrew is raised, carrying the deletions earlier chunks
+    committed (none when the first chunk saw it). Returns the new highest seq,
+    the event ids rewritten, and whether the segment is clean afterwards (a
+    WAL that could not be truncated may still hold old page images).
     """
     try:
-        return _apply_to_segment(path, expected_high, delete_ids, rewrites, tolerate)
+        return _apply_to_segment(path, expected_high, delete_ids, rewrites, tolerate, together)
     except sqlite3.OperationalError as exc:
         if is_busy(exc):
             raise BusyError("the journal stayed locked by other writers; retry") from None
         raise StorageError(f"cannot compact {path}: {describe_sqlite_error(exc)}") from None
     except sqlite3.Error as exc:
-        # The transaction rolled back: this segment is as it was, and the
-        # intent file lets the next run finish what the others began.
+        # The chunk's transaction rolled back; the chunks before it committed
+        # whole items, and the intent file lets the next run finish the rest.
         raise StorageError(f"cannot compact {path}: {describe_sqlite_error(exc)}") from None
+
+
+def _chunks(ids: list[str], together: Callable[[str], object] | None) -> list[list[str]]:
+    """`ids` cut into runs of at most CHUNK_ROWS, never between two adjacent ids
+    with the same `together` key (a run of one key longer than that stays whole)."""
+    out: list[list[str]] = []
+    current: list[str] = []
+    last: object = None
+    for event_id in ids:
+        key = together(event_id) if together is not None else event_id
+        if len(current) >= CHUNK_ROWS and key != last:
+            out.append(current)
+            current = []
+        current.append(event_id)
+        last = key
+    if current:
+        out.append(current)
+    return out
 
 
 def _apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
                       rewrites: Iterable[tuple[str, str, bytes | None, str]],
-                      tolerate: Callable[[list[Event | None]], bool] | None
+                      tolerate: Callable[[list[Event | None]], bool] | None,
+                      together: Callable[[str], object] | None
                       ) -> tuple[int, set[str], bool]:
-    delete_rows = [(event_id,) for event_id in delete_ids]
+    delete_chunks = _chunks(list(delete_ids), together)
     rewrite_rows = list(rewrites)
+    rewrite_chunks = [rewrite_rows[i:i + CHUNK_ROWS]
+                      for i in range(0, len(rewrite_rows), CHUNK_ROWS)]
     conn = erasing_connection(path)
     try:
         wal = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
-
-        def work(c: sqlite3.Connection) -> tuple[int, set[str]]:
-            high = _max_seq(c)
-            if high != expected_high and (tolerate is None or high < expected_high
-                                          or not tolerate(_rows_after(c, expected_high))):
-                raise SegmentGrew(path)
-            bulk = _bulk_json_usable(c)
-            if bulk:
-                # One statement each, so the whole loop runs inside SQLite
-                # without the GIL (see `_bulk_json_usable`).
-                c.execute(_DELETE_LISTED, (json.dumps([row[0] for row in delete_rows]),))
-            else:
-                c.executemany("DELETE FROM events WHERE event_id = ?", delete_rows)
-            before = c.total_changes
-            flips = [row for row in rewrite_rows if row[2] is None]
-            whole = [row for row in rewrite_rows if row[2] is not None]
-            if bulk and flips:
-                c.execute(_FLIP_LISTED, (json.dumps(
-                    [[event_id, old, digest] for event_id, old, _, digest in flips]),))
-            elif flips:
-                c.executemany(_FLIP_ONE, [(digest, event_id, old)
-                                          for event_id, old, _, digest in flips])
-            if bulk and whole:
-                c.execute(_REWRITE_LISTED, (json.dumps(
-                    [[event_id, old, body.decode(), digest]  # type: ignore[union-attr]
-                     for event_id, old, body, digest in whole], ensure_ascii=False),))
-            elif whole:
-                c.executemany("UPDATE events SET body = ?, checksum = ? "
-                              "WHERE event_id = ? AND checksum = ?",
-                              [(body, digest, event_id, old)
-                               for event_id, old, body, digest in whole])
-            if c.total_changes - before == len(rewrite_rows):
-                done = {row[0] for row in rewrite_rows}
-            else:  # some row changed since it was read: find out which were rewritten
-                wanted = {row[0]: row[3] for row in rewrite_rows}
-                done = {event_id for event_id, digest in wanted.items()
-                        if c.execute("SELECT 1 FROM events WHERE event_id = ? AND checksum = ?",
-                                     (event_id, digest)).fetchone()}
-            return _max_seq(c), done
-
-        high, done = run_write(conn, work)
+        high = expected_high
+        deleted: list[str] = []
+        done: set[str] = set()
+        last = len(delete_chunks) + len(rewrite_chunks) - 1
+        try:
+            for n, chunk in enumerate(delete_chunks):
+                started = time.perf_counter()
+                high = run_write(conn, lambda c, chunk=chunk, seen=high: _delete_chunk(
+                    c, path, seen, chunk, tolerate))
+                deleted += chunk
+                _pause(started, n == last)
+            for n, rows in enumerate(rewrite_chunks, start=len(delete_chunks)):
+                started = time.perf_counter()
+                high, flipped = run_write(conn, lambda c, rows=rows, seen=high: _rewrite_chunk(
+                    c, path, seen, rows, tolerate))
+                done |= flipped
+                _pause(started, n == last)
+            if not delete_chunks and not rewrite_chunks:
+                high = run_write(conn, lambda c: _delete_chunk(
+                    c, path, expected_high, [], tolerate))
+        except SegmentGrew:
+            if not deleted:
+                raise
+            clean = _truncate_wal(conn) if wal else True
+            raise SegmentGrew(path, deleted, high, clean) from None
         clean = _truncate_wal(conn) if wal else True
         return high, done, clean
     finally:
         conn.close()
+
+
+def _pause(started: float, last: bool) -> None:
+    """Leave the segment's write lock free for a moment between two chunks."""
+    if not last:
+        time.sleep(min(time.perf_counter() - started, CHUNK_PAUSE_MAX_S))
+
+
+def _check_high(c: sqlite3.Connection, path: str, seen: int,
+                tolerate: Callable[[list[Event | None]], bool] | None) -> None:
+    """Under the write lock: raise SegmentGrew unless the segment's rows past
+    `seen` (none, or only ones `tolerate` accepts) leave the plan as it was."""
+    high = _max_seq(c)
+    if high != seen and (tolerate is None or high < seen
+                         or not tolerate(_rows_after(c, seen))):
+        raise SegmentGrew(path)
+
+
+def _delete_chunk(c: sqlite3.Connection, path: str, seen: int, ids: list[str],
+                  tolerate: Callable[[list[Event | None]], bool] | None) -> int:
+    _check_high(c, path, seen, tolerate)
+    if not ids:
+        pass
+    elif _bulk_json_usable(c):
+        # One statement, so the whole loop runs inside SQLite without the
+        # GIL (see `_bulk_json_usable`).
+        c.execute(_DELETE_LISTED, (json.dumps(ids),))
+    else:
+        c.executemany("DELETE FROM events WHERE event_id = ?", [(i,) for i in ids])
+    return _max_seq(c)
+
+
+def _rewrite_chunk(c: sqlite3.Connection, path: str, seen: int,
+                   rewrite_rows: list[tuple[str, str, bytes | None, str]],
+                   tolerate: Callable[[list[Event | None]], bool] | None
+                   ) -> tuple[int, set[str]]:
+    _check_high(c, path, seen, tolerate)
+    bulk = _bulk_json_usable(c)
+    before = c.total_changes
+    flips = [row for row in rewrite_rows if row[2] is None]
+    whole = [row for row in rewrite_rows if row[2] is not None]
+    if bulk and flips:
+        c.execute(_FLIP_LISTED, (json.dumps(
+            [[event_id, old, digest] for event_id, old, _, digest in flips]),))
+    elif flips:
+        c.executemany(_FLIP_ONE, [(digest, event_id, old)
+                                  for event_id, old, _, digest in flips])
+    if bulk and whole:
+        c.execute(_REWRITE_LISTED, (json.dumps(
+            [[event_id, old, body.decode(), digest]  # type: ignore[union-attr]
+             for event_id, old, body, digest in whole], ensure_ascii=False),))
+    elif whole:
+        c.executemany("UPDATE events SET body = ?, checksum = ? "
+                      "WHERE event_id = ? AND checksum = ?",
+                      [(body, digest, event_id, old)
+                       for event_id, old, body, digest in whole])
+    if c.total_changes - before == len(rewrite_rows):
+        done = {row[0] for row in rewrite_rows}
+    else:  # some row changed since it was read: find out which were rewritten
+        wanted = {row[0]: row[3] for row in rewrite_rows}
+        done = {event_id for event_id, digest in wanted.items()
+                if c.execute("SELECT 1 FROM events WHERE event_id = ? AND checksum = ?",
+                             (event_id, digest)).fetchone()}
+    return _max_seq(c), done
 
 
 def _truncate_wal(conn: sqlite3.Connection) -> bool:
