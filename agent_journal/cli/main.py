@@ -317,14 +317,8 @@ def cmd_trace(a: dict[str, Any]) -> int:
     from agent_journal.ops.trace import trace
 
     report, result = trace(_read_context(a), a["id"], as_of=a["as_of"])
-    if a["json"]:
-        output.emit_json(report)
-    else:
-        from agent_journal.cli.render_reads import trace_text
-
-        output.emit_text(_as_of_note(a) + trace_text(a["id"], report))
-    output.floor_warning(result.unreadable, result.malformed)
-    return 0
+    return _emit_read(a, report, result,
+                      lambda r: _as_of_note(a) + _render("trace_text")(a["id"], r))
 
 
 def cmd_digest(a: dict[str, Any]) -> int:
@@ -332,38 +326,36 @@ def cmd_digest(a: dict[str, Any]) -> int:
 
     markdown, report, result = digest(_read_context(a), session=a["session"],
                                       max_chars=a["max_chars"], as_of=a["as_of"])
-    if a["json"]:
-        output.emit_json(report)
-    else:
-        output.emit_text(markdown)
-    output.floor_warning(result.unreadable, result.malformed)
-    return 0
+    return _emit_read(a, report, result, lambda r: markdown)
 
 
 def cmd_coverage(a: dict[str, Any]) -> int:
     from agent_journal.ops.coverage import coverage
 
     report, result = coverage(_read_context(a))
-    if a["json"]:
-        output.emit_json(report)
-    else:
-        from agent_journal.cli.render_reads import coverage_text
-
-        output.emit_text(coverage_text(report))
-    output.floor_warning(result.unreadable, result.malformed)
-    return 0
+    return _emit_read(a, report, result, _render("coverage_text"))
 
 
 def cmd_decay(a: dict[str, Any]) -> int:
     from agent_journal.ops.decay import decay
 
     report, result = decay(_read_context(a))
+    return _emit_read(a, report, result, _render("decay_text"))
+
+
+def _render(name: str) -> Any:
+    """A text renderer of cli/render_reads.py, loaded only when text is printed."""
+    from agent_journal.cli import render_reads
+
+    return getattr(render_reads, name)
+
+
+def _emit_read(a: dict[str, Any], report: Any, result: Any, text: Any) -> int:
+    """A read's answer: its JSON with --json, else `text(report)`; then the floor warning."""
     if a["json"]:
         output.emit_json(report)
     else:
-        from agent_journal.cli.render_reads import decay_text
-
-        output.emit_text(decay_text(report))
+        output.emit_text(text(report))
     output.floor_warning(result.unreadable, result.malformed)
     return 0
 
