@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import re
 
+TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 _MADE_LINE = re.compile(r"^\[(?P<branch>[^\]\s]+(?: [^\]\s]+)?)(?: \(root-commit\))? "
                      r"(?P<hash>[0-9a-f]{7,40})\] (?P<subject>.+)$")
 _PUSH = re.compile(r"^\s*(?:\+ |\* )?(?:[0-9a-f]{7,40}\.\.\.?[0-9a-f]{7,40}|\[new branch\]|"
@@ -34,33 +38,33 @@ def commits_in(text: str) -> list[tuple[str, str, str]]:
     return found[:_MAX]
 
 
-def pushes_in(text: str) -> list[tuple[str, str, str]]:
-    """(remote, source ref, destination ref) of every ref update a push reports."""
+def _push_matches(text: str, pattern: re.Pattern[str], *, need_remote: bool
+                  ) -> Iterator[tuple[str, re.Match[str]]]:
+    """(remote, match) of each line of a push's output that `pattern` matches, the remote
+    being the one its latest `To ...` line named ("" before any; with `need_remote`,
+    such lines are skipped)."""
     remote = ""
-    found = []
     for line in text.splitlines():
         to = _PUSH_TO.match(line)
         if to:
             remote = to.group(1)
             continue
-        m = _PUSH.match(line)
-        if m and remote:
-            found.append((remote, m.group("src"), m.group("dst")))
+        m = pattern.match(line)
+        if m and (remote or not need_remote):
+            yield remote, m
+
+
+def pushes_in(text: str) -> list[tuple[str, str, str]]:
+    """(remote, source ref, destination ref) of every ref update a push reports."""
+    found = [(remote, m.group("src"), m.group("dst"))
+             for remote, m in _push_matches(text, _PUSH, need_remote=True)]
     return found[:_MAX]
 
 
 def push_rejections_in(text: str) -> list[tuple[str, str, str, str]]:
     """(remote, source ref, destination ref, git's reason) of every ref a push had rejected."""
-    remote = ""
-    found = []
-    for line in text.splitlines():
-        to = _PUSH_TO.match(line)
-        if to:
-            remote = to.group(1)
-            continue
-        m = _PUSH_REJECTED.match(line)
-        if m:
-            found.append((remote, m.group("src"), m.group("dst"), m.group("why") or "rejected"))
+    found = [(remote, m.group("src"), m.group("dst"), m.group("why") or "rejected")
+             for remote, m in _push_matches(text, _PUSH_REJECTED, need_remote=False)]
     return found[:_MAX]
 
 
