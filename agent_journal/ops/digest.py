@@ -38,7 +38,8 @@ from agent_journal.core.recovery.commits import commits
 from agent_journal.core.recovery.conversation import conversation
 from agent_journal.core.recovery.facts import event_facts
 from agent_journal.core.recovery.failures import failures
-from agent_journal.core.recovery.files_touched import files_touched
+from agent_journal.core.recovery.files_touched import files_read, files_touched
+from agent_journal.core.recovery.instructions import standing_instructions
 from agent_journal.core.recovery.test_runs import test_runs
 from agent_journal.ops.digest_md import clip, code, hhmm, one_line, quote
 
@@ -56,6 +57,8 @@ if TYPE_CHECKING:
 DEFAULT_MAX_CHARS = 10_000
 
 GOAL_CHARS = 1500
+PLAN_CHARS = 1200
+RECAP_CHARS = 800
 PROMPT_CHARS = 500
 LAST_MESSAGE_CHARS = 2500
 MESSAGE_CHARS = 300
@@ -68,6 +71,7 @@ RESULT_CHARS = 300
 # How many items each section keeps as candidates before the bound is applied; the rest
 # are counted as "earlier, not shown".
 CAPS = {
+    "standingInstructions": 20,
     "asked": 12,
     "stopped": 8,
     "unfinishedToolCalls": 30,
@@ -75,6 +79,7 @@ CAPS = {
     "testRuns": 12,
     "commits": 30,
     "files": 40,
+    "filesRead": 12,
     "liveEntries": 200,
     "resolvedProblems": 20,
     "subagents": 10,
@@ -89,6 +94,9 @@ CAPS = {
 WATERMARK = ("These tool calls started but never recorded an outcome: the session may "
              "have crashed or been compacted mid-call, so their effects are unknown. "
              "Verify the workspace before acting; do not repeat them blindly.")
+INSTRUCTIONS_NOTE = ("Rules the user set in prompts, quoted; they hold until the user "
+                     "says otherwise.")
+FOLDER_CHARS = 400
 RETRACTED_NOTE = "Not live: their reasoning was retracted. Do not rely on them."
 REWOUND_NOTE = ("Said on a branch of the conversation that was later rewound: not the "
                 "current request.")
@@ -313,6 +321,12 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                                               strict=True), key=lambda t: t[0])]
     asked.items.sort(key=lambda i: i["ts"])
 
+    rules = Section("standingInstructions", "Standing instructions from the user",
+                    "instructions", INSTRUCTIONS_NOTE)
+    rules.fill(standing_instructions(said.prompts), lambda r: (
+        {"text": r.text, "ts": r.ts, "promptId": r.prompt_id},
+        f"- {hhmm(r.ts)} {one_line(r.text, PROMPT_CHARS)}\n"))
+
     stopped = Section("stopped", "Where it stopped", "items")
     last = said.assistant[-1] if said.assistant else None
     # Claude Code's own messages to the agent (hook feedback, command output) are not
@@ -328,16 +342,29 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
         stopped.add({"id": c.id, "kind": "lastAction", "ts": c.ts, "line": _call_line(c)},
                     "- last action:" + _call_line(c)[1:])
         shown.add(c.id)
+    plan = next((c for c in reversed(tool_calls) if c.get("plan") and not c.unfinished), None)
+    if plan is not None:
+        verdict = "approved" if plan.succeeded else "not approved"
+        stopped.add({"kind": "plan", "id": plan.id, "ts": plan.ts, "approved": plan.succeeded,
+                     "plan": plan.get("plan")},
+                    f"- latest plan ({hhmm(plan.ts)}, {verdict}):\n"
+                    + quote(plan.get("plan"), PLAN_CHARS))
+        shown.add(plan.id)
     todo = next((c for c in reversed(tool_calls) if c.get("todos") and c.succeeded), None)
     if todo is not None:
-        items = "; ".join(f"[{status}] {content}" for status, content in todo.get("todos"))
         stopped.add({"kind": "todos", "id": todo.id, "ts": todo.ts,
                      "todos": [{"status": t[0], "content": t[1]} for t in todo.get("todos")]},
-                    f"- latest todo list ({hhmm(todo.ts)}): {clip(items, 900)}\n")
+                    _todo_line(todo.ts, todo.get("todos")))
         shown.add(todo.id)
     if last is not None:
         stopped.add(_said_item(last), f"- last assistant message ({hhmm(last.ts)}):\n"
                                       + quote(last.text, LAST_MESSAGE_CHARS))
+    recap = said.summaries[-1] if said.summaries else None
+    if recap is not None and recap.source == "away_summary" and (
+            last is None or (recap.ts, recap.id) > (last.ts, last.id)):
+        # Claude Code's recap, written after the last message: where it says things stand.
+        stopped.add(_said_item(recap), f"- recap ({hhmm(recap.ts)}): "
+                                       f"{one_line(recap.text, RECAP_CHARS)}\n")
 
     unfinished = Section("unfinishedToolCalls", "Unfinished tool calls",
                          "unfinished tool calls", WATERMARK)
@@ -420,6 +447,13 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
         f"- {code(f.path)}: {f.state}{f' to {code(f.moved_to)}' if f.moved_to else ''} "
         f"({f.changes} change(s), last {hhmm(f.last_ts)})\n"))
 
+    read_only = Section("filesRead", "Files read, not changed", "folders")
+    read_only.fill(_by_folder(files_read(tool_calls)), lambda group: (
+        {"folder": group[0], "files": [f.path for f in group[1]],
+         "lastTs": group[1][-1].last_ts},
+        f"- {code(group[0])}: " + one_line(", ".join(
+            f.path[len(group[0]):] for f in reversed(group[1])), FOLDER_CHARS) + "\n"))
+
     subagents = Section("subagents", "Subagent results", "subagent results")
     for res in said.subagent_results:
         who = res.agent or "subagent"
@@ -454,9 +488,9 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                             "result": _result_of(c)}, _call_line(c)))
 
     # Priority order, most important first: trimming starts from the end.
-    sections = [asked, stopped, unfinished, open_, tests, commit_section, files, live,
-                resolved, subagents, summaries, session_messages, earlier, rewound, retracted,
-                recent]
+    sections = [rules, asked, stopped, unfinished, open_, tests, commit_section, files, live,
+                resolved, subagents, summaries, read_only, session_messages, earlier, rewound,
+                retracted, recent]
     for section in sections:
         section.keep_latest()
     where = {"cwd": next((c.get("cwd") for c in reversed(calls) if c.get("cwd")), None),
@@ -464,6 +498,27 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
     return {"objectives": objectives, "liveConstraints": constraints, "sections": sections,
             "goal": _said_item(goal) if goal else None, "where": where,
             "sessions": sorted({c.session for c in calls if c.session})}
+
+
+def _todo_line(ts: str, todos: list[list[str]]) -> str:
+    """The latest todo list, what remains first (it is what is left to do)."""
+    left = [t for t in todos if t[0] != "completed"]
+    done = [t for t in todos if t[0] == "completed"]
+    text = "; ".join(f"[{status}] {content}" for status, content in left) or "nothing"
+    if done:
+        text += "; done: " + "; ".join(f"[{status}] {content}" for status, content in done)
+    return f"- latest todo list ({hhmm(ts)}), remaining: {clip(text, 900)}\n"
+
+
+def _by_folder(read: list[Any]) -> list[tuple[str, list[Any]]]:
+    """Files grouped by their folder (with its trailing slash), folders in order of their
+    latest read, files in order of theirs."""
+    groups: dict[str, list[Any]] = {}
+    for f in read:
+        cut = f.path.rfind("/") + 1
+        folder = f.path[:cut]
+        groups.setdefault(folder, []).append(f)
+    return sorted(groups.items(), key=lambda g: (g[1][-1].last_ts, g[0]))
 
 
 def _call_item(c: Call) -> dict[str, Any]:
@@ -528,16 +583,27 @@ def _fixed_md(workspace: str, session: str | None, collected: dict[str, Any],
     return "".join(out)
 
 
-def _trim_note(sections: list[Section], shown: list[int], max_chars: int) -> str:
+def _trim_note(sections: list[Section], shown: list[int], max_chars: int,
+               workspace: str = "") -> str:
+    """What was left out to fit the bound, and, whenever anything is not shown, the
+    commands that print it."""
     parts = [f"{s.title} ({len(s.md) - n} of {len(s.md)})"
              for s, n in zip(sections, shown, strict=True) if n < len(s.md)]
-    if not parts:
-        return ""
-    return (f"_Left out to fit --max-chars {max_chars}, least important first: "
-            + "; ".join(parts) + "._\n")
+    note = ""
+    if parts:
+        note = (f"_Left out to fit --max-chars {max_chars}, least important first: "
+                + "; ".join(parts) + "._\n")
+    if parts or any(s.total > n for s, n in zip(sections, shown, strict=True)):
+        ws = f" --workspace {workspace}" if workspace else ""
+        note += (f"_More: `agent-journal timeline{ws} --failures-only` (every failed call "
+                 f"with its output), `agent-journal timeline{ws} --last 60` (the latest "
+                 f"events), `agent-journal get{ws} ID` (a call's whole output; ids in "
+                 f"[brackets])._\n")
+    return note
 
 
-def fit(fixed: str, sections: list[Section], max_chars: int) -> list[int]:
+def fit(fixed: str, sections: list[Section], max_chars: int, workspace: str = ""
+        ) -> list[int]:
     """How many items of each section to show: drop the least important section's
     oldest items first until the whole document fits (or nothing is left to drop)."""
     shown = [len(s.md) for s in sections]
@@ -554,7 +620,7 @@ def fit(fixed: str, sections: list[Section], max_chars: int) -> list[int]:
         for i, s in enumerate(sections):
             if shown[i]:
                 total += heads[i] + suffix[i][shown[i]] + len(s.footer(shown[i])) + 1
-        return total + len(_trim_note(sections, shown, max_chars))
+        return total + len(_trim_note(sections, shown, max_chars, workspace))
 
     i = len(sections) - 1
     while i >= 0 and size() > max_chars:
@@ -578,9 +644,9 @@ def build(d: Derived, *, workspace: str, session: str | None, max_chars: int,
         collected["goal"]["text"] = clip(collected["goal"]["text"],
                                          max(20, len(collected["goal"]["text"]) - over - 80))
         fixed = _fixed_md(workspace, session, collected, damage)
-    shown = fit(fixed, sections, max_chars)
+    shown = fit(fixed, sections, max_chars, workspace)
     body = "".join(s.render(n) for s, n in zip(sections, shown, strict=True))
-    note = _trim_note(sections, shown, max_chars)
+    note = _trim_note(sections, shown, max_chars, workspace)
     markdown = (fixed + body + note).rstrip("\n") + "\n"
     over = len(markdown) > max_chars
     if over and len(fixed) > max_chars:

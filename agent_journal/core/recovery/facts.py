@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from agent_journal.core.recovery.patches import PATCH_TOOLS, patch_file_ops
 from agent_journal.core.recovery.text import clip
 
 TYPE_CHECKING = False
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "2"
+FACTS_VERSION = "3"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -26,6 +27,7 @@ SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subag
 LEGACY_SAID = {"user_prompt": ("prompt", "prompt"),
                "stop": ("assistant_message", "last_assistant_message")}
 TEXT_CHARS = 4000
+PLAN_CHARS = 3000
 TARGET_CHARS = 400
 DESCRIPTION_CHARS = 160
 FAILED_STATUSES = frozenset({"error", "cancelled"})
@@ -97,8 +99,8 @@ def event_facts(kind: str, data: dict[str, Any]) -> dict[str, Any] | None:
             facts["agentType"] = agent_type
         if source.get("branch") == "abandoned":
             facts["abandoned"] = True
-        if source.get("source") == "summary":
-            facts["source"] = "summary"
+        if source.get("source") in ("summary", "away_summary"):
+            facts["source"] = source["source"]
         event = source.get("hook_event_name")
         if isinstance(event, str) and kind != TOOL_CALL:
             facts["event"] = event
@@ -142,6 +144,18 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
             ops = shell_file_ops(target) if re.search(_MAY_MOVE, target) else None
             if ops:
                 facts["fileOps"] = ops
+            read = shell_reads(target) if _MAY_READ.match(target) else None
+            if read:
+                facts["reads"] = read
+    if tool in PATCH_TOOLS:
+        ops = patch_file_ops(value)
+        if ops:
+            facts["fileOps"] = ops
+            if target is None:
+                paths = dict.fromkeys(op[-1] for op in ops)
+                facts["target"] = clip(", ".join(paths), TARGET_CHARS)
+    if tool == "ExitPlanMode" and isinstance(value, dict) and isinstance(value.get("plan"), str):
+        facts["plan"] = clip(value["plan"], PLAN_CHARS)
     if tool == "TodoWrite" and isinstance(value, dict) and isinstance(value.get("todos"), list):
         facts["todos"] = [[str(t.get("status")), clip(str(t.get("content")), 160)]
                           for t in value["todos"][:20] if isinstance(t, dict)]
@@ -223,6 +237,48 @@ def _write_kind(output: Any, text: str | None) -> str | None:
         if "has been updated" in text[:300] or text.startswith("File updated"):
             return "updated"
     return None
+
+
+# A command that starts by printing files (how Codex and shells read them).
+_MAY_READ = re.compile(r"\s*(?:cat|head|tail|sed|nl|less|bat)\s")
+_READERS = frozenset({"cat", "head", "tail", "sed", "nl", "less", "bat"})
+
+
+def shell_reads(command: str) -> list[str]:
+    """The files a plain shell read prints (`cat a b`, `head -n 5 a`, `sed -n 1,80p a`):
+    literal paths of the first command of a pipe, never one with globs or variables, and
+    nothing for a command that redirects or edits in place."""
+    import shlex
+
+    try:
+        words = shlex.split(command, posix=True)
+    except ValueError:
+        return []
+    first: list[str] = []
+    for word in words:
+        if word in _SEPARATORS:
+            break
+        first.append(word)
+    if not first or first[0] not in _READERS or any(
+            w.startswith((">", "-i")) or w == "--in-place" for w in first):
+        return []
+    args = first[1:]
+    paths: list[str] = []
+    skip = False
+    for i, word in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if word.startswith("-"):
+            skip = word in ("-n", "-c", "-e") and first[0] in ("head", "tail", "sed")
+            continue
+        if first[0] == "sed" and i == 0 or (first[0] == "sed" and not paths and
+                                            re.fullmatch(r"[\d,$]+p|\d+q", word)):
+            continue  # sed's script
+        if any(ch in _UNSAFE for ch in word):
+            return []
+        paths.append(word)
+    return paths[:20]
 
 
 # Only a command naming rm or mv is split into words.

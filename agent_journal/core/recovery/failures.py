@@ -5,14 +5,15 @@ rejection) only by Claude Code's own wording (reasons.refusal), else `error`. A 
 failed as a benign no-op (reasons.BENIGN_NOOPS: `nothing to commit, working tree clean`)
 is not a failure at all. A failure
 is resolved when a later call of the same tool on the same target succeeded (for a test
-or check command: when a later run of it passed); it is open otherwise.
+or check command: when a later run of it passed), or when a later `a && b` chain that
+succeeded ran it; it is open otherwise.
 """
 
 from __future__ import annotations
 
 from agent_journal.core.recovery.calls import Call, ordered
 from agent_journal.core.recovery.record import Record
-from agent_journal.core.recovery.test_runs import command_key, run_key
+from agent_journal.core.recovery.test_runs import chain_keys, command_key, run_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -72,10 +73,14 @@ def failures(calls: Iterable[Call]) -> list[Failure]:
             found.append(failure)
             if key[1] is not None:
                 waiting.setdefault(key, []).append(failure)
-        elif key in waiting:
+        else:
             run = call.check
             if run is not None and not run.ok:
                 continue  # the command ran again and still fails
-            for failure in waiting.pop(key):
-                failure.resolved_by = call.id
+            keys = [key]
+            if call.tool == "Bash" and call.target:
+                keys += [(call.tool, part) for part in chain_keys(call.target)]
+            for same in keys:
+                for failure in waiting.pop(same, ()):
+                    failure.resolved_by = call.id
     return found

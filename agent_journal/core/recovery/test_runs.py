@@ -7,7 +7,8 @@ package manager's way of running a script or tool is the same command whichever 
 ran it (`npm test`, `pnpm test`, `yarn run test`; `npx tsc`, `pnpm tsc`: `run_key`). A
 later successful call of a command that has a run history, printing no summary, is a
 passing run (tsc and eslint print nothing when clean; their exit status is the verdict).
-Unrelated calls, and the order they were read in, change nothing.
+A chain `a && b` that passed is also a passing run of each command it chained that has a
+run history. Unrelated calls, and the order they were read in, change nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +35,17 @@ SILENT_PASS = "exit 0, no summary printed"
 def run_key(command: str) -> str:
     """The command with a JavaScript package manager's runner prefix made uniform."""
     return _PACKAGE_RUNNER.sub("js ", command, count=1)
+
+
+def chain_keys(command: str) -> list[str]:
+    """The run keys of the commands an `a && b && c` chain ran, when it is nothing else
+    (no `;`, `||`, or background `&`): its success means each of them succeeded."""
+    if "&&" not in command or ";" in command or "||" in command or "\n" in command:
+        return []
+    parts = [command_key(p) for p in command.split("&&")]
+    if any(not p or p.endswith("&") for p in parts):
+        return []
+    return [run_key(p) for p in parts]
 
 
 def command_key(command: str) -> str:
@@ -84,6 +96,15 @@ def test_runs(calls: Iterable[Call]) -> list[TestRun]:
             command = keys[target] = command_key(target)
         key = run_key(command)
         seen = history.get(key)
+        if call.succeeded and (not isinstance(raw, dict) or raw.get("ok") is True):
+            # A chain that passed ran each of its commands successfully: the earlier runs
+            # of those commands are followed by this passing one.
+            for part in chain_keys(command):
+                if part != key and part in history:
+                    part_seen = history[part]
+                    part_seen[0] = call
+                    part_seen[1] += 1
+                    part_seen[3].append(call.id)
         if not isinstance(raw, dict):
             if seen is None:
                 continue  # a command that never printed a summary is not a run

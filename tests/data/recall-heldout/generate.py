@@ -395,7 +395,7 @@ def python_long_compactions() -> None:
            "import tomllib\n\ndef load(path):\n    with open(path, \"rb\") as fh:\n"
            "        return tomllib.load(fh)")
     s.bash("uv run pytest -q tests/test_loader.py",
-           "..F.\n=================================== FAILURES ===================================\n"
+           "..F.\n" + "=" * 35 + " FAILURES " + "=" * 35 + "\n"
            "________________________________ test_bad_file _________________________________\n"
            "E       AttributeError: module 'tomllib' has no attribute 'TomlDecodeError'\n"
            "=========================== short test summary info ============================\n"
