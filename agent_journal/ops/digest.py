@@ -447,12 +447,12 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
         f"- {code(f.path)}: {f.state}{f' to {code(f.moved_to)}' if f.moved_to else ''} "
         f"({f.changes} change(s), last {hhmm(f.last_ts)})\n"))
 
-    read_only = Section("filesRead", "Files read, not changed", "folders")
-    read_only.fill(_by_folder(files_read(tool_calls)), lambda group: (
-        {"folder": group[0], "files": [f.path for f in group[1]],
-         "lastTs": group[1][-1].last_ts},
-        f"- {code(group[0])}: " + one_line(", ".join(
-            f.path[len(group[0]):] for f in reversed(group[1])), FOLDER_CHARS) + "\n"))
+    cwd = next((c.get("cwd") for c in reversed(calls) if c.get("cwd")), None)
+    read_only = Section("filesRead", "Files read, not changed", "lines of files",
+                        f"Paths relative to {code(cwd)}." if cwd else None)
+    read_only.fill(_read_lines(files_read(tool_calls), cwd), lambda group: (
+        {"files": [f.path for f in group], "lastTs": group[-1].last_ts},
+        "- " + ", ".join(_relative(f.path, cwd) for f in group) + "\n"))
 
     subagents = Section("subagents", "Subagent results", "subagent results")
     for res in said.subagent_results:
@@ -510,15 +510,25 @@ def _todo_line(ts: str, todos: list[list[str]]) -> str:
     return f"- latest todo list ({hhmm(ts)}), remaining: {clip(text, 900)}\n"
 
 
-def _by_folder(read: list[Any]) -> list[tuple[str, list[Any]]]:
-    """Files grouped by their folder (with its trailing slash), folders in order of their
-    latest read, files in order of theirs."""
-    groups: dict[str, list[Any]] = {}
+def _relative(path: str, cwd: str | None) -> str:
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        return path[len(cwd.rstrip("/")) + 1:]
+    return path
+
+
+def _read_lines(read: list[Any], cwd: str | None) -> list[list[Any]]:
+    """The files read, in order of their last read, cut into lines of at most FOLDER_CHARS
+    characters (so the bound drops the oldest reads first)."""
+    lines: list[list[Any]] = []
+    size = 0
     for f in read:
-        cut = f.path.rfind("/") + 1
-        folder = f.path[:cut]
-        groups.setdefault(folder, []).append(f)
-    return sorted(groups.items(), key=lambda g: (g[1][-1].last_ts, g[0]))
+        width = len(_relative(f.path, cwd)) + 2
+        if not lines or size + width > FOLDER_CHARS:
+            lines.append([])
+            size = 0
+        lines[-1].append(f)
+        size += width
+    return lines
 
 
 def _call_item(c: Call) -> dict[str, Any]:
@@ -545,6 +555,8 @@ def _failure_line(f: Failure, *, with_id: bool) -> str:
     reason = f": {one_line(why, REASON_CHARS)}" if why else ""
     if f.summary:
         reason += f" ({one_line(f.summary, REASON_CHARS)})"
+    if f.failing and with_id is False:
+        reason += "; failing: " + one_line(", ".join(f.failing[:6]), REASON_CHARS)
     if f.first_failure and f.first_failure != f.reason:
         reason += f"; first failure: {one_line(f.first_failure, REASON_CHARS)}"
     ident = f" [{f.call_id}]" if with_id else ""

@@ -1,6 +1,8 @@
 """Commits, pushes and the branch, as git's output in the journal reports them.
 
-Invariants: a commit is listed only when git printed it being made (git_output), a push
+Invariants: a commit is listed only when git printed it being made (git_output), or, for
+a merge (`git merge -m MSG`, whose output names no hash), when a later `git log` listed a
+commit with exactly that message; a push
 (or a push's rejection) only when git printed the ref update (or ` ! [rejected]`); the
 branch is the latest one git or the agent's context named; order of unrelated calls
 does not matter (everything is read in (ts, id) order).
@@ -63,9 +65,26 @@ class GitState(Record):
     rejected: list[Rejected]
 
 
+def merge_message(command: str) -> str | None:
+    """The message a `git merge ... -m MSG` command gives its merge commit, or None."""
+    if "git merge" not in command:
+        return None
+    import shlex
+
+    try:
+        words = shlex.split(command, posix=True)
+    except ValueError:
+        return None
+    for i, word in enumerate(words[:-1]):
+        if word in ("-m", "--message"):
+            return words[i + 1].strip() or None
+    return None
+
+
 def commits(calls: Iterable[Call]) -> GitState:
     state = GitState()
     seen: set[str] = set()
+    merges: dict[str, Call] = {}  # a merge's message -> the call that made it
     for call in ordered(calls):
         branch = call.get("branch")
         if isinstance(branch, str):
@@ -85,9 +104,21 @@ def commits(calls: Iterable[Call]) -> GitState:
         switched = call.get("switched")
         if isinstance(switched, str):
             state.branch = switched
-        if call.get("log"):
+        if call.get("merged") and call.succeeded:
+            subject = merge_message(call.target or "")
+            if subject:
+                merges[subject] = call
+        if call.get("log") and "git log" in (call.target or ""):
             state.log = [tuple(x) for x in call.get("log")]  # type: ignore[misc]
             state.log_call = call.id
+            for hash_, subject in state.log:
+                made = merges.pop(subject, None)
+                if made is not None and hash_ not in seen:
+                    # A merge's output names no hash: the first listing after it does.
+                    seen.add(hash_)
+                    state.commits.append(Commit(hash_, subject, made.get("branch") or
+                                                state.branch or "", made.id, made.ts,
+                                                made.get("agent")))
     names: list[str] = []
     for commit in state.commits:
         if commit.branch not in names:

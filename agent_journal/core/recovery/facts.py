@@ -218,10 +218,16 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         removed = removed_by_git_rm(text)
         if removed:
             facts["removed"] = removed
-        if "git log" in (facts.get("target") or "") and not failed:
+        # An import keeps a call's command on its start and its output on its end: the
+        # end's listing is kept whatever its target, and commits() reads it only for a
+        # call whose command ran `git log`.
+        target = facts.get("target")
+        if not failed and (target is None or "git log" in target):
             listed = log_lines(text)
             if listed:
                 facts["log"] = [list(x) for x in listed[:12]]
+        if not failed and "Merge made by" in text:
+            facts["merged"] = True
     elif (tool in ANSWERING_TOOLS or (tool or "").startswith("mcp__")) and isinstance(
             output, str) and not failed:
         # A subagent's or other tool's answer: its opening is what a reader needs.

@@ -25,10 +25,10 @@ ERROR = "error"
 class Failure(Record):
     __slots__ = (
         "call_id", "tool", "target", "kind", "reason", "ts", "exit_code", "words",
-        "resolved_by", "description", "summary", "first_failure"
+        "resolved_by", "description", "summary", "first_failure", "failing"
     )
     DEFAULTS = {"exit_code": None, "words": None, "resolved_by": None, "description": None,
-                "summary": None, "first_failure": None}
+                "summary": None, "first_failure": None, "failing": list}
     call_id: str
     tool: str | None
     target: str | None
@@ -41,6 +41,7 @@ class Failure(Record):
     description: str | None
     summary: str | None  # a failing test or check run's own summary line(s)
     first_failure: str | None  # and the first failure line it printed
+    failing: list[str]  # and the tests or codes it names as failing
 
     @property
     def resolved(self) -> bool:
@@ -69,7 +70,8 @@ def failures(calls: Iterable[Call]) -> list[Failure]:
                               call.get("reason"), call.ts, call.get("exit"), call.get("words"),
                               description=call.get("desc"),
                               summary=(call.get("check") or {}).get("summary"),
-                              first_failure=(call.get("check") or {}).get("firstFailure"))
+                              first_failure=(call.get("check") or {}).get("firstFailure"),
+                              failing=list((call.get("check") or {}).get("failing") or []))
             found.append(failure)
             if key[1] is not None:
                 waiting.setdefault(key, []).append(failure)
