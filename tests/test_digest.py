@@ -467,7 +467,8 @@ def test_the_note_names_the_commands_that_print_what_is_left_out():
     assert "agent-journal timeline" not in small  # nothing left out, nothing to point at
 
 
-CODEX = Path(__file__).resolve().parent / "data" / "recall-heldout" / "transcripts" / "codex-ledger-since.jsonl"
+CODEX = (Path(__file__).resolve().parent / "data" / "recall-heldout" / "transcripts"
+         / "codex-ledger-since.jsonl")
 
 
 def test_a_codex_session_fills_the_same_sections(cli, tmp_path):
