@@ -2,10 +2,11 @@
 
 Invariants:
 - Ordered by what a resuming agent needs: the goal (the first prompt, objectives and live
-  constraints), what the user asked since, where the work stopped, unfinished calls, open
-  problems before resolved ones, test runs, commits, files, live entries, then recent
-  activity. The derivations are the pure ones of core/recovery; this module picks and
-  renders.
+  constraints), the user's standing instructions, what the user asked since, where the
+  work stopped (with the latest plan and todo list), unfinished calls, open problems
+  before resolved ones, test runs, commits, files, live entries, ..., files only read,
+  then recent activity. The derivations are the pure ones of core/recovery; this module
+  picks and renders.
 - Objectives and live constraints are rendered verbatim (a human wrote them): never
   trimmed, never redacted, never rewritten. When they alone exceed the bound they are
   printed whole and the digest says so. Every other text is clipped at a word boundary
@@ -18,7 +19,8 @@ Invariants:
   tombstoned; evidence that is gone reads `unknown`, and anchors outside the journal
   read `external` (not checked), never `present`.
 - Bounded: the Markdown fits `max_chars`, the note of what was left out included, by
-  dropping the least important sections' oldest items first. `--json` carries the same
+  dropping the least important sections' oldest items first. Whenever an item is not
+  shown, the note names the commands that print it. `--json` carries the same
   selection as structure.
 - `downgradedAnchors` is null: only a retention pass (compact) assesses it.
 - The output is a function of the event set (every order is (ts, id)), whether the
@@ -539,7 +541,7 @@ def _call_item(c: Call) -> dict[str, Any]:
 def _failure_item(f: Failure) -> dict[str, Any]:
     return {"id": f.call_id, "tool": f.tool, "target": f.target, "kind": f.kind,
             "reason": f.reason, "exitCode": f.exit_code, "ts": f.ts, "words": f.words,
-            "resolvedBy": f.resolved_by}
+            "resolvedBy": f.resolved_by, "failing": list(f.failing)}
 
 
 def _failure_line(f: Failure, *, with_id: bool) -> str:
