@@ -319,7 +319,8 @@ def test_standing_instructions_are_rules_not_questions():
     for rule in ("Always run make lint before committing.", "Never touch legacy.py.",
                  "Don't edit the generated files under src/gen/.", "Use pnpm, not npm.",
                  "From now on, run everything through uv run.", "Please make sure to rebase.",
-                 "Run the linter before you commit."):
+                 "Run the linter before you commit.", "No force pushes on main, ever.",
+                 "Rebase on origin/main instead."):
         assert is_instruction(rule), rule
     for text in ("Does it always fail?", "The test never finishes.", "Fix the bug in a.py.",
                  ""):
@@ -351,3 +352,18 @@ def test_a_merge_commit_is_named_by_the_next_log():
         ("1b6c52f", "merge round 1: a, b", "c1")]
     assert git.log_call == "c2"
     assert commits([log]).commits == [] and commits([merge]).commits == []
+
+
+def test_pasted_output_and_look_alike_words_are_not_instructions():
+    from agent_journal.core.recovery.conversation import Said
+    from agent_journal.core.recovery.instructions import is_instruction, standing_instructions
+
+    assert not is_instruction("nevertheless you seem well calibrated.")
+    assert not is_instruction("Onlyfans is not a tool.") and is_instruction("Only use uv.")
+    text = ("Maybe use the https address?\n01:12:38.300\nHost key verification failed.\n"
+            "Please make sure you have the correct access rights")
+    prompt = Said("p1", "prompt", text, "2026-01-01T00:00:01Z", "s", len(text))
+    assert standing_instructions([prompt]) == []
+    after = Said("p2", "prompt", "Never push.\nTraceback (most recent call last):\n"
+                 "Always x", "2026-01-01T00:00:02Z", "s", 30)
+    assert [r.text for r in standing_instructions([after])] == ["Never push."]

@@ -7,8 +7,10 @@ subagent's task prompt, a compaction summary or Claude Code's own text), quoted 
 (only whitespace collapsed); it is recognised by its wording alone: a sentence that opens
 with a rule word (always, never, don't, do not, make sure, remember to, only, avoid, stop,
 no more, from now on, ...) or that says "X, not Y" / "X instead of Y" about a tool or
-that holds "from now on", "going forward", "every time", "before committing". Questions are
-never instructions. The same sentence said twice is one instruction, at its latest time.
+that holds "from now on", "going forward", "every time", "before committing", or ends in
+", ever" or "instead". Questions are
+never instructions, nor is quoted, fenced or indented text, nor anything after a line that
+reads as pasted program output (a log timestamp, a traceback, an `error:` line). The same sentence said twice is one instruction, at its latest time.
 """
 
 from __future__ import annotations
@@ -25,18 +27,25 @@ if TYPE_CHECKING:
 
 SENTENCE_CHARS = 300
 _MAX = 20
-_SPLIT = re.compile(r"(?<=[.!;])\s+(?=[A-Z`\"'(])|\n+")
+_SPLIT = re.compile(r"(?<=[.!;])\s+(?=[A-Z`\"'(])")
 _OPENERS = re.compile(
     r"^(?:(?:please|and|also|but|so|ok(?:ay)?|note|important|remember)[,:]?\s+)*"
     r"(?:always|never|don'?t|do not|must(?: not)?|make sure|be sure|remember to|ensure|"
     r"only (?:use|run|edit|touch|change|commit|push)|avoid|stop (?:using|running)|no more|"
     r"from now on|going forward|from here on|in (?:the )?future|keep (?:using|the)|"
-    r"use \S+(?: \S+)?,? (?:not|instead of|rather than)\b|prefer\b|do(?: not|n'?t) ever)",
+    r"use \S+(?: \S+)?,? (?:not|instead of|rather than)|prefer|do(?: not|n'?t) ever)\b",
     re.IGNORECASE)
+# A line that reads as program output (a log's timestamp, a traceback, an error line, a
+# shell prompt): from there on the prompt holds pasted text, not the user's rules.
+_PASTED = re.compile(
+    r"^\s*(?:\[?\d{1,2}:\d{2}:\d{2}|\[?\d{4}-\d{2}-\d{2}[T ]\d|Traceback \(|File \"|"
+    r"at \S+ \(|(?:error|fatal|warning|ERROR|FATAL|FAIL(?:ED)?)\b\s*[:\[]|\$ |>>> |"
+    r"[A-Z][A-Za-z]*(?:Error|Exception):)")
 _ANYWHERE = re.compile(
     r"\b(?:from now on|going forward|from here on|every time you|each time you|whenever you|"
     r"before (?:you )?(?:commit(?:ting)?|push(?:ing)?|each commit|merging)|"
-    r"(?:instead of|rather than) (?:npm|pnpm|yarn|pip|poetry|uv|python|make|docker)\b)",
+    r"(?:instead of|rather than) (?:npm|pnpm|yarn|pip|poetry|uv|python|make|docker)\b|"
+    r", ever[.!]?$|\binstead[.!]?$)",
     re.IGNORECASE)
 
 
@@ -49,14 +58,17 @@ class Instruction(Record):
 
 def _sentences(text: str) -> Iterable[str]:
     fence = False
-    for part in _SPLIT.split(text):
-        stripped = part.strip()
-        if stripped.startswith("```"):
+    for line in text.splitlines():
+        if line.strip().startswith("```"):
             fence = not fence
             continue
-        if fence or not stripped or stripped.startswith((">", "    ", "|")):
-            continue  # quoted or pasted text, not the user's rule
-        yield " ".join(stripped.lstrip("-*• ").split())
+        if fence or not line.strip() or line.startswith((">", "    ", "\t", "|")):
+            continue  # quoted or indented text, not the user's rule
+        if _PASTED.match(line):
+            return  # pasted output from here on
+        for part in _SPLIT.split(line.strip()):
+            if part.strip():
+                yield " ".join(part.strip().lstrip("-*• ").split())
 
 
 def is_instruction(sentence: str) -> bool:
