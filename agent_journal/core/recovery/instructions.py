@@ -6,11 +6,12 @@ Invariants: an instruction is a sentence of a current-branch prompt the user typ
 subagent's task prompt, a compaction summary or Claude Code's own text), quoted verbatim
 (only whitespace collapsed); it is recognised by its wording alone: a sentence that opens
 with a rule word (always, never, don't, do not, make sure, remember to, only, avoid, stop,
-no more, from now on, ...) or that says "X, not Y" / "X instead of Y" about a tool or
-that holds "from now on", "going forward", "every time", "before committing", or ends in
-", ever" or "instead". Questions are
-never instructions, nor is quoted, fenced or indented text, nor anything after a line that
-reads as pasted program output (a log timestamp, a traceback, an `error:` line). The same sentence said twice is one instruction, at its latest time.
+no more, from now on, ...), that says "X, not Y" / "X instead of Y" about a tool, that
+holds "from now on", "going forward", "every time", "before committing", or that ends in
+", ever" or "instead". Questions are never instructions, nor is quoted, fenced or
+indented text, nor anything after a line that reads as pasted program output (a log
+timestamp, a traceback, an `error:` line). The same sentence said twice is one
+instruction, at its latest time.
 """
 
 from __future__ import annotations
