@@ -367,3 +367,35 @@ def test_pasted_output_and_look_alike_words_are_not_instructions():
     after = Said("p2", "prompt", "Never push.\nTraceback (most recent call last):\n"
                  "Always x", "2026-01-01T00:00:02Z", "s", 30)
     assert [r.text for r in standing_instructions([after])] == ["Never push."]
+
+
+def test_an_edit_is_told_by_its_first_added_and_removed_line():
+    from agent_journal.core.recovery.facts import edit_change
+
+    assert edit_change({"old_string": "a\n  run: pyright\n  continue-on-error: true",
+                        "new_string": "a\n  run: pyright"}) == [None, "continue-on-error: true"]
+    assert edit_change({"edits": [{"old_string": "x = 1", "new_string": "x = cast(int, y)"}]}) \
+        == ["x = cast(int, y)", "x = 1"]
+    assert edit_change({"old_string": "same", "new_string": "same"}) is None
+    calls = [call(1, "Edit", "a.py"), call(2, "Write", "a.py", output="File updated")]
+    calls[0].facts["change"] = ["x", None]
+    assert files_touched(calls[:1])[0].last_change == ["x", None]
+    assert files_touched(calls)[0].last_change is None  # the latest change was no edit
+
+
+def test_a_run_is_one_history_whatever_its_options():
+    from agent_journal.core.recovery.test_runs import check_key
+
+    assert check_key("uv run pytest -x --tb=short -q") == "uv run pytest"
+    assert check_key("npx tsc --noEmit") == check_key("pnpm tsc")
+    calls = [call(1, "Bash", "ruff check --fix .", status="error", exit_code=1,
+                  output="a.py:1:1: F811 x\nFound 2 errors (1 fixed, 1 remaining)."),
+             call(2, "Bash", "ruff check .", output="All checks passed!")]
+    [run] = runs_of(calls)
+    assert run.fixed and run.runs == 2
+    assert failures(calls)[0].resolved_by == "c2"
+    # A passing chain adds a run only to a command whose latest run failed.
+    passing = [call(1, "Bash", "pytest", output="3 passed in 1s"),
+               call(2, "Bash", "pytest && ruff check .", output="3 passed in 1s\n"
+                                                                "All checks passed!")]
+    assert [r.runs for r in runs_of(passing)] == [1, 1]

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 DEFAULT_MAX_CHARS = 10_000
 
 GOAL_CHARS = 1500
-PLAN_CHARS = 1200
+PLAN_CHARS = 800
 RECAP_CHARS = 800
 PROMPT_CHARS = 500
 LAST_MESSAGE_CHARS = 2500
@@ -99,6 +99,7 @@ WATERMARK = ("These tool calls started but never recorded an outcome: the sessio
 INSTRUCTIONS_NOTE = ("Rules the user set in prompts, quoted; they hold until the user "
                      "says otherwise.")
 FOLDER_CHARS = 400
+CHANGED_LINES = 12  # files whose latest edit's lines are shown
 RETRACTED_NOTE = "Not live: their reasoning was retracted. Do not rely on them."
 REWOUND_NOTE = ("Said on a branch of the conversation that was later rewound: not the "
                 "current request.")
@@ -443,15 +444,22 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                            f"- latest `git log` listed: {listing}\n")
     del pushed
 
-    files = Section("files", "Files changed", "files")
-    files.fill(files_touched(tool_calls), lambda f: (
-        {"path": f.path, "state": f.state, "changes": f.changes, "lastTs": f.last_ts},
-        f"- {code(f.path)}: {f.state}{f' to {code(f.moved_to)}' if f.moved_to else ''} "
-        f"({f.changes} change(s), last {hhmm(f.last_ts)})\n"))
-
     cwd = next((c.get("cwd") for c in reversed(calls) if c.get("cwd")), None)
-    read_only = Section("filesRead", "Files read, not changed", "lines of files",
-                        f"Paths relative to {code(cwd)}." if cwd else None)
+    relative = f"Paths relative to {code(cwd)}." if cwd else None
+    files = Section("files", "Files changed", "files", relative)
+    touched = files_touched(tool_calls)
+    # What the latest edit did, for the files changed last (where a resuming agent looks).
+    with_change = {f.path for f in touched[-CHANGED_LINES:]}
+    files.fill(touched, lambda f: (
+        {"path": f.path, "state": f.state, "changes": f.changes, "lastTs": f.last_ts,
+         "lastChange": ({"added": f.last_change[0], "removed": f.last_change[1]}
+                        if f.last_change else None)},
+        f"- {code(_relative(f.path, cwd))}: {f.state}"
+        f"{f' to {code(_relative(f.moved_to, cwd))}' if f.moved_to else ''} "
+        f"({f.changes} change(s), last {hhmm(f.last_ts)})"
+        + (_change_md(f.last_change) if f.path in with_change else "") + "\n"))
+
+    read_only = Section("filesRead", "Files read, not changed", "lines of files", relative)
     read_only.fill(_read_lines(files_read(tool_calls), cwd), lambda group: (
         {"files": [f.path for f in group], "lastTs": group[-1].last_ts},
         "- " + ", ".join(_relative(f.path, cwd) for f in group) + "\n"))
@@ -495,11 +503,19 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                 retracted, recent]
     for section in sections:
         section.keep_latest()
-    where = {"cwd": next((c.get("cwd") for c in reversed(calls) if c.get("cwd")), None),
-             "branch": git.branch}
+    where = {"cwd": cwd, "branch": git.branch}
     return {"objectives": objectives, "liveConstraints": constraints, "sections": sections,
             "goal": _said_item(goal) if goal else None, "where": where,
             "sessions": sorted({c.session for c in calls if c.session})}
+
+
+def _change_md(change: list[str | None] | None) -> str:
+    if not change:
+        return ""
+    added, removed = change
+    parts = ([f"+ {code(one_line(added, 100))}"] if added else []) + (
+        [f"- {code(one_line(removed, 100))}"] if removed else [])
+    return "; last edit: " + " ".join(parts)
 
 
 def _todo_line(ts: str, todos: list[list[str]]) -> str:

@@ -147,6 +147,10 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
             read = shell_reads(target) if _MAY_READ.match(target) else None
             if read:
                 facts["reads"] = read
+    if tool in WRITERS and tool != "Write":
+        change = edit_change(value)
+        if change:
+            facts["change"] = change
     if tool in PATCH_TOOLS:
         ops = patch_file_ops(value)
         if ops:
@@ -243,6 +247,36 @@ def _write_kind(output: Any, text: str | None) -> str | None:
         if "has been updated" in text[:300] or text.startswith("File updated"):
             return "updated"
     return None
+
+
+CHANGE_CHARS = 160
+_DIFF_CAP = 20_000  # characters of an edit's old and new text compared
+
+
+def _first_new(lines: list[str], other: set[str]) -> str | None:
+    for line in lines:
+        stripped = line.strip()
+        if stripped and stripped not in other:
+            return clip(stripped, CHANGE_CHARS)
+    return None
+
+
+def edit_change(value: Any) -> list[str | None] | None:
+    """[first added line, first removed line] of an Edit or MultiEdit (its first edit):
+    the lines of new_string not in old_string and the reverse, stripped; None when the edit
+    changed no line that can be told."""
+    if not isinstance(value, dict):
+        return None
+    edit = value
+    if isinstance(value.get("edits"), list) and value["edits"]:
+        edit = value["edits"][0] if isinstance(value["edits"][0], dict) else {}
+    old, new = edit.get("old_string"), edit.get("new_string")
+    if not isinstance(old, str) or not isinstance(new, str):
+        return None
+    old_lines, new_lines = old[:_DIFF_CAP].splitlines(), new[:_DIFF_CAP].splitlines()
+    added = _first_new(new_lines, {x.strip() for x in old_lines})
+    removed = _first_new(old_lines, {x.strip() for x in new_lines})
+    return [added, removed] if added or removed else None
 
 
 # A command that starts by printing files (how Codex and shells read them).

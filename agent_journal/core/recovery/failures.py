@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from agent_journal.core.recovery.calls import Call, ordered
 from agent_journal.core.recovery.record import Record
-from agent_journal.core.recovery.test_runs import chain_keys, command_key, run_key
+from agent_journal.core.recovery.test_runs import chain_keys, check_key, command_key, run_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,7 +51,9 @@ class Failure(Record):
 def _same(call: Call) -> tuple[str | None, str | None]:
     target = call.target
     if call.tool == "Bash" and target:
-        target = run_key(command_key(target))
+        # A test or check run is the same run whatever its options (check_key).
+        key = run_key if call.get("check") is None else check_key
+        target = key(command_key(target))
     return (call.tool, target)
 
 
@@ -81,6 +83,7 @@ def failures(calls: Iterable[Call]) -> list[Failure]:
                 continue  # the command ran again and still fails
             keys = [key]
             if call.tool == "Bash" and call.target:
+                keys.append((call.tool, check_key(command_key(call.target))))
                 keys += [(call.tool, part) for part in chain_keys(call.target)]
             for same in keys:
                 for failure in waiting.pop(same, ()):

@@ -6,7 +6,9 @@ response says (`written` when it does not say); Edit, MultiEdit and NotebookEdit
 `edited`; a patch (Codex's apply_patch) changes what patches.patch_file_ops reads off it;
 a shell call counts only in the plain forms facts.shell_file_ops reads, or through
 `git rm`'s own output. A file's state is its latest change; a file created in the
-journal's span stays `created` through later edits (it is new work). A file is "only
+journal's span stays `created` through later edits (it is new work); its `last_change` is
+the latest change's first added and removed line when that change was an edit. A file is
+"only
 read" when a successful Read (or a plain shell read, facts `reads`) named it and no
 successful call changed it.
 """
@@ -26,14 +28,15 @@ DELETED, MOVED = "deleted", "moved"
 
 
 class FileState(Record):
-    __slots__ = ("path", "state", "changes", "last_ts", "call_ids", "moved_to")
-    DEFAULTS = {"call_ids": list, "moved_to": None}
+    __slots__ = ("path", "state", "changes", "last_ts", "call_ids", "moved_to", "last_change")
+    DEFAULTS = {"call_ids": list, "moved_to": None, "last_change": None}
     path: str
     state: str
     changes: int
     last_ts: str
     call_ids: list[str]
     moved_to: str | None
+    last_change: list[str | None] | None  # the latest edit's [added, removed] line
 
 
 def files_touched(calls: Iterable[Call]) -> list[FileState]:
@@ -47,6 +50,7 @@ def files_touched(calls: Iterable[Call]) -> list[FileState]:
             return
         entry.changes += 1
         entry.last_ts = call.ts
+        entry.last_change = None
         entry.call_ids.append(call.id)
         if entry.state == CREATED and state in (EDITED, UPDATED, WRITTEN):
             return
@@ -62,6 +66,7 @@ def files_touched(calls: Iterable[Call]) -> list[FileState]:
             touch(target, call.get("write") or WRITTEN, call)
         elif tool in ("Edit", "MultiEdit", "NotebookEdit") and target:
             touch(target, EDITED, call)
+            files[target].last_change = call.get("change")
         for op in call.get("fileOps") or ():
             if op[0] in (DELETED, CREATED, EDITED) and len(op) == 2:
                 touch(op[1], op[0], call)
