@@ -399,3 +399,17 @@ def test_a_run_is_one_history_whatever_its_options():
                call(2, "Bash", "pytest && ruff check .", output="3 passed in 1s\n"
                                                                 "All checks passed!")]
     assert [r.runs for r in runs_of(passing)] == [1, 1]
+
+
+def test_a_python_run_that_printed_a_traceback_failed_though_it_exited_0():
+    crash = ("Traceback (most recent call last):\n  File \"<string>\", line 3, in <module>\n"
+             "AttributeError: 'str' object has no attribute 'get'\nTranscript exists: True")
+    calls = [call(1, "Bash", "uv run python -c 'import a; a.run()'", output=crash),
+             call(2, "Bash", "cat crash.log", output=crash),  # a log read, not a run
+             call(3, "Bash", "uv run pytest -q", output=crash + "\n1 passed in 0.1s")]
+    [failure] = failures(calls)
+    assert (failure.call_id, failure.kind, failure.reason) == (
+        "c1", "traceback", "AttributeError: 'str' object has no attribute 'get'")
+    assert not failure.resolved
+    again = [*calls, call(4, "Bash", "uv run python -c 'import a; a.run()'", output="done")]
+    assert failures(again)[0].resolved_by == "c4"

@@ -565,8 +565,8 @@ def _failure_line(f: Failure, *, with_id: bool) -> str:
     what = f"{tool} {code(one_line(f.target, TARGET_CHARS))}" if f.target else tool
     if f.description and f.tool == "Bash":
         what += f" ({one_line(f.description, 80)})"
-    head = {"denied": "permission denied", "rejected": "rejected by the user"}.get(f.kind,
-                                                                                  "failed")
+    head = {"denied": "permission denied", "rejected": "rejected by the user",
+            "traceback": "exited 0 but printed a traceback"}.get(f.kind, "failed")
     if f.exit_code is not None:
         head += f" (exit {f.exit_code})"
     why = f.words if f.kind == "rejected" and f.words else f.reason

@@ -187,7 +187,13 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         removed_by_git_rm,
         switched_branch,
     )
-    from agent_journal.core.recovery.reasons import benign, error_reason, refusal, rejection_words
+    from agent_journal.core.recovery.reasons import (
+        benign,
+        error_reason,
+        printed_traceback,
+        refusal,
+        rejection_words,
+    )
 
     failed = (isinstance(status, str) and status in FAILED_STATUSES) or (
         isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0)
@@ -207,6 +213,10 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         run = parse_run(text)
         if run is not None:
             facts["check"] = run.as_dict()
+        elif not failed:
+            crashed = printed_traceback(text)
+            if crashed:
+                facts["traceback"] = crashed
         made = commits_in(text)
         if made:
             facts["commits"] = [list(c) for c in made]

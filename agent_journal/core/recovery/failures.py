@@ -1,7 +1,9 @@
 """Failed calls with their reason, refusals told apart, and what a later success resolved.
 
 Invariants: a failure is `denied` (a permission denial) or `rejected` (the user's
-rejection) only by Claude Code's own wording (reasons.refusal), else `error`. A call that
+rejection) only by Claude Code's own wording (reasons.refusal), else `error`; a Python
+run that exited 0 but printed a traceback (reasons.printed_traceback) is a `traceback`
+failure. A call that
 failed as a benign no-op (reasons.BENIGN_NOOPS: `nothing to commit, working tree clean`)
 is not a failure at all. A failure
 is resolved when a later call of the same tool on the same target succeeded (for a test
@@ -10,6 +12,8 @@ succeeded ran it; it is open otherwise.
 """
 
 from __future__ import annotations
+
+import re
 
 from agent_journal.core.recovery.calls import Call, ordered
 from agent_journal.core.recovery.record import Record
@@ -20,6 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 ERROR = "error"
+TRACEBACK = "traceback"
+_RUNS_PYTHON = re.compile(r"\bpython[\d.]*\b|\b(?:uv|poetry|pipenv|pdm|hatch) run\b")
 
 
 class Failure(Record):
@@ -67,6 +73,13 @@ def failures(calls: Iterable[Call]) -> list[Failure]:
         key = _same(call)
         if call.failed and call.get("noop"):
             continue  # nothing needed doing: nothing is lost, nothing is open
+        if call.succeeded and call.get("traceback") and _RUNS_PYTHON.search(call.target or ""):
+            # Exit 0, yet the Python it ran crashed (and printed it): a failure all the same.
+            failure = Failure(call.id, call.tool, call.target, TRACEBACK,
+                              call.get("traceback"), call.ts, description=call.get("desc"))
+            found.append(failure)
+            waiting.setdefault(key, []).append(failure)
+            continue
         if call.failed:
             failure = Failure(call.id, call.tool, call.target, call.get("refusal") or ERROR,
                               call.get("reason"), call.ts, call.get("exit"), call.get("words"),
