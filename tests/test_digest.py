@@ -507,3 +507,31 @@ def test_a_codex_prompt_redacted_and_tombstoned_never_renders(cli, tmp_path):
     assert cli("tombstone", first, "--reason", "held a key").code == 0
     markdown = cli("digest").out
     assert "Never print" not in markdown and "Always use pnpm." in markdown
+
+
+def test_the_latest_summary_says_how_much_work_came_after_it():
+    events = [said("s1", at(1), "compact_summary", "first summary"),
+              obs("o1", at(2), "Read", {"file_path": "a.py"}),
+              said("s2", at(3), "compact_summary", "second summary"),
+              obs("o2", at(4), "Edit", {"file_path": "a.py"}),
+              said("p1", at(5), "prompt", "go on")]
+    summaries = section(build(events)[0], "Compaction summaries")
+    assert "- 19:00:\n> first summary" in summaries
+    assert "(the latest; after it: 1 tool call(s), 1 prompt(s)):\n> second summary" in summaries
+
+
+def test_a_codex_exec_command_reports_its_exit_code(cli, tmp_path):
+    lines = [{"timestamp": "2026-03-06T14:00:00.000Z", "type": "session_meta",
+              "payload": {"id": "sess-2", "cwd": "/w"}},
+             {"timestamp": "2026-03-06T14:00:01.000Z", "type": "response_item",
+              "payload": {"type": "function_call", "name": "exec_command", "call_id": "x1",
+                          "arguments": json.dumps({"cmd": "make build"})}},
+             {"timestamp": "2026-03-06T14:00:02.000Z", "type": "response_item",
+              "payload": {"type": "function_call_output", "call_id": "x1",
+                          "output": "Chunk ID: 1\nWall time: 0.2 seconds\nProcess exited "
+                                    "with code 2\nOutput:\nmake: *** No rule to make target"}}]
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert cli("import", "codex", str(path)).code == 0
+    problems = section(cli("digest").out, "Open problems")
+    assert "Bash `make build` -> failed (exit 2)" in problems

@@ -51,8 +51,9 @@ __all__ = ["HookPayloadError", "NotATranscriptError", "codex_hook_to_observation
 
 # Kinds for the events Claude Code does not have; the others map as Claude Code's do.
 _EXTRA_KINDS = {"PostCompact": "post_compact"}
-# How Codex reports a shell command's end in the text a tool call returns.
-_EXIT_LINE = r"(?:^|\n)Exit code: (\d{1,9})\b"
+# How Codex reports a shell command's end in the text a tool call returns (`shell`, and
+# the unified `exec_command`).
+_EXIT_LINE = r"(?:^|\n)(?:Exit code:|Process exited with code) (\d{1,9})\b"
 # Item types of an exec stream that are tool calls, and the tool name the hooks give them.
 _STREAM_TOOLS = {"command_execution": "Bash", "file_change": "apply_patch",
                  "mcp_tool_call": None, "web_search": "web_search"}

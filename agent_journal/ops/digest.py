@@ -477,8 +477,16 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
             shown.add(c.id)
 
     summaries = Section("summaries", "Compaction summaries", "summaries")
-    for sm in said.summaries:
-        summaries.add(_said_item(sm), f"- {hhmm(sm.ts)}:\n" + quote(sm.text, SUMMARY_CHARS))
+    for n, sm in enumerate(said.summaries):
+        since = ""
+        if n == len(said.summaries) - 1:
+            # The latest summary is a snapshot: say how much work came after it.
+            later_calls = sum(1 for c in tool_calls if (c.ts, c.id) > (sm.ts, sm.id))
+            later_prompts = sum(1 for p in said.prompts if (p.ts, p.id) > (sm.ts, sm.id))
+            since = (f" (the latest; after it: {later_calls} tool call(s), "
+                     f"{later_prompts} prompt(s))")
+        summaries.add(_said_item(sm), f"- {hhmm(sm.ts)}{since}:\n"
+                                      + quote(sm.text, SUMMARY_CHARS))
     if said.titles:
         titles = "; ".join(one_line(t.text, 60) for t in said.titles[-20:])
         summaries.add({"kind": "titles", "titles": [t.text for t in said.titles]},
