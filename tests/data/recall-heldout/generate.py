@@ -1,7 +1,8 @@
 """Writes the SYNTHETIC held-out transcripts in transcripts/ (see README.md).
 
 These sessions never happened: they were written by hand for the recall check, in the
-record format of the real Claude Code transcripts under tests/data/claude-code. Run
+record format of the real Claude Code transcripts under tests/data/claude-code (and, for
+codex-ledger-since, of the Codex session file under tests/data/codex/sessions). Run
 `python tests/data/recall-heldout/generate.py` to rewrite them; the output is fixed.
 """
 
