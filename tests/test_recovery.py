@@ -413,3 +413,22 @@ def test_a_python_run_that_printed_a_traceback_failed_though_it_exited_0():
     assert not failure.resolved
     again = [*calls, call(4, "Bash", "uv run python -c 'import a; a.run()'", output="done")]
     assert failures(again)[0].resolved_by == "c4"
+
+
+def test_git_operations_are_the_repository_changes_that_succeeded():
+    from agent_journal.core.recovery.commits import git_operations
+
+    assert git_operations("git submodule deinit -f t && git rm -f t 2>&1") == [
+        "git submodule deinit -f t", "git rm -f t"]
+    assert git_operations("git status && git log --oneline && git stash list") == []
+    assert git_operations("git tag -l") == [] and git_operations("git rebase main") == [
+        "git rebase main"]
+    calls = [call(1, "Bash", "git submodule add https://x/t.git t", output="Cloning"),
+             call(2, "Bash", "git rebase main", status="error", exit_code=1,
+                  output="CONFLICT (content): Merge conflict in a"),
+             call(3, "Bash", 'git merge --no-ff b -m "merge b"',
+                  output="Merge made by the 'ort' strategy."),
+             call(4, "Bash", "git log --oneline -1", output="1b6c52f merge b")]
+    git = commits(calls)
+    assert [op[0] for op in git.operations] == ["git submodule add https://x/t.git t"]
+    assert [c.hash for c in git.commits] == ["1b6c52f"]  # the merge is told by its commit

@@ -99,6 +99,7 @@ WATERMARK = ("These tool calls started but never recorded an outcome: the sessio
 INSTRUCTIONS_NOTE = ("Rules the user set in prompts, quoted; they hold until the user "
                      "says otherwise.")
 FOLDER_CHARS = 400
+GIT_OPERATIONS = 8  # the latest git operations (rebase, reset, submodule add, ...) shown
 CHANGED_LINES = 12  # files whose latest edit's lines are shown
 RETRACTED_NOTE = "Not live: their reasoning was retracted. Do not rely on them."
 REWOUND_NOTE = ("Said on a branch of the conversation that was later rewound: not the "
@@ -438,6 +439,9 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                             "ts": rej.ts},
                            f"- {hhmm(rej.ts)} push of {rej.source} -> {rej.destination}{to} "
                            f"rejected ({one_line(rej.why, 80)})\n")
+    for operation, call_id, ts in git.operations[-GIT_OPERATIONS:]:
+        commit_section.add({"gitOperation": operation, "callId": call_id, "ts": ts},
+                           f"- {hhmm(ts)} ran {code(one_line(operation, TARGET_CHARS + 40))}\n")
     if git.log:
         listing = "; ".join(f"{h} {one_line(s, 70)}" for h, s in git.log[:10])
         commit_section.add({"log": [list(x) for x in git.log], "callId": git.log_call},
