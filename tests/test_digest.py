@@ -535,3 +535,14 @@ def test_a_codex_exec_command_reports_its_exit_code(cli, tmp_path):
     assert cli("import", "codex", str(path)).code == 0
     problems = section(cli("digest").out, "Open problems")
     assert "Bash `make build` -> failed (exit 2)" in problems
+
+
+def test_a_long_last_message_is_clipped_to_fit_rather_than_dropped():
+    text = "The work is done: " + "details of what was done " * 100
+    events = [said("p1", at(1), "prompt", "do the work"),
+              said("a1", at(2), "assistant_message", text)]
+    markdown, report = build(events, max_chars=1500)
+    assert len(markdown) <= 1500
+    stopped = section(markdown, "Where it stopped")
+    assert "> The work is done: details" in stopped and "…" in stopped
+    assert report["stopped"][-1]["text"] == text.strip()  # the JSON keeps the stored text

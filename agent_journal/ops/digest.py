@@ -99,6 +99,7 @@ WATERMARK = ("These tool calls started but never recorded an outcome: the sessio
 INSTRUCTIONS_NOTE = ("Rules the user set in prompts, quoted; they hold until the user "
                      "says otherwise.")
 FOLDER_CHARS = 400
+SHRINK_MIN = 300  # an item clipped to fit the bound keeps at least this much
 GIT_OPERATIONS = 8  # the latest git operations (rebase, reset, submodule add, ...) shown
 CHANGED_LINES = 12  # files whose latest edit's lines are shown
 RETRACTED_NOTE = "Not live: their reasoning was retracted. Do not rely on them."
@@ -175,7 +176,7 @@ def _retracted_entry(d: Derived, entry_id: str) -> tuple[dict[str, Any], str]:
 class Section:
     """One trimmable part of the digest: rendered items, oldest first."""
 
-    __slots__ = ("key", "title", "intro", "noun", "md", "items", "total")
+    __slots__ = ("key", "title", "intro", "noun", "md", "items", "total", "shrink")
 
     def __init__(self, key: str, title: str, noun: str, intro: str | None = None) -> None:
         self.key = key
@@ -185,8 +186,13 @@ class Section:
         self.md: list[str] = []
         self.items: list[dict[str, Any]] = []
         self.total = 0
+        # item index -> how to render it within N characters, for an item worth clipping
+        # rather than dropping when it is all the bound leaves of its section.
+        self.shrink: dict[int, Any] = {}
 
-    def add(self, item: dict[str, Any], md: str) -> None:
+    def add(self, item: dict[str, Any], md: str, shrink: Any = None) -> None:
+        if shrink is not None:
+            self.shrink[len(self.md)] = shrink
         self.items.append(item)
         self.md.append(md)
         self.total += 1
@@ -342,6 +348,8 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
         latest_meta[meta.text] = meta
     session_messages.fill(list(latest_meta.values()), lambda meta: (
         _said_item(meta), f"- {hhmm(meta.ts)} {one_line(meta.text, META_CHARS)}\n"))
+    # Items in the order the bound drops them (the first first): the last assistant message,
+    # what the agent itself said about where it stopped, is kept longest.
     for c in tool_calls[-3:]:
         stopped.add({"id": c.id, "kind": "lastAction", "ts": c.ts, "line": _call_line(c)},
                     "- last action:" + _call_line(c)[1:])
@@ -354,6 +362,12 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                     f"- latest plan ({hhmm(plan.ts)}, {verdict}):\n"
                     + quote(plan.get("plan"), PLAN_CHARS))
         shown.add(plan.id)
+    recap = said.summaries[-1] if said.summaries else None
+    if recap is not None and recap.source == "away_summary" and (
+            last is None or (recap.ts, recap.id) > (last.ts, last.id)):
+        # Claude Code's recap, written after the last message: where it says things stand.
+        stopped.add(_said_item(recap), f"- recap ({hhmm(recap.ts)}): "
+                                       f"{one_line(recap.text, RECAP_CHARS)}\n")
     todo = next((c for c in reversed(tool_calls) if c.get("todos") and c.succeeded), None)
     if todo is not None:
         stopped.add({"kind": "todos", "id": todo.id, "ts": todo.ts,
@@ -361,14 +375,10 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                     _todo_line(todo.ts, todo.get("todos")))
         shown.add(todo.id)
     if last is not None:
-        stopped.add(_said_item(last), f"- last assistant message ({hhmm(last.ts)}):\n"
-                                      + quote(last.text, LAST_MESSAGE_CHARS))
-    recap = said.summaries[-1] if said.summaries else None
-    if recap is not None and recap.source == "away_summary" and (
-            last is None or (recap.ts, recap.id) > (last.ts, last.id)):
-        # Claude Code's recap, written after the last message: where it says things stand.
-        stopped.add(_said_item(recap), f"- recap ({hhmm(recap.ts)}): "
-                                       f"{one_line(recap.text, RECAP_CHARS)}\n")
+        head = f"- last assistant message ({hhmm(last.ts)}):\n"
+        stopped.add(_said_item(last), head + quote(last.text, LAST_MESSAGE_CHARS),
+                    shrink=lambda room, text=last.text, head=head: _quote_within(head, text,
+                                                                                room))
 
     unfinished = Section("unfinishedToolCalls", "Unfinished tool calls",
                          "unfinished tool calls", WATERMARK)
@@ -530,6 +540,16 @@ def _change_md(change: list[str | None] | None) -> str:
     return "; last edit: " + " ".join(parts)
 
 
+def _quote_within(head: str, text: str, room: int) -> str:
+    """`head` and `text` quoted, clipped so that the whole fits `room` characters."""
+    limit = room - len(head)
+    md = head + quote(text, max(limit, 1))
+    while len(md) > room and limit > 1:
+        limit -= len(md) - room + 1
+        md = head + quote(text, max(limit, 1))
+    return md
+
+
 def _todo_line(ts: str, todos: list[list[str]]) -> str:
     """The latest todo list, what remains first (it is what is left to do)."""
     left = [t for t in todos if t[0] != "completed"]
@@ -669,6 +689,15 @@ def fit(fixed: str, sections: list[Section], max_chars: int, workspace: str = ""
         if shown[i] == 0:
             i -= 1
             continue
+        s = sections[i]
+        oldest = len(s.md) - shown[i]
+        if shown[i] == 1 and oldest in s.shrink:
+            # The section's last item is worth a clipped rendering rather than none.
+            room = len(s.md[oldest]) - (size() - max_chars)
+            if room >= SHRINK_MIN:
+                s.md[oldest] = s.shrink.pop(oldest)(room)
+                suffix[i] = [0, len(s.md[oldest])]
+                continue
         shown[i] -= 1
     return shown
 
