@@ -546,3 +546,11 @@ def test_a_long_last_message_is_clipped_to_fit_rather_than_dropped():
     stopped = section(markdown, "Where it stopped")
     assert "> The work is done: details" in stopped and "…" in stopped
     assert report["stopped"][-1]["text"] == text.strip()  # the JSON keeps the stored text
+
+
+def test_codex_update_plan_is_the_todo_list():
+    events = [obs("o1", at(1), "update_plan", {"explanation": "x", "plan": [
+        {"step": "add the flag", "status": "completed"},
+        {"step": "document it", "status": "pending"}]})]
+    stopped = section(build(events)[0], "Where it stopped")
+    assert "remaining: [pending] document it; done: [completed] add the flag" in stopped

@@ -163,6 +163,11 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
     if tool == "TodoWrite" and isinstance(value, dict) and isinstance(value.get("todos"), list):
         facts["todos"] = [[str(t.get("status")), clip(str(t.get("content")), 160)]
                           for t in value["todos"][:20] if isinstance(t, dict)]
+    elif tool == "update_plan" and isinstance(value, dict) and isinstance(value.get("plan"),
+                                                                         list):
+        # Codex's todo list: {"plan": [{"step", "status"}], "explanation"}.
+        facts["todos"] = [[str(t.get("status")), clip(str(t.get("step")), 160)]
+                          for t in value["plan"][:20] if isinstance(t, dict)]
     if isinstance(value, dict) and isinstance(value.get("description"), str):
         facts["desc"] = clip(value["description"], DESCRIPTION_CHARS)
     output = data.get("output")
