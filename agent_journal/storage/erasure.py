@@ -2,7 +2,9 @@
 
 Invariants:
 - Every deleting connection overwrites what it frees (secure_delete) and keeps
-  no journal of old pages past its commit; a WAL is truncated after it.
+  no journal of old pages past its commit; a WAL is truncated after it. A
+  row's body is overwritten in place before the row is deleted, so the
+  rebalancing of pages a delete causes never carries its content elsewhere.
 - A segment is changed in short transactions of at most CHUNK_ROWS rows, each
   first checking nothing was appended that the plan could depend on; rows go
   by event id only, an item's rows in one transaction, rewrites after every
@@ -114,6 +116,16 @@ def _max_seq(conn: sqlite3.Connection) -> int:
 # cost milliseconds. Bodies travel as text, so only where a blob cast to text
 # is its UTF-8 bytes, and only where SQLite has json_each and UPDATE FROM.
 _DELETE_LISTED = "DELETE FROM events WHERE event_id IN (SELECT value FROM json_each(?))"
+# Before its rows go, a chunk overwrites their bodies with zeros of the same
+# length: a row whose size does not change is rewritten where it lies. The
+# delete that follows rebalances the table's pages as they empty, and SQLite
+# rebuilds a page by repacking its cells without clearing the bytes they
+# leave behind (secure_delete clears only a deleted cell): a row still
+# waiting in the chunk, moved to a sibling, would otherwise leave a copy of
+# its content in the page it left once its own deletion zeroes the new one.
+_BLANK_LISTED = ("UPDATE events SET body = zeroblob(length(body)) "
+                 "WHERE event_id IN (SELECT value FROM json_each(?))")
+_BLANK_ONE = "UPDATE events SET body = zeroblob(length(body)) WHERE event_id = ?"
 _REWRITE_LISTED = (
     "UPDATE events SET body = CAST(json_extract(j.value, '$[2]') AS BLOB), "
     "checksum = json_extract(j.value, '$[3]') FROM json_each(?) AS j "
@@ -284,10 +296,13 @@ def _delete_chunk(c: sqlite3.Connection, path: str, seen: int, ids: list[str],
     if not ids:
         pass
     elif _bulk_json_usable(c):
-        # One statement, so the whole loop runs inside SQLite without the
-        # GIL (see `_bulk_json_usable`).
-        c.execute(_DELETE_LISTED, (json.dumps(ids),))
+        # One statement each, so the whole loop runs inside SQLite without
+        # the GIL (see `_bulk_json_usable`).
+        listed = json.dumps(ids)
+        c.execute(_BLANK_LISTED, (listed,))
+        c.execute(_DELETE_LISTED, (listed,))
     else:
+        c.executemany(_BLANK_ONE, [(i,) for i in ids])
         c.executemany("DELETE FROM events WHERE event_id = ?", [(i,) for i in ids])
     return _max_seq(c)
 
