@@ -194,7 +194,8 @@ def apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
 
     `rewrites` are (event_id, checksum as read, new body or None, new
     checksum), as `Rewrite` says; a row whose checksum changed since it was
-    read is left alone. The work goes in chunks of at most CHUNK_ROWS rows,
+    read is left alone. The work goes in chunks of at most CHUNK_ROWS rows
+    stored near each other (CHUNK_SPAN, see `_chunks`), in storage order,
     each its own transaction, so writers appending to the segment wait
     milliseconds, not the whole segment's work: the deletes first (adjacent
     ids with the same `together` key, an item's events, always share a
