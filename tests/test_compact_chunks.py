@@ -161,3 +161,40 @@ def test_the_read_lets_a_writer_commit_between_slices_and_sees_its_row(root, mon
     assert "late-1" in {ev.event_id for ev in read.events}
     high = sqlite3.connect(seg).execute("SELECT max(seq) FROM events").fetchone()[0]
     assert read.high_water[ws.rel(seg)] == high
+
+
+@given(st.lists(st.tuples(st.integers(min_value=0, max_value=6),
+                          st.integers(min_value=1, max_value=60)), max_size=60),
+       st.integers(min_value=1, max_value=7), st.integers(min_value=0, max_value=20))
+def test_chunks_in_storage_order_bound_their_seq_span_and_never_split_an_item(
+        rows, size, span):
+    ids = [f"{k}-{n}" for n, (k, _) in enumerate(rows)]  # rows given as (item key, place)
+    key_of = {i: k for i, (k, _) in zip(ids, rows, strict=True)}.__getitem__
+    seq_of = {i: place * 100 + n for n, (i, (_, place)) in enumerate(zip(ids, rows, strict=True))}
+    old = erasure.CHUNK_ROWS, erasure.CHUNK_SPAN
+    erasure.CHUNK_ROWS, erasure.CHUNK_SPAN = size, span * 100
+    try:
+        chunks = erasure._chunks(ids, key_of, seq_of)
+    finally:
+        erasure.CHUNK_ROWS, erasure.CHUNK_SPAN = old
+    assert sorted(i for c in chunks for i in c) == sorted(ids) and all(chunks)
+    runs: dict[str, list[str]] = {}  # first id -> the adjacent ids of one key (an item)
+    for n, i in enumerate(ids):
+        if n and key_of(ids[n - 1]) == key_of(i):
+            runs[next(reversed(runs))].append(i)
+        else:
+            runs[i] = [i]
+    firsts = []
+    for chunk in chunks:
+        parts, n = [], 0
+        while n < len(chunk):
+            run = runs[chunk[n]]  # a run is whole, inside one chunk
+            assert chunk[n:n + len(run)] == run
+            parts.append(run)
+            n += len(run)
+        firsts += [min(seq_of[i] for i in run) for run in parts]
+        for j in range(1, len(parts)):  # each run joined within both bounds
+            before = [i for run in parts[:j] for i in run]
+            joined = [seq_of[i] for run in parts[:j + 1] for i in run]
+            assert len(before) < size and max(joined) - min(joined) <= span * 100
+    assert firsts == sorted(firsts)  # in storage order

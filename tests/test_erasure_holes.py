@@ -211,6 +211,18 @@ def _wait_for_lines(logs: list[Path], count: int) -> None:
 
 
 def test_a_journal_whose_writers_never_stop_still_compacts_in_one_run(root, tmp_path):
+    _compact_under_writers(root, tmp_path)
+
+
+@pytest.mark.soak
+def test_a_journal_whose_writers_never_stop_still_compacts_in_one_run_soak(tmp_path):
+    for n in range(24):
+        run = tmp_path / f"run-{n}"
+        (run / "private").mkdir(parents=True, mode=0o700)
+        _compact_under_writers(run / "private" / "journal", run)
+
+
+def _compact_under_writers(root: Path, tmp_path: Path) -> None:
     _seed_due(root)
     stop, logs, procs = _appenders(root, tmp_path, "plain")
     try:
@@ -484,3 +496,45 @@ def test_an_import_name_already_taken_gets_a_sibling(root, tmp_path, monkeypatch
     again = replicas.merge(ctx, str(stale))
     assert again["imported"] == 1 and again["segmentsTouched"] != [taken]
     assert "o" in {e.id for e in ctx.open(create=False).read().events}
+
+
+# -- a row moved by the delete that erases it leaves no copy behind ---------------------------
+
+def _due_then_fresh(root: Path, seed: int) -> list[int]:
+    """Due observations (each carrying a numbered marker), then fresh ones, as
+    a journal whose writers kept appending looks; ids and sizes from `seed`."""
+    import random
+
+    from agent_journal.core.model import Event
+
+    rnd = random.Random(seed)
+    ws = _ctx(root).open(create=True)
+    due = rnd.randint(20, 60)
+    events = []
+    for n in range(due + rnd.randint(5, 60)):
+        h = "".join(rnd.choice("0123456789abcdef") for _ in range(32))
+        old = n < due
+        text = (f"{OLD_MARKER}-{n:04d} " if old else f"kept-{n:04d} ") + "x" * rnd.randint(20, 40)
+        events.append(Event(
+            event_id=f"{h[:8]}-{h[8:12]}-4{h[13:16]}-8{h[17:20]}-{h[20:]}", type="observation",
+            kind="tool_call", id=f"old-{n}" if old else f"new-{n}",
+            ts="2025-01-01T00:00:00.000Z" if old else "2026-12-01T00:00:00.000Z",
+            author="agent", session="test", replica=ws.root.replica_id,
+            data={"tool": "Bash", "callId": "c", "input": None, "output": text,
+                  "status": "ok", "exitCode": 0, "durationMs": 1, "artifact": None}))
+    ws.append(events)
+    return list(range(due))
+
+
+# Each of these layouts (SQLite 3.40) had the delete move a row it had yet to
+# reach into another page, and leave a copy of its content in the page it left.
+@pytest.mark.parametrize("seed", [0, 23, 73, 94])
+def test_rows_the_delete_moves_between_pages_leave_no_copy_behind(root, monkeypatch, seed):
+    monkeypatch.setenv("AGENT_JOURNAL_NOW", "2026-12-01T00:00:00Z")
+    due = _due_then_fresh(root, seed)
+    outcome = compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=30,
+                              apply=True)
+    assert sorted(outcome.report["expired"]) == sorted(f"old-{n}" for n in due)
+    left = all_bytes_under(root)
+    assert [n for n in due if f"{OLD_MARKER}-{n:04d}".encode() in left] == []
+    assert b"kept-" in left

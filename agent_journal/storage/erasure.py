@@ -2,11 +2,14 @@
 
 Invariants:
 - Every deleting connection overwrites what it frees (secure_delete) and keeps
-  no journal of old pages past its commit; a WAL is truncated after it.
-- A segment is changed in short transactions of at most CHUNK_ROWS rows, each
-  first checking nothing was appended that the plan could depend on; rows go
-  by event id only, an item's rows in one transaction, rewrites after every
-  delete of the segment committed.
+  no journal of old pages past its commit; a WAL is truncated after it. A
+  row's body is overwritten in place before the row is deleted, so the
+  rebalancing of pages a delete causes never carries its content elsewhere.
+- A segment is changed in short transactions of at most CHUNK_ROWS rows
+  stored near each other (CHUNK_SPAN), each first checking nothing was
+  appended that the plan could depend on; rows go by event id only, an
+  item's rows in one transaction, rewrites after every delete of the segment
+  committed.
 - Projections under <root>/cache are disposable: every file a workspace's
   projections leave there, under any name, is deleted with them.
 - A compaction about to change files writes its intent first, so a killed run
@@ -61,6 +64,14 @@ class SegmentGrew(Exception):
 # held that lock for seconds; chunks this size hold it for milliseconds, and
 # the hook's append slips in between (`make bench BENCH=hooks`).
 CHUNK_ROWS = 1000
+# ... and rows stored within at most this many seq positions of each other.
+# What a transaction costs, and how long it holds the lock, is the pages it
+# writes (each first copied to the rollback journal): a run of 1000 rows
+# deleted side by side fills a hundred-odd pages, but 1000 scattered rows (a
+# tombstone every tenth event) touch nearly every page of the segment, and
+# the next chunk touches them all again. A chunk of rows stored near each
+# other writes about as many pages whatever the density.
+CHUNK_SPAN = 2000
 # After each chunk the lock is left free for as long as the chunk held it (at
 # most this long): a hook waiting on it polls every few milliseconds and would
 # otherwise keep losing it to the next chunk, taken the instant this one
@@ -114,6 +125,16 @@ def _max_seq(conn: sqlite3.Connection) -> int:
 # cost milliseconds. Bodies travel as text, so only where a blob cast to text
 # is its UTF-8 bytes, and only where SQLite has json_each and UPDATE FROM.
 _DELETE_LISTED = "DELETE FROM events WHERE event_id IN (SELECT value FROM json_each(?))"
+# Before its rows go, a chunk overwrites their bodies with zeros of the same
+# length: a row whose size does not change is rewritten where it lies. The
+# delete that follows rebalances the table's pages as they empty, and SQLite
+# rebuilds a page by repacking its cells without clearing the bytes they
+# leave behind (secure_delete clears only a deleted cell): a row still
+# waiting in the chunk, moved to a sibling, would otherwise leave a copy of
+# its content in the page it left once its own deletion zeroes the new one.
+_BLANK_LISTED = ("UPDATE events SET body = zeroblob(length(body)) "
+                 "WHERE event_id IN (SELECT value FROM json_each(?))")
+_BLANK_ONE = "UPDATE events SET body = zeroblob(length(body)) WHERE event_id = ?"
 _REWRITE_LISTED = (
     "UPDATE events SET body = CAST(json_extract(j.value, '$[2]') AS BLOB), "
     "checksum = json_extract(j.value, '$[3]') FROM json_each(?) AS j "
@@ -173,7 +194,8 @@ def apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
 
     `rewrites` are (event_id, checksum as read, new body or None, new
     checksum), as `Rewrite` says; a row whose checksum changed since it was
-    read is left alone. The work goes in chunks of at most CHUNK_ROWS rows,
+    read is left alone. The work goes in chunks of at most CHUNK_ROWS rows
+    stored near each other (CHUNK_SPAN, see `_chunks`), in storage order,
     each its own transaction, so writers appending to the segment wait
     milliseconds, not the whole segment's work: the deletes first (adjacent
     ids with the same `together` key, an item's events, always share a
@@ -201,22 +223,62 @@ def apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
         raise StorageError(f"cannot compact {path}: {describe_sqlite_error(exc)}") from None
 
 
-def _chunks(ids: list[str], together: Callable[[str], object] | None) -> list[list[str]]:
+def _chunks(ids: list[str], together: Callable[[str], object] | None,
+            seq_of: dict[str, int] | None = None) -> list[list[str]]:
     """`ids` cut into runs of at most CHUNK_ROWS, never between two adjacent ids
-    with the same `together` key (a run of one key longer than that stays whole)."""
-    out: list[list[str]] = []
-    current: list[str] = []
+    with the same `together` key (a run of one key longer than that stays whole).
+
+    With `seq_of` (where each id is stored; ids not found count as stored
+    first) the runs of one key are put in storage order first, and a chunk
+    also ends before it would span more than CHUNK_SPAN seq positions.
+    """
+    runs: list[list[str]] = []
     last: object = None
     for event_id in ids:
         key = together(event_id) if together is not None else event_id
-        if len(current) >= CHUNK_ROWS and key != last:
+        if runs and key == last:
+            runs[-1].append(event_id)
+        else:
+            runs.append([event_id])
+        last = key
+    if seq_of is None:
+        spans = [(0, 0)] * len(runs)
+    else:
+        spans = [(min(seq_of.get(i, 0) for i in run), max(seq_of.get(i, 0) for i in run))
+                 for run in runs]
+        order = sorted(range(len(runs)), key=lambda n: spans[n][0])
+        runs, spans = [runs[n] for n in order], [spans[n] for n in order]
+    out: list[list[str]] = []
+    current: list[str] = []
+    low = high = 0
+    for run, (lo, hi) in zip(runs, spans, strict=True):
+        if current and (len(current) >= CHUNK_ROWS
+                        or max(high, hi) - min(low, lo) > CHUNK_SPAN):
             out.append(current)
             current = []
-        current.append(event_id)
-        last = key
+        if not current:
+            low, high = lo, hi
+        current.extend(run)
+        low, high = min(low, lo), max(high, hi)
     if current:
         out.append(current)
     return out
+
+
+def _stored_at(conn: sqlite3.Connection, ids: list[str]) -> dict[str, int]:
+    """The seq each of `ids` is stored at in the segment (those present)."""
+    found: dict[str, int] = {}
+    if _bulk_json_usable(conn):
+        for start in range(0, len(ids), 50_000):
+            found.update(conn.execute(
+                "SELECT event_id, seq FROM events WHERE event_id IN "
+                "(SELECT value FROM json_each(?))", (json.dumps(ids[start:start + 50_000]),)))
+        return found
+    for start in range(0, len(ids), 500):
+        part = ids[start:start + 500]
+        found.update(conn.execute("SELECT event_id, seq FROM events WHERE event_id IN "
+                                  f"({','.join('?' * len(part))})", part))
+    return found
 
 
 def _apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
@@ -224,12 +286,18 @@ def _apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
                       tolerate: Callable[[list[Event | None]], bool] | None,
                       together: Callable[[str], object] | None
                       ) -> tuple[int, set[str], bool]:
-    delete_chunks = _chunks(list(delete_ids), together)
+    ids = list(delete_ids)
     rewrite_rows = list(rewrites)
-    rewrite_chunks = [rewrite_rows[i:i + CHUNK_ROWS]
-                      for i in range(0, len(rewrite_rows), CHUNK_ROWS)]
     conn = erasing_connection(path)
     try:
+        # Where the rows lie, read before any write lock is taken: chunks are
+        # cut by storage order (CHUNK_SPAN). A row appended or moved since
+        # only makes its chunk a little longer.
+        seq_of = _stored_at(conn, ids + [row[0] for row in rewrite_rows])
+        delete_chunks = _chunks(ids, together, seq_of)
+        by_id = {row[0]: row for row in rewrite_rows}
+        rewrite_chunks = [[by_id[t] for t in chunk]
+                          for chunk in _chunks(list(by_id), None, seq_of)]
         wal = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
         high = expected_high
         deleted: list[str] = []
@@ -284,10 +352,13 @@ def _delete_chunk(c: sqlite3.Connection, path: str, seen: int, ids: list[str],
     if not ids:
         pass
     elif _bulk_json_usable(c):
-        # One statement, so the whole loop runs inside SQLite without the
-        # GIL (see `_bulk_json_usable`).
-        c.execute(_DELETE_LISTED, (json.dumps(ids),))
+        # One statement each, so the whole loop runs inside SQLite without
+        # the GIL (see `_bulk_json_usable`).
+        listed = json.dumps(ids)
+        c.execute(_BLANK_LISTED, (listed,))
+        c.execute(_DELETE_LISTED, (listed,))
     else:
+        c.executemany(_BLANK_ONE, [(i,) for i in ids])
         c.executemany("DELETE FROM events WHERE event_id = ?", [(i,) for i in ids])
     return _max_seq(c)
 
