@@ -31,7 +31,14 @@ from agent_journal.core.merge_plan import (
 )
 from agent_journal.core.model import TOMBSTONE
 from agent_journal.ops.context import Context, damage_summary
-from agent_journal.ops.replicas import artifact_path_or_none, decode_row, path_arg, say, verify_row
+from agent_journal.ops.export_check import (
+    SnapshotUnreadable,
+    Verdict,
+    VerifiedPoints,
+    travelling_artifacts,
+    verdicts,
+)
+from agent_journal.ops.replicas import artifact_path_or_none, decode_row, path_arg, say
 from agent_journal.storage.files import (
     copy_file_verified,
     file_digest,
@@ -83,7 +90,8 @@ def _export_refusal(unreadable: list[dict[str, str]], dest: str) -> str:
 def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
                skip: frozenset[str] = frozenset(),
                tombstones: Callable[[], set[str]] | None = None,
-               on_file: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+               on_file: Callable[[dict[str, Any]], None] | None = None,
+               durable: bool = True) -> dict[str, Any]:
     """`export` of this replica's own segments only, into the empty folder `dest`
     (what a sync push uploads: every event once, under its author).
 
@@ -95,7 +103,9 @@ def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
     a damaged tombstone row, refuses the export: the first could hold an own
     segment's events (a manifest without it would drop them from the remote),
     the second the tombstone that keeps some content out. `on_file` is called
-    with each file's manifest entry as soon as the file is final in `dest`.
+    with each file's manifest entry as soon as the file is final in `dest`
+    (in the order the checks end). Without `durable` (a push's staging
+    folder, thrown away once uploaded) nothing is fsynced.
     """
     own, others = _own_and_others(ws)
     shipped = [p for p in own if os.path.basename(p) not in skip]
@@ -108,7 +118,7 @@ def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
 
     with PausedGC():
         report = _export(ws, dest, progress, segments=shipped, more_tombstones=other_tombstones,
-                         on_file=on_file)
+                         on_file=on_file, durable=durable)
     if report["unreadable"]:
         first = report["unreadable"][0]
         raise DamagedJournalError(f"refusing to push: {first['path']} is unreadable "
@@ -152,7 +162,8 @@ def _tombstones_in(ws: Workspace, paths: list[str]) -> set[str]:
 
 def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str] | None = None,
             more_tombstones: Callable[[], set[str]] | None = None,
-            on_file: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+            on_file: Callable[[dict[str, Any]], None] | None = None,
+            durable: bool = True) -> dict[str, Any]:
     replica = ws.root.replica_id
     if segments is None:
         segments = ws.segment_paths()
@@ -190,53 +201,72 @@ def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str]
     if more_tombstones is not None:
         tombstoned |= more_tombstones()
 
-    malformed: list[dict[str, Any]] = []
-    artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {}
-    files: list[dict[str, Any]] = []
-    withheld_total = 0
-    events_total = 0
-    for n, (name, tmp, rel) in enumerate(snapshots, 1):
-        say(progress, f"export: checking {n}/{len(snapshots)}")
-        try:
-            seg = SegmentRows(tmp, immutable=True)
-        except Unreadable as exc:
-            raise DamagedJournalError(_export_refusal(
-                [{"path": rel, "reason": str(exc)}], dest)) from None
-        withheld: list[int] = []
-        sealed_bad: list[dict[str, Any]] = []
-        fixes: list[tuple[str, str | None, str, bytes, int]] = []
-        for seq, event_id, col_type, col_subject, col_ts, body, checksum in seg.rows:
-            try:
-                obj = verify_row(body, checksum, event_id)
-            except codec.MalformedEvent as exc:
-                # Shipped as stored, and named in the manifest: the receiving
-                # merge reports it and skips it.
-                malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
-                sealed_bad.append({"row": seq, "reason": str(exc)})
-                continue
-            type_, subject, ts = obj["type"], obj["id"], obj["ts"]
-            if merge_plan.withheld(type_, subject, tombstoned):
-                withheld.append(seq)
-                continue
-            if type(body) is not bytes or (col_type, col_subject, col_ts) != (type_, subject, ts):
-                # A receiver decides from these columns (the manifest seals
-                # them), so they must say what the bytes say.
-                fixes.append((type_, subject, ts, codec.as_bytes(body), seq))
-            art = merge_plan.artifact_record(type_, obj["data"])
-            if art is not None:
-                artifacts.setdefault(art["ref"], (art, set()))[1].add(subject or "")
-        scrub_rows(tmp, withheld, fixes=fixes)
-        withheld_total += len(withheld)
-        count = len(seg.rows) - len(withheld)
-        events_total += count
-        owner = seg.meta.get("replica") or (merge_plan.own_segment(name) or ("", 0))[0]
-        fsync_path(tmp)
+    # Every row is checked once per snapshot's bytes (export_check.py): bytes
+    # checked before are looked up, the rest are shared with worker processes.
+    points = VerifiedPoints(ws)
+    ready: dict[int, Verdict] = {}
+    todo: list[int] = []  # indexes of the snapshots to check
+    digests: list[tuple[int, str]] = []
+    for k, (name, tmp, _) in enumerate(snapshots):
+        digests.append(file_digest(tmp))
+        known = points.lookup(name, *digests[k], tmp, tombstoned)
+        if known is None:
+            todo.append(k)
+        else:
+            ready[k] = known
+    known_before = set(ready)
+    files_at: dict[int, dict[str, Any]] = {}
+
+    def publish(k: int, v: Verdict) -> None:
+        name, tmp, _ = snapshots[k]
+        if k not in known_before:
+            points.remember(name, *digests[k], v)
+        if v["withheld"] or v["fixes"]:
+            scrub_rows(tmp, v["withheld"], fixes=v["fixes"])
+        if durable:
+            fsync_path(tmp)
         size, digest = file_digest(tmp)
-        rename_durable(tmp, os.path.join(dest, name), clobber=False)
-        files.append({"name": name, "bytes": size, "checksum": digest, "events": count,
-                      "replica": owner, "malformed": sealed_bad})
+        final = os.path.join(dest, name)
+        if durable:
+            rename_durable(tmp, final, clobber=False)
+        else:
+            os.link(tmp, final)  # never over an existing file, as rename_durable
+            os.unlink(tmp)
+        owner = v["owner"] or (merge_plan.own_segment(name) or ("", 0))[0]
+        files_at[k] = {"name": name, "bytes": size, "checksum": digest,
+                       "events": v["rows"] - len(v["withheld"]), "replica": owner,
+                       "malformed": [{"row": row, "reason": why} for row, why in v["malformed"]]}
         if on_file is not None:
-            on_file(files[-1])  # final: a push may upload it while the next one is checked
+            on_file(files_at[k])  # final: a push may upload it while the next one is checked
+
+    try:
+        for n, k in enumerate(sorted(ready), 1):
+            say(progress, f"export: checked before {n}/{len(ready)}")
+            publish(k, ready[k])
+        checking = verdicts([snapshots[k][1] for k in todo], tombstoned)
+        for n, (j, v) in enumerate(checking, 1):
+            say(progress, f"export: checking {n}/{len(todo)}")
+            ready[todo[j]] = v
+            publish(todo[j], v)
+    except SnapshotUnreadable as exc:
+        rel = snapshots[todo[exc.index]][2]
+        raise DamagedJournalError(_export_refusal(
+            [{"path": rel, "reason": exc.reason}], dest)) from None
+    points.keep_only({os.path.basename(p) for p in ws.segment_paths()})
+    points.save()
+
+    # In segment order, as a serial check would meet them.
+    files = [files_at[k] for k in range(len(snapshots))]
+    malformed = [{"segment": rel, "row": row, "reason": why}
+                 for k, (_, _, rel) in enumerate(snapshots)
+                 for row, why in ready[k]["malformed"]]
+    withheld_total = sum(len(ready[k]["withheld"]) for k in ready)
+    events_total = sum(f["events"] for f in files)
+    artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {}
+    for k in range(len(snapshots)):
+        for ref, size, checksum, subject in travelling_artifacts(ready[k], tombstoned):
+            art: dict[str, Any] = {"ref": ref, "bytes": size, "checksum": checksum}
+            artifacts.setdefault(ref, (art, set()))[1].add(subject or "")
 
     listed: list[dict[str, Any]] = []
     missing: list[str] = []

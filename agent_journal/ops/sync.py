@@ -249,7 +249,8 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
         try:
             exported = export_op.export_own(ws, stage, progress=progress,
                                            skip=frozenset(reused), on_file=on_file,
-                                           tombstones=lambda: known | scan_changed())
+                                           tombstones=lambda: known | scan_changed(),
+                                           durable=False)
         finally:
             for job in pending:
                 job.result()
