@@ -219,8 +219,13 @@ class Local:
         self.malformed: list[dict[str, Any]] = []
 
 
-def scan_local(ws: Workspace) -> Local:
+def scan_local(ws: Workspace, *, paths: list[str] | None = None,
+               into: Local | None = None) -> Local:
     """Event ids, tombstones and slot keys of the local workspace; damage counted.
+
+    A fold over segments: `paths` and `into` add some segments (an import a
+    merge just published) to an earlier scan, with the result a scan of all
+    of them gives.
 
     Ids come from the event_id column, without reading bodies: a merge only
     needs to know what is held. Every row that could be a tombstone
@@ -229,9 +234,9 @@ def scan_local(ws: Workspace) -> Local:
     read or finds corrupt (which could hold one), is damage. A row that
     cannot be a tombstone changes nothing a merge decides and is not read.
     """
-    local = Local()
+    local = Local() if into is None else into
     ids = local.ids
-    for path in ws.segment_paths():
+    for path in ws.segment_paths() if paths is None else paths:
         name = os.path.basename(path)
         own = merge_plan.own_segment(name)
         if own is not None:
@@ -276,8 +281,38 @@ def merge(ctx: Context, source: str, *, allow_damaged: bool = False,
     src = open_source(path, ctx.workspace_name)
     ws = ctx.open(create=True)
     me = ws.root.replica_id
+    say(progress, "merge: reading the local workspace")
     with MergeLock(ws), PausedGC():
-        return _merge_locked(ws, src, me, progress, allow_damaged)
+        return _merge_locked(ws, src, me, progress, allow_damaged, scan_local(ws))
+
+
+def merge_all(ctx: Context, sources: list[str], *,
+              progress: Progress = None) -> list[dict[str, Any]]:
+    """`merge` of several sources, one after another, in one pass over the local
+    workspace: its state is read once, and each source's published imports are
+    folded into it (scan_local of just those files) for the next source.
+
+    The reports are the ones `merge` of each source in turn gives (a law the
+    tests hold): what a later merge would read of the local workspace is what
+    it held before plus what the earlier merges published. Every source is
+    verified before anything is written; a refusal stops at that source, with
+    the earlier ones merged, as separate merges would.
+    """
+    srcs = [open_source(path_arg(p, "SOURCE"), ctx.workspace_name) for p in sources]
+    if not srcs:
+        return []
+    ws = ctx.open(create=True)
+    me = ws.root.replica_id
+    reports = []
+    say(progress, "merge: reading the local workspace")
+    with MergeLock(ws), PausedGC():
+        local = scan_local(ws)
+        for src in srcs:
+            report = _merge_locked(ws, src, me, progress, False, local)
+            published = [os.path.join(ws.root.path, rel) for rel in report["segmentsTouched"]]
+            scan_local(ws, paths=published, into=local)
+            reports.append(report)
+    return reports
 
 
 def _source_refusal(malformed: list[dict[str, Any]]) -> str:
@@ -287,7 +322,8 @@ def _source_refusal(malformed: list[dict[str, Any]]) -> str:
 
 
 def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
-                  allow_damaged: bool) -> dict[str, Any]:
+                  allow_damaged: bool, local: Local) -> dict[str, Any]:
+    """One merge; `local` is scan_local of the workspace as it is now."""
     unreadable: list[dict[str, str]] = []
     malformed: list[dict[str, Any]] = []
 
@@ -344,8 +380,6 @@ def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
     if sealed_bad and not allow_damaged:
         raise DamagedJournalError(_source_refusal(sealed_bad))
 
-    say(progress, "merge: reading the local workspace")
-    local = scan_local(ws)
     if local.unreadable or local.malformed:
         raise DamagedJournalError(
             f"refusing to merge: the local workspace has "

@@ -444,18 +444,33 @@ def pull(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[s
     changed = [s for s in seen if s.manifest is not None]
     if changed:
         ws = ctx.open(create=True)
-        for s in changed:
-            assert s.manifest is not None
-            report, got, got_bytes, complete = _pull_replica(
-                ctx, ws, spec.name, remote, s, state, union, refused, missing, progress)
-            fetched += got
-            fetched_bytes += got_bytes
-            if report is not None:
+        plans: list[_Fetching] = []
+        try:
+            for s in changed:
+                plans.append(_Fetching(s, _stage(ws, spec.name, "pull"),
+                                       state["replicas"].get(s.replica, {})))
+            fetched, fetched_bytes = _fetch_all(remote, ws.name, plans, refused, missing,
+                                                progress)
+            # Every replica that brought something, merged in one pass over the
+            # local workspace (replicas.merge_all), under the union of every
+            # manifest's tombstones.
+            arrived = [p for p in plans if p.files or p.artifacts]
+            for p in arrived:
+                p.write_manifest(union)
+            reports = replicas.merge_all(ctx, [p.stage for p in arrived], progress=progress)
+            for p, report in zip(arrived, reports, strict=True):
+                report["source"] = {"replica": p.seen.replica, "kind": "remote"}
                 merged.append(report)
-            entry = state["replicas"].setdefault(s.replica, {})
-            entry["tombstoned"] = s.tombstoned
-            if complete:
-                entry["etag"] = s.etag
+        finally:
+            for p in plans:
+                shutil.rmtree(p.stage, ignore_errors=True)
+        for p in plans:
+            entry = state["replicas"].setdefault(p.seen.replica, {})
+            # Remember only keys the current manifest still names: the memory stays bounded.
+            entry["merged"] = sorted((p.had | p.done()) & set(p.objects.values()))
+            entry["tombstoned"] = p.seen.tombstoned
+            if p.complete:
+                entry["etag"] = p.seen.etag
             else:
                 entry.pop("etag", None)  # try again next time
         make_private_dirs(os.path.dirname(state_path))
@@ -485,70 +500,95 @@ def pull(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[s
     }
 
 
-def _pull_replica(ctx: Context, ws: Workspace, name: str, remote: Remote, s: _Seen,
-                  state: dict[str, Any], union: set[str], refused: list[dict[str, Any]],
-                  missing: list[dict[str, Any]], progress: Progress
-                  ) -> tuple[dict[str, Any] | None, int, int, bool]:
-    """Fetch what this pull lacks of one replica, verify it, merge it.
-    Returns (merge report or None, objects fetched, bytes fetched, complete)."""
-    assert s.manifest is not None
-    export = s.manifest["export"]
-    objects = s.manifest["objects"]
-    prefix = _prefix(ws.name, s.replica)
-    entry = state["replicas"].get(s.replica, {})
-    had = set(entry.get("merged", []))
-    stage = _stage(ws, name, "pull")
-    complete = True
-    got = got_bytes = 0
-    try:
-        def fetch(path: str, size: int, checksum: str) -> bool:
-            nonlocal complete, got, got_bytes
-            key = objects[path]
-            dest = os.path.join(stage, *path.split("/"))
-            make_private_dirs(os.path.dirname(dest))
-            try:
-                remote.download(prefix + key, dest)
-            except ObjectMissing:
-                missing.append({"replica": s.replica, "key": prefix + key})
-                complete = False
-                return False
-            got += 1
-            got_bytes += os.path.getsize(dest)
-            if file_digest(dest) != (size, checksum):
-                refused.append({"replica": s.replica, "key": prefix + key,
-                                "reason": "size or checksum does not match its manifest"})
-                os.unlink(dest)
-                complete = False
-                return False
-            return True
+# Objects are fetched a few at a time: each transfer waits mostly on the
+# service, and the checksum of one runs while others are on the wire.
+FETCHERS = 4
 
-        files = []
-        todo = [f for f in export["files"] if objects[f["name"]] not in had]
-        for n, f in enumerate(todo, 1):
-            _say(progress, f"pull: {s.replica} fetching {n}/{len(todo)}")
-            if fetch(f["name"], f["bytes"], f["checksum"]):
-                files.append(f)
-        artifacts = []
-        for a in export["artifacts"]:
-            if a["path"] is None or objects[a["path"]] in had:
-                continue
-            if fetch(a["path"], a["bytes"], a["checksum"]):
-                artifacts.append(a)
-        report = None
-        if files or artifacts:
-            staged = dict(export, files=files, artifacts=artifacts,
-                          tombstoned=sorted(union | set(export["tombstoned"])))
-            write_file_atomic(os.path.join(stage, merge_plan.MANIFEST_NAME),
-                              json.dumps(staged, sort_keys=True).encode("utf-8"))
-            report = replicas.merge(ctx, stage, progress=progress)
-            report["source"] = {"replica": s.replica, "kind": "remote"}
-        done = {objects[f["name"]] for f in files} | {objects[a["path"]] for a in artifacts}
-        # Remember only keys the current manifest still names: the memory stays bounded.
-        entry["merged"] = sorted((had | done) & set(objects.values()))
-        state["replicas"][s.replica] = entry
-        return report, got, got_bytes, complete
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+
+class _Fetching:
+    """What one pull fetches of one replica's manifest, and what arrived intact."""
+
+    def __init__(self, seen: _Seen, stage: str, remembered: dict[str, Any]) -> None:
+        assert seen.manifest is not None
+        self.seen = seen
+        self.stage = stage
+        self.export = seen.manifest["export"]
+        self.objects: dict[str, str] = seen.manifest["objects"]
+        self.had = set(remembered.get("merged", []))
+        # (path in the stage, size, checksum, manifest entry, is a segment)
+        self.wanted = [(f["name"], f["bytes"], f["checksum"], f, True)
+                       for f in self.export["files"] if self.objects[f["name"]] not in self.had]
+        self.wanted += [(a["path"], a["bytes"], a["checksum"], a, False)
+                        for a in self.export["artifacts"]
+                        if a["path"] is not None and self.objects[a["path"]] not in self.had]
+        self.files: list[dict[str, Any]] = []
+        self.artifacts: list[dict[str, Any]] = []
+        self.complete = True
+
+    def done(self) -> set[str]:
+        return {self.objects[f["name"]] for f in self.files} | \
+            {self.objects[a["path"]] for a in self.artifacts}
+
+    def write_manifest(self, union: set[str]) -> None:
+        staged = dict(self.export, files=self.files, artifacts=self.artifacts,
+                      tombstoned=sorted(union | set(self.export["tombstoned"])))
+        write_file_atomic(os.path.join(self.stage, merge_plan.MANIFEST_NAME),
+                          json.dumps(staged, sort_keys=True).encode("utf-8"))
+
+
+def _fetch_all(remote: Remote, workspace: str, plans: list[_Fetching],
+               refused: list[dict[str, Any]], missing: list[dict[str, Any]],
+               progress: Progress) -> tuple[int, int]:
+    """Fetch every wanted object of every plan, FETCHERS at a time, each checked for
+    size and checksum as it lands. Outcomes are recorded in the plans' order,
+    whatever order the transfers end in. Returns (objects fetched, bytes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [(p, item) for p in plans for item in p.wanted]
+    if not jobs:
+        return 0, 0
+
+    def fetch(p: _Fetching, path: str, size: int, checksum: str) -> tuple[str, int]:
+        key = _prefix(workspace, p.seen.replica) + p.objects[path]
+        dest = os.path.join(p.stage, *path.split("/"))
+        make_private_dirs(os.path.dirname(dest))
+        try:
+            remote.download(key, dest)
+        except ObjectMissing:
+            return "missing", 0
+        got = os.path.getsize(dest)
+        if file_digest(dest) != (size, checksum):
+            os.unlink(dest)
+            return "refused", got
+        return "ok", got
+
+    with ThreadPoolExecutor(max_workers=FETCHERS) as pool:
+        futures = [pool.submit(fetch, p, path, size, checksum)
+                   for p, (path, size, checksum, _, _) in jobs]
+        try:
+            for n, future in enumerate(futures, 1):
+                future.result()
+                _say(progress, f"pull: fetched {n}/{len(futures)}")
+        finally:
+            for future in futures:
+                future.cancel()
+    count = total = 0
+    for (p, (path, _, _, entry, segment)), future in zip(jobs, futures, strict=True):
+        outcome, got = future.result()
+        key = _prefix(workspace, p.seen.replica) + p.objects[path]
+        if outcome == "missing":
+            missing.append({"replica": p.seen.replica, "key": key})
+            p.complete = False
+            continue
+        count += 1
+        total += got
+        if outcome == "refused":
+            refused.append({"replica": p.seen.replica, "key": key,
+                            "reason": "size or checksum does not match its manifest"})
+            p.complete = False
+            continue
+        (p.files if segment else p.artifacts).append(entry)
+    return count, total
 
 
 # -- sync, status -------------------------------------------------------------------------
