@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import CLI, all_bytes_under, clean_env
 from hypothesis import given
 from test_replicas import (
@@ -33,7 +34,8 @@ from test_replicas import (
     tombstone,
 )
 
-from agent_journal.ops import export_check, replicas
+from agent_journal.core.errors import DamagedJournalError
+from agent_journal.ops import export_check, local_scans, replicas
 from agent_journal.ops.context import Context
 from agent_journal.storage.connection import connect, run_write
 from agent_journal.storage.files import create_private_file, make_private_dirs
@@ -229,3 +231,64 @@ def test_one_pass_reads_the_local_workspace_once(tmp_path, monkeypatch):
     # only a merge that sees what the earlier ones published knows that.
     assert [r["imported"] for r in reports] == [1, 1, 1]
     assert [len(r["notImported"]) for r in reports] == [1, 1, 1]
+
+
+# -- what a merge remembers of the local segments ------------------------------------------
+
+def _scan_points(root: Path) -> Path:
+    return root / "cache" / local_scans.AREA / f"{WS}.json"
+
+
+def test_a_remembered_local_segment_that_changed_is_read_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(local_scans, "RACY_NS", 0)
+    target = make_root(tmp_path, "target", "r00000000000000t")
+    put(target, [entry("x", replica="r00000000000000t")])
+    first = make_root(tmp_path, "first", "r00000000000000f")
+    put(first, [entry("f", replica="r00000000000000f")])
+    merge(target, first)
+    assert _scan_points(target).exists()
+    # The remembered own segment gains a tombstone for what the next source brings.
+    put(target, [tombstone("y", replica="r00000000000000t")])
+    second = make_root(tmp_path, "second", "r00000000000000s")
+    put(second, [entry("y", replica="r00000000000000s", text="SECRET-y")])
+    report = merge(target, second)
+    assert report["imported"] == 0
+    assert [n["reason"] for n in report["notImported"]] == ["tombstoned"]
+    assert b"SECRET-y" not in all_bytes_under(target / "workspaces")
+
+
+def test_damage_in_a_remembered_local_segment_still_refuses(tmp_path, monkeypatch):
+    monkeypatch.setattr(local_scans, "RACY_NS", 0)
+    target = make_root(tmp_path, "target", "r00000000000000t")
+    put(target, [tombstone("x", replica="r00000000000000t"),
+                 entry("z", replica="r00000000000000t")])
+    src = make_root(tmp_path, "src", "r00000000000000s")
+    put(src, [entry("a", replica="r00000000000000s")])
+    merge(target, src)
+    seg = next(_segments(target).glob("r00000000000000t-*.sqlite"))
+    assert seg.name in json.loads(_scan_points(target).read_text())["segments"]
+    with sqlite3.connect(seg) as conn:
+        conn.execute("UPDATE events SET checksum = 'xxh3-64:0000000000000000' "
+                     "WHERE type = 'tombstone'")
+    put(src, [entry("b", replica="r00000000000000s")])
+    for _ in range(2):  # and not remembered as clean either
+        with pytest.raises(DamagedJournalError):
+            merge(target, src)
+
+
+def test_merges_through_remembered_scans_equal_merges_without(tmp_path, monkeypatch):
+    monkeypatch.setattr(local_scans, "RACY_NS", 0)
+    rids = [f"r{i:015x}" for i in range(1, 4)]
+    roots = []
+    for i, rid in enumerate(rids):
+        root = make_root(tmp_path, f"rep{i}", rid)
+        put(root, [entry(f"x{i}", replica=rid), tombstone(f"x{(i + 1) % 3}", replica=rid),
+                   observation(f"o{i}", replica=rid)])
+        roots.append(root)
+    remembering = copy_root(roots[0], tmp_path / "remembering")
+    forgetting = copy_root(roots[0], tmp_path / "forgetting")
+    for src in (roots[1], roots[2], roots[1]):
+        got = merge(remembering, src)
+        shutil.rmtree(forgetting / "cache", ignore_errors=True)
+        assert got == merge(forgetting, src)
+    assert state(remembering) == state(forgetting)

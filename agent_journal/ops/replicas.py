@@ -41,6 +41,7 @@ from agent_journal.core.merge_plan import (
 )
 from agent_journal.core.model import OBSERVATION, TOMBSTONE, Event
 from agent_journal.ops.context import Context, damage_summary
+from agent_journal.ops.local_scans import ScanPoints
 from agent_journal.storage.artifacts import artifact_path, blob_present
 from agent_journal.storage.files import (
     confine_to,
@@ -219,8 +220,8 @@ class Local:
         self.malformed: list[dict[str, Any]] = []
 
 
-def scan_local(ws: Workspace, *, paths: list[str] | None = None,
-               into: Local | None = None) -> Local:
+def scan_local(ws: Workspace, *, paths: list[str] | None = None, into: Local | None = None,
+               points: ScanPoints | None = None) -> Local:
     """Event ids, tombstones and slot keys of the local workspace; damage counted.
 
     A fold over segments: `paths` and `into` add some segments (an import a
@@ -233,6 +234,8 @@ def scan_local(ws: Workspace, *, paths: list[str] | None = None,
     decide what a merge may write; a damaged one, or a segment SQLite cannot
     read or finds corrupt (which could hold one), is damage. A row that
     cannot be a tombstone changes nothing a merge decides and is not read.
+    With `points` (ops/local_scans.py), a segment read before under the same
+    fingerprint has only its ids read again.
     """
     local = Local() if into is None else into
     ids = local.ids
@@ -241,7 +244,21 @@ def scan_local(ws: Workspace, *, paths: list[str] | None = None,
         own = merge_plan.own_segment(name)
         if own is not None:
             local.slot_keys.add((own[0], name))
-        local.slot_keys |= origin_keys(path)
+        held = points.lookup(path) if points is not None else None
+        if held is not None:
+            local.slot_keys |= held["origin"]
+            try:
+                for rows in stream_ids(path):
+                    ids.update(r[0] for r in rows)
+            except Unreadable as exc:
+                local.unreadable.append({"path": ws.rel(path), "reason": str(exc)})
+                continue
+            local.removed |= held["removed"]
+            local.tombstoned |= held["tombstoned"]
+            continue
+        sig = points.fingerprint(path) if points is not None else None
+        origin = origin_keys(path)
+        local.slot_keys |= origin
         damage = structure_damage(path)
         if damage is not None:
             local.unreadable.append({"path": ws.rel(path), "reason": damage})
@@ -249,11 +266,14 @@ def scan_local(ws: Workspace, *, paths: list[str] | None = None,
         try:
             for rows in stream_ids(path):
                 ids.update(r[0] for r in rows)
-            local.removed |= imported_then_removed(path)
+            removed = imported_then_removed(path)
             candidates = SegmentRows(path, only="tombstone_candidates").rows
         except Unreadable as exc:
             local.unreadable.append({"path": ws.rel(path), "reason": str(exc)})
             continue
+        local.removed |= removed
+        tombstoned: set[str] = set()
+        clean = True
         for seq, event_id, type_, subject, ts, body, digest in candidates:
             try:
                 # Strict, as every read judges a row: a tombstone whose type
@@ -262,9 +282,13 @@ def scan_local(ws: Workspace, *, paths: list[str] | None = None,
             except codec.MalformedEvent as exc:
                 local.malformed.append({"segment": ws.rel(path), "row": seq,
                                         "reason": str(exc)})
+                clean = False
                 continue
             if ev.type == TOMBSTONE and ev.id is not None:
-                local.tombstoned.add(ev.id)
+                tombstoned.add(ev.id)
+        local.tombstoned |= tombstoned
+        if points is not None and clean:
+            points.remember(path, sig, tombstoned, removed, origin)
     local.removed -= ids
     return local
 
@@ -283,7 +307,16 @@ def merge(ctx: Context, source: str, *, allow_damaged: bool = False,
     me = ws.root.replica_id
     say(progress, "merge: reading the local workspace")
     with MergeLock(ws), PausedGC():
-        return _merge_locked(ws, src, me, progress, allow_damaged, scan_local(ws))
+        return _merge_locked(ws, src, me, progress, allow_damaged, _scan_remembering(ws))
+
+
+def _scan_remembering(ws: Workspace) -> Local:
+    """scan_local of the whole workspace through its scan-points projection."""
+    points = ScanPoints(ws)
+    local = scan_local(ws, points=points)
+    points.keep_only({os.path.basename(p) for p in ws.segment_paths()})
+    points.save()
+    return local
 
 
 def merge_all(ctx: Context, sources: list[str], *,
@@ -306,12 +339,13 @@ def merge_all(ctx: Context, sources: list[str], *,
     reports = []
     say(progress, "merge: reading the local workspace")
     with MergeLock(ws), PausedGC():
-        local = scan_local(ws)
-        for src in srcs:
+        local = _scan_remembering(ws)
+        for n, src in enumerate(srcs, 1):
             report = _merge_locked(ws, src, me, progress, False, local)
-            published = [os.path.join(ws.root.path, rel) for rel in report["segmentsTouched"]]
-            scan_local(ws, paths=published, into=local)
             reports.append(report)
+            if n < len(srcs):  # (after the last one, nothing reads it)
+                scan_local(ws, paths=[os.path.join(ws.root.path, rel)
+                                      for rel in report["segmentsTouched"]], into=local)
     return reports
 
 
