@@ -138,7 +138,7 @@ def artifact_path_or_none(ws: Workspace, ref: str) -> str | None:
         return None
 
 
-def open_source(path: str, workspace: str) -> Source:
+def open_source(path: str, workspace: str, *, checked: bool = False) -> Source:
     """Recognise and, for an export, verify the whole source. Raises before any import.
 
     Nothing in the source is followed out of it: a symbolic link among its segments,
@@ -148,7 +148,7 @@ def open_source(path: str, workspace: str) -> Source:
     if not os.path.isdir(path):
         raise NotFoundError(f"merge source {path} is not a folder")
     if os.path.exists(os.path.join(path, MANIFEST_NAME)):
-        return _open_export(path, workspace)
+        return _open_export(path, workspace, checked)
     segments_dir = os.path.join(path, "workspaces", workspace, "segments")
     if os.path.isdir(os.path.join(path, "workspaces")):
         src_ws = Root(path).workspace(workspace)
@@ -161,7 +161,10 @@ def open_source(path: str, workspace: str) -> Source:
                         "nor a journal root (no workspaces/)")
 
 
-def _open_export(path: str, workspace: str) -> Source:
+def _open_export(path: str, workspace: str, checked: bool = False) -> Source:
+    """With `checked`, the caller has just checked every file's checksum in a
+    private folder (a pull's staging folder, as each object landed): only
+    their sizes are compared again."""
     try:
         with open(os.path.join(path, MANIFEST_NAME), "rb") as fh:
             obj = json.loads(fh.read())
@@ -170,9 +173,14 @@ def _open_export(path: str, workspace: str) -> Source:
         raise IntegrityError(f"refusing to merge {path}: {exc}") from None
     mismatched: list[str] = []
     segs: list[tuple[str, str]] = []
+    def matches(full: str, size: int, checksum: str) -> bool:
+        if checked:
+            return _size_or_none(full) == size
+        return _digest_or_none(full) == (size, checksum)
+
     for f in manifest["files"]:
         full = os.path.join(path, f["name"])
-        if _digest_or_none(full) != (f["bytes"], f["checksum"]):
+        if not matches(full, f["bytes"], f["checksum"]):
             mismatched.append(f["name"])
         segs.append((f["name"], full))
     artifact_files: dict[str, str] = {}
@@ -180,7 +188,7 @@ def _open_export(path: str, workspace: str) -> Source:
         if a["path"] is None:
             continue  # the exporter could not ship it either
         full = os.path.join(path, a["path"])
-        if _digest_or_none(full) != (a["bytes"], a["checksum"]):
+        if not matches(full, a["bytes"], a["checksum"]):
             mismatched.append(a["path"])
         artifact_files[a["ref"]] = full
     if mismatched:
@@ -193,6 +201,12 @@ def _open_export(path: str, workspace: str) -> Source:
     return Source(path, "export", manifest["sourceReplica"], segs, immutable=True,
                   artifact_files=artifact_files, source_ws=None, sealed_malformed=sealed,
                   manifest=manifest)
+
+
+def _size_or_none(path: str) -> int | None:
+    if os.path.islink(path) or not os.path.isfile(path):
+        return None
+    return os.path.getsize(path)
 
 
 def _digest_or_none(path: str) -> tuple[int, str] | None:
@@ -319,7 +333,7 @@ def _scan_remembering(ws: Workspace) -> Local:
     return local
 
 
-def merge_all(ctx: Context, sources: list[str], *,
+def merge_all(ctx: Context, sources: list[str], *, checked: bool = False,
               progress: Progress = None) -> list[dict[str, Any]]:
     """`merge` of several sources, one after another, in one pass over the local
     workspace: its state is read once, and each source's published imports are
@@ -328,10 +342,13 @@ def merge_all(ctx: Context, sources: list[str], *,
     The reports are the ones `merge` of each source in turn gives (a law the
     tests hold): what a later merge would read of the local workspace is what
     it held before plus what the earlier merges published. Every source is
-    verified before anything is written; a refusal stops at that source, with
-    the earlier ones merged, as separate merges would.
+    verified before anything is written (export folders whose files the
+    caller has just checked, with `checked`: see open_source); a refusal
+    stops at that source, with the earlier ones merged, as separate merges
+    would.
     """
-    srcs = [open_source(path_arg(p, "SOURCE"), ctx.workspace_name) for p in sources]
+    srcs = [open_source(path_arg(p, "SOURCE"), ctx.workspace_name, checked=checked)
+            for p in sources]
     if not srcs:
         return []
     ws = ctx.open(create=True)

@@ -9,11 +9,12 @@ The contract is spec/SYNC.md. Invariants:
 - What push uploads is `export_op.export_own` (ops/export.py): consistent SQLite snapshots of
   the own segments, scrubbed of every tombstoned subject this replica knows.
 - Pull trusts nothing it reads: manifests are checked for shape, replica and
-  workspace; every object is checked for size and checksum before it is
-  merged, and one that fails is reported and left out. Merging is
-  `replicas.merge` of a staged export folder, whose tombstone list is the
-  union of every manifest's, so content any replica tombstoned is never
-  written here, whichever object arrives first.
+  workspace; every object is checked for size and checksum as it lands (in a
+  private staging folder), and one that fails is reported and left out.
+  Merging is `replicas.merge_all` of one staged export folder per replica,
+  each with a tombstone list that is the union of every manifest's, so
+  content any replica tombstoned is never written here, whichever object
+  arrives first; its reports are those of one `merge` per replica in turn.
 - Pull and push refuse bad input (unknown remote, bad URL, unreachable or
   missing bucket or folder, missing credentials) before anything is written
   locally.
@@ -457,7 +458,8 @@ def pull(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[s
             arrived = [p for p in plans if p.files or p.artifacts]
             for p in arrived:
                 p.write_manifest(union)
-            reports = replicas.merge_all(ctx, [p.stage for p in arrived], progress=progress)
+            reports = replicas.merge_all(ctx, [p.stage for p in arrived], checked=True,
+                                         progress=progress)
             for p, report in zip(arrived, reports, strict=True):
                 report["source"] = {"replica": p.seen.replica, "kind": "remote"}
                 merged.append(report)
