@@ -126,10 +126,11 @@ def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
     return report
 
 
-def segment_tombstones(ws: Workspace, path: str) -> set[str]:
-    """Every subject a tombstone row of one segment names (rows found by their bytes,
-    not only their type column). DamagedJournalError when it is unreadable."""
-    return _tombstones_in(ws, [path])
+def segment_tombstones(ws: Workspace, paths: list[str]) -> list[set[str]]:
+    """Every subject a tombstone row of each segment names (rows found by their
+    bytes, not only their type column), a thread per core sharing the segments.
+    DamagedJournalError when one is unreadable."""
+    return _in_threads(lambda path: _tombstones_in(ws, [path]), paths)
 
 
 def _own_and_others(ws: Workspace) -> tuple[list[str], list[str]]:
@@ -160,6 +161,36 @@ def _tombstones_in(ws: Workspace, paths: list[str]) -> set[str]:
     return found
 
 
+def _in_threads(work: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    """`work` of every item, in order, by a thread per available core."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agent_journal.storage.compaction_workers import available_cores
+
+    threads = min(available_cores(), len(items))
+    if threads <= 1:
+        return [work(item) for item in items]
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(work, items))
+
+
+def _snapshot(path: str, dest: str) -> str | None:
+    """Snapshot one segment into `dest`; the reason when it is unreadable."""
+    try:
+        snapshot_segment(path, os.path.join(dest, f".{os.path.basename(path)}.tmp"))
+    except Unreadable as exc:
+        return str(exc)
+    return None
+
+
+def _candidates(tmp: str) -> list[tuple[Any, ...]] | str:
+    """The rows of a snapshot that could be tombstones; the reason when unreadable."""
+    try:
+        return SegmentRows(tmp, immutable=True, only="tombstone_candidates").rows
+    except Unreadable as exc:
+        return str(exc)
+
+
 def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str] | None = None,
             more_tombstones: Callable[[], set[str]] | None = None,
             on_file: Callable[[dict[str, Any]], None] | None = None,
@@ -169,23 +200,24 @@ def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str]
         segments = ws.segment_paths()
     unreadable: list[dict[str, str]] = []
     snapshots: list[tuple[str, str, str]] = []  # (file name, temp path, reported path)
-    # Snapshot everything first, back to back, then do the slow work on the copies.
-    for n, path in enumerate(segments, 1):
+    # Snapshot everything first, back to back, then do the slow work on the
+    # copies. SQLite does this work with Python's lock released, so a thread
+    # per core shares it.
+    taken = _in_threads(lambda path: _snapshot(path, dest), segments)
+    for n, (path, failure) in enumerate(zip(segments, taken, strict=True), 1):
         say(progress, f"export: snapshot {n}/{len(segments)}")
         name = os.path.basename(path)
-        tmp = os.path.join(dest, f".{name}.tmp")
-        try:
-            snapshot_segment(path, tmp)
-        except Unreadable as exc:
-            unreadable.append({"path": ws.rel(path), "reason": str(exc)})
+        if failure is not None:
+            unreadable.append({"path": ws.rel(path), "reason": failure})
             continue
-        snapshots.append((name, tmp, ws.rel(path)))
+        snapshots.append((name, os.path.join(dest, f".{name}.tmp"), ws.rel(path)))
     candidates: list[list[tuple[Any, ...]]] = []
-    for _, tmp, rel in snapshots:
-        try:
-            candidates.append(SegmentRows(tmp, immutable=True, only="tombstone_candidates").rows)
-        except Unreadable as exc:
-            unreadable.append({"path": rel, "reason": str(exc)})
+    for (_, _, rel), got in zip(snapshots, _in_threads(_candidates, [t for _, t, _ in snapshots]),
+                                strict=True):
+        if isinstance(got, str):
+            unreadable.append({"path": rel, "reason": got})
+        else:
+            candidates.append(got)
     if unreadable:
         raise DamagedJournalError(_export_refusal(unreadable, dest))
 
@@ -206,9 +238,8 @@ def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str]
     points = VerifiedPoints(ws)
     ready: dict[int, Verdict] = {}
     todo: list[int] = []  # indexes of the snapshots to check
-    digests: list[tuple[int, str]] = []
+    digests: list[tuple[int, str]] = _in_threads(file_digest, [t for _, t, _ in snapshots])
     for k, (name, tmp, _) in enumerate(snapshots):
-        digests.append(file_digest(tmp))
         known = points.lookup(name, *digests[k], tmp, tombstoned)
         if known is None:
             todo.append(k)
@@ -221,11 +252,12 @@ def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str]
         name, tmp, _ = snapshots[k]
         if k not in known_before:
             points.remember(name, *digests[k], v)
+        size, digest = digests[k]
         if v["withheld"] or v["fixes"]:
             scrub_rows(tmp, v["withheld"], fixes=v["fixes"])
+            size, digest = file_digest(tmp)
         if durable:
             fsync_path(tmp)
-        size, digest = file_digest(tmp)
         final = os.path.join(dest, name)
         if durable:
             rename_durable(tmp, final, clobber=False)

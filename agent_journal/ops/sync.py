@@ -199,15 +199,21 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
 
     def scan_changed() -> set[str]:
         found: set[str] = set()
+        stale: list[tuple[str, list[int] | None, str]] = []
         for path in ws.segment_paths():
             name = os.path.basename(path)
             sig = _signature(path)
             held = by_segment.get(name) or scanned.get(name)
-            if not (isinstance(held, dict) and sig is not None and held.get("sig") == sig
-                    and isinstance(held.get("ids"), list)):
-                held = {"sig": sig, "ids": sorted(export_op.segment_tombstones(ws, path))}
-            by_segment[name] = held
-            found.update(held["ids"])
+            if isinstance(held, dict) and sig is not None and held.get("sig") == sig \
+                    and isinstance(held.get("ids"), list):
+                by_segment[name] = held
+                found.update(held["ids"])
+            else:
+                stale.append((name, sig, path))
+        fresh = export_op.segment_tombstones(ws, [path for _, _, path in stale])
+        for (name, sig, _), ids in zip(stale, fresh, strict=True):
+            by_segment[name] = {"sig": sig, "ids": sorted(ids)}
+            found.update(ids)
         return found
 
     known = scan_changed()
