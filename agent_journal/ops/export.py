@@ -31,7 +31,14 @@ from agent_journal.core.merge_plan import (
 )
 from agent_journal.core.model import TOMBSTONE
 from agent_journal.ops.context import Context, damage_summary
-from agent_journal.ops.replicas import artifact_path_or_none, decode_row, path_arg, say, verify_row
+from agent_journal.ops.export_check import (
+    SnapshotUnreadable,
+    Verdict,
+    VerifiedPoints,
+    travelling_artifacts,
+    verdicts,
+)
+from agent_journal.ops.replicas import artifact_path_or_none, decode_row, path_arg, say
 from agent_journal.storage.files import (
     copy_file_verified,
     file_digest,
@@ -83,7 +90,8 @@ def _export_refusal(unreadable: list[dict[str, str]], dest: str) -> str:
 def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
                skip: frozenset[str] = frozenset(),
                tombstones: Callable[[], set[str]] | None = None,
-               on_file: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+               on_file: Callable[[dict[str, Any]], None] | None = None,
+               durable: bool = True) -> dict[str, Any]:
     """`export` of this replica's own segments only, into the empty folder `dest`
     (what a sync push uploads: every event once, under its author).
 
@@ -95,7 +103,9 @@ def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
     a damaged tombstone row, refuses the export: the first could hold an own
     segment's events (a manifest without it would drop them from the remote),
     the second the tombstone that keeps some content out. `on_file` is called
-    with each file's manifest entry as soon as the file is final in `dest`.
+    with each file's manifest entry as soon as the file is final in `dest`
+    (in the order the checks end). Without `durable` (a push's staging
+    folder, thrown away once uploaded) nothing is fsynced.
     """
     own, others = _own_and_others(ws)
     shipped = [p for p in own if os.path.basename(p) not in skip]
@@ -108,7 +118,7 @@ def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
 
     with PausedGC():
         report = _export(ws, dest, progress, segments=shipped, more_tombstones=other_tombstones,
-                         on_file=on_file)
+                         on_file=on_file, durable=durable)
     if report["unreadable"]:
         first = report["unreadable"][0]
         raise DamagedJournalError(f"refusing to push: {first['path']} is unreadable "
@@ -116,10 +126,11 @@ def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
     return report
 
 
-def segment_tombstones(ws: Workspace, path: str) -> set[str]:
-    """Every subject a tombstone row of one segment names (rows found by their bytes,
-    not only their type column). DamagedJournalError when it is unreadable."""
-    return _tombstones_in(ws, [path])
+def segment_tombstones(ws: Workspace, paths: list[str]) -> list[set[str]]:
+    """Every subject a tombstone row of each segment names (rows found by their
+    bytes, not only their type column), a thread per core sharing the segments.
+    DamagedJournalError when one is unreadable."""
+    return _in_threads(lambda path: _tombstones_in(ws, [path]), paths)
 
 
 def _own_and_others(ws: Workspace) -> tuple[list[str], list[str]]:
@@ -150,31 +161,63 @@ def _tombstones_in(ws: Workspace, paths: list[str]) -> set[str]:
     return found
 
 
+def _in_threads(work: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    """`work` of every item, in order, by a thread per available core."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agent_journal.storage.compaction_workers import available_cores
+
+    threads = min(available_cores(), len(items))
+    if threads <= 1:
+        return [work(item) for item in items]
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(work, items))
+
+
+def _snapshot(path: str, dest: str) -> str | None:
+    """Snapshot one segment into `dest`; the reason when it is unreadable."""
+    try:
+        snapshot_segment(path, os.path.join(dest, f".{os.path.basename(path)}.tmp"))
+    except Unreadable as exc:
+        return str(exc)
+    return None
+
+
+def _candidates(tmp: str) -> list[tuple[Any, ...]] | str:
+    """The rows of a snapshot that could be tombstones; the reason when unreadable."""
+    try:
+        return SegmentRows(tmp, immutable=True, only="tombstone_candidates").rows
+    except Unreadable as exc:
+        return str(exc)
+
+
 def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str] | None = None,
             more_tombstones: Callable[[], set[str]] | None = None,
-            on_file: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+            on_file: Callable[[dict[str, Any]], None] | None = None,
+            durable: bool = True) -> dict[str, Any]:
     replica = ws.root.replica_id
     if segments is None:
         segments = ws.segment_paths()
     unreadable: list[dict[str, str]] = []
     snapshots: list[tuple[str, str, str]] = []  # (file name, temp path, reported path)
-    # Snapshot everything first, back to back, then do the slow work on the copies.
-    for n, path in enumerate(segments, 1):
+    # Snapshot everything first, back to back, then do the slow work on the
+    # copies. SQLite does this work with Python's lock released, so a thread
+    # per core shares it.
+    taken = _in_threads(lambda path: _snapshot(path, dest), segments)
+    for n, (path, failure) in enumerate(zip(segments, taken, strict=True), 1):
         say(progress, f"export: snapshot {n}/{len(segments)}")
         name = os.path.basename(path)
-        tmp = os.path.join(dest, f".{name}.tmp")
-        try:
-            snapshot_segment(path, tmp)
-        except Unreadable as exc:
-            unreadable.append({"path": ws.rel(path), "reason": str(exc)})
+        if failure is not None:
+            unreadable.append({"path": ws.rel(path), "reason": failure})
             continue
-        snapshots.append((name, tmp, ws.rel(path)))
+        snapshots.append((name, os.path.join(dest, f".{name}.tmp"), ws.rel(path)))
     candidates: list[list[tuple[Any, ...]]] = []
-    for _, tmp, rel in snapshots:
-        try:
-            candidates.append(SegmentRows(tmp, immutable=True, only="tombstone_candidates").rows)
-        except Unreadable as exc:
-            unreadable.append({"path": rel, "reason": str(exc)})
+    for (_, _, rel), got in zip(snapshots, _in_threads(_candidates, [t for _, t, _ in snapshots]),
+                                strict=True):
+        if isinstance(got, str):
+            unreadable.append({"path": rel, "reason": got})
+        else:
+            candidates.append(got)
     if unreadable:
         raise DamagedJournalError(_export_refusal(unreadable, dest))
 
@@ -190,53 +233,72 @@ def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str]
     if more_tombstones is not None:
         tombstoned |= more_tombstones()
 
-    malformed: list[dict[str, Any]] = []
-    artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {}
-    files: list[dict[str, Any]] = []
-    withheld_total = 0
-    events_total = 0
-    for n, (name, tmp, rel) in enumerate(snapshots, 1):
-        say(progress, f"export: checking {n}/{len(snapshots)}")
-        try:
-            seg = SegmentRows(tmp, immutable=True)
-        except Unreadable as exc:
-            raise DamagedJournalError(_export_refusal(
-                [{"path": rel, "reason": str(exc)}], dest)) from None
-        withheld: list[int] = []
-        sealed_bad: list[dict[str, Any]] = []
-        fixes: list[tuple[str, str | None, str, bytes, int]] = []
-        for seq, event_id, col_type, col_subject, col_ts, body, checksum in seg.rows:
-            try:
-                obj = verify_row(body, checksum, event_id)
-            except codec.MalformedEvent as exc:
-                # Shipped as stored, and named in the manifest: the receiving
-                # merge reports it and skips it.
-                malformed.append({"segment": rel, "row": seq, "reason": str(exc)})
-                sealed_bad.append({"row": seq, "reason": str(exc)})
-                continue
-            type_, subject, ts = obj["type"], obj["id"], obj["ts"]
-            if merge_plan.withheld(type_, subject, tombstoned):
-                withheld.append(seq)
-                continue
-            if type(body) is not bytes or (col_type, col_subject, col_ts) != (type_, subject, ts):
-                # A receiver decides from these columns (the manifest seals
-                # them), so they must say what the bytes say.
-                fixes.append((type_, subject, ts, codec.as_bytes(body), seq))
-            art = merge_plan.artifact_record(type_, obj["data"])
-            if art is not None:
-                artifacts.setdefault(art["ref"], (art, set()))[1].add(subject or "")
-        scrub_rows(tmp, withheld, fixes=fixes)
-        withheld_total += len(withheld)
-        count = len(seg.rows) - len(withheld)
-        events_total += count
-        owner = seg.meta.get("replica") or (merge_plan.own_segment(name) or ("", 0))[0]
-        fsync_path(tmp)
-        size, digest = file_digest(tmp)
-        rename_durable(tmp, os.path.join(dest, name), clobber=False)
-        files.append({"name": name, "bytes": size, "checksum": digest, "events": count,
-                      "replica": owner, "malformed": sealed_bad})
+    # Every row is checked once per snapshot's bytes (export_check.py): bytes
+    # checked before are looked up, the rest are shared with worker processes.
+    points = VerifiedPoints(ws)
+    ready: dict[int, Verdict] = {}
+    todo: list[int] = []  # indexes of the snapshots to check
+    digests: list[tuple[int, str]] = _in_threads(file_digest, [t for _, t, _ in snapshots])
+    for k, (name, tmp, _) in enumerate(snapshots):
+        known = points.lookup(name, *digests[k], tmp, tombstoned)
+        if known is None:
+            todo.append(k)
+        else:
+            ready[k] = known
+    known_before = set(ready)
+    files_at: dict[int, dict[str, Any]] = {}
+
+    def publish(k: int, v: Verdict) -> None:
+        name, tmp, _ = snapshots[k]
+        if k not in known_before:
+            points.remember(name, *digests[k], v)
+        size, digest = digests[k]
+        if v["withheld"] or v["fixes"]:
+            scrub_rows(tmp, v["withheld"], fixes=v["fixes"])
+            size, digest = file_digest(tmp)
+        if durable:
+            fsync_path(tmp)
+        final = os.path.join(dest, name)
+        if durable:
+            rename_durable(tmp, final, clobber=False)
+        else:
+            os.link(tmp, final)  # never over an existing file, as rename_durable
+            os.unlink(tmp)
+        owner = v["owner"] or (merge_plan.own_segment(name) or ("", 0))[0]
+        files_at[k] = {"name": name, "bytes": size, "checksum": digest,
+                       "events": v["rows"] - len(v["withheld"]), "replica": owner,
+                       "malformed": [{"row": row, "reason": why} for row, why in v["malformed"]]}
         if on_file is not None:
-            on_file(files[-1])  # final: a push may upload it while the next one is checked
+            on_file(files_at[k])  # final: a push may upload it while the next one is checked
+
+    try:
+        for n, k in enumerate(sorted(ready), 1):
+            say(progress, f"export: checked before {n}/{len(ready)}")
+            publish(k, ready[k])
+        checking = verdicts([snapshots[k][1] for k in todo], tombstoned)
+        for n, (j, v) in enumerate(checking, 1):
+            say(progress, f"export: checking {n}/{len(todo)}")
+            ready[todo[j]] = v
+            publish(todo[j], v)
+    except SnapshotUnreadable as exc:
+        rel = snapshots[todo[exc.index]][2]
+        raise DamagedJournalError(_export_refusal(
+            [{"path": rel, "reason": exc.reason}], dest)) from None
+    points.keep_only({os.path.basename(p) for p in ws.segment_paths()})
+    points.save()
+
+    # In segment order, as a serial check would meet them.
+    files = [files_at[k] for k in range(len(snapshots))]
+    malformed = [{"segment": rel, "row": row, "reason": why}
+                 for k, (_, _, rel) in enumerate(snapshots)
+                 for row, why in ready[k]["malformed"]]
+    withheld_total = sum(len(ready[k]["withheld"]) for k in ready)
+    events_total = sum(f["events"] for f in files)
+    artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {}
+    for k in range(len(snapshots)):
+        for ref, size, checksum, subject in travelling_artifacts(ready[k], tombstoned):
+            art: dict[str, Any] = {"ref": ref, "bytes": size, "checksum": checksum}
+            artifacts.setdefault(ref, (art, set()))[1].add(subject or "")
 
     listed: list[dict[str, Any]] = []
     missing: list[str] = []

@@ -41,6 +41,7 @@ from agent_journal.core.merge_plan import (
 )
 from agent_journal.core.model import OBSERVATION, TOMBSTONE, Event
 from agent_journal.ops.context import Context, damage_summary
+from agent_journal.ops.local_scans import ScanPoints
 from agent_journal.storage.artifacts import artifact_path, blob_present
 from agent_journal.storage.files import (
     confine_to,
@@ -137,7 +138,7 @@ def artifact_path_or_none(ws: Workspace, ref: str) -> str | None:
         return None
 
 
-def open_source(path: str, workspace: str) -> Source:
+def open_source(path: str, workspace: str, *, checked: bool = False) -> Source:
     """Recognise and, for an export, verify the whole source. Raises before any import.
 
     Nothing in the source is followed out of it: a symbolic link among its segments,
@@ -147,7 +148,7 @@ def open_source(path: str, workspace: str) -> Source:
     if not os.path.isdir(path):
         raise NotFoundError(f"merge source {path} is not a folder")
     if os.path.exists(os.path.join(path, MANIFEST_NAME)):
-        return _open_export(path, workspace)
+        return _open_export(path, workspace, checked)
     segments_dir = os.path.join(path, "workspaces", workspace, "segments")
     if os.path.isdir(os.path.join(path, "workspaces")):
         src_ws = Root(path).workspace(workspace)
@@ -160,7 +161,10 @@ def open_source(path: str, workspace: str) -> Source:
                         "nor a journal root (no workspaces/)")
 
 
-def _open_export(path: str, workspace: str) -> Source:
+def _open_export(path: str, workspace: str, checked: bool = False) -> Source:
+    """With `checked`, the caller has just checked every file's checksum in a
+    private folder (a pull's staging folder, as each object landed): only
+    their sizes are compared again."""
     try:
         with open(os.path.join(path, MANIFEST_NAME), "rb") as fh:
             obj = json.loads(fh.read())
@@ -169,9 +173,14 @@ def _open_export(path: str, workspace: str) -> Source:
         raise IntegrityError(f"refusing to merge {path}: {exc}") from None
     mismatched: list[str] = []
     segs: list[tuple[str, str]] = []
+    def matches(full: str, size: int, checksum: str) -> bool:
+        if checked:
+            return _size_or_none(full) == size
+        return _digest_or_none(full) == (size, checksum)
+
     for f in manifest["files"]:
         full = os.path.join(path, f["name"])
-        if _digest_or_none(full) != (f["bytes"], f["checksum"]):
+        if not matches(full, f["bytes"], f["checksum"]):
             mismatched.append(f["name"])
         segs.append((f["name"], full))
     artifact_files: dict[str, str] = {}
@@ -179,7 +188,7 @@ def _open_export(path: str, workspace: str) -> Source:
         if a["path"] is None:
             continue  # the exporter could not ship it either
         full = os.path.join(path, a["path"])
-        if _digest_or_none(full) != (a["bytes"], a["checksum"]):
+        if not matches(full, a["bytes"], a["checksum"]):
             mismatched.append(a["path"])
         artifact_files[a["ref"]] = full
     if mismatched:
@@ -192,6 +201,12 @@ def _open_export(path: str, workspace: str) -> Source:
     return Source(path, "export", manifest["sourceReplica"], segs, immutable=True,
                   artifact_files=artifact_files, source_ws=None, sealed_malformed=sealed,
                   manifest=manifest)
+
+
+def _size_or_none(path: str) -> int | None:
+    if os.path.islink(path) or not os.path.isfile(path):
+        return None
+    return os.path.getsize(path)
 
 
 def _digest_or_none(path: str) -> tuple[int, str] | None:
@@ -219,8 +234,13 @@ class Local:
         self.malformed: list[dict[str, Any]] = []
 
 
-def scan_local(ws: Workspace) -> Local:
+def scan_local(ws: Workspace, *, paths: list[str] | None = None, into: Local | None = None,
+               points: ScanPoints | None = None) -> Local:
     """Event ids, tombstones and slot keys of the local workspace; damage counted.
+
+    A fold over segments: `paths` and `into` add some segments (an import a
+    merge just published) to an earlier scan, with the result a scan of all
+    of them gives.
 
     Ids come from the event_id column, without reading bodies: a merge only
     needs to know what is held. Every row that could be a tombstone
@@ -228,15 +248,31 @@ def scan_local(ws: Workspace) -> Local:
     decide what a merge may write; a damaged one, or a segment SQLite cannot
     read or finds corrupt (which could hold one), is damage. A row that
     cannot be a tombstone changes nothing a merge decides and is not read.
+    With `points` (ops/local_scans.py), a segment read before under the same
+    fingerprint has only its ids read again.
     """
-    local = Local()
+    local = Local() if into is None else into
     ids = local.ids
-    for path in ws.segment_paths():
+    for path in ws.segment_paths() if paths is None else paths:
         name = os.path.basename(path)
         own = merge_plan.own_segment(name)
         if own is not None:
             local.slot_keys.add((own[0], name))
-        local.slot_keys |= origin_keys(path)
+        held = points.lookup(path) if points is not None else None
+        if held is not None:
+            local.slot_keys |= held["origin"]
+            try:
+                for rows in stream_ids(path):
+                    ids.update(r[0] for r in rows)
+            except Unreadable as exc:
+                local.unreadable.append({"path": ws.rel(path), "reason": str(exc)})
+                continue
+            local.removed |= held["removed"]
+            local.tombstoned |= held["tombstoned"]
+            continue
+        sig = points.fingerprint(path) if points is not None else None
+        origin = origin_keys(path)
+        local.slot_keys |= origin
         damage = structure_damage(path)
         if damage is not None:
             local.unreadable.append({"path": ws.rel(path), "reason": damage})
@@ -244,11 +280,14 @@ def scan_local(ws: Workspace) -> Local:
         try:
             for rows in stream_ids(path):
                 ids.update(r[0] for r in rows)
-            local.removed |= imported_then_removed(path)
+            removed = imported_then_removed(path)
             candidates = SegmentRows(path, only="tombstone_candidates").rows
         except Unreadable as exc:
             local.unreadable.append({"path": ws.rel(path), "reason": str(exc)})
             continue
+        local.removed |= removed
+        tombstoned: set[str] = set()
+        clean = True
         for seq, event_id, type_, subject, ts, body, digest in candidates:
             try:
                 # Strict, as every read judges a row: a tombstone whose type
@@ -257,9 +296,13 @@ def scan_local(ws: Workspace) -> Local:
             except codec.MalformedEvent as exc:
                 local.malformed.append({"segment": ws.rel(path), "row": seq,
                                         "reason": str(exc)})
+                clean = False
                 continue
             if ev.type == TOMBSTONE and ev.id is not None:
-                local.tombstoned.add(ev.id)
+                tombstoned.add(ev.id)
+        local.tombstoned |= tombstoned
+        if points is not None and clean:
+            points.remember(path, sig, tombstoned, removed, origin)
     local.removed -= ids
     return local
 
@@ -276,8 +319,51 @@ def merge(ctx: Context, source: str, *, allow_damaged: bool = False,
     src = open_source(path, ctx.workspace_name)
     ws = ctx.open(create=True)
     me = ws.root.replica_id
+    say(progress, "merge: reading the local workspace")
     with MergeLock(ws), PausedGC():
-        return _merge_locked(ws, src, me, progress, allow_damaged)
+        return _merge_locked(ws, src, me, progress, allow_damaged, _scan_remembering(ws))
+
+
+def _scan_remembering(ws: Workspace) -> Local:
+    """scan_local of the whole workspace through its scan-points projection."""
+    points = ScanPoints(ws)
+    local = scan_local(ws, points=points)
+    points.keep_only({os.path.basename(p) for p in ws.segment_paths()})
+    points.save()
+    return local
+
+
+def merge_all(ctx: Context, sources: list[str], *, checked: bool = False,
+              progress: Progress = None) -> list[dict[str, Any]]:
+    """`merge` of several sources, one after another, in one pass over the local
+    workspace: its state is read once, and each source's published imports are
+    folded into it (scan_local of just those files) for the next source.
+
+    The reports are the ones `merge` of each source in turn gives (a law the
+    tests hold): what a later merge would read of the local workspace is what
+    it held before plus what the earlier merges published. Every source is
+    verified before anything is written (export folders whose files the
+    caller has just checked, with `checked`: see open_source); a refusal
+    stops at that source, with the earlier ones merged, as separate merges
+    would.
+    """
+    srcs = [open_source(path_arg(p, "SOURCE"), ctx.workspace_name, checked=checked)
+            for p in sources]
+    if not srcs:
+        return []
+    ws = ctx.open(create=True)
+    me = ws.root.replica_id
+    reports = []
+    say(progress, "merge: reading the local workspace")
+    with MergeLock(ws), PausedGC():
+        local = _scan_remembering(ws)
+        for n, src in enumerate(srcs, 1):
+            report = _merge_locked(ws, src, me, progress, False, local)
+            reports.append(report)
+            if n < len(srcs):  # (after the last one, nothing reads it)
+                scan_local(ws, paths=[os.path.join(ws.root.path, rel)
+                                      for rel in report["segmentsTouched"]], into=local)
+    return reports
 
 
 def _source_refusal(malformed: list[dict[str, Any]]) -> str:
@@ -287,7 +373,8 @@ def _source_refusal(malformed: list[dict[str, Any]]) -> str:
 
 
 def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
-                  allow_damaged: bool) -> dict[str, Any]:
+                  allow_damaged: bool, local: Local) -> dict[str, Any]:
+    """One merge; `local` is scan_local of the workspace as it is now."""
     unreadable: list[dict[str, str]] = []
     malformed: list[dict[str, Any]] = []
 
@@ -344,8 +431,6 @@ def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
     if sealed_bad and not allow_damaged:
         raise DamagedJournalError(_source_refusal(sealed_bad))
 
-    say(progress, "merge: reading the local workspace")
-    local = scan_local(ws)
     if local.unreadable or local.malformed:
         raise DamagedJournalError(
             f"refusing to merge: the local workspace has "

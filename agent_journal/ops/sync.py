@@ -9,11 +9,12 @@ The contract is spec/SYNC.md. Invariants:
 - What push uploads is `export_op.export_own` (ops/export.py): consistent SQLite snapshots of
   the own segments, scrubbed of every tombstoned subject this replica knows.
 - Pull trusts nothing it reads: manifests are checked for shape, replica and
-  workspace; every object is checked for size and checksum before it is
-  merged, and one that fails is reported and left out. Merging is
-  `replicas.merge` of a staged export folder, whose tombstone list is the
-  union of every manifest's, so content any replica tombstoned is never
-  written here, whichever object arrives first.
+  workspace; every object is checked for size and checksum as it lands (in a
+  private staging folder), and one that fails is reported and left out.
+  Merging is `replicas.merge_all` of one staged export folder per replica,
+  each with a tombstone list that is the union of every manifest's, so
+  content any replica tombstoned is never written here, whichever object
+  arrives first; its reports are those of one `merge` per replica in turn.
 - Pull and push refuse bad input (unknown remote, bad URL, unreachable or
   missing bucket or folder, missing credentials) before anything is written
   locally.
@@ -198,15 +199,21 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
 
     def scan_changed() -> set[str]:
         found: set[str] = set()
+        stale: list[tuple[str, list[int] | None, str]] = []
         for path in ws.segment_paths():
             name = os.path.basename(path)
             sig = _signature(path)
             held = by_segment.get(name) or scanned.get(name)
-            if not (isinstance(held, dict) and sig is not None and held.get("sig") == sig
-                    and isinstance(held.get("ids"), list)):
-                held = {"sig": sig, "ids": sorted(export_op.segment_tombstones(ws, path))}
-            by_segment[name] = held
-            found.update(held["ids"])
+            if isinstance(held, dict) and sig is not None and held.get("sig") == sig \
+                    and isinstance(held.get("ids"), list):
+                by_segment[name] = held
+                found.update(held["ids"])
+            else:
+                stale.append((name, sig, path))
+        fresh = export_op.segment_tombstones(ws, [path for _, _, path in stale])
+        for (name, sig, _), ids in zip(stale, fresh, strict=True):
+            by_segment[name] = {"sig": sig, "ids": sorted(ids)}
+            found.update(ids)
         return found
 
     known = scan_changed()
@@ -249,7 +256,8 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
         try:
             exported = export_op.export_own(ws, stage, progress=progress,
                                            skip=frozenset(reused), on_file=on_file,
-                                           tombstones=lambda: known | scan_changed())
+                                           tombstones=lambda: known | scan_changed(),
+                                           durable=False)
         finally:
             for job in pending:
                 job.result()
@@ -443,18 +451,34 @@ def pull(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[s
     changed = [s for s in seen if s.manifest is not None]
     if changed:
         ws = ctx.open(create=True)
-        for s in changed:
-            assert s.manifest is not None
-            report, got, got_bytes, complete = _pull_replica(
-                ctx, ws, spec.name, remote, s, state, union, refused, missing, progress)
-            fetched += got
-            fetched_bytes += got_bytes
-            if report is not None:
+        plans: list[_Fetching] = []
+        try:
+            for s in changed:
+                plans.append(_Fetching(s, _stage(ws, spec.name, "pull"),
+                                       state["replicas"].get(s.replica, {})))
+            fetched, fetched_bytes = _fetch_all(remote, ws.name, plans, refused, missing,
+                                                progress)
+            # Every replica that brought something, merged in one pass over the
+            # local workspace (replicas.merge_all), under the union of every
+            # manifest's tombstones.
+            arrived = [p for p in plans if p.files or p.artifacts]
+            for p in arrived:
+                p.write_manifest(union)
+            reports = replicas.merge_all(ctx, [p.stage for p in arrived], checked=True,
+                                         progress=progress)
+            for p, report in zip(arrived, reports, strict=True):
+                report["source"] = {"replica": p.seen.replica, "kind": "remote"}
                 merged.append(report)
-            entry = state["replicas"].setdefault(s.replica, {})
-            entry["tombstoned"] = s.tombstoned
-            if complete:
-                entry["etag"] = s.etag
+        finally:
+            for p in plans:
+                shutil.rmtree(p.stage, ignore_errors=True)
+        for p in plans:
+            entry = state["replicas"].setdefault(p.seen.replica, {})
+            # Remember only keys the current manifest still names: the memory stays bounded.
+            entry["merged"] = sorted((p.had | p.done()) & set(p.objects.values()))
+            entry["tombstoned"] = p.seen.tombstoned
+            if p.complete:
+                entry["etag"] = p.seen.etag
             else:
                 entry.pop("etag", None)  # try again next time
         make_private_dirs(os.path.dirname(state_path))
@@ -484,70 +508,95 @@ def pull(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[s
     }
 
 
-def _pull_replica(ctx: Context, ws: Workspace, name: str, remote: Remote, s: _Seen,
-                  state: dict[str, Any], union: set[str], refused: list[dict[str, Any]],
-                  missing: list[dict[str, Any]], progress: Progress
-                  ) -> tuple[dict[str, Any] | None, int, int, bool]:
-    """Fetch what this pull lacks of one replica, verify it, merge it.
-    Returns (merge report or None, objects fetched, bytes fetched, complete)."""
-    assert s.manifest is not None
-    export = s.manifest["export"]
-    objects = s.manifest["objects"]
-    prefix = _prefix(ws.name, s.replica)
-    entry = state["replicas"].get(s.replica, {})
-    had = set(entry.get("merged", []))
-    stage = _stage(ws, name, "pull")
-    complete = True
-    got = got_bytes = 0
-    try:
-        def fetch(path: str, size: int, checksum: str) -> bool:
-            nonlocal complete, got, got_bytes
-            key = objects[path]
-            dest = os.path.join(stage, *path.split("/"))
-            make_private_dirs(os.path.dirname(dest))
-            try:
-                remote.download(prefix + key, dest)
-            except ObjectMissing:
-                missing.append({"replica": s.replica, "key": prefix + key})
-                complete = False
-                return False
-            got += 1
-            got_bytes += os.path.getsize(dest)
-            if file_digest(dest) != (size, checksum):
-                refused.append({"replica": s.replica, "key": prefix + key,
-                                "reason": "size or checksum does not match its manifest"})
-                os.unlink(dest)
-                complete = False
-                return False
-            return True
+# Objects are fetched a few at a time: each transfer waits mostly on the
+# service, and the checksum of one runs while others are on the wire.
+FETCHERS = 4
 
-        files = []
-        todo = [f for f in export["files"] if objects[f["name"]] not in had]
-        for n, f in enumerate(todo, 1):
-            _say(progress, f"pull: {s.replica} fetching {n}/{len(todo)}")
-            if fetch(f["name"], f["bytes"], f["checksum"]):
-                files.append(f)
-        artifacts = []
-        for a in export["artifacts"]:
-            if a["path"] is None or objects[a["path"]] in had:
-                continue
-            if fetch(a["path"], a["bytes"], a["checksum"]):
-                artifacts.append(a)
-        report = None
-        if files or artifacts:
-            staged = dict(export, files=files, artifacts=artifacts,
-                          tombstoned=sorted(union | set(export["tombstoned"])))
-            write_file_atomic(os.path.join(stage, merge_plan.MANIFEST_NAME),
-                              json.dumps(staged, sort_keys=True).encode("utf-8"))
-            report = replicas.merge(ctx, stage, progress=progress)
-            report["source"] = {"replica": s.replica, "kind": "remote"}
-        done = {objects[f["name"]] for f in files} | {objects[a["path"]] for a in artifacts}
-        # Remember only keys the current manifest still names: the memory stays bounded.
-        entry["merged"] = sorted((had | done) & set(objects.values()))
-        state["replicas"][s.replica] = entry
-        return report, got, got_bytes, complete
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+
+class _Fetching:
+    """What one pull fetches of one replica's manifest, and what arrived intact."""
+
+    def __init__(self, seen: _Seen, stage: str, remembered: dict[str, Any]) -> None:
+        assert seen.manifest is not None
+        self.seen = seen
+        self.stage = stage
+        self.export = seen.manifest["export"]
+        self.objects: dict[str, str] = seen.manifest["objects"]
+        self.had = set(remembered.get("merged", []))
+        # (path in the stage, size, checksum, manifest entry, is a segment)
+        self.wanted = [(f["name"], f["bytes"], f["checksum"], f, True)
+                       for f in self.export["files"] if self.objects[f["name"]] not in self.had]
+        self.wanted += [(a["path"], a["bytes"], a["checksum"], a, False)
+                        for a in self.export["artifacts"]
+                        if a["path"] is not None and self.objects[a["path"]] not in self.had]
+        self.files: list[dict[str, Any]] = []
+        self.artifacts: list[dict[str, Any]] = []
+        self.complete = True
+
+    def done(self) -> set[str]:
+        return {self.objects[f["name"]] for f in self.files} | \
+            {self.objects[a["path"]] for a in self.artifacts}
+
+    def write_manifest(self, union: set[str]) -> None:
+        staged = dict(self.export, files=self.files, artifacts=self.artifacts,
+                      tombstoned=sorted(union | set(self.export["tombstoned"])))
+        write_file_atomic(os.path.join(self.stage, merge_plan.MANIFEST_NAME),
+                          json.dumps(staged, sort_keys=True).encode("utf-8"))
+
+
+def _fetch_all(remote: Remote, workspace: str, plans: list[_Fetching],
+               refused: list[dict[str, Any]], missing: list[dict[str, Any]],
+               progress: Progress) -> tuple[int, int]:
+    """Fetch every wanted object of every plan, FETCHERS at a time, each checked for
+    size and checksum as it lands. Outcomes are recorded in the plans' order,
+    whatever order the transfers end in. Returns (objects fetched, bytes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [(p, item) for p in plans for item in p.wanted]
+    if not jobs:
+        return 0, 0
+
+    def fetch(p: _Fetching, path: str, size: int, checksum: str) -> tuple[str, int]:
+        key = _prefix(workspace, p.seen.replica) + p.objects[path]
+        dest = os.path.join(p.stage, *path.split("/"))
+        make_private_dirs(os.path.dirname(dest))
+        try:
+            remote.download(key, dest)
+        except ObjectMissing:
+            return "missing", 0
+        got = os.path.getsize(dest)
+        if file_digest(dest) != (size, checksum):
+            os.unlink(dest)
+            return "refused", got
+        return "ok", got
+
+    with ThreadPoolExecutor(max_workers=FETCHERS) as pool:
+        futures = [pool.submit(fetch, p, path, size, checksum)
+                   for p, (path, size, checksum, _, _) in jobs]
+        try:
+            for n, future in enumerate(futures, 1):
+                future.result()
+                _say(progress, f"pull: fetched {n}/{len(futures)}")
+        finally:
+            for future in futures:
+                future.cancel()
+    count = total = 0
+    for (p, (path, _, _, entry, segment)), future in zip(jobs, futures, strict=True):
+        outcome, got = future.result()
+        key = _prefix(workspace, p.seen.replica) + p.objects[path]
+        if outcome == "missing":
+            missing.append({"replica": p.seen.replica, "key": key})
+            p.complete = False
+            continue
+        count += 1
+        total += got
+        if outcome == "refused":
+            refused.append({"replica": p.seen.replica, "key": key,
+                            "reason": "size or checksum does not match its manifest"})
+            p.complete = False
+            continue
+        (p.files if segment else p.artifacts).append(entry)
+    return count, total
 
 
 # -- sync, status -------------------------------------------------------------------------

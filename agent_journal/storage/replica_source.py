@@ -211,12 +211,16 @@ def snapshot_segment(src: str, dest: str) -> None:
     VACUUM INTO reads one transaction, so the copy holds exactly what was
     committed when it began, whatever writers do meanwhile; a raw file copy
     could catch a page half-written. The copy is in rollback-journal mode.
+    It is written without syncs: a snapshot is private until its taker
+    fsyncs and publishes it (or uploads it and throws it away), so syncing
+    each page of it on the way would buy nothing.
     """
     if not create_private_file(dest):
         raise FileExistsError(dest)
     try:
         conn = _open_for_reading(src, immutable=False)
         try:
+            conn.execute("PRAGMA synchronous = OFF")
             conn.execute("VACUUM INTO ?", (dest,))
         finally:
             conn.close()
@@ -249,3 +253,31 @@ def subjects_present(path: str, subjects: set[str], types: tuple[str, ...]) -> s
     finally:
         conn.close()
     return found
+
+
+def rows_about(path: str, subjects: set[str], types: tuple[str, ...]) -> list[int]:
+    """The seqs of rows of one of `types` whose subject column is in `subjects`, in
+    seq order (read through the subject index; the file is opened immutable).
+    The columns are lookup copies: only for a file whose columns were checked
+    against its bytes. Raises Unreadable."""
+    found: list[int] = []
+    if not subjects:
+        return found
+    wanted = sorted(subjects)
+    try:
+        conn = _open_for_reading(path, immutable=True)
+    except sqlite3.Error as exc:
+        raise Unreadable(describe_sqlite_error(exc)) from None
+    try:
+        kinds = ",".join("?" * len(types))
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            found.extend(int(r[0]) for r in conn.execute(
+                f"SELECT seq FROM events WHERE subject IN ({marks}) "
+                f"AND type IN ({kinds})", (*chunk, *types)))
+    except sqlite3.Error as exc:
+        raise Unreadable(describe_sqlite_error(exc)) from None
+    finally:
+        conn.close()
+    return sorted(found)
