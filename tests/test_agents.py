@@ -453,3 +453,31 @@ def test_a_project_file_keeps_the_write_path_lean(home, project, tmp_path):
         assert json.loads(proc.stderr.split("MODULES ")[1]) == [], args
     assert not (tmp_path / "j" / "logs").exists()
     assert sorted(os.listdir(tmp_path / "j" / "workspaces")) == ["shop"]
+
+
+def test_a_failing_hook_logs_under_the_root_the_project_file_names(home, project, tmp_path):
+    # The root came from .agent-journal.toml: a failure must be logged where the journal
+    # lives, not under the default root (which doctor, run in the project, never reads).
+    root = tmp_path / "j"
+    assert aj(home, "hooks", "install", "claude-code", "--root", str(root),
+              cwd=project).code == 0
+    default_log = home / ".local" / "share" / "agent-journal" / "logs" / "hook.log"
+    # Before the payload is read (not JSON): the project file nearest the hook's folder.
+    result = aj(home, "hook", "claude-code", input=b"not json", cwd=project / "app")
+    assert (result.code, result.out, result.err) == (0, "", "")
+    assert "hook claude-code failed open" in (root / "logs" / "hook.log").read_text()
+    assert not default_log.exists()
+    # After the payload named its folder: the root the write went to, even when the hook
+    # runs elsewhere. (The workspace folder is a file, so the write fails.)
+    (root / "workspaces").mkdir(parents=True, exist_ok=True)
+    (root / "workspaces" / "shop").write_text("in the way")
+    result = aj(home, "hook", "claude-code", cwd=home,
+                input=payload(CLAUDE_DOCS / "PreToolUse.json", project / "app"))
+    assert (result.code, result.out, result.err) == (0, "", "")
+    assert (root / "logs" / "hook.log").read_text().count("failed open") == 2
+    assert not default_log.exists()
+    # A broken project file is itself the failure: it is logged under the default root.
+    (project / ".agent-journal.toml").write_text('colour = "red"\n')
+    result = aj(home, "hook", "claude-code", cwd=project,
+                input=payload(CLAUDE_DOCS / "PreToolUse.json", project))
+    assert result.code == 0 and "unknown key(s) colour" in default_log.read_text()
