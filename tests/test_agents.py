@@ -481,3 +481,35 @@ def test_a_failing_hook_logs_under_the_root_the_project_file_names(home, project
     result = aj(home, "hook", "claude-code", cwd=project,
                 input=payload(CLAUDE_DOCS / "PreToolUse.json", project))
     assert result.code == 0 and "unknown key(s) colour" in default_log.read_text()
+
+
+def test_install_from_a_subfolder_finds_the_project_and_says_so(home, project):
+    (project / ".git").mkdir()
+    sub = project / "app" / "models"
+    result = aj(home, "hooks", "install", "claude-code", cwd=sub)
+    assert result.code == 0, result
+    assert (project / ".claude" / "settings.json").is_file()
+    assert not (sub / ".claude").exists() and not (sub / ".agent-journal.toml").exists()
+    assert (project / ".agent-journal.toml").read_text().endswith('workspace = "shop"\n')
+    assert f"project {project}: the folder above the current one that is the git top " \
+        "level" in result.out
+    # Codex and the MCP entry land in the same folder; uninstall finds it the same way.
+    assert aj(home, "hooks", "install", "codex", cwd=sub).code == 0
+    assert (project / ".codex" / "hooks.json").is_file()
+    assert aj(home, "hooks", "install", "claude-code", "--mcp", cwd=sub).code == 0
+    assert (project / ".mcp.json").is_file() and not (sub / ".mcp.json").exists()
+    doctor = aj(home, "doctor", cwd=sub)
+    assert sum("hooks (" in line for line in doctor.out.splitlines()) == 2, doctor.out
+    for agent in ("claude-code", "codex"):
+        assert aj(home, "hooks", "uninstall", agent, cwd=sub).code == 0
+    assert sorted(p.name for p in project.iterdir()) == [".git", "app"]
+    # The nearest marker wins; the home folder's own .claude (the user scope) is no project.
+    (project / "app" / ".claude").mkdir()
+    assert aj(home, "hooks", "install", "claude-code", cwd=sub).code == 0
+    assert (project / "app" / ".claude" / "settings.json").is_file()
+    (home / ".claude").mkdir()
+    loose = home / "notes" / "deep"
+    loose.mkdir(parents=True)
+    result = aj(home, "hooks", "install", "claude-code", cwd=loose)
+    assert result.code == 0 and "the folder above" not in result.out
+    assert (loose / ".claude" / "settings.json").is_file()
