@@ -5,7 +5,10 @@ anything, appends exactly one event through the workspace, and returns a
 plain value for the CLI to render. Every text a write stores passes the
 root's redactor first (see redaction_config.py): entry fields, subjects and
 non-id anchors, observation input and output, retraction reasons. Ids are
-keys and are stored as given. An id a tombstone names is never written again:
+keys and are stored as given, so a new entry or observation whose id (or an
+observation's kind) the redactor would change is refused: a tombstone names its
+target's id for ever, and a secret there could never be erased. An id a
+tombstone names is never written again:
 record, observe and invalidate of it are refused (TombstonedError) before
 anything, a blob included, is written.
 """
@@ -86,6 +89,7 @@ def record(ctx: Context, *, kind: str, entry_id: str, fields: dict[str, str | No
     clean = {name: _require_text(fields.get(name), f"--{name}") for name in wanted}
     anchors = [parse_anchor(a) for a in anchors]
     depends_on = [validate_id(d, "--depends-on id") for d in depends_on]
+    _refuse_secret_ids(ctx, (entry_id, "entry id"))
     ws = ctx.open(create=True)
     refuse_tombstoned(ws, entry_id, "entry")
     redactor = redactor_for(ws.root.path)
@@ -109,6 +113,7 @@ def observe(ctx: Context, *, kind: str, obs_id: str, tool: str | None, call_id: 
     status = status or "ok"
     if status not in OBSERVATION_STATUSES:
         raise UsageError(f"--status must be one of {', '.join(OBSERVATION_STATUSES)}")
+    _refuse_secret_ids(ctx, (obs_id, "observation id"), (kind, "--kind"))
     ws = ctx.open(create=True)
     refuse_tombstoned(ws, obs_id, "observation")
     redactor = redactor_for(ws.root.path)
@@ -126,6 +131,19 @@ def observe(ctx: Context, *, kind: str, obs_id: str, tool: str | None, call_id: 
         ev = _event(ctx, ws, type=OBSERVATION, kind=kind, subject=obs_id, data=data)
         ws.append([ev])
     return WriteResult(obs_id, ev.event_id)
+
+
+def _refuse_secret_ids(ctx: Context, *ids: tuple[str, str]) -> None:
+    """UsageError, before anything is created, for an id the root's redactor would change
+    (the message does not repeat it)."""
+    from agent_journal.storage.root import resolve_root
+
+    redactor = redactor_for(resolve_root(ctx.root_arg))
+    for value, what in ids:
+        if redactor.redact_text(value) is not value:
+            raise UsageError(f"{what} looks like it holds a secret (a redaction rule matches "
+                             "it); ids are stored as given and outlive erasure, so choose "
+                             "another")
 
 
 def _retraction(ctx: Context, type_: str, target: str, reason: str | None) -> WriteResult:
