@@ -18,3 +18,24 @@ def test_an_id_holding_a_secret_is_refused_not_stored(cli, root):
         assert result.err.count("\n") == 1
     assert not root.exists() or AWS.encode() not in all_bytes_under(root)
     assert cli("record", "--kind", "note", "--id", "n-plain", "--text", "t").code == 0
+
+
+def test_a_renamed_workspace_leaves_no_tombstoned_bytes_in_the_old_names_cache(cli, root):
+    # Projections are named after the workspace: after `mv workspaces/w workspaces/w2` the
+    # old name's search index and digest cache still hold everything w had, and compact in
+    # w2 used to clear only w2's.
+    word = "QUOKKASECRET"
+    assert cli("record", "--kind", "note", "--id", "n1", "--text", f"the {word}",
+               workspace="w").code == 0
+    assert cli("search", word, "--json", workspace="w").json()["hits"]
+    assert cli("digest", workspace="w").code == 0
+    assert word.encode() in all_bytes_under(root / "cache")
+    (root / "workspaces" / "w").rename(root / "workspaces" / "w2")
+    assert cli("tombstone", "n1", "--reason", "leaked", workspace="w2").code == 0
+    assert cli("compact", "--apply", workspace="w2").code == 0
+    assert word.encode() not in all_bytes_under(root)
+    # A workspace that exists keeps its projections.
+    assert cli("record", "--kind", "note", "--id", "n2", "--text", "kept", workspace="x").code == 0
+    assert cli("search", "kept", workspace="x").code == 0
+    assert cli("compact", "--apply", workspace="w2").code == 0
+    assert (root / "cache" / "search" / "x.sqlite").exists()

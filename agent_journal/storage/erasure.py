@@ -8,7 +8,8 @@ Invariants:
   by event id only, an item's rows in one transaction, rewrites after every
   delete of the segment committed.
 - Projections under <root>/cache are disposable: every file a workspace's
-  projections leave there, under any name, is deleted with them.
+  projections leave there, under any name, is deleted with them, and so are
+  those of a workspace whose folder is gone (renamed, removed by hand).
 - A compaction about to change files writes its intent first, so a killed run
   is finished (or undone) by the next one.
 """
@@ -434,6 +435,39 @@ def clear_workspace_cache(ws: Workspace) -> list[str]:
                 except FileNotFoundError:
                     continue
             removed.append(ws.rel(path))
+    return removed
+
+
+def clear_orphan_caches(root_path: str) -> list[str]:
+    """Delete the projections under <root>/cache/<kind>/ of every workspace that has no
+    folder under <root>/workspaces any more (renamed or removed by hand): they hold that
+    workspace's content, and no compaction would ever clear them under their old name.
+    A workspace created meanwhile pays a rebuild, never a byte. Lock folders stay."""
+    import shutil
+
+    cache = os.path.join(root_path, "cache")
+    workspaces = os.path.join(root_path, "workspaces")
+    try:
+        kinds = sorted(n for n in os.listdir(cache) if os.path.isdir(os.path.join(cache, n)))
+        alive = [n for n in os.listdir(workspaces)
+                 if os.path.isdir(os.path.join(workspaces, n))]
+    except FileNotFoundError:
+        return []
+    removed: list[str] = []
+    for kind in kinds:
+        folder = os.path.join(cache, kind)
+        for name in sorted(os.listdir(folder)):
+            if name == "locks" or any(projection_of(name, ws) for ws in alive):
+                continue
+            path = os.path.join(folder, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    continue
+            removed.append(path)
     return removed
 
 
