@@ -39,3 +39,23 @@ def test_a_renamed_workspace_leaves_no_tombstoned_bytes_in_the_old_names_cache(c
     assert cli("search", "kept", workspace="x").code == 0
     assert cli("compact", "--apply", workspace="w2").code == 0
     assert (root / "cache" / "search" / "x.sqlite").exists()
+
+
+def test_a_full_disk_when_compact_writes_its_intent_is_a_clean_refusal(inproc, root,
+                                                                       monkeypatch):
+    import errno
+
+    from agent_journal.storage import erasure
+
+    assert inproc("observe", "--kind", "tool_call", "--id", "o1", "--tool", "Bash").code == 0
+    assert inproc("tombstone", "o1", "--reason", "r").code == 0
+    before = all_bytes_under(root / "workspaces")
+
+    def full(path, data, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    monkeypatch.setattr(erasure, "write_file_atomic", full)
+    result = inproc("compact", "--apply")
+    assert result.code == 1 and "internal error" not in result.err, result
+    assert "No space left on device" in result.err and result.err.count("\n") == 1
+    assert all_bytes_under(root / "workspaces") == before  # nothing was touched

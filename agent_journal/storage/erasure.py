@@ -488,8 +488,15 @@ def write_compact_intent(ws: Workspace, intent: dict[str, Any]) -> None:
     make_private_dirs(ws.path)
     # Unsorted: a run over a large journal names a flip per tombstone, and
     # sorting them bought nothing a reader uses.
-    write_file_atomic(os.path.join(ws.path, COMPACT_INTENT),
-                      json.dumps(intent, separators=(",", ":")).encode())
+    path = os.path.join(ws.path, COMPACT_INTENT)
+    try:
+        write_file_atomic(path, json.dumps(intent, separators=(",", ":")).encode())
+    except OSError as exc:
+        # A full disk, most likely. The first intent is written before anything is
+        # touched, so a run stopped here changed nothing; a later one leaves the earlier
+        # intent for the next run to finish.
+        raise StorageError(f"cannot write the compaction's intent file {path}: "
+                           f"{exc.strerror}") from None
 
 
 def drop_compact_intent(ws: Workspace) -> None:
