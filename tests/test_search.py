@@ -828,3 +828,18 @@ def test_a_row_changed_in_place_by_a_write_that_also_appends_is_noticed(j, tmp_p
     edited = "o2" if where == "last row" else "o1"
     assert j.ids("narwhal") == [edited]
     assert j.ids("walrus") == ["o1" if edited == "o2" else "o2"]
+
+
+def test_an_index_that_cannot_be_written_says_why(j, monkeypatch):
+    # A full disk makes every build fail the same way; "the segments kept changing" would
+    # send the user looking in the wrong place.
+    j.note("n1", "walrus")
+
+    def full(ws, path):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(search_index, "_build", full)
+    with pytest.raises(errors.JournalError) as caught:
+        j.search("walrus")
+    assert "database or disk is full" in caught.value.message
+    assert "kept changing" not in caught.value.message

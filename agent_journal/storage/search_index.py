@@ -642,6 +642,7 @@ def refresh(ws: Workspace) -> _Index:
     """An open index, up to date with the segments (rebuilt when in doubt)."""
     path = index_path(ws)
     lock = cache_lock_path(ws.root, INDEX_AREA, ws.name)
+    last: BaseException | None = None
     try:
         with FileLock(lock):
             for _ in range(REBUILD_ATTEMPTS):
@@ -663,14 +664,18 @@ def refresh(ws: Workspace) -> _Index:
 
                     run_write(conn, work)
                     return index
-                except (_Rebuild, sqlite3.Error, FileNotFoundError):
+                except (_Rebuild, sqlite3.Error, FileNotFoundError) as exc:
                     # FileNotFoundError: a sweep of the cache (compact --apply)
                     # took the file being built; build again from what is there now.
+                    last = exc
                     if conn is not None:
                         conn.close()
                     remove_cache_files(path)
     except OSError as exc:
         raise JournalError(f"cannot keep the search index at {path}: {exc.strerror}") from None
+    if isinstance(last, sqlite3.Error):
+        # The same failure each time (a full disk, a read-only cache folder), not a race.
+        raise JournalError(f"cannot keep the search index at {path}: {_describe(last)}")
     raise JournalError("the segments kept changing while the search index was rebuilt; retry")
 
 
