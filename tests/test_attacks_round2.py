@@ -59,3 +59,33 @@ def test_a_full_disk_when_compact_writes_its_intent_is_a_clean_refusal(inproc, r
     assert result.code == 1 and "internal error" not in result.err, result
     assert "No space left on device" in result.err and result.err.count("\n") == 1
     assert all_bytes_under(root / "workspaces") == before  # nothing was touched
+
+
+def test_export_to_a_full_disk_blames_the_disk_not_the_segment(cli, root, tmp_path,
+                                                                monkeypatch):
+    import sqlite3
+
+    import pytest
+
+    from agent_journal.core.errors import DamagedJournalError, StorageError
+    from agent_journal.storage import replica_source
+
+    assert cli("observe", "--kind", "tool_call", "--id", "o1", "--tool", "Bash").code == 0
+    (segment,) = (root / "workspaces" / "ws" / "segments").glob("*.sqlite")
+
+    class Full:
+        def execute(self, *args):
+            exc = sqlite3.OperationalError("database or disk is full")
+            exc.sqlite_errorcode = sqlite3.SQLITE_FULL  # type: ignore[attr-defined]
+            raise exc
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(replica_source, "_open_for_reading", lambda *a, **kw: Full())
+    dest = tmp_path / "snap.sqlite"
+    with pytest.raises(StorageError) as caught:
+        replica_source.snapshot_segment(str(segment), str(dest))
+    assert not isinstance(caught.value, DamagedJournalError)
+    assert "disk is full" in caught.value.message and str(dest) in caught.value.message
+    assert not dest.exists()
