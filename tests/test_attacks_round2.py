@@ -89,3 +89,18 @@ def test_export_to_a_full_disk_blames_the_disk_not_the_segment(cli, root, tmp_pa
     assert not isinstance(caught.value, DamagedJournalError)
     assert "disk is full" in caught.value.message and str(dest) in caught.value.message
     assert not dest.exists()
+
+
+def test_a_finish_stamped_before_its_start_still_finishes_the_call(cli):
+    # The clock stepped back between PreToolUse and PostToolUse (NTP, a VM resumed): the
+    # outcome was recorded, so no read may call the call unfinished.
+    assert cli("observe", "--kind", "tool_call", "--id", "o1", "--tool", "Bash", "--status",
+               "started", env={"AGENT_JOURNAL_NOW": "2026-12-01T10:00:00Z"}).code == 0
+    assert cli("observe", "--kind", "tool_call", "--id", "o1", "--tool", "Bash", "--status",
+               "ok", "--exit-code", "0",
+               env={"AGENT_JOURNAL_NOW": "2026-12-01T09:59:00Z"}).code == 0
+    (view,) = cli("show", "--json", "--observations").json()["entries"]
+    assert view["status"] == "ok" and view["exitCode"] == 0
+    digest = cli("digest", "--json").json()
+    assert "o1" not in str(digest.get("unfinished", [])), digest.get("unfinished")
+    assert "no outcome recorded" not in cli("digest").out
