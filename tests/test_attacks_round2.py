@@ -3,6 +3,8 @@ secrets reaching a file. Each test is one finding, written to fail before its fi
 
 from __future__ import annotations
 
+import sys
+
 from conftest import all_bytes_under
 
 AWS = "AKIAQWERTYUIOPASDFGH"
@@ -104,3 +106,52 @@ def test_a_finish_stamped_before_its_start_still_finishes_the_call(cli):
     digest = cli("digest", "--json").json()
     assert "o1" not in str(digest.get("unfinished", [])), digest.get("unfinished")
     assert "no outcome recorded" not in cli("digest").out
+
+
+def test_a_killed_merges_temporary_import_does_not_outlive_compact(cli, root, tmp_path):
+    # A merge killed mid-import leaves .import-<pid>-<n>.tmp beside the segments, holding
+    # what it had copied; only the next merge swept it, so a tombstone and compact --apply
+    # in between left the content under the root.
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import time
+
+    from conftest import CLI, clean_env
+
+    source = tmp_path / "source"
+    env = clean_env(AGENT_JOURNAL_ROOT=str(source), AGENT_JOURNAL_WORKSPACE="ws")
+    for n in range(3):
+        subprocess.run([CLI, "observe", "--kind", "tool_call", "--id", f"s{n}", "--tool",
+                        "Bash", "--output", "-"], input=f"PLATYPUS{n} ".encode() * 50,
+                       env=env, check=True, capture_output=True)
+    assert cli("record", "--kind", "note", "--id", "t0", "--text", "here").code == 0
+    assert cli("merge", str(source)).code == 0
+    segments = root / "workspaces" / "ws" / "segments"
+    (imported,) = segments.glob("import-*.sqlite")
+    # What the killed merge left: an import of the same rows under the temporary name.
+    leftover = segments / ".import-99999-1.tmp"
+    shutil.copy(imported, leftover)
+    (segments / ".import-99999-1.tmp-journal").write_bytes(b"PLATYPUS1 half written")
+    assert cli("tombstone", "s1", "--reason", "leaked").code == 0
+    assert cli("compact", "--apply").code == 0
+    assert b"PLATYPUS1 " not in all_bytes_under(root)
+    assert not leftover.exists()
+    # A merge still running keeps its temporary import: compact leaves it alone.
+    blocker = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time\n"
+         "fd = os.open(sys.argv[1], os.O_RDWR)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
+         "print('held', flush=True)\ntime.sleep(60)\n",
+         str(root / "workspaces" / "ws" / ".merge.lock")], stdout=subprocess.PIPE)
+    try:
+        assert blocker.stdout is not None and blocker.stdout.readline() == b"held\n"
+        live = segments / ".import-12345-1.tmp"
+        live.write_bytes(b"being written")
+        assert cli("tombstone", "s2", "--reason", "leaked").code == 0
+        started = time.monotonic()
+        assert cli("compact", "--apply").code == 0
+        assert live.exists() and time.monotonic() - started < 30
+    finally:
+        os.kill(blocker.pid, signal.SIGKILL)
+        blocker.wait()

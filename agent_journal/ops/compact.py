@@ -22,7 +22,8 @@ Invariants:
   so they may run at once (on threads).
 - After the segments, artifact blobs that only removed events referenced and
   the workspace's cache projections are deleted (and those of workspaces whose
-  folder is gone: a rename by hand). A blob is deleted only while
+  folder is gone: a rename by hand), and so are killed merges' temporary
+  imports when no merge is running. A blob is deleted only while
   locked against writers about to cite it, after a last look at every row
   appended since the read (storage/artifacts.py `erase_blobs`).
 - One applied compaction per workspace at a time (a flock on the workspace
@@ -58,7 +59,7 @@ from agent_journal.storage.erasure import (
     refs_in_rows_since,
     write_compact_intent,
 )
-from agent_journal.storage.locks import compaction_lock
+from agent_journal.storage.locks import compaction_lock, remove_import_leftovers
 from agent_journal.storage.segment_reader import PausedGC, ReadResult
 from agent_journal.storage.workspace import Workspace
 
@@ -363,6 +364,8 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
     clear_workspace_cache(ws)
     # A workspace renamed by hand leaves its old name's projections, full of its content.
     clear_orphan_caches(ws.root.path)
+    # So does a merge killed mid-import, beside the segments (unless one is running now).
+    remove_import_leftovers(ws)
     if busy:
         # Blobs writers kept locked: the intent keeps them for the next run,
         # which deletes them unless an event by then cites them.
