@@ -155,3 +155,34 @@ def test_a_killed_merges_temporary_import_does_not_outlive_compact(cli, root, tm
     finally:
         os.kill(blocker.pid, signal.SIGKILL)
         blocker.wait()
+
+
+def test_stages_killed_syncs_left_do_not_outlive_compact(cli, root):
+    # A push or pull killed mid-way leaves its stage (snapshots of this replica's segments,
+    # or fetched objects) under <ws>/remotes/<name>/; a killed `remote status` leaves the
+    # objects it scanned (the very ones holding erased content) in <ws>/.status-*. Only a
+    # later sync to the same remote swept the first kind, nothing the second.
+    import os
+
+    assert cli("observe", "--kind", "tool_call", "--id", "o1", "--tool", "Bash").code == 0
+    ws = root / "workspaces" / "ws"
+    dead = _dead_pid()
+    leftovers = [ws / "remotes" / "team" / f".push-{dead}-0a1b2c3d" / "seg.sqlite",
+                 ws / "remotes" / "nas" / f".pull-{dead}-0a1b2c3d" / "obj",
+                 ws / f".status-{dead}-x1y2z3" / "obj", ws / ".status-k3j4h5" / "obj"]
+    live = ws / "remotes" / "team" / f".push-{os.getpid()}-0a1b2c3d" / "seg.sqlite"
+    for path in leftovers + [live]:
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"ECHIDNASECRET")
+    assert cli("tombstone", "o1", "--reason", "leaked").code == 0
+    assert cli("compact", "--apply").code == 0
+    assert [p for p in leftovers if p.parent.exists()] == []
+    assert live.exists()  # a sync still running keeps its stage
+
+
+def _dead_pid() -> int:
+    import subprocess
+
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid

@@ -364,8 +364,12 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
     clear_workspace_cache(ws)
     # A workspace renamed by hand leaves its old name's projections, full of its content.
     clear_orphan_caches(ws.root.path)
-    # So does a merge killed mid-import, beside the segments (unless one is running now).
+    # So does a merge killed mid-import, beside the segments (unless one is running now),
+    # and a push, pull or `remote status` killed with its stage under the workspace.
     remove_import_leftovers(ws)
+    from agent_journal.ops.sync import remove_dead_stages
+
+    remove_dead_stages(ws)
     if busy:
         # Blobs writers kept locked: the intent keeps them for the next run,
         # which deletes them unless an event by then cites them.
