@@ -85,6 +85,7 @@ class HookResult:
 
 def claude_code(stdin: BinaryIO, *, root: str | None, workspace: str | None) -> HookResult:
     """Journal one Claude Code hook payload read from `stdin`."""
+    forget_chosen_root()
     if stdin.isatty():
         raise JournalError("no hook payload: stdin is a terminal")
     payload = parse_hook_payload(read_payload(stdin))
@@ -293,6 +294,13 @@ def _cut(text: str, max_chars: int) -> str:
 # The root this process's hook chose to write to (set once the payload's folder is known),
 # so a failure after that point is logged where the journal lives.
 _chosen_root: str | None = None
+
+
+def forget_chosen_root() -> None:
+    """Called as a hook starts: a root an earlier hook in this process chose (tests, a
+    long-lived caller) must not receive this one's failure."""
+    global _chosen_root
+    _chosen_root = None
 
 
 def log_failure(command: str, argv: list[str], exc: BaseException) -> None:
