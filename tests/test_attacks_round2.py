@@ -14,7 +14,15 @@ def test_an_id_holding_a_secret_is_refused_not_stored(cli, root):
     # Ids are stored as given and a tombstone names its target's id for ever, so a secret
     # in an id could never be erased: it is refused before anything is written.
     for args in (["record", "--kind", "note", "--id", f"n-{AWS}", "--text", "t"],
-                 ["observe", "--kind", "tool_call", "--id", f"o-{AWS}", "--tool", "Bash"]):
+                 ["observe", "--kind", "tool_call", "--id", f"o-{AWS}", "--tool", "Bash"],
+                 ["record", "--kind", "note", "--id", "n1", "--text", "t", "--depends-on",
+                  f"d-{AWS}"],
+                 ["record", "--kind", "note", "--id", "n1", "--text", "t", "--anchor",
+                  f"tool_use:t-{AWS}"],
+                 ["record", "--kind", "note", "--id", "n1", "--text", "t", "--session",
+                  f"s-{AWS}"],
+                 ["tombstone", "n0", "--reason", "r", "--session", f"s-{AWS}"],
+                 ["checkpoint", f"c-{AWS}"]):
         result = cli(*args)
         assert result.code == 2 and "secret" in result.err and AWS not in result.err, result
         assert result.err.count("\n") == 1

@@ -6,8 +6,9 @@ plain value for the CLI to render. Every text a write stores passes the
 root's redactor first (see redaction_config.py): entry fields, subjects and
 non-id anchors, observation input and output, retraction reasons. Ids are
 keys and are stored as given, so a new entry or observation whose id (or an
-observation's kind) the redactor would change is refused: a tombstone names its
-target's id for ever, and a secret there could never be erased. An id a
+observation's kind, a cited or depended-on id, the writing session) the redactor
+would change is refused: a tombstone names its target's id for ever, and a
+secret there could never be erased. An id a
 tombstone names is never written again:
 record, observe and invalidate of it are refused (TombstonedError) before
 anything, a blob included, is written.
@@ -89,7 +90,10 @@ def record(ctx: Context, *, kind: str, entry_id: str, fields: dict[str, str | No
     clean = {name: _require_text(fields.get(name), f"--{name}") for name in wanted}
     anchors = [parse_anchor(a) for a in anchors]
     depends_on = [validate_id(d, "--depends-on id") for d in depends_on]
-    _refuse_secret_ids(ctx, (entry_id, "entry id"))
+    refuse_secret_ids(ctx, (entry_id, "entry id"),
+                      *((d, "--depends-on id") for d in depends_on),
+                      *((a[len("tool_use:"):], "tool_use anchor id") for a in anchors
+                        if a.startswith("tool_use:")))
     ws = ctx.open(create=True)
     refuse_tombstoned(ws, entry_id, "entry")
     redactor = redactor_for(ws.root.path)
@@ -113,7 +117,7 @@ def observe(ctx: Context, *, kind: str, obs_id: str, tool: str | None, call_id: 
     status = status or "ok"
     if status not in OBSERVATION_STATUSES:
         raise UsageError(f"--status must be one of {', '.join(OBSERVATION_STATUSES)}")
-    _refuse_secret_ids(ctx, (obs_id, "observation id"), (kind, "--kind"))
+    refuse_secret_ids(ctx, (obs_id, "observation id"), (kind, "--kind"))
     ws = ctx.open(create=True)
     refuse_tombstoned(ws, obs_id, "observation")
     redactor = redactor_for(ws.root.path)
@@ -133,12 +137,14 @@ def observe(ctx: Context, *, kind: str, obs_id: str, tool: str | None, call_id: 
     return WriteResult(obs_id, ev.event_id)
 
 
-def _refuse_secret_ids(ctx: Context, *ids: tuple[str, str]) -> None:
-    """UsageError, before anything is created, for an id the root's redactor would change
-    (the message does not repeat it)."""
+def refuse_secret_ids(ctx: Context, *ids: tuple[str, str]) -> None:
+    """UsageError, before anything is created, for an id the root's redactor would change:
+    each of `ids` and the writing session's (the message does not repeat it)."""
     from agent_journal.storage.root import resolve_root
 
     redactor = redactor_for(resolve_root(ctx.root_arg))
+    if ctx.session is not None:
+        ids += ((ctx.session, "session id"),)
     for value, what in ids:
         if redactor.redact_text(value) is not value:
             raise UsageError(f"{what} looks like it holds a secret (a redaction rule matches "
@@ -149,6 +155,9 @@ def _refuse_secret_ids(ctx: Context, *ids: tuple[str, str]) -> None:
 def _retraction(ctx: Context, type_: str, target: str, reason: str | None) -> WriteResult:
     validate_id(target, "target id")
     reason = _require_text(reason, "--reason")
+    # The target may be an old id holding a secret (it must stay possible to hide it);
+    # the session is this write's own.
+    refuse_secret_ids(ctx)
     ws = ctx.open(create=True)
     if type_ == INVALIDATION:
         # Its reason is content about the target, erased with it.
