@@ -85,7 +85,6 @@ class HookResult:
 
 def claude_code(stdin: BinaryIO, *, root: str | None, workspace: str | None) -> HookResult:
     """Journal one Claude Code hook payload read from `stdin`."""
-    forget_chosen_root()
     if stdin.isatty():
         raise JournalError("no hook payload: stdin is a terminal")
     payload = parse_hook_payload(read_payload(stdin))

@@ -8,12 +8,7 @@ Claude Code's does); only the normalisation (capture.codex) is Codex's own.
 
 from __future__ import annotations
 
-from agent_journal.agents.claude_code_hook import (
-    HookResult,
-    forget_chosen_root,
-    journal_payload,
-    read_payload,
-)
+from agent_journal.agents.claude_code_hook import HookResult, journal_payload, read_payload
 from agent_journal.capture.codex import codex_hook_to_observation, parse_codex_payload
 from agent_journal.core.errors import JournalError
 
@@ -24,7 +19,6 @@ if TYPE_CHECKING:
 
 def codex(stdin: BinaryIO, *, root: str | None, workspace: str | None) -> HookResult:
     """Journal one Codex hook payload read from `stdin`."""
-    forget_chosen_root()
     if stdin.isatty():
         raise JournalError("no hook payload: stdin is a terminal")
     payload = parse_codex_payload(read_payload(stdin))

@@ -53,7 +53,7 @@ def check_name(name: str) -> str:
 
 def checkpoint(ctx: Context, name: str, note: str | None) -> Recorded:
     from agent_journal.ops.redaction_config import redactor_for
-    from agent_journal.ops.writes import refuse_secret_ids
+    from agent_journal.ops.secret_ids import refuse_secret_ids
     from agent_journal.storage.cut import segment_positions
 
     check_name(name)

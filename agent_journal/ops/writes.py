@@ -35,6 +35,7 @@ from agent_journal.core.model import (
 from agent_journal.ops.context import Context
 from agent_journal.ops.evidence import capture_output
 from agent_journal.ops.redaction_config import redactor_for
+from agent_journal.ops.secret_ids import refuse_secret_ids
 from agent_journal.storage.artifacts import BlobHolds
 from agent_journal.storage.workspace import Workspace
 
@@ -135,21 +136,6 @@ def observe(ctx: Context, *, kind: str, obs_id: str, tool: str | None, call_id: 
         ev = _event(ctx, ws, type=OBSERVATION, kind=kind, subject=obs_id, data=data)
         ws.append([ev])
     return WriteResult(obs_id, ev.event_id)
-
-
-def refuse_secret_ids(ctx: Context, *ids: tuple[str, str]) -> None:
-    """UsageError, before anything is created, for an id the root's redactor would change:
-    each of `ids` and the writing session's (the message does not repeat it)."""
-    from agent_journal.storage.root import resolve_root
-
-    redactor = redactor_for(resolve_root(ctx.root_arg))
-    if ctx.session is not None:
-        ids += ((ctx.session, "session id"),)
-    for value, what in ids:
-        if redactor.redact_text(value) is not value:
-            raise UsageError(f"{what} looks like it holds a secret (a redaction rule matches "
-                             "it); ids are stored as given and outlive erasure, so choose "
-                             "another")
 
 
 def _retraction(ctx: Context, type_: str, target: str, reason: str | None) -> WriteResult:
