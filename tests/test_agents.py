@@ -453,3 +453,63 @@ def test_a_project_file_keeps_the_write_path_lean(home, project, tmp_path):
         assert json.loads(proc.stderr.split("MODULES ")[1]) == [], args
     assert not (tmp_path / "j" / "logs").exists()
     assert sorted(os.listdir(tmp_path / "j" / "workspaces")) == ["shop"]
+
+
+def test_a_failing_hook_logs_under_the_root_the_project_file_names(home, project, tmp_path):
+    # The root came from .agent-journal.toml: a failure must be logged where the journal
+    # lives, not under the default root (which doctor, run in the project, never reads).
+    root = tmp_path / "j"
+    assert aj(home, "hooks", "install", "claude-code", "--root", str(root),
+              cwd=project).code == 0
+    default_log = home / ".local" / "share" / "agent-journal" / "logs" / "hook.log"
+    # Before the payload is read (not JSON): the project file nearest the hook's folder.
+    result = aj(home, "hook", "claude-code", input=b"not json", cwd=project / "app")
+    assert (result.code, result.out, result.err) == (0, "", "")
+    assert "hook claude-code failed open" in (root / "logs" / "hook.log").read_text()
+    assert not default_log.exists()
+    # After the payload named its folder: the root the write went to, even when the hook
+    # runs elsewhere. (The workspace folder is a file, so the write fails.)
+    (root / "workspaces").mkdir(parents=True, exist_ok=True)
+    (root / "workspaces" / "shop").write_text("in the way")
+    result = aj(home, "hook", "claude-code", cwd=home,
+                input=payload(CLAUDE_DOCS / "PreToolUse.json", project / "app"))
+    assert (result.code, result.out, result.err) == (0, "", "")
+    assert (root / "logs" / "hook.log").read_text().count("failed open") == 2
+    assert not default_log.exists()
+    # A broken project file is itself the failure: it is logged under the default root.
+    (project / ".agent-journal.toml").write_text('colour = "red"\n')
+    result = aj(home, "hook", "claude-code", cwd=project,
+                input=payload(CLAUDE_DOCS / "PreToolUse.json", project))
+    assert result.code == 0 and "unknown key(s) colour" in default_log.read_text()
+
+
+def test_install_from_a_subfolder_finds_the_project_and_says_so(home, project):
+    (project / ".git").mkdir()
+    sub = project / "app" / "models"
+    result = aj(home, "hooks", "install", "claude-code", cwd=sub)
+    assert result.code == 0, result
+    assert (project / ".claude" / "settings.json").is_file()
+    assert not (sub / ".claude").exists() and not (sub / ".agent-journal.toml").exists()
+    assert (project / ".agent-journal.toml").read_text().endswith('workspace = "shop"\n')
+    assert f"project {project}: the folder above the current one that is the git top " \
+        "level" in result.out
+    # Codex and the MCP entry land in the same folder; uninstall finds it the same way.
+    assert aj(home, "hooks", "install", "codex", cwd=sub).code == 0
+    assert (project / ".codex" / "hooks.json").is_file()
+    assert aj(home, "hooks", "install", "claude-code", "--mcp", cwd=sub).code == 0
+    assert (project / ".mcp.json").is_file() and not (sub / ".mcp.json").exists()
+    doctor = aj(home, "doctor", cwd=sub)
+    assert sum("hooks (" in line for line in doctor.out.splitlines()) == 2, doctor.out
+    for agent in ("claude-code", "codex"):
+        assert aj(home, "hooks", "uninstall", agent, cwd=sub).code == 0
+    assert sorted(p.name for p in project.iterdir()) == [".git", "app"]
+    # The nearest marker wins; the home folder's own .claude (the user scope) is no project.
+    (project / "app" / ".claude").mkdir()
+    assert aj(home, "hooks", "install", "claude-code", cwd=sub).code == 0
+    assert (project / "app" / ".claude" / "settings.json").is_file()
+    (home / ".claude").mkdir()
+    loose = home / "notes" / "deep"
+    loose.mkdir(parents=True)
+    result = aj(home, "hooks", "install", "claude-code", cwd=loose)
+    assert result.code == 0 and "the folder above" not in result.out
+    assert (loose / ".claude" / "settings.json").is_file()

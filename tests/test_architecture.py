@@ -2,11 +2,16 @@
 
 import ast
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from conftest import clean_env
+import pytest
+from conftest import CLI, REPO, clean_env
+
+from agent_journal.agents import claude_code_installer, codex_installer
 
 PKG = Path(__file__).resolve().parents[1] / "agent_journal"
 
@@ -167,9 +172,21 @@ def test_write_commands_import_nothing_heavy(root):
     assert not (root / "logs").exists()
 
 
-# What the hook may load, checked in: a module joining the hook's path is a decision a
-# change makes on purpose (it costs every tool call), so it shows in the diff of this file.
-HOOK_MODULES = Path(__file__).resolve().parent / "data" / "hook_modules.txt"
+# What the hook may load, checked in, for every event each installer installs: a module
+# joining a hook's path is a decision a change makes on purpose (it costs every tool call,
+# or every session start), so it shows in the diff of tests/data/hook_modules/. After such a
+# change, regenerate the lists with AGENT_JOURNAL_REGEN_HOOK_MODULES=1 and read the diff.
+HOOK_MODULES = Path(__file__).resolve().parent / "data" / "hook_modules"
+HOOK_PAYLOADS = {"claude-code": REPO / "tests" / "data" / "claude-code" / "hooks" / "docs"
+                 / "input", "codex": REPO / "tests" / "data" / "codex" / "hooks"}
+HOOK_EVENTS = [("claude-code", e) for e in claude_code_installer.EVENTS] + \
+    [("codex", e) for e in codex_installer.EVENTS]
+HOOK_MODULES_HEADER = """\
+# Modules `agent-journal hook {agent}` may load for a {event} payload (a journal holding
+# an entry and an observation). tests/test_architecture.py fails when it loads one not
+# listed here; AGENT_JOURNAL_REGEN_HOOK_MODULES=1 rewrites this file from what it loads.
+# agent_journal modules by name, anything else by its top-level package.
+"""
 
 MODULE_PROBE = r"""
 import json, sys
@@ -180,17 +197,50 @@ sys.exit(rc)
 """
 
 
-def test_the_hook_loads_no_module_beyond_its_checked_in_list(root):
+@pytest.fixture(scope="module")
+def used_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A journal with something in it, so SessionStart's digest has content to read."""
+    root = tmp_path_factory.mktemp("hooks") / "journal"
     env = clean_env(AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="ws")
-    proc = subprocess.run([sys.executable, "-c", MODULE_PROBE, "hook", "claude-code"],
-                          capture_output=True, text=True, env=env, input=HOOK_PAYLOAD)
+    for args in (["observe", "--kind", "tool_call", "--id", "o1", "--tool", "Bash",
+                  "--output", "-"],
+                 ["record", "--kind", "finding", "--id", "f1", "--claim", "it builds",
+                  "--anchor", "tool_use:o1"]):
+        subprocess.run([CLI, *args], check=True, capture_output=True, env=env, input=b"ok")
+    return root
+
+
+def test_every_installed_hook_event_has_a_payload_and_a_list():
+    for agent, event in HOOK_EVENTS:
+        assert (HOOK_PAYLOADS[agent] / f"{event}.json").is_file(), (agent, event)
+    if not os.environ.get("AGENT_JOURNAL_REGEN_HOOK_MODULES"):
+        listed = {(p.parent.name, p.stem) for p in HOOK_MODULES.glob("*/*.txt")}
+        assert listed == set(HOOK_EVENTS), "regenerate tests/data/hook_modules/"
+
+
+@pytest.mark.parametrize(("agent", "event"), HOOK_EVENTS)
+def test_the_hook_loads_no_module_beyond_its_checked_in_list(used_root, tmp_path, agent,
+                                                             event):
+    # A copy each: what one hook wrote (or cached) must not change what the next loads.
+    root = tmp_path / "journal"
+    shutil.copytree(used_root, root)
+    env = clean_env(AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="ws")
+    payload = (HOOK_PAYLOADS[agent] / f"{event}.json").read_bytes()
+    proc = subprocess.run([sys.executable, "-c", MODULE_PROBE, "hook", agent],
+                          capture_output=True, text=True, env=env, input=payload.decode())
     assert proc.returncode == 0, proc.stderr
+    assert not (root / "logs").exists(), (root / "logs" / "hook.log").read_text()
     # agent_journal's own modules by name; anything else by its top-level package (which
     # codecs or submodules the interpreter loads may vary with the machine's locale).
     loaded = {m if m.startswith("agent_journal") else m.split(".")[0]
               for m in json.loads(proc.stderr.split("MODULES ")[1])}
-    allowed = {line.strip() for line in HOOK_MODULES.read_text().splitlines()
+    listing = HOOK_MODULES / agent / f"{event}.txt"
+    if os.environ.get("AGENT_JOURNAL_REGEN_HOOK_MODULES"):
+        listing.parent.mkdir(parents=True, exist_ok=True)
+        listing.write_text(HOOK_MODULES_HEADER.format(agent=agent, event=event)
+                           + "".join(f"{m}\n" for m in sorted(loaded)))
+    allowed = {line.strip() for line in listing.read_text().splitlines()
                if line.strip() and not line.startswith("#")}
     extra = sorted(loaded - allowed)
-    assert not extra, ("the hook path now loads modules not in tests/data/hook_modules.txt "
-                       f"(add them there on purpose, or keep them off the path): {extra}")
+    assert not extra, (f"the {agent} {event} hook now loads modules not in {listing} (add "
+                       f"them there on purpose, or keep them off the path): {extra}")

@@ -285,6 +285,8 @@ def test_no_byte_of_a_purged_event_survives_anywhere_under_the_root(cli, root, t
     (cache / "ws.sqlite-wal").write_bytes(SECRET_CLAIM)
     (cache / "other-ws.sqlite").write_bytes(b"another workspace's index")
     (cache / "ws.dotted.sqlite").write_bytes(b"workspace ws.dotted's index")
+    for other in ("other-ws", "ws.dotted"):  # they exist (a gone one's cache is cleared)
+        (root / "workspaces" / other).mkdir()
     for n in range(3):  # rows after the secrets, so the deletes leave holes mid-file
         ok(cli("observe", "--kind", "tool_call", "--id", f"o-filler-{n}", "--tool", "Bash",
                "--callId", f"f{n}"))

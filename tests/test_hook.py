@@ -547,3 +547,15 @@ def test_session_start_prints_the_workspace_digest(cli):
     context = session_start(cli)
     assert "token: ORDER-4471-ZULU" in context
     assert "make deploy" in context and "verify the workspace" in context.lower()
+
+
+def test_a_failure_is_logged_under_this_hooks_root_not_an_earlier_ones(inproc, tmp_path):
+    # The root a hook chose is remembered for its own failure log; a later hook in the
+    # same process that fails before choosing must not log there.
+    first = tmp_path / "private" / "first"
+    second = tmp_path / "private" / "second"
+    assert inproc("hook", "claude-code", "--root", str(first),
+                  input=json.dumps(docs_payload("PreToolUse"))).code == 0
+    assert inproc("hook", "claude-code", "--root", str(second), input="not json").code == 0
+    assert log_lines(first) == []
+    assert len(log_lines(second)) == 1

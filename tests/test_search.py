@@ -782,3 +782,64 @@ def test_cli_concurrent_first_searches_agree(cli, root):
     assert all(p.returncode == 0 for p in procs), outs
     assert len({o[0] for o in outs}) == 1
     assert len(json.loads(outs[0][0])["hits"]) == 20
+
+
+def _edit_and_append(segment: Path, edit_seq: int, old: str, new: str, extra: J,
+                     extra_id: str) -> None:
+    """One write that rewrites row `edit_seq` (a valid body: `old` becomes `new`) and
+    appends the newest event of workspace `extra`, as a hand edit or a restore might."""
+    from agent_journal.core import codec
+
+    conn = sqlite3.connect(segment)
+    body, digest = conn.execute("SELECT body, checksum FROM events WHERE seq = ?",
+                                (edit_seq,)).fetchone()
+    ev = codec.decode(body, digest)
+    new_body = bytes(body).replace(old.encode(), new.encode())
+    assert new_body != bytes(body)
+    new_digest = codec.checksum(new_body)
+    assert codec.decode(new_body, new_digest).event_id == ev.event_id
+    (other,) = Root.open(str(extra.root), create=False).workspace(extra.ws).events_about(
+        extra_id)
+    with conn:
+        conn.execute("UPDATE events SET body = ?, checksum = ? WHERE seq = ?",
+                     (new_body, new_digest, edit_seq))
+        insert_events(conn, [other])
+    conn.close()
+
+
+@pytest.mark.parametrize("where", ["last row", "older row, file replaced"])
+def test_a_row_changed_in_place_by_a_write_that_also_appends_is_noticed(j, tmp_path,
+                                                                          monkeypatch, where):
+    j.obs("o1", "walrus first", when="2025-03-01T00:00:00.000Z")
+    j.obs("o2", "walrus second", when="2025-03-02T00:00:00.000Z")
+    assert sorted(j.ids("walrus")) == ["o1", "o2"]
+    other = J(tmp_path / "other", monkeypatch)
+    other.obs("o3", "penguin third", when="2025-03-03T00:00:00.000Z")
+    (seg,) = j.segments()
+    if where == "last row":
+        _edit_and_append(seg, 2, "walrus second", "narwhal second", other, "o3")
+    else:
+        # Edited in a copy that then replaces the segment (rsync, a restore from backup).
+        copy = tmp_path / "copy.sqlite"
+        copy.write_bytes(seg.read_bytes())
+        _edit_and_append(copy, 1, "walrus first", "narwhal first", other, "o3")
+        os.replace(copy, seg)
+    assert j.ids("penguin") == ["o3"]
+    edited = "o2" if where == "last row" else "o1"
+    assert j.ids("narwhal") == [edited]
+    assert j.ids("walrus") == ["o1" if edited == "o2" else "o2"]
+
+
+def test_an_index_that_cannot_be_written_says_why(j, monkeypatch):
+    # A full disk makes every build fail the same way; "the segments kept changing" would
+    # send the user looking in the wrong place.
+    j.note("n1", "walrus")
+
+    def full(ws, path):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(search_index, "_build", full)
+    with pytest.raises(errors.JournalError) as caught:
+        j.search("walrus")
+    assert "database or disk is full" in caught.value.message
+    assert "kept changing" not in caught.value.message

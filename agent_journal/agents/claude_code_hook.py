@@ -41,7 +41,7 @@ from agent_journal.ops.redaction_config import load_redactor
 from agent_journal.storage.artifacts import BlobHolds
 from agent_journal.storage.config import append_private_log
 from agent_journal.storage.connection import set_write_patience
-from agent_journal.storage.root import Root, check_root, resolve_root
+from agent_journal.storage.root import ENV_ROOT, Root, check_root, resolve_root
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
@@ -97,8 +97,10 @@ def journal_payload(payload: dict[str, Any], normalise: Any, *, root: str | None
     capture module); SessionStart also gets the workspace context printed."""
     from agent_journal.agents.hook_target import project_for, root_for, workspace_for
 
+    global _chosen_root
     project = project_for(root, workspace, payload.get("cwd"))
-    journal_root = Root.open(root_for(root, project), create=True)
+    _chosen_root = resolve_root(root_for(root, project))
+    journal_root = Root.open(_chosen_root, create=True)
     # A config with a broken pattern or a misspelt key must not stop the journal: the
     # built-in rules (and every usable pattern) still apply, and the problem is logged.
     redactor, problems = load_redactor(journal_root.path)
@@ -288,15 +290,28 @@ def _cut(text: str, max_chars: int) -> str:
 
 # -- failing open -----------------------------------------------------------------------
 
+# The root this process's hook chose to write to (set once the payload's folder is known),
+# so a failure after that point is logged where the journal lives.
+_chosen_root: str | None = None
+
+
+def forget_chosen_root() -> None:
+    """Called as a hook starts: a root an earlier hook in this process chose (tests, a
+    long-lived caller) must not receive this one's failure."""
+    global _chosen_root
+    _chosen_root = None
+
+
 def log_failure(command: str, argv: list[str], exc: BaseException) -> None:
     """Append one redacted line about `command` failing with `exc` to <root>/logs/hook.log.
 
-    The root is found the way the command would have found it, without trusting the
-    parser (which may be what failed). A root that is unsafe or unusable raises here;
-    the caller then has nowhere private to log and says so on stderr instead.
+    The root is the one the hook chose, or (when it failed before choosing) is found the
+    way the command would have found it, without trusting the parser (which may be what
+    failed): --root, $AGENT_JOURNAL_ROOT, the project file nearest the working folder,
+    the default. A root that is unsafe or unusable raises here; the caller then has
+    nowhere private to log and says so on stderr instead.
     """
-    root = _root_arg(argv)
-    path = resolve_root(root)
+    path = _chosen_root or _failure_root(_root_arg(argv))
     where = ""
     if not isinstance(exc, JournalError) and exc.__traceback__ is not None:
         import traceback
@@ -337,6 +352,17 @@ def log_line(path: str, text: str, *, when: str | None = None) -> None:
         # logs/ (or logs/hook.log) leads out of the root: the line goes beside the root's
         # own files instead, or (if that is a link too) is dropped by the caller.
         append_private_log(path, LOG_NAME, line, folder="")
+
+
+def _failure_root(root: str | None) -> str:
+    from agent_journal.agents.hook_target import root_for
+    from agent_journal.storage.project_file import find
+
+    try:
+        project = None if root is not None or os.environ.get(ENV_ROOT) else find()
+    except JournalError:  # a broken project file may be the very failure being logged
+        project = None
+    return resolve_root(root_for(root, project))
 
 
 def _root_arg(argv: list[str]) -> str | None:

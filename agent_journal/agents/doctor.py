@@ -44,8 +44,13 @@ def run_checks(*, project: str | None, root: str | None) -> list[Check]:
     folder = os.path.abspath(project if project is not None else ".")
     found = _guard(checks, "project file", lambda: _project(checks, folder))
     root_path = _guard(checks, "journal root", lambda: _root(checks, root, found))
-    # From a subfolder, the project is where its project file is.
-    hooks_folder = found.folder if found is not None and project is None else folder
+    # From a subfolder, the project is where its project file is, else where install
+    # would have put the hooks (hook_settings.find_project).
+    hooks_folder = folder
+    if project is None:
+        from agent_journal.agents.hook_settings import find_project
+
+        hooks_folder = found.folder if found is not None else find_project(None)[0]
     _guard(checks, "hooks", lambda: _hooks(checks, hooks_folder))
     if root_path is not None:
         _guard(checks, "redaction config", lambda: _redaction(checks, root_path))

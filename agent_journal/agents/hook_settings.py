@@ -148,10 +148,44 @@ def is_ours_for(agent: str, handler: Any) -> bool:
 
 
 def project_folder(project: str | None) -> str:
-    folder = os.path.abspath(os.path.expanduser(project if project is not None else "."))
-    if not os.path.isdir(folder):
-        raise JournalError(f"project folder {folder} does not exist")
-    return folder
+    return find_project(project)[0]
+
+
+# What marks a project's top folder, as the agents find it: the project file (ours), the
+# agents' own settings folders, the git top level (`.git` is a file in worktrees and
+# submodules). In the home folder only the project file counts: ~/.claude and ~/.codex are
+# the user-scope settings, and a ~/.git is a dotfiles repository, not the project.
+PROJECT_MARKERS = ((project_file.NAME, "holds an existing " + project_file.NAME),
+                   (".claude", "holds .claude"), (".codex", "holds .codex"),
+                   (".git", "is the git top level"))
+
+
+def find_project(project: str | None) -> tuple[str, str]:
+    """(folder, note): `project` when given, else the nearest folder from the current one
+    upwards that a PROJECT_MARKERS entry marks (else the current folder). The note says
+    which folder was chosen and why when it is not the current one (else it is empty)."""
+    if project is not None:
+        folder = os.path.abspath(os.path.expanduser(project))
+        if not os.path.isdir(folder):
+            raise JournalError(f"project folder {folder} does not exist")
+        return folder, ""
+    try:
+        here = os.getcwd()
+    except OSError:
+        raise JournalError("the current folder no longer exists; pass --project") from None
+    home = os.path.abspath(os.path.expanduser("~"))
+    folder = here
+    while True:
+        for name, why in PROJECT_MARKERS[:1] if folder == home else PROJECT_MARKERS:
+            if os.path.lexists(os.path.join(folder, name)):
+                if folder == here:
+                    return folder, ""
+                return folder, (f"project {folder}: the folder above the current one that "
+                                f"{why}; --project picks another")
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return here, ""
+        folder = parent
 
 
 # -- editing ----------------------------------------------------------------------------
@@ -443,7 +477,8 @@ def install_hooks(spec: AgentSpec, *, project: str | None, scope: str, workspace
     from agent_journal.capture.claude_code import sanitise_workspace_id
     from agent_journal.core.model import validate_id
 
-    folder = project_folder(project) if scope != "user" or project is not None else None
+    folder, note = (find_project(project) if scope != "user" or project is not None
+                    else (None, ""))
     target = spec.target(scope, folder)
     root_path = _root_given(root)
     if workspace is not None:
@@ -478,6 +513,8 @@ def install_hooks(spec: AgentSpec, *, project: str | None, scope: str, workspace
         described = f" (workspace {workspace})"
     message = (f"installed agent-journal hooks{described} in {target.path}" if after != before
                else f"agent-journal hooks already installed in {target.path}; nothing changed")
+    if note:
+        message += f" ({note})"
     changes.insert(0, (Change(target.path, before, after, message, warnings=warnings,
                               prune=True), target.boundary))
     return finish(changes, dry_run)
@@ -488,12 +525,14 @@ def uninstall_hooks(spec: AgentSpec, *, project: str | None, scope: str,
                     dry_run: bool) -> list[Change]:
     """Remove exactly our handlers (workspace and root are accepted, like install's, and
     do not matter: every handler of ours goes, whichever workspace it names)."""
-    folder = project_folder(project) if scope != "user" or project is not None else None
+    folder, note = (find_project(project) if scope != "user" or project is not None
+                    else (None, ""))
     target = spec.target(scope, folder)
     changes: list[tuple[Change, str | None]] = []
     if not os.path.lexists(target.path):
         changes.append((Change(target.path, None, None,
-                               f"no {target.path}; nothing to remove"), target.boundary))
+                               f"no {target.path}; nothing to remove"
+                               + (f" ({note})" if note else "")), target.boundary))
     else:
         before, settings, indent = load(target.path)
         original = deep(settings)
@@ -503,6 +542,8 @@ def uninstall_hooks(spec: AgentSpec, *, project: str | None, scope: str,
                           lambda text: splice_uninstall(text, spec.ours))
         message = (f"removed agent-journal hooks from {target.path}" if after != before
                    else f"no agent-journal hooks in {target.path}; nothing changed")
+        if note:
+            message += f" ({note})"
         changes.append((Change(target.path, before, after, message, prune=True),
                         target.boundary))
     if folder is not None and scope != "user" and not _ours_left(folder, target.path):

@@ -94,10 +94,10 @@ def unregister(*, project: str | None, dry_run: bool, scope: str = "project") ->
 
 
 def project_folder(project: str | None) -> str:
-    folder = os.path.abspath(os.path.expanduser(project if project is not None else "."))
-    if not os.path.isdir(folder):
-        raise JournalError(f"project folder {folder} does not exist")
-    return folder
+    """The project the hooks are installed for (the same folder, found the same way)."""
+    from agent_journal.agents.hook_settings import find_project
+
+    return find_project(project)[0]
 
 
 def install(*, scope: str, folder: str, workspace: str, root: str | None,

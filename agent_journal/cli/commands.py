@@ -197,8 +197,9 @@ HOOK_WORKSPACE = Opt("workspace", "--workspace", "Workspace id (default: "
                      "$AGENT_JOURNAL_WORKSPACE, else the .agent-journal.toml found from the "
                      "payload's cwd, else the name of that cwd folder).",
                      env=ENV_WORKSPACE, metavar="ID")
-PROJECT = Opt("project", "--project", "Project folder (default: the current folder).",
-              metavar="DIR")
+PROJECT = Opt("project", "--project", "Project folder (default: the nearest folder from the "
+              "current one upwards holding .agent-journal.toml, .claude, .codex or .git, "
+              "else the current folder).", metavar="DIR")
 DRY_RUN = Opt("dry_run", "--dry-run", "Print the change as a diff; write nothing.", kind=BARE)
 INSTALL_WORKSPACE = Opt("workspace", "--workspace", "Workspace the hook writes to, kept in the "
                         "project's .agent-journal.toml (default: $AGENT_JOURNAL_WORKSPACE, else "

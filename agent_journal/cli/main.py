@@ -680,8 +680,11 @@ def _run_failing_open(cmd: Any, rest: list[str]) -> int:
     The agent hook's caller treats exit 2 as "block this tool call" and other codes as
     errors shown to the user, so nothing it does may surface as anything but 0.
     """
+    from agent_journal.agents.claude_code_hook import forget_chosen_root
     from agent_journal.cli.argv import parse
 
+    # A root an earlier hook in this process chose must not receive this one's failure.
+    forget_chosen_root()
     try:
         globals()[cmd.handler](parse(cmd, rest))
         output.flush()

@@ -2,7 +2,9 @@
 
 Invariant: for every key the latest event that says anything (a value that is not
 None) wins. A finished event's status, exit code and output therefore replace the
-started event's, and an event that leaves a key out keeps the earlier value.
+started event's, and an event that leaves a key out keeps the earlier value. One
+exception: a `started` status never replaces a finished one, so a finish stamped
+before its start (the clock stepped back between the two) still finishes the call.
 `Derived.observation_view` folds event data and `recovery.calls.fold` folds each
 event's recovery facts, both through `latest_wins`.
 """
@@ -25,10 +27,16 @@ def latest_wins(parts: Iterable[dict[str, Any] | None], into: dict[str, Any] | N
     for part in parts:
         if not part:
             continue
+        before = folded.get("status")
         if no_nulls:
             folded.update(part)
-            continue
-        for name, value in part.items():
-            if value is not None and name not in skip:
-                folded[name] = value
+        else:
+            for name, value in part.items():
+                if value is not None and name not in skip:
+                    folded[name] = value
+        if before is not None and before != STARTED and folded.get("status") == STARTED:
+            folded["status"] = before
     return folded
+
+
+STARTED = "started"

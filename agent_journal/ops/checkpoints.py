@@ -53,11 +53,13 @@ def check_name(name: str) -> str:
 
 def checkpoint(ctx: Context, name: str, note: str | None) -> Recorded:
     from agent_journal.ops.redaction_config import redactor_for
+    from agent_journal.ops.secret_ids import refuse_secret_ids
     from agent_journal.storage.cut import segment_positions
 
     check_name(name)
     if note is not None and not note.strip():
         raise UsageError("--note must not be blank")
+    refuse_secret_ids(ctx, (name, "checkpoint name"))
     ws = ctx.open(create=True)
     redactor = redactor_for(ws.root.path)
     positions, rows, unreadable = segment_positions(ws)

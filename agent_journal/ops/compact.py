@@ -21,7 +21,9 @@ Invariants:
   transactions of one pass are prepared from what earlier passes committed,
   so they may run at once (on threads).
 - After the segments, artifact blobs that only removed events referenced and
-  the workspace's cache projections are deleted. A blob is deleted only while
+  the workspace's cache projections are deleted (and those of workspaces whose
+  folder is gone: a rename by hand), and so are killed merges' temporary
+  imports when no merge is running. A blob is deleted only while
   locked against writers about to cite it, after a last look at every row
   appended since the read (storage/artifacts.py `erase_blobs`).
 - One applied compaction per workspace at a time (a flock on the workspace
@@ -50,13 +52,14 @@ from agent_journal.storage.erasure import (
     APPLY_THREADS,
     SegmentGrew,
     apply_to_segment,
+    clear_orphan_caches,
     clear_workspace_cache,
     drop_compact_intent,
     read_compact_intent,
     refs_in_rows_since,
     write_compact_intent,
 )
-from agent_journal.storage.locks import compaction_lock
+from agent_journal.storage.locks import compaction_lock, remove_import_leftovers
 from agent_journal.storage.segment_reader import PausedGC, ReadResult
 from agent_journal.storage.workspace import Workspace
 
@@ -359,6 +362,14 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
              for path in paths}
     _removed, busy = erase_blobs(files, lambda: refs_in_rows_since(ws, since, candidates))
     clear_workspace_cache(ws)
+    # A workspace renamed by hand leaves its old name's projections, full of its content.
+    clear_orphan_caches(ws.root.path)
+    # So does a merge killed mid-import, beside the segments (unless one is running now),
+    # and a push, pull or `remote status` killed with its stage under the workspace.
+    remove_import_leftovers(ws)
+    from agent_journal.ops.sync import remove_dead_stages
+
+    remove_dead_stages(ws)
     if busy:
         # Blobs writers kept locked: the intent keeps them for the next run,
         # which deletes them unless an event by then cites them.

@@ -109,6 +109,38 @@ def _stage(ws: Workspace, name: str, what: str) -> str:
     return path
 
 
+def remove_dead_stages(ws: Workspace) -> list[str]:
+    """Delete what killed syncs left under the workspace: push and pull stages of every
+    remote (`remotes/<name>/.push-<pid>-*`, `.pull-<pid>-*`) and `remote status` scan
+    folders (`.status-<pid>-*`, or the pid-less `.status-*` of older versions) whose
+    process is gone. They hold segment snapshots and fetched objects, which a tombstone
+    can name: compact --apply calls this so its erasure reaches them."""
+    found: list[str] = []
+    state = os.path.join(ws.path, STATE_DIR)
+    try:
+        for remote in os.listdir(state):
+            folder = os.path.join(state, remote)
+            if os.path.isdir(folder) and not os.path.islink(folder):
+                found += [os.path.join(folder, e) for e in os.listdir(folder)
+                          if e.startswith((".push-", ".pull-"))]
+    except FileNotFoundError:
+        pass
+    try:
+        found += [os.path.join(ws.path, e) for e in os.listdir(ws.path)
+                  if e.startswith(".status-")]
+    except FileNotFoundError:
+        pass
+    removed = []
+    for path in found:
+        pid = os.path.basename(path).split("-")[1]
+        if pid.isdigit() and _alive(int(pid)):
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -679,8 +711,9 @@ def _scan_objects(remote: Remote, workspace: str, s: _Seen, unseen: set[str],
         del scans[key]  # gone from the remote: nothing to remember
     holding = []
     base = os.path.join(root.path, "workspaces", workspace) if root is not None else None
-    folder = tempfile.mkdtemp(prefix=".status-", dir=base if base and os.path.isdir(base)
-                              else None)
+    # The pid in the name lets compact --apply tell a killed scan's leftovers from a live one.
+    folder = tempfile.mkdtemp(prefix=f".status-{os.getpid()}-",
+                              dir=base if base and os.path.isdir(base) else None)
     try:
         for f in s.manifest["export"]["files"]:
             key = prefix + s.manifest["objects"][f["name"]]

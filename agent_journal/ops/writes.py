@@ -5,7 +5,11 @@ anything, appends exactly one event through the workspace, and returns a
 plain value for the CLI to render. Every text a write stores passes the
 root's redactor first (see redaction_config.py): entry fields, subjects and
 non-id anchors, observation input and output, retraction reasons. Ids are
-keys and are stored as given. An id a tombstone names is never written again:
+keys and are stored as given, so a new entry or observation whose id (or an
+observation's kind, a cited or depended-on id, the writing session) the redactor
+would change is refused: a tombstone names its target's id for ever, and a
+secret there could never be erased. An id a
+tombstone names is never written again:
 record, observe and invalidate of it are refused (TombstonedError) before
 anything, a blob included, is written.
 """
@@ -31,6 +35,7 @@ from agent_journal.core.model import (
 from agent_journal.ops.context import Context
 from agent_journal.ops.evidence import capture_output
 from agent_journal.ops.redaction_config import redactor_for
+from agent_journal.ops.secret_ids import refuse_secret_ids
 from agent_journal.storage.artifacts import BlobHolds
 from agent_journal.storage.workspace import Workspace
 
@@ -86,6 +91,10 @@ def record(ctx: Context, *, kind: str, entry_id: str, fields: dict[str, str | No
     clean = {name: _require_text(fields.get(name), f"--{name}") for name in wanted}
     anchors = [parse_anchor(a) for a in anchors]
     depends_on = [validate_id(d, "--depends-on id") for d in depends_on]
+    refuse_secret_ids(ctx, (entry_id, "entry id"),
+                      *((d, "--depends-on id") for d in depends_on),
+                      *((a[len("tool_use:"):], "tool_use anchor id") for a in anchors
+                        if a.startswith("tool_use:")))
     ws = ctx.open(create=True)
     refuse_tombstoned(ws, entry_id, "entry")
     redactor = redactor_for(ws.root.path)
@@ -109,6 +118,7 @@ def observe(ctx: Context, *, kind: str, obs_id: str, tool: str | None, call_id: 
     status = status or "ok"
     if status not in OBSERVATION_STATUSES:
         raise UsageError(f"--status must be one of {', '.join(OBSERVATION_STATUSES)}")
+    refuse_secret_ids(ctx, (obs_id, "observation id"), (kind, "--kind"))
     ws = ctx.open(create=True)
     refuse_tombstoned(ws, obs_id, "observation")
     redactor = redactor_for(ws.root.path)
@@ -131,6 +141,9 @@ def observe(ctx: Context, *, kind: str, obs_id: str, tool: str | None, call_id: 
 def _retraction(ctx: Context, type_: str, target: str, reason: str | None) -> WriteResult:
     validate_id(target, "target id")
     reason = _require_text(reason, "--reason")
+    # The target may be an old id holding a secret (it must stay possible to hide it);
+    # the session is this write's own.
+    refuse_secret_ids(ctx)
     ws = ctx.open(create=True)
     if type_ == INVALIDATION:
         # Its reason is content about the target, erased with it.

@@ -130,8 +130,8 @@ def segment_signature(path: str) -> tuple[str, int] | None:
 
 
 def segment_census(path: str, after: int) -> tuple[int, int, int, str | None]:
-    """(highest seq, rows in total, rows with seq > after, event_id column of row
-    `after` or None), all from one snapshot.
+    """(highest seq, rows in total, rows with seq > after, `row_mark` of row `after`
+    or None), all from one snapshot.
 
     Raises sqlite3.Error when the segment cannot be read.
     """
@@ -145,21 +145,28 @@ def segment_census(path: str, after: int) -> tuple[int, int, int, str | None]:
             total = conn.execute("SELECT count(*) FROM events").fetchone()[0]
             newer = conn.execute("SELECT count(*) FROM events WHERE seq > ?",
                                  (after,)).fetchone()[0]
-            row = conn.execute("SELECT event_id FROM events WHERE seq = ?", (after,)).fetchone()
-            return int(high), int(total), int(newer), (row[0] if row else None)
+            row = conn.execute("SELECT event_id, checksum FROM events WHERE seq = ?",
+                               (after,)).fetchone()
+            return int(high), int(total), int(newer), (row_mark(*row) if row else None)
         finally:
             conn.execute("COMMIT")
     finally:
         conn.close()
 
 
+def row_mark(event_id: str, checksum: str) -> str:
+    """What identifies a row's content: its event id and checksum columns, as stored
+    (a body edited in place, even with a valid new checksum, changes the mark)."""
+    return f"{event_id} {checksum}"
+
+
 def iter_segment_after(path: str, after: int, batch: int = 2000
                        ) -> Iterator[tuple[str, int, Any, str | None]]:
     """Rows with seq > after, in seq order, as tagged tuples.
 
-    ("event", seq, Event, event_id) for a trusted row, ("malformed", seq,
-    reason, event_id) for a row that fails its checksum or shape (event_id is
-    the row's column, as stored), and at most one ("unreadable", 0, reason,
+    ("event", seq, Event, mark) for a trusted row, ("malformed", seq, reason,
+    mark) for a row that fails its checksum or shape (mark is `row_mark` of the
+    row's columns, as stored), and at most one ("unreadable", 0, reason,
     None) when SQLite gives up part way (what was yielded before stands, as
     in `Workspace.iter_segment`). Rows are fetched in short batches, so no
     read lock is held while the caller works and writers are never kept
@@ -188,14 +195,15 @@ def iter_segment_after(path: str, after: int, batch: int = 2000
                 return
             for seq, event_id, body, digest in rows:
                 last = seq
+                mark = row_mark(event_id, digest)
                 try:
                     ev = decode(body, digest)
                 except malformed as exc:
-                    yield ("malformed", seq, str(exc), event_id)
+                    yield ("malformed", seq, str(exc), mark)
                     continue
                 if ev.event_id != event_id:
-                    yield ("malformed", seq, "event_id column does not match body", event_id)
+                    yield ("malformed", seq, "event_id column does not match body", mark)
                     continue
-                yield ("event", seq, ev, event_id)
+                yield ("event", seq, ev, mark)
     finally:
         conn.close()

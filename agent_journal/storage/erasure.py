@@ -11,7 +11,8 @@ Invariants:
   item's rows in one transaction, rewrites after every delete of the segment
   committed.
 - Projections under <root>/cache are disposable: every file a workspace's
-  projections leave there, under any name, is deleted with them.
+  projections leave there, under any name, is deleted with them, and so are
+  those of a workspace whose folder is gone (renamed, removed by hand).
 - A compaction about to change files writes its intent first, so a killed run
   is finished (or undone) by the next one.
 """
@@ -508,6 +509,39 @@ def clear_workspace_cache(ws: Workspace) -> list[str]:
     return removed
 
 
+def clear_orphan_caches(root_path: str) -> list[str]:
+    """Delete the projections under <root>/cache/<kind>/ of every workspace that has no
+    folder under <root>/workspaces any more (renamed or removed by hand): they hold that
+    workspace's content, and no compaction would ever clear them under their old name.
+    A workspace created meanwhile pays a rebuild, never a byte. Lock folders stay."""
+    import shutil
+
+    cache = os.path.join(root_path, "cache")
+    workspaces = os.path.join(root_path, "workspaces")
+    try:
+        kinds = sorted(n for n in os.listdir(cache) if os.path.isdir(os.path.join(cache, n)))
+        alive = [n for n in os.listdir(workspaces)
+                 if os.path.isdir(os.path.join(workspaces, n))]
+    except FileNotFoundError:
+        return []
+    removed: list[str] = []
+    for kind in kinds:
+        folder = os.path.join(cache, kind)
+        for name in sorted(os.listdir(folder)):
+            if name == "locks" or any(projection_of(name, ws) for ws in alive):
+                continue
+            path = os.path.join(folder, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    continue
+            removed.append(path)
+    return removed
+
+
 def read_compact_intent(ws: Workspace) -> dict[str, Any] | None:
     """What an earlier `compact --apply` meant to finish (blobs, cache) if it died first."""
     try:
@@ -525,8 +559,15 @@ def write_compact_intent(ws: Workspace, intent: dict[str, Any]) -> None:
     make_private_dirs(ws.path)
     # Unsorted: a run over a large journal names a flip per tombstone, and
     # sorting them bought nothing a reader uses.
-    write_file_atomic(os.path.join(ws.path, COMPACT_INTENT),
-                      json.dumps(intent, separators=(",", ":")).encode())
+    path = os.path.join(ws.path, COMPACT_INTENT)
+    try:
+        write_file_atomic(path, json.dumps(intent, separators=(",", ":")).encode())
+    except OSError as exc:
+        # A full disk, most likely. The first intent is written before anything is
+        # touched, so a run stopped here changed nothing; a later one leaves the earlier
+        # intent for the next run to finish.
+        raise StorageError(f"cannot write the compaction's intent file {path}: "
+                           f"{exc.strerror}") from None
 
 
 def drop_compact_intent(ws: Workspace) -> None:

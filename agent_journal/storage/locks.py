@@ -130,3 +130,30 @@ class MergeLock:
 
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
+
+
+def remove_import_leftovers(ws: Workspace) -> bool:
+    """Delete the temporary imports killed merges left beside the segments (they hold
+    what those merges had copied), when no merge is running; False, leaving everything,
+    when one is (its temporary import is live, and the merge publishes or drops it)."""
+    import fcntl
+
+    path = os.path.join(ws.path, MERGE_LOCK_NAME)
+    if not os.path.isdir(ws.segments_dir):
+        return True
+    check_confined(path)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, FILE_MODE)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        try:
+            for name in os.listdir(ws.segments_dir):
+                if name.startswith(IMPORT_TEMP_PREFIX):
+                    unlink_quietly(os.path.join(ws.segments_dir, name))
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    finally:
+        os.close(fd)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 
+from agent_journal.core.errors import StorageError
 from agent_journal.core.merge_plan import TOMBSTONE_WORDS
 from agent_journal.core.model import TOMBSTONE
 from agent_journal.storage.connection import connect, describe_sqlite_error
@@ -226,6 +227,10 @@ def snapshot_segment(src: str, dest: str) -> None:
             conn.close()
     except sqlite3.Error as exc:
         unlink_quietly(dest)
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            # The copy's disk is full: the source is fine, and saying it is unreadable
+            # would send the user to repair a segment that needs nothing.
+            raise StorageError(f"cannot write the snapshot {dest}: {exc}") from None
         raise Unreadable(describe_sqlite_error(exc)) from None
 
 

@@ -17,8 +17,15 @@ Invariants:
   carries another format, or raises any SQLite error, is thrown away and
   rebuilt from scratch: removals are never patched in place, so no byte of
   purged content outlives the next search in the index file. So is one whose
-  file changed without gaining rows (rows edited in place): the rebuild reads
-  every row again and reports what no longer verifies, as `show` does.
+  file changed without gaining rows (rows edited in place), one whose last
+  indexed row now holds other content (its event id and checksum, compared on
+  every change), and one whose file was replaced (another inode) even when it
+  also grew: the rebuild reads every row again and reports what no longer
+  verifies, as `show` does. An older row edited in place, in the same file, by
+  a write that also appends is not seen until the next rebuild: telling it
+  from an append would take reading every row's checksum on every append
+  (0.6 s per 200,000 rows). Our own in-place writer, compact --apply, clears
+  the index afterwards.
 """
 
 from __future__ import annotations
@@ -69,7 +76,7 @@ INDEX_AREA = "search"
 
 # Bump when the schema, the text extraction or the tokenisation changes: an
 # index of another format is rebuilt, never read.
-INDEX_FORMAT = "agent-journal-search/2"
+INDEX_FORMAT = "agent-journal-search/3"
 
 
 # A segment fingerprint taken this close to the segment's newest mtime could
@@ -89,7 +96,7 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE segments (
     name TEXT PRIMARY KEY,
     high INTEGER NOT NULL,
-    last_event TEXT,
+    last_mark TEXT,
     rows INTEGER NOT NULL,
     signature TEXT,
     trusted INTEGER NOT NULL,
@@ -399,7 +406,7 @@ class _Index:
         """
         c = self.conn
         stored = {row[0]: row for row in c.execute(
-            "SELECT name, high, rows, signature, trusted, unreadable, last_event FROM segments")}
+            "SELECT name, high, rows, signature, trusted, unreadable, last_mark FROM segments")}
         paths = ws.segment_paths()
         present = {os.path.basename(p) for p in paths}
         for name, row in stored.items():
@@ -431,25 +438,30 @@ class _Index:
             self._record_segment(name, 0, None, 0, signature, trusted, _describe(exc))
             return
         # Rows only ever arrive above the high-water mark, so fewer rows at or
-        # below it, or another event at it (a file replaced under the same
-        # name), means something was removed.
+        # below it, or other content at it (another event, or the same event id
+        # with another checksum), means something was removed or changed.
         if now_high < high or total - newer != rows or at_high != last:
-            raise _Rebuild(f"segment {name} lost rows")
+            raise _Rebuild(f"segment {name} lost rows or changed in place")
+        if (row is not None and rows and signature is not None and row[3] is not None
+                and _file_id(signature) != _file_id(row[3])):
+            # Another file under the same name (copied over by rename, restored from a
+            # backup): what was indexed from the old one cannot be trusted row by row.
+            raise _Rebuild(f"segment {name} was replaced")
         if row is not None and rows and not newer and signature != row[3]:
             # The file changed, yet no row arrived: rows already indexed were
             # changed in place (damage, a hand edit), and only a fresh read
             # can say which of them still verify. (A change that also appends
-            # is read as an append: re-verifying every indexed row after each
-            # append would cost a full read of the segment.)
+            # is read as an append unless it touched the last indexed row or
+            # replaced the file: see the module's invariants.)
             raise _Rebuild(f"segment {name} changed without growing")
         unreadable = None
         batch: list[Event] = []
         bad: list[tuple[str, int, str]] = []
-        for tag, seq, item, event_id in iter_segment_after(path, high):
+        for tag, seq, item, mark in iter_segment_after(path, high):
             if tag == "unreadable":
                 unreadable = item
                 break
-            high, last = seq, event_id
+            high, last = seq, mark
             rows += 1
             if tag == "event":
                 batch.append(item)
@@ -468,7 +480,7 @@ class _Index:
     def _record_segment(self, name: str, high: int, last: str | None, rows: int,
                         signature: str | None, trusted: int, unreadable: str | None) -> None:
         self.conn.execute(
-            "INSERT OR REPLACE INTO segments(name, high, last_event, rows, signature, trusted, "
+            "INSERT OR REPLACE INTO segments(name, high, last_mark, rows, signature, trusted, "
             "unreadable) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (name, high, last, rows, signature, trusted, unreadable))
 
@@ -590,6 +602,11 @@ class _Index:
         return None
 
 
+def _file_id(signature: str | None) -> str | None:
+    """The device and inode a `segment_signature` names."""
+    return None if signature is None else ":".join(signature.split(":", 2)[:2])
+
+
 def _describe(exc: Exception) -> str:
     return f"{exc.__class__.__name__}: {exc}".splitlines()[0]
 
@@ -625,6 +642,7 @@ def refresh(ws: Workspace) -> _Index:
     """An open index, up to date with the segments (rebuilt when in doubt)."""
     path = index_path(ws)
     lock = cache_lock_path(ws.root, INDEX_AREA, ws.name)
+    last: BaseException | None = None
     try:
         with FileLock(lock):
             for _ in range(REBUILD_ATTEMPTS):
@@ -646,14 +664,18 @@ def refresh(ws: Workspace) -> _Index:
 
                     run_write(conn, work)
                     return index
-                except (_Rebuild, sqlite3.Error, FileNotFoundError):
+                except (_Rebuild, sqlite3.Error, FileNotFoundError) as exc:
                     # FileNotFoundError: a sweep of the cache (compact --apply)
                     # took the file being built; build again from what is there now.
+                    last = exc
                     if conn is not None:
                         conn.close()
                     remove_cache_files(path)
     except OSError as exc:
         raise JournalError(f"cannot keep the search index at {path}: {exc.strerror}") from None
+    if isinstance(last, sqlite3.Error):
+        # The same failure each time (a full disk, a read-only cache folder), not a race.
+        raise JournalError(f"cannot keep the search index at {path}: {_describe(last)}")
     raise JournalError("the segments kept changing while the search index was rebuilt; retry")
 
 
