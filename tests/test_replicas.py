@@ -970,3 +970,29 @@ def test_progress_only_on_a_terminal(tmp_path):
     proc, seen = run_on_a_terminal([CLI, "merge", str(b)], env, 60)
     assert proc.returncode == 0 and json.loads(proc.stdout)["imported"] == 1
     assert b"merge: importing 1/1" in seen
+
+
+def test_a_segment_its_writers_keep_locked_is_reported_busy_not_damaged(tmp_path, monkeypatch):
+    """A snapshot that cannot get past the writers' lock says so; it never calls
+    the segment unreadable (that would send the user to repair sound bytes)."""
+    from agent_journal.core.errors import BusyError
+    from agent_journal.storage import connection, replica_source
+
+    root = make_root(tmp_path, "busy", "rbusybusybusybus")
+    fast_put(root, [entry("e1", replica="rb")])
+    seg = next((root / "workspaces" / WS / "segments").glob("*.sqlite"))
+    monkeypatch.setattr(connection, "BUSY_TIMEOUT_S", 0.05)
+    holder = sqlite3.connect(seg, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        dest = tmp_path / "copy.sqlite"
+        with pytest.raises(BusyError):
+            replica_source.snapshot_segment(str(seg), str(dest))
+        assert not dest.exists()
+        with pytest.raises(BusyError):
+            export(root, tmp_path / "exp")
+        assert not (tmp_path / "exp").exists()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    replica_source.snapshot_segment(str(seg), str(tmp_path / "copy.sqlite"))  # free again

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from typing import NoReturn
 
-from agent_journal.core.errors import StorageError
+from agent_journal.core.errors import BusyError, StorageError
 from agent_journal.core.merge_plan import TOMBSTONE_WORDS
 from agent_journal.core.model import TOMBSTONE
-from agent_journal.storage.connection import connect, describe_sqlite_error
+from agent_journal.storage.connection import connect, describe_sqlite_error, is_busy
 from agent_journal.storage.files import create_private_file, unlink_quietly
 from agent_journal.storage.segment import never_initialised
 
@@ -206,6 +207,9 @@ def read_slots(path: str, *, own: tuple[str, str] | None,
     return out
 
 
+SNAPSHOT_ATTEMPTS = 3
+
+
 def snapshot_segment(src: str, dest: str) -> None:
     """Copy a live segment to `dest` (which must not exist) with SQLite's VACUUM INTO.
 
@@ -218,20 +222,36 @@ def snapshot_segment(src: str, dest: str) -> None:
     """
     if not create_private_file(dest):
         raise FileExistsError(dest)
-    try:
-        conn = _open_for_reading(src, immutable=False)
+    for attempt in range(SNAPSHOT_ATTEMPTS):
         try:
-            conn.execute("PRAGMA synchronous = OFF")
-            conn.execute("VACUUM INTO ?", (dest,))
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        unlink_quietly(dest)
-        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-            # The copy's disk is full: the source is fine, and saying it is unreadable
-            # would send the user to repair a segment that needs nothing.
-            raise StorageError(f"cannot write the snapshot {dest}: {exc}") from None
-        raise Unreadable(describe_sqlite_error(exc)) from None
+            conn = _open_for_reading(src, immutable=False)
+            try:
+                conn.execute("PRAGMA synchronous = OFF")
+                conn.execute("VACUUM INTO ?", (dest,))
+            finally:
+                conn.close()
+            return
+        except sqlite3.OperationalError as exc:
+            # Writers that never pause can keep a reader out past its busy
+            # timeout; that says nothing about the segment's bytes, so it is
+            # retried, then reported as busy, never as damage.
+            if not is_busy(exc):
+                _snapshot_failed(dest, exc)
+            unlink_quietly(dest)
+            if attempt + 1 == SNAPSHOT_ATTEMPTS:
+                raise BusyError(f"{src} stayed locked by its writers; retry the command") from None
+            create_private_file(dest)
+        except sqlite3.Error as exc:
+            _snapshot_failed(dest, exc)
+
+
+def _snapshot_failed(dest: str, exc: sqlite3.Error) -> NoReturn:
+    unlink_quietly(dest)
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+        # The copy's disk is full: the source is fine, and saying it is unreadable
+        # would send the user to repair a segment that needs nothing.
+        raise StorageError(f"cannot write the snapshot {dest}: {exc}") from None
+    raise Unreadable(describe_sqlite_error(exc)) from None
 
 
 def subjects_present(path: str, subjects: set[str], types: tuple[str, ...]) -> set[str]:

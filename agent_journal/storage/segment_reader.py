@@ -18,8 +18,9 @@ import sqlite3
 from xxhash import xxh3_64_hexdigest as _xxh3_hex
 
 from agent_journal.core import codec
+from agent_journal.core.errors import BusyError
 from agent_journal.core.model import Event
-from agent_journal.storage.connection import describe_sqlite_error
+from agent_journal.storage.connection import describe_sqlite_error, is_busy
 from agent_journal.storage.segment import never_initialised, open_segment_for_read
 
 TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
@@ -230,18 +231,21 @@ def structure_damage(path: str) -> str | None:
     times as much for damage the structural walk nearly always shows too.
     A file never given a schema (its writer died first) is an empty segment.
     """
+    conn = None
     try:
         conn = open_segment_for_read(path)
-    except sqlite3.Error as exc:
-        return describe_sqlite_error(exc)
-    try:
         if never_initialised(conn):
             return None
         return quick_check(conn)
     except sqlite3.Error as exc:
+        if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
+            # Writers holding the lock past the busy timeout say nothing of the
+            # bytes: calling that damage would send the user to repair a sound file.
+            raise BusyError(f"{path} stayed locked by its writers; retry the command") from None
         return describe_sqlite_error(exc)
     finally:
-        conn.close()
+        if conn is not None:
+            conn.close()
 
 
 def quick_check(conn: sqlite3.Connection) -> str | None:
