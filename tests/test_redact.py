@@ -984,3 +984,51 @@ def test_prefilter_changes_no_result(label: str, text: str, expected: str) -> No
 def test_prefilter_changes_no_result_on_mixtures(parts: list[str], noise: str) -> None:
     text = noise.join(parts)
     assert redact_text(text) == _unfiltered(text)
+
+
+# -- the pre-filter over a whole value ------------------------------------------------------
+
+def test_no_trigger_holds_a_line_break_or_a_marker_bracket() -> None:
+    # redact_value joins a value's strings with line breaks and looks for triggers once
+    # in the join; a rule's marker is what the rules after it see, and its brackets
+    # keep any trigger from straddling its edge.
+    from agent_journal.capture.redact import _TRIGGERS
+
+    assert not any(set(t) & set("\n[]") for triggers in _TRIGGERS for t in triggers)
+
+
+_leaf = st.sampled_from(SECRETS + NEGATIVES + [marker(n) for n in RULE_NAMES]) | prose
+_json_like = st.recursive(
+    _leaf | st.integers() | st.none(),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(_leaf, inner, max_size=4),
+    max_leaves=12)
+
+
+@given(_json_like)
+def test_value_prefilter_changes_no_result(value: object) -> None:
+    # The whole-value pre-filter must give exactly what redacting every string with every
+    # rule gives.
+    from agent_journal.capture import redact as module
+
+    redactor = module.Redactor()
+    if isinstance(value, dict | list):
+        expected = module._redact_container(redactor.redact_text, value)
+    else:
+        expected = redactor.redact_text(value) if isinstance(value, str) else value
+    assert redactor.redact_value(value) == expected
+
+
+def test_value_prefilter_keeps_rules_a_marker_triggers() -> None:
+    # A marker written by one rule can hold a later rule's trigger; the rules kept for a
+    # value follow from the markers of those kept before them, and from nothing else.
+    from agent_journal.capture import redact as module
+
+    redactor = module.Redactor()
+    first = module._Rule("names-sk-", "zz+", ("zz",))
+    second = module._Rule("openai-key", "sk-[a-z]{4}", ("sk-",))
+    third = module._Rule("other", "qq+", ("qq",))
+    redactor._rules = [first, second, third]
+    assert redactor._rules_for("a zz b") == [first, second]
+    assert redactor._rules_for("plain") == []
+    assert redactor.redact_value(["zz"]) == ["[REDACTED:names-sk-]"]
