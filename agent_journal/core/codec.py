@@ -33,13 +33,29 @@ class MalformedEvent(ValueError):
 # json.dumps with these options builds a new encoder on every call.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                               allow_nan=False)
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
 
 
 def canonical_bytes(event: Event) -> bytes:
     text = _flat_canonical(event)
     if text is None:
-        text = _CANONICAL.encode(event.as_dict())
+        text = _canonical_text(event.as_dict())
     return text.encode("utf-8")
+
+
+def _canonical_text(obj: dict[str, Any]) -> str:
+    """`_CANONICAL.encode(obj)`, calling the C encoder it would build directly.
+
+    `encode` first sets up, in Python, what its C encoder is made from; that setup cost
+    as much as a third of encoding an observation. The arguments are `_CANONICAL`'s own,
+    in the order `JSONEncoder.iterencode` passes them, with a fresh circular-reference
+    memo per call as it has.
+    """
+    if _c_make_encoder is None:
+        return _CANONICAL.encode(obj)
+    encoder = _c_make_encoder({}, _CANONICAL.default, json.encoder.encode_basestring, None,
+                              ":", ",", True, False, False)
+    return "".join(encoder(obj, 0))
 
 
 # What the canonical encoder writes escaped; a string with none of these is
