@@ -1031,4 +1031,44 @@ def test_value_prefilter_keeps_rules_a_marker_triggers() -> None:
     redactor._rules = [first, second, third]
     assert redactor._rules_for("a zz b") == [first, second]
     assert redactor._rules_for("plain") == []
-    assert redactor.redact_value(["zz"]) == ["[REDACTED:names-sk-]"]
+
+
+_ALL_TRIGGERS = [t for triggers in __import__(
+    "agent_journal.capture.redact", fromlist=["_TRIGGERS"])._TRIGGERS for t in triggers]
+
+
+@given(st.lists(st.sampled_from(_ALL_TRIGGERS + [t[:-1] for t in _ALL_TRIGGERS]
+                                + [t[1:] for t in _ALL_TRIGGERS]) | prose, max_size=6),
+       prose)
+def test_trigger_scan_finds_exactly_the_texts_holding_a_trigger(parts: list[str],
+                                                                 noise: str) -> None:
+    from agent_journal.capture import redact as module
+
+    scan = re.compile(module._trigger_scan_pattern())
+    text = noise.join(parts)
+    assert (scan.search(text) is not None) == any(t in text for t in _ALL_TRIGGERS)
+
+
+def test_values_past_the_compile_point_are_redacted_alike() -> None:
+    # The first values are decided by a search per trigger, the later ones by the
+    # compiled scan: both must give what the rules give.
+    from agent_journal.capture import redact as module
+
+    redactor = module.Redactor()
+    values = [{"k": text, "n": [text]} for text in SECRETS + NEGATIVES]
+    values = values * (1 + 2 * module._COMPILE_AFTER // len(values))
+    for value in values:
+        assert redactor.redact_value(value) == \
+            module._redact_container(redactor.redact_text, value)
+    assert module._trigger_scan is not None
+
+
+def test_trigger_scan_finds_each_trigger_and_no_cut_of_one() -> None:
+    from agent_journal.capture import redact as module
+
+    scan = re.compile(module._trigger_scan_pattern())
+    for trigger in _ALL_TRIGGERS:
+        assert scan.search(f"before {trigger} after"), trigger
+        for cut in (trigger[:-1], trigger[1:]):
+            holds = any(t in cut for t in _ALL_TRIGGERS)
+            assert (scan.search(f" {cut} ") is not None) == holds, cut

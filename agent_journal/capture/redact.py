@@ -285,7 +285,10 @@ class Redactor:
         # One look at all of the value's text for the rules that can apply at all: most
         # payloads hold no trigger of any rule, and are then returned after one scan
         # instead of one pass of every rule over each of their strings.
-        rules = self._rules_for(_all_text(value))
+        text = _all_text(value)
+        if not self._extra and not _may_hold_trigger(text):
+            return value
+        rules = self._rules_for(text)
         if not rules:
             return value
         return _redact_container(lambda text: _apply(rules, text), value)
@@ -330,6 +333,53 @@ def _apply(rules: list[_Rule], text: str) -> str:
         compiled, replace = rule.compiled()
         out = compiled.sub(replace, out)
     return text if out == text else out
+
+
+# After this many values, `_may_hold_trigger` compiles one pattern that finds every
+# trigger in a single scan of the text, where a search per trigger scans it once for
+# each. It costs about a millisecond to build, which a process that redacts one payload
+# (the hook) would never get back; an import redacts thousands.
+_COMPILE_AFTER = 64
+_trigger_scan: re.Pattern[str] | None = None
+_values_scanned = 0
+
+
+def _may_hold_trigger(text: str) -> bool:
+    """False only when `text` holds no trigger of any built-in rule."""
+    global _trigger_scan, _values_scanned
+    if _trigger_scan is None:
+        _values_scanned += 1
+        if _values_scanned <= _COMPILE_AFTER:
+            return True  # the caller's search per trigger decides
+        _trigger_scan = re.compile(_trigger_scan_pattern())
+    return _trigger_scan.search(text) is not None
+
+
+# Characters from the most to the least common in tool output and prose, roughly; any
+# character not listed counts as rarer than all of them.
+_BY_FREQUENCY = ' \netaoinsrlcdhu_mp.f/-g=y"b,k:wvx0123456789TSAEIRNOCDLPMBFGHKUVWYXJQZqjz'
+
+
+def _trigger_scan_pattern() -> str:
+    """One pattern that matches where any trigger occurs.
+
+    Each trigger is found from its rarest character (by _BY_FREQUENCY), with what comes
+    before that character checked behind it: the regex engine then tries only positions
+    holding one of a few rare characters, instead of trying every trigger everywhere.
+    """
+    def rarity(ch: str) -> int:
+        at = _BY_FREQUENCY.find(ch)
+        return len(_BY_FREQUENCY) if at < 0 else at
+
+    by_anchor: dict[str, list[str]] = {}
+    for triggers in _TRIGGERS:
+        for trigger in triggers:
+            at = max(range(len(trigger)), key=lambda i: rarity(trigger[i]))
+            before, after = trigger[:at + 1], trigger[at + 1:]
+            behind = f"(?<={re.escape(before)})" if len(before) > 1 else ""
+            by_anchor.setdefault(trigger[at], []).append(behind + re.escape(after))
+    return "|".join(f"{re.escape(anchor)}(?:{'|'.join(rests)})"
+                    for anchor, rests in sorted(by_anchor.items()))
 
 
 def _all_text(root: dict[Any, Any] | list[Any]) -> str:
