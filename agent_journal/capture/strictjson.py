@@ -101,7 +101,7 @@ _strict_decoder: json.JSONDecoder | None = None
 
 def _decoder() -> json.JSONDecoder:
     # One decoder for every call: json.loads with hooks builds a new one (and its scanner)
-    # each time, which cost an import as much as a fifth of parsing a transcript line.
+    # each time, a cost paid per line of a transcript.
     global _strict_decoder
     if _strict_decoder is None:
         _strict_decoder = json.JSONDecoder(
