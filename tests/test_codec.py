@@ -273,3 +273,27 @@ def test_the_flat_encoder_takes_the_usual_tombstone_and_leaves_the_rest():
 
     assert codec._flat_canonical(tomb.replace(author=Text("human"))) is None
     assert codec._flat_canonical(tomb.replace(schema=True)) is None
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20)
+
+
+@given(st.dictionaries(st.text(), _json_values, max_size=6))
+def test_canonical_text_is_the_canonical_encoders_text(obj: dict) -> None:
+    # The direct call to the C encoder must write exactly what json's own encode writes.
+    assert codec._canonical_text(obj) == codec._CANONICAL.encode(obj)
+
+
+def test_canonical_text_refuses_what_the_encoder_refuses() -> None:
+    for bad in ({"x": float("nan")}, {"x": object()}):
+        with pytest.raises((ValueError, TypeError)):
+            codec._canonical_text(bad)
+    looped: dict = {}
+    looped["self"] = looped
+    with pytest.raises(ValueError):
+        codec._canonical_text(looped)
+    assert codec._canonical_text({"b": 1, "a": [1.5, "é"]}) == '{"a":[1.5,"é"],"b":1}'

@@ -297,3 +297,21 @@ def test_a_rewound_branch_is_kept_and_marked(cli):
     digest = cli("digest").out
     assert "## Rewound prompts" in digest
     assert digest.index("I actually don't like") < digest.index("## Rewound prompts")
+
+
+@pytest.mark.parametrize("value", [
+    "2025-12-01T10:00:00.123Z", "2025-02-29T10:00:00.000Z", "2024-02-29T23:59:59.999Z",
+    "2025-12-01T24:00:00.000Z", "2025-12-01T23:59:60.000Z", "0999-01-01T00:00:00.000Z",
+    "2025-13-01T00:00:00.000Z", "2025-12-01T10:00:00.123+02:00", "2025-12-01T10:00:00Z",
+    "2025-12-01T10:00:00.123456Z", "2025-12-01 10:00:00.123Z", "not a time", "",
+])
+def test_transcript_time_fast_path_agrees_with_parsing(value: str) -> None:
+    from agent_journal.agents.claude_code_import import _ts
+    from agent_journal.core import clock
+    from agent_journal.core.errors import UsageError
+
+    try:
+        expected: str | None = clock.format_ts(clock.parse_instant(value)) if value else None
+    except UsageError:
+        expected = None
+    assert _ts(value) == expected

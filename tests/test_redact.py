@@ -984,3 +984,91 @@ def test_prefilter_changes_no_result(label: str, text: str, expected: str) -> No
 def test_prefilter_changes_no_result_on_mixtures(parts: list[str], noise: str) -> None:
     text = noise.join(parts)
     assert redact_text(text) == _unfiltered(text)
+
+
+# -- the pre-filter over a whole value ------------------------------------------------------
+
+def test_no_trigger_holds_a_line_break_or_a_marker_bracket() -> None:
+    # redact_value joins a value's strings with line breaks and looks for triggers once
+    # in the join; a rule's marker is what the rules after it see, and its brackets
+    # keep any trigger from straddling its edge.
+    from agent_journal.capture.redact import _TRIGGERS
+
+    assert not any(set(t) & set("\n[]") for triggers in _TRIGGERS for t in triggers)
+
+
+_leaf = st.sampled_from(SECRETS + NEGATIVES + [marker(n) for n in RULE_NAMES]) | prose
+_json_like = st.recursive(
+    _leaf | st.integers() | st.none(),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(_leaf, inner, max_size=4),
+    max_leaves=12)
+
+
+@given(_json_like)
+def test_value_prefilter_changes_no_result(value: object) -> None:
+    # The whole-value pre-filter must give exactly what redacting every string with every
+    # rule gives.
+    from agent_journal.capture import redact as module
+
+    redactor = module.Redactor()
+    if isinstance(value, dict | list):
+        expected = module._redact_container(redactor.redact_text, value)
+    else:
+        expected = redactor.redact_text(value) if isinstance(value, str) else value
+    assert redactor.redact_value(value) == expected
+
+
+def test_value_prefilter_keeps_rules_a_marker_triggers() -> None:
+    # A marker written by one rule can hold a later rule's trigger; the rules kept for a
+    # value follow from the markers of those kept before them, and from nothing else.
+    from agent_journal.capture import redact as module
+
+    redactor = module.Redactor()
+    first = module._Rule("names-sk-", "zz+", ("zz",))
+    second = module._Rule("openai-key", "sk-[a-z]{4}", ("sk-",))
+    third = module._Rule("other", "qq+", ("qq",))
+    redactor._rules = [first, second, third]
+    assert redactor._rules_for("a zz b") == [first, second]
+    assert redactor._rules_for("plain") == []
+
+
+_ALL_TRIGGERS = [t for triggers in __import__(
+    "agent_journal.capture.redact", fromlist=["_TRIGGERS"])._TRIGGERS for t in triggers]
+
+
+@given(st.lists(st.sampled_from(_ALL_TRIGGERS + [t[:-1] for t in _ALL_TRIGGERS]
+                                + [t[1:] for t in _ALL_TRIGGERS]) | prose, max_size=6),
+       prose)
+def test_trigger_scan_finds_exactly_the_texts_holding_a_trigger(parts: list[str],
+                                                                 noise: str) -> None:
+    from agent_journal.capture import redact as module
+
+    scan = re.compile(module._trigger_scan_pattern())
+    text = noise.join(parts)
+    assert (scan.search(text) is not None) == any(t in text for t in _ALL_TRIGGERS)
+
+
+def test_values_past_the_compile_point_are_redacted_alike() -> None:
+    # The first values are decided by a search per trigger, the later ones by the
+    # compiled scan: both must give what the rules give.
+    from agent_journal.capture import redact as module
+
+    redactor = module.Redactor()
+    values = [{"k": text, "n": [text]} for text in SECRETS + NEGATIVES]
+    values = values * (1 + 2 * module._COMPILE_AFTER // len(values))
+    for value in values:
+        assert redactor.redact_value(value) == \
+            module._redact_container(redactor.redact_text, value)
+    assert module._trigger_scan is not None
+
+
+def test_trigger_scan_finds_each_trigger_and_no_cut_of_one() -> None:
+    from agent_journal.capture import redact as module
+
+    scan = re.compile(module._trigger_scan_pattern())
+    for trigger in _ALL_TRIGGERS:
+        assert scan.search(f"before {trigger} after"), trigger
+        for cut in (trigger[:-1], trigger[1:]):
+            holds = any(t in cut for t in _ALL_TRIGGERS)
+            assert (scan.search(f" {cut} ") is not None) == holds, cut

@@ -24,8 +24,12 @@ Invariants:
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
 from typing import Any, BinaryIO
+
+import xxhash
 
 from agent_journal.capture.claude_code import NotATranscriptError, read_transcript, safe_id
 from agent_journal.core import clock
@@ -102,11 +106,11 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
 
     With `memory_key`, what a re-import of the same file would report is remembered
     once every batch has committed (storage/import_memory.py)."""
-    calls = [c for c in replayed if c["kind"] == "tool_call"]
-    said = [c for c in replayed if c["kind"] != "tool_call"]
+    ids = [safe_id(c["id"]) for c in replayed]
+    calls = [(c, i) for c, i in zip(replayed, ids, strict=True) if c["kind"] == "tool_call"]
+    said = [(c, i) for c, i in zip(replayed, ids, strict=True) if c["kind"] != "tool_call"]
     ws = ctx.open(create=True)
     replica = ws.root.replica_id
-    ids = [safe_id(c["id"]) for c in replayed]
     known = observation_phases(ws, ids)
     tombstoned = ws.tombstoned_among(ids)
     events: list[Event] = []
@@ -118,8 +122,7 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
     # start, its end unless it never finished, and each thing said.
     present_after = 0
     sessions: set[str] = set()
-    for call in calls:
-        obs_id = safe_id(call["id"])
+    for call, obs_id in calls:
         session = safe_id(call["session"]) if call["session"] else None
         if session:
             sessions.add(session)
@@ -151,8 +154,7 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
             "status": call["status"], "exitCode": call["exitCode"], "durationMs": None,
             "artifact": None}))
     messages = 0
-    for item in said:
-        obs_id = safe_id(item["id"])
+    for item, obs_id in said:
         if obs_id in tombstoned:
             skipped += 1
             continue
@@ -184,8 +186,8 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
                     ev = events[end]
                     stored, artifact = capture_output(ws, value, holds=holds)
                     artifacts += artifact is not None
-                    events[end] = ev.replace(data={**ev.data, field: stored,
-                                                   "artifact": artifact})
+                    events[end] = ev.with_data({**ev.data, field: stored,
+                                                "artifact": artifact})
                 end += 1
             written += ws.append(events[start:end])
         start = end
@@ -239,23 +241,31 @@ def _ts(value: Any) -> str | None:
     """A transcript timestamp in the journal's form, or None when there is none."""
     if not isinstance(value, str) or not value:
         return None
+    if _JOURNAL_TS.fullmatch(value):
+        # Already in the journal's form (Claude Code writes it so): formatting what it
+        # parses to gives it back, so checking that it is a real instant is enough.
+        try:
+            datetime.fromisoformat(value[:-1])
+            return value
+        except ValueError:
+            pass
     try:
         return clock.format_ts(clock.parse_instant(value))
     except UsageError:
         return None
 
 
-def _later(ts: str) -> str:
-    from datetime import timedelta
+# The journal's form for years 1000-9999 (strftime writes smaller years unpadded).
+_JOURNAL_TS = re.compile(r"[1-9]\d{3}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
+
+def _later(ts: str) -> str:
     return clock.format_ts(clock.parse_instant(ts) + timedelta(milliseconds=1))
 
 
 def _derived_id(*parts: str) -> str:
     """A name-based event id in UUID layout (version 8): the same call phase imported
     again on the same replica gets the same id, which the segment's UNIQUE key drops."""
-    import xxhash
-
     text = "\x1f".join(("claude-code-import",) + parts)
     b = bytearray(xxhash.xxh3_128_digest(text.encode("utf-8", errors="surrogatepass")))
     b[6] = (b[6] & 0x0F) | 0x80

@@ -276,7 +276,7 @@ def read_transcript(
     prompts, assistant messages, compaction summaries, meta messages and subagent results,
     with id `said_id(...)`, `text`, and `data` the record's context.
     """
-    redact = _Remembering(redactor or default_redactor()).redact_value
+    redact = (redactor or default_redactor()).redact_value
     said = _Conversation() if conversation else None
     pending: dict[str, dict[str, Any]] = {}
     done: set[str] = set()
@@ -319,38 +319,6 @@ def read_transcript(
         yield redact(_call(call_id, started, None, None, "started", None))
     if said is not None:
         yield from said.observations(redact)
-
-
-class _Remembering:
-    """A redactor that remembers what it made of each short string, for one transcript.
-
-    Every record of a transcript repeats the same short values (cwd, session id, version,
-    branch, tool names, field names), and redacting a string is a pure function of it, so
-    the second time costs a lookup. Long strings (outputs, prompts) are rarely repeated and
-    go straight through. `redact_value` is the Redactor's own walk, which asks this object
-    for each string; an unchanged string comes back as the same object, as the walk needs.
-    """
-
-    _SHORT = 128
-    _MAX_REMEMBERED = 50_000  # ids never repeat; past this, new strings are not kept
-
-    def __init__(self, redactor: Redactor) -> None:
-        self.redactor = redactor
-        self.seen: dict[str, str | None] = {}  # None: the string has no secret
-
-    def redact_text(self, text: str) -> str:
-        if len(text) > self._SHORT:
-            return self.redactor.redact_text(text)
-        if text in self.seen:
-            known = self.seen[text]
-            return text if known is None else known
-        out = self.redactor.redact_text(text)
-        if len(self.seen) < self._MAX_REMEMBERED:
-            self.seen[text] = None if out is text else out
-        return out
-
-    def redact_value(self, value: Any) -> Any:
-        return type(self.redactor).redact_value(self, value)  # type: ignore[arg-type]
 
 
 # Text blocks Claude Code adds to a user turn on its own (the file open in the IDE, system

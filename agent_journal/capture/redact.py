@@ -267,22 +267,7 @@ class Redactor:
 
     def redact_text(self, text: str) -> str:
         """`text` with every secret replaced by its marker; the same object if none matched."""
-        out = text
-        for rule in self._all_rules():
-            # Each rule sees the output of the ones before it, so its trigger is looked
-            # for in that output, not in the original text. A plain loop, not any() over a
-            # generator: building one per rule was most of the cost of a short string
-            # (measured with 39 rules: 16 us a string with any(), 3 us with the loop).
-            triggers = rule.triggers
-            if triggers is not None:
-                for trigger in triggers:
-                    if trigger in out:
-                        break
-                else:
-                    continue
-            compiled, replace = rule.compiled()
-            out = compiled.sub(replace, out)
-        return text if out == text else out
+        return _apply(self._all_rules(), text)
 
     def redact_value(self, value: Any) -> Any:
         """Redact every string inside dicts and lists, string keys included.
@@ -297,7 +282,134 @@ class Redactor:
             return self.redact_text(value)
         if not isinstance(value, dict | list):
             return value
-        return _redact_container(self, value)
+        # One look at all of the value's text for the rules that can apply at all: most
+        # payloads hold no trigger of any rule, and are then returned after one scan
+        # instead of one pass of every rule over each of their strings.
+        text = _all_text(value)
+        if not self._extra and not _may_hold_trigger(text):
+            return value
+        rules = self._rules_for(text)
+        if not rules:
+            return value
+        return _redact_container(lambda text: _apply(rules, text), value)
+
+    def _rules_for(self, text: str) -> list[_Rule]:
+        """The rules that may change some string whose text is in `text`, in order.
+
+        A rule runs on a string only when its trigger is in what the rules before it left
+        (see _apply); what they left is the string plus their markers (no trigger holds the
+        brackets around a marker, so none can straddle one). So a rule is kept when its
+        trigger is in `text` or in the marker of a rule kept before it. Rules without
+        triggers (extra patterns) are always kept.
+        """
+        kept: list[_Rule] = []
+        for rule in self._all_rules():
+            triggers = rule.triggers
+            if triggers is not None:
+                for trigger in triggers:
+                    if trigger in text:
+                        break
+                else:
+                    continue
+                text = text + "\n" + marker(rule.name)
+            kept.append(rule)
+        return kept
+
+
+def _apply(rules: list[_Rule], text: str) -> str:
+    out = text
+    for rule in rules:
+        # Each rule sees the output of the ones before it, so its trigger is looked
+        # for in that output, not in the original text. A plain loop, not any() over a
+        # generator: building one per rule was most of the cost of a short string
+        # (measured with 39 rules: 16 us a string with any(), 3 us with the loop).
+        triggers = rule.triggers
+        if triggers is not None:
+            for trigger in triggers:
+                if trigger in out:
+                    break
+            else:
+                continue
+        compiled, replace = rule.compiled()
+        out = compiled.sub(replace, out)
+    return text if out == text else out
+
+
+# After this many values, `_may_hold_trigger` compiles one pattern that finds every
+# trigger in a single scan of the text, where a search per trigger scans it once for
+# each. It costs about a millisecond to build, which a process that redacts one payload
+# (the hook) would never get back; an import redacts thousands.
+_COMPILE_AFTER = 64
+_trigger_scan: re.Pattern[str] | None = None
+_values_scanned = 0
+
+
+def _may_hold_trigger(text: str) -> bool:
+    """False only when `text` holds no trigger of any built-in rule."""
+    global _trigger_scan, _values_scanned
+    if _trigger_scan is None:
+        _values_scanned += 1
+        if _values_scanned <= _COMPILE_AFTER:
+            return True  # the caller's search per trigger decides
+        _trigger_scan = re.compile(_trigger_scan_pattern())
+    return _trigger_scan.search(text) is not None
+
+
+# Characters from the most to the least common in tool output and prose, roughly; any
+# character not listed counts as rarer than all of them.
+_BY_FREQUENCY = ' \netaoinsrlcdhu_mp.f/-g=y"b,k:wvx0123456789TSAEIRNOCDLPMBFGHKUVWYXJQZqjz'
+
+
+def _trigger_scan_pattern() -> str:
+    """One pattern that matches where any trigger occurs.
+
+    Each trigger is found from its rarest character (by _BY_FREQUENCY), with what comes
+    before that character checked behind it: the regex engine then tries only positions
+    holding one of a few rare characters, instead of trying every trigger everywhere.
+    """
+    def rarity(ch: str) -> int:
+        at = _BY_FREQUENCY.find(ch)
+        return len(_BY_FREQUENCY) if at < 0 else at
+
+    by_anchor: dict[str, list[str]] = {}
+    for triggers in _TRIGGERS:
+        for trigger in triggers:
+            at = max(range(len(trigger)), key=lambda i: rarity(trigger[i]))
+            before, after = trigger[:at + 1], trigger[at + 1:]
+            behind = f"(?<={re.escape(before)})" if len(before) > 1 else ""
+            by_anchor.setdefault(trigger[at], []).append(behind + re.escape(after))
+    return "|".join(f"{re.escape(anchor)}(?:{'|'.join(rests)})"
+                    for anchor, rests in sorted(by_anchor.items()))
+
+
+def _all_text(root: dict[Any, Any] | list[Any]) -> str:
+    """Every string in `root`, object keys included, one per line.
+
+    A trigger holds no line break, so one found here lies within one of the strings.
+    """
+    strings: list[str] = []
+    stack: list[Any] = [root]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, dict):
+            for key, child in node.items():
+                if isinstance(key, str):
+                    strings.append(key)
+                if isinstance(child, str):
+                    strings.append(child)
+                elif isinstance(child, dict | list):
+                    stack.append(child)
+        else:
+            for child in node:
+                if isinstance(child, str):
+                    strings.append(child)
+                elif isinstance(child, dict | list):
+                    stack.append(child)
+    return "\n".join(strings)
 
 
 class _Rule:
@@ -356,7 +468,7 @@ def _replacer(name: str, compiled: re.Pattern[str]) -> Callable[[re.Match[str]],
     return replace_secret
 
 
-def _redact_container(redactor: Redactor, root: dict[Any, Any] | list[Any]) -> Any:
+def _redact_container(redact: Callable[[str], str], root: dict[Any, Any] | list[Any]) -> Any:
     # Iterative, because strictjson accepts nesting as deep as the decoder allows, and a
     # recursive walk started deeper in the stack could overflow where parsing did not.
     # Containers are copied only on the path to a changed string.
@@ -383,7 +495,7 @@ def _redact_container(redactor: Redactor, root: dict[Any, Any] | list[Any]) -> A
             new_dict: dict[Any, Any] | None = None
             new_keys: dict[str, str] | None = None
             for key, child in node.items():
-                new_child = _settled(redactor, child, changed)
+                new_child = _settled(redact, child, changed)
                 if new_child is not child:
                     if new_dict is None:
                         new_dict = dict(node)
@@ -392,7 +504,7 @@ def _redact_container(redactor: Redactor, root: dict[Any, Any] | list[Any]) -> A
                     if key in keys:
                         new_key = keys[key]
                     else:
-                        redacted = redactor.redact_text(key)
+                        redacted = redact(key)
                         new_key = keys[key] = None if redacted is key else redacted
                     if new_key is not None:
                         if new_keys is None:
@@ -405,7 +517,7 @@ def _redact_container(redactor: Redactor, root: dict[Any, Any] | list[Any]) -> A
         else:
             new_list: list[Any] | None = None
             for index, child in enumerate(node):
-                new_child = _settled(redactor, child, changed)
+                new_child = _settled(redact, child, changed)
                 if new_child is not child:
                     if new_list is None:
                         new_list = list(node)
@@ -433,9 +545,9 @@ def _renamed(node: dict[Any, Any], new_keys: dict[str, str]) -> dict[Any, Any]:
     return out
 
 
-def _settled(redactor: Redactor, child: Any, changed: dict[int, Any]) -> Any:
+def _settled(redact: Callable[[str], str], child: Any, changed: dict[int, Any]) -> Any:
     if isinstance(child, str):
-        return redactor.redact_text(child)
+        return redact(child)
     if isinstance(child, dict | list):
         return changed.get(id(child), child)
     return child

@@ -96,6 +96,22 @@ def _fix_string(text: str, mode: str) -> str:
     return _surrogate_pattern().sub("\ufffd", text)
 
 
+_strict_decoder: json.JSONDecoder | None = None
+
+
+def _decoder() -> json.JSONDecoder:
+    # One decoder for every call: json.loads with hooks builds a new one (and its scanner)
+    # each time, a cost paid per line of a transcript.
+    global _strict_decoder
+    if _strict_decoder is None:
+        _strict_decoder = json.JSONDecoder(
+            object_pairs_hook=_unique_pairs,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+        )
+    return _strict_decoder
+
+
 def loads(
     text: str | bytes | bytearray,
     *,
@@ -115,13 +131,12 @@ def loads(
             raise StrictJSONError(f"not valid UTF-8 at byte {exc.start}") from None
     if not isinstance(text, str):
         raise StrictJSONError(f"expected str or bytes, got {type(text).__name__}")
+    if text.startswith("\ufeff"):
+        # What json.loads refuses before it decodes (the decoder itself does not check).
+        raise StrictJSONError("invalid JSON: Unexpected UTF-8 BOM (decode using utf-8-sig) "
+                              "at line 1 column 1")
     try:
-        value = json.loads(
-            text,
-            object_pairs_hook=_unique_pairs,
-            parse_constant=_reject_constant,
-            parse_float=_finite_float,
-        )
+        value = _decoder().decode(text)
     except StrictJSONError:
         raise
     except json.JSONDecodeError as exc:
