@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_journal.core.codec import PeekOnlyEvent
+from agent_journal.core.observation_fold import latest_wins
 from agent_journal.core.recovery.facts import event_facts
 from agent_journal.ops import digest
 from agent_journal.storage import digest_cache
@@ -131,19 +132,24 @@ def test_a_damaged_cache_file_is_rebuilt(root):
 
 
 def test_cached_observations_carry_the_facts_a_direct_read_computes(root):
-    """The cache keeps each observation's recovery facts in place of its body; they are
-    the facts computed from the whole event, so nothing needs fetching to render."""
+    """The cache keeps, per observation and segment, the fold of its events' recovery facts
+    in place of its bodies; it is the fold of the facts computed from the whole events, so
+    nothing needs fetching (or folding again) to render."""
     ws = workspace(root)
     ws.append(calls(0, 12))
-    digest._read(ws, cached=True)  # fills the cache (and uses the rows it just read)
+    digest._read(ws, cached=True)  # fills the cache
     _, d, used = digest._read(ws, cached=True)
     assert used
-    whole = {e.event_id: e for e in ws.read().events}
-    for events in d.observation_events.values():
-        for e in events:
-            assert type(e) is PeekOnlyEvent
-            full = whole[e.event_id]
-            assert e.peek == (full.kind, full.session, event_facts(full.kind, full.data))
+    whole: dict[str, list] = {}
+    for e in sorted(ws.read().events, key=lambda e: (e.ts, e.event_id)):
+        whole.setdefault(e.id, []).append(e)
+    assert d.observation_events.keys() == whole.keys()
+    for obs_id, (e,) in d.observation_events.items():
+        assert type(e) is PeekOnlyEvent
+        first, *_, last = [whole[obs_id][0], *whole[obs_id]]
+        facts = latest_wins(event_facts(x.kind, x.data) for x in whole[obs_id])
+        assert (e.ts, e.event_id) == (first.ts, first.event_id)
+        assert e.peek == (first.kind, first.session, facts, last.ts, last.event_id)
 
 
 def test_compaction_leaves_nothing_of_a_purged_secret_in_the_cache(cli, root):

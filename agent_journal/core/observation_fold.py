@@ -32,3 +32,32 @@ def latest_wins(parts: Iterable[dict[str, Any] | None], into: dict[str, Any] | N
             if value is not None and name not in skip:
                 folded[name] = value
     return folded
+
+
+# A span: the fold of some of one observation's events, as
+# (first ts, first event id, last ts, last event id, kind, session, facts), where kind and
+# session are the first event's and facts is `latest_wins` of every event's facts in
+# (ts, event id) order. A single event is a span whose first and last are itself.
+Span = tuple  # (str, str, str, str, str, str | None, dict); a plain tuple stays cheap
+
+
+def merge_spans(spans: Iterable[Span]) -> Span | None:
+    """The span of the union of `spans`, given in order of their first (ts, event id).
+
+    The fold is associative: spans that do not interleave (each one's last event at or
+    before the next one's first) merge into exactly the fold of all their events, however
+    those events were split. Interleaving spans cannot be merged without their events:
+    None. An event held twice (a copy in another segment) folds the same either way."""
+    merged: Span | None = None
+    facts: dict[str, Any] | None = None
+    for span in spans:
+        if merged is None:
+            merged = span
+            continue
+        if (span[0], span[1]) < (merged[2], merged[3]):
+            return None
+        if facts is None:
+            facts = dict(merged[6])
+        facts.update(span[6])
+        merged = (merged[0], merged[1], span[2], span[3], merged[4], merged[5], facts)
+    return merged
