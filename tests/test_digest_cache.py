@@ -360,3 +360,17 @@ def test_spans_that_interleave_across_segments_are_read_from_the_segments(root, 
     assert digest_cache.read(ws, event_facts) is None
     assert not digest._read(ws, cached=True)[2]
     assert through_cache(ws) == direct(ws)
+
+
+def test_a_copy_of_an_observations_first_event_in_a_later_segment(root, monkeypatch):
+    """Both segments' spans start at the same event: the shorter one (the copy) merges
+    first, whatever order the segments were read in."""
+    monkeypatch.setenv(ENV_SEGMENT_MAX_BYTES, "1500")
+    ws = workspace(root)
+    first = event_of(1, 10, "started")
+    ws.append([first, event_of(1, 20, "error")])
+    while len(ws.segment_paths()) < 2:
+        ws.append([event_of(9, 5, "ok")])
+    ws.append([first])
+    assert cached(ws) == direct(ws)
+    assert cached(ws) == direct(ws)

@@ -41,8 +41,13 @@ def latest_wins(parts: Iterable[dict[str, Any] | None], into: dict[str, Any] | N
 Span = tuple  # (str, str, str, str, str, str | None, dict); a plain tuple stays cheap
 
 
+def span_order(span: Span) -> tuple[str, str, str, str]:
+    """The order merge_spans takes spans in: by first, then last (ts, event id)."""
+    return span[0], span[1], span[2], span[3]
+
+
 def merge_spans(spans: Iterable[Span]) -> Span | None:
-    """The span of the union of `spans`, given in order of their first (ts, event id).
+    """The span of the union of `spans`, given in span_order.
 
     The fold is associative: spans that do not interleave (each one's last event at or
     before the next one's first) merge into exactly the fold of all their events, however

@@ -33,7 +33,7 @@ from agent_journal.core.anchors import EXTERNAL, PURGED, TOMBSTONED, UNKNOWN, an
 from agent_journal.core.codec import PeekOnlyEvent
 from agent_journal.core.derive import INVALIDATED, Derived
 from agent_journal.core.model import ENTRY_FIELDS
-from agent_journal.core.observation_fold import merge_spans
+from agent_journal.core.observation_fold import merge_spans, span_order
 from agent_journal.core.recovery.calls import Call
 from agent_journal.core.recovery.commits import commits
 from agent_journal.core.recovery.conversation import conversation
@@ -228,9 +228,9 @@ def calls_of(d: Derived, session: str | None) -> list[Call]:
         if len(events) == 1:
             span = _span(events[0])
         else:
-            # In (ts, event id) order, so single events never interleave; the cache
-            # hands over spans of several segments only when they do not (digest_cache).
-            merged = merge_spans([_span(ev) for ev in events])
+            # Single events in order never interleave; the cache hands over spans of
+            # several segments only when they do not (digest_cache).
+            merged = merge_spans(sorted((_span(ev) for ev in events), key=span_order))
             assert merged is not None
             span = merged
         if session is not None and span[5] != session:

@@ -47,7 +47,7 @@ import time
 from agent_journal.core import codec
 from agent_journal.core.errors import JournalError
 from agent_journal.core.model import OBSERVATION
-from agent_journal.core.observation_fold import merge_spans
+from agent_journal.core.observation_fold import merge_spans, span_order
 from agent_journal.core.recovery.facts import FACTS_VERSION
 from agent_journal.storage.cache import (
     cache_lock_path,
@@ -59,7 +59,6 @@ from agent_journal.storage.cache import (
 from agent_journal.storage.connection import run_write
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.segment_reader import (
-    Peek,
     ReadResult,
     SegmentScan,
     read_segment,
@@ -79,7 +78,7 @@ if TYPE_CHECKING:
 
 AREA = "digest"
 # Bump when the schema or what a row keeps changes: a cache of another format
-# (or made for another peek) is thrown away, never read.
+# is thrown away, never read.
 FORMAT = "agent-journal-digest-cache/3"
 # A fingerprint taken this close to the segment's newest mtime could miss a
 # write landing in the same clock tick, so the segment is checked again next time.
@@ -111,11 +110,6 @@ def path_of(ws: Workspace) -> str:
     return cache_path(ws.root, AREA, ws.name)
 
 
-# The rows are read lazily; only kind and session are peeked (the cache needs the seqs and the
-# fold that a peeked read gives). An observation's facts are computed from its body.
-_PEEK = Peek(("$.kind", "$.session"))
-
-
 def read(ws: Workspace, project: Project) -> ReadResult | None:
     """The workspace from the cache brought up to date.
 
@@ -126,22 +120,20 @@ def read(ws: Workspace, project: Project) -> ReadResult | None:
     back as read straight from its file. None when the cache cannot be used; the caller
     then reads the segments.
     """
-    peek = _PEEK
     try:
         with FileLock(cache_lock_path(ws.root, AREA, ws.name), wait_s=LOCK_WAIT_S):
-            return _read_locked(ws, peek, project)
+            return _read_locked(ws, project)
     except (OSError, sqlite3.Error, JournalError):
         return None
 
 
-def _identity(ws: Workspace, peek: Peek) -> dict[str, str]:
-    return {"format": FORMAT, "workspace": ws.name,
-            "peek": json.dumps([peek.values, peek.types]), "facts": FACTS_VERSION}
+def _identity(ws: Workspace) -> dict[str, str]:
+    return {"format": FORMAT, "workspace": ws.name, "facts": FACTS_VERSION}
 
 
-def _open(ws: Workspace, peek: Peek) -> sqlite3.Connection:
+def _open(ws: Workspace) -> sqlite3.Connection:
     path = path_of(ws)
-    want = _identity(ws, peek)
+    want = _identity(ws)
     schema = [statement for statement in SCHEMA.split(";") if statement.strip()]
 
     def init(c: sqlite3.Connection) -> bool:
@@ -179,8 +171,8 @@ class _Segment:
         self.scan = scan
 
 
-def _read_locked(ws: Workspace, peek: Peek, project: Project) -> ReadResult | None:
-    conn = _open(ws, peek)
+def _read_locked(ws: Workspace, project: Project) -> ReadResult | None:
+    conn = _open(ws)
     try:
         paths = ws.segment_paths()
         taken: dict[str, _Segment] = {}
@@ -205,8 +197,7 @@ def _read_locked(ws: Workspace, peek: Peek, project: Project) -> ReadResult | No
             signature = sig[0] if sig is not None else None
             taken[name] = run_write(
                 conn, lambda c, path=path, name=name, row=row, signature=signature,
-                trusted=trusted: _follow(c, path, name, row, peek, project, signature,
-                                         trusted))
+                trusted=trusted: _follow(c, path, name, row, project, signature, trusted))
         return _load(conn, ws, paths, taken)
     finally:
         conn.close()
@@ -220,7 +211,7 @@ def _drop(c: sqlite3.Connection, *segments: int) -> None:
 
 
 def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | None,
-            peek: Peek, project: Project, signature: str | None, trusted: int
+            project: Project, signature: str | None, trusted: int
             ) -> _Segment:
     """Bring one segment's cached spans and events up to date, and say how to take it."""
     high, rows, fold = (row[3], row[4], row[5]) if row is not None else (0, 0, "")
@@ -236,11 +227,12 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
             _drop(c, row[6])
             row = None
             high, rows, fold = 0, 0, ""
-    scan = read_segment(path, peek=peek, after=high, fold_from=fold)
+    # Every body read is parsed (for its facts, or kept whole): read lazily, no peek.
+    scan = read_segment(path, lazy=True, after=high, fold_from=fold)
     if scan.unreadable is not None:
         if row is not None:
             _drop(c, row[6])
-        return _Segment(None, 0, read_segment(path, peek=peek))
+        return _Segment(None, 0, read_segment(path, lazy=True))
     if row is None:
         inserted = c.execute("INSERT INTO segments(name, trusted, high, rows, fold) "
                              "VALUES (?, 0, 0, 0, '')", (name,)).lastrowid
@@ -252,11 +244,11 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
     if row is not None and spans:
         kept = _kept_spans(c, segment, spans)
         for obs, old in kept.items():
-            merged = merge_spans(sorted((old, spans[obs])))
+            merged = merge_spans(sorted((old, spans[obs]), key=span_order))
             if merged is None:
                 # A row landed inside a span already kept: fold the segment again.
                 _drop(c, segment)
-                return _follow(c, path, name, None, peek, project, signature, trusted)
+                return _follow(c, path, name, None, project, signature, trusted)
             spans[obs] = merged
     c.executemany("INSERT OR REPLACE INTO calls(segment, obs, first_ts, first_id, last_ts, "
                   "last_id, head) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -289,15 +281,11 @@ def _fold_new(segment: int, seqs: list[int], events: list[Event], project: Proje
     spans: dict[str, Span] = {}
     for obs, events_of in parts.items():
         if len(events_of) > 1:
-            events_of.sort(key=_first)
+            events_of.sort(key=span_order)
         merged = merge_spans(events_of)
         assert merged is not None  # single events in order never interleave
         spans[obs] = merged
     return spans, others
-
-
-def _first(span: Span) -> tuple[str, str]:
-    return span[0], span[1]
 
 
 def _kept_spans(c: sqlite3.Connection, segment: int, spans: dict[str, Span]
@@ -369,7 +357,7 @@ def _load(conn: sqlite3.Connection, ws: Workspace, paths: list[str],
 
 def _interleave(parts: list[Event]) -> bool:
     """Whether these events of one observation (spans kept here, or events read straight
-    from a segment) interleave, as merge_spans sees it."""
+    from a segment) interleave, as merge_spans sees them (in span_order)."""
     ends = []
     for ev in parts:
         first = (ev.ts, ev.event_id)
