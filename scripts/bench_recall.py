@@ -1,6 +1,7 @@
 """Recall of the digest against a question set (tests/data/recall by default).
 
-Each question file names a real Claude Code transcript under tests/data and
+Each question file names a transcript under tests/data (a Claude Code one, or a
+Codex session file when its "format" is "codex") and
 holds questions an agent resuming that session must be able to answer, each
 with must_contain: literal strings that any correct digest answering it
 contains. For every file this imports the transcript (and its session's
@@ -123,7 +124,8 @@ def measure(path: Path, base: Path, max_chars: int | None) -> Result:
     env = clean_env(home)
     common = ["--root", str(root), "--workspace", WORKSPACE]
 
-    done = run_cli([str(AGENT_JOURNAL), "import", "claude-code", str(transcript), *common], env)
+    source = spec.get("format", "claude-code")  # `codex` for a Codex session file
+    done = run_cli([str(AGENT_JOURNAL), "import", source, str(transcript), *common], env)
     if done.returncode != 0:
         result.error = f"import exited {done.returncode}: {first_line(done.stderr or done.stdout)}"
         score(result)

@@ -77,7 +77,10 @@ def inproc(root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFi
 
         data = input.encode() if isinstance(input, str) else (input or b"")
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
-        for key in [k for k in os.environ if k.startswith("AGENT_JOURNAL_")]:
+        # The product's variables are cleared; the suite's own switch to rewrite
+        # goldens is not one of them and must reach check_golden.
+        for key in [k for k in os.environ if k.startswith("AGENT_JOURNAL_")
+                    and k != "AGENT_JOURNAL_UPDATE_GOLDEN"]:
             monkeypatch.delenv(key)
         wanted = dict(env or {})
         if use_root:

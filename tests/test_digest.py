@@ -4,6 +4,7 @@ retracted shown as live, bounded with an honest account of what was left out."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from audit_scenario import (
@@ -314,8 +315,10 @@ def journals(draw):
                           session=draw(st.sampled_from(["s1", "s2"]))))
     for i in range(draw(st.integers(0, 4))):
         kind = draw(st.sampled_from(["prompt", "assistant_message", "compact_summary"]))
+        # "Never ..." makes a prompt a standing instruction: it is bound by the same laws.
         events.append(ev("observation", kind, f"p{i}", at(draw(st.integers(0, 9))),
-                         {"text": f"said<p{i}> " * draw(st.integers(1, 300))},
+                         {"text": f"Never touch said<p{i}>.\n" + f"said<p{i}> " * draw(
+                             st.integers(1, 300))},
                          session=draw(st.sampled_from(["s1", "s2"]))))
     targets = draw(st.lists(st.sampled_from(POOL + [f"o{i}" for i in range(6)]
                                             + [f"p{i}" for i in range(4)]), max_size=4))
@@ -417,3 +420,137 @@ def test_an_entry_whose_only_evidence_was_erased_says_so():
     gone = {e["id"]: e["evidenceGone"] for e in report["liveEntries"]}
     assert gone == {"f1": True, "f2": False, "f3": False}
     assert markdown.count(dg.GONE_NOTE) == 1 and "secret<o1>" not in markdown
+
+
+# -- what a resuming agent is told beyond runs and commits -----------------------------------
+
+def said(obs_id, ts, kind, text, **context):
+    return ev("observation", kind, obs_id, ts, {"text": text, "transcript": context},
+              session="s1")
+
+
+def test_rules_plan_todos_reads_and_recap_render():
+    events = [
+        said("p1", at(1), "prompt", "Port the loader. Always run make lint before committing."),
+        said("p2", at(2), "prompt", "Does it always fail?"),
+        obs("o-plan", at(3), "ExitPlanMode", {"plan": "# Plan\n1. Use tomllib"}),
+        obs("o-todo", at(4), "TodoWrite", {"todos": [
+            {"content": "switch loader", "status": "completed"},
+            {"content": "document --strict", "status": "pending"}]}),
+        obs("o-read", at(5), "Read", {"file_path": "/w/src/schema.py"}),
+        obs("o-edit", at(6), "Edit", {"file_path": "/w/src/loader.py"}),
+        obs("o-read2", at(7), "Read", {"file_path": "/w/src/loader.py"}),
+        said("a1", at(8), "assistant_message", "Loader switched."),
+        said("r1", at(9), "compact_summary", "You switched the loader; docs remain.",
+             source="away_summary"),
+    ]
+    markdown, report = build(events)
+    rules = section(markdown, "Standing instructions from the user")
+    assert "Always run make lint before committing." in rules and "always fail" not in rules
+    assert [r["text"] for r in report["standingInstructions"]] == [
+        "Always run make lint before committing."]
+    stopped = section(markdown, "Where it stopped")
+    assert "- latest plan (19:00, approved):\n> # Plan\n> 1. Use tomllib\n" in stopped
+    assert "remaining: [pending] document --strict; done: [completed] switch loader" in stopped
+    assert "- recap (19:00): You switched the loader; docs remain." in stopped
+    read = section(markdown, "Files read, not changed")
+    assert "/w/src/schema.py" in read and "loader.py" not in read
+    assert report["filesRead"] == [{"files": ["/w/src/schema.py"], "lastTs": at(5)}]
+
+
+def test_the_note_names_the_commands_that_print_what_is_left_out():
+    markdown, report = build(busy_journal(), max_chars=3000)
+    assert report["trimmedToFit"] and len(markdown) <= 3000
+    assert "`agent-journal timeline --workspace ws --failures-only`" in markdown
+    assert "`agent-journal get --workspace ws ID`" in markdown
+    small, _ = build(busy_journal(3), max_chars=10**6)
+    assert "agent-journal timeline" not in small  # nothing left out, nothing to point at
+
+
+CODEX = (Path(__file__).resolve().parent / "data" / "recall-heldout" / "transcripts"
+         / "codex-ledger-since.jsonl")
+
+
+def test_a_codex_session_fills_the_same_sections(cli, tmp_path):
+    assert cli("import", "codex", str(CODEX)).code == 0
+    markdown = cli("digest").out
+    assert "Add a --since date filter to `ledger report`" in section(markdown, "Goal")
+    assert "Use pnpm, not npm." in section(markdown, "Standing instructions from the user")
+    assert "inclusive of the start date" in section(markdown, "What the user asked since")
+    assert "environment_context" not in markdown
+    assert "pull request is the next step" in section(markdown, "Where it stopped")
+    files = section(markdown, "Files changed")
+    assert "`src/filters/since.ts`: created" in files and "`src/report.ts`: edited" in files
+    assert "src/gen/schema.ts" in section(markdown, "Files read, not changed")
+    assert "9c1d2e3 report: add --since filter" in section(markdown, "Commits")
+    assert "vitest.config.ts" in section(markdown, "Compaction summaries")
+    # Each message once, though the file holds it as an item and as an event.
+    assert markdown.count("The filter must be inclusive of the start date.") == 1
+
+
+def test_a_codex_prompt_redacted_and_tombstoned_never_renders(cli, tmp_path):
+    key = "AKIA" + "Q" * 16
+    lines = [json.dumps({"timestamp": "2026-03-06T14:00:00.000Z", "type": "session_meta",
+                         "payload": {"id": "sess-1", "cwd": "/w"}}),
+             json.dumps({"timestamp": "2026-03-06T14:00:01.000Z", "type": "response_item",
+                         "payload": {"type": "message", "role": "user", "content": [
+                             {"type": "input_text", "text": f"Never print {key} again."}]}}),
+             json.dumps({"timestamp": "2026-03-06T14:00:02.000Z", "type": "response_item",
+                         "payload": {"type": "message", "role": "user", "content": [
+                             {"type": "input_text", "text": "Always use pnpm."}]}})]
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert cli("import", "codex", str(path)).code == 0
+    report = cli("digest", "--json").json()
+    assert key not in json.dumps(report)
+    [first, _] = [r["promptId"] for r in report["standingInstructions"]]
+    assert cli("tombstone", first, "--reason", "held a key").code == 0
+    markdown = cli("digest").out
+    assert "Never print" not in markdown and "Always use pnpm." in markdown
+
+
+def test_the_latest_summary_says_how_much_work_came_after_it():
+    events = [said("s1", at(1), "compact_summary", "first summary"),
+              obs("o1", at(2), "Read", {"file_path": "a.py"}),
+              said("s2", at(3), "compact_summary", "second summary"),
+              obs("o2", at(4), "Edit", {"file_path": "a.py"}),
+              said("p1", at(5), "prompt", "go on")]
+    summaries = section(build(events)[0], "Compaction summaries")
+    assert "- 19:00:\n> first summary" in summaries
+    assert "(the latest; after it: 1 tool call(s), 1 prompt(s)):\n> second summary" in summaries
+
+
+def test_a_codex_exec_command_reports_its_exit_code(cli, tmp_path):
+    lines = [{"timestamp": "2026-03-06T14:00:00.000Z", "type": "session_meta",
+              "payload": {"id": "sess-2", "cwd": "/w"}},
+             {"timestamp": "2026-03-06T14:00:01.000Z", "type": "response_item",
+              "payload": {"type": "function_call", "name": "exec_command", "call_id": "x1",
+                          "arguments": json.dumps({"cmd": "make build"})}},
+             {"timestamp": "2026-03-06T14:00:02.000Z", "type": "response_item",
+              "payload": {"type": "function_call_output", "call_id": "x1",
+                          "output": "Chunk ID: 1\nWall time: 0.2 seconds\nProcess exited "
+                                    "with code 2\nOutput:\nmake: *** No rule to make target"}}]
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert cli("import", "codex", str(path)).code == 0
+    problems = section(cli("digest").out, "Open problems")
+    assert "Bash `make build` -> failed (exit 2)" in problems
+
+
+def test_a_long_last_message_is_clipped_to_fit_rather_than_dropped():
+    text = "The work is done: " + "details of what was done " * 100
+    events = [said("p1", at(1), "prompt", "do the work"),
+              said("a1", at(2), "assistant_message", text)]
+    markdown, report = build(events, max_chars=1500)
+    assert len(markdown) <= 1500
+    stopped = section(markdown, "Where it stopped")
+    assert "> The work is done: details" in stopped and "…" in stopped
+    assert report["stopped"][-1]["text"] == text.strip()  # the JSON keeps the stored text
+
+
+def test_codex_update_plan_is_the_todo_list():
+    events = [obs("o1", at(1), "update_plan", {"explanation": "x", "plan": [
+        {"step": "add the flag", "status": "completed"},
+        {"step": "document it", "status": "pending"}]})]
+    stopped = section(build(events)[0], "Where it stopped")
+    assert "remaining: [pending] document it; done: [completed] add the flag" in stopped

@@ -236,3 +236,199 @@ def test_session_messages_are_not_where_it_stopped():
     stopped = md.split("## Where it stopped\n")[1].split("\n## ")[0]
     assert hook not in stopped and md.count(hook) == 1
     assert [m["text"] for m in report["sessionMessages"]] == [hook]
+
+
+# -- what a resuming agent is told beyond the runs: rules, plans, patches, reads, merges ---
+
+def split_call(i, tool, tool_input, output, *, status="ok", exit_code=None):
+    """A call as an import stores it: its input on the start event, its output on the end."""
+    from agent_journal.core.recovery.calls import fold
+
+    start = event_facts("tool_call", {"tool": tool, "input": tool_input, "status": "started"})
+    end = event_facts("tool_call", {"tool": tool, "input": None, "output": output,
+                                    "status": status, "exitCode": exit_code})
+    ts = f"2026-01-01T00:00:{i:02d}.000Z"
+    return fold(f"c{i}", "tool_call", "s", [(ts, start), (ts, end)])
+
+
+def test_linter_summaries_with_what_is_left():
+    fixed = parse_run("a.py:454:9: F811 Redefinition of unused `visit_Call`\n"
+                      "Found 6 errors (3 fixed, 3 remaining).")
+    assert (fixed.runner, fixed.ok, fixed.errors, fixed.failing) == ("ruff", False, 3, ["F811"])
+    assert parse_run("a.py:1:1: F401 x\nFound 2 errors (2 fixed, 0 remaining).").ok
+    pyrefly = parse_run("ERROR Could not find import of `conftest` [missing-import]\n"
+                        " INFO 58 errors (1 suppressed)")
+    assert (pyrefly.runner, pyrefly.ok, pyrefly.errors) == ("pyrefly", False, 58)
+    assert parse_run(" INFO 0 errors").ok
+    vitest = parse_run(" ❯ t/report.test.ts (12 tests | 1 failed)\n   × report > since 4ms\n"
+                       "      Tests  1 failed | 11 passed (12)")
+    assert vitest.failing == ["report > since"]
+
+
+def test_a_passing_chain_resolves_the_failures_of_its_parts():
+    calls = [call(1, "Bash", "uv run ruff check .", status="error", exit_code=1,
+                  output="a.py:1:1: F401 x\nFound 1 error."),
+             call(2, "Bash", "uv run ruff check . && uv run pytest -q",
+                  output="All checks passed!\n3 passed in 0.1s")]
+    ruff = next(r for r in runs_of(calls) if r.command == "uv run ruff check .")
+    assert ruff.passing and ruff.fixed
+    assert failures(calls)[0].resolved_by == "c2"
+    # `a; b` and `a || b` say nothing about a: the failure stays open.
+    for chain in ("uv run ruff check . ; uv run pytest -q", "uv run ruff check . || true"):
+        other = [calls[0], call(2, "Bash", chain, output="3 passed in 0.1s")]
+        assert not failures(other)[0].resolved
+
+
+def test_patches_change_the_files_they_name():
+    from agent_journal.core.recovery.patches import patch_file_ops
+
+    patch = ("*** Begin Patch\n*** Add File: src/new.ts\n+x\n*** Update File: src/a.ts\n@@\n-a\n"
+             "+b\n*** Update File: old.ts\n*** Move to: moved.ts\n*** Delete File: gone.ts\n"
+             "*** End Patch\n")
+    assert patch_file_ops(patch) == [["created", "src/new.ts"], ["edited", "src/a.ts"],
+                                     ["moved", "old.ts", "moved.ts"], ["deleted", "gone.ts"]]
+    assert patch_file_ops({"changes": [{"path": "/t/h.txt", "kind": "add"}]}) == [
+        ["created", "/t/h.txt"]]
+    assert patch_file_ops("no patch here") == [] and patch_file_ops(None) == []
+    calls = [split_call(1, "apply_patch", patch, "Success. Updated the following files:"),
+             split_call(2, "apply_patch", "*** Add File: never.ts\n", "failed", status="error")]
+    assert [(f.path, f.state) for f in files_touched(calls)] == [
+        ("gone.ts", "deleted"), ("moved.ts", "created"), ("old.ts", "moved"),
+        ("src/a.ts", "edited"), ("src/new.ts", "created")]
+    assert calls[0].target == "src/new.ts, src/a.ts, moved.ts, gone.ts"
+
+
+def test_files_read_are_those_never_changed():
+    from agent_journal.core.recovery.facts import shell_reads
+    from agent_journal.core.recovery.files_touched import files_read
+
+    assert shell_reads("sed -n 1,80p src/a.ts") == ["src/a.ts"]
+    assert shell_reads("head -n 5 a.txt | grep x") == ["a.txt"]
+    assert shell_reads("cat $F") == [] and shell_reads("sed -i s/a/b/ f") == []
+    assert shell_reads("cat > f") == []
+    calls = [call(1, "Read", "a.py"), call(2, "Read", "b.py"), call(3, "Edit", "b.py"),
+             call(4, "Bash", "cat c.md", output="text"), call(5, "Read", "a.py"),
+             call(6, "Read", "d.py", status="error", output="File does not exist.")]
+    assert [(f.path, f.reads) for f in files_read(calls)] == [("c.md", 1), ("a.py", 2)]
+
+
+def test_standing_instructions_are_rules_not_questions():
+    from agent_journal.core.recovery.conversation import Said
+    from agent_journal.core.recovery.instructions import is_instruction, standing_instructions
+
+    for rule in ("Always run make lint before committing.", "Never touch legacy.py.",
+                 "Don't edit the generated files under src/gen/.", "Use pnpm, not npm.",
+                 "From now on, run everything through uv run.", "Please make sure to rebase.",
+                 "Run the linter before you commit.", "No force pushes on main, ever.",
+                 "Rebase on origin/main instead."):
+        assert is_instruction(rule), rule
+    for text in ("Does it always fail?", "The test never finishes.", "Fix the bug in a.py.",
+                 ""):
+        assert not is_instruction(text), text
+
+    def said(i, text, agent=None):
+        return Said(f"p{i}", "prompt", text, f"2026-01-01T00:00:{i:02d}Z", "s", len(text),
+                    agent)
+
+    prompts = [said(1, "Fix the parser. Never touch legacy.py, it is vendored."),
+               said(2, "Always run tests first.", agent="a1"),  # a subagent's task
+               said(3, "```\nnever do this\n```\n> always quoted"),
+               said(4, "never touch legacy.py, it is vendored.")]
+    rules = standing_instructions(prompts)
+    assert [(r.text, r.prompt_id) for r in rules] == [
+        ("never touch legacy.py, it is vendored.", "p4")]
+
+
+def test_a_merge_commit_is_named_by_the_next_log():
+    merge = split_call(1, "Bash", {"command": 'git merge --no-ff a b -m "merge round 1: a, b"'},
+                       {"stdout": "Merge made by the 'octopus' strategy.\n x | 1 +"})
+    log = split_call(2, "Bash", {"command": "git log --oneline --graph -5"},
+                     {"stdout": "*-.   1b6c52f merge round 1: a, b\n|\\ \\\n| * e081dab b\n"
+                                "* 04752c6 Add intent"})
+    other = split_call(3, "Bash", {"command": "cat notes.txt"},
+                       {"stdout": "1b6c52f merge round 1: a, b"})
+    git = commits([merge, log, other])
+    assert [(c.hash, c.subject, c.call_id) for c in git.commits] == [
+        ("1b6c52f", "merge round 1: a, b", "c1")]
+    assert git.log_call == "c2"
+    assert commits([log]).commits == [] and commits([merge]).commits == []
+
+
+def test_pasted_output_and_look_alike_words_are_not_instructions():
+    from agent_journal.core.recovery.conversation import Said
+    from agent_journal.core.recovery.instructions import is_instruction, standing_instructions
+
+    assert not is_instruction("nevertheless you seem well calibrated.")
+    assert not is_instruction("Onlyfans is not a tool.") and is_instruction("Only use uv.")
+    text = ("Maybe use the https address?\n01:12:38.300\nHost key verification failed.\n"
+            "Please make sure you have the correct access rights")
+    prompt = Said("p1", "prompt", text, "2026-01-01T00:00:01Z", "s", len(text))
+    assert standing_instructions([prompt]) == []
+    after = Said("p2", "prompt", "Never push.\nTraceback (most recent call last):\n"
+                 "Always x", "2026-01-01T00:00:02Z", "s", 30)
+    assert [r.text for r in standing_instructions([after])] == ["Never push."]
+
+
+def test_an_edit_is_told_by_its_first_added_and_removed_line():
+    from agent_journal.core.recovery.facts import edit_change
+
+    assert edit_change({"old_string": "a\n  run: pyright\n  continue-on-error: true",
+                        "new_string": "a\n  run: pyright"}) == [None, "continue-on-error: true"]
+    assert edit_change({"edits": [{"old_string": "x = 1", "new_string": "x = cast(int, y)"}]}) \
+        == ["x = cast(int, y)", "x = 1"]
+    assert edit_change({"old_string": "same", "new_string": "same"}) is None
+    calls = [call(1, "Edit", "a.py"), call(2, "Write", "a.py", output="File updated")]
+    calls[0].facts["change"] = ["x", None]
+    assert files_touched(calls[:1])[0].last_change == ["x", None]
+    assert files_touched(calls)[0].last_change is None  # the latest change was no edit
+
+
+def test_a_run_is_one_history_whatever_its_options():
+    from agent_journal.core.recovery.test_runs import check_key
+
+    assert check_key("uv run pytest -x --tb=short -q") == "uv run pytest"
+    assert check_key("npx tsc --noEmit") == check_key("pnpm tsc")
+    calls = [call(1, "Bash", "ruff check --fix .", status="error", exit_code=1,
+                  output="a.py:1:1: F811 x\nFound 2 errors (1 fixed, 1 remaining)."),
+             call(2, "Bash", "ruff check .", output="All checks passed!")]
+    [run] = runs_of(calls)
+    assert run.fixed and run.runs == 2
+    assert failures(calls)[0].resolved_by == "c2"
+    # A passing chain adds a run only to a command whose latest run failed.
+    passing = [call(1, "Bash", "pytest", output="3 passed in 1s"),
+               call(2, "Bash", "pytest && ruff check .", output="3 passed in 1s\n"
+                                                                "All checks passed!")]
+    assert [r.runs for r in runs_of(passing)] == [1, 1]
+
+
+def test_a_python_run_that_printed_a_traceback_failed_though_it_exited_0():
+    crash = ("Traceback (most recent call last):\n  File \"<string>\", line 3, in <module>\n"
+             "AttributeError: 'str' object has no attribute 'get'\nTranscript exists: True")
+    calls = [call(1, "Bash", "uv run python -c 'import a; a.run()'", output=crash),
+             call(2, "Bash", "cat crash.log", output=crash),  # a log read, not a run
+             call(3, "Bash", "uv run pytest -q", output=crash + "\n1 passed in 0.1s")]
+    [failure] = failures(calls)
+    assert (failure.call_id, failure.kind, failure.reason) == (
+        "c1", "traceback", "AttributeError: 'str' object has no attribute 'get'")
+    assert not failure.resolved
+    again = [*calls, call(4, "Bash", "uv run python -c 'import a; a.run()'", output="done")]
+    assert failures(again)[0].resolved_by == "c4"
+
+
+def test_git_operations_are_the_repository_changes_that_succeeded():
+    from agent_journal.core.recovery.commits import git_operations
+
+    assert git_operations("git submodule deinit -f t && git rm -f t 2>&1") == [
+        "git submodule deinit -f t", "git rm -f t"]
+    assert git_operations("git status && git log --oneline && git stash list") == []
+    assert git_operations("git tag -l") == [] and git_operations("git rebase main") == [
+        "git rebase main"]
+    calls = [call(1, "Bash", "git submodule add https://x/t.git t", output="Cloning"),
+             call(2, "Bash", "git rebase main", status="error", exit_code=1,
+                  output="CONFLICT (content): Merge conflict in a"),
+             call(3, "Bash", 'git merge --no-ff b -m "merge b"',
+                  output="Merge made by the 'ort' strategy."),
+             call(4, "Bash", "git log --oneline -1", output="1b6c52f merge b")]
+    git = commits(calls)
+    assert [op[0] for op in git.operations] == ["git submodule add https://x/t.git t"]
+    assert [c.hash for c in git.commits] == ["1b6c52f"]  # the merge is told by its commit

@@ -358,6 +358,7 @@ class _Remembering:
 _INJECTED_TAGS = ("ide_opened_file", "ide_selection", "system-reminder")
 # The fixed notice Claude Code writes before a local command's output; it says nothing.
 _CAVEAT = "<local-command-caveat>"
+AWAY_SUMMARY = "away_summary"
 _LOCAL_OUTPUT = "<local-command-stdout>"
 
 
@@ -407,6 +408,10 @@ class _Conversation:
                 self.items.append((record, ASSISTANT, text))
         elif kind == "user":
             self._user(record)
+        elif kind == "system" and record.get("subtype") == AWAY_SUMMARY and isinstance(
+                record.get("content"), str) and record["content"].strip():
+            # Claude Code's recap of the session, written when the user comes back to it.
+            self.items.append((record, COMPACT, record["content"].strip()))
 
     def _user(self, record: dict[str, Any]) -> None:
         text = _texts(record["message"].get("content"), user=True)
@@ -445,6 +450,8 @@ class _Conversation:
                 context["branch"] = "abandoned"
             if record.get("type") == "summary":
                 context["source"] = "summary"
+            elif record.get("subtype") == AWAY_SUMMARY:
+                context["source"] = AWAY_SUMMARY
             session = record.get("sessionId") if isinstance(record.get("sessionId"), str) \
                 else self.session
             observation = dict.fromkeys(OBSERVATION_KEYS)

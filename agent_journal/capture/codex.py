@@ -26,10 +26,15 @@ import json
 import re
 
 from agent_journal.capture.claude_code import (
+    ASSISTANT,
+    COMPACT,
+    OBSERVATION_KEYS,
+    PROMPT,
     HookPayloadError,
     NotATranscriptError,
     hook_to_observation,
     parse_hook_payload,
+    said_id,
 )
 from agent_journal.capture.redact import default_redactor
 from agent_journal.capture.strictjson import StrictJSONError, loads
@@ -46,8 +51,9 @@ __all__ = ["HookPayloadError", "NotATranscriptError", "codex_hook_to_observation
 
 # Kinds for the events Claude Code does not have; the others map as Claude Code's do.
 _EXTRA_KINDS = {"PostCompact": "post_compact"}
-# How Codex reports a shell command's end in the text a tool call returns.
-_EXIT_LINE = r"(?:^|\n)Exit code: (\d{1,9})\b"
+# How Codex reports a shell command's end in the text a tool call returns (`shell`, and
+# the unified `exec_command`).
+_EXIT_LINE = r"(?:^|\n)(?:Exit code:|Process exited with code) (\d{1,9})\b"
 # Item types of an exec stream that are tool calls, and the tool name the hooks give them.
 _STREAM_TOOLS = {"command_execution": "Bash", "file_change": "apply_patch",
                  "mcp_tool_call": None, "web_search": "web_search"}
@@ -95,8 +101,17 @@ def read_codex_session(lines: Iterable[str | bytes], redactor: Redactor | None =
         raise NotATranscriptError(
             f"not a Codex session: line {number} is neither a session-file record "
             '({"timestamp", "type", "payload"}) nor a `codex exec --json` event')
+    seen: dict[tuple[str, str], int] = {}
     for call in replay(_chain(first, records)):
-        yield redact(call)
+        observation = redact(call)
+        if observation["kind"] != "tool_call":
+            # What was said is known by its redacted text, as the hook and Claude Code's
+            # import know it (said_id); a text said again is numbered.
+            key = (observation["kind"], observation["text"])
+            seen[key] = seen.get(key, 0) + 1
+            observation["id"] = said_id(key[0], observation["session"], key[1], None,
+                                        seen[key])
+        yield observation
 
 
 def _records(lines: Iterable[str | bytes]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -136,6 +151,7 @@ def _rollout(records: Iterator[tuple[int, dict[str, Any]]]) -> Iterator[dict[str
     context: dict[str, Any] = {"agent": "codex"}
     pending: dict[str, tuple[str | None, Any, str | None]] = {}
     done: set[str] = set()
+    said = _Said()
     for number, record in records:
         payload = record.get("payload")
         if not isinstance(payload, dict) or not isinstance(record.get("timestamp"), str):
@@ -146,10 +162,22 @@ def _rollout(records: Iterator[tuple[int, dict[str, Any]]]) -> Iterator[dict[str
             session = _str(payload.get("id")) or session
             context.update({k: payload[k] for k in ("cwd", "cli_version", "originator")
                             if isinstance(payload.get(k), str)})
+            git = payload.get("git")
+            if isinstance(git, dict) and _str(git.get("branch")):
+                context["gitBranch"] = git["branch"]
+            continue
+        if record["type"] == "compacted":
+            said.add(COMPACT, payload.get("message"), ts, "compacted")
+            continue
+        if record["type"] == "event_msg":
+            said.add_event(payload, ts)
             continue
         if record["type"] != "response_item":
             continue
         kind = payload.get("type")
+        if kind == "message":
+            said.add_message(payload, ts)
+            continue
         call_id = _str(payload.get("call_id"))
         if call_id is None or call_id in done:
             continue
@@ -166,6 +194,62 @@ def _rollout(records: Iterator[tuple[int, dict[str, Any]]]) -> Iterator[dict[str
     for call_id, (tool, tool_input, started) in pending.items():
         yield _call(call_id, session, tool, tool_input, None, "started", None, dict(context),
                     started, None)
+    yield from said.observations(session, context)
+
+
+# Text Codex puts in a user message on its own (the environment, AGENTS.md, the user's
+# instructions file): context for the model, not the user's words.
+_INJECTED = re.compile(r"^\s*(?:<(environment_context|user_instructions|user_shell_command|"
+                       r"turn_aborted)>|# AGENTS\.md instructions)")
+
+
+class _Said:
+    """What a session file says the user and the agent said, in order.
+
+    Codex writes each message twice, as a `message` response item and as a `user_message`
+    / `agent_message` event; the response items are the record, and the events stand in
+    only for a role that has no response item at all (older or trimmed files).
+    """
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str, str, str]] = []  # (source, kind, text, ts)
+        self.roles: set[str] = set()
+
+    def add(self, kind: str, text: Any, ts: str, source: str) -> None:
+        if isinstance(text, str) and text.strip():
+            self.items.append((source, kind, text.strip(), ts))
+
+    def add_message(self, payload: dict[str, Any], ts: str) -> None:
+        role = payload.get("role")
+        if role not in ("user", "assistant"):
+            return  # developer and system messages are Codex's own instructions
+        content = payload.get("content")
+        parts = [b["text"] for b in content if isinstance(b, dict)
+                 and b.get("type") in ("input_text", "output_text", "text")
+                 and isinstance(b.get("text"), str)] if isinstance(content, list) else []
+        text = "\n\n".join(p.strip() for p in parts if p.strip())
+        if role == "user" and _INJECTED.match(text):
+            return
+        self.roles.add(role)
+        self.add(PROMPT if role == "user" else ASSISTANT, text, ts, "item")
+
+    def add_event(self, payload: dict[str, Any], ts: str) -> None:
+        kind = {"user_message": PROMPT, "agent_message": ASSISTANT}.get(
+            str(payload.get("type")))
+        if kind is not None and not (kind == PROMPT and _INJECTED.match(
+                str(payload.get("message")))):
+            self.add(kind, payload.get("message"), ts, "event")
+
+    def observations(self, session: str | None, context: dict[str, Any]
+                     ) -> Iterator[dict[str, Any]]:
+        for source, kind, text, ts in self.items:
+            role = "user" if kind == PROMPT else "assistant"
+            if source == "event" and kind != COMPACT and role in self.roles:
+                continue
+            observation = dict.fromkeys(OBSERVATION_KEYS)
+            observation.update(kind=kind, session=session, text=text, data=dict(context),
+                               ts=ts, endTs=None)
+            yield observation  # its id is made from the redacted text (read_codex_session)
 
 
 def _tool_and_input(payload: dict[str, Any]) -> tuple[str | None, Any]:
@@ -232,12 +316,17 @@ def _stream(records: Iterator[tuple[int, dict[str, Any]]]) -> Iterator[dict[str,
     thread: str | None = None
     pending: dict[str, dict[str, Any]] = {}
     done: set[str] = set()
+    said: list[str] = []
     for _, record in records:
         kind = record["type"]
         if kind == "thread.started":
             thread = _str(record.get("thread_id")) or thread
             continue
         item = record.get("item")
+        if kind == "item.completed" and isinstance(item, dict) and \
+                item.get("type") == "agent_message" and _str(item.get("text")):
+            said.append(item["text"].strip())
+            continue
         if kind not in ("item.started", "item.updated", "item.completed") or \
                 not isinstance(item, dict) or item.get("type") not in _STREAM_TOOLS:
             continue
@@ -256,6 +345,12 @@ def _stream(records: Iterator[tuple[int, dict[str, Any]]]) -> Iterator[dict[str,
         yield _stream_call(call_id, thread, item, finished=True)
     for call_id, item in pending.items():
         yield _stream_call(call_id, thread, item, finished=False)
+    # A stream has no timestamps: its messages take the time of the import, in order.
+    for text in said:
+        observation = dict.fromkeys(OBSERVATION_KEYS)
+        observation.update(kind=ASSISTANT, session=thread, text=text,
+                           data={"agent": "codex"}, ts=None, endTs=None)
+        yield observation
 
 
 def _stream_call(call_id: str, thread: str | None, item: dict[str, Any], *, finished: bool

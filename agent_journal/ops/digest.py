@@ -2,10 +2,11 @@
 
 Invariants:
 - Ordered by what a resuming agent needs: the goal (the first prompt, objectives and live
-  constraints), what the user asked since, where the work stopped, unfinished calls, open
-  problems before resolved ones, test runs, commits, files, live entries, then recent
-  activity. The derivations are the pure ones of core/recovery; this module picks and
-  renders.
+  constraints), the user's standing instructions, what the user asked since, where the
+  work stopped (with the latest plan and todo list), unfinished calls, open problems
+  before resolved ones, test runs, commits, files, live entries, ..., files only read,
+  then recent activity. The derivations are the pure ones of core/recovery; this module
+  picks and renders.
 - Objectives and live constraints are rendered verbatim (a human wrote them): never
   trimmed, never redacted, never rewritten. When they alone exceed the bound they are
   printed whole and the digest says so. Every other text is clipped at a word boundary
@@ -18,7 +19,8 @@ Invariants:
   tombstoned; evidence that is gone reads `unknown`, and anchors outside the journal
   read `external` (not checked), never `present`.
 - Bounded: the Markdown fits `max_chars`, the note of what was left out included, by
-  dropping the least important sections' oldest items first. `--json` carries the same
+  dropping the least important sections' oldest items first. Whenever an item is not
+  shown, the note names the commands that print it. `--json` carries the same
   selection as structure.
 - `downgradedAnchors` is null: only a retention pass (compact) assesses it.
 - The output is a function of the event set (every order is (ts, id)), whether the
@@ -39,7 +41,8 @@ from agent_journal.core.recovery.commits import commits
 from agent_journal.core.recovery.conversation import conversation
 from agent_journal.core.recovery.facts import event_facts
 from agent_journal.core.recovery.failures import failures
-from agent_journal.core.recovery.files_touched import files_touched
+from agent_journal.core.recovery.files_touched import files_read, files_touched
+from agent_journal.core.recovery.instructions import standing_instructions
 from agent_journal.core.recovery.test_runs import test_runs
 from agent_journal.ops.digest_md import clip, code, hhmm, one_line, quote
 
@@ -58,6 +61,8 @@ if TYPE_CHECKING:
 DEFAULT_MAX_CHARS = 10_000
 
 GOAL_CHARS = 1500
+PLAN_CHARS = 800
+RECAP_CHARS = 800
 PROMPT_CHARS = 500
 LAST_MESSAGE_CHARS = 2500
 MESSAGE_CHARS = 300
@@ -70,6 +75,7 @@ RESULT_CHARS = 300
 # How many items each section keeps as candidates before the bound is applied; the rest
 # are counted as "earlier, not shown".
 CAPS = {
+    "standingInstructions": 20,
     "asked": 12,
     "stopped": 8,
     "unfinishedToolCalls": 30,
@@ -77,6 +83,7 @@ CAPS = {
     "testRuns": 12,
     "commits": 30,
     "files": 40,
+    "filesRead": 12,
     "liveEntries": 200,
     "resolvedProblems": 20,
     "subagents": 10,
@@ -91,6 +98,12 @@ CAPS = {
 WATERMARK = ("These tool calls started but never recorded an outcome: the session may "
              "have crashed or been compacted mid-call, so their effects are unknown. "
              "Verify the workspace before acting; do not repeat them blindly.")
+INSTRUCTIONS_NOTE = ("Rules the user set in prompts, quoted; they hold until the user "
+                     "says otherwise.")
+FOLDER_CHARS = 400
+SHRINK_MIN = 300  # an item clipped to fit the bound keeps at least this much
+GIT_OPERATIONS = 8  # the latest git operations (rebase, reset, submodule add, ...) shown
+CHANGED_LINES = 12  # files whose latest edit's lines are shown
 RETRACTED_NOTE = "Not live: their reasoning was retracted. Do not rely on them."
 REWOUND_NOTE = ("Said on a branch of the conversation that was later rewound: not the "
                 "current request.")
@@ -165,7 +178,7 @@ def _retracted_entry(d: Derived, entry_id: str) -> tuple[dict[str, Any], str]:
 class Section:
     """One trimmable part of the digest: rendered items, oldest first."""
 
-    __slots__ = ("key", "title", "intro", "noun", "md", "items", "total")
+    __slots__ = ("key", "title", "intro", "noun", "md", "items", "total", "shrink")
 
     def __init__(self, key: str, title: str, noun: str, intro: str | None = None) -> None:
         self.key = key
@@ -175,8 +188,13 @@ class Section:
         self.md: list[str] = []
         self.items: list[dict[str, Any]] = []
         self.total = 0
+        # item index -> how to render it within N characters, for an item worth clipping
+        # rather than dropping when it is all the bound leaves of its section.
+        self.shrink: dict[int, Any] = {}
 
-    def add(self, item: dict[str, Any], md: str) -> None:
+    def add(self, item: dict[str, Any], md: str, shrink: Any = None) -> None:
+        if shrink is not None:
+            self.shrink[len(self.md)] = shrink
         self.items.append(item)
         self.md.append(md)
         self.total += 1
@@ -318,6 +336,12 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                                               strict=True), key=lambda t: t[0])]
     asked.items.sort(key=lambda i: i["ts"])
 
+    rules = Section("standingInstructions", "Standing instructions from the user",
+                    "instructions", INSTRUCTIONS_NOTE)
+    rules.fill(standing_instructions(said.prompts), lambda r: (
+        {"text": r.text, "ts": r.ts, "promptId": r.prompt_id},
+        f"- {hhmm(r.ts)} {one_line(r.text, PROMPT_CHARS)}\n"))
+
     stopped = Section("stopped", "Where it stopped", "items")
     last = said.assistant[-1] if said.assistant else None
     # Claude Code's own messages to the agent (hook feedback, command output) are not
@@ -329,20 +353,37 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
         latest_meta[meta.text] = meta
     session_messages.fill(list(latest_meta.values()), lambda meta: (
         _said_item(meta), f"- {hhmm(meta.ts)} {one_line(meta.text, META_CHARS)}\n"))
+    # Items in the order the bound drops them (the first first): the last assistant message,
+    # what the agent itself said about where it stopped, is kept longest.
     for c in tool_calls[-3:]:
         stopped.add({"id": c.id, "kind": "lastAction", "ts": c.ts, "line": _call_line(c)},
                     "- last action:" + _call_line(c)[1:])
         shown.add(c.id)
+    plan = next((c for c in reversed(tool_calls) if c.get("plan") and not c.unfinished), None)
+    if plan is not None:
+        verdict = "approved" if plan.succeeded else "not approved"
+        stopped.add({"kind": "plan", "id": plan.id, "ts": plan.ts, "approved": plan.succeeded,
+                     "plan": plan.get("plan")},
+                    f"- latest plan ({hhmm(plan.ts)}, {verdict}):\n"
+                    + quote(plan.get("plan"), PLAN_CHARS))
+        shown.add(plan.id)
+    recap = said.summaries[-1] if said.summaries else None
+    if recap is not None and recap.source == "away_summary" and (
+            last is None or (recap.ts, recap.id) > (last.ts, last.id)):
+        # Claude Code's recap, written after the last message: where it says things stand.
+        stopped.add(_said_item(recap), f"- recap ({hhmm(recap.ts)}): "
+                                       f"{one_line(recap.text, RECAP_CHARS)}\n")
     todo = next((c for c in reversed(tool_calls) if c.get("todos") and c.succeeded), None)
     if todo is not None:
-        items = "; ".join(f"[{status}] {content}" for status, content in todo.get("todos"))
         stopped.add({"kind": "todos", "id": todo.id, "ts": todo.ts,
                      "todos": [{"status": t[0], "content": t[1]} for t in todo.get("todos")]},
-                    f"- latest todo list ({hhmm(todo.ts)}): {clip(items, 900)}\n")
+                    _todo_line(todo.ts, todo.get("todos")))
         shown.add(todo.id)
     if last is not None:
-        stopped.add(_said_item(last), f"- last assistant message ({hhmm(last.ts)}):\n"
-                                      + quote(last.text, LAST_MESSAGE_CHARS))
+        head = f"- last assistant message ({hhmm(last.ts)}):\n"
+        stopped.add(_said_item(last), head + quote(last.text, LAST_MESSAGE_CHARS),
+                    shrink=lambda room, text=last.text, head=head: _quote_within(head, text,
+                                                                                room))
 
     unfinished = Section("unfinishedToolCalls", "Unfinished tool calls",
                          "unfinished tool calls", WATERMARK)
@@ -413,17 +454,34 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                             "ts": rej.ts},
                            f"- {hhmm(rej.ts)} push of {rej.source} -> {rej.destination}{to} "
                            f"rejected ({one_line(rej.why, 80)})\n")
+    for operation, call_id, ts in git.operations[-GIT_OPERATIONS:]:
+        commit_section.add({"gitOperation": operation, "callId": call_id, "ts": ts},
+                           f"- {hhmm(ts)} ran {code(one_line(operation, TARGET_CHARS + 40))}\n")
     if git.log:
         listing = "; ".join(f"{h} {one_line(s, 70)}" for h, s in git.log[:10])
         commit_section.add({"log": [list(x) for x in git.log], "callId": git.log_call},
                            f"- latest `git log` listed: {listing}\n")
     del pushed
 
-    files = Section("files", "Files changed", "files")
-    files.fill(files_touched(tool_calls), lambda f: (
-        {"path": f.path, "state": f.state, "changes": f.changes, "lastTs": f.last_ts},
-        f"- {code(f.path)}: {f.state}{f' to {code(f.moved_to)}' if f.moved_to else ''} "
-        f"({f.changes} change(s), last {hhmm(f.last_ts)})\n"))
+    cwd = next((c.get("cwd") for c in reversed(calls) if c.get("cwd")), None)
+    relative = f"Paths relative to {code(cwd)}." if cwd else None
+    files = Section("files", "Files changed", "files", relative)
+    touched = files_touched(tool_calls)
+    # What the latest edit did, for the files changed last (where a resuming agent looks).
+    with_change = {f.path for f in touched[-CHANGED_LINES:]}
+    files.fill(touched, lambda f: (
+        {"path": f.path, "state": f.state, "changes": f.changes, "lastTs": f.last_ts,
+         "lastChange": ({"added": f.last_change[0], "removed": f.last_change[1]}
+                        if f.last_change else None)},
+        f"- {code(_relative(f.path, cwd))}: {f.state}"
+        f"{f' to {code(_relative(f.moved_to, cwd))}' if f.moved_to else ''} "
+        f"({f.changes} change(s), last {hhmm(f.last_ts)})"
+        + (_change_md(f.last_change) if f.path in with_change else "") + "\n"))
+
+    read_only = Section("filesRead", "Files read, not changed", "lines of files", relative)
+    read_only.fill(_read_lines(files_read(tool_calls), cwd), lambda group: (
+        {"files": [f.path for f in group], "lastTs": group[-1].last_ts},
+        "- " + ", ".join(_relative(f.path, cwd) for f in group) + "\n"))
 
     subagents = Section("subagents", "Subagent results", "subagent results")
     for res in said.subagent_results:
@@ -438,8 +496,16 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
             shown.add(c.id)
 
     summaries = Section("summaries", "Compaction summaries", "summaries")
-    for sm in said.summaries:
-        summaries.add(_said_item(sm), f"- {hhmm(sm.ts)}:\n" + quote(sm.text, SUMMARY_CHARS))
+    for n, sm in enumerate(said.summaries):
+        since = ""
+        if n == len(said.summaries) - 1:
+            # The latest summary is a snapshot: say how much work came after it.
+            later_calls = sum(1 for c in tool_calls if (c.ts, c.id) > (sm.ts, sm.id))
+            later_prompts = sum(1 for p in said.prompts if (p.ts, p.id) > (sm.ts, sm.id))
+            since = (f" (the latest; after it: {later_calls} tool call(s), "
+                     f"{later_prompts} prompt(s))")
+        summaries.add(_said_item(sm), f"- {hhmm(sm.ts)}{since}:\n"
+                                      + quote(sm.text, SUMMARY_CHARS))
     if said.titles:
         titles = "; ".join(one_line(t.text, 60) for t in said.titles[-20:])
         summaries.add({"kind": "titles", "titles": [t.text for t in said.titles]},
@@ -459,16 +525,65 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                             "result": _result_of(c)}, _call_line(c)))
 
     # Priority order, most important first: trimming starts from the end.
-    sections = [asked, stopped, unfinished, open_, tests, commit_section, files, live,
-                resolved, subagents, summaries, session_messages, earlier, rewound, retracted,
-                recent]
+    sections = [rules, asked, stopped, unfinished, open_, tests, commit_section, files, live,
+                resolved, subagents, summaries, read_only, session_messages, earlier, rewound,
+                retracted, recent]
     for section in sections:
         section.keep_latest()
-    where = {"cwd": next((c.get("cwd") for c in reversed(calls) if c.get("cwd")), None),
-             "branch": git.branch}
+    where = {"cwd": cwd, "branch": git.branch}
     return {"objectives": objectives, "liveConstraints": constraints, "sections": sections,
             "goal": _said_item(goal) if goal else None, "where": where,
             "sessions": sorted({c.session for c in calls if c.session})}
+
+
+def _change_md(change: list[str | None] | None) -> str:
+    if not change:
+        return ""
+    added, removed = change
+    parts = ([f"+ {code(one_line(added, 100))}"] if added else []) + (
+        [f"- {code(one_line(removed, 100))}"] if removed else [])
+    return "; last edit: " + " ".join(parts)
+
+
+def _quote_within(head: str, text: str, room: int) -> str:
+    """`head` and `text` quoted, clipped so that the whole fits `room` characters."""
+    limit = room - len(head)
+    md = head + quote(text, max(limit, 1))
+    while len(md) > room and limit > 1:
+        limit -= len(md) - room + 1
+        md = head + quote(text, max(limit, 1))
+    return md
+
+
+def _todo_line(ts: str, todos: list[list[str]]) -> str:
+    """The latest todo list, what remains first (it is what is left to do)."""
+    left = [t for t in todos if t[0] != "completed"]
+    done = [t for t in todos if t[0] == "completed"]
+    text = "; ".join(f"[{status}] {content}" for status, content in left) or "nothing"
+    if done:
+        text += "; done: " + "; ".join(f"[{status}] {content}" for status, content in done)
+    return f"- latest todo list ({hhmm(ts)}), remaining: {clip(text, 900)}\n"
+
+
+def _relative(path: str, cwd: str | None) -> str:
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        return path[len(cwd.rstrip("/")) + 1:]
+    return path
+
+
+def _read_lines(read: list[Any], cwd: str | None) -> list[list[Any]]:
+    """The files read, in order of their last read, cut into lines of at most FOLDER_CHARS
+    characters (so the bound drops the oldest reads first)."""
+    lines: list[list[Any]] = []
+    size = 0
+    for f in read:
+        width = len(_relative(f.path, cwd)) + 2
+        if not lines or size + width > FOLDER_CHARS:
+            lines.append([])
+            size = 0
+        lines[-1].append(f)
+        size += width
+    return lines
 
 
 def _call_item(c: Call) -> dict[str, Any]:
@@ -479,7 +594,7 @@ def _call_item(c: Call) -> dict[str, Any]:
 def _failure_item(f: Failure) -> dict[str, Any]:
     return {"id": f.call_id, "tool": f.tool, "target": f.target, "kind": f.kind,
             "reason": f.reason, "exitCode": f.exit_code, "ts": f.ts, "words": f.words,
-            "resolvedBy": f.resolved_by}
+            "resolvedBy": f.resolved_by, "failing": list(f.failing)}
 
 
 def _failure_line(f: Failure, *, with_id: bool) -> str:
@@ -487,14 +602,16 @@ def _failure_line(f: Failure, *, with_id: bool) -> str:
     what = f"{tool} {code(one_line(f.target, TARGET_CHARS))}" if f.target else tool
     if f.description and f.tool == "Bash":
         what += f" ({one_line(f.description, 80)})"
-    head = {"denied": "permission denied", "rejected": "rejected by the user"}.get(f.kind,
-                                                                                  "failed")
+    head = {"denied": "permission denied", "rejected": "rejected by the user",
+            "traceback": "exited 0 but printed a traceback"}.get(f.kind, "failed")
     if f.exit_code is not None:
         head += f" (exit {f.exit_code})"
     why = f.words if f.kind == "rejected" and f.words else f.reason
     reason = f": {one_line(why, REASON_CHARS)}" if why else ""
     if f.summary:
         reason += f" ({one_line(f.summary, REASON_CHARS)})"
+    if f.failing and with_id is False:
+        reason += "; failing: " + one_line(", ".join(f.failing[:6]), REASON_CHARS)
     if f.first_failure and f.first_failure != f.reason:
         reason += f"; first failure: {one_line(f.first_failure, REASON_CHARS)}"
     ident = f" [{f.call_id}]" if with_id else ""
@@ -533,16 +650,27 @@ def _fixed_md(workspace: str, session: str | None, collected: dict[str, Any],
     return "".join(out)
 
 
-def _trim_note(sections: list[Section], shown: list[int], max_chars: int) -> str:
+def _trim_note(sections: list[Section], shown: list[int], max_chars: int,
+               workspace: str = "") -> str:
+    """What was left out to fit the bound, and, whenever anything is not shown, the
+    commands that print it."""
     parts = [f"{s.title} ({len(s.md) - n} of {len(s.md)})"
              for s, n in zip(sections, shown, strict=True) if n < len(s.md)]
-    if not parts:
-        return ""
-    return (f"_Left out to fit --max-chars {max_chars}, least important first: "
-            + "; ".join(parts) + "._\n")
+    note = ""
+    if parts:
+        note = (f"_Left out to fit --max-chars {max_chars}, least important first: "
+                + "; ".join(parts) + "._\n")
+    if parts or any(s.total > n for s, n in zip(sections, shown, strict=True)):
+        ws = f" --workspace {workspace}" if workspace else ""
+        note += (f"_More: `agent-journal timeline{ws} --failures-only` (every failed call "
+                 f"with its output), `agent-journal timeline{ws} --last 60` (the latest "
+                 f"events), `agent-journal get{ws} ID` (a call's whole output; ids in "
+                 f"[brackets])._\n")
+    return note
 
 
-def fit(fixed: str, sections: list[Section], max_chars: int) -> list[int]:
+def fit(fixed: str, sections: list[Section], max_chars: int, workspace: str = ""
+        ) -> list[int]:
     """How many items of each section to show: drop the least important section's
     oldest items first until the whole document fits (or nothing is left to drop)."""
     shown = [len(s.md) for s in sections]
@@ -559,13 +687,22 @@ def fit(fixed: str, sections: list[Section], max_chars: int) -> list[int]:
         for i, s in enumerate(sections):
             if shown[i]:
                 total += heads[i] + suffix[i][shown[i]] + len(s.footer(shown[i])) + 1
-        return total + len(_trim_note(sections, shown, max_chars))
+        return total + len(_trim_note(sections, shown, max_chars, workspace))
 
     i = len(sections) - 1
     while i >= 0 and size() > max_chars:
         if shown[i] == 0:
             i -= 1
             continue
+        s = sections[i]
+        oldest = len(s.md) - shown[i]
+        if shown[i] == 1 and oldest in s.shrink:
+            # The section's last item is worth a clipped rendering rather than none.
+            room = len(s.md[oldest]) - (size() - max_chars)
+            if room >= SHRINK_MIN:
+                s.md[oldest] = s.shrink.pop(oldest)(room)
+                suffix[i] = [0, len(s.md[oldest])]
+                continue
         shown[i] -= 1
     return shown
 
@@ -583,9 +720,9 @@ def build(d: Derived, *, workspace: str, session: str | None, max_chars: int,
         collected["goal"]["text"] = clip(collected["goal"]["text"],
                                          max(20, len(collected["goal"]["text"]) - over - 80))
         fixed = _fixed_md(workspace, session, collected, damage)
-    shown = fit(fixed, sections, max_chars)
+    shown = fit(fixed, sections, max_chars, workspace)
     body = "".join(s.render(n) for s, n in zip(sections, shown, strict=True))
-    note = _trim_note(sections, shown, max_chars)
+    note = _trim_note(sections, shown, max_chars, workspace)
     markdown = (fixed + body + note).rstrip("\n") + "\n"
     over = len(markdown) > max_chars
     if over and len(fixed) > max_chars:

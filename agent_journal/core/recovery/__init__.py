@@ -12,7 +12,8 @@ The API has two steps, so a cache can keep the first:
    value wins, as `Derived.observation_view` does) into a `calls.Call`.
 2. Functions of a list of `Call`s, each returning plain dataclasses:
    `test_runs.test_runs`, `commits.commits`, `files_touched.files_touched`,
-   `failures.failures`, `conversation.conversation`.
+   `files_touched.files_read`, `failures.failures`, `conversation.conversation`,
+   `instructions.standing_instructions` (over the conversation's prompts).
 
 `calls.call_from_view(view)` builds a Call from a `Derived.observation_view` dict, for
 callers that hold whole observations (the `timeline` command).

@@ -4,7 +4,7 @@ Invariant: `parse_run` only reports what a runner's own summary line says (count
 ids it lists as failing, the first failure line it prints); text that matches no known
 summary gives None, never a guess. Recognised: pytest, unittest, go test, cargo test,
 jest, vitest, mocha, rspec (and npm/yarn/pnpm test, which print one of these), mypy,
-pyright, ruff (check and format), tsc, eslint.
+pyright, pyrefly, ruff (check, --fix and format), tsc, eslint.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ _CARGO_FAIL = re.compile(r"^test (\S+) \.\.\. FAILED$")
 _JEST = re.compile(r"^Tests:\s+(.*\d+ total)$")
 _JEST_FAIL = re.compile(r"^\s*● (.+›.+)$")
 _VITEST = re.compile(r"^\s*Tests\s+((?:\d+ \w+(?: \| )?)+)\s*\((\d+)\)")
-_VITEST_FAIL = re.compile(r"^\s*(?:FAIL|×)\s+(\S+\.(?:[jt]sx?|mjs|cjs)\s*>.+?)(?:\s+\d+m?s)?$")
+_VITEST_FAIL = re.compile(r"^\s*(?:FAIL\s+(\S+\.(?:[jt]sx?|mjs|cjs)\s*>.+?)|×\s+(.+?))"
+                          r"(?:\s+\d+m?s)?$")
 _MOCHA_PASS = re.compile(r"^\s+(\d+) passing \(")
 _MOCHA_FAIL = re.compile(r"^\s+(\d+) failing$")
 _MOCHA_ID = re.compile(r"^\s+\d+\) (.+):$")
@@ -52,13 +53,18 @@ _MYPY_OK = re.compile(r"^Success: no issues found in \d+ source files?")
 _MYPY_ERR = re.compile(r"^\S+:\d+(?::\d+)?: error: .+")
 _PYRIGHT = re.compile(r"^(\d+) errors?, (\d+) warnings?, (\d+) informations?")
 _PYRIGHT_ERR = re.compile(r"^\s*\S+:\d+:\d+ - error: (.+)")
-_RUFF_BAD = re.compile(r"^Found (\d+) errors?\.?(?: \(.*\))?$")
+# `ruff check --fix` ends its count with what is left: "Found 6 errors (3 fixed, 3 remaining)."
+_RUFF_BAD = re.compile(r"^Found (\d+) errors?\.?(?: \((?:(\d+) fixed, )?(\d+) remaining\)\.?|"
+                       r" \(.*\))?$")
 _RUFF_OK = re.compile(r"^All checks passed!")
 _RUFF_ERR = re.compile(r"^\S+:\d+:\d+: ([A-Z]+\d+) (.+)")
 _RUFF_FORMAT = re.compile(r"^(?:(\d+) files? would be reformatted|(\d+) files? reformatted|"
                           r"(\d+) files? (?:left unchanged|already formatted))")
 _TSC_BAD = re.compile(r"^Found (\d+) errors?(?: in (\d+) files?)?\.$")
 _TSC_ERR = re.compile(r"^\S+(?:\(\d+,\d+\)|:\d+:\d+) ?[:-] error (TS\d+: .+)")
+# pyrefly's last line: " INFO 58 errors (1 suppressed)"; each error starts "ERROR msg [kind]".
+_PYREFLY = re.compile(r"^\s*INFO (\d+) errors?(?: \((\d+) (?:suppressed|shown)[^)]*\))?$")
+_PYREFLY_ERR = re.compile(r"^ERROR (.+)$")
 _ESLINT = re.compile(r"^✖ (\d+) problems? \((\d+) errors?, (\d+) warnings?\)")
 
 
@@ -85,7 +91,7 @@ def parse_run(text: str | None) -> RunSummary | None:
     lines = _lines(text)
     found: list[RunSummary] = []
     for parse in (_pytest, _unittest, _go, _cargo, _jest, _vitest, _mocha, _rspec, _mypy,
-                  _pyright, _ruff, _tsc, _eslint):
+                  _pyright, _pyrefly, _ruff, _tsc, _eslint):
         run = parse(lines)
         if run is not None:
             found.append(run)
@@ -234,7 +240,8 @@ def _vitest(lines: list[str]) -> RunSummary | None:
     if summary is None:
         return None
     counts = _counts(summary.group(1))
-    failing = [m.group(1).strip() for line in lines if (m := _VITEST_FAIL.match(line))]
+    failing = list(dict.fromkeys((m.group(1) or m.group(2)).strip() for line in lines
+                                 if (m := _VITEST_FAIL.match(line))))
     first = next((line.strip() for line in lines if re.match(r"^\s*(AssertionError|Error):",
                                                              line)), None)
     return RunSummary("vitest", counts.get("failed", 0) == 0, summary.group(0).strip(),
@@ -299,7 +306,8 @@ def _ruff(lines: list[str]) -> RunSummary | None:
         if m and any(_RUFF_ERR.match(x) for x in lines):
             first = next((x for x in lines if _RUFF_ERR.match(x)), None)
             codes = sorted({e.group(1) for x in lines if (e := _RUFF_ERR.match(x))})
-            return RunSummary("ruff", False, line, errors=int(m.group(1)), failing=codes,
+            left = int(m.group(3) if m.group(3) is not None else m.group(1))
+            return RunSummary("ruff", left == 0, line, errors=left, failing=codes,
                               first_failure=first)
         f = _RUFF_FORMAT.match(line)
         if f:
@@ -307,6 +315,17 @@ def _ruff(lines: list[str]) -> RunSummary | None:
                             and g.group(1)), 0)
             summary = ", ".join(x for x in lines if _RUFF_FORMAT.match(x))
             return RunSummary("ruff format", pending == 0, summary, errors=pending)
+    return None
+
+
+def _pyrefly(lines: list[str]) -> RunSummary | None:
+    for line in reversed(lines):
+        m = _PYREFLY.match(line)
+        if m:
+            errors = int(m.group(1))
+            first = next((e.group(1) for x in lines if (e := _PYREFLY_ERR.match(x))), None)
+            return RunSummary("pyrefly", errors == 0, line.strip(), errors=errors,
+                              first_failure=first)
     return None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from agent_journal.core.recovery.patches import PATCH_TOOLS, patch_file_ops
 from agent_journal.core.recovery.text import clip
 
 TYPE_CHECKING = False
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "2"
+FACTS_VERSION = "3"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -26,6 +27,7 @@ SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subag
 LEGACY_SAID = {"user_prompt": ("prompt", "prompt"),
                "stop": ("assistant_message", "last_assistant_message")}
 TEXT_CHARS = 4000
+PLAN_CHARS = 3000
 TARGET_CHARS = 400
 DESCRIPTION_CHARS = 160
 FAILED_STATUSES = frozenset({"error", "cancelled"})
@@ -97,8 +99,8 @@ def event_facts(kind: str, data: dict[str, Any]) -> dict[str, Any] | None:
             facts["agentType"] = agent_type
         if source.get("branch") == "abandoned":
             facts["abandoned"] = True
-        if source.get("source") == "summary":
-            facts["source"] = "summary"
+        if source.get("source") in ("summary", "away_summary"):
+            facts["source"] = source["source"]
         event = source.get("hook_event_name")
         if isinstance(event, str) and kind != TOOL_CALL:
             facts["event"] = event
@@ -142,9 +144,30 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
             ops = shell_file_ops(target) if re.search(_MAY_MOVE, target) else None
             if ops:
                 facts["fileOps"] = ops
+            read = shell_reads(target) if _MAY_READ.match(target) else None
+            if read:
+                facts["reads"] = read
+    if tool in WRITERS and tool != "Write":
+        change = edit_change(value)
+        if change:
+            facts["change"] = change
+    if tool in PATCH_TOOLS:
+        ops = patch_file_ops(value)
+        if ops:
+            facts["fileOps"] = ops
+            if target is None:
+                paths = dict.fromkeys(op[-1] for op in ops)
+                facts["target"] = clip(", ".join(paths), TARGET_CHARS)
+    if tool == "ExitPlanMode" and isinstance(value, dict) and isinstance(value.get("plan"), str):
+        facts["plan"] = clip(value["plan"], PLAN_CHARS)
     if tool == "TodoWrite" and isinstance(value, dict) and isinstance(value.get("todos"), list):
         facts["todos"] = [[str(t.get("status")), clip(str(t.get("content")), 160)]
                           for t in value["todos"][:20] if isinstance(t, dict)]
+    elif tool == "update_plan" and isinstance(value, dict) and isinstance(value.get("plan"),
+                                                                         list):
+        # Codex's todo list: {"plan": [{"step", "status"}], "explanation"}.
+        facts["todos"] = [[str(t.get("status")), clip(str(t.get("step")), 160)]
+                          for t in value["plan"][:20] if isinstance(t, dict)]
     if isinstance(value, dict) and isinstance(value.get("description"), str):
         facts["desc"] = clip(value["description"], DESCRIPTION_CHARS)
     output = data.get("output")
@@ -169,7 +192,13 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         removed_by_git_rm,
         switched_branch,
     )
-    from agent_journal.core.recovery.reasons import benign, error_reason, refusal, rejection_words
+    from agent_journal.core.recovery.reasons import (
+        benign,
+        error_reason,
+        printed_traceback,
+        refusal,
+        rejection_words,
+    )
 
     failed = (isinstance(status, str) and status in FAILED_STATUSES) or (
         isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0)
@@ -189,6 +218,10 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         run = parse_run(text)
         if run is not None:
             facts["check"] = run.as_dict()
+        elif not failed:
+            crashed = printed_traceback(text)
+            if crashed:
+                facts["traceback"] = crashed
         made = commits_in(text)
         if made:
             facts["commits"] = [list(c) for c in made]
@@ -204,10 +237,16 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         removed = removed_by_git_rm(text)
         if removed:
             facts["removed"] = removed
-        if "git log" in (facts.get("target") or "") and not failed:
+        # An import keeps a call's command on its start and its output on its end: the
+        # end's listing is kept whatever its target, and commits() reads it only for a
+        # call whose command ran `git log`.
+        target = facts.get("target")
+        if not failed and (target is None or "git log" in target):
             listed = log_lines(text)
             if listed:
                 facts["log"] = [list(x) for x in listed[:12]]
+        if not failed and "Merge made by" in text:
+            facts["merged"] = True
     elif (tool in ANSWERING_TOOLS or (tool or "").startswith("mcp__")) and isinstance(
             output, str) and not failed:
         # A subagent's or other tool's answer: its opening is what a reader needs.
@@ -223,6 +262,78 @@ def _write_kind(output: Any, text: str | None) -> str | None:
         if "has been updated" in text[:300] or text.startswith("File updated"):
             return "updated"
     return None
+
+
+CHANGE_CHARS = 160
+_DIFF_CAP = 20_000  # characters of an edit's old and new text compared
+
+
+def _first_new(lines: list[str], other: set[str]) -> str | None:
+    for line in lines:
+        stripped = line.strip()
+        if stripped and stripped not in other:
+            return clip(stripped, CHANGE_CHARS)
+    return None
+
+
+def edit_change(value: Any) -> list[str | None] | None:
+    """[first added line, first removed line] of an Edit or MultiEdit (its first edit):
+    the lines of new_string not in old_string and the reverse, stripped; None when the edit
+    changed no line that can be told."""
+    if not isinstance(value, dict):
+        return None
+    edit = value
+    if isinstance(value.get("edits"), list) and value["edits"]:
+        edit = value["edits"][0] if isinstance(value["edits"][0], dict) else {}
+    old, new = edit.get("old_string"), edit.get("new_string")
+    if not isinstance(old, str) or not isinstance(new, str):
+        return None
+    old_lines, new_lines = old[:_DIFF_CAP].splitlines(), new[:_DIFF_CAP].splitlines()
+    added = _first_new(new_lines, {x.strip() for x in old_lines})
+    removed = _first_new(old_lines, {x.strip() for x in new_lines})
+    return [added, removed] if added or removed else None
+
+
+# A command that starts by printing files (how Codex and shells read them).
+_MAY_READ = re.compile(r"\s*(?:cat|head|tail|sed|nl|less|bat)\s")
+_READERS = frozenset({"cat", "head", "tail", "sed", "nl", "less", "bat"})
+
+
+def shell_reads(command: str) -> list[str]:
+    """The files a plain shell read prints (`cat a b`, `head -n 5 a`, `sed -n 1,80p a`):
+    literal paths of the first command of a pipe, never one with globs or variables, and
+    nothing for a command that redirects or edits in place."""
+    import shlex
+
+    try:
+        words = shlex.split(command, posix=True)
+    except ValueError:
+        return []
+    first: list[str] = []
+    for word in words:
+        if word in _SEPARATORS:
+            break
+        first.append(word)
+    if not first or first[0] not in _READERS or any(
+            w.startswith((">", "-i")) or w == "--in-place" for w in first):
+        return []
+    args = first[1:]
+    paths: list[str] = []
+    skip = False
+    for i, word in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if word.startswith("-"):
+            skip = word in ("-n", "-c", "-e") and first[0] in ("head", "tail", "sed")
+            continue
+        if first[0] == "sed" and i == 0 or (first[0] == "sed" and not paths and
+                                            re.fullmatch(r"[\d,$]+p|\d+q", word)):
+            continue  # sed's script
+        if any(ch in _UNSAFE for ch in word):
+            return []
+        paths.append(word)
+    return paths[:20]
 
 
 # Only a command naming rm or mv is split into words.

@@ -1,10 +1,16 @@
-"""Files created, edited, moved and deleted, with the latest state of each.
+"""Files created, edited, moved and deleted, with the latest state of each; and the files
+only read.
 
 Invariants: only calls that succeeded count. Write is `created` or `updated` as the tool's
 response says (`written` when it does not say); Edit, MultiEdit and NotebookEdit are
-`edited`; a shell call counts only in the plain forms facts.shell_file_ops reads, or
-through `git rm`'s own output. A file's state is its latest change; a file created in the
-journal's span stays `created` through later edits (it is new work).
+`edited`; a patch (Codex's apply_patch) changes what patches.patch_file_ops reads off it;
+a shell call counts only in the plain forms facts.shell_file_ops reads, or through
+`git rm`'s own output. A file's state is its latest change; a file created in the
+journal's span stays `created` through later edits (it is new work); its `last_change` is
+the latest change's first added and removed line when that change was an edit. A file is
+"only
+read" when a successful Read (or a plain shell read, facts `reads`) named it and no
+successful call changed it.
 """
 
 from __future__ import annotations
@@ -17,18 +23,20 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 CREATED, UPDATED, WRITTEN, EDITED = "created", "updated", "written", "edited"
+READERS = frozenset({"Read", "NotebookRead"})
 DELETED, MOVED = "deleted", "moved"
 
 
 class FileState(Record):
-    __slots__ = ("path", "state", "changes", "last_ts", "call_ids", "moved_to")
-    DEFAULTS = {"call_ids": list, "moved_to": None}
+    __slots__ = ("path", "state", "changes", "last_ts", "call_ids", "moved_to", "last_change")
+    DEFAULTS = {"call_ids": list, "moved_to": None, "last_change": None}
     path: str
     state: str
     changes: int
     last_ts: str
     call_ids: list[str]
     moved_to: str | None
+    last_change: list[str | None] | None  # the latest edit's [added, removed] line
 
 
 def files_touched(calls: Iterable[Call]) -> list[FileState]:
@@ -42,6 +50,7 @@ def files_touched(calls: Iterable[Call]) -> list[FileState]:
             return
         entry.changes += 1
         entry.last_ts = call.ts
+        entry.last_change = None
         entry.call_ids.append(call.id)
         if entry.state == CREATED and state in (EDITED, UPDATED, WRITTEN):
             return
@@ -57,9 +66,10 @@ def files_touched(calls: Iterable[Call]) -> list[FileState]:
             touch(target, call.get("write") or WRITTEN, call)
         elif tool in ("Edit", "MultiEdit", "NotebookEdit") and target:
             touch(target, EDITED, call)
+            files[target].last_change = call.get("change")
         for op in call.get("fileOps") or ():
-            if op[0] == DELETED:
-                touch(op[1], DELETED, call)
+            if op[0] in (DELETED, CREATED, EDITED) and len(op) == 2:
+                touch(op[1], op[0], call)
             elif op[0] == MOVED and len(op) == 3:
                 touch(op[1], MOVED, call)
                 files[op[1]].moved_to = op[2]
@@ -68,3 +78,32 @@ def files_touched(calls: Iterable[Call]) -> list[FileState]:
             if files.get(path) is None or files[path].state != DELETED:
                 touch(path, DELETED, call)
     return sorted(files.values(), key=lambda f: (f.last_ts, f.path))
+
+
+class FileRead(Record):
+    __slots__ = ("path", "reads", "last_ts")
+    path: str
+    reads: int
+    last_ts: str
+
+
+def files_read(calls: Iterable[Call]) -> list[FileRead]:
+    """Every file read and never changed by a successful call, in order of its last read."""
+    calls = ordered(calls)
+    changed = {f.path for f in files_touched(calls)}
+    read: dict[str, FileRead] = {}
+    for call in calls:
+        if not call.succeeded:
+            continue
+        paths = [call.target] if call.tool in READERS and call.target else []
+        paths += call.get("reads") or []
+        for path in paths:
+            if path in changed:
+                continue
+            entry = read.get(path)
+            if entry is None:
+                read[path] = FileRead(path, 1, call.ts)
+            else:
+                entry.reads += 1
+                entry.last_ts = call.ts
+    return sorted(read.values(), key=lambda f: (f.last_ts, f.path))

@@ -95,3 +95,16 @@ def error_reason(text: str | None) -> str | None:
     if marked is not None:
         return clip(marked, REASON_CHARS)
     return clip(" · ".join(useful[:2]), REASON_CHARS)
+
+
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+def printed_traceback(text: str | None) -> str | None:
+    """The exception line of a Python traceback a call printed, or None: for a call that
+    exited 0 yet crashed inside (a script that catches and prints its exception)."""
+    if not isinstance(text, str) or _TRACEBACK not in text[:20000]:
+        return None
+    reason = error_reason(text)
+    return reason if reason and re.match(r"^[A-Za-z_][\w.]*(?:Error|Exception)\b", reason) \
+        else None

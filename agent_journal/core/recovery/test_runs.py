@@ -4,10 +4,12 @@ Invariants: a run is a shell call whose output holds a runner's summary
 (checks.parse_run). Runs of the same command (`command_key`) are one history: its latest
 run is its state, and a failing run followed by a passing one counts as fixed. A
 package manager's way of running a script or tool is the same command whichever manager
-ran it (`npm test`, `pnpm test`, `yarn run test`; `npx tsc`, `pnpm tsc`: `run_key`). A
+ran it (`npm test`, `pnpm test`, `yarn run test`; `npx tsc`, `pnpm tsc`: `run_key`), and
+its options do not make it another command (`pytest -x -q` is `pytest`: `check_key`). A
 later successful call of a command that has a run history, printing no summary, is a
 passing run (tsc and eslint print nothing when clean; their exit status is the verdict).
-Unrelated calls, and the order they were read in, change nothing.
+A chain `a && b` that passed is also a passing run of each command it chained whose
+latest run failed. Unrelated calls, and the order they were read in, change nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +36,24 @@ SILENT_PASS = "exit 0, no summary printed"
 def run_key(command: str) -> str:
     """The command with a JavaScript package manager's runner prefix made uniform."""
     return _PACKAGE_RUNNER.sub("js ", command, count=1)
+
+
+def check_key(command: str) -> str:
+    """What makes two runs of a test or check command one history: the command (run_key)
+    without its options (`-x`, `--tb=short`, `--fix`, `-q`): they change how it reports
+    or what it fixes on the way, not what it checks."""
+    return " ".join(w for w in run_key(command).split() if not w.startswith("-"))
+
+
+def chain_keys(command: str) -> list[str]:
+    """The run keys of the commands an `a && b && c` chain ran, when it is nothing else
+    (no `;`, `||`, or background `&`): its success means each of them succeeded."""
+    if "&&" not in command or ";" in command or "||" in command or "\n" in command:
+        return []
+    parts = [command_key(p) for p in command.split("&&")]
+    if any(not p or p.endswith("&") for p in parts):
+        return []
+    return [check_key(p) for p in parts]
 
 
 def command_key(command: str) -> str:
@@ -65,6 +85,11 @@ class TestRun(Record):
         return self.latest.ok
 
 
+def _failing(call: Call) -> bool:
+    run = call.check
+    return run is not None and not run.ok
+
+
 def test_runs(calls: Iterable[Call]) -> list[TestRun]:
     """Every command that ran tests or a checker, in order of its latest run."""
     # command -> [latest call, runs, failed runs, call ids]; the summary is built for the
@@ -82,8 +107,17 @@ def test_runs(calls: Iterable[Call]) -> list[TestRun]:
         command = keys.get(target)
         if command is None:
             command = keys[target] = command_key(target)
-        key = run_key(command)
+        key = check_key(command)
         seen = history.get(key)
+        if call.succeeded and (not isinstance(raw, dict) or raw.get("ok") is True):
+            # A chain that passed ran each of its commands successfully: a command of it
+            # whose latest run failed is followed by this passing one.
+            for part in chain_keys(command):
+                part_seen = history.get(part)
+                if part != key and part_seen is not None and _failing(part_seen[0]):
+                    part_seen[0] = call
+                    part_seen[1] += 1
+                    part_seen[3].append(call.id)
         if not isinstance(raw, dict):
             if seen is None:
                 continue  # a command that never printed a summary is not a run

@@ -1,7 +1,8 @@
 """Writes the SYNTHETIC held-out transcripts in transcripts/ (see README.md).
 
 These sessions never happened: they were written by hand for the recall check, in the
-record format of the real Claude Code transcripts under tests/data/claude-code. Run
+record format of the real Claude Code transcripts under tests/data/claude-code (and, for
+codex-ledger-since, of the Codex session file under tests/data/codex/sessions). Run
 `python tests/data/recall-heldout/generate.py` to rewrite them; the output is fixed.
 """
 
@@ -349,8 +350,237 @@ def python_vitest() -> None:
     s.save()
 
 
+def compact(s: Session, summary: str) -> None:
+    """A compaction: the boundary record, then the summary Claude Code continues from."""
+    s.system("compact_boundary", "Conversation compacted", parentUuid=None,
+             compactMetadata={"trigger": "auto", "preTokens": 155000})
+    s.user("This session is being continued from a previous conversation that ran out of "
+           "context. The conversation is summarized below:\nSummary:\n" + summary,
+           isCompactSummary=True, isVisibleInTranscriptOnly=True)
+
+
+def python_long_compactions() -> None:
+    """A long session: two compactions, many prompts, a plan, todo lists, a subagent, files
+    only read, an error fixed and one still open; long enough that --max-chars must cut."""
+    s = Session("py-cfgload-long", "/srv/cfgload", "port/tomllib", "2026-03-05T08:00:00")
+    s.title("Port cfgload to tomllib")
+    s.user("Port the config loader in src/cfgload/loader.py from the third-party toml "
+           "package to the standard library's tomllib, and drop the toml dependency.")
+    s.user("From now on, run everything through uv run; never call plain pip or python.")
+    s.user("Never touch src/cfgload/legacy.py, it is vendored from upstream.")
+    s.user("Always run make lint before committing.")
+    for path, body in [("/srv/cfgload/src/cfgload/loader.py",
+                        "import toml\n\ndef load(path):\n    return toml.load(path)\n"),
+                       ("/srv/cfgload/pyproject.toml",
+                        "[project]\ndependencies = [\"toml>=0.10\", \"click\"]\n"),
+                       ("/srv/cfgload/src/cfgload/schema.py",
+                        "SCHEMA = {\"name\": str, \"retries\": int}\n"),
+                       ("/srv/cfgload/docs/config.md", "# Configuration\n")]:
+        s.read(path, body)
+    tid = s.call("ExitPlanMode", {"plan": (
+        "# Plan: tomllib port\n\n1. Open files in binary mode and call tomllib.load in "
+        "loader.py\n2. Remove toml from the pyproject dependencies\n3. Catch "
+        "tomllib.TOMLDecodeError in cfgload check and exit 2\n4. Convert the other call "
+        "sites of toml.loads")})
+    s.result(tid, "User has approved your plan. You can now start coding.",
+             tool_result={"plan": "approved"})
+    tid = s.call("TodoWrite", {"todos": [
+        {"content": "Switch loader.py to tomllib", "status": "in_progress",
+         "activeForm": "Switching"},
+        {"content": "Drop the toml dependency", "status": "pending", "activeForm": "Dropping"},
+        {"content": "Convert the other toml.loads call sites", "status": "pending",
+         "activeForm": "Converting"}]})
+    s.result(tid, "Todos have been modified successfully.")
+    s.edit("/srv/cfgload/src/cfgload/loader.py",
+           "import toml\n\ndef load(path):\n    return toml.load(path)",
+           "import tomllib\n\ndef load(path):\n    with open(path, \"rb\") as fh:\n"
+           "        return tomllib.load(fh)")
+    s.bash("uv run pytest -q tests/test_loader.py",
+           "..F.\n" + "=" * 35 + " FAILURES " + "=" * 35 + "\n"
+           "________________________________ test_bad_file _________________________________\n"
+           "E       AttributeError: module 'tomllib' has no attribute 'TomlDecodeError'\n"
+           "=========================== short test summary info ============================\n"
+           "FAILED tests/test_loader.py::test_bad_file - AttributeError: module 'tomllib' "
+           "has no attribute 'TomlDecodeError'\n1 failed, 3 passed in 0.21s", exit_code=1,
+           desc="Run the loader tests")
+    s.edit("/srv/cfgload/src/cfgload/loader.py", "except toml.TomlDecodeError",
+           "except tomllib.TOMLDecodeError")
+    s.bash("uv run pytest -q tests/test_loader.py", "....\n4 passed in 0.19s",
+           desc="Run the loader tests")
+    s.edit("/srv/cfgload/pyproject.toml", "dependencies = [\"toml>=0.10\", \"click\"]",
+           "dependencies = [\"click\"]")
+    compact(s, "1. The user asked to port src/cfgload/loader.py from toml to tomllib and "
+               "drop the toml dependency; run everything through uv run; never touch "
+               "legacy.py; run make lint before committing.\n2. loader.py now uses "
+               "tomllib.load in binary mode; test_bad_file was fixed by catching "
+               "tomllib.TOMLDecodeError.\n3. Next: find the remaining toml.loads call "
+               "sites.")
+    tid = s.call("Task", {"description": "Find toml.loads call sites",
+                          "prompt": "List every call of toml.loads in the repository.",
+                          "subagent_type": "Explore"})
+    s.result(tid, "Three call sites of toml.loads remain: src/cfgload/cli.py:40, "
+             "src/cfgload/plugins.py:12 and tests/conftest.py:8.",
+             tool_result={"status": "completed", "content": []})
+    for n in range(1, 31):
+        s.result(s.call("Grep", {"pattern": f"option_{n}"}),
+                 f"src/cfgload/options/o{n}.py")
+        s.result(s.call("Read", {"file_path": f"/srv/cfgload/src/cfgload/options/o{n}.py"}),
+                 f"OPTION_{n} = {n}\n")
+    s.edit("/srv/cfgload/src/cfgload/plugins.py", "toml.loads(text)",
+           "tomllib.loads(text)")
+    s.bash("make lint", "ruff check src tests\nAll checks passed!", desc="Lint")
+    s.bash("git add -A && git commit -m \"loader: switch to tomllib\"",
+           "[port/tomllib 3f2a9c1] loader: switch to tomllib\n 3 files changed, 9 "
+           "insertions(+), 5 deletions(-)", desc="Commit the port")
+    for n, text in enumerate([
+            "Show me the diff of plugins.py.", "What does retries default to?",
+            "Keep the error message wording as it was.", "Is click still needed?",
+            "OK, leave click.", "How many tests are there now?", "Good.",
+            "What about Windows line endings?", "Fine, skip that for now.",
+            "Check the CHANGELOG mentions the port.", "Add a line to the CHANGELOG then.",
+            "Thanks."]):
+        s.user(text)
+        s.say(f"Answer {n + 1}: done as asked.")
+    s.edit("/srv/cfgload/CHANGELOG.md", "## Unreleased", "## Unreleased\n- cfgload now "
+           "reads TOML with tomllib; the toml dependency is gone.")
+    compact(s, "1. The port to tomllib is committed as 3f2a9c1 (loader.py, plugins.py, "
+               "pyproject.toml); the CHANGELOG mentions it.\n2. The cli.py call site is "
+               "still on toml.loads; the user now wants a --strict flag for cfgload check.\n"
+               "3. Standing rules: uv run only, never touch legacy.py, make lint before "
+               "each commit.")
+    s.user("Now add a --strict flag to `cfgload check` that rejects unknown keys.")
+    tid = s.call("TodoWrite", {"todos": [
+        {"content": "Switch loader.py to tomllib", "status": "completed",
+         "activeForm": "Switching"},
+        {"content": "Drop the toml dependency", "status": "completed", "activeForm": "Dropping"},
+        {"content": "Add the --strict flag to cfgload check", "status": "in_progress",
+         "activeForm": "Adding"},
+        {"content": "Document --strict in docs/config.md", "status": "pending",
+         "activeForm": "Documenting"}]})
+    s.result(tid, "Todos have been modified successfully.")
+    s.edit("/srv/cfgload/src/cfgload/cli.py", "@click.command()\ndef check(path):",
+           "@click.command()\n@click.option(\"--strict\", is_flag=True)\ndef check(path, "
+           "strict):")
+    s.bash("uv run mypy src",
+           "src/cfgload/cli.py:44: error: Argument 1 to \"load\" has incompatible type "
+           "\"str\"; expected \"IO[bytes]\"  [arg-type]\nsrc/cfgload/cli.py:51: error: "
+           "Missing return statement  [return]\nFound 2 errors in 1 file (checked 9 source "
+           "files)", exit_code=1, desc="Type-check")
+    s.say("The --strict flag is in; mypy still reports 2 errors in src/cfgload/cli.py "
+          "(an IO[bytes] argument at line 44 and a missing return at line 51). Next I will "
+          "open the file in binary mode there and add the return.")
+    s.save()
+
+
+def codex_rollout() -> None:
+    """A Codex session file (rollout) in the format of tests/data/codex/sessions: messages,
+    shell calls (old JSON-string outputs and the newer `Exit code:` text), apply_patch."""
+    sid = str(uuid.uuid5(uuid.NAMESPACE_URL, "heldout/codex-ledger-since"))
+    t = datetime.fromisoformat("2026-03-06T14:00:00")
+    lines: list[dict] = []
+    n = 0
+
+    def put(kind: str, payload: dict, seconds: int = 5) -> None:
+        nonlocal t
+        t += timedelta(seconds=seconds)
+        lines.append({"timestamp": t.strftime("%Y-%m-%dT%H:%M:%S.000Z"), "type": kind,
+                      "payload": payload})
+
+    def message(role: str, text: str) -> None:
+        block = "input_text" if role == "user" else "output_text"
+        put("response_item", {"type": "message", "role": role,
+                              "content": [{"type": block, "text": text}]})
+        if role == "user":
+            put("event_msg", {"type": "user_message", "message": text, "images": []}, 0)
+        else:
+            put("event_msg", {"type": "agent_message", "message": text}, 0)
+
+    def shell(command: str, output: str, code: int = 0, *, new_format: bool = False) -> None:
+        nonlocal n
+        n += 1
+        call_id = f"call_{n:03d}"
+        put("response_item", {"type": "function_call", "name": "shell", "call_id": call_id,
+                              "arguments": json.dumps({"command": ["bash", "-lc", command],
+                                                       "workdir": "/home/dev/ledger"})})
+        if new_format:
+            out = f"Exit code: {code}\nWall time: 2.4 seconds\nOutput:\n{output}"
+        else:
+            out = json.dumps({"output": output, "metadata": {"exit_code": code,
+                                                             "duration_seconds": 1.2}})
+        put("response_item", {"type": "function_call_output", "call_id": call_id,
+                              "output": out}, 2)
+
+    def patch(text: str, result: str) -> None:
+        nonlocal n
+        n += 1
+        call_id = f"call_{n:03d}"
+        put("response_item", {"type": "custom_tool_call", "status": "completed",
+                              "call_id": call_id, "name": "apply_patch", "input": text})
+        put("response_item", {"type": "custom_tool_call_output", "call_id": call_id,
+                              "output": result}, 1)
+
+    put("session_meta", {"id": sid, "timestamp": "2026-03-06T14:00:00.000Z",
+                         "cwd": "/home/dev/ledger", "originator": "codex_cli_rs",
+                         "cli_version": "0.46.0", "instructions": None, "source": "cli",
+                         "git": {"commit_hash": "1a2b3c4d5e6f", "branch": "feat/since-filter",
+                                 "repository_url": "git@github.com:dev/ledger.git"}}, 0)
+    put("response_item", {"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": "<environment_context>\n  <cwd>/home/dev/ledger</cwd>\n"
+                                       "</environment_context>"}]})
+    message("user", "Add a --since date filter to `ledger report` so it only lists entries "
+                    "on or after a date. Use pnpm, not npm. Don't edit the generated files "
+                    "under src/gen/.")
+    put("turn_context", {"cwd": "/home/dev/ledger", "approval_policy": "on-request",
+                         "model": "gpt-5-codex"})
+    message("assistant", "I'll read the report command and run the tests first.")
+    shell("sed -n 1,80p src/report.ts", "export function report(entries: Entry[]) {\n")
+    shell("cat src/gen/schema.ts", "// generated, do not edit\nexport type Entry = {}\n")
+    patch("*** Begin Patch\n*** Add File: src/filters/since.ts\n+export function since(d: Date)"
+          " {\n+  return (e: Entry) => e.date > d;\n+}\n*** Update File: src/report.ts\n@@\n"
+          "-export function report(entries: Entry[]) {\n+export function report(entries: "
+          "Entry[], opts: { since?: string }) {\n*** End Patch\n",
+          "Success. Updated the following files:\nA src/filters/since.ts\nM src/report.ts\n")
+    shell("pnpm tsc --noEmit",
+          "src/report.ts(42,7): error TS2322: Type 'string' is not assignable to type "
+          "'Date'.\n\nFound 1 error in src/report.ts:42\n", 2, new_format=True)
+    patch("*** Begin Patch\n*** Update File: src/report.ts\n@@\n-  since(opts.since)\n+  "
+          "since(new Date(opts.since))\n*** End Patch\n",
+          "Success. Updated the following files:\nM src/report.ts\n")
+    shell("pnpm tsc --noEmit", "", 0, new_format=True)
+    shell("pnpm test",
+          " RUN  v1.6.0 /home/dev/ledger\n\n ❯ test/report.test.ts (12 tests | 1 failed)\n"
+          "   × report > filters by since 4ms\n     → expected 3 entries, got 2\n\n"
+          " Test Files  1 failed (1)\n      Tests  1 failed | 11 passed (12)\n", 1)
+    message("user", "The filter must be inclusive of the start date.")
+    patch("*** Begin Patch\n*** Update File: src/filters/since.ts\n@@\n-  return (e: Entry) => "
+          "e.date > d;\n+  return (e: Entry) => e.date >= d;\n*** End Patch\n",
+          "Success. Updated the following files:\nM src/filters/since.ts\n")
+    shell("pnpm test",
+          " RUN  v1.6.0 /home/dev/ledger\n\n ✓ test/report.test.ts (12 tests) 9ms\n\n"
+          " Test Files  1 passed (1)\n      Tests  12 passed (12)\n", 0)
+    put("compacted", {"message": "The user wants a --since filter on ledger report "
+                                 "(inclusive), pnpm only, no edits under src/gen/. The "
+                                 "filter lives in src/filters/since.ts; the vitest config "
+                                 "lives in vitest.config.ts; all 12 tests pass."})
+    shell("git add -A && git commit -m \"report: add --since filter\"",
+          "[feat/since-filter 9c1d2e3] report: add --since filter\n 2 files changed, 14 "
+          "insertions(+), 2 deletions(-)\n create mode 100644 src/filters/since.ts\n", 0)
+    shell("git push origin feat/since-filter",
+          "To github.com:dev/ledger.git\n * [new branch]      feat/since-filter -> "
+          "feat/since-filter\n", 0)
+    message("assistant", "Done: `ledger report --since` is inclusive of the start date, "
+                         "tsc is clean and all 12 tests pass. Committed as 9c1d2e3 and "
+                         "pushed feat/since-filter to origin; a pull request is the next "
+                         "step.")
+    with open(HERE / "codex-ledger-since.jsonl", "w", encoding="utf-8") as out:
+        for line in lines:
+            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+
 if __name__ == "__main__":
     python_vitest()
     typescript_jest()
     go_push()
     rust_crash()
+    python_long_compactions()
+    codex_rollout()

@@ -1,0 +1,66 @@
+"""The files a patch tool call changes (Codex's `apply_patch`), read off its input.
+
+Invariant: only what the patch itself names counts, in its own terms: `*** Add File: p`
+is ["created", p], `*** Update File: p` ["edited", p] (followed by `*** Move to: q`,
+["moved", p, q]), `*** Delete File: p` ["deleted", p]; a `codex exec --json`
+`file_change` item's `changes` (`{"path", "kind": "add"|"update"|"delete"}`) likewise.
+Anything else gives no operation: a patch that names no file changed none that can be told.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+PATCH_TOOLS = frozenset({"apply_patch"})
+_HEADS = (("*** Add File: ", "created"), ("*** Update File: ", "edited"),
+          ("*** Delete File: ", "deleted"))
+_MOVE = "*** Move to: "
+_KINDS = {"add": "created", "create": "created", "update": "edited", "modify": "edited",
+          "delete": "deleted", "remove": "deleted"}
+_MAX_OPS = 50
+
+
+def patch_text(value: Any) -> str | None:
+    """The patch an apply_patch call was given: its input when it is the patch text, or the
+    text in its `input`, `patch` or `command` field."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        for name in ("input", "patch", "command"):
+            field = value.get(name)
+            if isinstance(field, str) and "*** " in field:
+                return field
+            if isinstance(field, list) and field and all(isinstance(w, str) for w in field):
+                joined = field[-1]  # ["apply_patch", "<patch>"]
+                if "*** " in joined:
+                    return joined
+    return None
+
+
+def patch_file_ops(value: Any) -> list[list[str]]:
+    """["created"|"edited"|"deleted", path] and ["moved", src, dst] for one patch call's
+    input (see the module docstring), in the patch's order."""
+    ops: list[list[str]] = []
+    if isinstance(value, dict) and isinstance(value.get("changes"), list):
+        for change in value["changes"]:
+            if isinstance(change, dict) and isinstance(change.get("path"), str):
+                state = _KINDS.get(str(change.get("kind")))
+                if state and change["path"]:
+                    ops.append([state, change["path"]])
+        return ops[:_MAX_OPS]
+    text = patch_text(value)
+    if not text:
+        return ops
+    for line in text.splitlines():
+        if line.startswith(_MOVE) and ops and ops[-1][0] == "edited":
+            ops[-1] = ["moved", ops[-1][1], line[len(_MOVE):].strip()]
+            continue
+        for head, state in _HEADS:
+            if line.startswith(head) and line[len(head):].strip():
+                ops.append([state, line[len(head):].strip()])
+                break
+        if len(ops) >= _MAX_OPS:
+            break
+    return ops
