@@ -172,6 +172,28 @@ def test_write_commands_import_nothing_heavy(root):
     assert not (root / "logs").exists()
 
 
+SESSION_START = json.dumps({"session_id": "s2", "cwd": "/home/user/ws",
+                            "hook_event_name": "SessionStart", "source": "startup"})
+
+
+def test_the_session_start_hook_imports_nothing_heavy(root):
+    """SessionStart prints the digest on every session start: filling its cache (cold) and
+    reading it (warm) stay off typing, pathlib and the other slow imports."""
+    env = clean_env(AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="ws")
+    for payload in (HOOK_PAYLOAD, HOOK_PAYLOAD.replace("toolu_01", "toolu_02").replace(
+            '"stdout": "a\\nb\\n"', '"stdout": "1 failed, 2 passed in 0.5s"')):
+        subprocess.run([sys.executable, "-m", "agent_journal", "hook", "claude-code"],
+                       env=env, input=payload, text=True, check=True, capture_output=True)
+    for _cold_then_warm in range(2):
+        proc = subprocess.run([sys.executable, "-c", PROBE, "hook", "claude-code"],
+                              capture_output=True, text=True, env=env, input=SESSION_START)
+        assert proc.returncode == 0, proc.stderr
+        assert "additionalContext" in proc.stdout
+        loaded = json.loads(proc.stderr.split("MODULES ")[1])
+        assert loaded == [], loaded
+    assert not (root / "logs").exists()
+
+
 # What the hook may load, checked in, for every event each installer installs: a module
 # joining a hook's path is a decision a change makes on purpose (it costs every tool call,
 # or every session start), so it shows in the diff of tests/data/hook_modules/. After such a

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_journal.core.codec import PeekOnlyEvent
+from agent_journal.core.observation_fold import latest_wins
 from agent_journal.core.recovery.facts import event_facts
 from agent_journal.ops import digest
 from agent_journal.storage import digest_cache
@@ -131,19 +132,24 @@ def test_a_damaged_cache_file_is_rebuilt(root):
 
 
 def test_cached_observations_carry_the_facts_a_direct_read_computes(root):
-    """The cache keeps each observation's recovery facts in place of its body; they are
-    the facts computed from the whole event, so nothing needs fetching to render."""
+    """The cache keeps, per observation and segment, the fold of its events' recovery facts
+    in place of its bodies; it is the fold of the facts computed from the whole events, so
+    nothing needs fetching (or folding again) to render."""
     ws = workspace(root)
     ws.append(calls(0, 12))
-    digest._read(ws, cached=True)  # fills the cache (and uses the rows it just read)
+    digest._read(ws, cached=True)  # fills the cache
     _, d, used = digest._read(ws, cached=True)
     assert used
-    whole = {e.event_id: e for e in ws.read().events}
-    for events in d.observation_events.values():
-        for e in events:
-            assert type(e) is PeekOnlyEvent
-            full = whole[e.event_id]
-            assert e.peek == (full.kind, full.session, event_facts(full.kind, full.data))
+    whole: dict[str, list] = {}
+    for e in sorted(ws.read().events, key=lambda e: (e.ts, e.event_id)):
+        whole.setdefault(e.id, []).append(e)
+    assert d.observation_events.keys() == whole.keys()
+    for obs_id, (e,) in d.observation_events.items():
+        assert type(e) is PeekOnlyEvent
+        first, *_, last = [whole[obs_id][0], *whole[obs_id]]
+        facts = latest_wins(event_facts(x.kind, x.data) for x in whole[obs_id])
+        assert (e.ts, e.event_id) == (first.ts, first.event_id)
+        assert e.peek == (first.kind, first.session, facts, last.ts, last.event_id)
 
 
 def test_compaction_leaves_nothing_of_a_purged_secret_in_the_cache(cli, root):
@@ -265,4 +271,106 @@ def test_digests_while_a_writer_appends_agree_with_a_direct_read(root, tmp_path,
         assert writer.wait(timeout=30) == 0
     assert seen > 20 and uses > 0
     assert len(ws.segment_paths()) > 1
+    assert cached(ws) == direct(ws)
+
+
+def through_cache(ws: Workspace, session: str | None = None) -> tuple[str, dict]:
+    """The digest through the cache, or through the segments where it cannot serve."""
+    result, d, _ = digest._read(ws, cached=True)
+    return digest.build(d, workspace=ws.name, session=session, max_chars=4000,
+                        damage={"unreadable": result.unreadable, "malformed": result.malformed})
+
+
+def event_of(obs: int, second: int, status: str) -> object:
+    data = {"tool": "Bash", "callId": f"c{obs}", "status": status,
+            "input": {"command": f"pytest tests/t{obs}.py"}}
+    if status != "started":
+        data.update(exitCode=0 if status == "ok" else 1,
+                    output="3 passed in 0.1s" if status == "ok" else "1 failed in 0.1s")
+    return ev("observation", "tool_call", f"o{obs}", at(second), data,
+              session=f"s{obs % 2 + 1}")
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from([None, "1500", "5000"]),
+       st.lists(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 300),
+                                   st.sampled_from(["started", "ok", "error"]),
+                                   st.sampled_from(["", "", "", "copy", "tombstone"])),
+                         min_size=1, max_size=5), min_size=1, max_size=6))
+def test_a_digest_from_kept_spans_is_the_digest_of_a_full_rebuild(tmp_path_factory, max_bytes,
+                                                                  appends):
+    """Observations whose events arrive in several appends, out of (ts) order, across
+    segment boundaries, copied into another segment, or tombstoned after a digest: the
+    digest folded from the spans kept so far equals, byte for byte, the digest of the
+    segments read afresh (and of a cache rebuilt from nothing)."""
+    root = tmp_path_factory.mktemp("spans")
+    ws = workspace(root)
+    saved = os.environ.get(ENV_SEGMENT_MAX_BYTES)
+    if max_bytes is not None:
+        os.environ[ENV_SEGMENT_MAX_BYTES] = max_bytes
+    try:
+        for batch in appends:
+            events = []
+            for obs, second, status, extra in batch:
+                one = event_of(obs, second, status)
+                events.append(one)
+                if extra == "tombstone":
+                    events.append(ev("tombstone", "tombstone", f"o{obs}", at(second + 1),
+                                     {"reason": "held a token"}))
+            ws.append(events)
+            for (_, _, _, extra), one in zip(batch, [e for e in events if e.type != "tombstone"],
+                                             strict=True):
+                if extra == "copy":
+                    ws.append([one])  # the same event again, maybe in another segment
+            for session in (None, "s2"):
+                assert through_cache(ws, session) == direct(ws, session=session)
+        os.unlink(digest_cache.path_of(ws))
+        assert through_cache(ws) == direct(ws)
+    finally:
+        if saved is None:
+            os.environ.pop(ENV_SEGMENT_MAX_BYTES, None)
+        else:
+            os.environ[ENV_SEGMENT_MAX_BYTES] = saved
+
+
+def test_a_tombstone_after_a_warm_digest_hides_its_target_at_once(root):
+    ws = workspace(root)
+    ws.append([event_of(i, 10 * i, "ok") for i in range(6)])
+    ws.append([event_of(6, 70, "started"), event_of(7, 80, "error")])
+    cached(ws)
+    markdown, report = cached(ws)  # warm: everything comes from kept spans
+    assert "tests/t7.py" in markdown and "o7" in str(report)
+    ws.append([ev("tombstone", "tombstone", "o7", at(90), {"reason": "held a token"})])
+    markdown, report = cached(ws)
+    assert "tests/t7.py" not in markdown and "o7" not in str(report)
+    assert (markdown, report) == direct(ws)
+
+
+def test_spans_that_interleave_across_segments_are_read_from_the_segments(root, monkeypatch):
+    """An observation's events split over two segments so that neither segment's span
+    comes before the other's: the spans cannot be merged, and the digest reads the
+    segments instead (and is still the same digest)."""
+    monkeypatch.setenv(ENV_SEGMENT_MAX_BYTES, "1500")
+    ws = workspace(root)
+    ws.append([event_of(1, 10, "started"), event_of(1, 30, "ok")])
+    while len(ws.segment_paths()) < 2:
+        ws.append([event_of(9, 5, "ok")])
+    ws.append([event_of(1, 20, "error")])
+    assert digest_cache.read(ws, event_facts) is None
+    assert not digest._read(ws, cached=True)[2]
+    assert through_cache(ws) == direct(ws)
+
+
+def test_a_copy_of_an_observations_first_event_in_a_later_segment(root, monkeypatch):
+    """Both segments' spans start at the same event: the shorter one (the copy) merges
+    first, whatever order the segments were read in."""
+    monkeypatch.setenv(ENV_SEGMENT_MAX_BYTES, "1500")
+    ws = workspace(root)
+    first = event_of(1, 10, "started")
+    ws.append([first, event_of(1, 20, "error")])
+    while len(ws.segment_paths()) < 2:
+        ws.append([event_of(9, 5, "ok")])
+    ws.append([first])
+    assert cached(ws) == direct(ws)
     assert cached(ws) == direct(ws)

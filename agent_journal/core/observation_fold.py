@@ -40,3 +40,37 @@ def latest_wins(parts: Iterable[dict[str, Any] | None], into: dict[str, Any] | N
 
 
 STARTED = "started"
+
+
+# A span: the fold of some of one observation's events, as
+# (first ts, first event id, last ts, last event id, kind, session, facts), where kind and
+# session are the first event's and facts is `latest_wins` of every event's facts in
+# (ts, event id) order. A single event is a span whose first and last are itself.
+Span = tuple  # (str, str, str, str, str, str | None, dict); a plain tuple stays cheap
+
+
+def span_order(span: Span) -> tuple[str, str, str, str]:
+    """The order merge_spans takes spans in: by first, then last (ts, event id)."""
+    return span[0], span[1], span[2], span[3]
+
+
+def merge_spans(spans: Iterable[Span]) -> Span | None:
+    """The span of the union of `spans`, given in span_order.
+
+    The fold is associative: spans that do not interleave (each one's last event at or
+    before the next one's first) merge into exactly the fold of all their events, however
+    those events were split. Interleaving spans cannot be merged without their events:
+    None. An event held twice (a copy in another segment) folds the same either way."""
+    merged: Span | None = None
+    facts: dict[str, Any] | None = None
+    for span in spans:
+        if merged is None:
+            merged = span
+            continue
+        if (span[0], span[1]) < (merged[2], merged[3]):
+            return None
+        if facts is None:
+            facts = dict(merged[6])
+        latest_wins([span[6]], facts, no_nulls=True)  # the same rule as one fold
+        merged = (merged[0], merged[1], span[2], span[3], merged[4], merged[5], facts)
+    return merged

@@ -35,7 +35,8 @@ from agent_journal.core.anchors import EXTERNAL, PURGED, TOMBSTONED, UNKNOWN, an
 from agent_journal.core.codec import PeekOnlyEvent
 from agent_journal.core.derive import INVALIDATED, Derived
 from agent_journal.core.model import ENTRY_FIELDS
-from agent_journal.core.recovery.calls import Call, fold
+from agent_journal.core.observation_fold import merge_spans, span_order
+from agent_journal.core.recovery.calls import Call
 from agent_journal.core.recovery.commits import commits
 from agent_journal.core.recovery.conversation import conversation
 from agent_journal.core.recovery.facts import event_facts
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from agent_journal.core.model import Event
+    from agent_journal.core.observation_fold import Span
     from agent_journal.core.recovery.failures import Failure
     from agent_journal.ops.context import Context
     from agent_journal.storage.segment_reader import ReadResult
@@ -224,31 +226,34 @@ class Section:
 
 # -- collecting ---------------------------------------------------------------------------
 
-def _facts_of(ev: Event) -> dict[str, Any] | None:
-    """An observation event's recovery facts: kept by the cache, or computed here."""
+def _span(ev: Event) -> Span:
+    """An observation event as a span: the span the cache kept (first event's ts and id,
+    peek (kind, session, facts, last ts, last id)), or the event itself, its facts
+    computed here."""
     if type(ev) is PeekOnlyEvent:
-        return ev.peek[2]  # type: ignore[attr-defined, no-any-return]
-    return event_facts(ev.kind, ev.data)
-
-
-def _header(ev: Event) -> tuple[str, str | None]:
-    """(kind, session) of an observation event, from the cache's peek or the event."""
-    if type(ev) is PeekOnlyEvent:
-        return ev.peek[0], ev.peek[1]  # type: ignore[attr-defined]
-    return ev.kind, ev.session
+        kind, session, facts, last_ts, last_id = ev.peek  # type: ignore[attr-defined]
+        return ev.ts, ev.event_id, last_ts, last_id, kind, session, facts
+    return (ev.ts, ev.event_id, ev.ts, ev.event_id, ev.kind, ev.session,
+            event_facts(ev.kind, ev.data) or {})
 
 
 def calls_of(d: Derived, session: str | None) -> list[Call]:
     """Every visible observation as a Call, in (ts, id) order."""
     out: list[Call] = []
+    observations = d.observation_events
     for obs_id in d.visible_observation_ids():
-        events = d.observation_events[obs_id]
-        kind, sess = _header(events[0])
-        call = fold(obs_id, kind, sess,
-                    ((ev.ts, _facts_of(ev)) for ev in events))
-        if session is not None and call.session != session:
+        events = observations[obs_id]
+        if len(events) == 1:
+            span = _span(events[0])
+        else:
+            # Single events in order never interleave; the cache hands over spans of
+            # several segments only when they do not (digest_cache).
+            merged = merge_spans(sorted((_span(ev) for ev in events), key=span_order))
+            assert merged is not None
+            span = merged
+        if session is not None and span[5] != session:
             continue
-        out.append(call)
+        out.append(Call(obs_id, span[4], span[5], span[0], span[2], span[6]))
     return out
 
 

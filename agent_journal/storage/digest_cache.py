@@ -2,11 +2,15 @@
 
 A digest must look at every observation (to classify tool calls, find test
 runs, commits and files), and parsing a large journal's bodies costs several
-times the plain read of its rows. This cache keeps, per segment row: for an
-observation its header, kind and recovery facts (the `project` function's
-result, core.recovery.facts.event_facts: a pure function of the event, so the
-facts kept are the facts a fresh read computes), for anything else the whole
-event. The next digest reads only the rows the segments gained since.
+times the plain read of its rows. This cache keeps, per segment: for each
+observation the fold of its events in that segment (a span,
+core.observation_fold: first and last event, kind, session, and the
+`latest_wins` fold of the recovery facts, the `project` function's result,
+core.recovery.facts.event_facts: a pure function of the event, so the facts
+kept are the facts a fresh read computes), and every other event whole. The
+next digest reads only the rows the segments gained since and folds them into
+the spans they continue; a digest reads one span per observation and segment,
+never the events again.
 
 Invariants:
 - A projection, never a source of truth: deleting it loses nothing, and a
@@ -19,6 +23,10 @@ Invariants:
   damaged, rewritten or replaced row) drops the segment's rows and reads it
   again. A file whose fingerprint did not move is trusted as read. A
   vanished segment's rows are dropped.
+- Spans merge only when they do not interleave (merge_spans): a new row that
+  lands inside a span already kept makes its segment be folded again from its
+  rows, and an observation whose spans in two segments interleave makes `read`
+  return None (the caller reads the segments).
 - An unreadable segment is never cached: it is read straight from disk every
   time, so its damage is reported exactly as a direct read reports it.
 - Purged content leaves with the file: `compact --apply` deletes the whole
@@ -39,6 +47,7 @@ import time
 from agent_journal.core import codec
 from agent_journal.core.errors import JournalError
 from agent_journal.core.model import OBSERVATION
+from agent_journal.core.observation_fold import merge_spans, span_order
 from agent_journal.core.recovery.facts import FACTS_VERSION
 from agent_journal.storage.cache import (
     cache_lock_path,
@@ -50,7 +59,6 @@ from agent_journal.storage.cache import (
 from agent_journal.storage.connection import run_write
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.segment_reader import (
-    Peek,
     ReadResult,
     SegmentScan,
     read_segment,
@@ -64,13 +72,14 @@ if TYPE_CHECKING:
     from typing import Any
 
     from agent_journal.core.model import Event
+    from agent_journal.core.observation_fold import Span
 
     Project = Callable[[str, dict[str, Any]], Any]
 
 AREA = "digest"
 # Bump when the schema or what a row keeps changes: a cache of another format
-# (or made for another peek) is thrown away, never read.
-FORMAT = "agent-journal-digest-cache/2"
+# is thrown away, never read.
+FORMAT = "agent-journal-digest-cache/3"
 # A fingerprint taken this close to the segment's newest mtime could miss a
 # write landing in the same clock tick, so the segment is checked again next time.
 RACY_NS = 2_000_000_000
@@ -78,67 +87,54 @@ RACY_NS = 2_000_000_000
 # while; rather than wait on it, a digest reads the segments itself.
 LOCK_WAIT_S = 2.0
 
-# `{peek}` becomes the observation's column (p0: JSON of [kind, session, facts]).
+# `calls` holds one span per observation and segment, `head` the JSON of [kind, session,
+# facts]; `others` every other event.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS segments (
     id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, signature TEXT, trusted INTEGER NOT NULL,
     high INTEGER NOT NULL, rows INTEGER NOT NULL, fold TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS peeks (
-    segment INTEGER NOT NULL, seq INTEGER NOT NULL, event_id TEXT NOT NULL,
-    subject TEXT, ts TEXT NOT NULL, {peek},
-    PRIMARY KEY (segment, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS calls (
+    segment INTEGER NOT NULL, obs TEXT NOT NULL, first_ts TEXT NOT NULL, first_id TEXT NOT NULL,
+    last_ts TEXT NOT NULL, last_id TEXT NOT NULL, head TEXT NOT NULL,
+    PRIMARY KEY (segment, obs)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS others (
-    segment INTEGER NOT NULL, seq INTEGER NOT NULL, event_id TEXT NOT NULL, type TEXT NOT NULL,
-    subject TEXT, ts TEXT NOT NULL, form TEXT NOT NULL, payload BLOB NOT NULL,
+    segment INTEGER NOT NULL, seq INTEGER NOT NULL, payload TEXT NOT NULL,
     PRIMARY KEY (segment, seq)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS malformed (
     segment INTEGER NOT NULL, seq INTEGER NOT NULL, reason TEXT NOT NULL,
     PRIMARY KEY (segment, seq)) WITHOUT ROWID;
 """
 
-# How a row is kept: its peek in columns (`peeks`: values SQLite stores as
-# they are: null, text, 64-bit integers, floats), or in `others` its peek as
-# JSON (anything else, say a boolean, which SQLite would turn into 1), its
-# bytes (an observation SQLite could not read: still read lazily), or the
-# whole event.
-PEEKED, LAZY, WHOLE = "p", "l", "e"
-
-
 def path_of(ws: Workspace) -> str:
     return cache_path(ws.root, AREA, ws.name)
-
-
-# The rows are read lazily; only kind and session are peeked (the cache needs the seqs and the
-# fold that a peeked read gives). An observation's facts are computed from its body.
-_PEEK = Peek(("$.kind", "$.session"))
 
 
 def read(ws: Workspace, project: Project) -> ReadResult | None:
     """The workspace from the cache brought up to date.
 
-    Observations come back as codec.PeekOnlyEvent whose `peek` is (kind, session, facts), with
-    facts = project(kind, data); the rows just read come back as they were read.
-    None when the cache cannot be used; the caller then reads the segments.
+    Each observation comes back as one codec.PeekOnlyEvent per segment holding it, for
+    its span there: the first event's ts and event id, and `peek` (kind, session, facts,
+    last ts, last event id) with facts the `latest_wins` fold of project(kind, data) of
+    its events; everything else comes back whole; a segment that cannot be read comes
+    back as read straight from its file. None when the cache cannot be used; the caller
+    then reads the segments.
     """
-    peek = _PEEK
     try:
         with FileLock(cache_lock_path(ws.root, AREA, ws.name), wait_s=LOCK_WAIT_S):
-            return _read_locked(ws, peek, project)
+            return _read_locked(ws, project)
     except (OSError, sqlite3.Error, JournalError):
         return None
 
 
-def _identity(ws: Workspace, peek: Peek) -> dict[str, str]:
-    return {"format": FORMAT, "workspace": ws.name,
-            "peek": json.dumps([peek.values, peek.types]), "facts": FACTS_VERSION}
+def _identity(ws: Workspace) -> dict[str, str]:
+    return {"format": FORMAT, "workspace": ws.name, "facts": FACTS_VERSION}
 
 
-def _open(ws: Workspace, peek: Peek) -> sqlite3.Connection:
+def _open(ws: Workspace) -> sqlite3.Connection:
     path = path_of(ws)
-    want = _identity(ws, peek)
-    schema = [statement for statement in SCHEMA.format(peek=", ".join(_columns(peek)))
-              .split(";") if statement.strip()]
+    want = _identity(ws)
+    schema = [statement for statement in SCHEMA.split(";") if statement.strip()]
 
     def init(c: sqlite3.Connection) -> bool:
         for statement in schema:
@@ -163,25 +159,20 @@ def _open(ws: Workspace, peek: Peek) -> sqlite3.Connection:
     raise sqlite3.DatabaseError("the digest cache could not be recreated")
 
 
-def _columns(peek: Peek) -> list[str]:
-    # One column: the JSON of [kind, session, facts] (ASCII, so any text is storable).
-    return ["p0"]
-
-
 class _Segment:
-    """One segment as this read takes it: cached rows up to `cached`, plus `scan`
-    (the rows read now); `cache_id` is None when nothing of it is cached."""
+    """One segment as this read takes it: its spans and events kept in the cache under
+    `cache_id` up to seq `high`, or (`cache_id` None) `scan`, read straight from the file."""
 
-    __slots__ = ("cache_id", "cached", "scan")
+    __slots__ = ("cache_id", "high", "scan")
 
-    def __init__(self, cache_id: int | None, cached: int, scan: SegmentScan | None) -> None:
+    def __init__(self, cache_id: int | None, high: int, scan: SegmentScan | None) -> None:
         self.cache_id = cache_id
-        self.cached = cached
+        self.high = high
         self.scan = scan
 
 
-def _read_locked(ws: Workspace, peek: Peek, project: Project) -> ReadResult:
-    conn = _open(ws, peek)
+def _read_locked(ws: Workspace, project: Project) -> ReadResult | None:
+    conn = _open(ws)
     try:
         paths = ws.segment_paths()
         taken: dict[str, _Segment] = {}
@@ -206,24 +197,23 @@ def _read_locked(ws: Workspace, peek: Peek, project: Project) -> ReadResult:
             signature = sig[0] if sig is not None else None
             taken[name] = run_write(
                 conn, lambda c, path=path, name=name, row=row, signature=signature,
-                trusted=trusted: _follow(c, path, name, row, peek, project, signature,
-                                         trusted))
-        return _load(conn, ws, paths, taken, peek)
+                trusted=trusted: _follow(c, path, name, row, project, signature, trusted))
+        return _load(conn, ws, paths, taken)
     finally:
         conn.close()
 
 
 def _drop(c: sqlite3.Connection, *segments: int) -> None:
     for segment in segments:
-        for table in ("peeks", "others", "malformed"):
+        for table in ("calls", "others", "malformed"):
             c.execute(f"DELETE FROM {table} WHERE segment = ?", (segment,))
         c.execute("DELETE FROM segments WHERE id = ?", (segment,))
 
 
 def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | None,
-            peek: Peek, project: Project, signature: str | None, trusted: int
+            project: Project, signature: str | None, trusted: int
             ) -> _Segment:
-    """Bring one segment's cached rows up to date, and say how to take it."""
+    """Bring one segment's cached spans and events up to date, and say how to take it."""
     high, rows, fold = (row[3], row[4], row[5]) if row is not None else (0, 0, "")
     if row is not None:
         # The file changed: every row already cached must still be exactly what
@@ -237,11 +227,12 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
             _drop(c, row[6])
             row = None
             high, rows, fold = 0, 0, ""
-    scan = read_segment(path, peek=peek, after=high, fold_from=fold)
+    # Every body read is parsed (for its facts, or kept whole): read lazily, no peek.
+    scan = read_segment(path, lazy=True, after=high, fold_from=fold)
     if scan.unreadable is not None:
         if row is not None:
             _drop(c, row[6])
-        return _Segment(None, 0, read_segment(path, peek=peek))
+        return _Segment(None, 0, read_segment(path, lazy=True))
     if row is None:
         inserted = c.execute("INSERT INTO segments(name, trusted, high, rows, fold) "
                              "VALUES (?, 0, 0, 0, '')", (name,)).lastrowid
@@ -249,80 +240,135 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
         segment = inserted
     else:
         segment = int(row[6])
-    columns = _columns(peek)
-    natives: list[tuple[Any, ...]] = []
-    others: list[tuple[Any, ...]] = []
-    for seq, ev in zip(scan.seqs, scan.events, strict=True):
-        _keep(segment, seq, ev, natives, others, project)
-    c.executemany(f"INSERT INTO peeks(segment, seq, event_id, subject, ts, {', '.join(columns)}) "
-                  f"VALUES ({', '.join('?' * (5 + len(columns)))})", natives)
-    c.executemany("INSERT INTO others(segment, seq, event_id, type, subject, ts, form, payload) "
-                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", others)
+    spans, others = _fold_new(segment, scan.seqs, scan.events, project)
+    if row is not None and spans:
+        kept = _kept_spans(c, segment, spans)
+        for obs, old in kept.items():
+            merged = merge_spans(sorted((old, spans[obs]), key=span_order))
+            if merged is None:
+                # A row landed inside a span already kept: fold the segment again.
+                _drop(c, segment)
+                return _follow(c, path, name, None, project, signature, trusted)
+            spans[obs] = merged
+    c.executemany("INSERT OR REPLACE INTO calls(segment, obs, first_ts, first_id, last_ts, "
+                  "last_id, head) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                  # ASCII escapes keep a lone surrogate storable as text.
+                  ((segment, obs, *span[:4], json.dumps(span[4:]))
+                   for obs, span in spans.items()))
+    c.executemany("INSERT INTO others(segment, seq, payload) VALUES (?, ?, ?)", others)
     c.executemany("INSERT INTO malformed(segment, seq, reason) VALUES (?, ?, ?)",
                   ((segment, seq, why) for seq, why in scan.malformed))
     c.execute("UPDATE segments SET signature = ?, trusted = ?, high = ?, rows = ?, fold = ? "
               "WHERE id = ?",
               (signature, trusted, scan.high,
                rows + len(scan.events) + len(scan.malformed), scan.fold, segment))
-    return _Segment(segment, high, scan)
+    return _Segment(segment, scan.high, None)
 
 
-def _keep(segment: int, seq: int, ev: Event, natives: list[tuple[Any, ...]],
-          others: list[tuple[Any, ...]], project: Project) -> None:
-    if ev.type == OBSERVATION:
-        # ASCII escapes keep a lone surrogate storable as text.
-        natives.append((segment, seq, ev.event_id, ev.id, ev.ts,
-                        json.dumps([ev.kind, ev.session, project(ev.kind, ev.data)])))
-        return
-    form, payload = WHOLE, json.dumps(ev.as_dict())
-    others.append((segment, seq, ev.event_id, ev.type, ev.id, ev.ts, form, payload))
+def _fold_new(segment: int, seqs: list[int], events: list[Event], project: Project
+              ) -> tuple[dict[str, Span], list[tuple[int, int, str]]]:
+    """The spans of the observations among rows just read (each folded over its own events
+    in (ts, event id) order), and every other event as a row of `others`."""
+    parts: dict[str, list[Span]] = {}
+    others: list[tuple[int, int, str]] = []
+    for seq, ev in zip(seqs, events, strict=True):
+        if ev.type == OBSERVATION:
+            parts.setdefault(ev.id, []).append(  # type: ignore[arg-type]
+                (ev.ts, ev.event_id, ev.ts, ev.event_id, ev.kind, ev.session,
+                 project(ev.kind, ev.data) or {}))
+        else:
+            others.append((segment, seq, json.dumps(ev.as_dict())))
+    spans: dict[str, Span] = {}
+    for obs, events_of in parts.items():
+        if len(events_of) > 1:
+            events_of.sort(key=span_order)
+        merged = merge_spans(events_of)
+        assert merged is not None  # single events in order never interleave
+        spans[obs] = merged
+    return spans, others
+
+
+def _kept_spans(c: sqlite3.Connection, segment: int, spans: dict[str, Span]
+                ) -> dict[str, Span]:
+    """The spans already kept for these observations in this segment."""
+    kept: dict[str, Span] = {}
+    query = ("SELECT obs, first_ts, first_id, last_ts, last_id, head FROM calls "
+             "WHERE segment = ? AND obs = ?")
+    for obs in spans:
+        for obs_, *ends, head in c.execute(query, (segment, obs)):
+            kept[obs_] = (*ends, *json.loads(head))
+    return kept
 
 
 def _load(conn: sqlite3.Connection, ws: Workspace, paths: list[str],
-          taken: dict[str, _Segment], peek: Peek) -> ReadResult:
-    """The read result: cached rows where they serve, and what was just read."""
+          taken: dict[str, _Segment]) -> ReadResult | None:
+    """The read result: one event per kept span (a codec.PeekOnlyEvent with the span's
+    first ts and event id, and `peek` (kind, session, facts, last ts, last event id)), the
+    other events, and the segments read straight from their files. None when an
+    observation's spans in two segments interleave."""
     result = ReadResult()
     events = result.events
-    peek_only, lazy = codec.peek_only, codec.LazyEvent
+    peek_only = codec.peek_only
     loads, whole = json.loads, codec.from_dict
-    columns = ", ".join(_columns(peek))
-    # Peeks kept in columns are observations (only those are peeked): the
-    # bulk of a journal, read with as few columns as will do.
-    natives = (f"SELECT event_id, subject, ts, {columns} FROM peeks "
-               "WHERE segment = ? AND seq <= ?")
-    others = ("SELECT event_id, type, subject, ts, form, payload FROM others "
-              "WHERE segment = ? AND seq <= ?")
-    malformed = "SELECT seq, reason FROM malformed WHERE segment = ? AND seq <= ? ORDER BY seq"
+    spans = ("SELECT obs, first_ts, first_id, last_ts, last_id, head FROM calls "
+             "WHERE segment = ?")
+    others = "SELECT payload FROM others WHERE segment = ? ORDER BY seq"
+    malformed = "SELECT seq, reason FROM malformed WHERE segment = ? ORDER BY seq"
+    # An observation held in several segments has a span in each: they must not interleave.
+    held: dict[str | None, Event] = {}
+    split: dict[str | None, list[Event]] = {}
     for path in paths:
         name, rel = os.path.basename(path), ws.rel(path)
         result.segments.append(rel)
         seg = taken[name]
-        bad: list[tuple[int, str]] = []
-        if seg.cache_id is not None and seg.cached:
-            key = (seg.cache_id, seg.cached)
-            rows = conn.execute(natives, key).fetchall()
-            # One parse of all the rows' JSON: the per-call cost of json.loads is most
-            # of the time a warm digest spends here.
-            for row, kept in zip(rows, loads("[" + ",".join(r[3] for r in rows) + "]"),
-                                 strict=True):
-                events.append(peek_only(row[0], OBSERVATION, row[1], row[2], tuple(kept)))
-            for event_id, type_, subject, ts, form, payload in conn.execute(others, key):
-                if form == PEEKED:
-                    events.append(peek_only(event_id, type_, subject, ts, tuple(loads(payload))))
-                elif form == LAZY:
-                    events.append(lazy(payload, event_id, type_, subject, ts))
-                else:
-                    events.append(whole(loads(payload)))
-            bad.extend(conn.execute(malformed, key))
         scan = seg.scan
-        if scan is None:
-            result.high_water[rel] = seg.cached
-        else:
+        if scan is not None:
             events.extend(scan.events)
-            bad.extend(scan.malformed)
-            if scan.unreadable is not None:
-                result.unreadable.append({"path": rel, "reason": scan.unreadable})
-            else:
-                result.high_water[rel] = scan.high
-        result.malformed.extend({"segment": rel, "row": seq, "reason": why} for seq, why in bad)
+            for ev in scan.events:
+                if ev.type == OBSERVATION and held.setdefault(ev.id, ev) is not ev:
+                    split.setdefault(ev.id, [held[ev.id]]).append(ev)
+            result.malformed.extend({"segment": rel, "row": seq, "reason": why}
+                                    for seq, why in scan.malformed)
+            assert scan.unreadable is not None  # only an unreadable segment is read whole
+            result.unreadable.append({"path": rel, "reason": scan.unreadable})
+            continue
+        key = (seg.cache_id,)
+        rows = conn.execute(spans, key).fetchall()
+        # One parse of all the rows' JSON: the per-call cost of json.loads is most
+        # of the time a warm digest spends here.
+        for row, head in zip(rows, loads("[" + ",".join(r[5] for r in rows) + "]"),
+                             strict=True):
+            head.append(row[3])
+            head.append(row[4])
+            ev = peek_only(row[2], OBSERVATION, row[0], row[1], tuple(head))
+            events.append(ev)
+            if held.setdefault(row[0], ev) is not ev:
+                split.setdefault(row[0], [held[row[0]]]).append(ev)
+        for (payload,) in conn.execute(others, key):
+            events.append(whole(loads(payload)))
+        result.malformed.extend({"segment": rel, "row": seq, "reason": why}
+                                for seq, why in conn.execute(malformed, key))
+        result.high_water[rel] = seg.high
+    for parts in split.values():
+        if _interleave(parts):
+            return None
     return result
+
+
+def _interleave(parts: list[Event]) -> bool:
+    """Whether these events of one observation (spans kept here, or events read straight
+    from a segment) interleave, as merge_spans sees them (in span_order)."""
+    ends = []
+    for ev in parts:
+        first = (ev.ts, ev.event_id)
+        if type(ev) is codec.PeekOnlyEvent:
+            ends.append((first, (ev.peek[3], ev.peek[4])))  # type: ignore[attr-defined]
+        else:
+            ends.append((first, first))
+    ends.sort()
+    last = ends[0][1]
+    for first, end in ends[1:]:
+        if first < last:
+            return True
+        last = end
+    return False

@@ -141,8 +141,9 @@ def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
     """Read and verify every row of one segment; damage is recorded, never raised.
 
     Rows read before a mid-file error are kept (a floor), and the segment is
-    reported unreadable. `peek` implies `lazy`; with it, only rows whose seq
-    is above `after` are read, and `fold_from` folds them into `scan.fold`.
+    reported unreadable. `peek` implies `lazy`. With `peek`, or with `lazy` and
+    `fold_from`, only rows whose seq is above `after` are read, and `fold_from`
+    folds them into `scan.fold`.
     `cut` (not with `peek`) reads only the rows inside it (storage/cut.py).
     `observations=False` (not with `peek`) verifies observation rows as a lazy
     read does but keeps none of them, so a damaged one is still reported.
@@ -163,6 +164,9 @@ def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
             return scan
         if peek is not None:
             _read_peeked(conn, peek, after, scan, fold_from)
+            return scan
+        if lazy and fold_from is not None:
+            _read_folded(conn, after, scan, fold_from)
             return scan
         where, params = ("", ()) if cut is None else cut.sql(conn, path)
         rows = conn.execute("SELECT seq, event_id, body, checksum, type, subject, ts "
@@ -212,6 +216,29 @@ def _read_peeked(conn: sqlite3.Connection, peek: Peek, after: int, scan: Segment
                 found = [parse(values)] if one_value else parse(values)
                 events.append(decode_peeked(body, digest, event_id, type_, subject, ts,
                                             (*found, *types)))
+        except bad as exc:
+            malformed.append((seq, str(exc)))
+            continue
+        seqs.append(seq)
+    scan.fold = fold
+
+
+def _read_folded(conn: sqlite3.Connection, after: int, scan: SegmentScan, fold: str) -> None:
+    """The rows above `after`, observations lazily, folded from `fold` (for a reader that
+    parses every body it keeps, so a peek would be read for nothing)."""
+    decode_lazy = codec.decode_lazy
+    decode_checked = codec.decode_checked
+    bad = codec.MalformedEvent
+    events, seqs, malformed = scan.events, scan.seqs, scan.malformed
+    scan.high = after
+    for seq, event_id, body, digest, type_, subject, ts in conn.execute(
+            "SELECT seq, event_id, body, checksum, type, subject, ts FROM events "
+            "WHERE seq > ? ORDER BY seq", (after,)):
+        scan.high = seq
+        fold = fold_row(fold, seq, event_id, type_, subject, ts, body, digest)
+        try:
+            decode = decode_lazy if type_ == "observation" else decode_checked
+            events.append(decode(body, digest, event_id, type_, subject, ts))
         except bad as exc:
             malformed.append((seq, str(exc)))
             continue
