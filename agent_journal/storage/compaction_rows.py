@@ -25,6 +25,7 @@ from agent_journal.storage.connection import describe_sqlite_error
 from agent_journal.storage.erasure import text_is_utf8
 from agent_journal.storage.segment import never_initialised, open_segment_for_read
 from agent_journal.storage.segment_reader import json_check, quick_check, strict_json_check
+from agent_journal.storage.verified_mark import Fold
 
 # Observation rows are most of a journal, and parsing each body in Python cost
 # more than all the rest of a compaction. A row laid out the way `codec` writes
@@ -274,7 +275,7 @@ class SegmentRead:
     that plans."""
 
     __slots__ = ("rel", "rows", "events", "tombstones", "rewrites", "high", "malformed",
-                 "unreadable")
+                 "unreadable", "fold")
 
     def __init__(self, rel: str) -> None:
         self.rel = rel
@@ -286,18 +287,22 @@ class SegmentRead:
         self.high: int | None = 0  # None: the segment could not be read to the end
         self.malformed: list[dict[str, Any]] = []
         self.unreadable: str | None = None
+        # The rows as fetched, folded (verified_mark.Fold), for the read projection.
+        self.fold = Fold()
 
     def packed(self, rows: list[Any] | None = None) -> tuple[Any, ...]:
         """The share as plain values, cheap to send from a worker process;
         `rows` in place of its rows, if given."""
         return (self.rel, self.rows if rows is None else rows, self.tombstones,
-                self.rewrites, self.high, self.malformed, self.unreadable)
+                self.rewrites, self.high, self.malformed, self.unreadable, self.fold.value,
+                self.fold.chain)
 
     @classmethod
     def unpacked(cls, packed: tuple[Any, ...]) -> SegmentRead:
         part = cls(packed[0])
         (_, part.rows, part.tombstones, part.rewrites, part.high, part.malformed,
-         part.unreadable) = packed
+         part.unreadable, value, chain) = packed
+        part.fold = Fold(value, chain)
         return part
 
     def made_events(self, named: set[str] | None = None) -> SegmentRead:
@@ -366,8 +371,14 @@ def _file_size(path: str) -> int:
         return 0
 
 
-def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath) -> SegmentRead:
+def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath, after: int = 0,
+                                 fold: Fold | None = None) -> SegmentRead:
+    """The segment's part; with `after`, of its rows above that seq only (the
+    whole file is still checked), their slices folded on from `fold`."""
     part = SegmentRead(rel)
+    part.high = after
+    if fold is not None:
+        part.fold = Fold(fold.value, fold.chain)
     try:
         conn = open_segment_for_read(path)
     except sqlite3.Error as exc:
@@ -385,8 +396,7 @@ def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath) -> Segmen
             part.unreadable = damage
             return part
         utf8 = text_is_utf8(conn)
-        _read_rows(conn, part, fast, _COMPACTION_ROWS if json_check() and utf8 else _EXACT_ROWS,
-                   in_place=utf8)
+        _read_rows(conn, part, fast, _rows_sql(utf8), in_place=utf8, after=after)
     except sqlite3.Error as exc:
         part.high = None
         part.unreadable = describe_sqlite_error(exc)
@@ -395,11 +405,25 @@ def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath) -> Segmen
     return part
 
 
-def _slices(conn: sqlite3.Connection, sql: str) -> Iterator[tuple[Any, ...]]:
-    """Every row of `sql` (see `compaction_rows_sql`), fetched a slice at a time."""
-    after: float = float("-inf")  # below every integer seq, the lowest included
+def _rows_sql(utf8: bool) -> str:
+    return _COMPACTION_ROWS if json_check() and utf8 else _EXACT_ROWS
+
+
+def fetch_rows(conn: sqlite3.Connection, after: Any, count: int) -> list[tuple[Any, ...]]:
+    """`count` rows above `after` exactly as a compaction read fetches them
+    (the query `verified_mark.check` runs again)."""
+    return conn.execute(_rows_sql(text_is_utf8(conn)), (after, count)).fetchall()
+
+
+def _slices(conn: sqlite3.Connection, sql: str, after: float = float("-inf"),
+            fold: Fold | None = None) -> Iterator[tuple[Any, ...]]:
+    """Every row of `sql` (see `compaction_rows_sql`) above `after` (by default
+    below every integer seq, the lowest included), fetched a slice at a time,
+    each slice folded into `fold`."""
     while True:
         rows = conn.execute(sql, (after, READ_SLICE_ROWS)).fetchall()
+        if fold is not None:
+            fold.add(after, rows)
         yield from rows
         if len(rows) < READ_SLICE_ROWS:
             return
@@ -407,12 +431,13 @@ def _slices(conn: sqlite3.Connection, sql: str) -> Iterator[tuple[Any, ...]]:
 
 
 def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql: str, *,
-               in_place: bool) -> None:
+               in_place: bool, after: int = 0) -> None:
     append_event = part.rows.append
     malformed = part.malformed
     rel = part.rel
     seq = part.high
-    for seq, event_id, type_, body, digest, subject, ts, json_ok in _slices(conn, sql):
+    for seq, event_id, type_, body, digest, subject, ts, json_ok in _slices(
+            conn, sql, after if after else float("-inf"), part.fold):
         values = None
         if json_ok is not None:
             values = _fast_observation(fast, body, digest, event_id, subject, ts)
