@@ -100,11 +100,15 @@ class Record:
 class Projection:
     """An open projection, held under its lock for one run."""
 
-    def __init__(self, ws: Workspace, conn: sqlite3.Connection) -> None:
+    def __init__(self, ws: Workspace, conn: sqlite3.Connection | None) -> None:
+        """`conn` None: there is no projection file yet; it is made by the first
+        `store` (so a run that keeps nothing, a refused one, leaves none)."""
         self.ws = ws
-        self.conn = conn
+        self._conn = conn
         self.writable = True
         self.records: dict[str, Record] = {}
+        if conn is None:
+            return
         for name, mark, digest in conn.execute("SELECT name, mark, digest FROM segments"):
             digests = str(digest).split(":")
             try:
@@ -113,6 +117,16 @@ class Projection:
                 self.records[name] = Record(name, Mark.unpacked(marshal.loads(mark)), digests)
             except (ValueError, TypeError, EOFError):
                 self.drop(name)
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = _open(self.ws)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
 
     def load(self, record: Record, *columns: str) -> list[Any] | None:
         """The record's columns, each verified against its digest; None (and the
@@ -162,13 +176,13 @@ class Projection:
             run_write(self.conn, lambda c: c.execute(
                 "INSERT OR REPLACE INTO segments(name, mark, head, others, subjects, plain, "
                 "digest) VALUES (?, ?, ?, ?, ?, ?, ?)", (name, *blobs, digest)))
-        except (sqlite3.Error, JournalError):
+        except (sqlite3.Error, OSError, JournalError):
             self.writable = False
 
     def drop(self, *names: str) -> None:
         for name in names:
             self.records.pop(name, None)
-        if not self.writable or not names:
+        if not self.writable or not names or self._conn is None:
             return
         try:
             run_write(self.conn, lambda c: c.executemany(
@@ -236,15 +250,14 @@ def open_projection(ws: Workspace) -> Iterator[Projection | None]:
         return
     try:
         try:
-            conn = _open(ws)
-            projection = Projection(ws, conn)
+            projection = Projection(ws, _open(ws) if os.path.exists(path_of(ws)) else None)
         except (OSError, sqlite3.Error, JournalError):
             yield None
             return
         try:
             yield projection
         finally:
-            conn.close()
+            projection.close()
     finally:
         lock.__exit__(None, None, None)
 
@@ -371,3 +384,79 @@ def plain_rows(projection: Projection | None, seen: Seen) -> list[Any] | None:
         return None
     got = projection.load(seen.record, "plain")
     return None if got is None else list(got[0])
+
+
+class Counted:
+    """A whole-workspace read for counting (coverage, decay), made segment by
+    segment without keeping observations: `result` holds every event but the
+    observations (and the damage, as any read reports it), `counts` the
+    events by (type, kind), `observed` every observation id read.
+
+    A segment the strict read finds damaged is read as `Workspace.read` reads
+    it (lazily, with `peek`): its events are in `loose`, uncounted, and
+    SQLite's structural verdict on it in `structure`."""
+
+    def __init__(self) -> None:
+        from agent_journal.storage.segment_reader import ReadResult
+
+        self.result = ReadResult()
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.observed: set[str] = set()
+        self.loose: list[Any] = []
+        self.structure: list[dict[str, str]] = []
+
+
+def read_counted(ws: Workspace, peek: Any = None) -> Counted:
+    """Every segment counted, from the read projection where its marks hold."""
+    from agent_journal.storage.compaction_rows import _FastPath, _read_segment_for_compaction
+    from agent_journal.storage.segment_reader import read_segment, structure_damage
+
+    fast = _FastPath()
+
+    def whole(segments: list[tuple[str, str]]) -> Iterator[SegmentRead]:
+        for path, rel in segments:
+            yield _read_segment_for_compaction(path, rel, fast)
+
+    def tail(path: str, rel: str, mark: Mark) -> SegmentRead:
+        return _read_segment_for_compaction(path, rel, fast, mark.high, mark.fold)
+
+    from agent_journal.core.model import events_from_values
+
+    got = Counted()
+    result = got.result
+    with _maybe_projection(ws) as projection:
+        for seen in projected(projection, ws, plain=False, read_whole=whole, read_tail=tail):
+            part = seen.part
+            result.segments.append(part.rel)
+            if part.unreadable is not None:
+                scan = read_segment(seen.path, lazy=True, peek=peek)
+                got.loose.extend(scan.events)
+                result.malformed.extend({"segment": part.rel, "row": seq, "reason": why}
+                                        for seq, why in scan.malformed)
+                if scan.unreadable is not None:
+                    result.unreadable.append({"path": part.rel, "reason": scan.unreadable})
+                else:
+                    result.high_water[part.rel] = scan.high
+                reason = structure_damage(seen.path)
+                if reason is not None:
+                    got.structure.append({"path": part.rel, "reason": reason})
+                continue
+            got.counts.update(seen.counts)
+            got.observed.update(seen.subjects)
+            result.events.extend(events_from_values(
+                [r for r in part.rows if r[1] != "observation"]))
+            result.malformed.extend(part.malformed)
+            if part.high is not None:
+                result.high_water[part.rel] = part.high
+    return got
+
+
+@contextmanager
+def _maybe_projection(ws: Workspace) -> Iterator[Projection | None]:
+    """The projection, unless the workspace has no segment (nothing is then
+    created under the root)."""
+    if not ws.segment_paths():
+        yield None
+        return
+    with open_projection(ws) as projection:
+        yield projection
