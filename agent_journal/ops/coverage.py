@@ -119,7 +119,7 @@ def _kind_peek() -> Any:
 def coverage(ctx: Context) -> tuple[dict[str, Any], ReadResult]:
     from agent_journal.ops.context import damage_lists
     from agent_journal.ops.decay import derive_counted
-    from agent_journal.storage.read_projection import read_counted
+    from agent_journal.storage.counted_read import read_counted
     from agent_journal.storage.segment_reader import PausedGC
 
     with PausedGC():

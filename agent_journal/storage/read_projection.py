@@ -57,7 +57,8 @@ from agent_journal.storage.locks import FileLock
 from agent_journal.storage.verified_mark import Mark
 from agent_journal.storage.workspace import Workspace
 
-AREA = "reads"
+AREA = "reads"  # the strict reads compact plans from
+COUNTS_AREA = "counts"  # the lazy reads coverage and decay count (see read_counted)
 # Bump when what a record keeps, or how, changes: a file of another format is
 # thrown away, never read.
 FORMAT = "agent-journal-read-projection/1"
@@ -75,13 +76,13 @@ SCHEMA = (
 COLUMNS = ("mark", "head", "others", "subjects", "plain")
 
 
-def path_of(ws: Workspace) -> str:
-    return cache_path(ws.root, AREA, ws.name)
+def path_of(ws: Workspace, area: str = AREA) -> str:
+    return cache_path(ws.root, area, ws.name)
 
 
-def _identity(ws: Workspace) -> dict[str, str]:
+def _identity(ws: Workspace, area: str) -> dict[str, str]:
     # The exact decoder's verdicts depend on these limits (see compaction_rows).
-    return {"format": FORMAT, "workspace": ws.name,
+    return {"format": FORMAT, "area": area, "workspace": ws.name,
             "limits": f"{sys.getrecursionlimit()}:{sys.get_int_max_str_digits()}"}
 
 
@@ -100,10 +101,11 @@ class Record:
 class Projection:
     """An open projection, held under its lock for one run."""
 
-    def __init__(self, ws: Workspace, conn: sqlite3.Connection | None) -> None:
+    def __init__(self, ws: Workspace, area: str, conn: sqlite3.Connection | None) -> None:
         """`conn` None: there is no projection file yet; it is made by the first
         `store` (so a run that keeps nothing, a refused one, leaves none)."""
         self.ws = ws
+        self.area = area
         self._conn = conn
         self.writable = True
         self.records: dict[str, Record] = {}
@@ -121,7 +123,7 @@ class Projection:
     @property
     def conn(self) -> sqlite3.Connection:
         if self._conn is None:
-            self._conn = _open(self.ws)
+            self._conn = _open(self.ws, self.area)
         return self._conn
 
     def close(self) -> None:
@@ -157,10 +159,7 @@ class Projection:
         return _part_of(rel, got[0], got[1], got[2] if plain else [])
 
     def store(self, name: str, mark: Mark, part: SegmentRead) -> None:
-        """Keep a part read whole (every row, as event values) under its mark.
-        Best effort: a record that cannot be written is only read again."""
-        if not self.writable:
-            return
+        """Keep a part read whole (every row, as event values) under its mark."""
         rows = part.rows
         observation = "observation"
         plain = [r for r in rows if r[1] == observation and not r[8]]
@@ -169,8 +168,14 @@ class Projection:
         head = (part.high, [(m["row"], m["reason"]) for m in part.malformed], part.tombstones,
                 part.rewrites, dict(counts))
         subjects = [r[3] for r in rows if r[1] == observation]
-        blobs = [marshal.dumps(v, _MARSHAL) for v in (mark.packed(), head, others, subjects,
-                                                      plain)]
+        self.put(name, mark, head, others, subjects, plain)
+
+    def put(self, name: str, mark: Mark, *values: Any) -> None:
+        """Keep a record: its mark and its columns (COLUMNS after `mark`).
+        Best effort: a record that cannot be written is only read again."""
+        if not self.writable:
+            return
+        blobs = [marshal.dumps(v, _MARSHAL) for v in (mark.packed(), *values)]
         digest = ":".join(xxh3_128_hexdigest(b) for b in blobs)
         try:
             run_write(self.conn, lambda c: c.execute(
@@ -208,9 +213,9 @@ def counts_of(head: Any) -> dict[tuple[str, str], int]:
     return counts
 
 
-def _open(ws: Workspace) -> sqlite3.Connection:
-    path = path_of(ws)
-    want = _identity(ws)
+def _open(ws: Workspace, area: str) -> sqlite3.Connection:
+    path = path_of(ws, area)
+    want = _identity(ws, area)
 
     def init(c: sqlite3.Connection) -> bool:
         for statement in SCHEMA:
@@ -239,10 +244,10 @@ def _open(ws: Workspace) -> sqlite3.Connection:
 
 
 @contextmanager
-def open_projection(ws: Workspace) -> Iterator[Projection | None]:
+def open_projection(ws: Workspace, area: str = AREA) -> Iterator[Projection | None]:
     """The workspace's projection, locked for this run; None when it cannot be
     used (the caller then reads the segments directly)."""
-    lock = FileLock(cache_lock_path(ws.root, AREA, ws.name), wait_s=LOCK_WAIT_S)
+    lock = FileLock(cache_lock_path(ws.root, area, ws.name), wait_s=LOCK_WAIT_S)
     try:
         lock.__enter__()
     except (OSError, JournalError):
@@ -250,7 +255,8 @@ def open_projection(ws: Workspace) -> Iterator[Projection | None]:
         return
     try:
         try:
-            projection = Projection(ws, _open(ws) if os.path.exists(path_of(ws)) else None)
+            exists = os.path.exists(path_of(ws, area))
+            projection = Projection(ws, area, _open(ws, area) if exists else None)
         except (OSError, sqlite3.Error, JournalError):
             yield None
             return
@@ -385,78 +391,3 @@ def plain_rows(projection: Projection | None, seen: Seen) -> list[Any] | None:
     got = projection.load(seen.record, "plain")
     return None if got is None else list(got[0])
 
-
-class Counted:
-    """A whole-workspace read for counting (coverage, decay), made segment by
-    segment without keeping observations: `result` holds every event but the
-    observations (and the damage, as any read reports it), `counts` the
-    events by (type, kind), `observed` every observation id read.
-
-    A segment the strict read finds damaged is read as `Workspace.read` reads
-    it (lazily, with `peek`): its events are in `loose`, uncounted, and
-    SQLite's structural verdict on it in `structure`."""
-
-    def __init__(self) -> None:
-        from agent_journal.storage.segment_reader import ReadResult
-
-        self.result = ReadResult()
-        self.counts: Counter[tuple[str, str]] = Counter()
-        self.observed: set[str] = set()
-        self.loose: list[Any] = []
-        self.structure: list[dict[str, str]] = []
-
-
-def read_counted(ws: Workspace, peek: Any = None) -> Counted:
-    """Every segment counted, from the read projection where its marks hold."""
-    from agent_journal.storage.compaction_rows import _FastPath, _read_segment_for_compaction
-    from agent_journal.storage.segment_reader import read_segment, structure_damage
-
-    fast = _FastPath()
-
-    def whole(segments: list[tuple[str, str]]) -> Iterator[SegmentRead]:
-        for path, rel in segments:
-            yield _read_segment_for_compaction(path, rel, fast)
-
-    def tail(path: str, rel: str, mark: Mark) -> SegmentRead:
-        return _read_segment_for_compaction(path, rel, fast, mark.high, mark.fold)
-
-    from agent_journal.core.model import events_from_values
-
-    got = Counted()
-    result = got.result
-    with _maybe_projection(ws) as projection:
-        for seen in projected(projection, ws, plain=False, read_whole=whole, read_tail=tail):
-            part = seen.part
-            result.segments.append(part.rel)
-            if part.unreadable is not None:
-                scan = read_segment(seen.path, lazy=True, peek=peek)
-                got.loose.extend(scan.events)
-                result.malformed.extend({"segment": part.rel, "row": seq, "reason": why}
-                                        for seq, why in scan.malformed)
-                if scan.unreadable is not None:
-                    result.unreadable.append({"path": part.rel, "reason": scan.unreadable})
-                else:
-                    result.high_water[part.rel] = scan.high
-                reason = structure_damage(seen.path)
-                if reason is not None:
-                    got.structure.append({"path": part.rel, "reason": reason})
-                continue
-            got.counts.update(seen.counts)
-            got.observed.update(seen.subjects)
-            result.events.extend(events_from_values(
-                [r for r in part.rows if r[1] != "observation"]))
-            result.malformed.extend(part.malformed)
-            if part.high is not None:
-                result.high_water[part.rel] = part.high
-    return got
-
-
-@contextmanager
-def _maybe_projection(ws: Workspace) -> Iterator[Projection | None]:
-    """The projection, unless the workspace has no segment (nothing is then
-    created under the root)."""
-    if not ws.segment_paths():
-        yield None
-        return
-    with open_projection(ws) as projection:
-        yield projection
