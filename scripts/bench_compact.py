@@ -120,10 +120,9 @@ def _append_events(root: Path, workspace: str, start: int, count: int) -> None:
 def incremental(ctx: Ctx, scale: float) -> None:
     import shutil
 
+    from bench import PY
     from bench_scale import RAW_SCAN
     from benchdata import build_workspace
-
-    from bench import PY
 
     events = max(1000, int(SEGMENTS * PER_SEGMENT * scale))
     root = ctx.path("incremental") / "journal"
@@ -131,7 +130,7 @@ def incremental(ctx: Ctx, scale: float) -> None:
     time.sleep(2.1)  # past the clock tick of the last write: the fingerprints can vouch
     env = dict(os.environ, AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="inc",
                AGENT_JOURNAL_NOW="2026-03-01T00:00:00Z")
-    projection = root / "cache" / "reads"
+    projection = root / "cache"  # every projection: each command starts from nothing
     floor = min(_timed([PY, "-I", "-S", "-c", RAW_SCAN, str(root)], env)[0] for _ in range(3))
     print(f"-- incremental, {events:,} events in {SEGMENTS} segments: raw scan "
           f"{floor * 1000:.0f} ms", flush=True)

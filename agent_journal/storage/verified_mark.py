@@ -4,10 +4,11 @@ A projection that keeps what it derived from a segment's rows keeps beside it
 the `Mark` of those rows, taken when they were read, and asks `check` before
 using it again. The answer is one of:
 
-- SAME: the file's signature (storage.cache.segment_signature) is the one
-  taken before the rows were read, and was not taken within RACY_NS of the
-  file's newest write (a write in the same clock tick would not move it):
-  nothing has been committed to the file since.
+- SAME: the file's signature (storage.cache.segment_signature, and the
+  inode's change time, which no write and no `utime` leaves as it was) is
+  the one taken before the rows were read, and was not taken within RACY_NS
+  of the file's newest write (a write in the same clock tick would not move
+  it): nothing has written to the file since.
 - GROWN: the file changed, but every row at or below the mark is still the
   row read, byte for byte: the reader's own query, run again slice by slice
   as it was read (`Fold.chain`), gives values that fold (xxh3-128 over their
@@ -28,6 +29,7 @@ before the read, so such a write shows as a changed file next time.
 from __future__ import annotations
 
 import marshal
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -95,6 +97,17 @@ class Mark:
                    Fold(value, [(after, int(n)) for after, n in chain]))
 
 
+def signature(path: str) -> tuple[str, int] | None:
+    """segment_signature with the inode's change time: (fingerprint, newest mtime)."""
+
+    sig = segment_signature(path)
+    try:
+        changed = os.stat(path).st_ctime_ns
+    except OSError:
+        return None
+    return None if sig is None else (f"{sig[0]}:{changed}", max(sig[1], changed))
+
+
 class Before:
     """The signature taken before a read."""
 
@@ -102,7 +115,7 @@ class Before:
 
     def __init__(self, path: str) -> None:
         self.taken_ns = time.time_ns()
-        self.signature = segment_signature(path)
+        self.signature = signature(path)
 
     def mark(self, high: int, fold: Fold) -> Mark | None:
         """The mark of rows up to `high` read since, folded to `fold`; None
@@ -116,7 +129,7 @@ class Before:
 def check(path: str, mark: Mark, fetch: Fetch) -> str:
     """SAME, GROWN or CHANGED (see the module's docstring); `fetch` is the
     reader's own query."""
-    sig = segment_signature(path)
+    sig = signature(path)
     if sig is None:
         return CHANGED
     if mark.trusted and sig[0] == mark.signature:
