@@ -40,13 +40,14 @@ from agent_journal.storage.workspace import Workspace
 
 
 def _rows_sql() -> str:
-    """Rows above a seq, at most so many, in seq order; the last column is
-    SQLite's read of an observation's [kind, type] (NULL where SQLite's JSON
-    could be looser than Python's: that row is read lazily)."""
+    """Rows above a seq, at most so many, in seq order; the last column is the
+    `kind` SQLite reads from an observation's body when it is a string (NULL
+    for any other value, and where SQLite's JSON could be looser than
+    Python's: that row's kind is then the event's own)."""
     check_sql = json_check()
     peeked = ("NULL" if check_sql is None else
               f"CASE WHEN type = 'observation' AND {check_sql} "
-              "THEN json_extract(t, '$.kind', '$.type') END")
+              "AND json_type(t, '$.kind') = 'text' THEN json_extract(t, '$.kind') END")
     return (f"SELECT seq, event_id, body, checksum, type, subject, ts, {peeked} FROM "
             "(SELECT seq, event_id, body, checksum, type, subject, ts, CAST(body AS TEXT) AS t "
             "FROM events WHERE seq > ? ORDER BY seq LIMIT ?) ORDER BY seq")
@@ -74,16 +75,6 @@ class CountPart:
         self.unreadable: str | None = None
 
 
-def _kind(ev: Any, peeked: Any) -> str:
-    # The kind SQLite read from the verified body when it is a plain string;
-    # anything else is the event's own (parsed when asked).
-    if peeked is not None:
-        kind = peeked[0]
-        if isinstance(kind, str) and kind:
-            return kind
-    return str(ev.kind)
-
-
 def count_segment(path: str, rel: str, after: int = 0, fold: Fold | None = None) -> CountPart:
     """The counting read of a segment's rows above `after` (the whole file is
     still checked), their slices folded on from `fold`."""
@@ -109,15 +100,14 @@ def count_segment(path: str, rel: str, after: int = 0, fold: Fold | None = None)
 
 
 def _count_rows(conn: sqlite3.Connection, part: CountPart, after: int) -> None:
-    decode_lazy, decode_peeked = codec.decode_lazy, codec.decode_peeked
-    decode_checked, parse, bad = codec.decode_checked, codec.parse_json_text, codec.MalformedEvent
+    decode_lazy, decode_checked, bad = codec.decode_lazy, codec.decode_checked, codec.MalformedEvent
     sql = _rows_sql()
     counts, subjects, others = part.counts, part.subjects, part.others
     start: float = after if after else float("-inf")
     while True:
         rows = conn.execute(sql, (start, READ_SLICE_ROWS)).fetchall()
         part.fold.add(start, rows)
-        for seq, event_id, body, digest, type_, subject, ts, values in rows:
+        for seq, event_id, body, digest, type_, subject, ts, kind in rows:
             part.high = seq
             try:
                 if type_ != OBSERVATION:
@@ -125,17 +115,14 @@ def _count_rows(conn: sqlite3.Connection, part: CountPart, after: int) -> None:
                     others.append(event_values(ev))
                     counts[(ev.type, ev.kind)] += 1
                     continue
-                if values is None:
-                    ev = decode_lazy(body, digest, event_id, type_, subject, ts)
-                    peeked = None
-                else:
-                    peeked = parse(values)
-                    ev = decode_peeked(body, digest, event_id, type_, subject, ts,
-                                       tuple(peeked))
+                # The verdict `Workspace.read(lazy=True)` gives an observation;
+                # its kind as SQLite read it from the verified body, when a
+                # string (coverage's `_kind`), else its own.
+                ev = decode_lazy(body, digest, event_id, type_, subject, ts)
             except bad as exc:
                 part.malformed.append((seq, str(exc)))
                 continue
-            counts[(ev.type, _kind(ev, peeked))] += 1
+            counts[(OBSERVATION, kind if kind else str(ev.kind))] += 1
             subjects.append(subject)  # decode_lazy verified it is the body's id
         if len(rows) < READ_SLICE_ROWS:
             return
