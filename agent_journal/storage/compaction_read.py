@@ -17,6 +17,7 @@ from agent_journal.storage.compaction_rows import (
     _file_size,
     _KeptSoFar,
     _read_segment_for_compaction,
+    rows_about,
     tombstone_subjects,
 )
 from agent_journal.storage.compaction_workers import (
@@ -109,8 +110,16 @@ def read_projected(ws: Workspace, *, every_observation: bool = True) -> Compacti
             for s in seen:
                 if named.isdisjoint(s.subjects):
                     continue
-                rows = read_projection.plain_rows(projection, s)
-                if rows is None:  # the record did not verify: read the segment
+                rows = s.held
+                if rows is None:
+                    # Kept back in the projection, which has just seen the
+                    # segment's mark hold: read from the segment by subject
+                    # (its index) only the few a tombstone names.
+                    about = rows_about(s.path, s.part.rel, fast,
+                                       sorted(named.intersection(s.subjects)))
+                    if about.unreadable is None and not about.malformed:
+                        rows = [r for r in about.rows if not r[8]]  # not already kept
+                if rows is None:  # the segment changed after all: read it whole
                     s.part = _read_segment_for_compaction(s.path, s.part.rel, fast)
                 else:
                     s.part.rows.extend(rows)

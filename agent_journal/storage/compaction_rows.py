@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from xxhash import xxh3_64_hexdigest as _xxh3_hex
@@ -56,17 +56,20 @@ from agent_journal.storage.verified_mark import Fold
 # anywhere has that stretch parsed (which fails unless it is one value), and
 # a text without has data `{}`.
 
-def compaction_rows_sql(version: tuple[int, int, int]) -> str:
+def compaction_rows_sql(version: tuple[int, int, int], *, about: bool = False) -> str:
     """The rows of a segment past a seq (first parameter) in seq order, at most
     the second parameter of them; the last column is 1 for an observation
     body that passed the JSON check (NULL for every other row, and for every
-    row where there is no check)."""
+    row where there is no check). `about`: instead, the observations whose
+    subject is in the JSON array given as the one parameter, in seq order."""
     check = strict_json_check(version)
     checked = ("NULL" if check is None else
                f"CASE WHEN type = 'observation' AND {check} THEN 1 END")
+    where = ("type = 'observation' AND subject IN (SELECT value FROM json_each(?)) "
+             "ORDER BY seq") if about else "seq > ? ORDER BY seq LIMIT ?"
     return (f"SELECT seq, event_id, type, body, checksum, subject, ts, {checked} "
             "FROM (SELECT seq, event_id, type, body, checksum, subject, ts, "
-            "CAST(body AS TEXT) AS t FROM events WHERE seq > ? ORDER BY seq LIMIT ?) "
+            f"CAST(body AS TEXT) AS t FROM events WHERE {where}) "
             "ORDER BY seq")
 
 
@@ -430,14 +433,45 @@ def _slices(conn: sqlite3.Connection, sql: str, after: float = float("-inf"),
         after = rows[-1][0]
 
 
+def rows_about(path: str, rel: str, fast: _FastPath, subjects: list[str]) -> SegmentRead:
+    """The part of a segment's observations about these ids only, each judged
+    exactly as a whole read judges it (no fold, no structural check: for a
+    segment whose mark the read projection has just seen hold)."""
+    import json
+
+    part = SegmentRead(rel)
+    try:
+        conn = open_segment_for_read(path)
+    except sqlite3.Error as exc:
+        part.unreadable = describe_sqlite_error(exc)
+        return part
+    try:
+        utf8 = text_is_utf8(conn)
+        version = sqlite3.sqlite_version_info if json_check() and utf8 else (0, 0, 0)
+        rows = conn.execute(compaction_rows_sql(version, about=True),
+                            (json.dumps(subjects),)).fetchall()
+        _judge_rows(rows, part, fast, in_place=utf8)
+    except sqlite3.Error as exc:
+        part.unreadable = describe_sqlite_error(exc)
+    finally:
+        conn.close()
+    return part
+
+
 def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql: str, *,
                in_place: bool, after: int = 0) -> None:
+    _judge_rows(_slices(conn, sql, after if after else float("-inf"), part.fold), part, fast,
+                in_place=in_place)
+
+
+def _judge_rows(rows: Iterable[tuple[Any, ...]], part: SegmentRead, fast: _FastPath, *,
+                in_place: bool) -> None:
+    """Each row's verdict into the part, in order; `high` becomes the last seq."""
     append_event = part.rows.append
     malformed = part.malformed
     rel = part.rel
     seq = part.high
-    for seq, event_id, type_, body, digest, subject, ts, json_ok in _slices(
-            conn, sql, after if after else float("-inf"), part.fold):
+    for seq, event_id, type_, body, digest, subject, ts, json_ok in rows:
         values = None
         if json_ok is not None:
             values = _fast_observation(fast, body, digest, event_id, subject, ts)

@@ -276,9 +276,9 @@ def segment_names(ws: Workspace) -> list[tuple[str, str, str]]:
 class Seen:
     """One segment as a run takes it: `part` (its rows: every row but the plain
     observations, and those too when `whole`), the ids of its observations,
-    its events by (type, kind), and where the plain observations left out
-    are: in `held` (read now), or still in the projection's `record`
-    (`plain_rows` gives them either way)."""
+    its events by (type, kind), and the plain observations left out: `held`
+    when they were read now, else None (they are in the projection's
+    `record`, and in the segment)."""
 
     __slots__ = ("path", "part", "subjects", "counts", "record", "held")
 
@@ -379,15 +379,4 @@ def projected(projection: Projection | None, ws: Workspace, *, plain: bool,
                     continue
         projection.drop(name)
         yield fresh(path, rel, name, before, next(iter(read_whole([(path, rel)]))))
-
-
-def plain_rows(projection: Projection | None, seen: Seen) -> list[Any] | None:
-    """The plain observations left out of `seen.part`; None when the
-    projection's do not verify."""
-    if seen.held is not None:
-        return seen.held
-    if projection is None or seen.record is None:
-        return None
-    got = projection.load(seen.record, "plain")
-    return None if got is None else list(got[0])
 
