@@ -1,16 +1,17 @@
-"""The read projection: each segment's verified compaction read, kept between runs.
+"""Read projections: what a whole read gave of each segment, kept between runs.
 
-`compact`, `coverage` and `decay` read every row of every segment, verified
-strictly (storage/compaction_rows.py). This projection, at
-<root>/cache/reads/<ws>.sqlite, keeps per segment what such a read gave
-(its `SegmentRead`: rows as `model.event_values`, observation data cut to
-its artifact, malformed rows, tombstone checksums and rewrites) with the
-`verified_mark.Mark` of the rows it came from, so the next run reads only
-the rows a segment gained since, or the segments that changed under it.
-Per segment it is split so a reader loads only what it needs: `head`
-(high-water, malformed rows, tombstone checksums and rewrites, event counts
-by type and kind), `others` (every row but plain observations), `subjects`
-(every observation's id) and `plain` (observations holding no artifact).
+`compact` reads every row of every segment, verified strictly
+(storage/compaction_rows.py). Its projection, at <root>/cache/reads/<ws>.sqlite,
+keeps per segment what that read gave (its `SegmentRead`: rows as
+`model.event_values`, observation data cut to its artifact, malformed rows,
+tombstone checksums and rewrites) with the `verified_mark.Mark` of the rows it
+came from, so the next run reads only the rows a segment gained since, or the
+segments that changed under it. Per segment a record is split so a reader
+loads only what it needs: `head` (high-water, malformed rows, tombstone
+checksums and rewrites, event counts by type and kind), `others` (every row
+but plain observations), `subjects` (every observation's id) and `plain`
+(observations holding no artifact). `coverage` and `decay` keep their own
+lazy read in the same layout at cache/counts (storage/counted_read.py).
 
 Invariants:
 - A projection, never a source of truth: a run from it gives what a direct
