@@ -10,6 +10,8 @@ worker processes (compaction_workers.py). It only reads; applying the plan is
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from agent_journal.storage.compaction_rows import (
     Rewrite,
     SegmentRead,
@@ -28,6 +30,9 @@ from agent_journal.storage.compaction_workers import (
 )
 from agent_journal.storage.segment_reader import ReadResult
 from agent_journal.storage.workspace import Workspace
+
+# Segments a projected read reads whole at one go.
+WHOLE_BATCH = 16
 
 
 class CompactionRead(ReadResult):
@@ -91,11 +96,14 @@ def read_projected(ws: Workspace, *, every_observation: bool = True) -> Compacti
             return read_located(ws, every_observation=every_observation)
         fast = _FastPath()
 
-        def whole(segments: list[tuple[str, str]]) -> list[SegmentRead]:
-            if not segments:
-                return []
-            return _read_for_compaction([p for p, _ in segments], [r for _, r in segments],
-                                        every_observation=True, made=False)
+        def whole(segments: list[tuple[str, str]]) -> Iterator[SegmentRead]:
+            # A few segments at a time (shared with workers when large): each
+            # part is kept and cut down as it comes, so the rows of every
+            # segment are never all held at once.
+            for at in range(0, len(segments), WHOLE_BATCH):
+                batch = segments[at:at + WHOLE_BATCH]
+                yield from _read_for_compaction([p for p, _ in batch], [r for _, r in batch],
+                                                every_observation=True, made=False)
 
         seen = list(read_projection.projected(
             projection, ws, plain=every_observation, read_whole=whole,
@@ -111,12 +119,13 @@ def read_projected(ws: Workspace, *, every_observation: bool = True) -> Compacti
                 if named.isdisjoint(s.subjects):
                     continue
                 rows = s.held
-                if rows is None:
-                    # Kept back in the projection, which has just seen the
-                    # segment's mark hold: read from the segment by subject
-                    # (its index) only the few a tombstone names.
+                if rows is None and s.part.high is not None:
+                    # Left out of the part (the segment's mark has just held,
+                    # or it was read whole just now): read from the segment by
+                    # subject (its index) only the few a tombstone names, of
+                    # the rows the part stands for.
                     about = rows_about(s.path, s.part.rel, fast,
-                                       sorted(named.intersection(s.subjects)))
+                                       sorted(named.intersection(s.subjects)), s.part.high)
                     if about.unreadable is None and not about.malformed:
                         rows = [r for r in about.rows if not r[8]]  # not already kept
                 if rows is None:  # the segment changed after all: read it whole

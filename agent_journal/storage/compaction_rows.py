@@ -61,12 +61,13 @@ def compaction_rows_sql(version: tuple[int, int, int], *, about: bool = False) -
     the second parameter of them; the last column is 1 for an observation
     body that passed the JSON check (NULL for every other row, and for every
     row where there is no check). `about`: instead, the observations whose
-    subject is in the JSON array given as the one parameter, in seq order."""
+    subject is in the JSON array given as the first parameter, up to the
+    seq given as the second, in seq order."""
     check = strict_json_check(version)
     checked = ("NULL" if check is None else
                f"CASE WHEN type = 'observation' AND {check} THEN 1 END")
     where = ("type = 'observation' AND subject IN (SELECT value FROM json_each(?)) "
-             "ORDER BY seq") if about else "seq > ? ORDER BY seq LIMIT ?"
+             "AND seq <= ? ORDER BY seq") if about else "seq > ? ORDER BY seq LIMIT ?"
     return (f"SELECT seq, event_id, type, body, checksum, subject, ts, {checked} "
             "FROM (SELECT seq, event_id, type, body, checksum, subject, ts, "
             f"CAST(body AS TEXT) AS t FROM events WHERE {where}) "
@@ -433,10 +434,12 @@ def _slices(conn: sqlite3.Connection, sql: str, after: float = float("-inf"),
         after = rows[-1][0]
 
 
-def rows_about(path: str, rel: str, fast: _FastPath, subjects: list[str]) -> SegmentRead:
-    """The part of a segment's observations about these ids only, each judged
-    exactly as a whole read judges it (no fold, no structural check: for a
-    segment whose mark the read projection has just seen hold)."""
+def rows_about(path: str, rel: str, fast: _FastPath, subjects: list[str], upto: int
+               ) -> SegmentRead:
+    """The part of a segment's observations about these ids only, up to seq
+    `upto`, each judged exactly as a whole read judges it (no fold, no
+    structural check: for a segment just read, or whose mark the read
+    projection has just seen hold)."""
     import json
 
     part = SegmentRead(rel)
@@ -449,7 +452,7 @@ def rows_about(path: str, rel: str, fast: _FastPath, subjects: list[str]) -> Seg
         utf8 = text_is_utf8(conn)
         version = sqlite3.sqlite_version_info if json_check() and utf8 else (0, 0, 0)
         rows = conn.execute(compaction_rows_sql(version, about=True),
-                            (json.dumps(subjects),)).fetchall()
+                            (json.dumps(subjects), upto)).fetchall()
         _judge_rows(rows, part, fast, in_place=utf8)
     except sqlite3.Error as exc:
         part.unreadable = describe_sqlite_error(exc)

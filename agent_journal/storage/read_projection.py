@@ -277,9 +277,9 @@ def segment_names(ws: Workspace) -> list[tuple[str, str, str]]:
 class Seen:
     """One segment as a run takes it: `part` (its rows: every row but the plain
     observations, and those too when `whole`), the ids of its observations,
-    its events by (type, kind), and the plain observations left out: `held`
-    when they were read now, else None (they are in the projection's
-    `record`, and in the segment)."""
+    its events by (type, kind), and `held`: [] when the part holds every
+    row, None when the plain observations were left out (they are in the
+    segment, and in the projection's `record` when it has one)."""
 
     __slots__ = ("path", "part", "subjects", "counts", "record", "held")
 
@@ -355,8 +355,10 @@ def projected(projection: Projection | None, ws: Workspace, *, plain: bool,
         if plain:
             return Seen(path, part, [r[3] for r in part.rows if r[1] == "observation"],
                         dict(Counter(map(itemgetter(1, 2), part.rows))))
-        subjects, counts, part.rows, held = _split(part.rows)
-        return Seen(path, part, subjects, counts, held=held)
+        # The plain observations go: a plan reads again, from the segment,
+        # the few a tombstone names (compaction_rows.rows_about).
+        subjects, counts, part.rows, _plain = _split(part.rows)
+        return Seen(path, part, subjects, counts)
 
     for path, rel, name, before, state, record in plan:
         if state == CHANGED:
