@@ -6,6 +6,15 @@ observations named by a tombstone. The floor is `VACUUM INTO` of every
 segment, timed in the same run on the same files; the goal is compact within
 3x of it. `BENCH_COMPACT_SCALE=0.1` (or `--scale 0.1` when run on its own)
 shrinks the workspace for slow machines.
+
+Then cost that grows with what is new (issue 19): on a workspace of 100
+segments (1M events at scale 1; tombstones among them), `compact` (dry run,
+with and without an observation TTL), `coverage` and `decay` each run once
+from nothing (the read projection under cache/ deleted: a full run), once
+more with nothing new, and once after 1% new events appended to the last
+segment. Printed: the full run against a raw scan of the same root (every
+row of every table, `python -I -S`), and each later run as a ratio to the
+full run; the goal for the run after 1% new is <= 0.2x.
 """
 
 from __future__ import annotations
@@ -71,6 +80,77 @@ def build(root: Path, scale: float) -> list[Path]:
     return paths
 
 
+INCREMENTAL_GOAL = 0.2
+INCREMENTAL_READS: list[tuple[str, list[str]]] = [
+    ("compact (dry run)", ["compact"]),
+    ("compact --observation-ttl-days 30 (dry run)", ["compact", "--observation-ttl-days", "30"]),
+    ("coverage", ["coverage", "--json"]),
+    ("decay", ["decay", "--json"]),
+]
+
+
+def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """(seconds, peak RSS in KiB) of one whole process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    took = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd)} failed")
+    return took, usage.ru_maxrss
+
+
+def _append_events(root: Path, workspace: str, start: int, count: int) -> None:
+    """`count` more events (some tombstones) at the end of the last segment."""
+    from benchdata import make_event
+
+    from agent_journal.storage.connection import connect, run_write
+    from agent_journal.storage.root import Root
+    from agent_journal.storage.segment import insert_events
+
+    ws = Root.open(str(root), create=False).workspace(workspace)
+    last = ws.segment_paths()[-1]
+    events = [ev for i in range(start, start + count)
+              for ev in make_event(i, "rmore", tombstone_every=97)]
+    conn = connect(last)
+    run_write(conn, lambda c: insert_events(c, events))
+    conn.close()
+
+
+def incremental(ctx: Ctx, scale: float) -> None:
+    import shutil
+
+    from bench import PY
+    from bench_scale import RAW_SCAN
+    from benchdata import build_workspace
+
+    events = max(1000, int(SEGMENTS * PER_SEGMENT * scale))
+    root = ctx.path("incremental") / "journal"
+    build_workspace(str(root), "inc", events=events, segments=SEGMENTS, tombstone_every=101)
+    time.sleep(2.1)  # past the clock tick of the last write: the fingerprints can vouch
+    env = dict(os.environ, AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="inc",
+               AGENT_JOURNAL_NOW="2026-03-01T00:00:00Z")
+    projection = root / "cache"  # every projection: each command starts from nothing
+    floor = min(_timed([PY, "-I", "-S", "-c", RAW_SCAN, str(root)], env)[0] for _ in range(3))
+    print(f"-- incremental, {events:,} events in {SEGMENTS} segments: raw scan "
+          f"{floor * 1000:.0f} ms", flush=True)
+    added = events
+    for name, args in INCREMENTAL_READS:
+        shutil.rmtree(projection, ignore_errors=True)
+        full, rss = _timed([CLI, *args], env)
+        ctx.report(f"{name}, full run", full, floor, extra=f"peak {rss / 1024:.0f} MiB")
+        time.sleep(2.1)
+        again = min(_timed([CLI, *args], env)[0] for _ in range(2))
+        ctx.report(f"{name}, again, nothing new", again, full,
+                   extra="(floor: the full run)")
+        _append_events(root, "inc", added, events // 100)
+        added += events // 100
+        time.sleep(2.1)
+        grown, rss = _timed([CLI, *args], env)
+        ctx.report(f"{name}, after 1% new events", grown, full, goal=INCREMENTAL_GOAL,
+                   extra=f"(floor: the full run) peak {rss / 1024:.0f} MiB")
+
+
 def vacuum_into(paths: list[Path], dest: Path) -> float:
     import sqlite3
 
@@ -109,6 +189,7 @@ def run(ctx: Ctx, scale: float | None = None) -> None:
     print(f"   VACUUM INTO before {before:.2f} s, after {after:.2f} s", flush=True)
     ctx.report(f"compact --apply, {events} events, 10% tombstoned", took, floor, goal=GOAL,
                extra="(floor: VACUUM INTO of the same segments)")
+    incremental(ctx, scale)
 
 
 if __name__ == "__main__":
@@ -117,8 +198,12 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--only-incremental", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="aj-bench-") as tmp:
         os.chmod(tmp, 0o700)
-        run(Ctx(Path(tmp)), args.scale)
+        if args.only_incremental:
+            incremental(Ctx(Path(tmp)), args.scale)
+        else:
+            run(Ctx(Path(tmp)), args.scale)
     sys.exit(0)

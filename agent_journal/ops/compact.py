@@ -5,8 +5,11 @@ Invariants:
   or malformed row refuses the run (DamagedJournalError) before anything is
   touched: a segment that did not load may hold the tombstone that protects
   something, or the content a tombstone names.
-- A dry run changes no byte; `--apply` carries out exactly the plan a dry run
-  prints, and reports what it actually did.
+- A dry run changes no byte of the journal (it may bring the read projection
+  under cache/ up to date, storage/read_projection.py); `--apply` carries out
+  exactly the plan a dry run prints, and reports what it actually did.
+- The read comes from the read projection where its marks hold, and is the
+  read a direct one gives (compaction_read.read_projected).
 - Segments are changed in place, in short transactions (an item's events in
   one, a segment's tombstone rewrites after its deletes), each only when the
   segment's highest seq is still what the read (or the previous transaction)
@@ -101,7 +104,7 @@ def prepare(ws: Workspace, *, entry_ttl_days: int | None, observation_ttl_days: 
             now: datetime | None = None) -> Prepared:
     # Without an observation TTL a plan looks only at observations that a
     # tombstone names (and the run at those holding an artifact).
-    read = compaction_read.read_located(ws, every_observation=observation_ttl_days is not None)
+    read = compaction_read.read_projected(ws, every_observation=observation_ttl_days is not None)
     if read.damaged:
         raise DamagedJournalError(refusal(read))
     pending = read_compact_intent(ws) or {}

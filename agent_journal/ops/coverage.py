@@ -16,7 +16,8 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from agent_journal.core.anchors import PRESENT, anchor_report, cited_id
@@ -42,15 +43,26 @@ def _kind(ev: Event) -> str:
 
 
 def coverage_derived(events: Iterable[Event], d: Derived) -> dict[str, Any]:
+    counts: dict[tuple[str, str], int] = {}
+    for ev in events:
+        key = (ev.type, _kind(ev))
+        counts[key] = counts.get(key, 0) + 1
+    return coverage_counted(counts, d, d.observation_events.keys())
+
+
+def coverage_counted(counts: Mapping[tuple[str, str], int], d: Derived,
+                     observed: AbstractSet[str]) -> dict[str, Any]:
+    """The report from events counted by (type, kind), the derivation, and
+    every observation id read (`d` need hold only the observations entries
+    cite: see ops/decay.py `derive_counted`)."""
     by_type: dict[str, int] = {}
     by_kind: dict[str, dict[str, int]] = {}
     total = 0
-    for ev in events:
-        total += 1
-        by_type[ev.type] = by_type.get(ev.type, 0) + 1
-        kinds = by_kind.setdefault(ev.type, {})
-        kind = _kind(ev)
-        kinds[kind] = kinds.get(kind, 0) + 1
+    for (type_, kind), n in counts.items():
+        total += n
+        by_type[type_] = by_type.get(type_, 0) + n
+        kinds = by_kind.setdefault(type_, {})
+        kinds[kind] = kinds.get(kind, 0) + n
 
     without_anchors: list[dict[str, Any]] = []
     dangling: list[dict[str, Any]] = []
@@ -71,7 +83,7 @@ def coverage_derived(events: Iterable[Event], d: Derived) -> dict[str, Any]:
             elif live:
                 cited_by_live.add(obs_id)
 
-    visible_obs = sum(1 for i in d.observation_events if not d.is_tombstoned(i))
+    visible_obs = len(observed) - len(d.tombstones.keys() & observed)
     tombstones = []
     for target in sorted(d.tombstones):
         for t in d.tombstones[target]:
@@ -105,17 +117,23 @@ def _kind_peek() -> Any:
 
 
 def coverage(ctx: Context) -> tuple[dict[str, Any], ReadResult]:
-    from agent_journal.ops.context import damage_lists, read_workspace
+    from agent_journal.ops.context import damage_lists
+    from agent_journal.ops.decay import derive_counted
+    from agent_journal.storage.counted_read import read_counted
     from agent_journal.storage.segment_reader import PausedGC
 
     with PausedGC():
-        result, d = read_workspace(ctx, peek=_kind_peek())
-        counted = coverage_derived(result.events, d)
-    # Reads visit only the pages their queries need; coverage also asks SQLite
-    # to check every page, so damage no read meets (a zeroed index page) shows.
+        # Counted segment by segment (from the read projection where it holds):
+        # no observation is kept, only its id.
+        got = read_counted(ctx.open(create=False), peek=_kind_peek())
+        counts, observed, d = derive_counted(got, _kind)
+        counted = coverage_counted(counts, d, observed)
+        result = got.result
+    # The strict read runs SQLite's check of every page on each segment it
+    # reads, so damage no read meets (a zeroed index page) shows; a segment
+    # it finds damaged has that verdict in `structure`.
     seen = {u["path"] for u in result.unreadable}
-    result.unreadable.extend(u for u in ctx.open(create=False).structure_damage()
-                             if u["path"] not in seen)
+    result.unreadable.extend(u for u in got.structure if u["path"] not in seen)
     failed = {u["path"] for u in result.unreadable}
     # `segments` lists every segment found; `segmentsRead` counts those read to the
     # end (a segment that failed part-way is in `unreadable` too).

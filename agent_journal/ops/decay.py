@@ -17,12 +17,17 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from agent_journal.core.anchors import PRESENT, anchor_report, cited_id
 from agent_journal.core.derive import Derived
+from agent_journal.core.model import Event
 from agent_journal.ops.context import Context
 from agent_journal.storage.segment_reader import ReadResult
+
+if TYPE_CHECKING:
+    from agent_journal.storage.counted_read import Counted
 
 
 def decay_derived(d: Derived) -> dict[str, Any]:
@@ -48,12 +53,51 @@ def decay_derived(d: Derived) -> dict[str, Any]:
             "anchorsChecked": checked}
 
 
+def derive_counted(got: Counted, kind_of: Callable[[Event], str] | None = None
+                   ) -> tuple[dict[tuple[str, str], int], set[str], Derived]:
+    """(events by (type, kind), every observation id, the derivation) of a
+    counted read (storage.counted_read.read_counted).
+
+    Observations take no part in liveness or outcomes, so the derivation is
+    of every other event; of the observations it knows only that the ids
+    entries cite are present (`anchors.id_standing` asks nothing more). The
+    events of damaged segments, read loosely, are counted here with `kind_of`.
+    """
+    from agent_journal.core.derive import derive
+    from agent_journal.core.model import OBSERVATION
+
+    counts = dict(got.counts)
+    observed = got.observed
+    kind = kind_of or (lambda ev: ev.kind)
+    others = got.result.events
+    for ev in got.loose:
+        key = (ev.type, kind(ev))
+        counts[key] = counts.get(key, 0) + 1
+        if ev.type == OBSERVATION:
+            observed.add(ev.id)
+        else:
+            others.append(ev)
+    d = derive(others)
+    for ev in d.entry_events.values():
+        anchors = ev.data.get("anchors", ())
+        for anchor in anchors if isinstance(anchors, list) else ():
+            obs_id = cited_id(anchor) if isinstance(anchor, str) else None
+            if obs_id is not None and obs_id in observed:
+                d.observation_events.setdefault(obs_id, [])
+    return counts, observed, d
+
+
 def decay(ctx: Context) -> tuple[dict[str, Any], ReadResult]:
-    from agent_journal.ops.context import damage_lists, read_workspace
+    from agent_journal.ops.context import damage_lists
+    from agent_journal.storage.counted_read import read_counted
     from agent_journal.storage.segment_reader import PausedGC
 
     with PausedGC():
-        result, d = read_workspace(ctx)
+        # Read segment by segment (from the read projection where it holds),
+        # keeping of the observations only their ids.
+        got = read_counted(ctx.open(create=False))
+        _counts, _observed, d = derive_counted(got)
         report = decay_derived(d)
+    result = got.result
     report.update(damage_lists(result))
     return report, result

@@ -10,6 +10,8 @@ worker processes (compaction_workers.py). It only reads; applying the plan is
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from agent_journal.storage.compaction_rows import (
     Rewrite,
     SegmentRead,
@@ -17,6 +19,7 @@ from agent_journal.storage.compaction_rows import (
     _file_size,
     _KeptSoFar,
     _read_segment_for_compaction,
+    rows_about,
     tombstone_subjects,
 )
 from agent_journal.storage.compaction_workers import (
@@ -27,6 +30,9 @@ from agent_journal.storage.compaction_workers import (
 )
 from agent_journal.storage.segment_reader import ReadResult
 from agent_journal.storage.workspace import Workspace
+
+# Segments a projected read reads whole at one go.
+WHOLE_BATCH = 16
 
 
 class CompactionRead(ReadResult):
@@ -70,25 +76,88 @@ def read_located(ws: Workspace, *, every_observation: bool = True) -> Compaction
     rels = [ws.rel(path) for path in paths]
     parts = _read_for_compaction(paths, rels, every_observation=every_observation)
     for part in parts:
-        result.segments.append(part.rel)
-        result.located[part.rel] = [ev.event_id for ev in part.events]
-        result.events.extend(part.events)
-        result.malformed.extend(part.malformed)
-        if part.tombstones:
-            result.tombstone_checksums[part.rel] = part.tombstones
-        if part.rewrites:
-            result.tombstone_rewrites[part.rel] = part.rewrites
-        if part.unreadable is not None:
-            result.unreadable.append({"path": part.rel, "reason": part.unreadable})
-        if part.high is not None:
-            result.high_water[part.rel] = part.high
+        _add_part(result, part)
     return result
 
 
-def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation: bool
-                         ) -> list[SegmentRead]:
+def read_projected(ws: Workspace, *, every_observation: bool = True) -> CompactionRead:
+    """`read_located`, from the read projection where it holds
+    (storage/read_projection.py): only segments that changed are read whole,
+    only rows above a segment's verified mark are read, and the projection
+    is brought up to date. The same read as `read_located` (tests hold the
+    two equal); when the projection cannot be used, it is that read."""
+    from agent_journal.storage import read_projection
+
+    compaction_workers([])  # a bad worker count is refused before any file is touched
+    if not ws.segment_paths():
+        return read_located(ws, every_observation=every_observation)
+    with read_projection.open_projection(ws) as projection:
+        if projection is None:
+            return read_located(ws, every_observation=every_observation)
+        fast = _FastPath()
+
+        def whole(segments: list[tuple[str, str]]) -> Iterator[SegmentRead]:
+            # A few segments at a time (shared with workers when large): each
+            # part is kept and cut down as it comes, so the rows of every
+            # segment are never all held at once.
+            for at in range(0, len(segments), WHOLE_BATCH):
+                batch = segments[at:at + WHOLE_BATCH]
+                yield from _read_for_compaction([p for p, _ in batch], [r for _, r in batch],
+                                                every_observation=True, made=False)
+
+        seen = list(read_projection.projected(
+            projection, ws, plain=every_observation, read_whole=whole,
+            read_tail=lambda path, rel, mark: _read_segment_for_compaction(
+                path, rel, fast, mark.high, mark.fold)))
+        named: set[str] | None = None
+        if not every_observation:
+            # Only observations a tombstone names are read (and those holding
+            # an artifact, which every part keeps): a segment's plain ones are
+            # loaded only when it holds one named.
+            named = set().union(*(tombstone_subjects(s.part.rows) for s in seen))
+            for s in seen:
+                if named.isdisjoint(s.subjects):
+                    continue
+                rows = s.held
+                if rows is None and s.part.high is not None:
+                    # Left out of the part (the segment's mark has just held,
+                    # or it was read whole just now): read from the segment by
+                    # subject (its index) only the few a tombstone names, of
+                    # the rows the part stands for.
+                    about = rows_about(s.path, s.part.rel, fast,
+                                       sorted(named.intersection(s.subjects)), s.part.high)
+                    if about.unreadable is None and not about.malformed:
+                        rows = [r for r in about.rows if not r[8]]  # not already kept
+                if rows is None:  # the segment changed after all: read it whole
+                    s.part = _read_segment_for_compaction(s.path, s.part.rel, fast)
+                else:
+                    s.part.rows.extend(rows)
+    result = CompactionRead()
+    for s in seen:
+        _add_part(result, s.part.made_events(named))
+    return result
+
+
+def _add_part(result: CompactionRead, part: SegmentRead) -> None:
+    result.segments.append(part.rel)
+    result.located[part.rel] = [ev.event_id for ev in part.events]
+    result.events.extend(part.events)
+    result.malformed.extend(part.malformed)
+    if part.tombstones:
+        result.tombstone_checksums[part.rel] = part.tombstones
+    if part.rewrites:
+        result.tombstone_rewrites[part.rel] = part.rewrites
+    if part.unreadable is not None:
+        result.unreadable.append({"path": part.rel, "reason": part.unreadable})
+    if part.high is not None:
+        result.high_water[part.rel] = part.high
+
+
+def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation: bool,
+                         made: bool = True) -> list[SegmentRead]:
     """Every segment's part, in order, its Events made: of every row, or
-    without `every_observation`, of the rows `kept_rows` keeps."""
+    without `every_observation`, of the rows `kept_rows` keeps. Not `made`
+    (only with `every_observation`): every row, left as event values."""
     sizes = [_file_size(path) for path in paths]
     workers = compaction_workers(sizes)
     parts: list[SegmentRead | None] = [None] * len(paths)
@@ -102,6 +171,8 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
     if queue is not None:
         started = [_ReadWorker(paths, rels, queue.fd, every_observation)
                    for _ in range(workers)]
+        for worker in started:
+            worker.made = made
     # Without every_observation, parts read here are cut down and made Events
     # as they come too, like a worker's (see `_ReadWorker`).
     so_far = _KeptSoFar()
@@ -113,12 +184,12 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
             if not every_observation:
                 part.rows = so_far.keep(part.rows)[0]
                 kept_here.append(k)
-            parts[k] = part.made_events()
+            parts[k] = part.made_events() if made else part
             for worker in started:
                 worker.take(parts, block=False)  # what the workers sent meanwhile
         for worker in started:
             worker.take(parts, block=True)
-        whole = _read_missing(paths, rels, parts, started, every_observation)
+        whole = _read_missing(paths, rels, parts, started, every_observation, made)
         if not every_observation:
             # Each part holds the observations named by the tombstones its
             # reader had read; a part that others' tombstones add rows to is
@@ -135,7 +206,7 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
                 here.made_events()
             for worker in started:
                 worker.take_rows(parts)
-            whole = _read_missing(paths, rels, parts, started, every_observation)
+            whole = _read_missing(paths, rels, parts, started, every_observation, made)
             for part in whole:
                 if part.rows:
                     part.made_events(named)
@@ -148,7 +219,8 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
 
 
 def _read_missing(paths: list[str], rels: list[str], parts: list[SegmentRead | None],
-                  workers: list[_ReadWorker], every_observation: bool) -> list[SegmentRead]:
+                  workers: list[_ReadWorker], every_observation: bool, made: bool = True
+                  ) -> list[SegmentRead]:
     """Every part: read here what no worker sent, and all that a failed
     worker sent."""
     for worker in workers:
@@ -161,6 +233,6 @@ def _read_missing(paths: list[str], rels: list[str], parts: list[SegmentRead | N
     for k, part in enumerate(parts):
         if part is None:
             part = _read_segment_for_compaction(paths[k], rels[k], fast)
-            parts[k] = part = part.made_events() if every_observation else part
+            parts[k] = part = part.made_events() if every_observation and made else part
         whole.append(part)
     return whole

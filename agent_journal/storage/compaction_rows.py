@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from xxhash import xxh3_64_hexdigest as _xxh3_hex
@@ -25,6 +25,7 @@ from agent_journal.storage.connection import describe_sqlite_error
 from agent_journal.storage.erasure import text_is_utf8
 from agent_journal.storage.segment import never_initialised, open_segment_for_read
 from agent_journal.storage.segment_reader import json_check, quick_check, strict_json_check
+from agent_journal.storage.verified_mark import Fold
 
 # Observation rows are most of a journal, and parsing each body in Python cost
 # more than all the rest of a compaction. A row laid out the way `codec` writes
@@ -55,17 +56,21 @@ from agent_journal.storage.segment_reader import json_check, quick_check, strict
 # anywhere has that stretch parsed (which fails unless it is one value), and
 # a text without has data `{}`.
 
-def compaction_rows_sql(version: tuple[int, int, int]) -> str:
+def compaction_rows_sql(version: tuple[int, int, int], *, about: bool = False) -> str:
     """The rows of a segment past a seq (first parameter) in seq order, at most
     the second parameter of them; the last column is 1 for an observation
     body that passed the JSON check (NULL for every other row, and for every
-    row where there is no check)."""
+    row where there is no check). `about`: instead, the observations whose
+    subject is in the JSON array given as the first parameter, up to the
+    seq given as the second, in seq order."""
     check = strict_json_check(version)
     checked = ("NULL" if check is None else
                f"CASE WHEN type = 'observation' AND {check} THEN 1 END")
+    where = ("type = 'observation' AND subject IN (SELECT value FROM json_each(?)) "
+             "AND seq <= ? ORDER BY seq") if about else "seq > ? ORDER BY seq LIMIT ?"
     return (f"SELECT seq, event_id, type, body, checksum, subject, ts, {checked} "
             "FROM (SELECT seq, event_id, type, body, checksum, subject, ts, "
-            "CAST(body AS TEXT) AS t FROM events WHERE seq > ? ORDER BY seq LIMIT ?) "
+            f"CAST(body AS TEXT) AS t FROM events WHERE {where}) "
             "ORDER BY seq")
 
 
@@ -274,7 +279,7 @@ class SegmentRead:
     that plans."""
 
     __slots__ = ("rel", "rows", "events", "tombstones", "rewrites", "high", "malformed",
-                 "unreadable")
+                 "unreadable", "fold")
 
     def __init__(self, rel: str) -> None:
         self.rel = rel
@@ -286,18 +291,22 @@ class SegmentRead:
         self.high: int | None = 0  # None: the segment could not be read to the end
         self.malformed: list[dict[str, Any]] = []
         self.unreadable: str | None = None
+        # The rows as fetched, folded (verified_mark.Fold), for the read projection.
+        self.fold = Fold()
 
     def packed(self, rows: list[Any] | None = None) -> tuple[Any, ...]:
         """The share as plain values, cheap to send from a worker process;
         `rows` in place of its rows, if given."""
         return (self.rel, self.rows if rows is None else rows, self.tombstones,
-                self.rewrites, self.high, self.malformed, self.unreadable)
+                self.rewrites, self.high, self.malformed, self.unreadable, self.fold.value,
+                self.fold.chain)
 
     @classmethod
     def unpacked(cls, packed: tuple[Any, ...]) -> SegmentRead:
         part = cls(packed[0])
         (_, part.rows, part.tombstones, part.rewrites, part.high, part.malformed,
-         part.unreadable) = packed
+         part.unreadable, value, chain) = packed
+        part.fold = Fold(value, chain)
         return part
 
     def made_events(self, named: set[str] | None = None) -> SegmentRead:
@@ -366,8 +375,14 @@ def _file_size(path: str) -> int:
         return 0
 
 
-def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath) -> SegmentRead:
+def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath, after: int = 0,
+                                 fold: Fold | None = None) -> SegmentRead:
+    """The segment's part; with `after`, of its rows above that seq only (the
+    whole file is still checked), their slices folded on from `fold`."""
     part = SegmentRead(rel)
+    part.high = after
+    if fold is not None:
+        part.fold = Fold(fold.value, fold.chain)
     try:
         conn = open_segment_for_read(path)
     except sqlite3.Error as exc:
@@ -385,8 +400,7 @@ def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath) -> Segmen
             part.unreadable = damage
             return part
         utf8 = text_is_utf8(conn)
-        _read_rows(conn, part, fast, _COMPACTION_ROWS if json_check() and utf8 else _EXACT_ROWS,
-                   in_place=utf8)
+        _read_rows(conn, part, fast, _rows_sql(utf8), in_place=utf8, after=after)
     except sqlite3.Error as exc:
         part.high = None
         part.unreadable = describe_sqlite_error(exc)
@@ -395,24 +409,72 @@ def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath) -> Segmen
     return part
 
 
-def _slices(conn: sqlite3.Connection, sql: str) -> Iterator[tuple[Any, ...]]:
-    """Every row of `sql` (see `compaction_rows_sql`), fetched a slice at a time."""
-    after: float = float("-inf")  # below every integer seq, the lowest included
+def _rows_sql(utf8: bool) -> str:
+    return _COMPACTION_ROWS if json_check() and utf8 else _EXACT_ROWS
+
+
+def fetch_rows(conn: sqlite3.Connection, after: Any, count: int) -> list[tuple[Any, ...]]:
+    """`count` rows above `after` exactly as a compaction read fetches them
+    (the query `verified_mark.check` runs again)."""
+    return conn.execute(_rows_sql(text_is_utf8(conn)), (after, count)).fetchall()
+
+
+def _slices(conn: sqlite3.Connection, sql: str, after: float = float("-inf"),
+            fold: Fold | None = None) -> Iterator[tuple[Any, ...]]:
+    """Every row of `sql` (see `compaction_rows_sql`) above `after` (by default
+    below every integer seq, the lowest included), fetched a slice at a time,
+    each slice folded into `fold`."""
     while True:
         rows = conn.execute(sql, (after, READ_SLICE_ROWS)).fetchall()
+        if fold is not None:
+            fold.add(after, rows)
         yield from rows
         if len(rows) < READ_SLICE_ROWS:
             return
         after = rows[-1][0]
 
 
+def rows_about(path: str, rel: str, fast: _FastPath, subjects: list[str], upto: int
+               ) -> SegmentRead:
+    """The part of a segment's observations about these ids only, up to seq
+    `upto`, each judged exactly as a whole read judges it (no fold, no
+    structural check: for a segment just read, or whose mark the read
+    projection has just seen hold)."""
+    import json
+
+    part = SegmentRead(rel)
+    try:
+        conn = open_segment_for_read(path)
+    except sqlite3.Error as exc:
+        part.unreadable = describe_sqlite_error(exc)
+        return part
+    try:
+        utf8 = text_is_utf8(conn)
+        version = sqlite3.sqlite_version_info if json_check() and utf8 else (0, 0, 0)
+        rows = conn.execute(compaction_rows_sql(version, about=True),
+                            (json.dumps(subjects), upto)).fetchall()
+        _judge_rows(rows, part, fast, in_place=utf8)
+    except sqlite3.Error as exc:
+        part.unreadable = describe_sqlite_error(exc)
+    finally:
+        conn.close()
+    return part
+
+
 def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql: str, *,
-               in_place: bool) -> None:
+               in_place: bool, after: int = 0) -> None:
+    _judge_rows(_slices(conn, sql, after if after else float("-inf"), part.fold), part, fast,
+                in_place=in_place)
+
+
+def _judge_rows(rows: Iterable[tuple[Any, ...]], part: SegmentRead, fast: _FastPath, *,
+                in_place: bool) -> None:
+    """Each row's verdict into the part, in order; `high` becomes the last seq."""
     append_event = part.rows.append
     malformed = part.malformed
     rel = part.rel
     seq = part.high
-    for seq, event_id, type_, body, digest, subject, ts, json_ok in _slices(conn, sql):
+    for seq, event_id, type_, body, digest, subject, ts, json_ok in rows:
         values = None
         if json_ok is not None:
             values = _fast_observation(fast, body, digest, event_id, subject, ts)

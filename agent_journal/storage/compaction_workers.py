@@ -129,6 +129,7 @@ class _ReadWorker:
         import threading
 
         self.every_observation = every_observation
+        self.made = True  # make Events of the parts' rows (else they stay values)
         self.proc: subprocess.Popen[bytes] | None = None
         self.frames: list[bytes | None] = []  # as the collecting thread reads them
         self.arrived = threading.Condition()
@@ -222,7 +223,7 @@ class _ReadWorker:
                 # Without every_observation these are the rows the worker kept
                 # given the tombstones it had read: a later tombstone may add to
                 # them (`take_rows`), never take away.
-                parts[k] = part.made_events()
+                parts[k] = part.made_events() if self.made else part
                 self.claimed.append(k)
                 self.subjects.update(subjects)
             if block and not self.claimed_all:
