@@ -45,7 +45,7 @@ def _segment(tmp: Path, data: dict[str, Any]) -> str:
     return path
 
 
-def _at(obj: dict[str, Any], path: str) -> Any:
+def _at(obj: Any, path: str) -> Any:
     for key in path.removeprefix("$.").split("."):
         obj = obj.get(key) if isinstance(obj, dict) else None
     return obj

@@ -51,6 +51,9 @@ class _Segment:
         self.rel = reader.ws.rel(path)
         self.conn = conn
         self.where, self.params = ("1", ()) if reader.cut is None else reader.cut.sql(conn, path)
+        if reader.types is not None:
+            self.where = f"({self.where}) AND type IN ({','.join('?' * len(reader.types))})"
+            self.params = (*self.params, *reader.types)
 
     def _bodies(self, headers: list[tuple[str, str, int]]) -> Iterator[Event]:
         seqs = [h[2] for h in headers]
@@ -58,13 +61,17 @@ class _Segment:
         found = {row[0]: row for row in self.conn.execute(
             "SELECT seq, event_id, body, checksum, type, subject, ts FROM events "
             f"WHERE seq IN ({marks})", seqs)}
+        decode_lazy = self.reader.lazy
         for _, _, seq in headers:
             row = found.get(seq)
             if row is None:
                 continue  # removed since the order was read
             _, event_id, body, digest, type_, subject, ts = row
             try:
-                yield codec.decode_checked(body, digest, event_id, type_, subject, ts)
+                if decode_lazy and type_ == "observation":
+                    yield codec.decode_lazy(body, digest, event_id, type_, subject, ts)
+                else:
+                    yield codec.decode_checked(body, digest, event_id, type_, subject, ts)
             except codec.MalformedEvent as exc:
                 self.reader.malformed.append({"segment": self.rel, "row": seq,
                                               "reason": str(exc)})
@@ -122,11 +129,16 @@ class _Segment:
 
 
 class TimeOrder:
-    """Every event of a workspace (inside `cut`, if given), in time order."""
+    """Every event of a workspace (inside `cut`, if given; of `types`, if given),
+    in time order. `lazy` verifies observations as a lazy read does
+    (codec.decode_lazy: their bodies are parsed when first used)."""
 
-    def __init__(self, ws: Workspace, cut: Cut | None = None) -> None:
+    def __init__(self, ws: Workspace, cut: Cut | None = None, *,
+                 types: tuple[str, ...] | None = None, lazy: bool = False) -> None:
         self.ws = ws
         self.cut = cut
+        self.types = types
+        self.lazy = lazy
         self.unreadable: list[dict[str, str]] = []
         self.malformed: list[dict[str, Any]] = []
         self.segments: list[str] = []
@@ -192,6 +204,29 @@ class TimeOrder:
                 have[1] = min(have[1], first)
                 have[2] = max(have[2], last)
         return out
+
+    def subject_counts(self) -> Iterator[tuple[str, int]]:
+        """(subject, rows about it) over every segment, in subject order, from the
+        lookup columns alone: SQLite groups each segment's rows, this merges the
+        groups, so memory holds one group per segment."""
+        def grouped(seg: _Segment) -> Iterator[tuple[str, int]]:
+            try:
+                yield from seg.conn.execute(
+                    f"SELECT subject, count(*) FROM events WHERE ({seg.where}) "
+                    "AND subject IS NOT NULL GROUP BY subject ORDER BY subject", seg.params)
+            except sqlite3.Error as exc:
+                self._unreadable(seg.path, exc)
+
+        subject: str | None = None
+        total = 0
+        for found, n in heapq.merge(*(grouped(seg) for seg in self._open)):
+            if found != subject:
+                if subject is not None:
+                    yield subject, total
+                subject, total = found, 0
+            total += n
+        if subject is not None:
+            yield subject, total
 
     def of_types(self, types: tuple[str, ...], *, whole: bool = False) -> list[Event]:
         """Every verified event of these types, in (ts, eventId) order; `whole`
