@@ -33,6 +33,11 @@ from agent_journal.storage.segment import never_initialised, open_segment_for_re
 from agent_journal.storage.workspace import Workspace
 
 BATCH = 500
+# Page cache of each open segment and of its temp store. Every segment stays open
+# for the whole read, and SQLite's default (2 MiB each) came to several hundred
+# MiB over a hundred segments; the reads here are sequential, which a small
+# cache serves as well.
+CACHE_KIB = 256
 # Rows of the first backward page: enough for most `--last N` without a full sort.
 FIRST_PAGE = 256
 
@@ -156,6 +161,8 @@ class TimeOrder:
                 if never_initialised(conn):
                     conn.close()
                     continue
+                conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+                conn.execute(f"PRAGMA temp.cache_size = -{CACHE_KIB}")
                 self._open.append(_Segment(self, path, conn, len(self._open)))
             except sqlite3.Error as exc:
                 conn.close()
