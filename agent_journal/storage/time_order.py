@@ -259,18 +259,28 @@ class TimeOrder:
 
     def about(self, subject: str, type_: str) -> list[Event]:
         """Verified events of one type about one subject (indexed), inside the cut."""
+        return self._lookup("subject", subject, type_)
+
+    def with_event_id(self, event_id: str, type_: str) -> list[Event]:
+        """The verified event of this id and type (indexed; a copy in each segment
+        that holds it), inside the cut."""
+        return self._lookup("event_id", event_id, type_)
+
+    def _lookup(self, column: str, value: str, type_: str) -> list[Event]:
         found: list[Event] = []
+        lazy = self.lazy and type_ == "observation"
         for seg in self._open:
             try:
                 rows = seg.conn.execute(
                     "SELECT seq, event_id, body, checksum, type, subject, ts FROM events "
-                    f"WHERE subject = ? AND type = ? AND ({seg.where})",
-                    (subject, type_, *seg.params)).fetchall()
+                    f"WHERE {column} = ? AND type = ? AND ({seg.where}) ORDER BY seq",
+                    (value, type_, *seg.params)).fetchall()
             except sqlite3.Error:
-                continue  # reported by the stream that met it
+                continue  # reported by the stream (or the whole read) that met it
             for _seq, event_id, body, digest, t, s, ts in rows:
                 try:
-                    found.append(codec.decode_checked(body, digest, event_id, t, s, ts))
+                    found.append((codec.decode_lazy if lazy else codec.decode_checked)(
+                        body, digest, event_id, t, s, ts))
                 except codec.MalformedEvent:
                     continue
         found.sort(key=lambda ev: ev.sort_key)
