@@ -2,7 +2,9 @@
 
 Invariants:
 - One line per timeline line, written as it arrives (nothing is gathered
-  first), so the output streams.
+  in memory), so the output streams. Under the text header, which folds
+  every line, the lines go to a spool file as the one read makes them and
+  follow the header from there: a journal is read once, not twice.
 - Colour only on a terminal and only when NO_COLOR is unset or empty; a
   pipe gets plain text. Failed calls are red.
 - Stored text never breaks a line: control characters in a target are
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any, TextIO
 
 from agent_journal.core.timeline import Line
@@ -37,8 +40,14 @@ def _width(stream: TextIO) -> int:
     return PIPE_WIDTH
 
 
+# What one_line escapes; text without any is printed as it is.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
 def one_line(text: str) -> str:
     """Control characters escaped, so stored text cannot end or rewrite a line."""
+    if _CONTROL.search(text) is None:
+        return text
     out = []
     for ch in text:
         if ch == "\n":
@@ -166,17 +175,44 @@ def header_lines(workspace: str, head: dict[str, Any], colour: bool) -> list[str
     return out
 
 
+# Spooled lines stay in memory up to this size, then move to a temporary file.
+_SPOOL_MEMORY = 4 * 1024 * 1024
+_COPY_CHARS = 1024 * 1024
+
+
 def write_text(stream: TextIO, workspace: str, timeline: Any, header: bool) -> int:
-    colour = use_colour(stream)
-    width = _width(stream)
-    if header:
-        for text in header_lines(workspace, timeline.header(), colour):
+    if not header:
+        return _write_lines(stream, timeline, None)
+    import shutil
+    import tempfile
+
+    from agent_journal.core.timeline import Header
+
+    head = Header()
+    # Every str round-trips through the spool (surrogatepass), so the stream
+    # receives exactly the text it would have been given directly.
+    with tempfile.SpooledTemporaryFile(_SPOOL_MEMORY, mode="w+", encoding="utf-8",
+                                       errors="surrogatepass", newline="") as spool:
+        count = _write_lines(spool, timeline, head, colour=use_colour(stream),
+                             width=_width(stream))
+        for text in header_lines(workspace, timeline.header_of(head), use_colour(stream)):
             stream.write(text + "\n")
         stream.write("\n")
+        spool.seek(0)
+        shutil.copyfileobj(spool, stream, _COPY_CHARS)
+    return count
+
+
+def _write_lines(stream: Any, timeline: Any, head: Any, *, colour: bool | None = None,
+                 width: int | None = None) -> int:
+    colour = use_colour(stream) if colour is None else colour
+    width = _width(stream) if width is None else width
     count = 0
     whole = timeline.filters.failures_only
     for line in timeline.lines():
         count += 1
+        if head is not None:
+            head.add(line)
         stream.write(format_line(line, width, colour) + "\n")
         if whole:
             output, problem = timeline.whole_output(line)
@@ -194,6 +230,7 @@ def write_text(stream: TextIO, workspace: str, timeline: Any, header: bool) -> i
 
 
 def write_json_lines(stream: TextIO, timeline: Any) -> int:
+    encode = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps builds one per call
     count = 0
     whole = timeline.filters.failures_only
     for line in timeline.lines():
@@ -202,6 +239,6 @@ def write_json_lines(stream: TextIO, timeline: Any) -> int:
             output, problem = timeline.whole_output(line)
             obj["output"] = output
             obj["outputProblem"] = problem
-        stream.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        stream.write(encode(obj) + "\n")
         count += 1
     return count

@@ -21,7 +21,7 @@ import os
 
 from agent_journal.core import codec
 from agent_journal.core.errors import IntegrityError, JournalError, NotFoundError
-from agent_journal.core.model import validate_id
+from agent_journal.core.model import OBSERVATION, validate_id
 from agent_journal.storage.artifacts import (
     BlobHolds,
     artifact_path,
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from agent_journal.core.derive import Derived
+    from agent_journal.core.model import Event
     from agent_journal.ops.context import Context
     from agent_journal.storage.workspace import Workspace
 
@@ -119,11 +120,14 @@ def get(ctx: Context, some_id: str) -> Evidence:
     from agent_journal.ops.context import read_workspace
 
     validate_id(some_id, "id")
-    result, d = read_workspace(ctx)
+    # Every row is verified (damage is reported as by any read), but only the
+    # observation asked for is kept: its events come by the subject index.
+    result, d = read_workspace(ctx, observations=False)
+    _observation_events(ctx, d, some_id)
     if d.is_tombstoned(some_id) or not d.holds(some_id):
         # Any event by its own id (a conflicting record, an invalidation, a
         # checkpoint), unless it is about tombstoned content.
-        event = d.find_event(some_id)
+        event = d.find_event(some_id) or _observation_event(ctx, d, some_id)
         if event is not None:
             by_id = Evidence(record=event.as_dict(), event=True)
             by_id.unreadable, by_id.malformed = result.unreadable, result.malformed
@@ -136,6 +140,27 @@ def get(ctx: Context, some_id: str) -> Evidence:
     found = _get(ctx, some_id, d)
     found.unreadable, found.malformed = result.unreadable, result.malformed
     return found
+
+
+def _observation_events(ctx: Context, d: Derived, obs_id: str) -> None:
+    """Put the events of observation `obs_id` into `d`, as a read that kept them would."""
+    from agent_journal.storage.time_order import TimeOrder
+
+    with TimeOrder(ctx.open(create=False), lazy=True) as reader:
+        events = reader.about(obs_id, OBSERVATION)
+    if events:
+        d.observation_events[obs_id] = events
+
+
+def _observation_event(ctx: Context, d: Derived, event_id: str) -> Event | None:
+    """An observation's event by its event id, unless its observation is tombstoned."""
+    from agent_journal.storage.time_order import TimeOrder
+
+    with TimeOrder(ctx.open(create=False), lazy=True) as reader:
+        found = reader.with_event_id(event_id, OBSERVATION)
+    if not found or d.is_tombstoned(str(found[0].id)):
+        return None
+    return found[0]
 
 
 def _get(ctx: Context, some_id: str, d: Derived) -> Evidence:

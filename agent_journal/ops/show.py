@@ -1,20 +1,28 @@
 """`show`: entries (and with --observations, observations) as the events derive them.
 
-Invariant: tombstoned ids never appear; invalidated and suppressed entries
-appear with their outcome and `live: false`; live constraints are always
-listed; damage met by the read is reported beside the answer.
+Invariants:
+- Tombstoned ids never appear; invalidated and suppressed entries appear
+  with their outcome and `live: false`; live constraints are always listed;
+  damage met by the read is reported beside the answer.
+- Memory does not grow with the observations shown: `show --observations`
+  derives from a read that keeps none of them, then takes them again in
+  time order (storage/time_order.py) and builds each view as its events
+  arrive, holding only the views whose later events are still to come. The
+  second read is cut at the rows the first one verified, so both see the
+  same rows; a journal with damage is read the plain way, all at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from heapq import merge
+from heapq import heappop, heappush, merge
 from typing import Any
 
 from agent_journal.core.derive import Derived
-from agent_journal.core.model import validate_id
+from agent_journal.core.model import OBSERVATION, validate_id
 from agent_journal.ops.context import Context, damage_lists, read_workspace
 from agent_journal.storage.segment_reader import ReadResult
+from agent_journal.storage.workspace import Workspace
 
 
 def show(ctx: Context, *, only_id: str | None = None, observations: bool = False,
@@ -83,20 +91,110 @@ class ShowItems:
                 del events[some_id]
 
 
+class StreamedShowItems:
+    """ShowItems of `show --observations` without holding the observations.
+
+    The derivation `d` came from a read that verified every observation row
+    and kept none (`result`, undamaged). The observations are read again in
+    (ts, eventId) order, cut at the rows that read verified; SQLite's count
+    of each id's rows says when a view has all its events, and a view is
+    handed out once it has them and no view can still sort before it.
+    """
+
+    def __init__(self, d: Derived, ws: Workspace, result: ReadResult) -> None:
+        import os
+
+        from agent_journal.storage.cut import Cut
+        from agent_journal.storage.time_order import TimeOrder
+
+        self._d = d
+        self._entry_ids = d.visible_entry_ids()
+        self.entries = len(self._entry_ids)
+        self.live = sum(1 for i in self._entry_ids if d.is_live(i))
+        upto = Cut(positions={os.path.basename(rel): high
+                              for rel, high in result.high_water.items()})
+        self._reader = TimeOrder(ws, upto, types=(OBSERVATION,), lazy=True).__enter__()
+        hidden = d.tombstones
+        # An id's rows: how many events its view folds (most ids have one or two).
+        self._more: dict[str, int] = {}
+        self.observations = 0
+        try:
+            for obs_id, n in self._reader.subject_counts():
+                if obs_id not in hidden:
+                    self.observations += 1
+                    if n > 1:
+                        self._more[obs_id] = n
+        except BaseException:
+            self._reader.__exit__()
+            raise
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        d = self._d
+        entry_ids, self._entry_ids = self._entry_ids, []
+        entry_keyed = ((d.entry_events[i].ts, i, True) for i in entry_ids)
+        for _, some_id, is_entry in merge(entry_keyed, self._observations(), key=_ts_id):
+            if is_entry:
+                yield d.entry_view(some_id)
+            else:
+                yield d.observation_view(some_id)
+                del d.observation_events[some_id]
+
+    def _observations(self) -> Iterator[tuple[str, str, bool]]:
+        """(first ts, id, False) of each visible observation in (ts, id) order,
+        its events put in d.observation_events for its view."""
+        hidden, more = self._d.tombstones, self._more
+        held = self._d.observation_events
+        waiting: dict[str, int] = {}  # id -> events still to come
+        ready: list[tuple[str, str]] = []  # heap of (first ts, id)
+        try:
+            for ev in self._reader.forward():
+                obs_id: str = ev.id  # type: ignore[assignment]  # an observation's is a str
+                if obs_id in hidden:
+                    continue
+                if obs_id in waiting:
+                    held[obs_id].append(ev)
+                    waiting[obs_id] -= 1
+                else:
+                    held[obs_id] = [ev]
+                    waiting[obs_id] = more.get(obs_id, 1) - 1
+                    heappush(ready, (ev.ts, obs_id))
+                # Views sort by (first ts, id): one whose events are all in, with a
+                # first ts before this event's, has nothing left to wait for.
+                while ready and ready[0][0] < ev.ts and waiting[ready[0][1]] <= 0:
+                    first_ts, done = heappop(ready)
+                    del waiting[done]
+                    yield first_ts, done, False
+            while ready:
+                first_ts, done = heappop(ready)
+                yield first_ts, done, False
+        finally:
+            self._reader.__exit__()
+
+
 def _ts_id(keyed: tuple[str, str, bool]) -> tuple[str, str]:
     return keyed[0], keyed[1]
 
 
 def _show(ctx: Context, only_id: str | None, observations: bool, as_of: str | None
           ) -> tuple[dict[str, Any], ReadResult]:
+    if observations and only_id is None and as_of is None:
+        result, d = read_workspace(ctx, observations=False)
+        if not result.damaged:
+            result.events = []
+            return _report(d, StreamedShowItems(d, ctx.open(create=False), result), result)
     # Observations are verified but not kept when nothing shown can name one.
     keep = observations or only_id is not None
     result, d = read_workspace(ctx, as_of=as_of, observations=keep)
     # The derivation holds what the report needs; the read's own list of every
     # event would keep each one alive until the last item was written.
     result.events = []
+    return _report(d, ShowItems(d, only_id, observations), result)
+
+
+def _report(d: Derived, items: ShowItems | StreamedShowItems, result: ReadResult
+            ) -> tuple[dict[str, Any], ReadResult]:
     constraints = [d.entry_view(i) for i in d.visible_entry_ids()
                    if d.entry_events[i].kind == "constraint" and d.is_live(i)]
-    report = {"entries": ShowItems(d, only_id, observations), "liveConstraints": constraints}
+    report = {"entries": items, "liveConstraints": constraints}
     report.update(damage_lists(result))
     return report, result

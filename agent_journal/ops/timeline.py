@@ -181,10 +181,15 @@ class Timeline:
 
     def header(self) -> dict[str, Any]:
         """Counts of the whole cut (lookup columns), and the folds over the
-        selected lines (a pass of its own unless --last bounds them)."""
+        selected lines (a pass of its own unless --last bounds them; a caller
+        that goes over the lines anyway folds them itself, see header_of)."""
         head = Header()
         for line in self.lines():
             head.add(line)
+        return self.header_of(head)
+
+    def header_of(self, head: Header) -> dict[str, Any]:
+        """The header, given the fold of every selected line into `head`."""
         out = head.as_json()
         out["journal"] = {t: {"events": n, "first": a, "last": b}
                           for t, (n, a, b) in sorted(self.reader.counts().items())}

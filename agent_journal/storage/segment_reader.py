@@ -92,7 +92,8 @@ def json_check() -> str | None:
         if check is not None:
             probe = sqlite3.connect(":memory:")
             try:
-                probe.execute(f"SELECT {check}, json_extract(t, '$.a'), json_type(t, '$.a') "
+                probe.execute(f"SELECT {check}, json_extract(t, '$.a'), json_type(t, '$.a'), "
+                              "t -> '$.a' "
                               "FROM (SELECT '{\"a\":1}' AS t)").fetchone()
             except sqlite3.Error:
                 check = None
@@ -109,8 +110,9 @@ class Peek:
     status, tool, the input's path) would otherwise parse every body in
     Python, which costs several times the read itself. `values` are JSON
     paths whose values come back as JSON (so a string stays distinct from a
-    number and `true` from 1); `types` are paths whose `json_type` comes
-    back (null when absent). An observation read this way is a
+    number and `true` from 1; an absent path reads as null), one path as
+    well as several; `types` are paths whose `json_type` comes back (null
+    when absent). An observation read this way is a
     codec.PeekedEvent whose `peek` is the values followed by the types.
     Only bodies SQLite finds valid JSON (by `strict_json_check`) are peeked;
     any other stays lazy, and so does every body on a SQLite whose JSON
@@ -120,7 +122,11 @@ class Peek:
     def __init__(self, values: tuple[str, ...], types: tuple[str, ...] = ()) -> None:
         self.values = values
         self.types = types
-        outputs = [f"json_extract(t{', ?' * len(values)})"]
+        # json_extract gives a JSON array only for two or more paths; for one it
+        # gives the bare SQL value (a string unquoted, a large number as a float).
+        # `->` gives the JSON text of one path exactly, NULL when it is absent.
+        outputs = ([f"json_extract(t{', ?' * len(values)})"] if len(values) != 1
+                   else ["COALESCE(t -> ?, 'null')"])
         outputs += ["json_type(t, ?)"] * len(types)
         # Peeked only where SQLite's JSON is no looser than Python's; elsewhere
         # every observation is read lazily and parsed when used.
@@ -199,7 +205,7 @@ def _read_peeked(conn: sqlite3.Connection, peek: Peek, after: int, scan: Segment
     parse = codec.parse_json_text
     bad = codec.MalformedEvent
     events, seqs, malformed = scan.events, scan.seqs, scan.malformed
-    one_value = len(peek.values) == 1  # json_extract with one path returns the bare value
+    one_value = len(peek.values) == 1  # then `values` is that one value's JSON
     scan.high = after
     fold = fold_from
     for seq, event_id, body, digest, type_, subject, ts, values, *types in conn.execute(

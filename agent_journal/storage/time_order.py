@@ -33,6 +33,11 @@ from agent_journal.storage.segment import never_initialised, open_segment_for_re
 from agent_journal.storage.workspace import Workspace
 
 BATCH = 500
+# Page cache of each open segment and of its temp store. Every segment stays open
+# for the whole read, and SQLite's default (2 MiB each) came to several hundred
+# MiB over a hundred segments; the reads here are sequential, which a small
+# cache serves as well.
+CACHE_KIB = 256
 # Rows of the first backward page: enough for most `--last N` without a full sort.
 FIRST_PAGE = 256
 
@@ -51,6 +56,9 @@ class _Segment:
         self.rel = reader.ws.rel(path)
         self.conn = conn
         self.where, self.params = ("1", ()) if reader.cut is None else reader.cut.sql(conn, path)
+        if reader.types is not None:
+            self.where = f"({self.where}) AND type IN ({','.join('?' * len(reader.types))})"
+            self.params = (*self.params, *reader.types)
 
     def _bodies(self, headers: list[tuple[str, str, int]]) -> Iterator[Event]:
         seqs = [h[2] for h in headers]
@@ -58,13 +66,17 @@ class _Segment:
         found = {row[0]: row for row in self.conn.execute(
             "SELECT seq, event_id, body, checksum, type, subject, ts FROM events "
             f"WHERE seq IN ({marks})", seqs)}
+        decode_lazy = self.reader.lazy
         for _, _, seq in headers:
             row = found.get(seq)
             if row is None:
                 continue  # removed since the order was read
             _, event_id, body, digest, type_, subject, ts = row
             try:
-                yield codec.decode_checked(body, digest, event_id, type_, subject, ts)
+                if decode_lazy and type_ == "observation":
+                    yield codec.decode_lazy(body, digest, event_id, type_, subject, ts)
+                else:
+                    yield codec.decode_checked(body, digest, event_id, type_, subject, ts)
             except codec.MalformedEvent as exc:
                 self.reader.malformed.append({"segment": self.rel, "row": seq,
                                               "reason": str(exc)})
@@ -122,11 +134,16 @@ class _Segment:
 
 
 class TimeOrder:
-    """Every event of a workspace (inside `cut`, if given), in time order."""
+    """Every event of a workspace (inside `cut`, if given; of `types`, if given),
+    in time order. `lazy` verifies observations as a lazy read does
+    (codec.decode_lazy: their bodies are parsed when first used)."""
 
-    def __init__(self, ws: Workspace, cut: Cut | None = None) -> None:
+    def __init__(self, ws: Workspace, cut: Cut | None = None, *,
+                 types: tuple[str, ...] | None = None, lazy: bool = False) -> None:
         self.ws = ws
         self.cut = cut
+        self.types = types
+        self.lazy = lazy
         self.unreadable: list[dict[str, str]] = []
         self.malformed: list[dict[str, Any]] = []
         self.segments: list[str] = []
@@ -144,6 +161,8 @@ class TimeOrder:
                 if never_initialised(conn):
                     conn.close()
                     continue
+                conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+                conn.execute(f"PRAGMA temp.cache_size = -{CACHE_KIB}")
                 self._open.append(_Segment(self, path, conn, len(self._open)))
             except sqlite3.Error as exc:
                 conn.close()
@@ -193,6 +212,29 @@ class TimeOrder:
                 have[2] = max(have[2], last)
         return out
 
+    def subject_counts(self) -> Iterator[tuple[str, int]]:
+        """(subject, rows about it) over every segment, in subject order, from the
+        lookup columns alone: SQLite groups each segment's rows, this merges the
+        groups, so memory holds one group per segment."""
+        def grouped(seg: _Segment) -> Iterator[tuple[str, int]]:
+            try:
+                yield from seg.conn.execute(
+                    f"SELECT subject, count(*) FROM events WHERE ({seg.where}) "
+                    "AND subject IS NOT NULL GROUP BY subject ORDER BY subject", seg.params)
+            except sqlite3.Error as exc:
+                self._unreadable(seg.path, exc)
+
+        subject: str | None = None
+        total = 0
+        for found, n in heapq.merge(*(grouped(seg) for seg in self._open)):
+            if found != subject:
+                if subject is not None:
+                    yield subject, total
+                subject, total = found, 0
+            total += n
+        if subject is not None:
+            yield subject, total
+
     def of_types(self, types: tuple[str, ...], *, whole: bool = False) -> list[Event]:
         """Every verified event of these types, in (ts, eventId) order; `whole`
         ignores the cut (tombstones hide their target in every view)."""
@@ -217,18 +259,28 @@ class TimeOrder:
 
     def about(self, subject: str, type_: str) -> list[Event]:
         """Verified events of one type about one subject (indexed), inside the cut."""
+        return self._lookup("subject", subject, type_)
+
+    def with_event_id(self, event_id: str, type_: str) -> list[Event]:
+        """The verified event of this id and type (indexed; a copy in each segment
+        that holds it), inside the cut."""
+        return self._lookup("event_id", event_id, type_)
+
+    def _lookup(self, column: str, value: str, type_: str) -> list[Event]:
         found: list[Event] = []
+        lazy = self.lazy and type_ == "observation"
         for seg in self._open:
             try:
                 rows = seg.conn.execute(
                     "SELECT seq, event_id, body, checksum, type, subject, ts FROM events "
-                    f"WHERE subject = ? AND type = ? AND ({seg.where})",
-                    (subject, type_, *seg.params)).fetchall()
+                    f"WHERE {column} = ? AND type = ? AND ({seg.where}) ORDER BY seq",
+                    (value, type_, *seg.params)).fetchall()
             except sqlite3.Error:
-                continue  # reported by the stream that met it
+                continue  # reported by the stream (or the whole read) that met it
             for _seq, event_id, body, digest, t, s, ts in rows:
                 try:
-                    found.append(codec.decode_checked(body, digest, event_id, t, s, ts))
+                    found.append((codec.decode_lazy if lazy else codec.decode_checked)(
+                        body, digest, event_id, t, s, ts))
                 except codec.MalformedEvent:
                     continue
         found.sort(key=lambda ev: ev.sort_key)
