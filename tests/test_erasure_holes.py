@@ -557,7 +557,8 @@ def _due_among_kept(root: Path, seed: int) -> list[int]:
         old = rnd.random() < 0.5
         if not old:
             kept.append(n)
-        text = (f"old-{n:04d} " if old else f"{KEPT_MARKER}-{n:04d}-k ") + "x" * rnd.randint(40, 900)
+        marker = f"old-{n:04d} " if old else f"{KEPT_MARKER}-{n:04d}-k "
+        text = marker + "x" * rnd.randint(40, 900)
         events.append(Event(
             event_id=f"{h[:8]}-{h[8:12]}-4{h[13:16]}-8{h[17:20]}-{h[20:]}", type="observation",
             kind="tool_call", id=f"old-{n}" if old else f"kept-{n}",
