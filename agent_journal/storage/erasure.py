@@ -122,6 +122,8 @@ def erasing_connection(path: str) -> sqlite3.Connection:
 
 # The `meta` row a segment carries from its first delete until its rebuild.
 REBUILD_KEY = "rebuild"
+# A writer waiting on its busy timeout polls every 100 ms at the slowest.
+REBUILD_PAUSE_MAX_S = 0.2
 _MARK = ("INSERT OR REPLACE INTO meta(key, value) VALUES ('" + REBUILD_KEY + "', 'pending')")
 
 
@@ -448,12 +450,20 @@ def rebuild_marked(ws: Workspace) -> list[str]:
     new size: no page or freed space holds anything but live rows.
     """
     left: list[str] = []
+    pause = 0.0
     for path in ws.segment_paths():
         try:
             if not _marked(path):
                 continue
+            # Writers read every segment (a write looks for tombstones): a
+            # hook let through only between two rebuilds would wait for each
+            # of them in turn. The segments are left free for a moment, as
+            # long as the last rebuild took (at most REBUILD_PAUSE_MAX_S).
+            time.sleep(pause)
+            started = time.perf_counter()
             if not _rebuild(path):
                 left.append(ws.rel(path))
+            pause = min(time.perf_counter() - started, REBUILD_PAUSE_MAX_S)
         except sqlite3.Error as exc:
             if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
                 left.append(ws.rel(path))
