@@ -124,7 +124,6 @@ def erasing_connection(path: str) -> sqlite3.Connection:
 REBUILD_KEY = "rebuild"
 # A writer waiting on its busy timeout polls every 100 ms at the slowest.
 REBUILD_PAUSE_MAX_S = 0.2
-_MARK = ("INSERT OR REPLACE INTO meta(key, value) VALUES ('" + REBUILD_KEY + "', 'pending')")
 
 
 def _max_seq(conn: sqlite3.Connection) -> int:
@@ -366,7 +365,8 @@ def _delete_chunk(c: sqlite3.Connection, path: str, seen: int, ids: list[str],
         # Committed with the first deletions, so no run can delete from the
         # segment and leave it unmarked for `rebuild_marked`.
         c.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        c.execute(_MARK)
+        c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, 'pending')",
+                  (REBUILD_KEY,))
     if not ids:
         pass
     elif _bulk_json_usable(c):
