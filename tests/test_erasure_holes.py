@@ -621,3 +621,37 @@ def test_a_run_killed_before_rebuilding_a_segment_is_finished_by_the_next(root, 
     assert {n: c for n, c in _copies(root, kept).items() if c != 1} == {}
     assert not os.path.exists(os.path.join(_ctx(root).open(create=False).path,
                                            erasure.COMPACT_INTENT))
+
+
+def test_a_segment_kept_busy_through_its_rebuild_is_named_and_rebuilt_by_the_next_run(
+        root, monkeypatch):
+    import sqlite3
+
+    from agent_journal.storage import connection, erasure
+
+    monkeypatch.setenv("AGENT_JOURNAL_NOW", "2026-12-01T00:00:00Z")
+    kept = _due_among_kept(root, 6)
+    real = erasure._rebuild
+
+    def with_a_reader(path: str) -> bool:
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM events").fetchall()  # holds a shared lock
+        try:
+            return real(path)
+        finally:
+            reader.close()
+
+    with monkeypatch.context() as m:
+        m.setattr(connection, "BUSY_TIMEOUT_S", 0.2)
+        m.setattr(erasure, "_rebuild", with_a_reader)
+        outcome = compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=30,
+                                  apply=True)
+    assert len(outcome.warnings) == 1 and "not rebuilt" in outcome.warnings[0]
+    assert _copies(root, kept)[42] == 2
+    intent = os.path.join(_ctx(root).open(create=False).path, erasure.COMPACT_INTENT)
+    assert os.path.exists(intent)
+    again = compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=30,
+                            apply=True)
+    assert again.warnings == [] and not os.path.exists(intent)
+    assert {n: c for n, c in _copies(root, kept).items() if c != 1} == {}
