@@ -538,3 +538,120 @@ def test_rows_the_delete_moves_between_pages_leave_no_copy_behind(root, monkeypa
     left = all_bytes_under(root)
     assert [n for n in due if f"{OLD_MARKER}-{n:04d}".encode() in left] == []
     assert b"kept-" in left
+
+
+# -- a page rebuilt while a row stays leaves no copy of it to outlive its erasure --------------
+
+def _due_among_kept(root: Path, seed: int) -> list[int]:
+    """Due and fresh observations interleaved, sizes spread over a page's worth;
+    each fresh one carries a numbered marker. Returns the fresh ones' numbers."""
+    import random
+
+    from agent_journal.core.model import Event
+
+    rnd = random.Random(seed)
+    ws = _ctx(root).open(create=True)
+    events, kept = [], []
+    for n in range(120):
+        h = "".join(rnd.choice("0123456789abcdef") for _ in range(32))
+        old = rnd.random() < 0.5
+        if not old:
+            kept.append(n)
+        marker = f"old-{n:04d} " if old else f"{KEPT_MARKER}-{n:04d}-k "
+        text = marker + "x" * rnd.randint(40, 900)
+        events.append(Event(
+            event_id=f"{h[:8]}-{h[8:12]}-4{h[13:16]}-8{h[17:20]}-{h[20:]}", type="observation",
+            kind="tool_call", id=f"old-{n}" if old else f"kept-{n}",
+            ts="2025-01-01T00:00:00.000Z" if old else "2026-12-01T00:00:00.000Z",
+            author="agent", session="test", replica=ws.root.replica_id,
+            data={"tool": "Bash", "callId": "c", "input": None, "output": text,
+                  "status": "ok", "exitCode": 0, "durationMs": 1, "artifact": None}))
+    ws.append(events)
+    return kept
+
+
+KEPT_MARKER = "MARKER-KEPT-THEN-ERASED-7e20"
+
+
+def _copies(root: Path, kept: list[int]) -> dict[int, int]:
+    """How often each kept row's marker occurs in the files under the root."""
+    left = all_bytes_under(root)
+    return {n: left.count(f"{KEPT_MARKER}-{n:04d}-k".encode()) for n in kept}
+
+
+# Each of these layouts (SQLite 3.40) had the TTL delete rebuild a page and leave
+# a stale copy of a row it kept (seed, row); erasing that row later left the copy.
+@pytest.mark.parametrize(("seed", "row"), [(6, 42), (16, 59), (24, 71), (32, 35)])
+def test_a_row_kept_by_one_compaction_leaves_no_copy_for_the_next_to_miss(
+        root, monkeypatch, seed, row):
+    monkeypatch.setenv("AGENT_JOURNAL_NOW", "2026-12-01T00:00:00Z")
+    kept = _due_among_kept(root, seed)
+    compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=30, apply=True)
+    # Every kept row is stored once: no page keeps a stale copy of one.
+    assert {n: c for n, c in _copies(root, kept).items() if c != 1} == {}
+    writes.tombstone(_ctx(root), f"kept-{row}", "must go")
+    outcome = compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None,
+                              apply=True)
+    assert outcome.report["tombstoned"] == [f"kept-{row}"]
+    assert _copies(root, kept)[row] == 0
+    assert {n: c for n, c in _copies(root, kept).items() if c != 1} == {row: 0}
+
+
+def test_a_run_killed_before_rebuilding_a_segment_is_finished_by_the_next(root, monkeypatch):
+    # The first run deletes, then dies before its rebuild: the stale copy of
+    # a kept row is still there. The next run (with nothing left to delete)
+    # rebuilds the segment, so erasing that row later leaves no copy of it.
+    from agent_journal.storage import erasure
+
+    monkeypatch.setenv("AGENT_JOURNAL_NOW", "2026-12-01T00:00:00Z")
+    kept = _due_among_kept(root, 6)
+
+    def killed(path: str) -> bool:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(erasure, "_rebuild", killed)
+        with pytest.raises(KeyboardInterrupt):
+            compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=30,
+                            apply=True)
+    assert _copies(root, kept)[42] == 2  # the layout's stale copy, left by the delete
+    again = compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=30,
+                            apply=True)
+    assert again.report["expired"] == [] and again.warnings == []
+    assert {n: c for n, c in _copies(root, kept).items() if c != 1} == {}
+    assert not os.path.exists(os.path.join(_ctx(root).open(create=False).path,
+                                           erasure.COMPACT_INTENT))
+
+
+def test_a_segment_kept_busy_through_its_rebuild_is_named_and_rebuilt_by_the_next_run(
+        root, monkeypatch):
+    import sqlite3
+
+    from agent_journal.storage import connection, erasure
+
+    monkeypatch.setenv("AGENT_JOURNAL_NOW", "2026-12-01T00:00:00Z")
+    kept = _due_among_kept(root, 6)
+    real = erasure._rebuild
+
+    def with_a_reader(path: str) -> bool:
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM events").fetchall()  # holds a shared lock
+        try:
+            return real(path)
+        finally:
+            reader.close()
+
+    with monkeypatch.context() as m:
+        m.setattr(connection, "BUSY_TIMEOUT_S", 0.2)
+        m.setattr(erasure, "_rebuild", with_a_reader)
+        outcome = compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=30,
+                                  apply=True)
+    assert len(outcome.warnings) == 1 and "not rebuilt" in outcome.warnings[0]
+    assert _copies(root, kept)[42] == 2
+    intent = os.path.join(_ctx(root).open(create=False).path, erasure.COMPACT_INTENT)
+    assert os.path.exists(intent)
+    again = compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=30,
+                            apply=True)
+    assert again.warnings == [] and not os.path.exists(intent)
+    assert {n: c for n, c in _copies(root, kept).items() if c != 1} == {}

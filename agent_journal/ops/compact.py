@@ -59,6 +59,7 @@ from agent_journal.storage.erasure import (
     clear_workspace_cache,
     drop_compact_intent,
     read_compact_intent,
+    rebuild_marked,
     refs_in_rows_since,
     write_compact_intent,
 )
@@ -350,6 +351,9 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
     write_compact_intent(ws, {"digests": sorted(purged_digests | set(earlier)),
                                     "cache": True, "flips": flips})
     run.run()
+    # Every segment rows were deleted from (by this run or a killed one) is
+    # rebuilt, so no page keeps a stale copy of a row (erasure.rebuild_marked).
+    unrebuilt = rebuild_marked(ws)
 
     # Artifact blobs: only those no event still held (or newly written) references.
     referenced = {d for e, d in artifacts.items()
@@ -373,9 +377,10 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
     from agent_journal.ops.sync import remove_dead_stages
 
     remove_dead_stages(ws)
-    if busy:
+    if busy or unrebuilt:
         # Blobs writers kept locked: the intent keeps them for the next run,
-        # which deletes them unless an event by then cites them.
+        # which deletes them unless an event by then cites them (and which
+        # rebuilds the segments still marked).
         write_compact_intent(ws, {"digests": sorted({files[p] for p in busy}),
                                   "cache": True, "flips": {}})
     else:
@@ -390,6 +395,9 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
     warnings = [f"{seg}: its write-ahead log could not be truncated while other processes "
                 "held it; old page images may remain in it until the next compaction"
                 for seg in sorted(run.unclean)]
+    warnings += [f"{seg}: other processes kept it busy, so it was not rebuilt; stale page "
+                 "copies of rows may remain in it until the next compact --apply"
+                 for seg in unrebuilt]
     if busy:
         warnings.append(f"{len(busy)} artifact blob(s) stayed in use by writers and were "
                         "left for the next compact --apply, which deletes them unless an "

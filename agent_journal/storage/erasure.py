@@ -5,6 +5,11 @@ Invariants:
   no journal of old pages past its commit; a WAL is truncated after it. A
   row's body is overwritten in place before the row is deleted, so the
   rebalancing of pages a delete causes never carries its content elsewhere.
+- A segment rows were deleted from is rebuilt afterwards (VACUUM), so no
+  page keeps the stale copy of a row that a page rebuild left behind. The
+  first delete marks the segment (`meta` key `rebuild`, in the same
+  transaction) and the rebuild clears the mark: a run killed in between
+  leaves it for the next run to finish (`rebuild_marked`).
 - A segment is changed in short transactions of at most CHUNK_ROWS rows
   stored near each other (CHUNK_SPAN), each first checking nothing was
   appended that the plan could depend on; rows go by event id only, an
@@ -114,6 +119,12 @@ def erasing_connection(path: str) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+# The `meta` row a segment carries from its first delete until its rebuild.
+REBUILD_KEY = "rebuild"
+# A writer waiting on its busy timeout polls every 100 ms at the slowest.
+REBUILD_PAUSE_MAX_S = 0.2
 
 
 def _max_seq(conn: sqlite3.Connection) -> int:
@@ -307,8 +318,8 @@ def _apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
         try:
             for n, chunk in enumerate(delete_chunks):
                 started = time.perf_counter()
-                high = run_write(conn, lambda c, chunk=chunk, seen=high: _delete_chunk(
-                    c, path, seen, chunk, tolerate))
+                high = run_write(conn, lambda c, chunk=chunk, seen=high, first=n == 0:
+                                 _delete_chunk(c, path, seen, chunk, tolerate, mark=first))
                 deleted += chunk
                 _pause(started, n == last)
             for n, rows in enumerate(rewrite_chunks, start=len(delete_chunks)):
@@ -348,8 +359,15 @@ def _check_high(c: sqlite3.Connection, path: str, seen: int,
 
 
 def _delete_chunk(c: sqlite3.Connection, path: str, seen: int, ids: list[str],
-                  tolerate: Callable[[list[Event | None]], bool] | None) -> int:
+                  tolerate: Callable[[list[Event | None]], bool] | None,
+                  mark: bool = False) -> int:
     _check_high(c, path, seen, tolerate)
+    if ids and mark:
+        # Committed with the first deletions, so no run can delete from the
+        # segment and leave it unmarked for `rebuild_marked`.
+        c.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, 'pending')",
+                  (REBUILD_KEY,))
     if not ids:
         pass
     elif _bulk_json_usable(c):
@@ -417,6 +435,88 @@ def _truncate_wal(conn: sqlite3.Connection) -> bool:
         time.sleep(delay)
         delay = min(delay * 2, 0.5)
     return False
+
+
+def rebuild_marked(ws: Workspace) -> list[str]:
+    """Rebuild every segment of the workspace marked by a delete, one at a time;
+    returns the segments (relative to the root) left marked because other
+    processes kept them busy past the busy timeout.
+
+    A delete that empties pages makes SQLite rebuild pages by repacking their
+    cells, and the bytes a moved cell occupied stay in the page it left:
+    stale copies of rows the delete kept. Should a later run erase such a
+    row, `secure_delete` clears only the cell it deletes, and the copy would
+    outlive it. VACUUM writes the segment afresh from its rows (`seq` is the
+    table's INTEGER PRIMARY KEY, so rows keep their seq) and cuts it to its
+    new size: no page or freed space holds anything but live rows.
+    """
+    left: list[str] = []
+    pause = 0.0
+    for path in ws.segment_paths():
+        try:
+            if not _marked(path):
+                continue
+            # Writers read every segment (a write looks for tombstones): a
+            # hook let through only between two rebuilds would wait for each
+            # of them in turn. The segments are left free for a moment, as
+            # long as the last rebuild took (at most REBUILD_PAUSE_MAX_S).
+            time.sleep(pause)
+            started = time.perf_counter()
+            if not _rebuild(path):
+                left.append(ws.rel(path))
+            pause = min(time.perf_counter() - started, REBUILD_PAUSE_MAX_S)
+        except sqlite3.Error as exc:
+            if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
+                left.append(ws.rel(path))
+                continue
+            raise StorageError(f"cannot rebuild {path}: {describe_sqlite_error(exc)}") from None
+    return left
+
+
+def _marked(path: str) -> bool:
+    conn = connect(path, readonly=True)
+    try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+                        ).fetchone() is None:
+            return False
+        return conn.execute("SELECT 1 FROM meta WHERE key = ?",
+                            (REBUILD_KEY,)).fetchone() is not None
+    finally:
+        conn.close()
+
+
+def _rebuild(path: str) -> bool:
+    """VACUUM one segment, then clear its mark; False if it stayed busy.
+
+    VACUUM holds the segment's exclusive lock while it copies it (writers
+    and readers wait on their busy timeout). Its copy is built in memory
+    (`temp_store`), never in a file outside the root, and the copy back goes
+    through the same rollback journal, unlinked at commit, as any delete (or,
+    for a WAL segment, through the WAL, truncated afterwards).
+    """
+    conn = erasing_connection(path)
+    try:
+        conn.execute("PRAGMA temp_store = MEMORY")
+        try:
+            conn.execute("VACUUM")
+        except sqlite3.OperationalError as exc:
+            if is_busy(exc):
+                return False
+            raise
+        wal = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
+        if wal and not _truncate_wal(conn):
+            return False  # the WAL holds the old pages: rebuilt again next run
+        try:  # one statement, its own transaction: the busy timeout is its patience
+            conn.execute("DELETE FROM meta WHERE key = ?", (REBUILD_KEY,))
+        except sqlite3.OperationalError as exc:
+            if is_busy(exc):
+                return False
+            raise
+        if wal:
+            _truncate_wal(conn)
+        return True
+    finally:
+        conn.close()
 
 
 def refs_in_rows_since(ws: Workspace, high_water: dict[str, int], needles: Iterable[str]

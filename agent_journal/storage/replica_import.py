@@ -82,6 +82,9 @@ def _scrub(path: str, wanted: list[tuple[int]],
         if conn.execute("SELECT name FROM sqlite_master WHERE name = 'origin'").fetchone():
             conn.execute("DELETE FROM origin WHERE event_id NOT IN (SELECT event_id FROM events)")
         conn.execute("COMMIT")
+        # VACUUM's working copy stays in memory: as a temporary file it would
+        # put the scrubbed rows' bytes on disk outside anything we delete.
+        conn.execute("PRAGMA temp_store = MEMORY")
         conn.execute("VACUUM")
         conn.execute("PRAGMA journal_mode = DELETE")
         return len(wanted)
@@ -210,6 +213,7 @@ class ImportWriter:
             conn.executemany("DELETE FROM events WHERE event_id = ?", [(g,) for g in gone])
             conn.executemany("DELETE FROM origin WHERE event_id = ?", [(g,) for g in gone])
             if not current:
+                conn.execute("PRAGMA temp_store = MEMORY")  # as in _scrub
                 conn.execute("VACUUM")
                 conn.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
                 conn.close()
