@@ -432,3 +432,39 @@ def test_git_operations_are_the_repository_changes_that_succeeded():
     git = commits(calls)
     assert [op[0] for op in git.operations] == ["git submodule add https://x/t.git t"]
     assert [c.hash for c in git.commits] == ["1b6c52f"]  # the merge is told by its commit
+
+
+# -- the gate before the parsers ----------------------------------------------------------------
+
+_SUMMARY_LINES = [
+    "===== 3 passed, 1 skipped in 0.52s =====", "1 failed, 2 passed in 1.10s",
+    "===== no tests ran in 0.01s =====", "FAILED tests/t.py::test_a - AssertionError: x",
+    "E       assert 1 == 2", "Ran 4 tests in 0.001s", "OK", "FAILED (failures=1, errors=2)",
+    "FAIL: test_x (m.T)", "--- FAIL: TestAdd (0.00s)", "ok  \tex/m\t0.01s",
+    "FAIL\tex/m\t(cached)", "test result: ok. 3 passed; 0 failed; 1 ignored",
+    "test it::works ... FAILED", "Tests:       1 failed, 4 passed, 5 total",
+    "  ● suite › case", " Tests  2 failed | 3 passed (5)", " × adds numbers 3ms",
+    "  5 passing (20ms)", "  1 failing", "  1) adds:", "4 examples, 1 failure, 1 pending",
+    "rspec ./spec/a_spec.rb:3 # A works", "Found 2 errors in 1 file (checked 3 source files)",
+    "Success: no issues found in 3 source files", "m.py:3: error: Bad",
+    "2 errors, 0 warnings, 0 informations", "  a.py:1:2 - error: Nope",
+    "Found 6 errors (3 fixed, 3 remaining).", "a.py:1:1: F401 unused", "All checks passed!",
+    "2 files would be reformatted, 3 files already formatted", "1 file left unchanged",
+    " INFO 3 errors (1 suppressed)", "ERROR bad thing [kind]",
+    "src/a.ts(3,4): error TS2322: Type", "Found 1 error in src/a.ts.",
+    "\u2716 3 problems (2 errors, 1 warning)", "   1:2  error  Bad  rule",
+    "Traceback (most recent call last):", "ValueError: nope", "panicked at src/lib.rs",
+]
+_NOISE = ["", "building...", "ok", "done in 3s", "Error: x", "warning: y", "make: *** [all]",
+          "passed", "in 0.3s", "12 files", "PASS src/a.test.ts"]
+
+
+@given(st.lists(st.sampled_from(_SUMMARY_LINES + _NOISE), max_size=12),
+       st.sampled_from(["", "\x1b[32m", "[job] | ", "\x1b[1m[ci]   | "]))
+@settings(max_examples=400, deadline=None)
+def test_the_gate_never_hides_a_summary_the_parsers_find(lines, prefix):
+    from agent_journal.core.recovery import checks
+
+    text = "\n".join(prefix + line + ("\x1b[0m" if "\x1b" in prefix else "") for line in lines)
+    ungated = checks._parse_lines(checks._lines(checks._plain(text)))
+    assert parse_run(text) == ungated

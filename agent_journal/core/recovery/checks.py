@@ -73,9 +73,24 @@ _ESLINT = re.compile(r"^✖ (\d+) problems? \((\d+) errors?, (\d+) warnings?\)")
 _RELAY = re.compile(r"^\[[^\]]{1,80}\]\s+\|\s?")
 
 
+# A text can hold a runner's summary only if it holds one of these pieces, each a part
+# that some parser's summary (or, for go test and tsc, failure) line cannot do without.
+# Most shell outputs hold none, and one search in C settles that before fourteen parsers
+# walk the lines in Python. Loosening a piece is always safe; adding a parser means
+# adding its piece here (tests/test_recovery.py holds the gate to the parsers' verdicts).
+_GATE = re.compile(
+    r"\d (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)"
+    r"|no tests ran|Ran \d+ test|--- FAIL: |(?:ok|FAIL)\s+\S+\s+(?:[\d.]+s|\(cached\))"
+    r"|test result: |Tests|passing \(|example|Success: no issues found|Found \d+ error"
+    r"|information|All checks passed!|reformatted|left unchanged|already formatted"
+    r"|INFO \d+ error|error TS\d|\u2716")
+
+
+def _plain(text: str) -> str:
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
 def _lines(text: str) -> list[str]:
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
     return [_RELAY.sub("", line.rstrip()[:_LINE_CAP]) for line in text.splitlines()]
 
 
@@ -88,7 +103,13 @@ def parse_run(text: str | None) -> RunSummary | None:
     """
     if not text or not isinstance(text, str):
         return None
-    lines = _lines(text)
+    text = _plain(text)
+    if _GATE.search(text) is None:
+        return None
+    return _parse_lines(_lines(text))
+
+
+def _parse_lines(lines: list[str]) -> RunSummary | None:
     found: list[RunSummary] = []
     for parse in (_pytest, _unittest, _go, _cargo, _jest, _vitest, _mocha, _rspec, _mypy,
                   _pyright, _pyrefly, _ruff, _tsc, _eslint):
