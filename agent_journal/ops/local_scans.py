@@ -44,8 +44,8 @@ class ScanPoints:
     def __init__(self, ws: Workspace) -> None:
         self.path = os.path.join(ws.root.path, CACHE_DIR, AREA, ws.name + ".json")
         self.entries: dict[str, dict[str, Any]] = {}
-        self.ws_path = ws.path
-        self.generation = erasure_generation.noted(ws.path)  # before any segment is read
+        self.ws = ws
+        self.generation = erasure_generation.noted(ws)  # before any segment is read
         try:
             with open(self.path, "rb") as fh:
                 got = json.loads(fh.read())
@@ -100,7 +100,7 @@ class ScanPoints:
         body = json.dumps({"format": FORMAT, "segments": self.entries},
                           sort_keys=True).encode("utf-8")
         try:
-            with erasure_generation.Storing(self.ws_path, self.generation) as unchanged:
+            with erasure_generation.Storing(self.ws, self.generation) as unchanged:
                 if unchanged:
                     make_private_dirs(os.path.dirname(self.path))
                     write_file_atomic(self.path, body)

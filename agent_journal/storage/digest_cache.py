@@ -173,7 +173,7 @@ class _Segment:
 
 
 def _read_locked(ws: Workspace, project: Project) -> ReadResult | None:
-    generation = erasure_generation.noted(ws.path)  # before anything is read
+    generation = erasure_generation.noted(ws)  # before anything is read
     conn = _open(ws)
     try:
         paths = ws.segment_paths()
@@ -197,7 +197,7 @@ def _read_locked(ws: Workspace, project: Project) -> ReadResult | None:
             # journal) keeps what it finished.
             trusted = int(sig is not None and taken_ns - sig[1] >= RACY_NS)
             signature = sig[0] if sig is not None else None
-            with erasure_generation.Storing(ws.path, generation) as unchanged:
+            with erasure_generation.Storing(ws, generation) as unchanged:
                 if not unchanged:
                     return None  # a compaction erased rows: the caller reads the segments
                 taken[name] = run_write(

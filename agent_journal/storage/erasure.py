@@ -491,7 +491,7 @@ def clear_workspace_cache(ws: Workspace) -> list[str]:
 
     # First the generation moves on, so no reader that read before the deletions
     # stores what it read once the sweep below is done (erasure_generation).
-    bump(ws.path)
+    bump(ws)
     cache = os.path.join(ws.root.path, "cache")
     removed: list[str] = []
     if not os.path.isdir(cache):

@@ -3,7 +3,8 @@ being stored after it.
 
 Invariant: once `compact --apply` has returned, nothing under <root>/cache holds
 a row it erased. A compaction bumps the workspace's generation (a fresh random
-token in `<ws>/.erasure-generation`, under an exclusive flock on that file)
+token in `cache/erasure/locks/<ws>.generation`, under an exclusive flock on
+that file; the sweep leaves `locks/` folders alone)
 after its deletions and before it clears the projections. Every projection
 writer notes the generation before it reads the segments, and stores (renames
 into place, commits) only while holding the same file locked shared with the
@@ -19,25 +20,29 @@ from __future__ import annotations
 
 import os
 
-from agent_journal.storage.files import FILE_MODE, check_confined
+from agent_journal.storage.files import FILE_MODE, check_confined, make_private_dirs
 
-GENERATION_FILE = ".erasure-generation"
+TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
+if TYPE_CHECKING:
+    from agent_journal.storage.workspace import Workspace
 
 
-def _path(ws_path: str) -> str:
-    return os.path.join(ws_path, GENERATION_FILE)
+def _path(ws: Workspace) -> str:
+    # Under cache/, so a read-only command (a dry run) changes nothing beside the
+    # segments; a folder named `locks`, which no sweep of projections removes.
+    return os.path.join(ws.root.path, "cache", "erasure", "locks", ws.name + ".generation")
 
 
 def _read(fd: int) -> str:
     return os.pread(fd, 64, 0).decode("ascii", "replace")
 
 
-def noted(ws_path: str) -> str:
+def noted(ws: Workspace) -> str:
     """The generation now: taken by a projection writer before it reads."""
     import fcntl
 
     try:
-        fd = os.open(_path(ws_path), os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(_path(ws), os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
         return ""
     except OSError:
@@ -50,23 +55,19 @@ def noted(ws_path: str) -> str:
 
 
 class Storing:
-    """`with Storing(ws_path, noted) as unchanged:` store only when `unchanged`;
+    """`with Storing(ws, noted) as unchanged:` store only when `unchanged`;
     the generation cannot move until the block is left."""
 
-    def __init__(self, ws_path: str, generation: str) -> None:
-        self.path = _path(ws_path)
-        self.folder = ws_path
+    def __init__(self, ws: Workspace, generation: str) -> None:
+        self.path = _path(ws)
         self.generation = generation
         self.fd = -1
 
     def __enter__(self) -> bool:
         import fcntl
 
-        if not os.path.isdir(self.folder):
-            # No workspace folder: nothing to compact, so nothing a compaction
-            # could have erased since the note (which then read "").
-            return self.generation == ""
         try:
+            make_private_dirs(os.path.dirname(self.path))
             check_confined(self.path)
             self.fd = os.open(self.path, os.O_CREAT | os.O_RDONLY | os.O_NOFOLLOW, FILE_MODE)
             fcntl.flock(self.fd, fcntl.LOCK_SH)
@@ -80,15 +81,14 @@ class Storing:
             self.fd = -1
 
 
-def bump(ws_path: str) -> None:
+def bump(ws: Workspace) -> None:
     """Move the generation on (compaction, after its deletions, before clearing the
     projections): every store noted before now is dropped from here on. Waits for
     stores in progress, which hold the lock only while they store."""
     import fcntl
 
-    if not os.path.isdir(ws_path):
-        return
-    path = _path(ws_path)
+    path = _path(ws)
+    make_private_dirs(os.path.dirname(path))
     check_confined(path)
     fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, FILE_MODE)
     try:

@@ -136,9 +136,9 @@ def remember(ws: Workspace, key: str, ids: list[str], tombstoned: set[str],
     """Record, after its writes committed, what re-importing the file would report.
     Best effort: a memory that cannot be written only costs the next import a full read."""
     try:
-        generation = erasure_generation.noted(ws.path)
+        generation = erasure_generation.noted(ws)
         segments = _segments(ws)
-        with erasure_generation.Storing(ws.path, generation) as unchanged:
+        with erasure_generation.Storing(ws, generation) as unchanged:
             if not unchanged:
                 return  # a compaction ran meanwhile: remember nothing
             conn = open_cache(cache_path(ws.root, AREA, ws.name))

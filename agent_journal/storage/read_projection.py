@@ -110,7 +110,7 @@ class Projection:
         self.area = area
         self._conn = conn
         # Noted before anything is read: a compaction meanwhile drops every store.
-        self.generation = erasure_generation.noted(ws.path)
+        self.generation = erasure_generation.noted(ws)
         self.writable = True
         self.records: dict[str, Record] = {}
         if conn is None:
@@ -182,7 +182,7 @@ class Projection:
         blobs = [marshal.dumps(v, _MARSHAL) for v in (mark.packed(), *values)]
         digest = ":".join(xxh3_128_hexdigest(b) for b in blobs)
         try:
-            with erasure_generation.Storing(self.ws.path, self.generation) as unchanged:
+            with erasure_generation.Storing(self.ws, self.generation) as unchanged:
                 if not unchanged:
                     self.writable = False
                     return

@@ -616,9 +616,10 @@ def index_path(ws: Workspace) -> str:
     return cache_path(ws.root, INDEX_AREA, ws.name)
 
 
-def _build(ws: Workspace, path: str, generation: str) -> None:
+def _build(ws: Workspace, path: str) -> None:
     """Build the whole index into a temporary file and rename it into place
-    (unless a compaction moved the erasure generation since `generation`)."""
+    (unless a compaction moved the erasure generation since the build began)."""
+    generation = erasure_generation.noted(ws)
     tmp = path + ".tmp"  # never an index name itself: those end in .sqlite
     remove_cache_files(tmp)
     conn = open_cache(tmp, bulk=True)
@@ -637,7 +638,7 @@ def _build(ws: Workspace, path: str, generation: str) -> None:
         conn.close()
         remove_cache_files(tmp)
         raise
-    with erasure_generation.Storing(ws.path, generation) as unchanged:
+    with erasure_generation.Storing(ws, generation) as unchanged:
         if unchanged:
             publish_cache(conn, tmp, path)
             return
@@ -655,10 +656,10 @@ def refresh(ws: Workspace) -> _Index:
         with FileLock(lock):
             for _ in range(REBUILD_ATTEMPTS):
                 conn = None
-                generation = erasure_generation.noted(ws.path)
+                generation = erasure_generation.noted(ws)
                 try:
                     if not os.path.exists(path):
-                        _build(ws, path, generation)
+                        _build(ws, path)
                     conn = open_cache(path)
                     index = _Index(conn)
                     if not index.valid(ws.name):
@@ -671,7 +672,7 @@ def refresh(ws: Workspace) -> _Index:
                         index.load()
                         index.sync(ws)
 
-                    with erasure_generation.Storing(ws.path, generation) as unchanged:
+                    with erasure_generation.Storing(ws, generation) as unchanged:
                         if not unchanged:
                             raise _Rebuild("a compaction erased rows meanwhile")
                         run_write(conn, work)
