@@ -35,6 +35,7 @@ from agent_journal.core import codec, merge_plan
 from agent_journal.core.errors import UsageError
 from agent_journal.core.model import OBSERVATION
 from agent_journal.ops.replicas import verify_row
+from agent_journal.storage import erasure_generation
 from agent_journal.storage.cache import CACHE_DIR
 from agent_journal.storage.files import make_private_dirs, write_file_atomic
 from agent_journal.storage.replica_source import SegmentRows, Unreadable, rows_about
@@ -114,6 +115,8 @@ class VerifiedPoints:
     def __init__(self, ws: Workspace) -> None:
         self.path = os.path.join(ws.root.path, CACHE_DIR, PROJECTION_AREA, ws.name + ".json")
         self.entries: dict[str, dict[str, Any]] = {}
+        self.ws = ws
+        self.generation = erasure_generation.noted(ws)  # before any segment is read
         try:
             with open(self.path, "rb") as fh:
                 got = json.loads(fh.read())
@@ -167,8 +170,10 @@ class VerifiedPoints:
         body = json.dumps({"format": PROJECTION_FORMAT, "segments": self.entries},
                           sort_keys=True).encode("utf-8")
         try:
-            make_private_dirs(os.path.dirname(self.path))
-            write_file_atomic(self.path, body)
+            with erasure_generation.Storing(self.ws, self.generation) as unchanged:
+                if unchanged:
+                    make_private_dirs(os.path.dirname(self.path))
+                    write_file_atomic(self.path, body)
         except OSError:
             pass
 

@@ -28,6 +28,7 @@ import os
 import time
 from typing import Any
 
+from agent_journal.storage import erasure_generation
 from agent_journal.storage.cache import CACHE_DIR, segment_signature
 from agent_journal.storage.files import make_private_dirs, write_file_atomic
 from agent_journal.storage.workspace import Workspace
@@ -43,6 +44,8 @@ class ScanPoints:
     def __init__(self, ws: Workspace) -> None:
         self.path = os.path.join(ws.root.path, CACHE_DIR, AREA, ws.name + ".json")
         self.entries: dict[str, dict[str, Any]] = {}
+        self.ws = ws
+        self.generation = erasure_generation.noted(ws)  # before any segment is read
         try:
             with open(self.path, "rb") as fh:
                 got = json.loads(fh.read())
@@ -97,8 +100,10 @@ class ScanPoints:
         body = json.dumps({"format": FORMAT, "segments": self.entries},
                           sort_keys=True).encode("utf-8")
         try:
-            make_private_dirs(os.path.dirname(self.path))
-            write_file_atomic(self.path, body)
+            with erasure_generation.Storing(self.ws, self.generation) as unchanged:
+                if unchanged:
+                    make_private_dirs(os.path.dirname(self.path))
+                    write_file_atomic(self.path, body)
         except OSError:
             pass  # only an accelerator
         self.changed = False

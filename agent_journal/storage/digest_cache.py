@@ -49,6 +49,7 @@ from agent_journal.core.errors import JournalError
 from agent_journal.core.model import OBSERVATION
 from agent_journal.core.observation_fold import merge_spans, span_order
 from agent_journal.core.recovery.facts import FACTS_VERSION
+from agent_journal.storage import erasure_generation
 from agent_journal.storage.cache import (
     cache_lock_path,
     cache_path,
@@ -172,6 +173,7 @@ class _Segment:
 
 
 def _read_locked(ws: Workspace, project: Project) -> ReadResult | None:
+    generation = erasure_generation.noted(ws)  # before anything is read
     conn = _open(ws)
     try:
         paths = ws.segment_paths()
@@ -195,9 +197,12 @@ def _read_locked(ws: Workspace, project: Project) -> ReadResult | None:
             # journal) keeps what it finished.
             trusted = int(sig is not None and taken_ns - sig[1] >= RACY_NS)
             signature = sig[0] if sig is not None else None
-            taken[name] = run_write(
-                conn, lambda c, path=path, name=name, row=row, signature=signature,
-                trusted=trusted: _follow(c, path, name, row, project, signature, trusted))
+            with erasure_generation.Storing(ws, generation) as unchanged:
+                if not unchanged:
+                    return None  # a compaction erased rows: the caller reads the segments
+                taken[name] = run_write(
+                    conn, lambda c, path=path, name=name, row=row, signature=signature,
+                    trusted=trusted: _follow(c, path, name, row, project, signature, trusted))
         return _load(conn, ws, paths, taken)
     finally:
         conn.close()

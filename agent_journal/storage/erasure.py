@@ -587,6 +587,11 @@ def clear_workspace_cache(ws: Workspace) -> list[str]:
     """
     import shutil
 
+    from agent_journal.storage.erasure_generation import bump
+
+    # First the generation moves on, so no reader that read before the deletions
+    # stores what it read once the sweep below is done (erasure_generation).
+    bump(ws)
     cache = os.path.join(ws.root.path, "cache")
     removed: list[str] = []
     if not os.path.isdir(cache):

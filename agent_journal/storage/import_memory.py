@@ -22,6 +22,7 @@ import time
 
 import xxhash
 
+from agent_journal.storage import erasure_generation
 from agent_journal.storage.cache import cache_path, open_cache
 from agent_journal.storage.connection import connect, quote_path
 
@@ -135,19 +136,23 @@ def remember(ws: Workspace, key: str, ids: list[str], tombstoned: set[str],
     """Record, after its writes committed, what re-importing the file would report.
     Best effort: a memory that cannot be written only costs the next import a full read."""
     try:
+        generation = erasure_generation.noted(ws)
         segments = _segments(ws)
-        conn = open_cache(cache_path(ws.root, AREA, ws.name))
-        try:
-            conn.executescript(SCHEMA)
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("DELETE FROM ids WHERE fingerprint = ?", (key,))
-            conn.executemany("INSERT OR IGNORE INTO ids(fingerprint, id) VALUES (?, ?)",
-                             ((key, i) for i in ids))
-            conn.execute("INSERT OR REPLACE INTO imports VALUES (?, ?, ?, ?)",
-                         (key, json.dumps(segments), json.dumps(sorted(tombstoned)),
-                          json.dumps(report)))
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
+        with erasure_generation.Storing(ws, generation) as unchanged:
+            if not unchanged:
+                return  # a compaction ran meanwhile: remember nothing
+            conn = open_cache(cache_path(ws.root, AREA, ws.name))
+            try:
+                conn.executescript(SCHEMA)
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("DELETE FROM ids WHERE fingerprint = ?", (key,))
+                conn.executemany("INSERT OR IGNORE INTO ids(fingerprint, id) VALUES (?, ?)",
+                                 ((key, i) for i in ids))
+                conn.execute("INSERT OR REPLACE INTO imports VALUES (?, ?, ?, ?)",
+                             (key, json.dumps(segments), json.dumps(sorted(tombstoned)),
+                              json.dumps(report)))
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
     except (sqlite3.Error, OSError):
         pass

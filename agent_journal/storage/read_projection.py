@@ -46,6 +46,7 @@ from typing import Any
 from xxhash import xxh3_128_hexdigest
 
 from agent_journal.core.errors import JournalError
+from agent_journal.storage import erasure_generation
 from agent_journal.storage.cache import (
     cache_lock_path,
     cache_path,
@@ -108,6 +109,8 @@ class Projection:
         self.ws = ws
         self.area = area
         self._conn = conn
+        # Noted before anything is read: a compaction meanwhile drops every store.
+        self.generation = erasure_generation.noted(ws)
         self.writable = True
         self.records: dict[str, Record] = {}
         if conn is None:
@@ -179,9 +182,13 @@ class Projection:
         blobs = [marshal.dumps(v, _MARSHAL) for v in (mark.packed(), *values)]
         digest = ":".join(xxh3_128_hexdigest(b) for b in blobs)
         try:
-            run_write(self.conn, lambda c: c.execute(
-                "INSERT OR REPLACE INTO segments(name, mark, head, others, subjects, plain, "
-                "digest) VALUES (?, ?, ?, ?, ?, ?, ?)", (name, *blobs, digest)))
+            with erasure_generation.Storing(self.ws, self.generation) as unchanged:
+                if not unchanged:
+                    self.writable = False
+                    return
+                run_write(self.conn, lambda c: c.execute(
+                    "INSERT OR REPLACE INTO segments(name, mark, head, others, subjects, "
+                    "plain, digest) VALUES (?, ?, ?, ?, ?, ?, ?)", (name, *blobs, digest)))
         except (sqlite3.Error, OSError, JournalError):
             self.writable = False
 

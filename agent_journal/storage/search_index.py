@@ -57,6 +57,7 @@ from agent_journal.core.ranking import (
     ts_millis,
     words,
 )
+from agent_journal.storage import erasure_generation
 from agent_journal.storage.cache import (
     cache_lock_path,
     cache_path,
@@ -616,7 +617,9 @@ def index_path(ws: Workspace) -> str:
 
 
 def _build(ws: Workspace, path: str) -> None:
-    """Build the whole index into a temporary file and rename it into place."""
+    """Build the whole index into a temporary file and rename it into place
+    (unless a compaction moved the erasure generation since the build began)."""
+    generation = erasure_generation.noted(ws)
     tmp = path + ".tmp"  # never an index name itself: those end in .sqlite
     remove_cache_files(tmp)
     conn = open_cache(tmp, bulk=True)
@@ -635,7 +638,13 @@ def _build(ws: Workspace, path: str) -> None:
         conn.close()
         remove_cache_files(tmp)
         raise
-    publish_cache(conn, tmp, path)
+    with erasure_generation.Storing(ws, generation) as unchanged:
+        if unchanged:
+            publish_cache(conn, tmp, path)
+            return
+    conn.close()
+    remove_cache_files(tmp)
+    raise _Rebuild("a compaction erased rows while the index was built")
 
 
 def refresh(ws: Workspace) -> _Index:
@@ -647,6 +656,7 @@ def refresh(ws: Workspace) -> _Index:
         with FileLock(lock):
             for _ in range(REBUILD_ATTEMPTS):
                 conn = None
+                generation = erasure_generation.noted(ws)
                 try:
                     if not os.path.exists(path):
                         _build(ws, path)
@@ -662,7 +672,10 @@ def refresh(ws: Workspace) -> _Index:
                         index.load()
                         index.sync(ws)
 
-                    run_write(conn, work)
+                    with erasure_generation.Storing(ws, generation) as unchanged:
+                        if not unchanged:
+                            raise _Rebuild("a compaction erased rows meanwhile")
+                        run_write(conn, work)
                     return index
                 except (_Rebuild, sqlite3.Error, FileNotFoundError) as exc:
                     # FileNotFoundError: a sweep of the cache (compact --apply)
