@@ -479,7 +479,7 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
         + (_change_md(f.last_change) if f.path in with_change else "") + "\n"))
 
     read_only = Section("filesRead", "Files read, not changed", "lines of files", relative)
-    read_only.fill(_read_lines(files_read(tool_calls), cwd), lambda group: (
+    read_only.fill(_read_lines(files_read(tool_calls, touched), cwd), lambda group: (
         {"files": [f.path for f in group], "lastTs": group[-1].last_ts},
         "- " + ", ".join(_relative(f.path, cwd) for f in group) + "\n"))
 

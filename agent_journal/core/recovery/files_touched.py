@@ -87,10 +87,12 @@ class FileRead(Record):
     last_ts: str
 
 
-def files_read(calls: Iterable[Call]) -> list[FileRead]:
-    """Every file read and never changed by a successful call, in order of its last read."""
+def files_read(calls: Iterable[Call], touched: Iterable[FileState] | None = None
+               ) -> list[FileRead]:
+    """Every file read and never changed by a successful call, in order of its last read.
+    `touched`: files_touched of the same calls, when the caller has it already."""
     calls = ordered(calls)
-    changed = {f.path for f in files_touched(calls)}
+    changed = {f.path for f in (files_touched(calls) if touched is None else touched)}
     read: dict[str, FileRead] = {}
     for call in calls:
         if not call.succeeded:
