@@ -15,6 +15,7 @@ latest run failed. Unrelated calls, and the order they were read in, change noth
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from agent_journal.core.recovery.calls import Call, ordered
 from agent_journal.core.recovery.record import Record
@@ -38,6 +39,9 @@ def run_key(command: str) -> str:
     return _PACKAGE_RUNNER.sub("js ", command, count=1)
 
 
+# The keys are pure functions of a command's text, and a session runs the same few
+# commands over and over: each distinct command is keyed once per process.
+@lru_cache(maxsize=8192)
 def check_key(command: str) -> str:
     """What makes two runs of a test or check command one history: the command (run_key)
     without its options (`-x`, `--tb=short`, `--fix`, `-q`): they change how it reports
@@ -56,6 +60,7 @@ def chain_keys(command: str) -> list[str]:
     return [check_key(p) for p in parts]
 
 
+@lru_cache(maxsize=8192)
 def command_key(command: str) -> str:
     """The command with output plumbing removed and blanks collapsed."""
     previous = None
