@@ -194,3 +194,23 @@ def _dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
     return proc.pid
+
+
+def test_a_workspace_named_like_a_cache_folder_clears_only_its_own_projections(tmp_path):
+    """`digest` is an area of cache/ and `locks` the folder of every area's locks: a
+    workspace with either name clears its own files there, not the folder."""
+    from agent_journal.storage.erasure import clear_workspace_cache
+    from agent_journal.storage.root import Root
+
+    root = Root.open(str(tmp_path / "j"), create=True)
+    cache = tmp_path / "j" / "cache"
+    keep = [cache / "digest" / "other.sqlite", cache / "digest" / "locks" / "other.lock",
+            cache / "search" / "locks" / "other.lock"]
+    gone = [cache / "digest" / "digest.sqlite", cache / "search" / "locks.sqlite"]
+    for path in keep + gone:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x")
+    for name in ("digest", "locks"):
+        clear_workspace_cache(root.workspace(name))
+    assert [p for p in keep if not p.exists()] == []
+    assert [p for p in gone if p.exists()] == []

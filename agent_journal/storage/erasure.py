@@ -600,9 +600,14 @@ def clear_workspace_cache(ws: Workspace) -> list[str]:
                          if os.path.isdir(os.path.join(cache, n))]
     for folder in folders:
         for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            # A workspace named like an area (`digest`) or like the lock folder
+            # (`locks`) names no projection of its own there: those folders hold
+            # every workspace's projections, and the locks other processes hold.
+            if folder == cache and os.path.isdir(path) or name == "locks":
+                continue
             if not projection_of(name, ws.name):
                 continue
-            path = os.path.join(folder, name)
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path, ignore_errors=True)
             else:
