@@ -36,7 +36,7 @@ from agent_journal.core.codec import PeekOnlyEvent
 from agent_journal.core.derive import INVALIDATED, Derived
 from agent_journal.core.model import ENTRY_FIELDS
 from agent_journal.core.observation_fold import merge_spans, span_order
-from agent_journal.core.recovery.calls import Call
+from agent_journal.core.recovery.calls import Call, Ordered, ordered
 from agent_journal.core.recovery.commits import commits
 from agent_journal.core.recovery.conversation import conversation
 from agent_journal.core.recovery.facts import event_facts
@@ -317,8 +317,8 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
         else:
             live.add(*_live_entry(d, entry_id))
 
-    calls = calls_of(d, session)
-    tool_calls = [c for c in calls if c.is_tool_call]
+    calls = ordered(calls_of(d, session))  # once: every derivation below reads this order
+    tool_calls = Ordered(c for c in calls if c.is_tool_call)
     said = conversation(calls)
     shown: set[str] = set()  # call ids already rendered above recent activity
 

@@ -138,6 +138,13 @@ def call_from_view(view: dict[str, Any]) -> Call:
                 view.get("lastTs") or view["ts"], facts)
 
 
+class Ordered(list):  # type: ignore[type-arg]
+    """A list of calls already in (ts, id) order: `ordered` hands it back as it is, so
+    the digest's derivations, each of which asks for the order, sort the calls once."""
+
+
 def ordered(calls: Iterable[Call]) -> list[Call]:
     """Calls in (ts, id) order: the one order every derivation reads them in."""
-    return sorted(calls, key=_ORDER)
+    if isinstance(calls, Ordered):
+        return calls
+    return Ordered(sorted(calls, key=_ORDER))
