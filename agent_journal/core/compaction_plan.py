@@ -17,8 +17,9 @@ Invariants:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agent_journal.core import clock
@@ -156,35 +157,59 @@ def _instant(ts: str, cache: dict[str, datetime | None]) -> datetime | None:
     return value
 
 
-def _cutoff(now: datetime, days: int | None) -> datetime | None:
-    """Latest instant an item may carry and be due; None when nothing is due."""
+# The journal's own stamps (clock.format_ts: UTC, milliseconds, `Z`, fixed
+# width) sort as text in time order, so they are compared as text, unparsed.
+# Only a stamp whose every field is in range for any month is taken so (a day
+# past the 28th is left to the parser, as is any other spelling): it is then
+# one the parser reads, at the instant its text says.
+_CANONICAL = re.compile(r"(?!0000)\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])"
+                        r"T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{3}Z").fullmatch
+
+
+class _Cutoff:
+    """The latest instant an item may carry and be due, as an instant and as
+    the canonical text of its millisecond (a stamp of whole milliseconds is at
+    or before the instant exactly when its text sorts at or before that text)."""
+
+    __slots__ = ("at", "now", "text", "cache")
+
+    def __init__(self, now: datetime, at: datetime) -> None:
+        self.now = now
+        self.at = at
+        utc = at if at.tzinfo is None else at.astimezone(UTC)
+        self.text = (f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:"
+                     f"{utc.minute:02d}:{utc.second:02d}.{utc.microsecond // 1000:03d}Z")
+        self.cache: dict[str, datetime | None] = {}
+
+    def due(self, stamps: list[str]) -> bool:
+        """Due when the latest stamp is at least the TTL old.
+
+        A stamp in the future (clock skew between replicas) counts as now, so
+        a 0-day window still makes it due and no other does.
+        """
+        if not stamps:
+            return False
+        if all(type(ts) is str and _CANONICAL(ts) for ts in stamps):
+            return max(stamps) <= self.text or self.now <= self.at
+        latest: datetime | None = None
+        for ts in stamps:
+            at = _instant(ts, self.cache)
+            if at is None:
+                return False
+            if latest is None or at > latest:
+                latest = at
+        assert latest is not None
+        return min(latest, self.now) <= self.at
+
+
+def _cutoff(now: datetime, days: int | None) -> _Cutoff | None:
+    """None when nothing is due."""
     if days is None:
         return None
     try:
-        return now - timedelta(days=days)
+        return _Cutoff(now, now - timedelta(days=days))
     except OverflowError:
         return None  # a window longer than the calendar: nothing is that old
-
-
-def _due(events: Iterable[Event], now: datetime, cutoff: datetime | None,
-         cache: dict[str, datetime | None]) -> bool:
-    """Due when the latest event is at least the TTL old.
-
-    An event stamped in the future (clock skew between replicas) counts as
-    stamped now, so a 0-day window still makes it due and no other does.
-    """
-    if cutoff is None:
-        return False
-    latest: datetime | None = None
-    for ev in events:
-        at = _instant(ev.ts, cache)
-        if at is None:
-            return False
-        if latest is None or at > latest:
-            latest = at
-    if latest is None:
-        return False
-    return min(latest, now) <= cutoff
 
 
 def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int | None,
@@ -287,17 +312,19 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
         plan.flips[tomb_id] = tuple(ev.event_id for ev in left)
 
     # -- ages ----------------------------------------------------------------------------
-    cache: dict[str, datetime | None] = {}
     entry_cut = _cutoff(now, entry_ttl_days)
     obs_cut = _cutoff(now, observation_ttl_days)
     due_entries = set() if entry_cut is None else {
         e for e, recs in records.items()
-        if e not in d.tombstones and _due(recs + invalidations.get(e, []), now, entry_cut, cache)
+        if e not in d.tombstones
+        and entry_cut.due([ev.ts for ev in recs + invalidations.get(e, [])])
     }
-    due_obs = set() if obs_cut is None else {
-        o for o in observations.first
-        if o not in d.tombstones and _due(observations.get(o), now, obs_cut, cache)
-    }
+    due_obs: set[str] = set()
+    if obs_cut is not None:
+        # Most ids are observed once: their one stamp is judged on its own.
+        obs_due, get = obs_cut.due, observations.get
+        due_obs = {o for o, ev in first.items() if o not in tombstoned
+                   and obs_due([ev.ts] if o not in more else [x.ts for x in get(o)])}
 
     # An entry that is not live and that a surviving entry derives its outcome
     # through must stay, or the survivor would turn live once it is gone.
@@ -332,8 +359,10 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     expired_obs = due_obs - set(pinned)
     for e in due_entries:
         remove(e, records[e] + invalidations.get(e, []), EXPIRED)
-    for o in expired_obs:
-        remove(o, observations.get(o), EXPIRED)
+    deletions.update({first[o].event_id: o for o in expired_obs})
+    reasons.update(dict.fromkeys(expired_obs, EXPIRED))
+    for o in expired_obs & more.keys():
+        remove(o, more[o], EXPIRED)
 
     removed = set(plan.reasons)
     for e in live:
