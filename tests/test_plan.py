@@ -442,3 +442,7 @@ def test_law_stamps_compared_as_text_are_due_exactly_when_parsed_ones_are(
     cut = _cutoff(now, days)
     assert cut is not None
     assert cut.due(stamps) == _due_by_parsing(stamps, now, days)
+    # Each stamp as the one stamp of its own id, judged all at once.
+    ids = [f"o{k}" for k in range(len(stamps))]
+    assert cut.due_once(ids, stamps) == {
+        o for o, s in zip(ids, stamps, strict=True) if _due_by_parsing([s], now, days)}

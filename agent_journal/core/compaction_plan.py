@@ -166,6 +166,13 @@ _CANONICAL = re.compile(r"(?!0000)\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])"
                         r"T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{3}Z").fullmatch
 
 
+def _all_canonical(stamps: list[str]) -> bool:
+    try:
+        return all(map(_CANONICAL, stamps))
+    except TypeError:  # not text at all: the parser refuses it
+        return False
+
+
 class _Cutoff:
     """The latest instant an item may carry and be due, as an instant and as
     the canonical text of its millisecond (a stamp of whole milliseconds is at
@@ -189,7 +196,7 @@ class _Cutoff:
         """
         if not stamps:
             return False
-        if all(type(ts) is str and _CANONICAL(ts) for ts in stamps):
+        if _all_canonical(stamps):
             return max(stamps) <= self.text or self.now <= self.at
         latest: datetime | None = None
         for ts in stamps:
@@ -200,6 +207,17 @@ class _Cutoff:
                 latest = at
         assert latest is not None
         return min(latest, self.now) <= self.at
+
+    def due_once(self, ids: list[str], stamps: list[str]) -> set[str]:
+        """The ids due, each with its one stamp (stamps[k] is ids[k]'s): when
+        every stamp is canonical, by a text comparison each."""
+        if not _all_canonical(stamps):
+            due = self.due
+            return {o for o, ts in zip(ids, stamps, strict=True) if due([ts])}
+        if self.now <= self.at:
+            return set(ids)
+        text = self.text
+        return {o for o, ts in zip(ids, stamps, strict=True) if ts <= text}
 
 
 def _cutoff(now: datetime, days: int | None) -> _Cutoff | None:
@@ -321,10 +339,12 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     }
     due_obs: set[str] = set()
     if obs_cut is not None:
-        # Most ids are observed once: their one stamp is judged on its own.
+        # Most ids are observed once: their stamps are judged all together.
+        once = [o for o in first if o not in more and o not in tombstoned]
+        due_obs = obs_cut.due_once(once, [first[o].ts for o in once])
         obs_due, get = obs_cut.due, observations.get
-        due_obs = {o for o, ev in first.items() if o not in tombstoned
-                   and obs_due([ev.ts] if o not in more else [x.ts for x in get(o)])}
+        due_obs.update(o for o in more if o not in tombstoned
+                       and obs_due([x.ts for x in get(o)]))
 
     # An entry that is not live and that a surviving entry derives its outcome
     # through must stay, or the survivor would turn live once it is gone.
