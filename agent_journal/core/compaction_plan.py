@@ -50,8 +50,14 @@ class CompactionPlan:
         self.pinned: list[str] = []
         self.downgraded: list[str] = []
         self.unclassified: list[str] = []
-        # event id -> the id (entry/observation) whose removal deletes it
-        self.deletions: dict[str, str] = {}
+        # event id -> the id (entry/observation) whose removal deletes it;
+        # see `deletions`
+        self._deletions: dict[str, str] = {}
+        # observation id -> its first event, and the ids of those of them that
+        # expire: their entries in `deletions`, made only when it is read (a
+        # dry run never reads it, and at a million expired ids it is most of
+        # the plan)
+        self._expired_first: tuple[Mapping[str, Event], set[str]] | None = None
         # removed id -> why (TOMBSTONED or EXPIRED)
         self.reasons: dict[str, str] = {}
         # live entry id -> the removed ids its anchors cite
@@ -97,6 +103,14 @@ class CompactionPlan:
                 if scheme == "tool_use" and (ref in removed or ref in targets):
                     return False
         return True
+
+    @property
+    def deletions(self) -> dict[str, str]:
+        if self._expired_first is not None:
+            first, expired = self._expired_first
+            self._expired_first = None
+            self._deletions.update({first[o].event_id: o for o in expired})
+        return self._deletions
 
     @property
     def tombstones_marked_purged(self) -> list[str]:
@@ -279,7 +293,7 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
 
     def remove(item: str, evs: Iterable[Event], reason: str) -> None:
         for ev in evs:
-            plan.deletions[ev.event_id] = item
+            plan._deletions[ev.event_id] = item
         plan.reasons[item] = reason
 
     # -- tombstones first: nothing pins or holds back what a tombstone names -------------
@@ -287,7 +301,7 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     # invalidations), and its tombstones are flipped once those are gone, unless
     # only invalidations were here (the target itself never was). Targets are
     # walked in the order their tombstones were read, the order they lie in memory.
-    deletions, reasons = plan.deletions, plan.reasons
+    deletions, reasons = plan._deletions, plan.reasons
     tombstone_events, flips = plan.tombstone_events, plan.flips
     tombstoned = d.tombstones
     plan.tombstone_targets = set(tombstoned)
@@ -375,24 +389,24 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
             scheme, ref = anchor_ref(anchor)
             if scheme == "tool_use":
                 cited.add(ref)
-    pinned = sorted(o for o in due_obs if o in cited)
-    expired_obs = due_obs - set(pinned)
+    pinned = sorted(due_obs & cited)
+    expired_obs = due_obs - cited
+    tombstoned_here = list(reasons)  # only tombstones have removed anything so far
     for e in due_entries:
         remove(e, records[e] + invalidations.get(e, []), EXPIRED)
-    deletions.update({first[o].event_id: o for o in expired_obs})
+    plan._expired_first = (first, expired_obs)
     reasons.update(dict.fromkeys(expired_obs, EXPIRED))
     for o in expired_obs & more.keys():
         remove(o, more[o], EXPIRED)
 
-    removed = set(plan.reasons)
     for e in live:
         hits = sorted({ref for scheme, ref in map(anchor_ref, _anchors(d, e))
-                       if scheme == "tool_use" and ref in removed})
+                       if scheme == "tool_use" and ref in reasons})
         if hits:
             plan.citations[e] = hits
 
-    plan.expired = _report_order(due_entries | expired_obs, first)
-    plan.tombstoned = _report_order([i for i, r in reasons.items() if r == TOMBSTONED], first)
+    plan.expired = _report_order(due_entries, first, observed=expired_obs)
+    plan.tombstoned = _report_order(tombstoned_here, first)
     plan.pinned = pinned
     plan.downgraded = sorted(plan.citations)
     return plan
@@ -424,10 +438,11 @@ def _anchors(d: Derived, entry_id: str) -> list[str]:
     return [a for a in anchors if isinstance(a, str)]
 
 
-def _report_order(items: Iterable[str], observations: Mapping[str, Event]) -> list[str]:
+def _report_order(items: Iterable[str], observations: Mapping[str, Event],
+                  observed: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Evidence before conclusions: observations first, then entries, each by
-    id. (Partitioned, then sorted in C: a sort key in Python cost a tenth of
-    a large plan.)"""
+    id, of `items` and `observed` (ids known to be observations). (Partitioned,
+    then sorted in C: a sort key in Python cost a tenth of a large plan.)"""
     items = list(items)
-    return sorted([i for i in items if i in observations]) \
+    return sorted(observed.union([i for i in items if i in observations])) \
         + sorted([i for i in items if i not in observations])
