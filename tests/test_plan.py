@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agent_journal.core.clock import format_ts
@@ -390,3 +390,59 @@ def test_report_lists_are_disjoint_sorted_and_never_name_a_tombstone(events, e_t
 
 def events_by_id(events: list[Event]) -> dict[str, Event]:
     return {e.event_id: e for e in events}
+
+
+def _due_by_parsing(stamps: list[str], now: datetime, days: int) -> bool:
+    """Age as the parser reads it: the latest instant (the future counts as
+    now) at least `days` old; any stamp that does not parse is never due."""
+    from agent_journal.core.clock import parse_instant
+
+    try:
+        latest = max(parse_instant(s) for s in stamps)
+    except UsageError:
+        return False
+    return min(latest, now) <= now - timedelta(days=days)
+
+
+_instants = st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 30),
+                         timezones=st.just(UTC))
+# Canonical stamps, and spellings around them: other offsets, no milliseconds,
+# out-of-range fields, days that exist in some months only, year 0.
+_stamps = st.one_of(
+    _instants.map(format_ts),
+    _instants.map(lambda t: t.isoformat()),
+    _instants.map(lambda t: format_ts(t)[:19] + "Z"),
+    _instants.map(lambda t: format_ts(t).replace("Z", "+00:00")),
+    st.builds(lambda y, m, d, h, s: f"{y:04d}-{m:02d}-{d:02d}T{h:02d}:00:{s:02d}.000Z",
+              st.sampled_from([0, 1, 2024, 2100, 9999]), st.sampled_from([0, 1, 2, 4, 12, 13]),
+              st.sampled_from([0, 1, 28, 29, 30, 31, 32]), st.sampled_from([0, 23, 24]),
+              st.sampled_from([0, 59, 60, 61])),
+    st.text(max_size=30),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(stamps=st.lists(_stamps, min_size=1, max_size=4),
+       now=st.datetimes(min_value=datetime(2, 1, 1), max_value=datetime(9999, 12, 30),
+                        timezones=st.just(UTC)),
+       days=st.integers(0, 800))
+@example(stamps=["2100-02-29T00:00:00.000Z"], now=NOW, days=1)  # no such day
+@example(stamps=["2025-04-31T00:00:00.000Z"], now=NOW, days=1)
+@example(stamps=["2025-05-31T23:59:59.999Z"], now=NOW, days=0)
+@example(stamps=["2024-02-29T00:00:00.000Z", "2025-06-01T12:00:00Z"], now=NOW, days=0)
+def test_law_stamps_compared_as_text_are_due_exactly_when_parsed_ones_are(
+        stamps: list[str], now: datetime, days: int) -> None:
+    # Some stamps lie close to the cutoff, where text order and time order
+    # could first part.
+    from agent_journal.core.compaction_plan import _cutoff
+
+    near = now - timedelta(days=days)
+    close = [format_ts(near), format_ts(near + timedelta(milliseconds=1))]
+    stamps = stamps + close[:len(stamps) % 3]
+    cut = _cutoff(now, days)
+    assert cut is not None
+    assert cut.due(stamps) == _due_by_parsing(stamps, now, days)
+    # Each stamp as the one stamp of its own id, judged all at once.
+    ids = [f"o{k}" for k in range(len(stamps))]
+    assert cut.due_once(ids, stamps) == {
+        o for o, s in zip(ids, stamps, strict=True) if _due_by_parsing([s], now, days)}

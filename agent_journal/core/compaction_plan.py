@@ -17,8 +17,9 @@ Invariants:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agent_journal.core import clock
@@ -49,8 +50,14 @@ class CompactionPlan:
         self.pinned: list[str] = []
         self.downgraded: list[str] = []
         self.unclassified: list[str] = []
-        # event id -> the id (entry/observation) whose removal deletes it
-        self.deletions: dict[str, str] = {}
+        # event id -> the id (entry/observation) whose removal deletes it;
+        # see `deletions`
+        self._deletions: dict[str, str] = {}
+        # observation id -> its first event, and the ids of those of them that
+        # expire: their entries in `deletions`, made only when it is read (a
+        # dry run never reads it, and at a million expired ids it is most of
+        # the plan)
+        self._expired_first: tuple[Mapping[str, Event], set[str]] | None = None
         # removed id -> why (TOMBSTONED or EXPIRED)
         self.reasons: dict[str, str] = {}
         # live entry id -> the removed ids its anchors cite
@@ -96,6 +103,14 @@ class CompactionPlan:
                 if scheme == "tool_use" and (ref in removed or ref in targets):
                     return False
         return True
+
+    @property
+    def deletions(self) -> dict[str, str]:
+        if self._expired_first is not None:
+            first, expired = self._expired_first
+            self._expired_first = None
+            self._deletions.update({first[o].event_id: o for o in expired})
+        return self._deletions
 
     @property
     def tombstones_marked_purged(self) -> list[str]:
@@ -156,35 +171,77 @@ def _instant(ts: str, cache: dict[str, datetime | None]) -> datetime | None:
     return value
 
 
-def _cutoff(now: datetime, days: int | None) -> datetime | None:
-    """Latest instant an item may carry and be due; None when nothing is due."""
+# The journal's own stamps (clock.format_ts: UTC, milliseconds, `Z`, fixed
+# width) sort as text in time order, so they are compared as text, unparsed.
+# Only a stamp whose every field is in range for any month is taken so (a day
+# past the 28th is left to the parser, as is any other spelling): it is then
+# one the parser reads, at the instant its text says.
+_CANONICAL = re.compile(r"(?!0000)\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])"
+                        r"T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{3}Z").fullmatch
+
+
+def _all_canonical(stamps: list[str]) -> bool:
+    try:
+        return all(map(_CANONICAL, stamps))
+    except TypeError:  # not text at all: the parser refuses it
+        return False
+
+
+class _Cutoff:
+    """The latest instant an item may carry and be due, as an instant and as
+    the canonical text of its millisecond (a stamp of whole milliseconds is at
+    or before the instant exactly when its text sorts at or before that text)."""
+
+    __slots__ = ("at", "now", "text", "cache")
+
+    def __init__(self, now: datetime, at: datetime) -> None:
+        self.now = now
+        self.at = at
+        utc = at if at.tzinfo is None else at.astimezone(UTC)
+        self.text = (f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:"
+                     f"{utc.minute:02d}:{utc.second:02d}.{utc.microsecond // 1000:03d}Z")
+        self.cache: dict[str, datetime | None] = {}
+
+    def due(self, stamps: list[str]) -> bool:
+        """Due when the latest stamp is at least the TTL old.
+
+        A stamp in the future (clock skew between replicas) counts as now, so
+        a 0-day window still makes it due and no other does.
+        """
+        if not stamps:
+            return False
+        if _all_canonical(stamps):
+            return max(stamps) <= self.text or self.now <= self.at
+        latest: datetime | None = None
+        for ts in stamps:
+            at = _instant(ts, self.cache)
+            if at is None:
+                return False
+            if latest is None or at > latest:
+                latest = at
+        assert latest is not None
+        return min(latest, self.now) <= self.at
+
+    def due_once(self, ids: list[str], stamps: list[str]) -> set[str]:
+        """The ids due, each with its one stamp (stamps[k] is ids[k]'s): when
+        every stamp is canonical, by a text comparison each."""
+        if not _all_canonical(stamps):
+            due = self.due
+            return {o for o, ts in zip(ids, stamps, strict=True) if due([ts])}
+        if self.now <= self.at:
+            return set(ids)
+        text = self.text
+        return {o for o, ts in zip(ids, stamps, strict=True) if ts <= text}
+
+
+def _cutoff(now: datetime, days: int | None) -> _Cutoff | None:
+    """None when nothing is due."""
     if days is None:
         return None
     try:
-        return now - timedelta(days=days)
+        return _Cutoff(now, now - timedelta(days=days))
     except OverflowError:
         return None  # a window longer than the calendar: nothing is that old
-
-
-def _due(events: Iterable[Event], now: datetime, cutoff: datetime | None,
-         cache: dict[str, datetime | None]) -> bool:
-    """Due when the latest event is at least the TTL old.
-
-    An event stamped in the future (clock skew between replicas) counts as
-    stamped now, so a 0-day window still makes it due and no other does.
-    """
-    if cutoff is None:
-        return False
-    latest: datetime | None = None
-    for ev in events:
-        at = _instant(ev.ts, cache)
-        if at is None:
-            return False
-        if latest is None or at > latest:
-            latest = at
-    if latest is None:
-        return False
-    return min(latest, now) <= cutoff
 
 
 def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int | None,
@@ -236,7 +293,7 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
 
     def remove(item: str, evs: Iterable[Event], reason: str) -> None:
         for ev in evs:
-            plan.deletions[ev.event_id] = item
+            plan._deletions[ev.event_id] = item
         plan.reasons[item] = reason
 
     # -- tombstones first: nothing pins or holds back what a tombstone names -------------
@@ -244,7 +301,7 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     # invalidations), and its tombstones are flipped once those are gone, unless
     # only invalidations were here (the target itself never was). Targets are
     # walked in the order their tombstones were read, the order they lie in memory.
-    deletions, reasons = plan.deletions, plan.reasons
+    deletions, reasons = plan._deletions, plan.reasons
     tombstone_events, flips = plan.tombstone_events, plan.flips
     tombstoned = d.tombstones
     plan.tombstone_targets = set(tombstoned)
@@ -287,17 +344,21 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
         plan.flips[tomb_id] = tuple(ev.event_id for ev in left)
 
     # -- ages ----------------------------------------------------------------------------
-    cache: dict[str, datetime | None] = {}
     entry_cut = _cutoff(now, entry_ttl_days)
     obs_cut = _cutoff(now, observation_ttl_days)
     due_entries = set() if entry_cut is None else {
         e for e, recs in records.items()
-        if e not in d.tombstones and _due(recs + invalidations.get(e, []), now, entry_cut, cache)
+        if e not in d.tombstones
+        and entry_cut.due([ev.ts for ev in recs + invalidations.get(e, [])])
     }
-    due_obs = set() if obs_cut is None else {
-        o for o in observations.first
-        if o not in d.tombstones and _due(observations.get(o), now, obs_cut, cache)
-    }
+    due_obs: set[str] = set()
+    if obs_cut is not None:
+        # Most ids are observed once: their stamps are judged all together.
+        once = [o for o in first if o not in more and o not in tombstoned]
+        due_obs = obs_cut.due_once(once, [first[o].ts for o in once])
+        obs_due, get = obs_cut.due, observations.get
+        due_obs.update(o for o in more if o not in tombstoned
+                       and obs_due([x.ts for x in get(o)]))
 
     # An entry that is not live and that a surviving entry derives its outcome
     # through must stay, or the survivor would turn live once it is gone.
@@ -328,22 +389,24 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
             scheme, ref = anchor_ref(anchor)
             if scheme == "tool_use":
                 cited.add(ref)
-    pinned = sorted(o for o in due_obs if o in cited)
-    expired_obs = due_obs - set(pinned)
+    pinned = sorted(due_obs & cited)
+    expired_obs = due_obs - cited
+    tombstoned_here = list(reasons)  # only tombstones have removed anything so far
     for e in due_entries:
         remove(e, records[e] + invalidations.get(e, []), EXPIRED)
-    for o in expired_obs:
-        remove(o, observations.get(o), EXPIRED)
+    plan._expired_first = (first, expired_obs)
+    reasons.update(dict.fromkeys(expired_obs, EXPIRED))
+    for o in expired_obs & more.keys():
+        remove(o, more[o], EXPIRED)
 
-    removed = set(plan.reasons)
     for e in live:
         hits = sorted({ref for scheme, ref in map(anchor_ref, _anchors(d, e))
-                       if scheme == "tool_use" and ref in removed})
+                       if scheme == "tool_use" and ref in reasons})
         if hits:
             plan.citations[e] = hits
 
-    plan.expired = _report_order(due_entries | expired_obs, first)
-    plan.tombstoned = _report_order([i for i, r in reasons.items() if r == TOMBSTONED], first)
+    plan.expired = _report_order(due_entries, first, observed=expired_obs)
+    plan.tombstoned = _report_order(tombstoned_here, first)
     plan.pinned = pinned
     plan.downgraded = sorted(plan.citations)
     return plan
@@ -375,10 +438,11 @@ def _anchors(d: Derived, entry_id: str) -> list[str]:
     return [a for a in anchors if isinstance(a, str)]
 
 
-def _report_order(items: Iterable[str], observations: Mapping[str, Event]) -> list[str]:
+def _report_order(items: Iterable[str], observations: Mapping[str, Event],
+                  observed: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Evidence before conclusions: observations first, then entries, each by
-    id. (Partitioned, then sorted in C: a sort key in Python cost a tenth of
-    a large plan.)"""
+    id, of `items` and `observed` (ids known to be observations). (Partitioned,
+    then sorted in C: a sort key in Python cost a tenth of a large plan.)"""
     items = list(items)
-    return sorted([i for i in items if i in observations]) \
+    return sorted(observed.union([i for i in items if i in observations])) \
         + sorted([i for i in items if i not in observations])
