@@ -35,8 +35,9 @@ from test_replicas import (
 )
 
 from agent_journal.core.errors import DamagedJournalError
-from agent_journal.ops import export_check, local_scans, replicas
+from agent_journal.ops import export_check, replicas
 from agent_journal.ops.context import Context
+from agent_journal.storage import local_scans, verified_points
 from agent_journal.storage.connection import connect, run_write
 from agent_journal.storage.files import create_private_file, make_private_dirs
 from agent_journal.storage.root import Root
@@ -50,7 +51,7 @@ def _segments(root: Path) -> Path:
 
 
 def _projection(root: Path) -> Path:
-    return root / "cache" / export_check.PROJECTION_AREA / f"{WS}.json"
+    return root / "cache" / verified_points.PROJECTION_AREA / f"{WS}.json"
 
 
 def _sealed_root(base: Path, segments: int = 4) -> Path:

@@ -34,7 +34,6 @@ from agent_journal.ops.context import Context, damage_summary
 from agent_journal.ops.export_check import (
     SnapshotUnreadable,
     Verdict,
-    VerifiedPoints,
     travelling_artifacts,
     verdicts,
 )
@@ -55,6 +54,7 @@ from agent_journal.storage.replica_source import (
     snapshot_segment,
 )
 from agent_journal.storage.segment_reader import PausedGC
+from agent_journal.storage.verified_points import VerifiedPoints
 from agent_journal.storage.workspace import Workspace
 
 Progress = Callable[[str], None] | None

@@ -41,13 +41,13 @@ from agent_journal.core.merge_plan import (
 )
 from agent_journal.core.model import OBSERVATION, TOMBSTONE, Event
 from agent_journal.ops.context import Context, damage_summary
-from agent_journal.ops.local_scans import ScanPoints
 from agent_journal.storage.artifacts import artifact_path, blob_present
 from agent_journal.storage.files import (
     confine_to,
     copy_file_verified,
     file_digest,
 )
+from agent_journal.storage.local_scans import ScanPoints
 from agent_journal.storage.locks import MergeLock
 from agent_journal.storage.replica_import import ImportSource, ImportWriter
 from agent_journal.storage.replica_source import (
@@ -248,7 +248,7 @@ def scan_local(ws: Workspace, *, paths: list[str] | None = None, into: Local | N
     decide what a merge may write; a damaged one, or a segment SQLite cannot
     read or finds corrupt (which could hold one), is damage. A row that
     cannot be a tombstone changes nothing a merge decides and is not read.
-    With `points` (ops/local_scans.py), a segment read before under the same
+    With `points` (storage/local_scans.py), a segment read before under the same
     fingerprint has only its ids read again.
     """
     local = Local() if into is None else into
