@@ -23,38 +23,23 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any
 
-from agent_journal.storage import erasure_generation
-from agent_journal.storage.cache import CACHE_DIR, segment_signature
-from agent_journal.storage.files import make_private_dirs, write_file_atomic
-from agent_journal.storage.workspace import Workspace
+from agent_journal.storage.cache import segment_signature
+from agent_journal.storage.segment_memo import SegmentMemo
 
 AREA = "merge-scan"
 FORMAT = 1
 RACY_NS = 2_000_000_000
 
 
-class ScanPoints:
+class ScanPoints(SegmentMemo):
     """Clean scan answers by segment name and fingerprint."""
 
-    def __init__(self, ws: Workspace) -> None:
-        self.path = os.path.join(ws.root.path, CACHE_DIR, AREA, ws.name + ".json")
-        self.entries: dict[str, dict[str, Any]] = {}
-        self.ws = ws
-        self.generation = erasure_generation.noted(ws)  # before any segment is read
-        try:
-            with open(self.path, "rb") as fh:
-                got = json.loads(fh.read())
-            if isinstance(got, dict) and got.get("format") == FORMAT and \
-                    isinstance(got.get("segments"), dict):
-                self.entries = got["segments"]
-        except (OSError, ValueError):
-            pass
-        self.changed = False
+    AREA = AREA
+    FORMAT = FORMAT
 
     @staticmethod
     def fingerprint(path: str) -> str | None:
@@ -88,22 +73,3 @@ class ScanPoints:
             "sig": sig, "tombstoned": sorted(tombstoned), "removed": sorted(removed),
             "origin": sorted([r, s] for r, s in origin)}
         self.changed = True
-
-    def keep_only(self, names: set[str]) -> None:
-        for name in [n for n in self.entries if n not in names]:
-            del self.entries[name]
-            self.changed = True
-
-    def save(self) -> None:
-        if not self.changed:
-            return
-        body = json.dumps({"format": FORMAT, "segments": self.entries},
-                          sort_keys=True).encode("utf-8")
-        try:
-            with erasure_generation.Storing(self.ws, self.generation) as unchanged:
-                if unchanged:
-                    make_private_dirs(os.path.dirname(self.path))
-                    write_file_atomic(self.path, body)
-        except OSError:
-            pass  # only an accelerator
-        self.changed = False

@@ -11,16 +11,11 @@ the file is stored only while the erasure generation has not moved since it was 
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any
 
 from agent_journal.core import merge_plan
-from agent_journal.storage import erasure_generation
-from agent_journal.storage.cache import CACHE_DIR
-from agent_journal.storage.files import make_private_dirs, write_file_atomic
 from agent_journal.storage.replica_source import Unreadable, rows_about
-from agent_journal.storage.workspace import Workspace
+from agent_journal.storage.segment_memo import SegmentMemo
 
 PROJECTION_AREA = "verified"
 PROJECTION_FORMAT = 1
@@ -29,23 +24,11 @@ ERASABLE = tuple(sorted(merge_plan.ERASABLE_TYPES))
 Verdict = dict[str, Any]
 
 
-class VerifiedPoints:
+class VerifiedPoints(SegmentMemo):
     """Clean verdicts of earlier checks, by segment name and snapshot bytes."""
 
-    def __init__(self, ws: Workspace) -> None:
-        self.path = os.path.join(ws.root.path, CACHE_DIR, PROJECTION_AREA, ws.name + ".json")
-        self.entries: dict[str, dict[str, Any]] = {}
-        self.ws = ws
-        self.generation = erasure_generation.noted(ws)  # before any segment is read
-        try:
-            with open(self.path, "rb") as fh:
-                got = json.loads(fh.read())
-            if isinstance(got, dict) and got.get("format") == PROJECTION_FORMAT and \
-                    isinstance(got.get("segments"), dict):
-                self.entries = got["segments"]
-        except (OSError, ValueError):
-            pass  # none yet, or damaged: every snapshot is checked
-        self.changed = False
+    AREA = PROJECTION_AREA
+    FORMAT = PROJECTION_FORMAT
 
     def lookup(self, name: str, size: int, checksum: str, path: str,
                tombstoned: set[str]) -> Verdict | None:
@@ -74,25 +57,3 @@ class VerifiedPoints:
         if self.entries.get(name) != entry:
             self.entries[name] = entry
             self.changed = True
-
-    def forget(self, name: str) -> None:
-        if self.entries.pop(name, None) is not None:
-            self.changed = True
-
-    def keep_only(self, names: set[str]) -> None:
-        for name in [n for n in self.entries if n not in names]:
-            self.forget(name)
-
-    def save(self) -> None:
-        """Write it back when it changed; a failure only costs checks later."""
-        if not self.changed:
-            return
-        body = json.dumps({"format": PROJECTION_FORMAT, "segments": self.entries},
-                          sort_keys=True).encode("utf-8")
-        try:
-            with erasure_generation.Storing(self.ws, self.generation) as unchanged:
-                if unchanged:
-                    make_private_dirs(os.path.dirname(self.path))
-                    write_file_atomic(self.path, body)
-        except OSError:
-            pass
