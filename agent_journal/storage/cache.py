@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from agent_journal.core import codec
-from agent_journal.storage.connection import connect, describe_sqlite_error
+from agent_journal.storage.connection import connect, describe_sqlite_error, run_write
 from agent_journal.storage.files import check_confined, create_private_file, make_private_dirs
 from agent_journal.storage.segment import SEGMENT_SUFFIX, never_initialised, open_segment_for_read
 
@@ -50,6 +50,39 @@ def remove_cache_files(path: str) -> None:
             os.unlink(name)
         except FileNotFoundError:
             pass
+
+
+def open_identified_cache(path: str, schema: Iterable[str], identity: dict[str, str], *,
+                          what: str, no_sync: bool = False) -> sqlite3.Connection:
+    """Open a projection whose `meta` table names what it was built for (`identity`:
+    format, workspace, ...): a fresh file gets `schema` and that identity; a file with
+    another identity, or one SQLite cannot read, is removed and started afresh (once).
+    `no_sync` is for a projection whose every record carries its own digest, so a
+    record a crash tears is read again rather than trusted."""
+
+    def init(c: sqlite3.Connection) -> bool:
+        for statement in schema:
+            c.execute(statement)
+        have = dict(c.execute("SELECT key, value FROM meta").fetchall())
+        if not have:
+            c.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", identity.items())
+            return True
+        return have == identity
+
+    for _ in range(2):
+        conn = None
+        try:
+            conn = open_cache(path, erasing=True)
+            if no_sync:
+                conn.execute("PRAGMA synchronous=OFF")
+            if run_write(conn, init):
+                return conn
+        except sqlite3.DatabaseError:
+            pass  # not a projection this version can read: start again from nothing
+        if conn is not None:
+            conn.close()
+        remove_cache_files(path)
+    raise sqlite3.DatabaseError(f"the {what} could not be recreated")
 
 
 def open_cache(path: str, *, bulk: bool = False, erasing: bool = False) -> sqlite3.Connection:

@@ -53,8 +53,7 @@ from agent_journal.storage import erasure_generation
 from agent_journal.storage.cache import (
     cache_lock_path,
     cache_path,
-    open_cache,
-    remove_cache_files,
+    open_identified_cache,
     segment_signature,
 )
 from agent_journal.storage.connection import run_write
@@ -133,31 +132,8 @@ def _identity(ws: Workspace) -> dict[str, str]:
 
 
 def _open(ws: Workspace) -> sqlite3.Connection:
-    path = path_of(ws)
-    want = _identity(ws)
     schema = [statement for statement in SCHEMA.split(";") if statement.strip()]
-
-    def init(c: sqlite3.Connection) -> bool:
-        for statement in schema:
-            c.execute(statement)
-        have = dict(c.execute("SELECT key, value FROM meta").fetchall())
-        if not have:
-            c.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", want.items())
-            return True
-        return have == want
-
-    for _ in range(2):
-        conn = None
-        try:
-            conn = open_cache(path, erasing=True)
-            if run_write(conn, init):
-                return conn
-        except sqlite3.DatabaseError:
-            pass  # not a cache we can read: start again from nothing
-        if conn is not None:
-            conn.close()
-        remove_cache_files(path)
-    raise sqlite3.DatabaseError("the digest cache could not be recreated")
+    return open_identified_cache(path_of(ws), schema, _identity(ws), what="digest cache")
 
 
 class _Segment:

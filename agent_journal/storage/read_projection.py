@@ -50,8 +50,7 @@ from agent_journal.storage import erasure_generation
 from agent_journal.storage.cache import (
     cache_lock_path,
     cache_path,
-    open_cache,
-    remove_cache_files,
+    open_identified_cache,
 )
 from agent_journal.storage.compaction_rows import SegmentRead
 from agent_journal.storage.connection import run_write
@@ -222,33 +221,10 @@ def counts_of(head: Any) -> dict[tuple[str, str], int]:
 
 
 def _open(ws: Workspace, area: str) -> sqlite3.Connection:
-    path = path_of(ws, area)
-    want = _identity(ws, area)
-
-    def init(c: sqlite3.Connection) -> bool:
-        for statement in SCHEMA:
-            c.execute(statement)
-        have = dict(c.execute("SELECT key, value FROM meta").fetchall())
-        if not have:
-            c.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", want.items())
-            return True
-        return have == want
-
-    for _ in range(2):
-        conn = None
-        try:
-            conn = open_cache(path, erasing=True)
-            # No sync per record: a record a crash tears fails its digest and
-            # is read again, and a file SQLite cannot open is started afresh.
-            conn.execute("PRAGMA synchronous=OFF")
-            if run_write(conn, init):
-                return conn
-        except sqlite3.DatabaseError:
-            pass  # not a projection this version can read: start again from nothing
-        if conn is not None:
-            conn.close()
-        remove_cache_files(path)
-    raise sqlite3.DatabaseError("the read projection could not be recreated")
+    # No sync per record: a record a crash tears fails its digest and is read
+    # again, and a file SQLite cannot open is started afresh.
+    return open_identified_cache(path_of(ws, area), SCHEMA, _identity(ws, area),
+                                 what="read projection", no_sync=True)
 
 
 @contextmanager
