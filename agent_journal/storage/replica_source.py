@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from agent_journal.core.errors import BusyError, StorageError
 from agent_journal.core.merge_plan import TOMBSTONE_WORDS
@@ -257,27 +257,7 @@ def _snapshot_failed(dest: str, exc: sqlite3.Error) -> NoReturn:
 def subjects_present(path: str, subjects: set[str], types: tuple[str, ...]) -> set[str]:
     """Which of `subjects` some row of one of `types` in the file names (read through
     the subject index; the file is opened immutable). Raises Unreadable."""
-    found: set[str] = set()
-    if not subjects:
-        return found
-    wanted = sorted(subjects)
-    try:
-        conn = _open_for_reading(path, immutable=True)
-    except sqlite3.Error as exc:
-        raise Unreadable(describe_sqlite_error(exc)) from None
-    try:
-        kinds = ",".join("?" * len(types))
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            found.update(str(r[0]) for r in conn.execute(
-                f"SELECT DISTINCT subject FROM events WHERE subject IN ({marks}) "
-                f"AND type IN ({kinds})", (*chunk, *types)))
-    except sqlite3.Error as exc:
-        raise Unreadable(describe_sqlite_error(exc)) from None
-    finally:
-        conn.close()
-    return found
+    return {str(subject) for _seq, subject in _rows_by_subject(path, subjects, types)}
 
 
 def rows_about(path: str, subjects: set[str], types: tuple[str, ...]) -> list[int]:
@@ -285,24 +265,30 @@ def rows_about(path: str, subjects: set[str], types: tuple[str, ...]) -> list[in
     seq order (read through the subject index; the file is opened immutable).
     The columns are lookup copies: only for a file whose columns were checked
     against its bytes. Raises Unreadable."""
-    found: list[int] = []
+    return sorted(int(seq) for seq, _subject in _rows_by_subject(path, subjects, types))
+
+
+def _rows_by_subject(path: str, subjects: set[str], types: tuple[str, ...]
+                     ) -> list[tuple[Any, Any]]:
+    """(seq, subject) of every row of one of `types` whose subject is in `subjects`."""
     if not subjects:
-        return found
+        return []
     wanted = sorted(subjects)
     try:
         conn = _open_for_reading(path, immutable=True)
     except sqlite3.Error as exc:
         raise Unreadable(describe_sqlite_error(exc)) from None
+    found: list[tuple[Any, Any]] = []
     try:
         kinds = ",".join("?" * len(types))
-        for start in range(0, len(wanted), 500):
+        for start in range(0, len(wanted), 500):  # SQLite's bound on parameters
             chunk = wanted[start:start + 500]
             marks = ",".join("?" * len(chunk))
-            found.extend(int(r[0]) for r in conn.execute(
-                f"SELECT seq FROM events WHERE subject IN ({marks}) "
+            found.extend(conn.execute(
+                f"SELECT seq, subject FROM events WHERE subject IN ({marks}) "
                 f"AND type IN ({kinds})", (*chunk, *types)))
     except sqlite3.Error as exc:
         raise Unreadable(describe_sqlite_error(exc)) from None
     finally:
         conn.close()
-    return sorted(found)
+    return found
