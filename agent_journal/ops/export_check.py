@@ -31,7 +31,6 @@ from collections.abc import Container, Iterator
 from typing import Any
 
 from agent_journal.core import codec, merge_plan
-from agent_journal.core.errors import UsageError
 from agent_journal.core.model import OBSERVATION
 from agent_journal.ops.replicas import verify_row
 from agent_journal.storage.replica_source import SegmentRows, Unreadable
@@ -100,8 +99,6 @@ def travelling_artifacts(v: Verdict, tombstoned: Container[str]
             yield art
 
 
-# -- the verified-points projection ------------------------------------------------------
-
 # -- sharing the checks -------------------------------------------------------------------
 
 def verify_workers(sizes: list[int]) -> int:
@@ -110,19 +107,9 @@ def verify_workers(sizes: list[int]) -> int:
     $AGENT_JOURNAL_VERIFY_WORKERS sets the number (0: check here only);
     otherwise one per further available core, once there is enough to check.
     """
-    from agent_journal.storage.compaction_workers import available_cores
+    from agent_journal.storage.compaction_workers import worker_count
 
-    chosen = os.environ.get(ENV_VERIFY_WORKERS, "").strip()
-    if chosen:
-        if not chosen.isdigit():
-            raise UsageError(f"{ENV_VERIFY_WORKERS} must be a whole number of worker "
-                             f"processes (0 or more), not {chosen!r}")
-        wanted = int(chosen)
-    elif sum(sizes) < PARALLEL_CHECK_MIN_BYTES:
-        return 0
-    else:
-        wanted = available_cores() - 1
-    return max(0, min(wanted, MAX_VERIFY_WORKERS, len(sizes) - 1))
+    return worker_count(sizes, ENV_VERIFY_WORKERS, PARALLEL_CHECK_MIN_BYTES, MAX_VERIFY_WORKERS)
 
 
 def verdicts(paths: list[str], tombstoned: set[str]) -> Iterator[tuple[int, Verdict]]:

@@ -44,17 +44,26 @@ def compaction_workers(sizes: list[int]) -> int:
     $AGENT_JOURNAL_COMPACT_WORKERS sets the number (0: read here only);
     otherwise one per further available core, once there is enough to read.
     """
-    chosen = os.environ.get(ENV_COMPACT_WORKERS, "").strip()
+    return worker_count(sizes, ENV_COMPACT_WORKERS, PARALLEL_READ_MIN_BYTES,
+                        MAX_COMPACT_WORKERS)
+
+
+def worker_count(sizes: list[int], env: str, min_bytes: int, most: int) -> int:
+    """Worker processes beside this one for files of these sizes: `$env` when set
+    (a whole number; anything else is a usage error), else one per further core
+    once there are `min_bytes` to share (a fresh interpreter costs tenths of a
+    second), never more than `most` nor more than the files beyond the first."""
+    chosen = os.environ.get(env, "").strip()
     if chosen:
         if not chosen.isdigit():
-            raise UsageError(f"{ENV_COMPACT_WORKERS} must be a whole number of worker "
+            raise UsageError(f"{env} must be a whole number of worker "
                              f"processes (0 or more), not {chosen!r}")
         wanted = int(chosen)
-    elif sum(sizes) < PARALLEL_READ_MIN_BYTES:
+    elif sum(sizes) < min_bytes:
         return 0
     else:
         wanted = available_cores() - 1
-    return max(0, min(wanted, MAX_COMPACT_WORKERS, len(sizes) - 1))
+    return max(0, min(wanted, most, len(sizes) - 1))
 
 
 def available_cores() -> int:
