@@ -680,6 +680,28 @@ def test_a_blob_another_event_still_references_is_kept(root):
     assert outcome.report["tombstoned"] == ["o-a"] and blob.exists()
 
 
+
+@pytest.mark.parametrize("segments", ["one", "two"])
+def test_a_blob_a_fresh_capture_still_cites_outlives_its_expired_twin(root, monkeypatch,
+                                                                        segments):
+    """A TTL plan that reads observation ages, not rows, must still see that a
+    kept observation cites the blob an expired one held."""
+    from agent_journal.ops import evidence
+
+    if segments == "two":
+        monkeypatch.setenv(ENV_SEGMENT_MAX_BYTES, "1")  # every write opens a new segment
+    monkeypatch.setenv("AGENT_JOURNAL_NOW", "2025-01-01T00:00:00Z")
+    blob = write_artifact_observation(root, "o-old", KEPT * 10)
+    monkeypatch.setenv("AGENT_JOURNAL_NOW", "2025-06-01T00:00:00Z")
+    write_artifact_observation(root, "o-new", KEPT * 10)  # same content, same blob
+    ctx = ctx_for(root)
+    for expired in (["o-old"], []):
+        outcome = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=30,
+                                  apply=True)
+        assert outcome.report["expired"] == expired and blob.exists()
+    found = evidence.get(ctx, "o-new")
+    assert found.raw == KEPT * 10  # the capture's output, read back from its blob
+
 # -- real processes -----------------------------------------------------------------------------
 
 def build_segment(path: Path, events: list[Event], *, workspace: str = "ws") -> None:
