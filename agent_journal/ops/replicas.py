@@ -321,16 +321,20 @@ def merge(ctx: Context, source: str, *, allow_damaged: bool = False,
     me = ws.root.replica_id
     say(progress, "merge: reading the local workspace")
     with MergeLock(ws), PausedGC():
-        return _merge_locked(ws, src, me, progress, allow_damaged, _scan_remembering(ws))
+        local, points = _scan_remembering(ws)
+        report = _merge_locked(ws, src, me, progress, allow_damaged, local, points)
+        points.save()
+        return report
 
 
-def _scan_remembering(ws: Workspace) -> Local:
-    """scan_local of the whole workspace through its scan-points projection."""
+def _scan_remembering(ws: Workspace) -> tuple[Local, ScanPoints]:
+    """scan_local of the whole workspace through its scan-points projection, and
+    the projection (each merge adds the imports it publishes; save it after)."""
     points = ScanPoints(ws)
     local = scan_local(ws, points=points)
     points.keep_only({os.path.basename(p) for p in ws.segment_paths()})
     points.save()
-    return local
+    return local, points
 
 
 def merge_all(ctx: Context, sources: list[str], *, checked: bool = False,
@@ -356,13 +360,17 @@ def merge_all(ctx: Context, sources: list[str], *, checked: bool = False,
     reports = []
     say(progress, "merge: reading the local workspace")
     with MergeLock(ws), PausedGC():
-        local = _scan_remembering(ws)
-        for n, src in enumerate(srcs, 1):
-            report = _merge_locked(ws, src, me, progress, False, local)
-            reports.append(report)
-            if n < len(srcs):  # (after the last one, nothing reads it)
-                scan_local(ws, paths=[os.path.join(ws.root.path, rel)
-                                      for rel in report["segmentsTouched"]], into=local)
+        local, points = _scan_remembering(ws)
+        try:
+            for n, src in enumerate(srcs, 1):
+                report = _merge_locked(ws, src, me, progress, False, local, points)
+                reports.append(report)
+                if n < len(srcs):  # (after the last one, nothing reads it)
+                    scan_local(ws, paths=[os.path.join(ws.root.path, rel)
+                                          for rel in report["segmentsTouched"]], into=local,
+                               points=points)
+        finally:
+            points.save()
     return reports
 
 
@@ -373,8 +381,9 @@ def _source_refusal(malformed: list[dict[str, Any]]) -> str:
 
 
 def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
-                  allow_damaged: bool, local: Local) -> dict[str, Any]:
-    """One merge; `local` is scan_local of the workspace as it is now."""
+                  allow_damaged: bool, local: Local, points: ScanPoints) -> dict[str, Any]:
+    """One merge; `local` is scan_local of the workspace as it is now. The
+    imports it publishes are added to `points` from what it wrote into them."""
     unreadable: list[dict[str, str]] = []
     malformed: list[dict[str, Any]] = []
 
@@ -480,6 +489,8 @@ def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
     except BaseException:
         writer.abort()
         raise
+    for path in touched:
+        points.remember_published(path, *writer.published[path])
 
     copied, already, missing = _merge_artifacts(ws, src, wanted_artifacts, tombstoned)
     return {
@@ -521,6 +532,7 @@ def _import_segment(seg: ImportSource, name: str, src: Source,
     copied: list[str] = []
     rebuilt: list[tuple[str, str, str | None, str, bytes, str]] = []
     rebuilt_origins: list[tuple[str, str, str, int]] = []
+    tombstones: set[str] = set()
     # A sealed row named malformed needs its bytes too: could it be a tombstone?
     rows = seg.rows(bodies="tombstones" if src.sealed and not sealed_bad else "all")
     for seq, event_id, col_type, col_subject, col_ts, digest, body in rows:
@@ -564,6 +576,8 @@ def _import_segment(seg: ImportSource, name: str, src: Source,
             skip.append(event_id)
             continue
         assert decision == IMPORT
+        if type_ == TOMBSTONE:
+            tombstones.add(obj["id"] if obj is not None else subject)
         changed = merge_plan.arriving(codec.from_dict(obj)) if type_ == TOMBSTONE and \
             obj is not None else None
         if changed is not None:
@@ -582,6 +596,7 @@ def _import_segment(seg: ImportSource, name: str, src: Source,
             rebuilt_origins.append((event_id, origin[0], origin[1], origin[2]))
     seg.copy(skip, copied_ids=copied, own=own_key)
     seg.insert(rebuilt, rebuilt_origins)
+    seg.wrote_tombstones(tombstones)
 
 
 def _import_sealed(seg: ImportSource, own_key: tuple[str, str] | None,
@@ -609,9 +624,11 @@ def _import_sealed(seg: ImportSource, own_key: tuple[str, str] | None,
     rebuilt = []
     origins = []
     provenance: dict[str, tuple[str, str, int]] | None = None
+    written: set[str] = set()
     for seq, event_id, type_, subject, ts, obj in tombstones:
         if decisions.get(event_id, IMPORT) != IMPORT:
             continue
+        written.add(obj["id"])
         changed = merge_plan.arriving(codec.from_dict(obj))
         if changed is not None:
             raw, new_digest = codec.encode(changed)
@@ -627,6 +644,7 @@ def _import_sealed(seg: ImportSource, own_key: tuple[str, str] | None,
     copied = [e for _, e in ids if e not in decisions] if decisions else [e for _, e in ids]
     seg.copy(decisions, copied_ids=copied, own=own_key)
     seg.insert(rebuilt, origins)
+    seg.wrote_tombstones(written)
     return True
 
 
