@@ -232,11 +232,11 @@ def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str]
     in_snapshot: dict[str, set[str]] = {} if snapshot_tombstones is None else snapshot_tombstones
     unknown: list[int] = []
     for k, (name, _, _) in enumerate(snapshots):
-        known = points.tombstones(name, *digests[k])
-        if known is None:
+        named = points.tombstones(name, *digests[k])
+        if named is None:
             unknown.append(k)
         else:
-            in_snapshot[name] = known
+            in_snapshot[name] = named
     for k, got in zip(unknown, _in_threads(_candidates, [snapshots[k][1] for k in unknown]),
                       strict=True):
         if isinstance(got, str):

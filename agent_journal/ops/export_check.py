@@ -9,9 +9,10 @@ checks are shared between this process and worker processes.
 Invariants:
 - A snapshot's verdict (its malformed rows, the rows a tombstone withholds,
   the rows whose lookup columns must be rewritten to agree with their bytes,
-  the artifacts its observations cite, the ids its tombstones name) is what `verdict` computes from its
-  rows, whoever computes it: this process, a worker process, or, for bytes
-  checked before, the verified-points projection plus one indexed query.
+  the artifacts its observations cite, the ids its tombstones name) is what
+  `verdict` computes from its rows, whoever computes it: this process, a
+  worker process, or, for bytes checked before, the verified-points
+  projection plus one indexed query.
 - The projection (<root>/cache/verified/<ws>.json, `VerifiedPoints`)
   remembers only clean snapshots (every row well-formed, every row's columns
   agreeing with its bytes), under the segment's name and the snapshot's exact

@@ -577,7 +577,9 @@ def _import_segment(seg: ImportSource, name: str, src: Source,
             continue
         assert decision == IMPORT
         if type_ == TOMBSTONE:
-            tombstones.add(obj["id"] if obj is not None else subject)
+            named = obj["id"] if obj is not None else subject
+            if named is not None:
+                tombstones.add(named)
         changed = merge_plan.arriving(codec.from_dict(obj)) if type_ == TOMBSTONE and \
             obj is not None else None
         if changed is not None:
