@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CLI, all_bytes_under, clean_env
-from hypothesis import given
+from hypothesis import given, settings
 from test_replicas import (
     LAW_SETTINGS,
     WS,
@@ -393,3 +393,39 @@ def test_an_export_of_bytes_checked_before_reads_no_row_for_its_tombstones(tmp_p
     assert _files(tmp_path / "first") == _files(tmp_path / "again")
     assert again == {**first, "dest": str(tmp_path / "again")}
     assert first["withheld"] == 2
+
+
+@settings(LAW_SETTINGS, max_examples=max(1, LAW_SETTINGS.max_examples // 3))
+@given(replica_sets(3))
+def test_asking_the_local_index_about_the_source_ids_merges_what_reading_every_id_merges(data):
+    from unittest import mock
+
+    base = scratch()
+    try:
+        target, first, *sources = build(base, *data)
+        merge(target, first)  # imports (with provenance) on the local side too
+        exported = []
+        for n, src in enumerate([*sources, first]):
+            dest = base / f"export{n}"
+            export(src, dest)
+            exported.append(dest)
+        runs = {}
+        for probing in (False, True):
+            into = copy_root(target, base / f"probing-{probing}")
+            asked = []
+            real = replicas.held_here
+
+            def counting(ws, wanted, real=real, asked=asked):
+                asked.append(len(wanted))
+                return real(ws, wanted)
+
+            with mock.patch.object(replicas, "probe_ids", lambda ws, srcs, p=probing: p), \
+                    mock.patch.object(replicas, "held_here", counting):
+                reports = [merge(into, exported[-1])]
+                reports += replicas.merge_all(Context(str(into), WS),
+                                              [str(e) for e in exported])
+            assert bool(asked) == probing
+            runs[probing] = (reports, state(into))
+        assert runs[True] == runs[False]
+    finally:
+        shutil.rmtree(base)
