@@ -5,7 +5,7 @@ each segment's integrity check, its provenance, and every row whose bytes could
 be a tombstone, which means reading every body. A sealed segment gives the same
 answers every time, so a clean segment's answers are kept here and a later
 merge reads only what changed since, plus the event ids (read from their
-index, never remembered: they are most of what a segment holds).
+index, or asked of it, never remembered: they are most of what a segment holds).
 
 Invariants:
 - A projection, never a source of truth: a segment's answers are used only
