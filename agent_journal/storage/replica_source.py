@@ -137,6 +137,24 @@ def stream_ids(path: str, *, batch: int = 50_000) -> Iterator[list[tuple[str]]]:
         conn.close()
 
 
+def ids_held(path: str, wanted: list[str]) -> set[str]:
+    """Which of `wanted` the segment holds, found through its event_id index (for a
+    merge of a few events into a large workspace). Raises Unreadable."""
+    import json
+
+    conn = _begin_read(path, immutable=False)
+    if conn is None:
+        return set()
+    try:
+        return {str(e) for (e,) in conn.execute(
+            "SELECT event_id FROM events WHERE event_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(wanted),))}
+    except sqlite3.Error as exc:
+        raise Unreadable(describe_sqlite_error(exc)) from None
+    finally:
+        conn.close()
+
+
 def origin_keys(path: str) -> set[tuple[str, str]]:
     """The distinct (replica, segment) pairs an import segment's provenance names."""
     try:
