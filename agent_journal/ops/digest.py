@@ -408,7 +408,7 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
                        "ts": r.ts, **latest.as_dict()}, line + f" [{r.call_id}]\n")
     open_runs = open_.total
     open_.fill(fold.open_failures(), lambda f: (_failure_item(f), _failure_line(f, with_id=True)))
-    open_.total += open_runs
+    open_.total = fold.failures.visible_open + open_runs
     resolved.fill(fold.failures.resolved_failures(),
                   lambda f: (_failure_item(f), _failure_line(f, with_id=False)))
     resolved.total = fold.failures.resolved_total

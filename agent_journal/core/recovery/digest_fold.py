@@ -118,7 +118,6 @@ class DigestFold:
         self.runs = TestRunsFold(keep_ids=False)
         self.failures = FailuresFold(KEEP["failures"] if bound else None)
         self.failure_marks: dict[str, int] = {}  # failure call id -> SHOWN | TASK | RECENT
-        self.in_run: set[str] = set()  # open failures of a test or check run
         self.git = GitFold(KEEP["git"] if bound else None)
         self.merge_marks: dict[str, int] = {}  # merge call id -> its mark, while it waits
         self.files = FilesFold(keep_ids=False)
@@ -145,7 +144,8 @@ class DigestFold:
         if call.get("refusal") == "rejected" and words:
             self.rejections.add(call)
         joined = self.runs.step(call)
-        failure = self.failures.step(call)
+        # An open failure of a test or check run shows with its run.
+        failure = self.failures.step(call, hidden=joined)
         listed = self.git.step(call)
         for merge in self.git.named:
             self._shown_later(merge)
@@ -161,8 +161,6 @@ class DigestFold:
             self.unfinished.append(call)
         if failure is not None:
             self.failure_marks[call.id] = mark
-            if joined:
-                self.in_run.add(call.id)
             self._prune_failures()
         if call.get("merged"):
             self.merge_marks[call.id] = mark
@@ -232,7 +230,6 @@ class DigestFold:
         kept = set(self.failures.open) | {f.call_id for f in
                                           self.failures.resolved_failures()}
         self.failure_marks = {k: v for k, v in self.failure_marks.items() if k in kept}
-        self.in_run &= set(self.failures.open)
 
     # -- the end ------------------------------------------------------------------------
 
@@ -249,8 +246,9 @@ class DigestFold:
         return shown
 
     def open_failures(self) -> list[Failure]:
-        """The open failures the digest lists (an open failure of a run shows with it)."""
-        return [f for f in self.failures.open_failures() if f.call_id not in self.in_run]
+        """The open failures the digest lists, kept (failures.visible_open counts them all;
+        an open failure of a run shows with its run)."""
+        return self.failures.open_failures(hidden=False)
 
     def _marks(self) -> dict[str, int]:
         marks = dict(self.failure_marks)
@@ -295,7 +293,7 @@ class DigestFold:
             None if self.plan is None else _pack_marked(self.plan),
             None if self.todo is None else _pack_marked(self.todo),
             [_pack_call(c) for c in self.unfinished], self.runs.packed(),
-            self.failures.packed(), self.failure_marks, sorted(self.in_run),
+            self.failures.packed(), self.failure_marks,
             self.git.packed(), self.merge_marks, self.files.packed(), self.reads.packed(),
             self.tasks.packed(_pack_call), self.recent.packed(_pack_call),
         ]
@@ -304,7 +302,7 @@ class DigestFold:
     def unpacked(cls, packed: list[Any]) -> DigestFold:
         (tail, sessions, cwd, goal, asked, rejections, instructions, assistant, summaries,
          titles, subagent_results, rewound, meta, meta_texts, calls_since, prompts_since,
-         last_actions, plan, todo, unfinished, runs, failures, failure_marks, in_run, git,
+         last_actions, plan, todo, unfinished, runs, failures, failure_marks, git,
          merge_marks, files, reads, tasks, recent) = packed
         fold = cls(tail)
         fold.sessions = set(sessions)
@@ -328,7 +326,6 @@ class DigestFold:
         fold.runs = TestRunsFold.unpacked(runs)
         fold.failures = FailuresFold.unpacked(failures)
         fold.failure_marks = dict(failure_marks)
-        fold.in_run = set(in_run)
         fold.git = GitFold.unpacked(git)
         fold.merge_marks = dict(merge_marks)
         fold.files = FilesFold.unpacked(files)
