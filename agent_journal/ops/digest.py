@@ -776,12 +776,83 @@ def _read(ws: Workspace, *, cached: bool, as_of: str | None = None
     return result, derive(result.events), used
 
 
+# Calls this close to the newest are folded into the state kept only up to the first one
+# still unfinished: its outcome usually lands before the next digest, and a call folded
+# already cannot take it (the next digest would fold everything again).
+SETTLE = 64
+
+
+def _fold_on(source: Any, d: Derived, fold: DigestFold, cursor: tuple[str, str] | None
+             ) -> DigestFold:
+    """`fold` (folded up to `cursor`) with every visible call after it folded in; the
+    fold up to the calls settled kept in `source` at the way."""
+    from collections import deque
+
+    tombstoned = d.tombstones
+    pending: deque[Call] = deque()
+    settled = cursor or ("", "")
+    for obs, span in source.spans(cursor):
+        if obs in tombstoned:
+            continue
+        pending.append(Call(obs, span[4], span[5], span[0], span[2], span[6]))
+        if len(pending) > SETTLE:
+            call = pending.popleft()
+            fold.step(call)
+            settled = (call.ts, call.id)
+    while pending and not pending[0].unfinished:
+        call = pending.popleft()
+        fold.step(call)
+        settled = (call.ts, call.id)
+    if settled != cursor:
+        source.keep(settled, fold.packed())
+    for call in pending:
+        fold.step(call)
+    return fold
+
+
+def _cached_digest(ws: Workspace, *, max_chars: int
+                   ) -> tuple[str, dict[str, Any], ReadResult] | None:
+    """The digest of every session through the digest cache: the calls folded on from
+    the fold kept at a verified point (or from nothing), one stream of spans in order,
+    never all of them held. None when the cache cannot serve."""
+    from agent_journal.core.derive import derive
+    from agent_journal.ops.context import damage_lists
+    from agent_journal.storage import digest_cache
+
+    with digest_cache.FoldRead(ws, event_facts) as source:
+        if source is None:
+            return None
+        d = derive(source.result.events)  # every event but the observations
+        try:
+            fold = None
+            state = source.state
+            if state is not None:
+                try:
+                    fold = _fold_on(source, d, DigestFold.unpacked(state[1]), state[0])
+                except digest_cache.Stale:
+                    fold = None
+            if fold is None:
+                fold = _fold_on(source, d, DigestFold(), None)
+        except digest_cache.Interleaved:
+            return None
+        if not fold.sufficient():
+            return None
+        markdown, report = build(d, workspace=ws.name, session=None, max_chars=max_chars,
+                                 damage=damage_lists(source.result), fold=fold,
+                                 held=source.held)
+        return markdown, report, source.result
+
+
 def _markdown_and_report(ws: Workspace, *, session: str | None, max_chars: int,
                          as_of: str | None = None) -> tuple[str, dict[str, Any], ReadResult]:
     from agent_journal.ops.context import damage_lists
     from agent_journal.storage.segment_reader import PausedGC
 
     with PausedGC():
+        if session is None and as_of is None:
+            done = _cached_digest(ws, max_chars=max_chars)
+            if done is not None:
+                return done
         result, d, _ = _read(ws, cached=as_of is None, as_of=as_of)
         markdown, report = build(d, workspace=ws.name, session=session,
                                  max_chars=max_chars, damage=damage_lists(result))
