@@ -317,9 +317,11 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
     constraints: list[dict[str, Any]] = []
     live = Section("liveEntries", "Live decisions and findings", "entries")
     retracted = Section("retracted", "Retracted entries", "retracted entries", RETRACTED_NOTE)
+    live_ids: list[str] = []
+    retracted_ids: list[str] = []
     for entry_id in d.visible_entry_ids():
         if not d.is_live(entry_id):
-            retracted.add(*_retracted_entry(d, entry_id))
+            retracted_ids.append(entry_id)
             continue
         kind = d.entry_events[entry_id].kind
         if kind in ("objective", "constraint"):
@@ -327,7 +329,10 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
             item["text"] = _fields_text(kind, item["fields"])
             (objectives if kind == "objective" else constraints).append(item)
         else:
-            live.add(*_live_entry(d, entry_id, held))
+            live_ids.append(entry_id)
+    # Only the newest of each are rendered (their anchors looked up); all are counted.
+    retracted.fill(retracted_ids, lambda i: _retracted_entry(d, i))
+    live.fill(live_ids, lambda i: _live_entry(d, i, held))
 
     goal = fold.goal
     asked = Section("asked", "What the user asked since", "prompts")

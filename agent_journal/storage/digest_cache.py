@@ -473,8 +473,8 @@ class FoldRead:
         for segment in self.highs:
             if self.conn.execute(
                     "SELECT 1 FROM calls WHERE segment = ? AND written > ? AND "
-                    "(first_ts < ? OR (first_ts = ? AND obs <= ?)) LIMIT 1",
-                    (segment, before.get(segment, 0), ts, ts, obs)).fetchone():
+                    "(first_ts, obs) <= (?, ?) LIMIT 1",
+                    (segment, before.get(segment, 0), ts, obs)).fetchone():
                 return False
         return True
 
@@ -500,8 +500,8 @@ class FoldRead:
         if cursor is None:
             where, args = "", ()
         else:
-            where = "WHERE first_ts > ? OR (first_ts = ? AND obs > ?)"
-            args = (cursor[0], cursor[0], cursor[1])
+            where = "WHERE (first_ts, obs) > (?, ?)"  # a range of the calls_order index
+            args = (cursor[0], cursor[1])
         # Observations with a span in several segments are merged when the stream reaches
         # them (there are few; most observations live in one segment). Read whole, they
         # are found in one pass; after a cursor, the few rows there are asked one by one.
