@@ -26,7 +26,9 @@ Invariants:
 - The output is a function of the event set (every order is (ts, id)), whether the
   events were read from the segments or through the digest's cache (digest_cache.py):
   both give each observation event's recovery facts (core.recovery.facts), computed by
-  the same function.
+  the same function, and fold the visible calls through the same DigestFold, in order;
+  through the cache, on from the fold it kept at a verified point, over one stream of
+  spans, never all calls held at once.
 """
 
 from __future__ import annotations
