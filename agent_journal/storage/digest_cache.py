@@ -497,8 +497,9 @@ class FoldRead:
         assert conn is not None
         loads = json.loads
         columns = "obs, first_ts, first_id, last_ts, last_id, head"
+        args: tuple[str, ...] = ()
         if cursor is None:
-            where, args = "", ()
+            where = ""
         else:
             where = "WHERE (first_ts, obs) > (?, ?)"  # a range of the calls_order index
             args = (cursor[0], cursor[1])
