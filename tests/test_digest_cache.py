@@ -482,3 +482,18 @@ def test_a_tombstone_takes_effect_at_once_and_the_kept_fold_forgets_it(root):
     assert SECRET not in markdown and SECRET not in str(report)
     assert (markdown, report) == direct(ws)
     assert SECRET.encode() not in (_kept_state(ws) or b"")
+
+
+def test_a_kept_fold_that_does_not_load_is_folded_again(root):
+    import marshal
+
+    ws = workspace(root)
+    ws.append(calls(0, 90))
+    first = folded(ws)
+    for value in (b"not marshal", marshal.dumps(["", "", [], ["not", "a", "fold"]], 2)):
+        conn = sqlite3.connect(digest_cache.path_of(ws))
+        conn.execute("UPDATE state SET value = ? WHERE key = 'digest'", (value,))
+        conn.commit()
+        conn.close()
+        markdown, report, _ = digest._markdown_and_report(ws, session=None, max_chars=4000)
+        assert (markdown, report) == first == direct(ws)

@@ -835,7 +835,11 @@ def _cached_digest(ws: Workspace, *, max_chars: int
             state = source.state
             if state is not None:
                 try:
-                    fold = _fold_on(source, d, DigestFold.unpacked(state[1]), state[0])
+                    kept = DigestFold.unpacked(state[1])
+                except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+                    kept = None  # not a fold this version kept: fold everything again
+                try:
+                    fold = None if kept is None else _fold_on(source, d, kept, state[0])
                 except digest_cache.Stale:
                     fold = None
             if fold is None:

@@ -32,6 +32,11 @@ Invariants:
 - Purged content leaves with the file: `compact --apply` deletes the whole
   cache (clear_workspace_cache), and rows dropped here are overwritten
   (secure_delete), so a re-read segment leaves no stale bytes behind.
+- The digest's fold of the calls is kept beside the spans (FoldRead) at a verified
+  point: every segment's high-water mark and a cursor in (ts, id) order. It is folded
+  on only when no span at or before the cursor was written since and no tombstone
+  arrived since; dropping any segment's rows drops it; a kept fold that does not load
+  is folded again from nothing.
 - The cache is only an accelerator: any failure to open, lock (within
   LOCK_WAIT_S) or write it makes `read` return None, and the caller reads
   the segments instead.
@@ -48,6 +53,7 @@ from agent_journal.core import codec
 from agent_journal.core.errors import JournalError
 from agent_journal.core.model import OBSERVATION, TOMBSTONE
 from agent_journal.core.observation_fold import merge_spans, span_order
+from agent_journal.core.recovery.digest_fold import FOLD_VERSION
 from agent_journal.core.recovery.facts import FACTS_VERSION
 from agent_journal.storage import erasure_generation
 from agent_journal.storage.cache import (
@@ -133,7 +139,8 @@ def read(ws: Workspace, project: Project) -> ReadResult | None:
 
 
 def _identity(ws: Workspace) -> dict[str, str]:
-    return {"format": FORMAT, "workspace": ws.name, "facts": FACTS_VERSION}
+    return {"format": FORMAT, "workspace": ws.name, "facts": FACTS_VERSION,
+            "fold": FOLD_VERSION}
 
 
 def _open(ws: Workspace) -> sqlite3.Connection:
