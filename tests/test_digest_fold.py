@@ -161,7 +161,7 @@ def _fold(calls: list[Call], tail: int | None) -> DigestFold:
 EMPTY = derive([])
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(journeys(), st.sampled_from([None, 8, 30, 60]))
 def test_the_fold_shows_what_every_derivation_over_every_call_showed(calls, tail):
     expected = _shown(oracle_collect(EMPTY, calls))
@@ -171,7 +171,7 @@ def test_the_fold_shows_what_every_derivation_over_every_call_showed(calls, tail
     assert _shown(dg.collect(EMPTY, _fold(calls, None))) == expected
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(journeys(), st.data())
 def test_folding_in_pieces_through_the_kept_state_equals_folding_all(calls, data):
     whole = _fold(calls, 30)
@@ -239,7 +239,7 @@ def _small_caps():
         dg.GIT_OPERATIONS = digest_oracle.GIT_OPERATIONS = saved[2]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(journeys(), st.sampled_from([6, 12, 40]), st.data())
 def test_past_every_bound_the_fold_still_shows_what_the_oracle_shows(calls, tail, data):
     with _small_caps():
