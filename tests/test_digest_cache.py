@@ -497,3 +497,17 @@ def test_a_kept_fold_that_does_not_load_is_folded_again(root):
         conn.close()
         markdown, report, _ = digest._markdown_and_report(ws, session=None, max_chars=4000)
         assert (markdown, report) == first == direct(ws)
+
+
+def test_a_cache_that_fails_while_a_digest_folds_through_it_is_not_needed(root, monkeypatch):
+    ws = workspace(root)
+    ws.append(calls(0, 50))
+    expected = direct(ws)
+
+    def failing(self, cursor):
+        yield from ()
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(digest_cache.FoldRead, "_spans", failing)
+    markdown, report, _ = digest._markdown_and_report(ws, session=None, max_chars=4000)
+    assert (markdown, report) == expected

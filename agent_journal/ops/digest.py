@@ -844,13 +844,13 @@ def _cached_digest(ws: Workspace, *, max_chars: int
                     fold = None
             if fold is None:
                 fold = _fold_on(source, d, DigestFold(), None)
+            if not fold.sufficient():
+                return None
+            markdown, report = build(d, workspace=ws.name, session=None,
+                                     max_chars=max_chars, damage=damage_lists(source.result),
+                                     fold=fold, held=source.held)
         except digest_cache.Interleaved:
-            return None
-        if not fold.sufficient():
-            return None
-        markdown, report = build(d, workspace=ws.name, session=None, max_chars=max_chars,
-                                 damage=damage_lists(source.result), fold=fold,
-                                 held=source.held)
+            return None  # the caller reads the segments
         return markdown, report, source.result
 
 

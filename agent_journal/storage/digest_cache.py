@@ -385,7 +385,8 @@ class Stale(Exception):
 
 
 class Interleaved(Exception):
-    """An observation's spans in two segments interleave: only its events can fold it."""
+    """The cache cannot fold these calls: an observation's spans in two segments
+    interleave (only its events can fold it), or the cache could not be read on."""
 
 
 class FoldRead:
@@ -492,14 +493,23 @@ class FoldRead:
     def held(self, obs_id: str) -> bool:
         """Whether some segment holds an observation with this id."""
         assert self.conn is not None
-        return self.conn.execute("SELECT 1 FROM calls WHERE obs = ? LIMIT 1",
-                                 (obs_id,)).fetchone() is not None
+        try:
+            return self.conn.execute("SELECT 1 FROM calls WHERE obs = ? LIMIT 1",
+                                     (obs_id,)).fetchone() is not None
+        except sqlite3.Error as exc:
+            raise Interleaved(str(exc)) from None
 
     def spans(self, cursor: tuple[str, str] | None) -> Iterator[tuple[str, Span]]:
         """(observation id, span) of every observation whose first event sorts after
         `cursor` (by first ts, then id), in that order; raises Stale when such an
         observation also has a span at or before the cursor, Interleaved when its spans
-        in two segments interleave."""
+        in two segments interleave or the cache cannot be read."""
+        try:
+            yield from self._spans(cursor)
+        except sqlite3.Error as exc:
+            raise Interleaved(str(exc)) from None
+
+    def _spans(self, cursor: tuple[str, str] | None) -> Iterator[tuple[str, Span]]:
         conn = self.conn
         assert conn is not None
         loads = json.loads
