@@ -513,3 +513,28 @@ def test_install_from_a_subfolder_finds_the_project_and_says_so(home, project):
     result = aj(home, "hooks", "install", "claude-code", cwd=loose)
     assert result.code == 0 and "the folder above" not in result.out
     assert (loose / ".claude" / "settings.json").is_file()
+
+
+def test_a_codex_patch_that_did_not_apply_changed_no_file(home, tmp_path):
+    # The rollout's own lines, then a patch Codex refused to apply: its output says so in
+    # Codex's words, with no exit code.
+    lines = ROLLOUT.read_text().splitlines()[:9]
+    patch = "*** Begin Patch\n*** Update File: src/app.py\n@@\n-old\n+new\n*** End Patch\n"
+    lines += [json.dumps({"timestamp": "2025-10-29T00:59:42.500Z", "type": "response_item",
+                          "payload": {"type": "custom_tool_call", "status": "completed",
+                                      "call_id": "call_patch05", "name": "apply_patch",
+                                      "input": patch}}),
+              json.dumps({"timestamp": "2025-10-29T00:59:42.700Z", "type": "response_item",
+                          "payload": {"type": "custom_tool_call_output",
+                                      "call_id": "call_patch05",
+                                      "output": "apply_patch verification failed: Failed to "
+                                                "find expected lines in /home/user/project/"
+                                                "src/app.py:\n-old"}})]
+    rollout = tmp_path / "rollout-2025-10-29T00-59-38-failed-patch.jsonl"
+    rollout.write_text("\n".join(lines) + "\n")
+    common = ("--root", str(tmp_path / "j"), "--workspace", "w")
+    assert aj(home, "import", "codex", str(rollout), *common).json()["calls"] == 4
+    digest = aj(home, "digest", "--json", *common).json()
+    assert [f["path"] for f in digest["files"]] == ["hello.txt"]
+    refused = [p for p in digest["openProblems"] if p["id"] == "call_patch05"]
+    assert refused and refused[0]["reason"].startswith("apply_patch verification failed")

@@ -374,3 +374,140 @@ def test_a_copy_of_an_observations_first_event_in_a_later_segment(root, monkeypa
     ws.append([first])
     assert cached(ws) == direct(ws)
     assert cached(ws) == direct(ws)
+
+
+# -- the digest's fold kept at a verified point -------------------------------------------
+
+def folded(ws: Workspace) -> tuple[str, dict]:
+    """The digest of every session as the digest and the SessionStart hook read it: the
+    calls folded on from the fold kept in the cache."""
+    done = digest._cached_digest(ws, max_chars=4000)
+    assert done is not None, "the cache did not serve"
+    return done[0], done[1]
+
+
+def _kept_state(ws: Workspace) -> bytes | None:
+    conn = sqlite3.connect(digest_cache.path_of(ws))
+    try:
+        row = conn.execute("SELECT value FROM state WHERE key = 'digest'").fetchone()
+    finally:
+        conn.close()
+    return None if row is None else bytes(row[0])
+
+
+def _said(i: int, text: str, session: str = "s1") -> object:
+    return ev("observation", "prompt", f"p{i}", at(i), {"text": text}, session=session)
+
+
+MOVES = st.lists(st.tuples(
+    st.sampled_from(["calls", "finish", "old finish", "tombstone", "entry", "earlier",
+                     "prompt", "segment"]),
+    st.integers(1, 12)), min_size=1, max_size=7)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(MOVES)
+def test_a_digest_folded_on_from_the_kept_state_is_the_digest_read_whole(tmp_path_factory,
+                                                                         moves):
+    # Every way the journal moves after a digest kept its fold: new calls, outcomes of
+    # calls started before (recent, or long folded), tombstones, entries citing calls,
+    # calls stamped before the kept point, a new segment. Each time, the digest from the
+    # kept fold is the digest of the segments, byte for byte.
+    base = tmp_path_factory.mktemp("fold")
+    os.chmod(base, 0o700)
+    ws = workspace(base / "journal")
+    ws.append(calls(100, 40) + [_said(99, "always run make lint before committing")])
+    assert folded(ws) == direct(ws)
+    assert _kept_state(ws) is not None
+    n = 140
+    for move, k in moves:
+        if move == "calls":
+            ws.append(calls(n, k))
+            n += k
+        elif move == "finish":
+            done = [c for c in calls(n - 5, 5) if c.data["status"] != "started"]
+            ws.append([ev("observation", "tool_call", c.id, at(n + 1), dict(c.data))
+                       for c in done])
+        elif move == "old finish":
+            ws.append([ev("observation", "tool_call", f"o{100 + k}", at(n + 2),
+                          {"tool": "Bash", "status": "error", "exitCode": 2,
+                           "output": "boom"})])
+        elif move == "tombstone":
+            ws.append([ev("tombstone", "tombstone", f"o{n - k}", at(n + 3), {"reason": "x"}),
+                       ev("tombstone", "tombstone", "p99", at(n + 3), {"reason": "x"})])
+        elif move == "entry":
+            ws.append([ev("entry", "finding", f"f{n}", at(n + 4),
+                          {"fields": {"claim": "x"}, "anchors": [f"tool_use:o{n - k}"]},
+                          session="s1")])
+        elif move == "earlier":
+            ws.append(calls(k, 3, session="s2"))
+        elif move == "prompt":
+            ws.append([_said(n, f"from now on use pnpm {k}")])
+            n += 1
+        else:
+            os.environ[ENV_SEGMENT_MAX_BYTES] = "3000"
+            try:
+                ws.append(calls(n, k))
+                ws.append(calls(n + k, 2))
+            finally:
+                del os.environ[ENV_SEGMENT_MAX_BYTES]
+            n += k + 2
+        assert folded(ws) == direct(ws), move
+
+
+def test_a_warm_digest_folds_only_what_is_new(root, monkeypatch):
+    ws = workspace(root)
+    ws.append(calls(0, 400))
+    first = folded(ws)
+    steps: list[str] = []
+    original = digest.DigestFold.step
+    monkeypatch.setattr(digest.DigestFold, "step",
+                        lambda self, call: (steps.append(call.id), original(self, call))[1])
+    assert folded(ws) == first
+    ws.append(calls(400, 3))
+    again = folded(ws)
+    # The calls still settling at the end of the kept fold and the new ones, not all 400.
+    assert 3 <= len(steps) <= 2 * (digest.SETTLE + 3), len(steps)
+    assert again == direct(ws)
+
+
+def test_a_tombstone_takes_effect_at_once_and_the_kept_fold_forgets_it(root):
+    ws = workspace(root)
+    ws.append(calls(0, 30) + [_said(40, f"the key is {SECRET}")] + calls(41, 80))
+    assert SECRET in folded(ws)[0]
+    assert SECRET.encode() in (_kept_state(ws) or b"")
+    ws.append([ev("tombstone", "tombstone", "p40", at(200), {"reason": "a secret"})])
+    markdown, report = folded(ws)
+    assert SECRET not in markdown and SECRET not in str(report)
+    assert (markdown, report) == direct(ws)
+    assert SECRET.encode() not in (_kept_state(ws) or b"")
+
+
+def test_a_kept_fold_that_does_not_load_is_folded_again(root):
+    import marshal
+
+    ws = workspace(root)
+    ws.append(calls(0, 90))
+    first = folded(ws)
+    for value in (b"not marshal", marshal.dumps(["", "", [], ["not", "a", "fold"]], 2)):
+        conn = sqlite3.connect(digest_cache.path_of(ws))
+        conn.execute("UPDATE state SET value = ? WHERE key = 'digest'", (value,))
+        conn.commit()
+        conn.close()
+        markdown, report, _ = digest._markdown_and_report(ws, session=None, max_chars=4000)
+        assert (markdown, report) == first == direct(ws)
+
+
+def test_a_cache_that_fails_while_a_digest_folds_through_it_is_not_needed(root, monkeypatch):
+    ws = workspace(root)
+    ws.append(calls(0, 50))
+    expected = direct(ws)
+
+    def failing(self, cursor):
+        yield from ()
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(digest_cache.FoldRead, "_spans", failing)
+    markdown, report, _ = digest._markdown_and_report(ws, session=None, max_chars=4000)
+    assert (markdown, report) == expected

@@ -17,6 +17,10 @@ from __future__ import annotations
 from agent_journal.core.derive import Derived
 from agent_journal.core.model import anchor_ref
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 PRESENT = "present"
 UNKNOWN = "unknown"
 EXTERNAL = "external"
@@ -37,25 +41,26 @@ def cited_id(anchor: str) -> str | None:
     return None
 
 
-def id_standing(d: Derived, obs_id: str) -> tuple[str, str | None]:
-    """(status, reason) for an observation id cited by a `tool_use:` anchor."""
+def id_standing(d: Derived, obs_id: str, held: Any = None) -> tuple[str, str | None]:
+    """(status, reason) for an observation id cited by a `tool_use:` anchor; `held(id)`
+    says whether the journal holds it, when `d` holds only some observations."""
     tombs = d.tombstones.get(obs_id)
     if tombs:
         if any(t.data.get("purged") is True for t in tombs):
             return UNKNOWN, PURGED
         return UNKNOWN, TOMBSTONED
-    if obs_id in d.observation_events:
+    if held(obs_id) if held is not None else obs_id in d.observation_events:
         return PRESENT, None
     return UNKNOWN, ABSENT
 
 
-def standing(d: Derived, anchor: str) -> tuple[str, str | None]:
+def standing(d: Derived, anchor: str, held: Any = None) -> tuple[str, str | None]:
     obs_id = cited_id(anchor)
     if obs_id is None:
         return EXTERNAL, None
-    return id_standing(d, obs_id)
+    return id_standing(d, obs_id, held)
 
 
-def anchor_report(d: Derived, anchor: str) -> dict[str, str | None]:
-    status, reason = standing(d, anchor)
+def anchor_report(d: Derived, anchor: str, held: Any = None) -> dict[str, str | None]:
+    status, reason = standing(d, anchor, held)
     return {"anchor": anchor, "status": status, "reason": reason}

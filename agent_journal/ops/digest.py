@@ -26,7 +26,9 @@ Invariants:
 - The output is a function of the event set (every order is (ts, id)), whether the
   events were read from the segments or through the digest's cache (digest_cache.py):
   both give each observation event's recovery facts (core.recovery.facts), computed by
-  the same function.
+  the same function, and fold the visible calls through the same DigestFold, in order;
+  through the cache, on from the fold it kept at a verified point, over one stream of
+  spans, never all calls held at once.
 """
 
 from __future__ import annotations
@@ -36,14 +38,9 @@ from agent_journal.core.codec import PeekOnlyEvent
 from agent_journal.core.derive import INVALIDATED, Derived
 from agent_journal.core.model import ENTRY_FIELDS
 from agent_journal.core.observation_fold import merge_spans, span_order
-from agent_journal.core.recovery.calls import Call, Ordered, ordered
-from agent_journal.core.recovery.commits import commits
-from agent_journal.core.recovery.conversation import conversation
+from agent_journal.core.recovery.calls import Call, ordered
+from agent_journal.core.recovery.digest_fold import RECENT, TAIL, TASK, DigestFold
 from agent_journal.core.recovery.facts import event_facts
-from agent_journal.core.recovery.failures import failures
-from agent_journal.core.recovery.files_touched import files_read, files_touched
-from agent_journal.core.recovery.instructions import standing_instructions
-from agent_journal.core.recovery.test_runs import test_runs
 from agent_journal.ops.digest_md import clip, code, hhmm, one_line, quote
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
@@ -140,10 +137,10 @@ def _entry_item(d: Derived, entry_id: str) -> dict[str, Any]:
             "ts": ev.ts}
 
 
-def _live_entry(d: Derived, entry_id: str) -> tuple[dict[str, Any], str]:
+def _live_entry(d: Derived, entry_id: str, held: Any = None) -> tuple[dict[str, Any], str]:
     item = _entry_item(d, entry_id)
     kind = item["kind"]
-    item["anchors"] = [anchor_report(d, a)
+    item["anchors"] = [anchor_report(d, a, held)
                        for a in d.entry_events[entry_id].data.get("anchors", ())]
     md = f"- {kind} {entry_id}: {_fields_text(kind, item['fields'])}\n"
     reasons = {r["reason"] if r["status"] == UNKNOWN else r["status"] for r in item["anchors"]}
@@ -237,6 +234,13 @@ def _span(ev: Event) -> Span:
             event_facts(ev.kind, ev.data) or {})
 
 
+def whole_fold(d: Derived, session: str | None) -> DigestFold:
+    """The digest's fold of every visible call of `d` (of `session`, when given)."""
+    calls = ordered(calls_of(d, session))
+    fold = fold_calls(calls)
+    return fold if fold.sufficient() else fold_calls(calls, tail=None)
+
+
 def calls_of(d: Derived, session: str | None) -> list[Call]:
     """Every visible observation as a Call, in (ts, id) order."""
     out: list[Call] = []
@@ -299,15 +303,27 @@ def _said_item(said: Any) -> dict[str, Any]:
             "text": said.text, "chars": said.chars, "agent": said.agent}
 
 
-def collect(d: Derived, session: str | None) -> dict[str, Any]:
-    """Everything the digest may show, before the bound is applied."""
+def fold_calls(calls: list[Call], tail: int | None = TAIL) -> DigestFold:
+    """The digest's fold of `calls` (in (ts, id) order)."""
+    fold = DigestFold(tail)
+    for call in calls:
+        fold.step(call)
+    return fold
+
+
+def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
+    """Everything the digest may show, before the bound is applied: the entries of `d`,
+    and the calls as `fold` holds them. `held(obs_id)`: whether the journal holds an
+    observation an anchor cites (by default, whether `d` does)."""
     objectives: list[dict[str, Any]] = []
     constraints: list[dict[str, Any]] = []
     live = Section("liveEntries", "Live decisions and findings", "entries")
     retracted = Section("retracted", "Retracted entries", "retracted entries", RETRACTED_NOTE)
+    live_ids: list[str] = []
+    retracted_ids: list[str] = []
     for entry_id in d.visible_entry_ids():
         if not d.is_live(entry_id):
-            retracted.add(*_retracted_entry(d, entry_id))
+            retracted_ids.append(entry_id)
             continue
         kind = d.entry_events[entry_id].kind
         if kind in ("objective", "constraint"):
@@ -315,70 +331,63 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
             item["text"] = _fields_text(kind, item["fields"])
             (objectives if kind == "objective" else constraints).append(item)
         else:
-            live.add(*_live_entry(d, entry_id))
+            live_ids.append(entry_id)
+    # Only the newest of each are rendered (their anchors looked up); all are counted.
+    retracted.fill(retracted_ids, lambda i: _retracted_entry(d, i))
+    live.fill(live_ids, lambda i: _live_entry(d, i, held))
 
-    calls = ordered(calls_of(d, session))  # once: every derivation below reads this order
-    tool_calls = Ordered(c for c in calls if c.is_tool_call)
-    said = conversation(calls)
-    shown: set[str] = set()  # call ids already rendered above recent activity
-
-    goal = said.prompts[0] if said.prompts else None
+    goal = fold.goal
     asked = Section("asked", "What the user asked since", "prompts")
-    for p in said.prompts[1:]:
+    for p in fold.asked.items:
         asked.add(_said_item(p), f"- {hhmm(p.ts)} {one_line(p.text, PROMPT_CHARS)}\n")
-    for f_call in tool_calls:
-        words = f_call.get("words")
-        if f_call.get("refusal") == "rejected" and words:
-            asked.add({"id": f_call.id, "kind": "rejection", "ts": f_call.ts, "text": words},
-                      f"- {hhmm(f_call.ts)} (rejecting {f_call.tool}) "
-                      f"{one_line(words, PROMPT_CHARS)}\n")
+    for f_call in fold.rejections.items:
+        asked.add({"id": f_call.id, "kind": "rejection", "ts": f_call.ts,
+                   "text": f_call.get("words")},
+                  f"- {hhmm(f_call.ts)} (rejecting {f_call.tool}) "
+                  f"{one_line(f_call.get('words'), PROMPT_CHARS)}\n")
     asked.md[:] = [md for _, md in sorted(zip([i["ts"] for i in asked.items], asked.md,
                                               strict=True), key=lambda t: t[0])]
     asked.items.sort(key=lambda i: i["ts"])
+    asked.total = fold.asked.total + fold.rejections.total
 
     rules = Section("standingInstructions", "Standing instructions from the user",
                     "instructions", INSTRUCTIONS_NOTE)
-    rules.fill(standing_instructions(said.prompts), lambda r: (
+    rules.fill(fold.instructions.result(), lambda r: (
         {"text": r.text, "ts": r.ts, "promptId": r.prompt_id},
         f"- {hhmm(r.ts)} {one_line(r.text, PROMPT_CHARS)}\n"))
 
     stopped = Section("stopped", "Where it stopped", "items")
-    last = said.assistant[-1] if said.assistant else None
+    last = fold.assistant.items[-1] if fold.assistant.items else None
     # Claude Code's own messages to the agent (hook feedback, command output) are not
     # where the work stopped: they get their own section, below the work, each text once.
     session_messages = Section("sessionMessages", "Session messages", "session messages")
-    latest_meta: dict[str, Any] = {}
-    for meta in said.meta:
-        latest_meta.pop(meta.text, None)
-        latest_meta[meta.text] = meta
-    session_messages.fill(list(latest_meta.values()), lambda meta: (
+    session_messages.fill(list(fold.meta.values()), lambda meta: (
         _said_item(meta), f"- {hhmm(meta.ts)} {one_line(meta.text, META_CHARS)}\n"))
+    session_messages.total = len(fold.meta_texts)
     # Items in the order the bound drops them (the first first): the last assistant message,
     # what the agent itself said about where it stopped, is kept longest.
-    for c in tool_calls[-3:]:
+    for c, _ in fold.last_actions.items:
         stopped.add({"id": c.id, "kind": "lastAction", "ts": c.ts, "line": _call_line(c)},
                     "- last action:" + _call_line(c)[1:])
-        shown.add(c.id)
-    plan = next((c for c in reversed(tool_calls) if c.get("plan") and not c.unfinished), None)
-    if plan is not None:
+    if fold.plan is not None:
+        plan = fold.plan[0]
         verdict = "approved" if plan.succeeded else "not approved"
         stopped.add({"kind": "plan", "id": plan.id, "ts": plan.ts, "approved": plan.succeeded,
                      "plan": plan.get("plan")},
                     f"- latest plan ({hhmm(plan.ts)}, {verdict}):\n"
                     + quote(plan.get("plan"), PLAN_CHARS))
-        shown.add(plan.id)
-    recap = said.summaries[-1] if said.summaries else None
+    summaries_kept = fold.summaries.items
+    recap = summaries_kept[-1] if summaries_kept else None
     if recap is not None and recap.source == "away_summary" and (
             last is None or (recap.ts, recap.id) > (last.ts, last.id)):
         # Claude Code's recap, written after the last message: where it says things stand.
         stopped.add(_said_item(recap), f"- recap ({hhmm(recap.ts)}): "
                                        f"{one_line(recap.text, RECAP_CHARS)}\n")
-    todo = next((c for c in reversed(tool_calls) if c.get("todos") and c.succeeded), None)
-    if todo is not None:
+    if fold.todo is not None:
+        todo = fold.todo[0]
         stopped.add({"kind": "todos", "id": todo.id, "ts": todo.ts,
                      "todos": [{"status": t[0], "content": t[1]} for t in todo.get("todos")]},
                     _todo_line(todo.ts, todo.get("todos")))
-        shown.add(todo.id)
     if last is not None:
         head = f"- last assistant message ({hhmm(last.ts)}):\n"
         stopped.add(_said_item(last), head + quote(last.text, LAST_MESSAGE_CHARS),
@@ -387,14 +396,10 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
 
     unfinished = Section("unfinishedToolCalls", "Unfinished tool calls",
                          "unfinished tool calls", WATERMARK)
-    for c in tool_calls:
-        if c.unfinished:
-            unfinished.add(_call_item(c), _call_line(c, with_id=True))
-            shown.add(c.id)
+    for c in fold.unfinished:
+        unfinished.add(_call_item(c), _call_line(c, with_id=True))
 
-    runs = test_runs(tool_calls)
-    failed_runs = {cid for r in runs for cid in r.call_ids}
-    problems = failures(tool_calls)
+    runs = fold.runs.result()
     open_ = Section("openProblems", "Open problems", "open problems")
     resolved = Section("resolvedProblems", "Resolved problems", "resolved problems",
                        "Failed, then a later run of the same call succeeded.")
@@ -408,18 +413,12 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                 line += f"; first failure: {one_line(latest.first_failure, REASON_CHARS)}"
             open_.add({"kind": "testRun", "command": r.command, "callId": r.call_id,
                        "ts": r.ts, **latest.as_dict()}, line + f" [{r.call_id}]\n")
-    open_fails: list[Failure] = []
-    resolved_fails: list[Failure] = []
-    for fail in problems:
-        if fail.call_id in failed_runs and fail.resolved_by is None:
-            continue  # shown with its test run
-        (resolved_fails if fail.resolved else open_fails).append(fail)
     open_runs = open_.total
-    open_.fill(open_fails, lambda f: (_failure_item(f), _failure_line(f, with_id=True)))
-    open_.total += open_runs
-    resolved.fill(resolved_fails, lambda f: (_failure_item(f), _failure_line(f, with_id=False)))
-    shown.update(f.call_id for f in open_fails[-CAPS["openProblems"]:])
-    shown.update(f.call_id for f in resolved_fails[-CAPS["resolvedProblems"]:])
+    open_.fill(fold.open_failures(), lambda f: (_failure_item(f), _failure_line(f, with_id=True)))
+    open_.total = fold.failures.visible_open + open_runs
+    resolved.fill(fold.failures.resolved_failures(),
+                  lambda f: (_failure_item(f), _failure_line(f, with_id=False)))
+    resolved.total = fold.failures.resolved_total
 
     tests = Section("testRuns", "Test and check runs", "commands")
     for r in runs:
@@ -429,24 +428,20 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                    "failedRuns": r.failed_runs, "fixed": r.fixed, **r.latest.as_dict()},
                   f"- {hhmm(r.ts)} {code(one_line(r.command, TARGET_CHARS))} -> {state}: "
                   f"{one_line(r.latest.summary, 160)} ({r.runs} run(s){extra})\n")
-        shown.update(r.call_ids)
 
-    git = commits(calls)
+    git = fold.git.result()
     commit_section = Section("commits", "Commits", "commits")
-    pushed = {p.destination for p in git.pushes}
     for cm in git.commits:
         who = f", by agent {cm.agent}" if cm.agent else ""
         commit_section.add({"hash": cm.hash, "subject": cm.subject, "branch": cm.branch,
                             "callId": cm.call_id, "ts": cm.ts, "agent": cm.agent},
                            f"- {hhmm(cm.ts)} {cm.hash} {one_line(cm.subject, 160)} "
                            f"(on {cm.branch}{who})\n")
-        shown.add(cm.call_id)
     for push in git.pushes:
         commit_section.add({"push": push.destination, "remote": push.remote,
                             "source": push.source, "callId": push.call_id, "ts": push.ts},
                            f"- {hhmm(push.ts)} pushed {push.source} -> {push.destination} "
                            f"to {push.remote}\n")
-        shown.add(push.call_id)
     for rej in git.rejected:
         to = f" to {rej.remote}" if rej.remote else ""
         commit_section.add({"pushRejected": rej.destination, "remote": rej.remote,
@@ -454,19 +449,20 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
                             "ts": rej.ts},
                            f"- {hhmm(rej.ts)} push of {rej.source} -> {rej.destination}{to} "
                            f"rejected ({one_line(rej.why, 80)})\n")
-    for operation, call_id, ts in git.operations[-GIT_OPERATIONS:]:
+    operations = git.operations[-GIT_OPERATIONS:]
+    for operation, call_id, ts in operations:
         commit_section.add({"gitOperation": operation, "callId": call_id, "ts": ts},
                            f"- {hhmm(ts)} ran {code(one_line(operation, TARGET_CHARS + 40))}\n")
     if git.log:
         listing = "; ".join(f"{h} {one_line(s, 70)}" for h, s in git.log[:10])
         commit_section.add({"log": [list(x) for x in git.log], "callId": git.log_call},
                            f"- latest `git log` listed: {listing}\n")
-    del pushed
+    commit_section.total = sum(fold.git.counts) + len(operations) + (1 if git.log else 0)
 
-    cwd = next((c.get("cwd") for c in reversed(calls) if c.get("cwd")), None)
+    cwd = fold.cwd
     relative = f"Paths relative to {code(cwd)}." if cwd else None
     files = Section("files", "Files changed", "files", relative)
-    touched = files_touched(tool_calls)
+    touched = fold.files.result()
     # What the latest edit did, for the files changed last (where a resuming agent looks).
     with_change = {f.path for f in touched[-CHANGED_LINES:]}
     files.fill(touched, lambda f: (
@@ -479,50 +475,54 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
         + (_change_md(f.last_change) if f.path in with_change else "") + "\n"))
 
     read_only = Section("filesRead", "Files read, not changed", "lines of files", relative)
-    read_only.fill(_read_lines(files_read(tool_calls, touched), cwd), lambda group: (
+    read_only.fill(_read_lines(fold.reads.result(fold.files.files), cwd), lambda group: (
         {"files": [f.path for f in group], "lastTs": group[-1].last_ts},
         "- " + ", ".join(_relative(f.path, cwd) for f in group) + "\n"))
 
+    shown = fold.shown_elsewhere()
     subagents = Section("subagents", "Subagent results", "subagent results")
-    for res in said.subagent_results:
+    for res in fold.subagent_results.items:
         who = res.agent or "subagent"
         subagents.add(_said_item(res), f"- {hhmm(res.ts)} {who}: "
                                        f"{one_line(res.text, RESULT_CHARS)}\n")
-    for c in tool_calls:
-        if c.tool in ("Task", "Agent") and c.get("result") and c.id not in shown:
-            label = code(one_line(c.target or "", 80))
-            subagents.add(_call_item(c), f"- {hhmm(c.ts)} {c.tool} {label}: "
-                                         f"{one_line(c.get('result'), RESULT_CHARS)}\n")
-            shown.add(c.id)
+    tasks, tasks_total = fold.candidates(TASK, shown)
+    for c in tasks:
+        label = code(one_line(c.target or "", 80))
+        subagents.add(_call_item(c), f"- {hhmm(c.ts)} {c.tool} {label}: "
+                                     f"{one_line(c.get('result'), RESULT_CHARS)}\n")
+    subagents.total = fold.subagent_results.total + tasks_total
 
     summaries = Section("summaries", "Compaction summaries", "summaries")
-    for n, sm in enumerate(said.summaries):
+    for n, sm in enumerate(summaries_kept):
         since = ""
-        if n == len(said.summaries) - 1:
+        if n == len(summaries_kept) - 1:
             # The latest summary is a snapshot: say how much work came after it.
-            later_calls = sum(1 for c in tool_calls if (c.ts, c.id) > (sm.ts, sm.id))
-            later_prompts = sum(1 for p in said.prompts if (p.ts, p.id) > (sm.ts, sm.id))
-            since = (f" (the latest; after it: {later_calls} tool call(s), "
-                     f"{later_prompts} prompt(s))")
+            since = (f" (the latest; after it: {fold.calls_since} tool call(s), "
+                     f"{fold.prompts_since} prompt(s))")
         summaries.add(_said_item(sm), f"- {hhmm(sm.ts)}{since}:\n"
                                       + quote(sm.text, SUMMARY_CHARS))
-    if said.titles:
-        titles = "; ".join(one_line(t.text, 60) for t in said.titles[-20:])
-        summaries.add({"kind": "titles", "titles": [t.text for t in said.titles]},
+    if fold.titles:
+        titles = "; ".join(one_line(t.text, 60) for t in fold.titles[-20:])
+        summaries.add({"kind": "titles", "titles": [t.text for t in fold.titles]},
                       f"- conversation titles: {titles}\n")
+    summaries.total = fold.summaries.total + (1 if fold.titles else 0)
 
     earlier = Section("earlierMessages", "Earlier assistant messages", "assistant messages")
-    for msg in said.assistant[:-1]:
+    for msg in fold.assistant.items[:-1]:
         earlier.add(_said_item(msg), f"- {hhmm(msg.ts)} {one_line(msg.text, MESSAGE_CHARS)}\n")
+    earlier.total = max(fold.assistant.total - 1, 0)
 
     rewound = Section("rewound", "Rewound prompts", "rewound prompts", REWOUND_NOTE)
-    for p in said.abandoned_prompts:
+    for p in fold.rewound.items:
         rewound.add(_said_item(p), f"- {hhmm(p.ts)} {one_line(p.text, PROMPT_CHARS)}\n")
+    rewound.total = fold.rewound.total
 
     recent = Section("recentActivity", "Recent activity", "calls")
-    recent.fill([c for c in tool_calls if c.id not in shown],
-                lambda c: ({"id": c.id, "ts": c.ts, "tool": c.tool, "target": c.target,
-                            "result": _result_of(c)}, _call_line(c)))
+    candidates, recent_total = fold.candidates(RECENT, shown)
+    recent.fill(candidates, lambda c: ({"id": c.id, "ts": c.ts, "tool": c.tool,
+                                        "target": c.target, "result": _result_of(c)},
+                                       _call_line(c)))
+    recent.total = recent_total
 
     # Priority order, most important first: trimming starts from the end.
     sections = [rules, asked, stopped, unfinished, open_, tests, commit_section, files, live,
@@ -533,7 +533,7 @@ def collect(d: Derived, session: str | None) -> dict[str, Any]:
     where = {"cwd": cwd, "branch": git.branch}
     return {"objectives": objectives, "liveConstraints": constraints, "sections": sections,
             "goal": _said_item(goal) if goal else None, "where": where,
-            "sessions": sorted({c.session for c in calls if c.session})}
+            "sessions": sorted(fold.sessions)}
 
 
 def _change_md(change: list[str | None] | None) -> str:
@@ -708,9 +708,13 @@ def fit(fixed: str, sections: list[Section], max_chars: int, workspace: str = ""
 
 
 def build(d: Derived, *, workspace: str, session: str | None, max_chars: int,
-          damage: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(markdown, json) for one digest."""
-    collected = collect(d, session)
+          damage: dict[str, Any], fold: DigestFold | None = None, held: Any = None
+          ) -> tuple[str, dict[str, Any]]:
+    """(markdown, json) for one digest: the entries of `d`, and the calls as `fold` holds
+    them (by default, every visible call of `d`)."""
+    if fold is None:
+        fold = whole_fold(d, session)
+    collected = collect(d, fold, held)
     sections: list[Section] = collected["sections"]
     fixed = _fixed_md(workspace, session, collected, damage)
     if len(fixed) > max_chars and collected["goal"] is not None:
@@ -779,12 +783,87 @@ def _read(ws: Workspace, *, cached: bool, as_of: str | None = None
     return result, derive(result.events), used
 
 
+# Calls this close to the newest are folded into the state kept only up to the first one
+# still unfinished: its outcome usually lands before the next digest, and a call folded
+# already cannot take it (the next digest would fold everything again).
+SETTLE = 64
+
+
+def _fold_on(source: Any, d: Derived, fold: DigestFold, cursor: tuple[str, str] | None
+             ) -> DigestFold:
+    """`fold` (folded up to `cursor`) with every visible call after it folded in; the
+    fold up to the calls settled kept in `source` at the way."""
+    from collections import deque
+
+    tombstoned = d.tombstones
+    pending: deque[Call] = deque()
+    settled = cursor or ("", "")
+    for obs, span in source.spans(cursor):
+        if obs in tombstoned:
+            continue
+        pending.append(Call(obs, span[4], span[5], span[0], span[2], span[6]))
+        if len(pending) > SETTLE:
+            call = pending.popleft()
+            fold.step(call)
+            settled = (call.ts, call.id)
+    while pending and not pending[0].unfinished:
+        call = pending.popleft()
+        fold.step(call)
+        settled = (call.ts, call.id)
+    if settled != cursor:
+        source.keep(settled, fold.packed())
+    for call in pending:
+        fold.step(call)
+    return fold
+
+
+def _cached_digest(ws: Workspace, *, max_chars: int
+                   ) -> tuple[str, dict[str, Any], ReadResult] | None:
+    """The digest of every session through the digest cache: the calls folded on from
+    the fold kept at a verified point (or from nothing), one stream of spans in order,
+    never all of them held. None when the cache cannot serve."""
+    from agent_journal.core.derive import derive
+    from agent_journal.ops.context import damage_lists
+    from agent_journal.storage import digest_cache
+
+    with digest_cache.FoldRead(ws, event_facts) as source:
+        if source is None:
+            return None
+        d = derive(source.result.events)  # every event but the observations
+        try:
+            fold = None
+            state = source.state
+            if state is not None:
+                try:
+                    kept = DigestFold.unpacked(state[1])
+                except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+                    kept = None  # not a fold this version kept: fold everything again
+                try:
+                    fold = None if kept is None else _fold_on(source, d, kept, state[0])
+                except digest_cache.Stale:
+                    fold = None
+            if fold is None:
+                fold = _fold_on(source, d, DigestFold(), None)
+            if not fold.sufficient():
+                return None
+            markdown, report = build(d, workspace=ws.name, session=None,
+                                     max_chars=max_chars, damage=damage_lists(source.result),
+                                     fold=fold, held=source.held)
+        except digest_cache.Interleaved:
+            return None  # the caller reads the segments
+        return markdown, report, source.result
+
+
 def _markdown_and_report(ws: Workspace, *, session: str | None, max_chars: int,
                          as_of: str | None = None) -> tuple[str, dict[str, Any], ReadResult]:
     from agent_journal.ops.context import damage_lists
     from agent_journal.storage.segment_reader import PausedGC
 
     with PausedGC():
+        if session is None and as_of is None:
+            done = _cached_digest(ws, max_chars=max_chars)
+            if done is not None:
+                return done
         result, d, _ = _read(ws, cached=as_of is None, as_of=as_of)
         markdown, report = build(d, workspace=ws.name, session=session,
                                  max_chars=max_chars, damage=damage_lists(result))

@@ -32,6 +32,11 @@ Invariants:
 - Purged content leaves with the file: `compact --apply` deletes the whole
   cache (clear_workspace_cache), and rows dropped here are overwritten
   (secure_delete), so a re-read segment leaves no stale bytes behind.
+- The digest's fold of the calls is kept beside the spans (FoldRead) at a verified
+  point: every segment's high-water mark and a cursor in (ts, id) order. It is folded
+  on only when no span at or before the cursor was written since and no tombstone
+  arrived since; dropping any segment's rows drops it; a kept fold that does not load
+  is folded again from nothing.
 - The cache is only an accelerator: any failure to open, lock (within
   LOCK_WAIT_S) or write it makes `read` return None, and the caller reads
   the segments instead.
@@ -46,8 +51,9 @@ import time
 
 from agent_journal.core import codec
 from agent_journal.core.errors import JournalError
-from agent_journal.core.model import OBSERVATION
+from agent_journal.core.model import OBSERVATION, TOMBSTONE
 from agent_journal.core.observation_fold import merge_spans, span_order
+from agent_journal.core.recovery.digest_fold import FOLD_VERSION
 from agent_journal.core.recovery.facts import FACTS_VERSION
 from agent_journal.storage import erasure_generation
 from agent_journal.storage.cache import (
@@ -68,7 +74,7 @@ from agent_journal.storage.workspace import Workspace
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from typing import Any
 
     from agent_journal.core.model import Event
@@ -79,7 +85,7 @@ if TYPE_CHECKING:
 AREA = "digest"
 # Bump when the schema or what a row keeps changes: a cache of another format
 # is thrown away, never read.
-FORMAT = "agent-journal-digest-cache/3"
+FORMAT = "agent-journal-digest-cache/4"
 # A fingerprint taken this close to the segment's newest mtime could miss a
 # write landing in the same clock tick, so the segment is checked again next time.
 RACY_NS = 2_000_000_000
@@ -88,7 +94,8 @@ RACY_NS = 2_000_000_000
 LOCK_WAIT_S = 2.0
 
 # `calls` holds one span per observation and segment, `head` the JSON of [kind, session,
-# facts]; `others` every other event.
+# facts], `written` the segment's high-water mark when the span was last written; `others`
+# every other event; `state` the digest's fold at a verified point (FoldRead).
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS segments (
@@ -96,8 +103,12 @@ CREATE TABLE IF NOT EXISTS segments (
     high INTEGER NOT NULL, rows INTEGER NOT NULL, fold TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS calls (
     segment INTEGER NOT NULL, obs TEXT NOT NULL, first_ts TEXT NOT NULL, first_id TEXT NOT NULL,
-    last_ts TEXT NOT NULL, last_id TEXT NOT NULL, head TEXT NOT NULL,
+    last_ts TEXT NOT NULL, last_id TEXT NOT NULL, head TEXT NOT NULL, written INTEGER NOT NULL,
     PRIMARY KEY (segment, obs)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS calls_order ON calls(first_ts, obs);
+CREATE INDEX IF NOT EXISTS calls_obs ON calls(obs);
+CREATE INDEX IF NOT EXISTS calls_written ON calls(segment, written);
+CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS others (
     segment INTEGER NOT NULL, seq INTEGER NOT NULL, payload TEXT NOT NULL,
     PRIMARY KEY (segment, seq)) WITHOUT ROWID;
@@ -128,7 +139,8 @@ def read(ws: Workspace, project: Project) -> ReadResult | None:
 
 
 def _identity(ws: Workspace) -> dict[str, str]:
-    return {"format": FORMAT, "workspace": ws.name, "facts": FACTS_VERSION}
+    return {"format": FORMAT, "workspace": ws.name, "facts": FACTS_VERSION,
+            "fold": FOLD_VERSION}
 
 
 def _open(ws: Workspace) -> sqlite3.Connection:
@@ -153,38 +165,48 @@ def _read_locked(ws: Workspace, project: Project) -> ReadResult | None:
     conn = _open(ws)
     try:
         paths = ws.segment_paths()
-        taken: dict[str, _Segment] = {}
-        stored = {row[0]: row for row in conn.execute(
-            "SELECT name, signature, trusted, high, rows, fold, id FROM segments")}
-        gone = sorted(stored.keys() - {os.path.basename(p) for p in paths})
-        if gone:
-            run_write(conn, lambda c: _drop(c, *(stored[name][6] for name in gone)))
-        for path in paths:
-            name = os.path.basename(path)
-            row = stored.get(name)
-            taken_ns = time.time_ns()
-            sig = segment_signature(path)
-            if row is not None and sig is not None and row[1] == sig[0] and row[2]:
-                taken[name] = _Segment(row[6], row[3], None)  # unchanged since it was read
-                continue
-            # A signature taken before the rows are read: a write landing in
-            # between shows as a changed file next time. One transaction per
-            # segment: a run stopped part way (a hook's time limit on a large
-            # journal) keeps what it finished.
-            trusted = int(sig is not None and taken_ns - sig[1] >= RACY_NS)
-            signature = sig[0] if sig is not None else None
-            with erasure_generation.Storing(ws, generation) as unchanged:
-                if not unchanged:
-                    return None  # a compaction erased rows: the caller reads the segments
-                taken[name] = run_write(
-                    conn, lambda c, path=path, name=name, row=row, signature=signature,
-                    trusted=trusted: _follow(c, path, name, row, project, signature, trusted))
-        return _load(conn, ws, paths, taken)
+        taken = _follow_all(conn, ws, paths, project, generation)
+        return None if taken is None else _load(conn, ws, paths, taken)
     finally:
         conn.close()
 
 
+def _follow_all(conn: sqlite3.Connection, ws: Workspace, paths: list[str], project: Project,
+                generation: str) -> dict[str, _Segment] | None:
+    """Bring every segment's cached spans and events up to date; None when a compaction
+    erased rows meanwhile."""
+    taken: dict[str, _Segment] = {}
+    stored = {row[0]: row for row in conn.execute(
+        "SELECT name, signature, trusted, high, rows, fold, id FROM segments")}
+    gone = sorted(stored.keys() - {os.path.basename(p) for p in paths})
+    if gone:
+        run_write(conn, lambda c: _drop(c, *(stored[name][6] for name in gone)))
+    for path in paths:
+        name = os.path.basename(path)
+        row = stored.get(name)
+        taken_ns = time.time_ns()
+        sig = segment_signature(path)
+        if row is not None and sig is not None and row[1] == sig[0] and row[2]:
+            taken[name] = _Segment(row[6], row[3], None)  # unchanged since it was read
+            continue
+        # A signature taken before the rows are read: a write landing in
+        # between shows as a changed file next time. One transaction per
+        # segment: a run stopped part way (a hook's time limit on a large
+        # journal) keeps what it finished.
+        trusted = int(sig is not None and taken_ns - sig[1] >= RACY_NS)
+        signature = sig[0] if sig is not None else None
+        with erasure_generation.Storing(ws, generation) as unchanged:
+            if not unchanged:
+                return None  # a compaction erased rows: the caller reads the segments
+            taken[name] = run_write(
+                conn, lambda c, path=path, name=name, row=row, signature=signature,
+                trusted=trusted: _follow(c, path, name, row, project, signature, trusted))
+    return taken
+
+
 def _drop(c: sqlite3.Connection, *segments: int) -> None:
+    # The fold kept at a verified point was folded from these rows: it goes with them.
+    c.execute("DELETE FROM state")
     for segment in segments:
         for table in ("calls", "others", "malformed"):
             c.execute(f"DELETE FROM {table} WHERE segment = ?", (segment,))
@@ -232,9 +254,9 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
                 return _follow(c, path, name, None, project, signature, trusted)
             spans[obs] = merged
     c.executemany("INSERT OR REPLACE INTO calls(segment, obs, first_ts, first_id, last_ts, "
-                  "last_id, head) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                  "last_id, head, written) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                   # ASCII escapes keep a lone surrogate storable as text.
-                  ((segment, obs, *span[:4], json.dumps(span[4:]))
+                  ((segment, obs, *span[:4], json.dumps(span[4:]), scan.high)
                    for obs, span in spans.items()))
     c.executemany("INSERT INTO others(segment, seq, payload) VALUES (?, ?, ?)", others)
     c.executemany("INSERT INTO malformed(segment, seq, reason) VALUES (?, ?, ?)",
@@ -353,3 +375,190 @@ def _interleave(parts: list[Event]) -> bool:
             return True
         last = end
     return False
+
+
+# -- the digest's fold at a verified point --------------------------------------------------
+
+class Stale(Exception):
+    """The fold kept cannot be continued: a span it folded changed, or an observation it
+    folded gained a span in another segment."""
+
+
+class Interleaved(Exception):
+    """The cache cannot fold these calls: an observation's spans in two segments
+    interleave (only its events can fold it), or the cache could not be read on."""
+
+
+class FoldRead:
+    """`with FoldRead(ws, project) as source:` the digest's cache brought up to date and
+    held (locked) while a digest folds its calls through it; `source` is None when the
+    cache cannot serve (an unreadable segment, a lock not had in time, a compaction that
+    erased rows meanwhile): the caller reads the segments.
+
+    `source.result` holds every event that is not an observation, and the damage; `state`
+    is the fold kept at a verified point, (cursor, value), when it can be continued, else
+    None; `spans(cursor)` yields the calls after the cursor (all of them for None) in
+    (first ts, observation id) order, one merged span per observation; `keep(cursor,
+    value)` stores the fold folded up to the cursor. Invariants: the state is kept with
+    the high-water mark of every segment it was folded from, and is used only when no span
+    at or before its cursor was written since and no tombstone arrived since; dropping or
+    re-reading any segment's rows drops it (_drop).
+    """
+
+    def __init__(self, ws: Workspace, project: Project) -> None:
+        self.ws = ws
+        self.project = project
+        self.lock: FileLock | None = None
+        self.conn: sqlite3.Connection | None = None
+        self.result = ReadResult()
+        self.highs: dict[int, int] = {}  # cache segment id -> its high-water mark
+        self.new_tombstone = False
+        self.kept: Any = None
+        self.generation = ""
+
+    def __enter__(self) -> FoldRead | None:
+        try:
+            lock = FileLock(cache_lock_path(self.ws.root, AREA, self.ws.name),
+                            wait_s=LOCK_WAIT_S)
+            lock.__enter__()
+            self.lock = lock
+            self.generation = erasure_generation.noted(self.ws)  # before anything is read
+            self.conn = _open(self.ws)
+            paths = self.ws.segment_paths()
+            taken = _follow_all(self.conn, self.ws, paths, self.project, self.generation)
+            if taken is None or any(seg.cache_id is None for seg in taken.values()):
+                self.__exit__()
+                return None
+            self._load(paths, taken)
+            return self
+        except (OSError, sqlite3.Error, JournalError, ValueError, TypeError, EOFError):
+            self.__exit__()
+            return None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        if self.lock is not None:
+            self.lock.__exit__(None, None, None)
+            self.lock = None
+
+    def _load(self, paths: list[str], taken: dict[str, _Segment]) -> None:
+        import marshal
+
+        conn = self.conn
+        assert conn is not None
+        row = conn.execute("SELECT value FROM state WHERE key = 'digest'").fetchone()
+        kept = marshal.loads(row[0]) if row is not None else None
+        before: dict[int, int] = {int(k): v for k, v in kept[2]} if kept else {}
+        result, loads, whole = self.result, json.loads, codec.from_dict
+        for path in paths:
+            seg = taken[os.path.basename(path)]
+            rel = self.ws.rel(path)
+            result.segments.append(rel)
+            assert seg.cache_id is not None
+            key = (seg.cache_id,)
+            since = before.get(seg.cache_id, 0)
+            for seq, payload in conn.execute(
+                    "SELECT seq, payload FROM others WHERE segment = ? ORDER BY seq", key):
+                ev = whole(loads(payload))
+                result.events.append(ev)
+                if seq > since and ev.type == TOMBSTONE:
+                    self.new_tombstone = True
+            result.malformed.extend({"segment": rel, "row": seq, "reason": why}
+                                    for seq, why in conn.execute(
+                                        "SELECT seq, reason FROM malformed WHERE segment = ? "
+                                        "ORDER BY seq", key))
+            result.high_water[rel] = seg.high
+            self.highs[seg.cache_id] = seg.high
+        if kept is not None and not self.new_tombstone and self._continues(kept, before):
+            self.kept = ((kept[0], kept[1]), kept[3])
+
+    def _continues(self, kept: list[Any], before: dict[int, int]) -> bool:
+        """Whether no span at or before the kept cursor was written since it was kept."""
+        assert self.conn is not None
+        ts, obs = kept[0], kept[1]
+        for segment in self.highs:
+            if self.conn.execute(
+                    "SELECT 1 FROM calls WHERE segment = ? AND written > ? AND "
+                    "(first_ts, obs) <= (?, ?) LIMIT 1",
+                    (segment, before.get(segment, 0), ts, obs)).fetchone():
+                return False
+        return True
+
+    @property
+    def state(self) -> tuple[tuple[str, str], Any] | None:
+        return self.kept  # type: ignore[no-any-return]
+
+    def held(self, obs_id: str) -> bool:
+        """Whether some segment holds an observation with this id."""
+        assert self.conn is not None
+        try:
+            return self.conn.execute("SELECT 1 FROM calls WHERE obs = ? LIMIT 1",
+                                     (obs_id,)).fetchone() is not None
+        except sqlite3.Error as exc:
+            raise Interleaved(str(exc)) from None
+
+    def spans(self, cursor: tuple[str, str] | None) -> Iterator[tuple[str, Span]]:
+        """(observation id, span) of every observation whose first event sorts after
+        `cursor` (by first ts, then id), in that order; raises Stale when such an
+        observation also has a span at or before the cursor, Interleaved when its spans
+        in two segments interleave or the cache cannot be read."""
+        try:
+            yield from self._spans(cursor)
+        except sqlite3.Error as exc:
+            raise Interleaved(str(exc)) from None
+
+    def _spans(self, cursor: tuple[str, str] | None) -> Iterator[tuple[str, Span]]:
+        conn = self.conn
+        assert conn is not None
+        loads = json.loads
+        columns = "obs, first_ts, first_id, last_ts, last_id, head"
+        args: tuple[str, ...] = ()
+        if cursor is None:
+            where = ""
+        else:
+            where = "WHERE (first_ts, obs) > (?, ?)"  # a range of the calls_order index
+            args = (cursor[0], cursor[1])
+        # Observations with a span in several segments are merged when the stream reaches
+        # them (there are few; most observations live in one segment). Read whole, they
+        # are found in one pass; after a cursor, the few rows there are asked one by one.
+        several = None if cursor is not None else {obs for (obs,) in conn.execute(
+            "SELECT obs FROM calls GROUP BY obs HAVING COUNT(*) > 1")}
+        count = "SELECT COUNT(*) FROM calls WHERE obs = ?"
+        done: set[str] = set()
+        for row in conn.execute(f"SELECT {columns} FROM calls {where} "
+                                "ORDER BY first_ts, obs", args):
+            obs = row[0]
+            if obs in done:
+                continue
+            if (obs in several) if several is not None else (
+                    conn.execute(count, (obs,)).fetchone()[0] > 1):
+                done.add(obs)
+                parts = [(*r[1:5], *loads(r[5])) for r in conn.execute(
+                    f"SELECT {columns} FROM calls WHERE obs = ?", (obs,))]
+                parts.sort(key=span_order)
+                if cursor is not None and (parts[0][0], obs) <= cursor:
+                    raise Stale(obs)
+                merged = merge_spans(parts)
+                if merged is None:
+                    raise Interleaved(obs)
+                yield obs, merged
+                continue
+            yield obs, (*row[1:5], *loads(row[5]))
+
+    def keep(self, cursor: tuple[str, str], value: Any) -> None:
+        """Store `value`, the fold of every call up to `cursor`, at this verified point."""
+        import marshal
+
+        conn = self.conn
+        assert conn is not None
+        blob = marshal.dumps([cursor[0], cursor[1], sorted(self.highs.items()), value], 2)
+        try:
+            with erasure_generation.Storing(self.ws, self.generation) as unchanged:
+                if unchanged:
+                    run_write(conn, lambda c: c.execute(
+                        "INSERT OR REPLACE INTO state(key, value) VALUES ('digest', ?)",
+                        (blob,)))
+        except (OSError, sqlite3.Error, JournalError):
+            pass  # the cache is only an accelerator

@@ -13,7 +13,11 @@ The API has two steps, so a cache can keep the first:
 2. Functions of a list of `Call`s, each returning plain dataclasses:
    `test_runs.test_runs`, `commits.commits`, `files_touched.files_touched`,
    `files_touched.files_read`, `failures.failures`, `conversation.conversation`,
-   `instructions.standing_instructions` (over the conversation's prompts).
+   `instructions.standing_instructions` (over the conversation's prompts). Each is a
+   step-and-state fold (`TestRunsFold`, `GitFold`, `FilesFold`, `ReadsFold`,
+   `FailuresFold`, `InstructionsFold`) with the list function folding every call through
+   it; `digest_fold.DigestFold` steps them all, one call at a time, with a state bounded
+   by what the digest shows, which a cache can keep and fold on from.
 
 `calls.call_from_view(view)` builds a Call from a `Derived.observation_view` dict, for
 callers that hold whole observations (the `timeline` command).

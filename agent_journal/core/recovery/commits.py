@@ -20,6 +20,7 @@ from agent_journal.core.recovery.test_runs import command_key
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from typing import Any
 
 
 class Commit(Record):
@@ -108,54 +109,139 @@ def git_operations(command: str) -> list[str]:
             if _GIT_OPERATION.match(part.strip())]
 
 
-def commits(calls: Iterable[Call]) -> GitState:
-    state = GitState()
-    seen: set[str] = set()
-    merges: dict[str, Call] = {}  # a merge's message -> the call that made it
-    for call in ordered(calls):
+class GitFold:
+    """commits as a step-and-state fold over calls in (ts, id) order. The state: the
+    branch, the hashes already listed, the merges still waiting for a `git log` to name
+    their commit, the latest `keep` (None: all) commits, pushes, rejections and
+    operations with a count of each, and the latest listing."""
+
+    __slots__ = ("state", "seen", "merges", "keep", "counts", "named")
+
+    def __init__(self, keep: int | None = None) -> None:
+        self.state = GitState()
+        self.seen: set[str] = set()
+        self.merges: dict[str, Call] = {}  # a merge's message -> the call that made it
+        self.keep = keep
+        self.counts = [0, 0, 0]  # commits, pushes, rejections
+        self.named: list[str] = []  # earlier merges the last step's listing named
+
+    def step(self, call: Call) -> bool:
+        """Fold in one call; whether it made a commit or a push that is listed (`named`:
+        the earlier calls whose merge commit its listing named)."""
+        state = self.state
+        self.named = []
         branch = call.get("branch")
         if isinstance(branch, str):
             state.branch = branch
         if not call.is_tool_call:
-            continue
+            return False
+        committed = False
+        seen = self.seen
         for hash_, subject, on in call.get("commits") or ():
             if hash_ in seen:
                 continue
             seen.add(hash_)
-            state.commits.append(Commit(hash_, subject, on, call.id, call.ts, call.get("agent")))
+            self._add(0, state.commits,
+                      Commit(hash_, subject, on, call.id, call.ts, call.get("agent")))
             state.branch = on
+            committed = True
+        listed = committed
         for remote, source, destination in call.get("pushes") or ():
-            state.pushes.append(Push(remote, source, destination, call.id, call.ts))
+            self._add(1, state.pushes, Push(remote, source, destination, call.id, call.ts))
+            listed = True
         for remote, source, destination, why in call.get("pushRejected") or ():
-            state.rejected.append(Rejected(remote, source, destination, why, call.id, call.ts))
+            self._add(2, state.rejected,
+                      Rejected(remote, source, destination, why, call.id, call.ts))
         if call.succeeded and call.tool == "Bash" and call.target:
             for operation in git_operations(call.target):
-                state.operations.append((operation, call.id, call.ts))
+                # A merge that made a listed commit is told by that commit.
+                if not (committed and _MERGE.match(operation)):
+                    state.operations.append((operation, call.id, call.ts))
         switched = call.get("switched")
         if isinstance(switched, str):
             state.branch = switched
         if call.get("merged") and call.succeeded:
             subject = merge_message(call.target or "")
             if subject:
-                merges[subject] = call
+                self.merges[subject] = call
         if call.get("log") and "git log" in (call.target or ""):
             state.log = [tuple(x) for x in call.get("log")]  # type: ignore[misc]
             state.log_call = call.id
             for hash_, subject in state.log:
-                made = merges.pop(subject, None)
+                made = self.merges.pop(subject, None)
                 if made is not None and hash_ not in seen:
                     # A merge's output names no hash: the first listing after it does.
                     seen.add(hash_)
-                    state.commits.append(Commit(hash_, subject, made.get("branch") or
-                                                state.branch or "", made.id, made.ts,
-                                                made.get("agent")))
-    # A merge that made a listed commit is told by that commit.
-    by_commit = {c.call_id for c in state.commits}
-    state.operations = [op for op in state.operations
-                        if not (op[1] in by_commit and _MERGE.match(op[0]))]
-    names: list[str] = []
-    for commit in state.commits:
-        if commit.branch not in names:
-            names.append(commit.branch)
-    state.branches = names
-    return state
+                    self._add(0, state.commits,
+                              Commit(hash_, subject, made.get("branch") or state.branch
+                                     or "", made.id, made.ts, made.get("agent")))
+                    state.operations = [op for op in state.operations
+                                        if not (op[1] == made.id and _MERGE.match(op[0]))]
+                    if made.id == call.id:
+                        listed = True
+                    else:
+                        self.named.append(made.id)
+        self._trim_operations()
+        return listed
+
+    def _add(self, which: int, items: list[Any], item: Any) -> None:
+        self.counts[which] += 1
+        items.append(item)
+        if self.keep is not None and len(items) > self.keep:
+            del items[0]
+
+    def _trim_operations(self) -> None:
+        """Keep the latest `keep` operations that are settled, and every merge whose
+        commit a later listing may still name (it would then leave the list)."""
+        ops = self.state.operations
+        if self.keep is None or len(ops) <= self.keep:
+            return
+        waiting = {c.id for c in self.merges.values()}
+        settled = 0
+        kept: list[tuple[str, str, str]] = []
+        for op in reversed(ops):
+            if op[1] in waiting and _MERGE.match(op[0]):
+                kept.append(op)
+            elif settled < self.keep:
+                settled += 1
+                kept.append(op)
+        kept.reverse()
+        self.state.operations = kept
+
+    def result(self) -> GitState:
+        state = self.state
+        names: list[str] = []
+        for commit in state.commits:
+            if commit.branch not in names:
+                names.append(commit.branch)
+        state.branches = names
+        return state
+
+    def packed(self) -> list[Any]:
+        st = self.state
+        return [st.branch, sorted(self.seen),
+                [[k, list(c.fields())] for k, c in self.merges.items()],
+                [list(c.fields()) for c in st.commits], [list(p.fields()) for p in st.pushes],
+                [list(r.fields()) for r in st.rejected], [list(o) for o in st.operations],
+                [list(x) for x in st.log], st.log_call, self.keep, self.counts]
+
+    @classmethod
+    def unpacked(cls, packed: list[Any]) -> GitFold:
+        (branch, seen, merges, commits_, pushes, rejected, operations, log, log_call, keep,
+         counts) = packed
+        fold = cls(keep)
+        fold.seen = set(seen)
+        fold.merges = {k: Call(*c) for k, c in merges}
+        fold.state = GitState(
+            [Commit(*c) for c in commits_], [Push(*p) for p in pushes], branch, [],
+            [tuple(x) for x in log], log_call, [Rejected(*r) for r in rejected],
+            [tuple(o) for o in operations])
+        fold.counts = list(counts)
+        return fold
+
+
+def commits(calls: Iterable[Call]) -> GitState:
+    fold = GitFold()
+    for call in ordered(calls):
+        fold.step(call)
+    return fold.result()

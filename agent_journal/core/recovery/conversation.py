@@ -46,14 +46,22 @@ class Conversation(Record):
     meta: list[Said]
 
 
+def said_of(call: Call) -> Said | None:
+    """What a call says, when it is something the session said with a text."""
+    kind, text = call.said, call.text
+    if kind is None or not text:
+        return None
+    return Said(call.id, kind, text, call.ts, call.session, int(call.get("chars") or 0),
+                call.get("agent"), bool(call.get("abandoned")), call.get("source"))
+
+
 def conversation(calls: Iterable[Call]) -> Conversation:
     out = Conversation()
     for call in ordered(calls):
-        kind, text = call.said, call.text
-        if kind is None or not text:
+        said = said_of(call)
+        if said is None:
             continue
-        said = Said(call.id, kind, text, call.ts, call.session, int(call.get("chars") or 0),
-                    call.get("agent"), bool(call.get("abandoned")), call.get("source"))
+        kind = said.kind
         if kind == "prompt":
             (out.abandoned_prompts if said.abandoned else out.prompts).append(said)
         elif kind == "assistant_message":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from agent_journal.core.recovery.patches import PATCH_TOOLS, patch_file_ops
+from agent_journal.core.recovery.patches import PATCH_TOOLS, patch_file_ops, patch_refused
 from agent_journal.core.recovery.text import clip
 
 TYPE_CHECKING = False
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "3"
+FACTS_VERSION = "4"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -202,6 +202,14 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
 
     failed = (isinstance(status, str) and status in FAILED_STATUSES) or (
         isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0)
+    refused_patch = patch_refused(text) if tool in PATCH_TOOLS and not failed else None
+    if refused_patch:
+        # Codex reports a patch that did not apply in its output, with no exit code: the
+        # call failed and changed no file, whatever the patch names.
+        failed = True
+        facts["status"] = "error"
+        facts.pop("fileOps", None)
+        facts["reason"] = clip(refused_patch, 300)
     if failed:
         reason = error_reason(text)
         if reason:

@@ -22,6 +22,7 @@ from agent_journal.core.recovery.test_runs import chain_keys, check_key, command
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from typing import Any
 
 ERROR = "error"
 TRACEBACK = "traceback"
@@ -63,42 +64,138 @@ def _same(call: Call) -> tuple[str | None, str | None]:
     return (call.tool, target)
 
 
-def failures(calls: Iterable[Call]) -> list[Failure]:
-    """Every failed tool call, in (ts, id) order, each marked resolved or open."""
-    found: list[Failure] = []
-    waiting: dict[tuple[str | None, str | None], list[Failure]] = {}
-    for call in ordered(calls):
+Key = tuple  # (tool, target): what a later success must be to resolve a failure
+
+
+class FailuresFold:
+    """failures as a step-and-state fold over calls in (ts, id) order.
+
+    A failure stepped in as `hidden` shows elsewhere while it is open (with its test run).
+    With `keep` None the state is every failure. With `keep` N it is bounded by what can
+    show: of the open failures of each key (and of those no success can resolve), the
+    latest N hidden and the latest N not hidden, with counts of the rest (a key's
+    failures are resolved all at once, so an older one can never show while a newer one
+    of its key does not); of the resolved ones the latest N by their own (ts, id)."""
+
+    __slots__ = ("open", "waiting", "stuck", "dropped", "visible_open", "resolved",
+                 "resolved_total", "keep", "n")
+
+    def __init__(self, keep: int | None = None) -> None:
+        # call id -> [order, failure, hidden, key]: the open failures kept
+        self.open: dict[str, list[Any]] = {}
+        self.waiting: dict[Key, list[str]] = {}  # key -> its open failures kept, in order
+        self.stuck: list[str] = []  # open failures no success can resolve, in order
+        # key (None: stuck) -> [hidden, not hidden] open failures no longer kept
+        self.dropped: dict[Key | None, list[int]] = {}
+        self.visible_open = 0  # open failures not hidden, kept or not
+        self.resolved: list[tuple[int, Failure]] = []  # in (ts, id) order
+        self.resolved_total = 0
+        self.keep = keep
+        self.n = 0  # failures seen: each one's place in (ts, id) order
+
+    def step(self, call: Call, hidden: bool = False) -> Failure | None:
+        """Fold in one call; the failure it is, if it is one."""
         if not call.is_tool_call or call.unfinished:
-            continue
-        key = _same(call)
+            return None
         if call.failed and call.get("noop"):
-            continue  # nothing needed doing: nothing is lost, nothing is open
+            return None  # nothing needed doing: nothing is lost, nothing is open
         if call.succeeded and call.get("traceback") and _RUNS_PYTHON.search(call.target or ""):
             # Exit 0, yet the Python it ran crashed (and printed it): a failure all the same.
             failure = Failure(call.id, call.tool, call.target, TRACEBACK,
                               call.get("traceback"), call.ts, description=call.get("desc"))
-            found.append(failure)
-            waiting.setdefault(key, []).append(failure)
-            continue
+            self._add(failure, _same(call), hidden)
+            return failure
         if call.failed:
+            check = call.get("check") or {}
             failure = Failure(call.id, call.tool, call.target, call.get("refusal") or ERROR,
                               call.get("reason"), call.ts, call.get("exit"), call.get("words"),
-                              description=call.get("desc"),
-                              summary=(call.get("check") or {}).get("summary"),
-                              first_failure=(call.get("check") or {}).get("firstFailure"),
-                              failing=list((call.get("check") or {}).get("failing") or []))
-            found.append(failure)
-            if key[1] is not None:
-                waiting.setdefault(key, []).append(failure)
-        else:
-            run = call.check
-            if run is not None and not run.ok:
-                continue  # the command ran again and still fails
-            keys = [key]
-            if call.tool == "Bash" and call.target:
-                keys.append((call.tool, check_key(command_key(call.target))))
-                keys += [(call.tool, part) for part in chain_keys(call.target)]
-            for same in keys:
-                for failure in waiting.pop(same, ()):
-                    failure.resolved_by = call.id
-    return found
+                              description=call.get("desc"), summary=check.get("summary"),
+                              first_failure=check.get("firstFailure"),
+                              failing=list(check.get("failing") or []))
+            key = _same(call)
+            self._add(failure, key if key[1] is not None else None, hidden)
+            return failure
+        if not self.waiting:
+            return None  # nothing open that a success could resolve
+        run = call.check
+        if run is not None and not run.ok:
+            return None  # the command ran again and still fails
+        keys = [_same(call)]
+        if call.tool == "Bash" and call.target:
+            keys.append((call.tool, check_key(command_key(call.target))))
+            keys += [(call.tool, part) for part in chain_keys(call.target)]
+        for same in keys:
+            for call_id in self.waiting.pop(same, ()):
+                order, failure, was_hidden, _ = self.open.pop(call_id)
+                failure.resolved_by = call.id
+                self._resolve(order, failure, was_hidden)
+            hidden_n, visible_n = self.dropped.pop(same, (0, 0))
+            self.resolved_total += hidden_n + visible_n
+            self.visible_open -= visible_n
+        return None
+
+    def _add(self, failure: Failure, key: Key | None, hidden: bool) -> None:
+        self.open[failure.call_id] = [self.n, failure, hidden, key]
+        self.n += 1
+        if not hidden:
+            self.visible_open += 1
+        group = self.stuck if key is None else self.waiting.setdefault(key, [])
+        group.append(failure.call_id)
+        if self.keep is not None and len(group) > self.keep:
+            alike = [i for i in group if self.open[i][2] == hidden]
+            if len(alike) > self.keep:
+                oldest = alike[0]
+                group.remove(oldest)
+                del self.open[oldest]
+                self.dropped.setdefault(key, [0, 0])[0 if hidden else 1] += 1
+
+    def _resolve(self, order: int, failure: Failure, hidden: bool) -> None:
+        from bisect import insort
+
+        self.resolved_total += 1
+        if not hidden:
+            self.visible_open -= 1
+        insort(self.resolved, (order, failure), key=lambda p: p[0])
+        if self.keep is not None and len(self.resolved) > self.keep:
+            del self.resolved[0]
+
+    def open_failures(self, *, hidden: bool = True) -> list[Failure]:
+        """The open failures kept (without the hidden ones unless `hidden`), in (ts, id)
+        order; visible_open counts those not hidden, kept or not."""
+        kept = sorted(self.open.values(), key=lambda p: p[0])
+        return [p[1] for p in kept if hidden or not p[2]]
+
+    def resolved_failures(self) -> list[Failure]:
+        """The resolved failures kept, in (ts, id) order (resolved_total counts them all)."""
+        return [f for _, f in self.resolved]
+
+    def packed(self) -> list[Any]:
+        return [[[n, list(f.fields()), hidden, None if key is None else list(key)]
+                 for n, f, hidden, key in self.open.values()],
+                [[list(k), ids] for k, ids in self.waiting.items()], self.stuck,
+                [[None if k is None else list(k), v] for k, v in self.dropped.items()],
+                self.visible_open, [[n, list(f.fields())] for n, f in self.resolved],
+                self.resolved_total, self.keep, self.n]
+
+    @classmethod
+    def unpacked(cls, packed: list[Any]) -> FailuresFold:
+        opened, waiting, stuck, dropped, visible, resolved, total, keep, n = packed
+        fold = cls(keep)
+        fold.open = {f[0]: [i, Failure(*f), hidden, None if key is None else tuple(key)]
+                     for i, f, hidden, key in opened}
+        fold.waiting = {tuple(k): list(ids) for k, ids in waiting}
+        fold.stuck = list(stuck)
+        fold.dropped = {None if k is None else tuple(k): list(v) for k, v in dropped}
+        fold.visible_open = visible
+        fold.resolved = [(i, Failure(*f)) for i, f in resolved]
+        fold.resolved_total, fold.n = total, n
+        return fold
+
+
+def failures(calls: Iterable[Call]) -> list[Failure]:
+    """Every failed tool call, in (ts, id) order, each marked resolved or open."""
+    fold = FailuresFold()
+    for call in ordered(calls):
+        fold.step(call)
+    found = [(p[0], p[1]) for p in fold.open.values()] + fold.resolved
+    return [f for _, f in sorted(found, key=lambda p: p[0])]

@@ -21,6 +21,7 @@ from agent_journal.core.recovery.record import Record
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from typing import Any
 
 CREATED, UPDATED, WRITTEN, EDITED = "created", "updated", "written", "edited"
 READERS = frozenset({"Read", "NotebookRead"})
@@ -39,28 +40,37 @@ class FileState(Record):
     last_change: list[str | None] | None  # the latest edit's [added, removed] line
 
 
-def files_touched(calls: Iterable[Call]) -> list[FileState]:
-    """Every file a successful call changed, in order of its latest change."""
-    files: dict[str, FileState] = {}
+class FilesFold:
+    """files_touched as a step-and-state fold over calls in (ts, id) order: one state per
+    distinct file changed (with `keep_ids`, every call id that changed it too)."""
 
-    def touch(path: str, state: str, call: Call) -> None:
-        entry = files.get(path)
+    __slots__ = ("files", "keep_ids")
+
+    def __init__(self, keep_ids: bool = True) -> None:
+        self.files: dict[str, FileState] = {}
+        self.keep_ids = keep_ids
+
+    def _touch(self, path: str, state: str, call: Call) -> None:
+        entry = self.files.get(path)
         if entry is None:
-            files[path] = FileState(path, state, 1, call.ts, [call.id])
+            self.files[path] = FileState(path, state, 1, call.ts,
+                                         [call.id] if self.keep_ids else [])
             return
         entry.changes += 1
         entry.last_ts = call.ts
         entry.last_change = None
-        entry.call_ids.append(call.id)
+        if self.keep_ids:
+            entry.call_ids.append(call.id)
         if entry.state == CREATED and state in (EDITED, UPDATED, WRITTEN):
             return
         entry.state = state
         if state != MOVED:
             entry.moved_to = None
 
-    for call in ordered(calls):
+    def step(self, call: Call) -> None:
         if not call.succeeded:
-            continue
+            return
+        files, touch = self.files, self._touch
         tool, target = call.tool, call.target
         if tool == "Write" and target:
             touch(target, call.get("write") or WRITTEN, call)
@@ -77,7 +87,26 @@ def files_touched(calls: Iterable[Call]) -> list[FileState]:
         for path in call.get("removed") or ():
             if files.get(path) is None or files[path].state != DELETED:
                 touch(path, DELETED, call)
-    return sorted(files.values(), key=lambda f: (f.last_ts, f.path))
+
+    def result(self) -> list[FileState]:
+        return sorted(self.files.values(), key=lambda f: (f.last_ts, f.path))
+
+    def packed(self) -> list[Any]:
+        return [list(f.fields()) for f in self.files.values()]
+
+    @classmethod
+    def unpacked(cls, packed: list[Any]) -> FilesFold:
+        fold = cls(keep_ids=False)
+        fold.files = {f[0]: FileState(*f) for f in packed}
+        return fold
+
+
+def files_touched(calls: Iterable[Call]) -> list[FileState]:
+    """Every file a successful call changed, in order of its latest change."""
+    fold = FilesFold()
+    for call in ordered(calls):
+        fold.step(call)
+    return fold.result()
 
 
 class FileRead(Record):
@@ -87,25 +116,50 @@ class FileRead(Record):
     last_ts: str
 
 
-def files_read(calls: Iterable[Call], touched: Iterable[FileState] | None = None
-               ) -> list[FileRead]:
-    """Every file read and never changed by a successful call, in order of its last read.
-    `touched`: files_touched of the same calls, when the caller has it already."""
-    calls = ordered(calls)
-    changed = {f.path for f in (files_touched(calls) if touched is None else touched)}
-    read: dict[str, FileRead] = {}
-    for call in calls:
+class ReadsFold:
+    """The files read, as a step-and-state fold over calls in (ts, id) order: one state
+    per distinct file read; `result` leaves out the files changed."""
+
+    __slots__ = ("read",)
+
+    def __init__(self) -> None:
+        self.read: dict[str, FileRead] = {}
+
+    def step(self, call: Call) -> None:
         if not call.succeeded:
-            continue
+            return
         paths = [call.target] if call.tool in READERS and call.target else []
         paths += call.get("reads") or []
+        read = self.read
         for path in paths:
-            if path in changed:
-                continue
             entry = read.get(path)
             if entry is None:
                 read[path] = FileRead(path, 1, call.ts)
             else:
                 entry.reads += 1
                 entry.last_ts = call.ts
-    return sorted(read.values(), key=lambda f: (f.last_ts, f.path))
+
+    def result(self, changed: set[str] | dict[str, Any]) -> list[FileRead]:
+        return sorted((f for f in self.read.values() if f.path not in changed),
+                      key=lambda f: (f.last_ts, f.path))
+
+    def packed(self) -> list[Any]:
+        return [list(f.fields()) for f in self.read.values()]
+
+    @classmethod
+    def unpacked(cls, packed: list[Any]) -> ReadsFold:
+        fold = cls()
+        fold.read = {f[0]: FileRead(*f) for f in packed}
+        return fold
+
+
+def files_read(calls: Iterable[Call], touched: Iterable[FileState] | None = None
+               ) -> list[FileRead]:
+    """Every file read and never changed by a successful call, in order of its last read.
+    `touched`: files_touched of the same calls, when the caller has it already."""
+    calls = ordered(calls)
+    changed = {f.path for f in (files_touched(calls) if touched is None else touched)}
+    fold = ReadsFold()
+    for call in calls:
+        fold.step(call)
+    return fold.result(changed)

@@ -23,6 +23,7 @@ from agent_journal.core.recovery.record import Record
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from typing import Any
 
     from agent_journal.core.recovery.conversation import Said
 
@@ -79,17 +80,46 @@ def is_instruction(sentence: str) -> bool:
     return bool(_OPENERS.match(sentence) or _ANYWHERE.search(sentence))
 
 
-def standing_instructions(prompts: Iterable[Said]) -> list[Instruction]:
-    """The user's standing instructions, oldest first, each at its latest saying."""
-    found: dict[str, Instruction] = {}
-    for prompt in prompts:
+class InstructionsFold:
+    """standing_instructions as a step-and-state fold over prompts in (ts, id) order: the
+    latest _MAX distinct sentences, each at its latest saying (one said again moves to
+    the end, so the ones dropped could only come back by being said again)."""
+
+    __slots__ = ("found",)
+
+    def __init__(self) -> None:
+        self.found: dict[str, Instruction] = {}
+
+    def step(self, prompt: Said) -> None:
         if prompt.agent is not None or prompt.abandoned:
-            continue
+            return
         if prompt.text.lstrip().startswith("<"):
-            continue  # a command or tag Claude Code wrote into the prompt
+            return  # a command or tag Claude Code wrote into the prompt
+        found = self.found
         for sentence in _sentences(prompt.text):
             if is_instruction(sentence):
                 key = sentence.casefold().rstrip(".! ")
                 found.pop(key, None)
                 found[key] = Instruction(sentence, prompt.ts, prompt.id)
-    return list(found.values())[-_MAX:]
+        while len(found) > _MAX:
+            del found[next(iter(found))]
+
+    def result(self) -> list[Instruction]:
+        return list(self.found.values())
+
+    def packed(self) -> list[Any]:
+        return [[k, list(i.fields())] for k, i in self.found.items()]
+
+    @classmethod
+    def unpacked(cls, packed: list[Any]) -> InstructionsFold:
+        fold = cls()
+        fold.found = {k: Instruction(*i) for k, i in packed}
+        return fold
+
+
+def standing_instructions(prompts: Iterable[Said]) -> list[Instruction]:
+    """The user's standing instructions, oldest first, each at its latest saying."""
+    fold = InstructionsFold()
+    for prompt in prompts:
+        fold.step(prompt)
+    return fold.result()

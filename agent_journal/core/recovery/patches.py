@@ -5,6 +5,8 @@ is ["created", p], `*** Update File: p` ["edited", p] (followed by `*** Move to:
 ["moved", p, q]), `*** Delete File: p` ["deleted", p]; a `codex exec --json`
 `file_change` item's `changes` (`{"path", "kind": "add"|"update"|"delete"}`) likewise.
 Anything else gives no operation: a patch that names no file changed none that can be told.
+A patch whose output says it did not apply (`patch_refused`: Codex's own wording) changed
+nothing, whatever it names.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ _MOVE = "*** Move to: "
 _KINDS = {"add": "created", "create": "created", "update": "edited", "modify": "edited",
           "delete": "deleted", "remove": "deleted"}
 _MAX_OPS = 50
+# How Codex's apply_patch reports a patch it did not apply, on the output's first line
+# (after the `Exit code: / Wall time: / Output:` header a shell-run patch gets).
+_REFUSED = ("apply_patch verification failed", "Failed to apply patch", "patch rejected",
+            "Invalid patch")
+_HEADER = ("Exit code:", "Wall time:", "Output:")
 
 
 def patch_text(value: Any) -> str | None:
@@ -64,3 +71,13 @@ def patch_file_ops(value: Any) -> list[list[str]]:
         if len(ops) >= _MAX_OPS:
             break
     return ops
+
+
+def patch_refused(output: str | None) -> str | None:
+    """The line a patch call's output says the patch did not apply with, or None."""
+    for line in (output or "").splitlines()[:6]:
+        line = line.strip()
+        if not line or line.startswith(_HEADER):
+            continue
+        return line if line.startswith(_REFUSED) else None
+    return None

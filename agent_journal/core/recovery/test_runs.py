@@ -95,25 +95,36 @@ def _failing(call: Call) -> bool:
     return run is not None and not run.ok
 
 
-def test_runs(calls: Iterable[Call]) -> list[TestRun]:
-    """Every command that ran tests or a checker, in order of its latest run."""
-    # command -> [latest call, runs, failed runs, call ids]; the summary is built for the
-    # latest run only (a busy journal holds many runs of few commands).
-    history: dict[str, list[Any]] = {}
-    keys: dict[str, str] = {}
-    shown: dict[str, str] = {}  # run key -> the latest run's command, as displayed
-    for call in ordered(calls):
+class TestRunsFold:
+    """test_runs as a step-and-state fold over calls in (ts, id) order. Its state is one
+    summary per distinct command (the latest run, how many runs, how many failed); with
+    `keep_ids` each history also keeps every call id that took part in it."""
+
+    __slots__ = ("history", "keys", "shown", "keep_ids")
+
+    def __init__(self, keep_ids: bool = True) -> None:
+        # run key -> [latest call, runs, failed runs, call ids, runner]; the summary is
+        # built for the latest run only (a busy journal holds many runs of few commands).
+        self.history: dict[str, list[Any]] = {}
+        self.keys: dict[str, str] = {}  # target -> command_key(target), computed once
+        self.shown: dict[str, str] = {}  # run key -> the latest run's command, as displayed
+        self.keep_ids = keep_ids
+
+    def step(self, call: Call) -> bool:
+        """Fold in one call; whether it took part in some command's run history."""
         if not call.is_tool_call:
-            continue
+            return False
         raw = call.facts.get("check")
         if not isinstance(raw, dict) and not call.succeeded:
-            continue
+            return False
+        history = self.history
         target = call.target or call.tool or ""
-        command = keys.get(target)
+        command = self.keys.get(target)
         if command is None:
-            command = keys[target] = command_key(target)
+            command = self.keys[target] = command_key(target)
         key = check_key(command)
         seen = history.get(key)
+        joined = False
         if call.succeeded and (not isinstance(raw, dict) or raw.get("ok") is True):
             # A chain that passed ran each of its commands successfully: a command of it
             # whose latest run failed is followed by this passing one.
@@ -122,28 +133,53 @@ def test_runs(calls: Iterable[Call]) -> list[TestRun]:
                 if part != key and part_seen is not None and _failing(part_seen[0]):
                     part_seen[0] = call
                     part_seen[1] += 1
-                    part_seen[3].append(call.id)
+                    if self.keep_ids:
+                        part_seen[3].append(call.id)
+                    joined = True
         if not isinstance(raw, dict):
             if seen is None:
-                continue  # a command that never printed a summary is not a run
+                return joined  # a command that never printed a summary is not a run
             ok = True
         else:
             ok = raw.get("ok") is True
-        shown[key] = command
+        self.shown[key] = command
         if seen is None:
             # seen is None here only for a call that carried a summary (raw is its dict)
             runner = raw.get("runner") if isinstance(raw, dict) else None
-            history[key] = [call, 1, 0 if ok else 1, [call.id], runner]
-            continue
+            history[key] = [call, 1, 0 if ok else 1, [call.id] if self.keep_ids else [],
+                            runner]
+            return True
         seen[0] = call
         seen[1] += 1
         seen[2] += 0 if ok else 1
-        seen[3].append(call.id)
-    runs = []
-    for key, (call, count, failed, ids, runner) in history.items():
-        latest = call.check
-        if latest is None:  # a silent successful run of a command with a history
-            latest = RunSummary(str(runner), True, SILENT_PASS)
-        runs.append(TestRun(shown[key], latest, call.id, call.ts, count, failed,
-                            latest.ok and failed > 0, ids))
-    return sorted(runs, key=lambda r: (r.ts, r.call_id))
+        if self.keep_ids:
+            seen[3].append(call.id)
+        return True
+
+    def result(self) -> list[TestRun]:
+        runs = []
+        for key, (call, count, failed, ids, runner) in self.history.items():
+            latest = call.check
+            if latest is None:  # a silent successful run of a command with a history
+                latest = RunSummary(str(runner), True, SILENT_PASS)
+            runs.append(TestRun(self.shown[key], latest, call.id, call.ts, count, failed,
+                                latest.ok and failed > 0, list(ids)))
+        return sorted(runs, key=lambda r: (r.ts, r.call_id))
+
+    def packed(self) -> list[Any]:
+        return [{k: [v[0].fields(), *v[1:]] for k, v in self.history.items()}, self.shown]
+
+    @classmethod
+    def unpacked(cls, packed: list[Any]) -> TestRunsFold:
+        fold = cls(keep_ids=False)
+        history, fold.shown = packed
+        fold.history = {k: [Call(*v[0]), *v[1:]] for k, v in history.items()}
+        return fold
+
+
+def test_runs(calls: Iterable[Call]) -> list[TestRun]:
+    """Every command that ran tests or a checker, in order of its latest run."""
+    fold = TestRunsFold()
+    for call in ordered(calls):
+        fold.step(call)
+    return fold.result()

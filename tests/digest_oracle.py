@@ -1,0 +1,288 @@
+"""The digest's collect as it was before its calls became one bounded fold: the oracle the
+fold's laws are checked against (tests/test_digest_fold.py). Kept verbatim but for its
+signature; do not change it to follow the digest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_journal.core.derive import Derived
+from agent_journal.core.recovery.calls import Call, Ordered
+from agent_journal.core.recovery.commits import commits
+from agent_journal.core.recovery.conversation import conversation
+from agent_journal.core.recovery.failures import Failure, failures
+from agent_journal.core.recovery.files_touched import files_read, files_touched
+from agent_journal.core.recovery.instructions import standing_instructions
+from agent_journal.core.recovery.test_runs import test_runs
+from agent_journal.ops.digest import (
+    CAPS,
+    CHANGED_LINES,
+    GIT_OPERATIONS,
+    INSTRUCTIONS_NOTE,
+    LAST_MESSAGE_CHARS,
+    MESSAGE_CHARS,
+    META_CHARS,
+    PLAN_CHARS,
+    PROMPT_CHARS,
+    REASON_CHARS,
+    RECAP_CHARS,
+    RESULT_CHARS,
+    RETRACTED_NOTE,
+    REWOUND_NOTE,
+    SUMMARY_CHARS,
+    TARGET_CHARS,
+    WATERMARK,
+    Section,
+    _call_item,
+    _call_line,
+    _change_md,
+    _entry_item,
+    _failure_item,
+    _failure_line,
+    _fields_text,
+    _live_entry,
+    _quote_within,
+    _read_lines,
+    _relative,
+    _result_of,
+    _retracted_entry,
+    _said_item,
+    _todo_line,
+)
+from agent_journal.ops.digest_md import code, hhmm, one_line, quote
+
+
+def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
+    """The digest's collect as it was before the fold: every derivation over every call."""
+    objectives: list[dict[str, Any]] = []
+    constraints: list[dict[str, Any]] = []
+    live = Section("liveEntries", "Live decisions and findings", "entries")
+    retracted = Section("retracted", "Retracted entries", "retracted entries", RETRACTED_NOTE)
+    for entry_id in d.visible_entry_ids():
+        if not d.is_live(entry_id):
+            retracted.add(*_retracted_entry(d, entry_id))
+            continue
+        kind = d.entry_events[entry_id].kind
+        if kind in ("objective", "constraint"):
+            item = _entry_item(d, entry_id)
+            item["text"] = _fields_text(kind, item["fields"])
+            (objectives if kind == "objective" else constraints).append(item)
+        else:
+            live.add(*_live_entry(d, entry_id))
+
+    tool_calls = Ordered(c for c in calls if c.is_tool_call)
+    said = conversation(calls)
+    shown: set[str] = set()  # call ids already rendered above recent activity
+
+    goal = said.prompts[0] if said.prompts else None
+    asked = Section("asked", "What the user asked since", "prompts")
+    for p in said.prompts[1:]:
+        asked.add(_said_item(p), f"- {hhmm(p.ts)} {one_line(p.text, PROMPT_CHARS)}\n")
+    for f_call in tool_calls:
+        words = f_call.get("words")
+        if f_call.get("refusal") == "rejected" and words:
+            asked.add({"id": f_call.id, "kind": "rejection", "ts": f_call.ts, "text": words},
+                      f"- {hhmm(f_call.ts)} (rejecting {f_call.tool}) "
+                      f"{one_line(words, PROMPT_CHARS)}\n")
+    asked.md[:] = [md for _, md in sorted(zip([i["ts"] for i in asked.items], asked.md,
+                                              strict=True), key=lambda t: t[0])]
+    asked.items.sort(key=lambda i: i["ts"])
+
+    rules = Section("standingInstructions", "Standing instructions from the user",
+                    "instructions", INSTRUCTIONS_NOTE)
+    rules.fill(standing_instructions(said.prompts), lambda r: (
+        {"text": r.text, "ts": r.ts, "promptId": r.prompt_id},
+        f"- {hhmm(r.ts)} {one_line(r.text, PROMPT_CHARS)}\n"))
+
+    stopped = Section("stopped", "Where it stopped", "items")
+    last = said.assistant[-1] if said.assistant else None
+    # Claude Code's own messages to the agent (hook feedback, command output) are not
+    # where the work stopped: they get their own section, below the work, each text once.
+    session_messages = Section("sessionMessages", "Session messages", "session messages")
+    latest_meta: dict[str, Any] = {}
+    for meta in said.meta:
+        latest_meta.pop(meta.text, None)
+        latest_meta[meta.text] = meta
+    session_messages.fill(list(latest_meta.values()), lambda meta: (
+        _said_item(meta), f"- {hhmm(meta.ts)} {one_line(meta.text, META_CHARS)}\n"))
+    # Items in the order the bound drops them (the first first): the last assistant message,
+    # what the agent itself said about where it stopped, is kept longest.
+    for c in tool_calls[-3:]:
+        stopped.add({"id": c.id, "kind": "lastAction", "ts": c.ts, "line": _call_line(c)},
+                    "- last action:" + _call_line(c)[1:])
+        shown.add(c.id)
+    plan = next((c for c in reversed(tool_calls) if c.get("plan") and not c.unfinished), None)
+    if plan is not None:
+        verdict = "approved" if plan.succeeded else "not approved"
+        stopped.add({"kind": "plan", "id": plan.id, "ts": plan.ts, "approved": plan.succeeded,
+                     "plan": plan.get("plan")},
+                    f"- latest plan ({hhmm(plan.ts)}, {verdict}):\n"
+                    + quote(plan.get("plan"), PLAN_CHARS))
+        shown.add(plan.id)
+    recap = said.summaries[-1] if said.summaries else None
+    if recap is not None and recap.source == "away_summary" and (
+            last is None or (recap.ts, recap.id) > (last.ts, last.id)):
+        # Claude Code's recap, written after the last message: where it says things stand.
+        stopped.add(_said_item(recap), f"- recap ({hhmm(recap.ts)}): "
+                                       f"{one_line(recap.text, RECAP_CHARS)}\n")
+    todo = next((c for c in reversed(tool_calls) if c.get("todos") and c.succeeded), None)
+    if todo is not None:
+        stopped.add({"kind": "todos", "id": todo.id, "ts": todo.ts,
+                     "todos": [{"status": t[0], "content": t[1]} for t in todo.get("todos")]},
+                    _todo_line(todo.ts, todo.get("todos")))
+        shown.add(todo.id)
+    if last is not None:
+        head = f"- last assistant message ({hhmm(last.ts)}):\n"
+        stopped.add(_said_item(last), head + quote(last.text, LAST_MESSAGE_CHARS),
+                    shrink=lambda room, text=last.text, head=head: _quote_within(head, text,
+                                                                                room))
+
+    unfinished = Section("unfinishedToolCalls", "Unfinished tool calls",
+                         "unfinished tool calls", WATERMARK)
+    for c in tool_calls:
+        if c.unfinished:
+            unfinished.add(_call_item(c), _call_line(c, with_id=True))
+            shown.add(c.id)
+
+    runs = test_runs(tool_calls)
+    failed_runs = {cid for r in runs for cid in r.call_ids}
+    problems = failures(tool_calls)
+    open_ = Section("openProblems", "Open problems", "open problems")
+    resolved = Section("resolvedProblems", "Resolved problems", "resolved problems",
+                       "Failed, then a later run of the same call succeeded.")
+    for r in runs:
+        if not r.passing:
+            latest = r.latest
+            line = f"- failing: {code(one_line(r.command, TARGET_CHARS))} -> {latest.summary}"
+            if latest.failing:
+                line += "; failing: " + ", ".join(latest.failing[:8])
+            if latest.first_failure:
+                line += f"; first failure: {one_line(latest.first_failure, REASON_CHARS)}"
+            open_.add({"kind": "testRun", "command": r.command, "callId": r.call_id,
+                       "ts": r.ts, **latest.as_dict()}, line + f" [{r.call_id}]\n")
+    open_fails: list[Failure] = []
+    resolved_fails: list[Failure] = []
+    for fail in problems:
+        if fail.call_id in failed_runs and fail.resolved_by is None:
+            continue  # shown with its test run
+        (resolved_fails if fail.resolved else open_fails).append(fail)
+    open_runs = open_.total
+    open_.fill(open_fails, lambda f: (_failure_item(f), _failure_line(f, with_id=True)))
+    open_.total += open_runs
+    resolved.fill(resolved_fails, lambda f: (_failure_item(f), _failure_line(f, with_id=False)))
+    shown.update(f.call_id for f in open_fails[-CAPS["openProblems"]:])
+    shown.update(f.call_id for f in resolved_fails[-CAPS["resolvedProblems"]:])
+
+    tests = Section("testRuns", "Test and check runs", "commands")
+    for r in runs:
+        state = "passing" if r.passing else "FAILING"
+        extra = f"; fixed after {r.failed_runs} failing run(s)" if r.fixed else ""
+        tests.add({"command": r.command, "callId": r.call_id, "ts": r.ts, "runs": r.runs,
+                   "failedRuns": r.failed_runs, "fixed": r.fixed, **r.latest.as_dict()},
+                  f"- {hhmm(r.ts)} {code(one_line(r.command, TARGET_CHARS))} -> {state}: "
+                  f"{one_line(r.latest.summary, 160)} ({r.runs} run(s){extra})\n")
+        shown.update(r.call_ids)
+
+    git = commits(calls)
+    commit_section = Section("commits", "Commits", "commits")
+    pushed = {p.destination for p in git.pushes}
+    for cm in git.commits:
+        who = f", by agent {cm.agent}" if cm.agent else ""
+        commit_section.add({"hash": cm.hash, "subject": cm.subject, "branch": cm.branch,
+                            "callId": cm.call_id, "ts": cm.ts, "agent": cm.agent},
+                           f"- {hhmm(cm.ts)} {cm.hash} {one_line(cm.subject, 160)} "
+                           f"(on {cm.branch}{who})\n")
+        shown.add(cm.call_id)
+    for push in git.pushes:
+        commit_section.add({"push": push.destination, "remote": push.remote,
+                            "source": push.source, "callId": push.call_id, "ts": push.ts},
+                           f"- {hhmm(push.ts)} pushed {push.source} -> {push.destination} "
+                           f"to {push.remote}\n")
+        shown.add(push.call_id)
+    for rej in git.rejected:
+        to = f" to {rej.remote}" if rej.remote else ""
+        commit_section.add({"pushRejected": rej.destination, "remote": rej.remote,
+                            "source": rej.source, "why": rej.why, "callId": rej.call_id,
+                            "ts": rej.ts},
+                           f"- {hhmm(rej.ts)} push of {rej.source} -> {rej.destination}{to} "
+                           f"rejected ({one_line(rej.why, 80)})\n")
+    for operation, call_id, ts in git.operations[-GIT_OPERATIONS:]:
+        commit_section.add({"gitOperation": operation, "callId": call_id, "ts": ts},
+                           f"- {hhmm(ts)} ran {code(one_line(operation, TARGET_CHARS + 40))}\n")
+    if git.log:
+        listing = "; ".join(f"{h} {one_line(s, 70)}" for h, s in git.log[:10])
+        commit_section.add({"log": [list(x) for x in git.log], "callId": git.log_call},
+                           f"- latest `git log` listed: {listing}\n")
+    del pushed
+
+    cwd = next((c.get("cwd") for c in reversed(calls) if c.get("cwd")), None)
+    relative = f"Paths relative to {code(cwd)}." if cwd else None
+    files = Section("files", "Files changed", "files", relative)
+    touched = files_touched(tool_calls)
+    # What the latest edit did, for the files changed last (where a resuming agent looks).
+    with_change = {f.path for f in touched[-CHANGED_LINES:]}
+    files.fill(touched, lambda f: (
+        {"path": f.path, "state": f.state, "changes": f.changes, "lastTs": f.last_ts,
+         "lastChange": ({"added": f.last_change[0], "removed": f.last_change[1]}
+                        if f.last_change else None)},
+        f"- {code(_relative(f.path, cwd))}: {f.state}"
+        f"{f' to {code(_relative(f.moved_to, cwd))}' if f.moved_to else ''} "
+        f"({f.changes} change(s), last {hhmm(f.last_ts)})"
+        + (_change_md(f.last_change) if f.path in with_change else "") + "\n"))
+
+    read_only = Section("filesRead", "Files read, not changed", "lines of files", relative)
+    read_only.fill(_read_lines(files_read(tool_calls, touched), cwd), lambda group: (
+        {"files": [f.path for f in group], "lastTs": group[-1].last_ts},
+        "- " + ", ".join(_relative(f.path, cwd) for f in group) + "\n"))
+
+    subagents = Section("subagents", "Subagent results", "subagent results")
+    for res in said.subagent_results:
+        who = res.agent or "subagent"
+        subagents.add(_said_item(res), f"- {hhmm(res.ts)} {who}: "
+                                       f"{one_line(res.text, RESULT_CHARS)}\n")
+    for c in tool_calls:
+        if c.tool in ("Task", "Agent") and c.get("result") and c.id not in shown:
+            label = code(one_line(c.target or "", 80))
+            subagents.add(_call_item(c), f"- {hhmm(c.ts)} {c.tool} {label}: "
+                                         f"{one_line(c.get('result'), RESULT_CHARS)}\n")
+            shown.add(c.id)
+
+    summaries = Section("summaries", "Compaction summaries", "summaries")
+    for n, sm in enumerate(said.summaries):
+        since = ""
+        if n == len(said.summaries) - 1:
+            # The latest summary is a snapshot: say how much work came after it.
+            later_calls = sum(1 for c in tool_calls if (c.ts, c.id) > (sm.ts, sm.id))
+            later_prompts = sum(1 for p in said.prompts if (p.ts, p.id) > (sm.ts, sm.id))
+            since = (f" (the latest; after it: {later_calls} tool call(s), "
+                     f"{later_prompts} prompt(s))")
+        summaries.add(_said_item(sm), f"- {hhmm(sm.ts)}{since}:\n"
+                                      + quote(sm.text, SUMMARY_CHARS))
+    if said.titles:
+        titles = "; ".join(one_line(t.text, 60) for t in said.titles[-20:])
+        summaries.add({"kind": "titles", "titles": [t.text for t in said.titles]},
+                      f"- conversation titles: {titles}\n")
+
+    earlier = Section("earlierMessages", "Earlier assistant messages", "assistant messages")
+    for msg in said.assistant[:-1]:
+        earlier.add(_said_item(msg), f"- {hhmm(msg.ts)} {one_line(msg.text, MESSAGE_CHARS)}\n")
+
+    rewound = Section("rewound", "Rewound prompts", "rewound prompts", REWOUND_NOTE)
+    for p in said.abandoned_prompts:
+        rewound.add(_said_item(p), f"- {hhmm(p.ts)} {one_line(p.text, PROMPT_CHARS)}\n")
+
+    recent = Section("recentActivity", "Recent activity", "calls")
+    recent.fill([c for c in tool_calls if c.id not in shown],
+                lambda c: ({"id": c.id, "ts": c.ts, "tool": c.tool, "target": c.target,
+                            "result": _result_of(c)}, _call_line(c)))
+
+    # Priority order, most important first: trimming starts from the end.
+    sections = [rules, asked, stopped, unfinished, open_, tests, commit_section, files, live,
+                resolved, subagents, summaries, read_only, session_messages, earlier, rewound,
+                retracted, recent]
+    for section in sections:
+        section.keep_latest()
+    where = {"cwd": cwd, "branch": git.branch}
+    return {"objectives": objectives, "liveConstraints": constraints, "sections": sections,
+            "goal": _said_item(goal) if goal else None, "where": where,
+            "sessions": sorted({c.session for c in calls if c.session})}
