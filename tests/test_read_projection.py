@@ -28,7 +28,7 @@ from agent_journal.core.derive import derive
 from agent_journal.core.model import Event
 from agent_journal.ops import context
 from agent_journal.ops.compact import compact
-from agent_journal.ops.coverage import _kind_peek, coverage, coverage_derived
+from agent_journal.ops.coverage import coverage, coverage_derived
 from agent_journal.ops.decay import decay, decay_derived
 from agent_journal.storage import compaction_read, verified_mark
 from agent_journal.storage.connection import connect, run_write
@@ -110,7 +110,7 @@ def _state(read: compaction_read.CompactionRead) -> tuple[Any, ...]:
 def _direct_coverage(root: Path) -> dict[str, Any]:
     """coverage as it was made before the projections: one direct read."""
     ws = _ws(root)
-    result = ws.read(lazy=True, peek=_kind_peek())
+    result = ws.read(lazy=True)
     report: dict[str, Any] = coverage_derived(result.events, derive(result.events))
     unreadable = list(result.unreadable)
     seen = {u["path"] for u in unreadable}

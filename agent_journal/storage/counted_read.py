@@ -1,10 +1,11 @@
 """The counting read of coverage and decay: of an observation, only its id and kind.
 
-A segment is read as `Workspace.read(lazy=True, peek=...)` reads it (so the
-verdicts are those every lazy read gives: `codec.decode_checked` for
-entries, invalidations and tombstones, `codec.decode_lazy` or `decode_peeked`
-for observations), but counted while it streams: of each observation only
-its id and kind (the kind SQLite reads from the verified body) are kept.
+A segment is read as `Workspace.read(lazy=True)` reads it (so the verdicts
+are those every lazy read gives: `codec.decode_checked` for entries,
+invalidations and tombstones, `codec.decode_lazy` for observations), but
+counted while it streams: of each observation only its id and kind (the
+kind its verified header reads, `codec.header_kind`: no body is parsed and
+no event built for it) are kept.
 What a segment gave is kept between runs in the read projection at
 <root>/cache/counts/<ws>.sqlite (storage/read_projection.py, the same record
 layout and rules: `head` is (high-water, malformed rows, events by (type,
@@ -34,28 +35,19 @@ from agent_journal.storage.compaction_rows import READ_SLICE_ROWS
 from agent_journal.storage.connection import describe_sqlite_error
 from agent_journal.storage.read_projection import COUNTS_AREA, Projection, open_projection
 from agent_journal.storage.segment import never_initialised, open_segment_for_read
-from agent_journal.storage.segment_reader import ReadResult, json_check, quick_check
+from agent_journal.storage.segment_reader import ReadResult, quick_check
 from agent_journal.storage.verified_mark import CHANGED, SAME, Before, Fold, check
 from agent_journal.storage.workspace import Workspace
 
-
-def _rows_sql() -> str:
-    """Rows above a seq, at most so many, in seq order; the last column is the
-    `kind` SQLite reads from an observation's body when it is a string (NULL
-    for any other value, and where SQLite's JSON could be looser than
-    Python's: that row's kind is then the event's own)."""
-    check_sql = json_check()
-    peeked = ("NULL" if check_sql is None else
-              f"CASE WHEN type = 'observation' AND {check_sql} "
-              "AND json_type(t, '$.kind') = 'text' THEN json_extract(t, '$.kind') END")
-    return (f"SELECT seq, event_id, body, checksum, type, subject, ts, {peeked} FROM "
-            "(SELECT seq, event_id, body, checksum, type, subject, ts, CAST(body AS TEXT) AS t "
-            "FROM events WHERE seq > ? ORDER BY seq LIMIT ?) ORDER BY seq")
+# Rows above a seq, at most so many, in seq order: what the counting read
+# fetches and folds, and what `verified_mark.check` fetches again.
+_ROWS_SQL = ("SELECT seq, event_id, body, checksum, type, subject, ts FROM events "
+             "WHERE seq > ? ORDER BY seq LIMIT ?")
 
 
 def fetch_rows(conn: sqlite3.Connection, after: Any, count: int) -> list[tuple[Any, ...]]:
     """`count` rows above `after` as the counting read fetches them."""
-    return conn.execute(_rows_sql(), (after, count)).fetchall()
+    return conn.execute(_ROWS_SQL, (after, count)).fetchall()
 
 
 class CountPart:
@@ -100,14 +92,15 @@ def count_segment(path: str, rel: str, after: int = 0, fold: Fold | None = None)
 
 
 def _count_rows(conn: sqlite3.Connection, part: CountPart, after: int) -> None:
-    decode_lazy, decode_checked, bad = codec.decode_lazy, codec.decode_checked, codec.MalformedEvent
-    sql = _rows_sql()
+    header_kind, decode_lazy, decode_checked = codec.header_kind, codec.decode_lazy, \
+        codec.decode_checked
+    lazy_kind, bad = codec.lazy_kind, codec.MalformedEvent
     counts, subjects, others = part.counts, part.subjects, part.others
     start: float = after if after else float("-inf")
     while True:
-        rows = conn.execute(sql, (start, READ_SLICE_ROWS)).fetchall()
+        rows = fetch_rows(conn, start, READ_SLICE_ROWS)
         part.fold.add(start, rows)
-        for seq, event_id, body, digest, type_, subject, ts, kind in rows:
+        for seq, event_id, body, digest, type_, subject, ts in rows:
             part.high = seq
             try:
                 if type_ != OBSERVATION:
@@ -115,15 +108,17 @@ def _count_rows(conn: sqlite3.Connection, part: CountPart, after: int) -> None:
                     others.append(event_values(ev))
                     counts[(ev.type, ev.kind)] += 1
                     continue
-                # The verdict `Workspace.read(lazy=True)` gives an observation;
-                # its kind as SQLite read it from the verified body, when a
-                # string (coverage's `_kind`), else its own.
-                ev = decode_lazy(body, digest, event_id, type_, subject, ts)
+                # The verdict `Workspace.read(lazy=True)` gives an observation, and
+                # the kind its verified header reads, without building the event;
+                # a row that verdict decodes some other way is decoded.
+                kind = header_kind(body, digest, event_id, type_, subject, ts)
+                if kind is None:
+                    kind = lazy_kind(decode_lazy(body, digest, event_id, type_, subject, ts))
             except bad as exc:
                 part.malformed.append((seq, str(exc)))
                 continue
-            counts[(OBSERVATION, kind if kind else str(ev.kind))] += 1
-            subjects.append(subject)  # decode_lazy verified it is the body's id
+            counts[(OBSERVATION, kind)] += 1
+            subjects.append(subject)  # its verdict holds that it is the body's id
         if len(rows) < READ_SLICE_ROWS:
             return
         start = rows[-1][0]
@@ -145,9 +140,8 @@ class Counted:
         self.structure: list[dict[str, str]] = []
 
 
-def read_counted(ws: Workspace, peek: Any = None) -> Counted:
-    """Every segment counted, from the read projection where its marks hold.
-    `peek` is what a direct read of a damaged segment peeks."""
+def read_counted(ws: Workspace) -> Counted:
+    """Every segment counted, from the read projection where its marks hold."""
     import os
 
     from agent_journal.storage.segment_reader import read_segment, structure_damage
@@ -160,14 +154,7 @@ def read_counted(ws: Workspace, peek: Any = None) -> Counted:
             result.segments.append(rel)
             part = _counted_segment(projection, path, rel, name)
             if part is None:  # damaged: read directly, as every time
-                scan = read_segment(path, lazy=True, peek=peek)
-                got.loose.extend(scan.events)
-                result.malformed.extend({"segment": rel, "row": seq, "reason": why}
-                                        for seq, why in scan.malformed)
-                if scan.unreadable is not None:
-                    result.unreadable.append({"path": rel, "reason": scan.unreadable})
-                else:
-                    result.high_water[rel] = scan.high
+                got.loose.extend(result.take(rel, read_segment(path, lazy=True)))
                 reason = structure_damage(path)
                 if reason is not None:
                     got.structure.append({"path": rel, "reason": reason})
