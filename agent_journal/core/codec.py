@@ -291,14 +291,34 @@ def _plain_kind(body: bytes, at: int) -> str | None:
         return None
 
 
-def header_kind(body: Any, stored_checksum: str | None, event_id: str, type_: str,
-                subject: str | None, ts: str) -> str | None:
-    """`decode_lazy`'s verdict on an observation row without building its event:
-    the kind its verified header reads (`lazy_kind`), or None where
-    `decode_lazy` would decode the row some other way, or its kind is not a
-    plain string (the caller then decodes it). Raises MalformedEvent on a
-    checksum mismatch, as decode_lazy does."""
-    return _plain_kind(body, _header_end(body, stored_checksum, event_id, type_, subject, ts))
+def count_lazy(rows: list[tuple[Any, ...]], kinds: dict[str, int], ids: list[str]
+               ) -> list[tuple[Any, ...]]:
+    """`decode_lazy`'s verdict on the observations among stored rows (seq,
+    event_id, body, checksum, type, subject, ts), with no event built.
+
+    An observation whose body verifies with the indexed columns as its header
+    (as decode_lazy verifies it) and a plain string as its kind (as
+    `lazy_kind` reads it) is counted under that kind in `kinds`, and its id
+    put in `ids`. Every other row (another type, a body decode_lazy would
+    decode some other way or refuse, a kind to parse for) is given back, in
+    order, for the caller to decode one by one.
+    """
+    header_end, plain_kind, bad = _header_end, _plain_kind, MalformedEvent
+    rest = []
+    for row in rows:
+        _seq, event_id, body, digest, type_, subject, ts = row
+        kind = None
+        if type_ == "observation":
+            try:
+                kind = plain_kind(body, header_end(body, digest, event_id, type_, subject, ts))
+            except bad:  # the caller's own decode gives the verdict
+                pass
+        if kind is None:
+            rest.append(row)
+            continue
+        kinds[kind] = kinds.get(kind, 0) + 1
+        ids.append(subject)
+    return rest
 
 
 def lazy_kind(ev: Event) -> str:

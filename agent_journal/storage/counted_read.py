@@ -4,7 +4,7 @@ A segment is read as `Workspace.read(lazy=True)` reads it (so the verdicts
 are those every lazy read gives: `codec.decode_checked` for entries,
 invalidations and tombstones, `codec.decode_lazy` for observations), but
 counted while it streams: of each observation only its id and kind (the
-kind its verified header reads, `codec.header_kind`: no body is parsed and
+kind its verified header reads, `codec.count_lazy`: no body is parsed and
 no event built for it) are kept.
 What a segment gave is kept between runs in the read projection at
 <root>/cache/counts/<ws>.sqlite (storage/read_projection.py, the same record
@@ -92,36 +92,37 @@ def count_segment(path: str, rel: str, after: int = 0, fold: Fold | None = None)
 
 
 def _count_rows(conn: sqlite3.Connection, part: CountPart, after: int) -> None:
-    header_kind, decode_lazy, decode_checked = codec.header_kind, codec.decode_lazy, \
+    count_lazy, decode_lazy, decode_checked = codec.count_lazy, codec.decode_lazy, \
         codec.decode_checked
     lazy_kind, bad = codec.lazy_kind, codec.MalformedEvent
     counts, subjects, others = part.counts, part.subjects, part.others
+    kinds: dict[str, int] = {}  # observations by kind
     start: float = after if after else float("-inf")
     while True:
         rows = fetch_rows(conn, start, READ_SLICE_ROWS)
         part.fold.add(start, rows)
-        for seq, event_id, body, digest, type_, subject, ts in rows:
-            part.high = seq
+        if rows:
+            part.high = rows[-1][0]
+        # The verdict `Workspace.read(lazy=True)` gives each row: most
+        # observations are counted with no event built for them; the rest is
+        # decoded here, as that read decodes it.
+        for seq, event_id, body, digest, type_, subject, ts in count_lazy(rows, kinds, subjects):
             try:
                 if type_ != OBSERVATION:
                     ev = decode_checked(body, digest, event_id, type_, subject, ts)
                     others.append(event_values(ev))
                     counts[(ev.type, ev.kind)] += 1
                     continue
-                # The verdict `Workspace.read(lazy=True)` gives an observation, and
-                # the kind its verified header reads, without building the event;
-                # a row that verdict decodes some other way is decoded.
-                kind = header_kind(body, digest, event_id, type_, subject, ts)
-                if kind is None:
-                    kind = lazy_kind(decode_lazy(body, digest, event_id, type_, subject, ts))
+                kind = lazy_kind(decode_lazy(body, digest, event_id, type_, subject, ts))
             except bad as exc:
                 part.malformed.append((seq, str(exc)))
                 continue
             counts[(OBSERVATION, kind)] += 1
             subjects.append(subject)  # its verdict holds that it is the body's id
         if len(rows) < READ_SLICE_ROWS:
-            return
+            break
         start = rows[-1][0]
+    counts.update({(OBSERVATION, kind): n for kind, n in kinds.items()})
 
 
 class Counted:
