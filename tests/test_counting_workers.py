@@ -30,7 +30,7 @@ from agent_journal.ops import context
 from agent_journal.ops.coverage import coverage
 from agent_journal.ops.decay import decay
 from agent_journal.storage import count_rows, counting_workers
-from agent_journal.storage.compaction_workers import _SegmentQueue
+from agent_journal.storage.compaction_workers import _CLAIM, _SegmentQueue
 
 
 def _journal(root: Path) -> list[tuple[str, str]]:
@@ -98,15 +98,27 @@ def test_coverage_and_decay_with_workers_are_the_direct_read(tmp_path: Path, mon
         fake.chmod(0o700)
         monkeypatch.setattr(sys, "executable", str(fake))
     if how in ("claims and dies", "shared"):
-        # This process counts its first segment slowly: the worker claims the others.
+        # This process waits, in its first count, until the workers have
+        # claimed every other segment (a worker may take seconds to start).
         real, calls = counting_workers.count_segment, []
+        queues: list[Any] = []
+
+        class Recorded(_SegmentQueue):
+            def __init__(self, order: list[int]) -> None:
+                super().__init__(order)
+                self.size = len(order) * _CLAIM
+                queues.append(self)
 
         def slow_here(path: str, rel: str) -> count_rows.CountPart:
             calls.append(rel)
-            if len(calls) == 1:
-                time.sleep(1.5)
+            deadline = time.monotonic() + 120
+            while len(calls) == 1 and queues and \
+                    os.lseek(queues[-1].fd, 0, os.SEEK_CUR) < queues[-1].size:
+                assert time.monotonic() < deadline, "no worker claimed the rest"
+                time.sleep(0.01)
             return real(path, rel)
 
+        monkeypatch.setattr(counting_workers, "_SegmentQueue", Recorded)
         monkeypatch.setattr(counting_workers, "count_segment", slow_here)
     ctx = context.Context(str(root), "ws")
     assert coverage(ctx)[0] == _direct_coverage(root)
