@@ -28,7 +28,7 @@ from agent_journal.core.derive import derive
 from agent_journal.core.model import Event
 from agent_journal.ops import context
 from agent_journal.ops.compact import compact
-from agent_journal.ops.coverage import _kind_peek, coverage, coverage_derived
+from agent_journal.ops.coverage import coverage, coverage_derived
 from agent_journal.ops.decay import decay, decay_derived
 from agent_journal.storage import compaction_read, verified_mark
 from agent_journal.storage.connection import connect, run_write
@@ -110,7 +110,7 @@ def _state(read: compaction_read.CompactionRead) -> tuple[Any, ...]:
 def _direct_coverage(root: Path) -> dict[str, Any]:
     """coverage as it was made before the projections: one direct read."""
     ws = _ws(root)
-    result = ws.read(lazy=True, peek=_kind_peek())
+    result = ws.read(lazy=True)
     report: dict[str, Any] = coverage_derived(result.events, derive(result.events))
     unreadable = list(result.unreadable)
     seen = {u["path"] for u in unreadable}
@@ -332,3 +332,25 @@ def test_without_the_projection_the_read_is_the_same(tmp_path, monkeypatch):
     _same_as_direct(root)
     shutil.rmtree(root / "cache")
     _same_as_direct(root)
+
+
+def test_a_counts_projection_of_another_layout_is_thrown_away(tmp_path, monkeypatch):
+    from agent_journal.storage import counting_workers
+
+    _trusting(monkeypatch)
+    root = tmp_path / "journal"
+    _journal(root)
+    _same_as_direct(root)
+    with sqlite3.connect(root / "cache" / "counts" / "ws.sqlite") as conn:
+        assert conn.execute("UPDATE meta SET value = 'counted/1' WHERE key = 'layout'"
+                            ).rowcount == 1
+    conn.close()
+    counted: list[str] = []
+    real = counting_workers.count_segment
+    monkeypatch.setattr(counting_workers, "count_segment",
+                        lambda path, rel: counted.append(rel) or real(path, rel))
+    _same_as_direct(root)
+    assert len(counted) == 2  # every segment counted again, none trusted from the old file
+    counted.clear()
+    _same_as_direct(root)
+    assert counted == []

@@ -218,7 +218,7 @@ def decode_lazy(body: bytes, stored_checksum: str | None, event_id: str, type_: 
     writer computing valid checksums over invalid shapes can cause that,
     and `compact` reads strictly and refuses it).
     """
-    if not _header_matches(body, stored_checksum, event_id, type_, subject, ts):
+    if not _header_end(body, stored_checksum, event_id, type_, subject, ts):
         return decode_checked(body, stored_checksum, event_id, type_, subject, ts)
     return _lazy(LazyEvent, body, event_id, type_, subject, ts)
 
@@ -230,7 +230,7 @@ def decode_peeked(body: bytes, stored_checksum: str | None, event_id: str, type_
     The caller reads `peek` instead of parsing the body; it must come from
     the same bytes whose checksum is verified here.
     """
-    if not _header_matches(body, stored_checksum, event_id, type_, subject, ts):
+    if not _header_end(body, stored_checksum, event_id, type_, subject, ts):
         return decode_checked(body, stored_checksum, event_id, type_, subject, ts)
     ev = _lazy(PeekedEvent, body, event_id, type_, subject, ts)
     _set_peek(ev, peek)
@@ -248,16 +248,17 @@ def _lazy(cls: type[LazyEvent], body: bytes, event_id: str, type_: str, subject:
     return ev
 
 
-def _header_matches(body: Any, stored_checksum: str | None, event_id: str, type_: str,
-                    subject: str | None, ts: str) -> bool:
-    """True when `body` verifies and its header is the indexed columns (see decode_lazy).
+def _header_end(body: Any, stored_checksum: str | None, event_id: str, type_: str,
+                subject: str | None, ts: str) -> int:
+    """Where the value of the header's `kind` starts in `body` when the body
+    verifies and its header is the indexed columns (see decode_lazy); 0 when not.
 
-    False sends the row to the strict decoder, which gives the exact verdict;
+    0 sends the row to the strict decoder, which gives the exact verdict;
     a checksum mismatch is raised here.
     """
     if type(body) is not bytes or type(subject) is not str or type(event_id) is not str \
             or type(ts) is not str:
-        return False
+        return 0
     if stored_checksum != _PREFIX + _xxh3(body):
         raise MalformedEvent("checksum mismatch")
     # Plain f-strings are exact for strings with nothing to escape. A column
@@ -268,10 +269,75 @@ def _header_matches(body: Any, stored_checksum: str | None, event_id: str, type_
     # keys) sorts before it, and the keys after it hold only escaped strings.
     columns = event_id + subject + ts
     if '"' in columns or "\\" in columns:
-        return False
+        return 0
     at = body.rfind(b',"eventId":"') + 1
-    return bool(at) and body.endswith(f'"ts":"{ts}","type":"{type_}"}}'.encode()) and \
-        body.startswith(f'"eventId":"{event_id}","id":"{subject}","kind":'.encode(), at)
+    if not at or not body.endswith(f'"ts":"{ts}","type":"{type_}"}}'.encode()):
+        return 0
+    head = f'"eventId":"{event_id}","id":"{subject}","kind":'.encode()
+    return at + len(head) if body.startswith(head, at) else 0
+
+
+def _plain_kind(body: bytes, at: int) -> str | None:
+    """The string at `at` when it holds no escape (its text is then its bytes), else None."""
+    if not at or body[at:at + 1] != b'"':
+        return None
+    end = body.find(b'"', at + 1)
+    raw = body[at + 1:end]
+    if end < 0 or b"\\" in raw:
+        return None
+    try:
+        return raw.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return None
+
+
+def count_lazy(rows: list[tuple[Any, ...]], kinds: dict[str, int], ids: list[str]
+               ) -> list[tuple[Any, ...]]:
+    """`decode_lazy`'s verdict on the observations among stored rows (seq,
+    event_id, body, checksum, type, subject, ts), with no event built.
+
+    An observation whose body verifies with the indexed columns as its header
+    (as decode_lazy verifies it) and a plain string as its kind (as
+    `lazy_kind` reads it) is counted under that kind in `kinds`, and its id
+    put in `ids`. Every other row (another type, a body decode_lazy would
+    decode some other way or refuse, a kind to parse for) is given back, in
+    order, for the caller to decode one by one.
+    """
+    header_end, plain_kind, bad = _header_end, _plain_kind, MalformedEvent
+    rest = []
+    for row in rows:
+        _seq, event_id, body, digest, type_, subject, ts = row
+        kind = None
+        if type_ == "observation":
+            try:
+                kind = plain_kind(body, header_end(body, digest, event_id, type_, subject, ts))
+            except bad:  # the caller's own decode gives the verdict
+                pass
+        if kind is None:
+            rest.append(row)
+            continue
+        kinds[kind] = kinds.get(kind, 0) + 1
+        ids.append(subject)
+    return rest
+
+
+def lazy_kind(ev: Event) -> str:
+    """An event's kind; for a lazy one, as its header reads it, without parsing.
+
+    The kind follows `"eventId":E,"id":S,` in the canonical header decode_lazy
+    confirmed byte for byte, so a plain string there is the kind (a body
+    built to say otherwise elsewhere already has its id and time read the
+    same way). Any other value, and every decoded event, gives `ev.kind`.
+    """
+    body = getattr(ev, "_body", None)
+    if type(body) is bytes:
+        # Only decode_lazy makes lazy events, once `_header_end` has found this.
+        at = body.rfind(b',"eventId":"') + 1
+        kind = _plain_kind(body, at + len(f'"eventId":"{ev.event_id}","id":"{ev.id}","kind":'
+                                            .encode()))
+        if kind is not None:
+            return kind
+    return str(ev.kind)
 
 
 def decode_checked(body: Any, stored_checksum: str | None, event_id: str, type_: str,

@@ -10,6 +10,10 @@ Invariants:
   anything they wrote. Tombstones themselves are listed whole (target and
   reason are the record that a deletion was decided).
 - `downgradedAnchors` is null: only a retention pass (compact) assesses it.
+- An observation is counted under the kind its verified header reads
+  (`codec.lazy_kind`: the kind beside the id and time decode_lazy confirms
+  byte for byte), the same whether the read came from the projection or
+  the segments; its body is parsed only when that kind is not a plain string.
 
 `coverage_derived` is pure; `coverage` is the operation the CLI calls.
 """
@@ -21,7 +25,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from agent_journal.core.anchors import PRESENT, anchor_report, cited_id
-from agent_journal.core.codec import PeekedEvent
+from agent_journal.core.codec import lazy_kind
 from agent_journal.core.derive import Derived
 from agent_journal.core.model import Event
 from agent_journal.ops.context import Context
@@ -32,20 +36,10 @@ def _sorted_counts(counts: dict[str, int]) -> dict[str, int]:
     return {key: counts[key] for key in sorted(counts)}
 
 
-def _kind(ev: Event) -> str:
-    # An observation's kind as SQLite read it from the verified body (KIND_PEEK):
-    # parsing every body in Python to count kinds was most of this read.
-    if isinstance(ev, PeekedEvent):
-        kind = ev.peek[0]
-        if isinstance(kind, str) and kind:
-            return kind
-    return ev.kind
-
-
 def coverage_derived(events: Iterable[Event], d: Derived) -> dict[str, Any]:
     counts: dict[tuple[str, str], int] = {}
     for ev in events:
-        key = (ev.type, _kind(ev))
+        key = (ev.type, lazy_kind(ev))
         counts[key] = counts.get(key, 0) + 1
     return coverage_counted(counts, d, d.observation_events.keys())
 
@@ -109,13 +103,6 @@ def coverage_counted(counts: Mapping[tuple[str, str], int], d: Derived,
     }
 
 
-def _kind_peek() -> Any:
-    from agent_journal.storage.segment_reader import Peek
-
-    # Two paths: json_extract returns a JSON array only when given more than one.
-    return Peek(("$.kind", "$.type"))
-
-
 def coverage(ctx: Context) -> tuple[dict[str, Any], ReadResult]:
     from agent_journal.ops.context import damage_lists
     from agent_journal.ops.decay import derive_counted
@@ -125,8 +112,8 @@ def coverage(ctx: Context) -> tuple[dict[str, Any], ReadResult]:
     with PausedGC():
         # Counted segment by segment (from the read projection where it holds):
         # no observation is kept, only its id.
-        got = read_counted(ctx.open(create=False), peek=_kind_peek())
-        counts, observed, d = derive_counted(got, _kind)
+        got = read_counted(ctx.open(create=False))
+        counts, observed, d = derive_counted(got)
         counted = coverage_counted(counts, d, observed)
         result = got.result
     # The strict read runs SQLite's check of every page on each segment it

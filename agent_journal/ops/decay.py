@@ -17,12 +17,10 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agent_journal.core.anchors import PRESENT, anchor_report, cited_id
 from agent_journal.core.derive import Derived
-from agent_journal.core.model import Event
 from agent_journal.ops.context import Context
 from agent_journal.storage.segment_reader import ReadResult
 
@@ -53,25 +51,25 @@ def decay_derived(d: Derived) -> dict[str, Any]:
             "anchorsChecked": checked}
 
 
-def derive_counted(got: Counted, kind_of: Callable[[Event], str] | None = None
-                   ) -> tuple[dict[tuple[str, str], int], set[str], Derived]:
+def derive_counted(got: Counted) -> tuple[dict[tuple[str, str], int], set[str], Derived]:
     """(events by (type, kind), every observation id, the derivation) of a
     counted read (storage.counted_read.read_counted).
 
     Observations take no part in liveness or outcomes, so the derivation is
     of every other event; of the observations it knows only that the ids
     entries cite are present (`anchors.id_standing` asks nothing more). The
-    events of damaged segments, read loosely, are counted here with `kind_of`.
+    events of damaged segments, read loosely, are counted here by
+    `codec.lazy_kind`, as the counting read counts the others.
     """
+    from agent_journal.core.codec import lazy_kind
     from agent_journal.core.derive import derive
     from agent_journal.core.model import OBSERVATION
 
     counts = dict(got.counts)
     observed = got.observed
-    kind = kind_of or (lambda ev: ev.kind)
     others = got.result.events
     for ev in got.loose:
-        key = (ev.type, kind(ev))
+        key = (ev.type, lazy_kind(ev))
         counts[key] = counts.get(key, 0) + 1
         if ev.type == OBSERVATION:
             observed.add(ev.id)

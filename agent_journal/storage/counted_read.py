@@ -1,11 +1,9 @@
 """The counting read of coverage and decay: of an observation, only its id and kind.
 
-A segment is read as `Workspace.read(lazy=True, peek=...)` reads it (so the
-verdicts are those every lazy read gives: `codec.decode_checked` for
-entries, invalidations and tombstones, `codec.decode_lazy` or `decode_peeked`
-for observations), but counted while it streams: of each observation only
-its id and kind (the kind SQLite reads from the verified body) are kept.
-What a segment gave is kept between runs in the read projection at
+Each segment is counted as storage/count_rows.py counts it (the verdicts a
+lazy read gives, of an observation only its id and kind kept); the segments
+counted whole are shared with worker processes when there is much to count
+(storage/counting_workers.py). What a segment gave is kept between runs in the read projection at
 <root>/cache/counts/<ws>.sqlite (storage/read_projection.py, the same record
 layout and rules: `head` is (high-water, malformed rows, events by (type,
 kind)), `others` the other events as `model.event_values`, `subjects` the
@@ -22,111 +20,17 @@ Invariants:
 
 from __future__ import annotations
 
-import sqlite3
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from agent_journal.core import codec
-from agent_journal.core.model import OBSERVATION, event_values, events_from_values
-from agent_journal.storage.compaction_rows import READ_SLICE_ROWS
-from agent_journal.storage.connection import describe_sqlite_error
+from agent_journal.core.model import events_from_values
+from agent_journal.storage.count_rows import CountPart, count_segment, fetch_rows
 from agent_journal.storage.read_projection import COUNTS_AREA, Projection, open_projection
-from agent_journal.storage.segment import never_initialised, open_segment_for_read
-from agent_journal.storage.segment_reader import ReadResult, json_check, quick_check
-from agent_journal.storage.verified_mark import CHANGED, SAME, Before, Fold, check
+from agent_journal.storage.segment_reader import ReadResult
+from agent_journal.storage.verified_mark import CHANGED, GROWN, Before, Fold, check
 from agent_journal.storage.workspace import Workspace
-
-
-def _rows_sql() -> str:
-    """Rows above a seq, at most so many, in seq order; the last column is the
-    `kind` SQLite reads from an observation's body when it is a string (NULL
-    for any other value, and where SQLite's JSON could be looser than
-    Python's: that row's kind is then the event's own)."""
-    check_sql = json_check()
-    peeked = ("NULL" if check_sql is None else
-              f"CASE WHEN type = 'observation' AND {check_sql} "
-              "AND json_type(t, '$.kind') = 'text' THEN json_extract(t, '$.kind') END")
-    return (f"SELECT seq, event_id, body, checksum, type, subject, ts, {peeked} FROM "
-            "(SELECT seq, event_id, body, checksum, type, subject, ts, CAST(body AS TEXT) AS t "
-            "FROM events WHERE seq > ? ORDER BY seq LIMIT ?) ORDER BY seq")
-
-
-def fetch_rows(conn: sqlite3.Connection, after: Any, count: int) -> list[tuple[Any, ...]]:
-    """`count` rows above `after` as the counting read fetches them."""
-    return conn.execute(_rows_sql(), (after, count)).fetchall()
-
-
-class CountPart:
-    """What the counting read gave of one segment (or of its rows above a mark)."""
-
-    __slots__ = ("rel", "high", "malformed", "counts", "subjects", "others", "fold",
-                 "unreadable")
-
-    def __init__(self, rel: str, high: int = 0, fold: Fold | None = None) -> None:
-        self.rel = rel
-        self.high = high
-        self.malformed: list[tuple[int, str]] = []
-        self.counts: Counter[tuple[str, str]] = Counter()
-        self.subjects: list[str] = []
-        self.others: list[tuple[Any, ...]] = []  # events but observations, as event values
-        self.fold = Fold() if fold is None else Fold(fold.value, fold.chain)
-        self.unreadable: str | None = None
-
-
-def count_segment(path: str, rel: str, after: int = 0, fold: Fold | None = None) -> CountPart:
-    """The counting read of a segment's rows above `after` (the whole file is
-    still checked), their slices folded on from `fold`."""
-    part = CountPart(rel, after, fold)
-    try:
-        conn = open_segment_for_read(path)
-    except sqlite3.Error as exc:
-        part.unreadable = describe_sqlite_error(exc)
-        return part
-    try:
-        if never_initialised(conn):
-            return part
-        damage = quick_check(conn)
-        if damage is not None:
-            part.unreadable = damage
-            return part
-        _count_rows(conn, part, after)
-    except sqlite3.Error as exc:
-        part.unreadable = describe_sqlite_error(exc)
-    finally:
-        conn.close()
-    return part
-
-
-def _count_rows(conn: sqlite3.Connection, part: CountPart, after: int) -> None:
-    decode_lazy, decode_checked, bad = codec.decode_lazy, codec.decode_checked, codec.MalformedEvent
-    sql = _rows_sql()
-    counts, subjects, others = part.counts, part.subjects, part.others
-    start: float = after if after else float("-inf")
-    while True:
-        rows = conn.execute(sql, (start, READ_SLICE_ROWS)).fetchall()
-        part.fold.add(start, rows)
-        for seq, event_id, body, digest, type_, subject, ts, kind in rows:
-            part.high = seq
-            try:
-                if type_ != OBSERVATION:
-                    ev = decode_checked(body, digest, event_id, type_, subject, ts)
-                    others.append(event_values(ev))
-                    counts[(ev.type, ev.kind)] += 1
-                    continue
-                # The verdict `Workspace.read(lazy=True)` gives an observation;
-                # its kind as SQLite read it from the verified body, when a
-                # string (coverage's `_kind`), else its own.
-                ev = decode_lazy(body, digest, event_id, type_, subject, ts)
-            except bad as exc:
-                part.malformed.append((seq, str(exc)))
-                continue
-            counts[(OBSERVATION, kind if kind else str(ev.kind))] += 1
-            subjects.append(subject)  # decode_lazy verified it is the body's id
-        if len(rows) < READ_SLICE_ROWS:
-            return
-        start = rows[-1][0]
 
 
 class Counted:
@@ -145,29 +49,32 @@ class Counted:
         self.structure: list[dict[str, str]] = []
 
 
-def read_counted(ws: Workspace, peek: Any = None) -> Counted:
-    """Every segment counted, from the read projection where its marks hold.
-    `peek` is what a direct read of a damaged segment peeks."""
+def read_counted(ws: Workspace) -> Counted:
+    """Every segment counted, from the read projection where its marks hold;
+    the segments it cannot answer for are counted whole, shared with worker
+    processes when there is much to count (storage/counting_workers.py)."""
     import os
 
+    from agent_journal.storage.counting_workers import count_segments, read_workers
     from agent_journal.storage.segment_reader import read_segment, structure_damage
 
+    read_workers([])  # a bad worker count is refused before any file is touched
     got = Counted()
     result = got.result
     with _maybe_projection(ws) as projection:
-        for path in ws.segment_paths():
-            rel, name = ws.rel(path), os.path.basename(path)
+        segments = [(path, ws.rel(path), os.path.basename(path)) for path in ws.segment_paths()]
+        # Every signature is taken, and every mark checked, before any row is read.
+        plans = [_plan(projection, path, name) for path, _, name in segments]
+        whole = iter(count_segments([(path, rel) for (path, rel, _), (_, kept, _) in
+                                     zip(segments, plans, strict=True) if kept is None]))
+        for (path, rel, name), (before, kept, grown) in zip(segments, plans, strict=True):
             result.segments.append(rel)
-            part = _counted_segment(projection, path, rel, name)
+            part = kept
+            if kept is None or grown:
+                part = _counted(projection, name, before, kept, next(whole) if kept is None
+                                else count_segment(path, rel, *_mark_of(projection, name)))
             if part is None:  # damaged: read directly, as every time
-                scan = read_segment(path, lazy=True, peek=peek)
-                got.loose.extend(scan.events)
-                result.malformed.extend({"segment": rel, "row": seq, "reason": why}
-                                        for seq, why in scan.malformed)
-                if scan.unreadable is not None:
-                    result.unreadable.append({"path": rel, "reason": scan.unreadable})
-                else:
-                    result.high_water[rel] = scan.high
+                got.loose.extend(result.take(rel, read_segment(path, lazy=True)))
                 reason = structure_damage(path)
                 if reason is not None:
                     got.structure.append({"path": rel, "reason": reason})
@@ -182,32 +89,41 @@ def read_counted(ws: Workspace, peek: Any = None) -> Counted:
     return got
 
 
-def _counted_segment(projection: Projection | None, path: str, rel: str, name: str
-                     ) -> list[Any] | None:
-    """[head, others, subjects] of a segment, from the projection where its mark
-    holds (brought up to date); None when the segment is damaged."""
+def _plan(projection: Projection | None, path: str, name: str
+          ) -> tuple[Before, list[Any] | None, bool]:
+    """(the signature before any read, the kept [head, others, subjects] when
+    the projection's mark holds, whether the segment grew above it)."""
     before = Before(path)
     record = None if projection is None else projection.records.get(name)
-    state = CHANGED if record is None else check(path, record.mark, fetch_rows)
-    if projection is not None and record is not None:
-        got = projection.load(record, "head", "others", "subjects")
-        if got is not None and state == SAME:
-            return got
-        if got is not None and state != CHANGED:  # GROWN: read what is above the mark
-            part = count_segment(path, rel, record.mark.high, record.mark.fold)
-            if part.unreadable is not None:
-                projection.drop(name)
-                return None
-            (_high, malformed, counts), others, subjects = got
-            part.malformed[:0] = malformed
-            part.counts.update(counts)
-            part.subjects[:0] = subjects
-            part.others[:0] = others
-            return _kept(projection, name, before, part)
+    if projection is None or record is None:
+        return before, None, False
+    state = check(path, record.mark, fetch_rows)
+    kept = None if state == CHANGED else projection.load(record, "head", "others", "subjects")
+    if kept is None:
         projection.drop(name)
-    part = count_segment(path, rel)
+    return before, kept, state == GROWN
+
+
+def _mark_of(projection: Projection | None, name: str) -> tuple[int, Fold]:
+    assert projection is not None  # only a kept record grows
+    mark = projection.records[name].mark
+    return mark.high, mark.fold
+
+
+def _counted(projection: Projection | None, name: str, before: Before, kept: list[Any] | None,
+             part: CountPart) -> list[Any] | None:
+    """[head, others, subjects] of a segment counted whole, or of its kept
+    record with the rows above its mark (`part`), kept; None when damaged."""
     if part.unreadable is not None:
+        if projection is not None:
+            projection.drop(name)
         return None
+    if kept is not None:
+        (_high, malformed, counts), others, subjects = kept
+        part.malformed[:0] = malformed
+        part.counts.update(counts)
+        part.subjects[:0] = subjects
+        part.others[:0] = others
     return _kept(projection, name, before, part)
 
 

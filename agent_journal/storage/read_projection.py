@@ -81,10 +81,18 @@ def path_of(ws: Workspace, area: str = AREA) -> str:
     return cache_path(ws.root, area, ws.name)
 
 
+# What an area's reader keeps, and how it fetches the rows its marks fold,
+# beyond FORMAT: bumped when only that reader changes.
+AREA_LAYOUTS = {COUNTS_AREA: "counted/2"}  # 2: kinds as the header reads them
+
+
 def _identity(ws: Workspace, area: str) -> dict[str, str]:
     # The exact decoder's verdicts depend on these limits (see compaction_rows).
-    return {"format": FORMAT, "area": area, "workspace": ws.name,
-            "limits": f"{sys.getrecursionlimit()}:{sys.get_int_max_str_digits()}"}
+    identity = {"format": FORMAT, "area": area, "workspace": ws.name,
+                "limits": f"{sys.getrecursionlimit()}:{sys.get_int_max_str_digits()}"}
+    if area in AREA_LAYOUTS:
+        identity["layout"] = AREA_LAYOUTS[area]
+    return identity
 
 
 class Record:

@@ -45,6 +45,17 @@ class ReadResult:
     def damaged(self) -> bool:
         return bool(self.unreadable or self.malformed)
 
+    def take(self, rel: str, scan: SegmentScan) -> list[Event]:
+        """Note what the read of segment `rel` met (its damage, or how far it
+        read); its events are given back for the caller to keep."""
+        self.malformed.extend({"segment": rel, "row": seq, "reason": why}
+                              for seq, why in scan.malformed)
+        if scan.unreadable is not None:
+            self.unreadable.append({"path": rel, "reason": scan.unreadable})
+        else:
+            self.high_water[rel] = scan.high
+        return scan.events
+
 
 class SegmentScan:
     """One segment's rows: events, malformed rows, or why it could not be read."""

@@ -267,13 +267,7 @@ class Workspace:
             result.segments.append(rel)
             scan = read_segment(path, lazy=lazy, peek=peek, cut=cut,
                                 observations=observations)
-            result.events.extend(scan.events)
-            result.malformed.extend({"segment": rel, "row": seq, "reason": why}
-                                    for seq, why in scan.malformed)
-            if scan.unreadable is not None:
-                result.unreadable.append({"path": rel, "reason": scan.unreadable})
-            else:
-                result.high_water[rel] = scan.high
+            result.events.extend(result.take(rel, scan))
         return result
 
     def structure_damage(self) -> list[dict[str, str]]:
