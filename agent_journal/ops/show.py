@@ -19,6 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from heapq import heappop, heappush, merge
 from typing import TYPE_CHECKING, Any
@@ -118,15 +119,21 @@ class StreamedShowItems:
 
         reader = TimeOrder(ws, types=(OBSERVATION,), lazy=True, pinned=True).__enter__()
         try:
-            d = derive(reader.others(OBSERVATION))
+            others = reader.others(OBSERVATION)
+            d = derive(others)
+            # The subject index counts every row about an id; the other rows are
+            # all in hand, so what is left are the observation's own.
+            other_rows = Counter(ev.id for ev in others)
+            del others
             more: dict[str, int] = {}
             shown = 0
             hidden = d.tombstones
-            for obs_id, n in reader.subject_counts():
-                if obs_id not in hidden:
+            for subject, n in reader.subject_counts(every_type=True):
+                n -= other_rows.get(subject, 0)
+                if n > 0 and subject not in hidden:
                     shown += 1
                     if n > 1:
-                        more[obs_id] = n
+                        more[subject] = n
         except BaseException:
             reader.__exit__()
             raise

@@ -80,16 +80,25 @@ class _Segment:
 
     def _decoded(self, rows: Iterator[tuple[Any, ...]] | list[tuple[Any, ...]]
                  ) -> Iterator[Event]:
-        """Verified events of (seq, event_id, body, checksum, type, subject, ts) rows."""
-        decode_lazy = codec.decode_lazy if self.reader.lazy else codec.decode_checked
+        """Verified events of (seq, event_id, body, checksum, type, subject, ts) rows.
+
+        A lazy order gives a lazy read's verdicts but parses at once: its one
+        reader (show) uses every body. A sound row passes the strict decoder;
+        one that fails it gets the lazy decoder's own verdict.
+        """
+        lazy = self.reader.lazy
+        decode_lazy = codec.decode_lazy
         decode_checked = codec.decode_checked
         bad = codec.MalformedEvent
         for seq, event_id, body, digest, type_, subject, ts in rows:
             try:
-                if type_ == "observation":
-                    yield decode_lazy(body, digest, event_id, type_, subject, ts)
-                else:
-                    yield decode_checked(body, digest, event_id, type_, subject, ts)
+                try:
+                    ev = decode_checked(body, digest, event_id, type_, subject, ts)
+                except bad:
+                    if not (lazy and type_ == "observation"):
+                        raise
+                    ev = decode_lazy(body, digest, event_id, type_, subject, ts)
+                yield ev
             except bad as exc:
                 self.reader.malformed.append({"segment": self.rel, "row": seq,
                                               "reason": str(exc)})
@@ -230,15 +239,18 @@ class TimeOrder:
                 have[2] = max(have[2], last)
         return out
 
-    def subject_counts(self) -> Iterator[tuple[str, int]]:
+    def subject_counts(self, *, every_type: bool = False) -> Iterator[tuple[str, int]]:
         """(subject, rows about it) over every segment, in subject order, from the
         lookup columns alone: SQLite groups each segment's rows, this merges the
-        groups, so memory holds one group per segment."""
+        groups, so memory holds one group per segment. `every_type` counts the
+        rows of every type, which the subject index alone answers."""
         def grouped(seg: _Segment) -> Iterator[tuple[str, int]]:
+            where, params = (seg.bound, seg.bound_params) if every_type else (seg.where,
+                                                                              seg.params)
             try:
                 yield from seg.conn.execute(
-                    f"SELECT subject, count(*) FROM events WHERE ({seg.where}) "
-                    "AND subject IS NOT NULL GROUP BY subject ORDER BY subject", seg.params)
+                    f"SELECT subject, count(*) FROM events WHERE ({where}) "
+                    "AND subject IS NOT NULL GROUP BY subject ORDER BY subject", params)
             except sqlite3.Error as exc:
                 self._unreadable(seg.path, exc)
 
