@@ -209,3 +209,29 @@ def test_views_stamped_alike_come_in_id_order(tmp_path: Path) -> None:
     report, _ = show.show_stream(ctx, observations=True)
     assert isinstance(report["entries"], show.StreamedShowItems)
     assert [i["id"] for i in report["entries"]] == ["o1", "o2"]
+
+
+def test_a_malformed_observation_row_met_mid_stream(tmp_path: Path) -> None:
+    """Damage only the stream meets: the document equals the plain read's, views,
+    damage lists and their order; the view missing an event keeps its place."""
+    events = [_event(n, ("observation", subject, ts, status, 0, False)) for n, (subject, ts, status)
+              in enumerate([("o1", TS[0], "started"), ("o2", TS[1], "ok"), ("o3", TS[1], "ok"),
+                            ("o1", TS[2], "ok"), ("o3", TS[3], "ok")])]
+    # o2's only row is in the second segment, stamped before o1's finish in the first.
+    ctx = _write(tmp_path, [(1 if n == 1 else 0, ev) for n, ev in enumerate(events)])
+    ws = ctx.open(create=False)
+    for path in ws.segment_paths():  # o2's row and o1's finish fail their checksums
+        conn = connect(path)
+        conn.execute("UPDATE events SET checksum = 'xxh3:0' WHERE event_id IN ('e1', 'e3')")
+        conn.commit()
+        conn.close()
+    report, result = show.show_stream(ctx, observations=True)
+    assert isinstance(report["entries"], show.StreamedShowItems)
+    printed = _printed(report)
+    plain = ws.read(lazy=True)
+    expected = {"entries": show.ShowItems(derive(plain.events), None, True),
+                "liveConstraints": [], "unreadable": plain.unreadable,
+                "malformed": plain.malformed}
+    assert printed == _printed(expected)
+    assert [(m["segment"][-8:], m["row"]) for m in result.malformed] == [
+        ("1.sqlite", 3), ("2.sqlite", 1)]
