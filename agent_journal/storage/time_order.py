@@ -56,6 +56,7 @@ class _Segment:
         self.path = path
         self.rel = reader.ws.rel(path)
         self.conn = conn
+        self.sorted_rows = 0
         # `bound`: the rows this read takes (the cut, and with `pinned` the rows
         # there when the segment was opened); `where` adds the types asked for.
         self.bound, self.bound_params = (("1", ()) if reader.cut is None
@@ -103,16 +104,30 @@ class _Segment:
                 self.reader.malformed.append({"segment": self.rel, "row": seq,
                                               "reason": str(exc)})
 
-    def forward(self) -> Iterator[tuple[str, str, int, Event]]:
+    def sort(self) -> tuple[tuple[str, str], tuple[str, str]] | None:
+        """Put this segment's rows in order; ((ts, eventId) of the first, of the
+        last), or None when it has none.
+
+        The sort runs once, inside SQLite, over the lookup columns only; its
+        result is a temp table (SQLite's temp store, not this process's heap)
+        whose rowids, 1 to n, are the order.
+        """
         c = self.conn
-        # The sort runs once, inside SQLite, over the lookup columns only; its
-        # result is a temp table (SQLite's temp store, not this process's heap)
-        # whose rowids, 1 to n, are the order. Each batch is one join of a range
-        # of that order with the rows it names, handed over in order.
         c.execute("DROP TABLE IF EXISTS temp.timeline_order")
         c.execute("CREATE TEMP TABLE timeline_order AS SELECT seq, ts, event_id FROM main.events "
                   f"WHERE {self.where} ORDER BY ts, event_id", self.params)
-        end = c.execute("SELECT count(*) FROM temp.timeline_order").fetchone()[0]
+        self.sorted_rows = c.execute("SELECT count(*) FROM temp.timeline_order").fetchone()[0]
+        if not self.sorted_rows:
+            return None
+        ends = c.execute("SELECT ts, event_id FROM temp.timeline_order WHERE rowid IN (1, ?) "
+                         "ORDER BY rowid", (self.sorted_rows,)).fetchall()
+        return tuple(ends[0]), tuple(ends[-1])  # type: ignore[return-value]
+
+    def forward(self) -> Iterator[tuple[str, str, int, Event]]:
+        """The rows `sort` ordered: each batch one join of a range of that order
+        with the rows it names, handed over in order."""
+        c = self.conn
+        end = self.sorted_rows
         index = self.index
         for first in range(0, end, BATCH):
             page = c.execute(
@@ -212,9 +227,34 @@ class TimeOrder:
             self._unreadable(seg.path, exc)
 
     def forward(self) -> Iterator[Event]:
-        streams = [self._guarded(s, s.forward()) for s in self._open]
+        # Segments whose spans of time do not overlap are read one after the
+        # other (a replica's segments mostly follow each other in time), so the
+        # merge compares only as many streams as there are overlapping spans.
+        chains: list[list[Any]] = []  # [last (ts, eventId), segments in order]
+        spans = []
+        for seg in self._open:
+            try:
+                span = seg.sort()
+            except sqlite3.Error as exc:
+                self._unreadable(seg.path, exc)
+                continue
+            if span is not None:
+                spans.append((span, seg.index, seg))
+        for (first, last), _, seg in sorted(spans, key=lambda s: (s[0][0], s[1])):
+            for chain in chains:
+                if chain[0] < first:
+                    chain[0] = last
+                    chain[1].append(seg)
+                    break
+            else:
+                chains.append([last, [seg]])
+        streams = [self._chained(segs) for _, segs in chains]
         for *_, ev in heapq.merge(*streams):
             yield ev
+
+    def _chained(self, segments: list[_Segment]) -> Iterator[tuple[str, str, int, Event]]:
+        for seg in segments:
+            yield from self._guarded(seg, seg.forward())
 
     def backward(self) -> Iterator[Event]:
         streams = [self._guarded(s, s.backward()) for s in self._open]
