@@ -456,7 +456,8 @@ _SUMMARY_LINES = [
     "Traceback (most recent call last):", "ValueError: nope", "panicked at src/lib.rs",
 ]
 _NOISE = ["", "building...", "ok", "done in 3s", "Error: x", "warning: y", "make: *** [all]",
-          "passed", "in 0.3s", "12 files", "PASS src/a.test.ts"]
+          "passed", "in 0.3s", "12 files", "PASS src/a.test.ts", "3 passed", "1 failed, 2 passed",
+          "2 errors", "3 passed, in 0.2s"]
 
 
 @given(st.lists(st.sampled_from(_SUMMARY_LINES + _NOISE), max_size=12),

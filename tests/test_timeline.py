@@ -81,6 +81,29 @@ def test_json_lines_one_object_per_line(journal):
     assert objects[3]["type"] == "entry" and objects[3]["text"] == "pytest fails"
 
 
+def test_a_finish_stamped_before_its_start_is_one_call(cli):
+    """Two hook processes' clocks disagree: the finish is stamped a second before
+    the start. One line, finished, at the finish's place, 0 ms unless recorded."""
+    for obs_id, start, duration in (("o1", 5, None), ("o2", 10, 1200)):
+        assert cli("observe", "--kind", "tool_call", "--id", obs_id, "--tool", "Bash",
+                   "--input", json.dumps({"command": f"make {obs_id}"}), "--status",
+                   "started", env=at(start)).code == 0
+        finish = ["--status", "ok", "--exit-code", "0"]
+        if duration is not None:
+            finish += ["--duration-ms", str(duration)]
+        assert cli("observe", "--kind", "tool_call", "--id", obs_id, "--tool", "Bash",
+                   *finish, env=at(start - 1)).code == 0
+    objects = [json.loads(line) for line in cli("timeline", "--json").out.splitlines()]
+    assert [(o["id"], o["status"], o["target"], o["durationMs"], len(o["eventIds"]))
+            for o in objects] == [("o1", "ok", "make o1", 0, 2), ("o2", "ok", "make o2", 1200, 2)]
+    assert objects[0]["ts"] == objects[0]["endTs"] == "2026-05-01T12:00:04.000Z"
+    rows = lines_of(cli("timeline"))
+    assert len(rows) == 2 and "0ms" in rows[0] and "1.2s" in rows[1]
+    assert "lines: 2 (observation 2); failed: 0" in cli("timeline").out
+    assert [json.loads(line)["id"] for line in
+            cli("timeline", "--json", "--last", "1").out.splitlines()] == ["o2"]
+
+
 def test_filters(journal):
     def ids(*args: str) -> list[str]:
         out = journal("timeline", "--json", *args)
@@ -240,7 +263,9 @@ def test_last_reads_only_the_bodies_it_shows(tmp_path, monkeypatch):
 
 
 def _calls_journal(base: Path, plan: list[tuple[int, bool, bool]]):
-    """Calls made from a plan: (gap in ms, finishes at once, fails)."""
+    """Calls made from a plan: (gap in ms, finishes at once, fails). A call that
+    finishes at once after a gap of 3 has its finish stamped before its start
+    (the clocks of the two hook processes disagree)."""
     from agent_journal.core import model
     from agent_journal.storage.root import Root
 
@@ -261,9 +286,11 @@ def _calls_journal(base: Path, plan: list[tuple[int, bool, bool]]):
         ev(f"o{i}", "started", None)
         pending.append((f"o{i}", fails))
         if at_once or len(pending) > 2:
-            clock += 1
+            skewed = at_once and gap == 3 and len(pending) == 1
+            clock += -1 if skewed else 1
             obs_id, failed = pending.pop(0)
             ev(obs_id, "error" if failed else "ok", 1 if failed else 0)
+            clock += 2 if skewed else 0
     for obs_id, failed in pending:
         clock += 1
         ev(obs_id, "error" if failed else "ok", 1 if failed else 0)

@@ -60,6 +60,28 @@ def to_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
+def line_encoder() -> Any:
+    """`json.JSONEncoder(ensure_ascii=False).encode`, for many small documents:
+    its C encoder is made once here, where `encode` makes one per call (the
+    setup cost about as much as encoding a view). Documents made from stored
+    JSON hold no cycles, so none is looked for."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return json.JSONEncoder(ensure_ascii=False).encode
+
+    def default(value: Any) -> Any:
+        raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
+
+    encoder = make(None, default, json.encoder.encode_basestring, None, ": ", ", ",
+                   False, False, True)
+    join = "".join
+
+    def encode(value: Any) -> str:
+        return join(encoder(value, 0))
+
+    return encode
+
+
 def emit_json(value: Any) -> None:
     """One document. A top-level value that is an iterable other than a list
     (a report's stream of items) is written item by item as it is produced."""
@@ -84,7 +106,7 @@ def _emit_streamed(doc: dict[str, Any]) -> None:
     list is on one line of its own. The items are encoded by json's C encoder
     (the pure-Python one, which any `indent` selects, cost most of a large
     read), and nothing holds more than a batch of them."""
-    encode = json.JSONEncoder(ensure_ascii=False).encode
+    encode = line_encoder()
     parts: list[str] = ["{"]
     for n, (key, value) in enumerate(doc.items()):
         parts.append(("\n  " if n == 0 else ",\n  ") + encode(key) + ": ")

@@ -14,7 +14,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Any, TextIO
@@ -230,7 +229,9 @@ def _write_lines(stream: Any, timeline: Any, head: Any, *, colour: bool | None =
 
 
 def write_json_lines(stream: TextIO, timeline: Any) -> int:
-    encode = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps builds one per call
+    from agent_journal.cli.output import line_encoder
+
+    encode = line_encoder()
     count = 0
     whole = timeline.filters.failures_only
     for line in timeline.lines():

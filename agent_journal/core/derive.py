@@ -41,6 +41,7 @@ OBSERVATION_FIELDS = ("tool", "callId", "input", "output", "status", "exitCode",
 # An observation view's own fields, which no data key may overwrite.
 _VIEW_HEADER = frozenset({"type", "id", "kind", "author", "session", "ts", "lastTs",
                           "eventIds"})
+_NO_FIELDS = dict.fromkeys(OBSERVATION_FIELDS)
 
 
 class Derived:
@@ -166,6 +167,15 @@ class Derived:
 
     def observation_view(self, obs_id: str) -> dict[str, Any]:
         events = self.observation_events[obs_id]
+        if len(events) == 1:
+            ev = events[0]
+            data = ev.data
+            if _VIEW_HEADER.isdisjoint(data) and None not in data.values():
+                # The fold of one event with no null and no header key is its data
+                # over the call's fields: built in one go (most views are this).
+                return {"type": OBSERVATION, "id": obs_id, "kind": ev.kind, **_NO_FIELDS,
+                        **data, "author": ev.author, "session": ev.session, "ts": ev.ts,
+                        "lastTs": ev.ts, "eventIds": [ev.event_id]}
         # Every data key, not only the call's fields: what the session said (`text`) and
         # the context a hook or transcript gave (`hook`, `transcript`) are shown as stored.
         folded = latest_wins((ev.data for ev in events), dict.fromkeys(OBSERVATION_FIELDS),

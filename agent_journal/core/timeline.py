@@ -4,9 +4,14 @@ Invariants:
 - One line per event, in the order the events arrive ((ts, eventId) order
   from the reader), except that a tool call's start immediately followed by
   its own finishing event is one line: the call, timed from its start, with
-  the finish's status, exit code and duration. Nothing is reordered, so the
-  lines stream: memory holds one pending start and the targets of calls
-  still open (bounded by the calls that never finished).
+  the finish's status, exit code and duration. A finish stamped before its
+  own start (the two hook processes' clocks disagree) arrives first; when
+  its start follows at once, the two are one line too, at the finish's
+  place, with the finish's status (a start never undoes a finish, as in
+  core/observation_fold.py) and, unless a duration was recorded, 0 ms.
+  Nothing is reordered, so the lines stream: memory holds one pending line
+  and the targets of calls still open (bounded by the calls that never
+  finished).
 - A line is a function of its events (and, for a finish read apart from its
   start, the start's target): the same events give the same line.
 - `failed` means status `error` or `cancelled`, or a non-zero exit code,
@@ -154,7 +159,7 @@ def _observe(line: Line, ev: Event) -> None:
         if target is not None:
             line.target = target
     status = get("status")
-    if type(status) is str:
+    if type(status) is str and not (status == STARTED and line.status not in (None, STARTED)):
         line.status = status
     exit_code = get("exitCode")
     if type(exit_code) is int:
@@ -192,6 +197,7 @@ def lines(events: Iterable[Event], hidden: set[str] | frozenset[str] = frozenset
           ) -> Iterator[Line]:
     """Lines of `events` (already in time order). Events about a `hidden`
     (tombstoned) id, other than the tombstones themselves, give nothing."""
+    # A start waiting for its finish, or a finish (no start seen) for its late start.
     pending: Line | None = None
     open_targets: dict[str, tuple[str | None, str | None]] = {}
     for ev in events:
@@ -199,14 +205,19 @@ def lines(events: Iterable[Event], hidden: set[str] | frozenset[str] = frozenset
             continue
         if pending is not None:
             if ev.type == OBSERVATION and ev.id == pending.id:
-                _observe(pending, ev)
-                pending.event_ids.append(ev.event_id)
-                pending.end_ts = ev.ts
-                if pending.status != STARTED:
-                    open_targets.pop(str(pending.id), None)
-                    yield pending
+                if pending.status == STARTED:
+                    _observe(pending, ev)
+                    pending.event_ids.append(ev.event_id)
+                    pending.end_ts = ev.ts
+                    if pending.status != STARTED:
+                        open_targets.pop(str(pending.id), None)
+                        yield pending
+                        pending = None
+                    continue
+                if ev.data.get("status") == STARTED:
+                    yield _late_start(pending, ev)
                     pending = None
-                continue
+                    continue
             yield pending
             pending = None
         line = line_of(ev)
@@ -219,9 +230,22 @@ def lines(events: Iterable[Event], hidden: set[str] | frozenset[str] = frozenset
             if known is not None:
                 line.tool = line.tool or known[0]
                 line.target = line.target or known[1]
+            else:
+                pending = line  # its start may follow, stamped later
+                continue
         yield line
     if pending is not None:
         yield pending
+
+
+def _late_start(finish: Line, start: Event) -> Line:
+    """A finish and its own start stamped after it: one call, at the finish's place."""
+    _observe(finish, start)
+    finish.event_ids.append(start.event_id)
+    finish.end_ts = finish.ts
+    if finish.duration_ms is None:
+        finish.duration_ms = 0  # the stamps say nothing of how long it ran
+    return finish
 
 
 # -- header facts: the seam to the digest's derivations -----------------------------------

@@ -5,24 +5,33 @@ Invariants:
   with their outcome and `live: false`; live constraints are always listed;
   damage met by the read is reported beside the answer.
 - Memory does not grow with the observations shown: `show --observations`
-  derives from a read that keeps none of them, then takes them again in
-  time order (storage/time_order.py) and builds each view as its events
-  arrive, holding only the views whose later events are still to come. The
-  second read is cut at the rows the first one verified, so both see the
-  same rows; a journal with damage is read the plain way, all at once.
+  reads each observation row once, in time order (storage/time_order.py),
+  and builds each view as its events arrive, holding only the views whose
+  later events are still to come. The entries are derived first from the
+  other rows alone, and SQLite's count of each observation's rows (lookup
+  columns only) says when a view is whole; every pass takes the rows each
+  segment held when the read began. Damage met before the first view (an
+  unreadable segment, a malformed entry) sends the read the plain way, all
+  at once; a malformed observation row met later is reported after the
+  views, its observation's view (if any event of it is sound) keeping its
+  place, and the text summary counts observations by the lookup columns.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from heapq import heappop, heappush, merge
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_journal.core.derive import Derived
 from agent_journal.core.model import OBSERVATION, validate_id
 from agent_journal.ops.context import Context, damage_lists, read_workspace
 from agent_journal.storage.segment_reader import ReadResult
 from agent_journal.storage.workspace import Workspace
+
+if TYPE_CHECKING:
+    from agent_journal.storage.time_order import TimeOrder
 
 
 def show(ctx: Context, *, only_id: str | None = None, observations: bool = False,
@@ -94,39 +103,59 @@ class ShowItems:
 class StreamedShowItems:
     """ShowItems of `show --observations` without holding the observations.
 
-    The derivation `d` came from a read that verified every observation row
-    and kept none (`result`, undamaged). The observations are read again in
-    (ts, eventId) order, cut at the rows that read verified; SQLite's count
-    of each id's rows says when a view has all its events, and a view is
-    handed out once it has them and no view can still sort before it.
+    `open` derives the entries from every row but the observations' and
+    counts each observation's rows; iterating reads the observations in
+    (ts, eventId) order and hands out each view once it has all its events
+    and no view can still sort before it. The reader's damage lists are the
+    report's: they are complete (and in a whole read's order) once the
+    items have been iterated.
     """
 
-    def __init__(self, d: Derived, ws: Workspace, result: ReadResult) -> None:
-        import os
-
-        from agent_journal.storage.cut import Cut
+    @classmethod
+    def open(cls, ws: Workspace) -> tuple[Derived, StreamedShowItems] | None:
+        """The derivation and the items, or None when damage was met first."""
+        from agent_journal.core.derive import derive
         from agent_journal.storage.time_order import TimeOrder
 
+        reader = TimeOrder(ws, types=(OBSERVATION,), lazy=True, pinned=True).__enter__()
+        try:
+            others = reader.others(OBSERVATION)
+            d = derive(others)
+            # The subject index counts every row about an id; the other rows are
+            # all in hand, so what is left are the observation's own.
+            other_rows = Counter(ev.id for ev in others)
+            del others
+            more: dict[str, int] = {}
+            shown = 0
+            hidden = d.tombstones
+            for subject, n in reader.subject_counts(every_type=True):
+                n -= other_rows.get(subject, 0)
+                if n > 0 and subject not in hidden:
+                    shown += 1
+                    if n > 1:
+                        more[subject] = n
+        except BaseException:
+            reader.__exit__()
+            raise
+        if reader.unreadable or reader.malformed:
+            reader.__exit__()
+            return None
+        return d, cls(d, reader, more, shown)
+
+    def __init__(self, d: Derived, reader: TimeOrder, more: dict[str, int],
+                 shown: int) -> None:
         self._d = d
+        self._reader = reader
         self._entry_ids = d.visible_entry_ids()
         self.entries = len(self._entry_ids)
         self.live = sum(1 for i in self._entry_ids if d.is_live(i))
-        upto = Cut(positions={os.path.basename(rel): high
-                              for rel, high in result.high_water.items()})
-        self._reader = TimeOrder(ws, upto, types=(OBSERVATION,), lazy=True).__enter__()
-        hidden = d.tombstones
         # An id's rows: how many events its view folds (most ids have one or two).
-        self._more: dict[str, int] = {}
-        self.observations = 0
-        try:
-            for obs_id, n in self._reader.subject_counts():
-                if obs_id not in hidden:
-                    self.observations += 1
-                    if n > 1:
-                        self._more[obs_id] = n
-        except BaseException:
-            self._reader.__exit__()
-            raise
+        self._more = more
+        self.observations = shown
+        self.result = ReadResult()
+        self.result.segments = reader.segments
+        self.result.unreadable = reader.unreadable
+        self.result.malformed = reader.malformed
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         d = self._d
@@ -169,6 +198,7 @@ class StreamedShowItems:
                 yield first_ts, done, False
         finally:
             self._reader.__exit__()
+            self._reader.damage_in_order()
 
 
 def _ts_id(keyed: tuple[str, str, bool]) -> tuple[str, str]:
@@ -178,10 +208,10 @@ def _ts_id(keyed: tuple[str, str, bool]) -> tuple[str, str]:
 def _show(ctx: Context, only_id: str | None, observations: bool, as_of: str | None
           ) -> tuple[dict[str, Any], ReadResult]:
     if observations and only_id is None and as_of is None:
-        result, d = read_workspace(ctx, observations=False)
-        if not result.damaged:
-            result.events = []
-            return _report(d, StreamedShowItems(d, ctx.open(create=False), result), result)
+        opened = StreamedShowItems.open(ctx.open(create=False))
+        if opened is not None:
+            d, streamed = opened
+            return _report(d, streamed, streamed.result)
     # Observations are verified but not kept when nothing shown can name one.
     keep = observations or only_id is not None
     result, d = read_workspace(ctx, as_of=as_of, observations=keep)

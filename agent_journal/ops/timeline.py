@@ -143,9 +143,11 @@ class Timeline:
 
         The backward order is taken in chunks and each chunk made into lines
         on its own, so memory holds one chunk and N lines however far back
-        the matches lie. A line spans at most two adjacent events (a start
-        and its finish), so a chunk whose oldest event is a finish hands it
-        to the next, older chunk, where its start may be: no pair is split.
+        the matches lie. Only adjacent events about one observation make one
+        line (a start and its finish, or a finish and its start stamped after
+        it), so a chunk hands its oldest run of events about one observation
+        to the next, older chunk, where the rest of that run may be: no pair
+        is split.
         """
         assert self.last is not None
         want = self.last
@@ -164,12 +166,16 @@ class Timeline:
                     exhausted = True
                     break
                 chunk.append(ev)
-            if not exhausted and chunk and chunk[-1].type == OBSERVATION \
-                    and chunk[-1].data.get("status") != STARTED:
-                carry = [chunk.pop()]
+            if not exhausted and chunk and chunk[-1].type == OBSERVATION:
+                cut = len(chunk) - 1
+                while cut > 0 and chunk[cut - 1].type == OBSERVATION \
+                        and chunk[cut - 1].id == chunk[-1].id:
+                    cut -= 1
+                carry = chunk[cut:]
+                del chunk[cut:]
             built = [ln for ln in lines(reversed(chunk), self.hidden) if match(ln)]
             found = built + found
-            size = min(size * 2, 8192)
+            size = max(min(size * 2, 8192), len(carry) + 2)
         return [self._complete(ln) for ln in found[-want:]]
 
     def lines(self) -> Iterator[Line]:

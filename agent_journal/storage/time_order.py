@@ -7,8 +7,9 @@ Invariants:
   `malformed` and skipped, a segment that cannot be read in `unreadable`.
 - Memory stays flat in the size of the journal: the order is settled by
   SQLite over the rows' lookup columns (`ts`, `event_id`, `seq`; never a
-  body), and bodies are fetched by `seq` in small batches for the rows about
-  to be handed out. A backward read fetches only as many bodies as its
+  body), and bodies are fetched in small batches for the rows about to be
+  handed out (a forward batch is one join of a range of the sorted order
+  with the rows it names). A backward read fetches only as many bodies as its
   consumer takes (`--last 20` reads twenty-odd bodies).
 - No lock is held between batches: each batch is its own short read, so a
   consumer that stops to print (or a pager) never blocks writers. A row
@@ -55,7 +56,16 @@ class _Segment:
         self.path = path
         self.rel = reader.ws.rel(path)
         self.conn = conn
-        self.where, self.params = ("1", ()) if reader.cut is None else reader.cut.sql(conn, path)
+        self.sorted_rows = 0
+        # `bound`: the rows this read takes (the cut, and with `pinned` the rows
+        # there when the segment was opened); `where` adds the types asked for.
+        self.bound, self.bound_params = (("1", ()) if reader.cut is None
+                                         else reader.cut.sql(conn, path))
+        if reader.pinned:
+            high = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
+            self.bound = f"({self.bound}) AND seq <= ?"
+            self.bound_params = (*self.bound_params, high)
+        self.where, self.params = self.bound, self.bound_params
         if reader.types is not None:
             self.where = f"({self.where}) AND type IN ({','.join('?' * len(reader.types))})"
             self.params = (*self.params, *reader.types)
@@ -66,38 +76,66 @@ class _Segment:
         found = {row[0]: row for row in self.conn.execute(
             "SELECT seq, event_id, body, checksum, type, subject, ts FROM events "
             f"WHERE seq IN ({marks})", seqs)}
-        decode_lazy = self.reader.lazy
-        for _, _, seq in headers:
-            row = found.get(seq)
-            if row is None:
-                continue  # removed since the order was read
-            _, event_id, body, digest, type_, subject, ts = row
+        rows = (found[seq] for _, _, seq in headers if seq in found)  # else removed since
+        return self._decoded(rows)
+
+    def _decoded(self, rows: Iterator[tuple[Any, ...]] | list[tuple[Any, ...]]
+                 ) -> Iterator[Event]:
+        """Verified events of (seq, event_id, body, checksum, type, subject, ts) rows.
+
+        A lazy order gives a lazy read's verdicts but parses at once: its one
+        reader (show) uses every body. A sound row passes the strict decoder;
+        one that fails it gets the lazy decoder's own verdict.
+        """
+        lazy = self.reader.lazy
+        decode_lazy = codec.decode_lazy
+        decode_checked = codec.decode_checked
+        bad = codec.MalformedEvent
+        for seq, event_id, body, digest, type_, subject, ts in rows:
             try:
-                if decode_lazy and type_ == "observation":
-                    yield codec.decode_lazy(body, digest, event_id, type_, subject, ts)
-                else:
-                    yield codec.decode_checked(body, digest, event_id, type_, subject, ts)
-            except codec.MalformedEvent as exc:
+                try:
+                    ev = decode_checked(body, digest, event_id, type_, subject, ts)
+                except bad:
+                    if not (lazy and type_ == "observation"):
+                        raise
+                    ev = decode_lazy(body, digest, event_id, type_, subject, ts)
+                yield ev
+            except bad as exc:
                 self.reader.malformed.append({"segment": self.rel, "row": seq,
                                               "reason": str(exc)})
 
-    def forward(self) -> Iterator[tuple[str, str, int, Event]]:
+    def sort(self) -> tuple[tuple[str, str], tuple[str, str]] | None:
+        """Put this segment's rows in order; ((ts, eventId) of the first, of the
+        last), or None when it has none.
+
+        The sort runs once, inside SQLite, over the lookup columns only; its
+        result is a temp table (SQLite's temp store, not this process's heap)
+        whose rowids, 1 to n, are the order.
+        """
         c = self.conn
-        # The sort runs once, inside SQLite, over the lookup columns only; its
-        # result is a temp table (SQLite's temp store, not this process's heap)
-        # whose rowids are the order.
         c.execute("DROP TABLE IF EXISTS temp.timeline_order")
         c.execute("CREATE TEMP TABLE timeline_order AS SELECT seq, ts, event_id FROM main.events "
                   f"WHERE {self.where} ORDER BY ts, event_id", self.params)
-        last = 0
-        while True:
-            page = c.execute("SELECT rowid, ts, event_id, seq FROM temp.timeline_order "
-                             "WHERE rowid > ? ORDER BY rowid LIMIT ?", (last, BATCH)).fetchall()
-            if not page:
-                break
-            last = page[-1][0]
-            index = self.index
-            for ev in self._bodies([(ts, eid, seq) for _, ts, eid, seq in page]):
+        self.sorted_rows = c.execute("SELECT count(*) FROM temp.timeline_order").fetchone()[0]
+        if not self.sorted_rows:
+            return None
+        ends = c.execute("SELECT ts, event_id FROM temp.timeline_order WHERE rowid IN (1, ?) "
+                         "ORDER BY rowid", (self.sorted_rows,)).fetchall()
+        return tuple(ends[0]), tuple(ends[-1])  # type: ignore[return-value]
+
+    def forward(self) -> Iterator[tuple[str, str, int, Event]]:
+        """The rows `sort` ordered: each batch one join of a range of that order
+        with the rows it names, handed over in order."""
+        c = self.conn
+        end = self.sorted_rows
+        index = self.index
+        for first in range(0, end, BATCH):
+            page = c.execute(
+                "SELECT e.seq, e.event_id, e.body, e.checksum, e.type, e.subject, e.ts "
+                "FROM temp.timeline_order AS o JOIN main.events AS e ON e.seq = o.seq "
+                "WHERE o.rowid > ? AND o.rowid <= ? ORDER BY o.rowid",
+                (first, first + BATCH)).fetchall()
+            for ev in self._decoded(page):
                 yield ev.ts, ev.event_id, index, ev
 
     def backward(self) -> Iterator[tuple[str, str, int, Event]]:
@@ -136,14 +174,18 @@ class _Segment:
 class TimeOrder:
     """Every event of a workspace (inside `cut`, if given; of `types`, if given),
     in time order. `lazy` verifies observations as a lazy read does
-    (codec.decode_lazy: their bodies are parsed when first used)."""
+    (codec.decode_lazy: their bodies are parsed when first used). `pinned`
+    takes only the rows each segment held when it was opened, so every pass
+    of one read (`others`, `subject_counts`, `forward`) sees the same rows."""
 
     def __init__(self, ws: Workspace, cut: Cut | None = None, *,
-                 types: tuple[str, ...] | None = None, lazy: bool = False) -> None:
+                 types: tuple[str, ...] | None = None, lazy: bool = False,
+                 pinned: bool = False) -> None:
         self.ws = ws
         self.cut = cut
         self.types = types
         self.lazy = lazy
+        self.pinned = pinned
         self.unreadable: list[dict[str, str]] = []
         self.malformed: list[dict[str, Any]] = []
         self.segments: list[str] = []
@@ -185,9 +227,34 @@ class TimeOrder:
             self._unreadable(seg.path, exc)
 
     def forward(self) -> Iterator[Event]:
-        streams = [self._guarded(s, s.forward()) for s in self._open]
+        # Segments whose spans of time do not overlap are read one after the
+        # other (a replica's segments mostly follow each other in time), so the
+        # merge compares only as many streams as there are overlapping spans.
+        chains: list[list[Any]] = []  # [last (ts, eventId), segments in order]
+        spans = []
+        for seg in self._open:
+            try:
+                span = seg.sort()
+            except sqlite3.Error as exc:
+                self._unreadable(seg.path, exc)
+                continue
+            if span is not None:
+                spans.append((span, seg.index, seg))
+        for (first, last), _, seg in sorted(spans, key=lambda s: (s[0][0], s[1])):
+            for chain in chains:
+                if chain[0] < first:
+                    chain[0] = last
+                    chain[1].append(seg)
+                    break
+            else:
+                chains.append([last, [seg]])
+        streams = [self._chained(segs) for _, segs in chains]
         for *_, ev in heapq.merge(*streams):
             yield ev
+
+    def _chained(self, segments: list[_Segment]) -> Iterator[tuple[str, str, int, Event]]:
+        for seg in segments:
+            yield from self._guarded(seg, seg.forward())
 
     def backward(self) -> Iterator[Event]:
         streams = [self._guarded(s, s.backward()) for s in self._open]
@@ -212,15 +279,18 @@ class TimeOrder:
                 have[2] = max(have[2], last)
         return out
 
-    def subject_counts(self) -> Iterator[tuple[str, int]]:
+    def subject_counts(self, *, every_type: bool = False) -> Iterator[tuple[str, int]]:
         """(subject, rows about it) over every segment, in subject order, from the
         lookup columns alone: SQLite groups each segment's rows, this merges the
-        groups, so memory holds one group per segment."""
+        groups, so memory holds one group per segment. `every_type` counts the
+        rows of every type, which the subject index alone answers."""
         def grouped(seg: _Segment) -> Iterator[tuple[str, int]]:
+            where, params = (seg.bound, seg.bound_params) if every_type else (seg.where,
+                                                                              seg.params)
             try:
                 yield from seg.conn.execute(
-                    f"SELECT subject, count(*) FROM events WHERE ({seg.where}) "
-                    "AND subject IS NOT NULL GROUP BY subject ORDER BY subject", seg.params)
+                    f"SELECT subject, count(*) FROM events WHERE ({where}) "
+                    "AND subject IS NOT NULL GROUP BY subject ORDER BY subject", params)
             except sqlite3.Error as exc:
                 self._unreadable(seg.path, exc)
 
@@ -234,6 +304,32 @@ class TimeOrder:
             total += n
         if subject is not None:
             yield subject, total
+
+    def others(self, type_: str) -> list[Event]:
+        """Every verified event not of `type_` (whatever `types` says), in segment
+        and seq order as a whole read gives them; SQLite skips the rest."""
+        found: list[Event] = []
+        for seg in self._open:
+            try:
+                rows = seg.conn.execute(
+                    "SELECT seq, event_id, body, checksum, type, subject, ts FROM events "
+                    f"WHERE type != ? AND ({seg.bound}) ORDER BY seq",
+                    (type_, *seg.bound_params)).fetchall()
+            except sqlite3.Error as exc:
+                self._unreadable(seg.path, exc)
+                continue
+            found.extend(seg._decoded(rows))
+        return found
+
+    def damage_in_order(self) -> None:
+        """Put `unreadable` (one per segment) and `malformed` in the order a whole
+        read reports them: by segment, then by row."""
+        place = {rel: n for n, rel in enumerate(self.segments)}
+        first: dict[str, dict[str, str]] = {}
+        for u in self.unreadable:
+            first.setdefault(u["path"], u)
+        self.unreadable[:] = sorted(first.values(), key=lambda u: place.get(u["path"], len(place)))
+        self.malformed.sort(key=lambda m: (place.get(m["segment"], len(place)), m["row"]))
 
     def of_types(self, types: tuple[str, ...], *, whole: bool = False) -> list[Event]:
         """Every verified event of these types, in (ts, eventId) order; `whole`

@@ -79,7 +79,9 @@ _RELAY = re.compile(r"^\[[^\]]{1,80}\]\s+\|\s?")
 # walk the lines in Python. Loosening a piece is always safe; adding a parser means
 # adding its piece here (tests/test_recovery.py holds the gate to the parsers' verdicts).
 _GATE = re.compile(
+    # pytest's summary: its last count and the duration (a bare "3 passed" is no summary)
     r"\d (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)"
+    r"(?:, )? in [\d.]"
     r"|no tests ran|Ran \d+ test|--- FAIL: |(?:ok|FAIL)\s+\S+\s+(?:[\d.]+s|\(cached\))"
     r"|test result: |Tests|passing \(|example|Success: no issues found|Found \d+ error"
     r"|information|All checks passed!|reformatted|left unchanged|already formatted"
