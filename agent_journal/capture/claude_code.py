@@ -565,14 +565,16 @@ def _call(
 
 
 # The fields of a replayed call that come from the transcript; the others (its keys, kind,
-# status, exit code) are this module's own words and numbers, which no rule matches.
+# status, exit code) are this module's own words and numbers, not the agent's text, like
+# the keys and phases the import writes around them.
 _FROM_TRANSCRIPT = ("id", "session", "tool", "input", "output", "data", "ts", "endTs")
 
 
 def _redacted_call(redact: Any, call: dict[str, Any]) -> dict[str, Any]:
-    """`redact(call)`, looking only at what came from the transcript: the same result
-    (each string is redacted alone, by the same rules), for fewer strings scanned.
-    `callId` is the call's id, redacted with it."""
+    """The call with what came from the transcript redacted: each string is redacted
+    alone, by the same rules, so this is `redact(call)` (for any rule that leaves this
+    module's own words alone: every built-in one) with fewer strings scanned. `callId`
+    is the call's id, redacted with it."""
     parts = [call[key] for key in _FROM_TRANSCRIPT]
     redacted = redact(parts)
     if redacted is parts:
