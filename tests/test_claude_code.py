@@ -745,3 +745,35 @@ def test_safe_id_keeps_distinct_raw_ids_apart() -> None:
     assert len(set(values)) == len(values)
     assert safe_id("toolu_01ABC123...") == "toolu_01ABC123..."
     assert safe_id("a/b").startswith("a_b~")
+
+
+def _call_strings() -> st.SearchStrategy[str]:
+    from test_redact import NEGATIVES, SECRETS
+
+    return st.sampled_from(SECRETS + NEGATIVES + ["ACME-123"]) | st.text(max_size=20)
+
+
+_call_text = _call_strings()
+_call_value = st.recursive(_call_text | st.integers() | st.none(),
+                           lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(_call_text, inner, max_size=3), max_leaves=6)
+
+
+@given(st.fixed_dictionaries({
+    "id": _call_text, "session": _call_text | st.none(), "tool": _call_text | st.none(),
+    "input": _call_value, "output": _call_text | st.none(),
+    "data": st.dictionaries(_call_text, _call_value, max_size=3),
+    "ts": _call_text | st.none(), "endTs": _call_text | st.none(),
+    "status": st.sampled_from(["ok", "error", "started"]),
+    "exitCode": st.integers() | st.none()}),
+       st.sampled_from([(), [("acme", r"ACME-\d{3}")]]))
+def test_a_replayed_call_is_redacted_as_a_whole_dict_would_be(
+        fields: dict[str, Any], extra: list[tuple[str, str]]) -> None:
+    # read_transcript redacts only a call's fields that came from the transcript: the
+    # result must be what redacting the whole observation gives.
+    from agent_journal.capture.claude_code import _redacted_call
+
+    call = {"kind": "tool_call", "durationMs": None, "text": None, **fields,
+            "callId": fields["id"]}
+    redactor = Redactor(extra)
+    assert _redacted_call(redactor.redact_value, call) == redactor.redact_value(call)

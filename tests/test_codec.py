@@ -231,6 +231,12 @@ def test_columns_of_other_types_are_read_strictly():
                           "2026-01-01T00:00:00.000Z")
 
 
+_json_like_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6) | st.sampled_from(['q"uote', "back\\slash", "nl\n", "\x7f", "😀"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                max_size=3),
+    max_leaves=10)
 _SCALARS = (st.none() | st.booleans() | st.integers(min_value=-10**20, max_value=10**20)
             | st.text(max_size=6) | st.sampled_from(["plain", 'q"uote', "back\\slash",
                                                      "nl\n", "tab\t", "\x7f", "é", "😀"]))
@@ -251,28 +257,46 @@ def test_flat_events_are_written_exactly_as_the_json_encoder_writes_them(
                data=data, schema=schema)
     expected = json.dumps(ev.as_dict(), sort_keys=True, separators=(",", ":"),
                           ensure_ascii=False, allow_nan=False)
-    flat = codec._flat_canonical(ev)
-    assert flat is None or flat == expected
+    direct = codec._direct_canonical(ev)
+    assert direct is None or direct == expected
     assert codec.canonical_bytes(ev) == expected.encode("utf-8")
 
 
-def test_the_flat_encoder_takes_the_usual_tombstone_and_leaves_the_rest():
+@settings(max_examples=200, deadline=None)
+@given(data=st.dictionaries(_STRINGS, _json_like_values, max_size=4),
+       kind=_STRINGS, subject=st.none() | _STRINGS, session=st.none() | _STRINGS)
+def test_events_with_any_data_are_written_exactly_as_the_json_encoder_writes_them(
+        data, kind, subject, session):
+    ev = Event(event_id="e-1", type="observation", kind=kind, id=subject,
+               ts="2025-01-01T00:00:00.000Z", author="agent", session=session, replica="r",
+               data=data)
+    expected = json.dumps(ev.as_dict(), sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False, allow_nan=False)
+    assert codec.canonical_bytes(ev) == expected.encode("utf-8")
+
+
+def test_the_direct_writer_takes_plain_fields_and_leaves_the_rest():
     tomb = Event(event_id="e-1", type="tombstone", kind="tombstone", id="x",
                  ts="2025-01-01T00:00:00.000Z", author="human", session=None, replica="r",
                  data={"reason": "leaked key", "purged": False})
-    assert codec._flat_canonical(tomb) is not None
+    assert codec._flat_data(tomb.data) is not None
     for other in ({"reason": 'a "quoted" reason', "purged": False},
                   {"reason": "r", "purged": False, "extra": {"nested": True}},
                   {"reason": "r", "purged": False, "ratio": 0.5},
                   {1: "non-string key"}):
-        assert codec._flat_canonical(tomb.replace(data=other)) is None
+        # Data the flat writer leaves is written by the encoder, in the same envelope.
+        assert codec._flat_data(other) is None
+        assert codec._direct_canonical(tomb.replace(data=other)) == json.dumps(
+            tomb.replace(data=other).as_dict(), sort_keys=True, separators=(",", ":"),
+            ensure_ascii=False)
 
     class Text(str):
         def __format__(self, spec: str) -> str:
             return "changed"
 
-    assert codec._flat_canonical(tomb.replace(author=Text("human"))) is None
-    assert codec._flat_canonical(tomb.replace(schema=True)) is None
+    assert codec._direct_canonical(tomb.replace(author=Text("human"))) is None
+    assert codec._direct_canonical(tomb.replace(schema=True)) is None
+    assert codec._direct_canonical(tomb.replace(kind='a "quoted" kind')) is None
 
 
 _json_values = st.recursive(

@@ -533,6 +533,23 @@ POSITIVES: list[tuple[str, str, str]] = [
         f"git clone https://{GH['p']}:x-oauth-basic@github.com/o/r.git",
         f"git clone https://{R('github-token')}:{R('url-password')}@github.com/o/r.git",
     ),
+    # Glued to the word before it, or to an escape in doubly encoded text, a vendor prefix
+    # is still a key's start.
+    ("github-glued", "key" + GH["p"], f"key{R('github-token')}"),
+    ("github-glued-short-word", "my" + GH["p"], f"my{R('github-token')}"),
+    ("github-after-escape", f'"A=1\\n{GH["s"]}"', f'"A=1\\n{R("github-token")}"'),
+    ("github-pat-glued", "token" + GH_PAT, f"token{R('github-token')}"),
+    ("gitlab-glued", "auth" + GITLAB, f"auth{R('gitlab-token')}"),
+    ("slack-glued", "bot" + SLACK_BOT, f"bot{R('slack-token')}"),
+    ("huggingface-glued", "tok" + HF, f"tok{R('huggingface-token')}"),
+    ("aws-glued", "key" + AWS, f"key{R('aws-access-key')}"),
+    ("aws-after-underscore", "MY_KEY_" + AWS, f"MY_KEY_{R('aws-access-key')}"),
+    ("openai-glued", "token" + OPENAI_LEGACY, f"token{R('openai-key')}"),
+    ("openai-proj-glued", "key" + OPENAI_PROJ, f"key{R('openai-key')}"),
+    ("openai-svcacct-glued", "x" + OPENAI_SVC, f"x{R('openai-key')}"),
+    ("openai-after-escape", f"line\\t{OPENAI_LEGACY}", f"line\\t{R('openai-key')}"),
+    ("anthropic-glued", "mykey" + ANTHROPIC, f"mykey{R('anthropic-key')}"),
+    ("anthropic-admin-glued", "k" + ANTHROPIC_ADMIN, f"k{R('anthropic-key')}"),
     (
         "several",
         f"{AWS} {GH['s']}\n{ANTHROPIC},{OPENAI_LEGACY}",
@@ -618,7 +635,16 @@ NEGATIVES: list[str] = [
     "X" + AWS,
     AWS + "X",
     "gh" + "p_" + fill(20),
-    "my" + GH["p"],
+    # Words and identifiers that end in a vendor prefix (task-, network_, surveyJ, kenya)
+    # are not keys: only a prefix no word ends in is taken glued to the word before it.
+    "task-admin-panel-component-for-the-dashboard",
+    "task-proj-management-dashboard-v2",
+    "risk-ant-colony-optimisation-results",
+    "flask_test_clientsessionhandling",
+    "network_test_connectivitycheck1",
+    "surveyJournalEntries.publishedArticles.statistics",
+    "kenya29.population-growth-statistics-report",
+    "disk-" + fill(40, HEX),
     "xo" + "xb-123",
     # Slack ids after the prefix are digits: a file name is not a token.
     "xo" + "xo-valentines-card-2024.png",
@@ -702,6 +728,29 @@ def test_secret_never_survives_its_surroundings(
     secret: str, left: str, right: str, before: str, after: str
 ) -> None:
     text = before + " " + left + secret + right + " " + after
+    out = redact_text(text)
+    assert secret not in out
+    assert redact_text(out) == out
+
+
+# Secrets whose vendor prefix no ordinary word ends in, glued to the word before them (or to
+# an escape, as in JSON text inside a string): they must vanish all the same. An access key
+# id is glued to a lowercase word only (after capitals it is part of a longer run).
+GLUED = [
+    AWS, AWS_STS, *GH.values(), GH_PAT, *SLACK.values(), SLACK_BOT, SLACK_BOT_LEGACY,
+    SLACK_USER, SLACK_ROTATING, SLACK_REFRESH, SLACK_APP, STRIPE_WH, GOOGLE,
+    GOOGLE_CLIENT_SECRET, OPENAI_LEGACY, OPENAI_PROJ, OPENAI_SVC, ANTHROPIC, ANTHROPIC_ADMIN,
+    GITLAB, NPM, PYPI, HF, SENDGRID,
+]
+words = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_-", min_size=1, max_size=8) | \
+    st.sampled_from(["\\n", "\\t", "\\r", "key", "token", "export token"])
+
+
+@given(st.sampled_from(GLUED), words, separators, prose, prose)
+def test_a_secret_glued_to_a_word_never_survives(
+    secret: str, word: str, right: str, before: str, after: str
+) -> None:
+    text = before + " " + word + secret + right + " " + after
     out = redact_text(text)
     assert secret not in out
     assert redact_text(out) == out
@@ -928,6 +977,9 @@ ADVERSARIAL = {
     "google-token-prefix-run": ("ya" + "29.") * 60_000,
     "slack-id-run": "xo" + "xb-" + "1-" * 150_000,
     "slack-prefix-run": ("xo" + "xb-1-") * 50_000,
+    "openai-prefix-run": "sk" + "-" + "sk-" * 100_000,
+    "openai-project-prefix-run": ("sk" + "-proj-") * 40_000,
+    "openai-glued-runs": "x" + ("sk" + "-" + "a" * 40) * 7_000,
 }
 
 

@@ -34,7 +34,12 @@ import xxhash
 from agent_journal.capture.claude_code import NotATranscriptError, read_transcript, safe_id
 from agent_journal.core import clock
 from agent_journal.core.errors import JournalError, UsageError
-from agent_journal.core.model import AUTHOR_AGENT, OBSERVATION, Event
+from agent_journal.core.model import (
+    AUTHOR_AGENT,
+    OBSERVATION,
+    SCHEMA_VERSION,
+    events_from_values,
+)
 from agent_journal.ops.context import Context
 from agent_journal.ops.evidence import capture_output
 from agent_journal.ops.redaction_config import redactor_for
@@ -54,6 +59,7 @@ BATCH = 5_000
 BLOBS = 256
 STARTED = "started"
 SAID = "said"
+_UNKNOWN: tuple[frozenset[Any], str] = (frozenset(), "")  # no phase of the call is held
 
 
 def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = None
@@ -113,31 +119,38 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
     replica = ws.root.replica_id
     known = observation_phases(ws, ids)
     tombstoned = ws.tombstoned_among(ids)
-    events: list[Event] = []
-    # A capture is made with its batch (see below): index in events -> the data field it
-    # fills ("output" of a call's end, "text" of what was said) and the value it stores.
-    captures: dict[int, tuple[str, Any]] = {}
+    # Each event to write as its values in slot order (model.event_values), and the data
+    # field a capture fills when its batch is written ("output" of a call's end, "text" of
+    # what was said; None for none), which holds the value to capture until then. The
+    # events themselves are made batch by batch, each once, just before they are stored.
+    planned: list[tuple[tuple[Any, ...], str | None]] = []
     recognised = unfinished = skipped = 0
     # What a re-run will find already present once this one has committed: each call's
     # start, its end unless it never finished, and each thing said.
     present_after = 0
     sessions: set[str] = set()
+    session_ids: dict[str, str] = {}  # a session id as the journal names it, made once
     for call, obs_id in calls:
-        session = safe_id(call["session"]) if call["session"] else None
-        if session:
+        raw_session = call["session"]
+        session = None
+        if raw_session:
+            session = session_ids.get(raw_session)
+            if session is None:
+                session = session_ids[raw_session] = safe_id(raw_session)
             sessions.add(session)
         if obs_id in tombstoned:
             skipped += 1  # erased content is never written again, on any path
             continue
         present_after += 1 if call["status"] == STARTED else 2
-        statuses, latest = known.get(obs_id, (set(), ""))
-        start_ts = _ts(call["ts"]) or _ts(call["endTs"]) or clock.now_ts()
+        statuses, latest = known.get(obs_id, _UNKNOWN)
+        given_end = _ts(call["endTs"])
+        start_ts = _ts(call["ts"]) or given_end or clock.now_ts()
         if statuses:
             recognised += 1  # its start is known, from the hook or an earlier import
         else:
-            events.append(_event(replica, session, obs_id, call, STARTED, start_ts, {
+            planned.append((_event(replica, session, obs_id, call, STARTED, start_ts, {
                 "input": call["input"], "output": None, "status": STARTED, "exitCode": None,
-                "durationMs": None, "artifact": None}))
+                "durationMs": None, "artifact": None}), None))
         if call["status"] == STARTED:
             unfinished += 1
             continue
@@ -145,14 +158,13 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
             recognised += 1
             continue
         # The end must fold after every start already held, whatever the clocks said.
-        end_ts = max(_ts(call["endTs"]) or start_ts, start_ts)
+        end_ts = max(given_end or start_ts, start_ts)
         if (latest and end_ts <= latest) or end_ts == start_ts:
             end_ts = _later(max(latest, start_ts))
-        captures[len(events)] = ("output", call["output"])
-        events.append(_event(replica, session, obs_id, call, "finished", end_ts, {
-            "input": None, "output": None,
+        planned.append((_event(replica, session, obs_id, call, "finished", end_ts, {
+            "input": None, "output": call["output"],
             "status": call["status"], "exitCode": call["exitCode"], "durationMs": None,
-            "artifact": None}))
+            "artifact": None}), "output"))
     messages = 0
     for item, obs_id in said:
         if obs_id in tombstoned:
@@ -164,35 +176,32 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
             continue
         session = safe_id(item["session"]) if item["session"] else None
         messages += 1
-        captures[len(events)] = ("text", item["text"])
-        events.append(Event(
-            event_id=_derived_id(replica, session or "", obs_id, SAID), type=OBSERVATION,
-            kind=item["kind"], id=obs_id, ts=_ts(item["ts"]) or clock.now_ts(),
-            author=AUTHOR_AGENT, session=session, replica=replica,
-            data={"tool": None, "callId": None, "input": None, "output": None, "status": None,
-                  "exitCode": None, "durationMs": None, "artifact": None, "text": None,
-                  "transcript": item["data"]}))
+        planned.append(((
+            _derived_id(replica, session or "", obs_id, SAID), OBSERVATION, item["kind"],
+            obs_id, _ts(item["ts"]) or clock.now_ts(), AUTHOR_AGENT, session, replica,
+            {"tool": None, "callId": None, "input": None, "output": None, "status": None,
+             "exitCode": None, "durationMs": None, "artifact": None, "text": item["text"],
+             "transcript": item["data"]}, SCHEMA_VERSION), "text"))
     written = artifacts = 0
     start = 0
-    while start < len(events):
+    while start < len(planned):
         # A batch's blobs are written just before it and stay locked until it has
         # committed (BlobHolds), so a compaction running meanwhile keeps them. A batch
         # ends at BATCH events or at BLOBS held blobs (each an open descriptor).
         with BlobHolds() as holds:
             end = start
-            while end < len(events) and end - start < BATCH and len(holds) < BLOBS:
-                if end in captures:
-                    field, value = captures[end]
-                    ev = events[end]
-                    stored, artifact = capture_output(ws, value, holds=holds)
-                    artifacts += artifact is not None
-                    events[end] = ev.with_data({**ev.data, field: stored,
-                                                "artifact": artifact})
+            while end < len(planned) and end - start < BATCH and len(holds) < BLOBS:
+                values, field = planned[end]
+                if field is not None:
+                    data = values[8]  # made for this event alone (above): filled in place
+                    data[field], data["artifact"] = capture_output(ws, data[field],
+                                                                   holds=holds)
+                    artifacts += data["artifact"] is not None
                 end += 1
-            written += ws.append(events[start:end])
+            written += ws.append(events_from_values([v for v, _ in planned[start:end]]))
         start = end
         if progress is not None:
-            progress(end, len(events), "writing events")
+            progress(end, len(planned), "writing events")
     report = {
         "transcript": os.path.abspath(path),
         "workspace": ws.name,
@@ -201,7 +210,7 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
         "messages": messages,
         "unfinished": unfinished,
         "eventsWritten": written,
-        "alreadyPresent": recognised + len(events) - written,
+        "alreadyPresent": recognised + len(planned) - written,
         "tombstoned": skipped,
         "artifacts": artifacts,
     }
@@ -213,13 +222,14 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
 
 
 def _event(replica: str, session: str | None, obs_id: str, call: dict[str, Any], phase: str,
-           ts: str, data: dict[str, Any]) -> Event:
+           ts: str, data: dict[str, Any]) -> tuple[Any, ...]:
+    """A call phase's event values in slot order (model.event_values)."""
     # The input is kept once, on the start; the end adds what the call returned.
-    fields = {"tool": call["tool"], "callId": call["callId"], **data,
-              "transcript": call["data"]}
-    return Event(event_id=_derived_id(replica, session or "", obs_id, phase),
-                 type=OBSERVATION, kind=call["kind"], id=obs_id, ts=ts, author=AUTHOR_AGENT,
-                 session=session, replica=replica, data=fields)
+    data["tool"] = call["tool"]
+    data["callId"] = call["callId"]
+    data["transcript"] = call["data"]
+    return (_derived_id(replica, session or "", obs_id, phase), OBSERVATION, call["kind"],
+            obs_id, ts, AUTHOR_AGENT, session, replica, data, SCHEMA_VERSION)
 
 
 def _reading(fh: BinaryIO, size: int, progress: Progress | None) -> Iterator[bytes]:
@@ -260,6 +270,11 @@ _JOURNAL_TS = re.compile(r"[1-9]\d{3}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 
 def _later(ts: str) -> str:
+    """One millisecond after `ts`, in the journal's form."""
+    if _JOURNAL_TS.fullmatch(ts) and ts[20:23] != "999":
+        # Only the milliseconds move: written as they are, without a round trip through
+        # datetime (an import asks this for nearly every call's end).
+        return f"{ts[:20]}{int(ts[20:23]) + 1:03d}Z"
     return clock.format_ts(clock.parse_instant(ts) + timedelta(milliseconds=1))
 
 

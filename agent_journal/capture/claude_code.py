@@ -309,14 +309,14 @@ def read_transcript(
             _collect_tool_uses(record, pending, done)
         elif kind == "user":
             for observation in _finish_tool_uses(record, pending, done):
-                yield redact(observation)
+                yield _redacted_call(redact, observation)
     if not recognised:
         raise NotATranscriptError(
             "not a Claude Code transcript: no record carries a sessionId "
             "(expected the JSONL of a ~/.claude/projects session)"
         )
     for call_id, started in pending.items():
-        yield redact(_call(call_id, started, None, None, "started", None))
+        yield _redacted_call(redact, _call(call_id, started, None, None, "started", None))
     if said is not None:
         yield from said.observations(redact)
 
@@ -562,6 +562,26 @@ def _call(
         "ts": _str_or_none(begun.get("timestamp")),
         "endTs": _str_or_none(finished.get("timestamp")) if finished is not None else None,
     }
+
+
+# The fields of a replayed call that come from the transcript; the others (its keys, kind,
+# status, exit code) are this module's own words and numbers, not the agent's text, like
+# the keys and phases the import writes around them.
+_FROM_TRANSCRIPT = ("id", "session", "tool", "input", "output", "data", "ts", "endTs")
+
+
+def _redacted_call(redact: Any, call: dict[str, Any]) -> dict[str, Any]:
+    """The call with what came from the transcript redacted: each string is redacted
+    alone, by the same rules, so this is `redact(call)` (for any rule that leaves this
+    module's own words alone: every built-in one) with fewer strings scanned. `callId`
+    is the call's id, redacted with it."""
+    parts = [call[key] for key in _FROM_TRANSCRIPT]
+    redacted = redact(parts)
+    if redacted is parts:
+        return call
+    out = {**call, **dict(zip(_FROM_TRANSCRIPT, redacted, strict=True))}
+    out["callId"] = out["id"]
+    return out
 
 
 def _flatten(content: Any) -> str | None:

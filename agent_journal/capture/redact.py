@@ -33,10 +33,13 @@ __all__ = [
 
 
 def _lit(prefix: str, width: int) -> str:
-    # A literal first keeps the regex engine on its fast literal scan; the boundary check comes
-    # after it as a lookbehind, because a leading lookbehind makes every position a candidate
-    # (measured: 30x slower on transcript text). The vendor prefix preceded by a token
-    # character is the middle of a longer identifier, not the start of a key.
+    # For the prefixes an ordinary word or identifier can end in (`task-`, `network_`,
+    # `surveyJ`): preceded by a token character, such a prefix is the middle of a longer
+    # identifier, not the start of a key. A literal first keeps the regex engine on its fast
+    # literal scan; the boundary check comes after it as a lookbehind, because a leading
+    # lookbehind makes every position a candidate (measured: 30x slower on transcript text).
+    # Every other vendor prefix is a key wherever it starts, glued to a word (`keyghp_...`)
+    # or to an escape (`\\nghp_...`) as much as after a blank.
     return f"{prefix}(?<![A-Za-z0-9_-].{{{width}}})"
 
 
@@ -140,41 +143,53 @@ BUILTIN_RULES: tuple[tuple[str, str], ...] = (
         r"[\"']?[ \t]*[:=][ \t]*[\"']?[Bb]asic[ \t]+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})",
     ),
     ("anthropic-key", _lit("sk-ant-", 7) + r"[A-Za-z0-9_-]{20,250}"),
+    # Glued to a word, an Anthropic key is known by its type and version (`api03-`).
+    ("anthropic-key", r"sk-ant-[a-z]{2,8}[0-9]{2}-[A-Za-z0-9_-]{20,250}"),
     (
         "openai-key",
         # Project, service-account and admin keys carry a type segment and may contain - and _;
         # legacy keys are one run of letters and digits, so hyphenated words never match.
         _lit("sk-", 3) + r"(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,250}|[A-Za-z0-9]{32,250})",
     ),
-    ("aws-access-key", r"A[KS]IA(?<![A-Za-z0-9].{4})[A-Z0-9]{16}(?![A-Za-z0-9])"),
-    ("github-token", _lit("gh[pousr]_", 4) + r"[A-Za-z0-9]{36,251}"),
-    ("github-token", _lit("github_pat_", 11) + r"[A-Za-z0-9_]{22,244}"),
-    ("gitlab-token", _lit("glpat-", 6) + r"[A-Za-z0-9_.-]{20,250}"),
+    # Glued to a word (`tokensk-...`), an OpenAI key is known by the mark OpenAI puts in it
+    # (`T3BlbkFJ`, "OpenAI" in base64: 20 characters in, on a legacy key; after the type
+    # segment, on a project or admin key), or by the service-account segment; a bare `sk-`
+    # after a word is `task-`, `disk-`, `risk-`. The mark is looked for only so far in, so
+    # a long run of `sk-` costs each start a bounded look.
+    ("openai-key", r"sk-(?:[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20,250}"
+                   r"|(?:proj|admin)-[A-Za-z0-9_-]{0,100}?T3BlbkFJ[A-Za-z0-9_-]{0,250}"
+                   r"|svcacct-[A-Za-z0-9_-]{20,250})"),
+    # A key id glued to a lowercase word is still one; after a capital or a digit it is part
+    # of a longer run of them, which no key id is.
+    ("aws-access-key", r"A[KS]IA(?<![A-Z0-9].{4})[A-Z0-9]{16}(?![A-Za-z0-9])"),
+    ("github-token", r"gh[pousr]_[A-Za-z0-9]{36,251}"),
+    ("github-token", r"github_pat_[A-Za-z0-9_]{22,244}"),
+    ("gitlab-token", r"glpat-[A-Za-z0-9_.-]{20,250}"),
     (
         "slack-token",
         # Slack's published shapes: the type letter, then one to three numeric ids (team, bot
         # or user; a rotating or refresh token's is a version digit), then the secret part. The
         # ids being digits is what tells a token from a name such as `xoxo-valentines.png`.
-        _lit("xox", 3) + r"(?:[abeoprs]|e\.xox[bp])-(?:[0-9]+-)+[A-Za-z0-9]{16,250}",
+        r"xox(?:[abeoprs]|e\.xox[bp])-(?:[0-9]+-)+[A-Za-z0-9]{16,250}",
     ),
     # An app-level token: version, app id, a numeric id, then the secret part.
-    ("slack-token", _lit("xapp-", 5) + r"[0-9]+-[A-Z0-9]{6,32}-[0-9]{6,}-[A-Za-z0-9]{32,250}"),
+    ("slack-token", r"xapp-[0-9]+-[A-Z0-9]{6,32}-[0-9]{6,}-[A-Za-z0-9]{32,250}"),
     ("stripe-key", _lit("sk_", 3) + r"(?:live|test)_[A-Za-z0-9]{16,247}"),
     ("stripe-key", _lit("rk_", 3) + r"(?:live|test)_[A-Za-z0-9]{16,247}"),
-    ("stripe-webhook-secret", _lit("whsec_", 6) + r"[A-Za-z0-9+/=]{24,250}"),
-    ("google-api-key", _lit("AIza", 4) + r"[0-9A-Za-z_-]{35}" + _TAIL),
-    ("google-oauth-secret", _lit("GOCSPX-", 7) + r"[A-Za-z0-9_-]{28}" + _TAIL),
+    ("stripe-webhook-secret", r"whsec_[A-Za-z0-9+/=]{24,250}"),
+    ("google-api-key", r"AIza[0-9A-Za-z_-]{35}" + _TAIL),
+    ("google-oauth-secret", r"GOCSPX-[A-Za-z0-9_-]{28}" + _TAIL),
     (
         "google-oauth-token",
         # A service account's token holds single dots and ends in a run of them; a dot not
         # followed by token characters ends a sentence, and is kept.
         _lit(r"ya29\.", 5) + r"(?=[A-Za-z0-9_.-]{30})[A-Za-z0-9_-]+(?:\.+[A-Za-z0-9_-]+)*",
     ),
-    ("huggingface-token", _lit("hf_", 3) + r"[A-Za-z0-9]{34,40}" + _TAIL),
-    ("npm-token", _lit("npm_", 4) + r"[A-Za-z0-9]{36}" + _TAIL),
+    ("huggingface-token", r"hf_[A-Za-z0-9]{34,40}" + _TAIL),
+    ("npm-token", r"npm_[A-Za-z0-9]{36}" + _TAIL),
     # Every PyPI token is a macaroon whose serialisation starts with these bytes.
-    ("pypi-token", _lit("pypi-AgEIcHlwaS5vcmc", 20) + r"[A-Za-z0-9_-]{50,}"),
-    ("sendgrid-key", _lit(r"SG\.", 3) + r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}" + _TAIL),
+    ("pypi-token", r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}"),
+    ("sendgrid-key", r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}" + _TAIL),
     ("jwt", _lit("eyJ", 3) + r"[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
 )
 
@@ -205,6 +220,8 @@ _TRIGGERS: tuple[tuple[str, ...], ...] = (
     ("BEARER",),
     ("uthorization",),
     ("sk-ant-",),
+    ("sk-ant-",),
+    ("sk-",),
     ("sk-",),
     ("AKIA", "ASIA"),
     ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),

@@ -148,6 +148,7 @@ def loads(
     except ValueError as exc:
         # int() refuses integers beyond sys.get_int_max_str_digits().
         raise StrictJSONError(f"invalid JSON: {str(exc).splitlines()[0]}") from None
-    if "\\ud" in text or "\\uD" in text:
+    # One scan of the text in the common case (no \\u escape), three only when one is there.
+    if "\\u" in text and ("\\ud" in text or "\\uD" in text):
         value = _check_surrogates(value, lone_surrogates)
     return value

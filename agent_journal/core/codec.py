@@ -37,7 +37,7 @@ _c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
 
 
 def canonical_bytes(event: Event) -> bytes:
-    text = _flat_canonical(event)
+    text = _direct_canonical(event)
     if text is None:
         text = _canonical_text(event.as_dict())
     return text.encode("utf-8")
@@ -61,26 +61,53 @@ def _canonical_text(obj: dict[str, Any]) -> str:
 # What the canonical encoder writes escaped; a string with none of these is
 # written as itself between quotes.
 _ESCAPED = re.compile(r'["\\\x00-\x1f]')
-# The types of the data values _flat_canonical writes itself.
+# The types of the data values _flat_data writes itself.
 _FLAT_TYPES = frozenset({str, int, bool, type(None)})
 
 
-def _flat_canonical(ev: Event) -> str | None:
-    """The canonical text of an event whose data holds only strings, integers,
-    booleans and nulls, and none of whose strings needs escaping; None for any
-    other event.
+def _direct_canonical(ev: Event) -> str | None:
+    """The canonical text of an event, its fields written out directly; None for an
+    event with a field besides `data` that is not a plain string (or null, for `id`
+    and `session`) needing no escape, or whose schema is not an integer.
 
-    Written out directly, because that costs less than a call of the json
-    encoder, and a merge rebuilds every purged tombstone that
-    arrives (flat data), a hundred thousand in a large one. The fields of an
-    event sort as they are written here.
+    The fields sort as they are written here. `data` is written directly too when it
+    holds only strings needing no escape, integers, booleans and nulls (a merge rebuilds
+    every purged tombstone that arrives, a hundred thousand in a large one), else by the
+    canonical encoder: that spares every write a dict of the event's fields for the
+    encoder to sort, and the encoder's pass over them (an import writes a few hundred
+    thousand events).
     """
-    data = ev.data
+    subject, session, schema = ev.id, ev.session, ev.schema
+    strings = [ev.author, ev.event_id, ev.kind, ev.replica, ev.ts, ev.type]
+    if subject is not None:
+        strings.append(subject)
+    if session is not None:
+        strings.append(session)
+    if type(schema) is not int or not (
+            str is type(ev.author) is type(ev.event_id) is type(ev.kind) is type(ev.replica)
+            is type(ev.ts) is type(ev.type) is (str if subject is None else type(subject))
+            is (str if session is None else type(session))) \
+            or _ESCAPED.search("".join(strings)):
+        return None
+    data = _flat_data(ev.data)
+    if data is None:
+        data = _canonical_text(ev.data)
+    subject_text = "null" if subject is None else '"' + subject + '"'
+    session_text = "null" if session is None else '"' + session + '"'
+    return (f'{{"author":"{ev.author}","data":{data},'
+            f'"eventId":"{ev.event_id}","id":{subject_text},'
+            f'"kind":"{ev.kind}","replica":"{ev.replica}","schema":{schema},'
+            f'"session":{session_text},"ts":"{ev.ts}","type":"{ev.type}"}}')
+
+
+def _flat_data(data: dict[str, Any]) -> str | None:
+    """The canonical text of data holding only strings, integers, booleans and nulls,
+    under string keys, none needing escaping; None for any other data."""
     for value in data.values():
         # Most observations hold an object (their input): give up before sorting.
         if type(value) not in _FLAT_TYPES:
             return None
-    strings = [ev.author, ev.event_id, ev.kind, ev.replica, ev.ts, ev.type]
+    strings = []
     items = []
     for key in sorted(data) if len(data) > 1 else data:
         value = data[key]
@@ -102,23 +129,9 @@ def _flat_canonical(ev: Event) -> str | None:
             return None
         strings.append(key)
         items.append(f'"{key}":{text}')
-    subject, session, schema = ev.id, ev.session, ev.schema
-    if subject is not None:
-        strings.append(subject)
-    if session is not None:
-        strings.append(session)
-    if type(schema) is not int or not (
-            str is type(ev.author) is type(ev.event_id) is type(ev.kind) is type(ev.replica)
-            is type(ev.ts) is type(ev.type) is (str if subject is None else type(subject))
-            is (str if session is None else type(session))) \
-            or _ESCAPED.search("".join(strings)):
+    if _ESCAPED.search("".join(strings)):
         return None
-    subject_text = "null" if subject is None else '"' + subject + '"'
-    session_text = "null" if session is None else '"' + session + '"'
-    return (f'{{"author":"{ev.author}","data":{{{",".join(items)}}},'
-            f'"eventId":"{ev.event_id}","id":{subject_text},'
-            f'"kind":"{ev.kind}","replica":"{ev.replica}","schema":{schema},'
-            f'"session":{session_text},"ts":"{ev.ts}","type":"{ev.type}"}}')
+    return "{" + ",".join(items) + "}"
 
 
 def checksum(body: bytes) -> str:
