@@ -470,7 +470,7 @@ def test_law_ages_folded_from_any_split_are_the_ages_of_the_whole(
     cut = _cutoff(now, days)
     assert cut is not None
     bounds = sorted({0, len(pairs), *(min(c, len(pairs)) for c in cuts)})
-    groups = [pairs[lo:hi] for lo, hi in zip(bounds, bounds[1:])]
+    groups = [pairs[lo:hi] for lo, hi in zip(bounds, bounds[1:], strict=False)]
     summaries = [summarize([o for o, _ in g], [t for _, t in g]) for g in groups]
     if len(summaries) > 1 and len(cuts) % 2:
         summaries[:2] = [merged(summaries[0], summaries[1])]

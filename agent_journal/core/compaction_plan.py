@@ -24,7 +24,6 @@ from typing import Any
 from agent_journal.core import clock
 from agent_journal.core.derive import Derived, derive
 from agent_journal.core.errors import UsageError
-from agent_journal.core.observation_ages import AgeFold, all_canonical, summarize
 from agent_journal.core.model import (
     ENTRY,
     INVALIDATION,
@@ -33,6 +32,7 @@ from agent_journal.core.model import (
     Event,
     anchor_ref,
 )
+from agent_journal.core.observation_ages import AgeFold, all_canonical, summarize
 
 TOMBSTONED = "tombstoned"
 EXPIRED = "expired"
@@ -295,9 +295,9 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     obs_cut = _cutoff(now, observation_ttl_days)
     fold = None
     if obs_cut is not None:
-        if ages is not None and (ages.text, ages.every) != (obs_cut.text, obs_cut.now <= obs_cut.at):
-            raise ValueError("observation ages folded under another cutoff")
         fold = obs_cut.fold() if ages is None else ages
+        if (fold.text, fold.every) != (obs_cut.text, obs_cut.now <= obs_cut.at):
+            raise ValueError("observation ages folded under another cutoff")
         fold.add(summarize([ev.id for ev in observed], [ev.ts for ev in observed]))
     else:
         targets = d.tombstones
