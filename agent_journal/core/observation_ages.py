@@ -121,6 +121,12 @@ class AgeFold:
             for oid, ts in zip(odd_ids, odd_stamps, strict=True):
                 (self.passed if ok(ts) else self.failed).add(oid)
 
+    def passes(self, ts: Any) -> bool:
+        """The verdict on one stamp."""
+        if isinstance(ts, str) and CANONICAL(ts):
+            return self.every or ts <= self.text
+        return self.ok(ts)
+
     def due(self) -> set[Any]:
         """The ids every stamp of which passes."""
         return self.passed - self.failed
