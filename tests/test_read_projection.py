@@ -135,8 +135,10 @@ TTLS = (None, 0, 10, 25)
 
 
 def _plan_state(plan: Any) -> tuple[Any, ...]:
+    # (What a tombstone waits for is a set: read order within a segment aside.)
     return (plan.report(apply=False), plan.deletions, plan.reasons, plan.citations, plan.held,
-            plan.flips, plan.tombstone_events.keys(), plan.tombstone_targets)
+            {t: sorted(ids) for t, ids in plan.flips.items()}, plan.tombstone_events.keys(),
+            plan.tombstone_targets)
 
 
 def _plain_ids(read: compaction_read.CompactionRead) -> dict[str, set[str]]:

@@ -59,8 +59,10 @@ class CompactionPlan:
         # the plan)
         self._expired_first: tuple[Mapping[str, Event], set[str]] | None = None
         self._expired_ids: set[str] = set()  # the observation ids expired
-        # removed id -> why (TOMBSTONED or EXPIRED)
-        self.reasons: dict[str, str] = {}
+        # removed id -> why (TOMBSTONED or EXPIRED), but for the expired
+        # observations until `reasons` is read (a dry run never reads it)
+        self._reasons: dict[str, str] = {}
+        self._expired_reasons = False  # the expired observations are in _reasons
         # live entry id -> the removed ids its anchors cite
         self.citations: dict[str, list[str]] = {}
         # tombstone event id -> its current event (every tombstone the run rewrites)
@@ -112,6 +114,14 @@ class CompactionPlan:
             self._expired_first = None
             self._deletions.update({first[o].event_id: o for o in expired & first.keys()})
         return self._deletions
+
+    @property
+    def reasons(self) -> dict[str, str]:
+        """removed id -> why (TOMBSTONED or EXPIRED)"""
+        if not self._expired_reasons:
+            self._expired_reasons = True
+            self._reasons.update(dict.fromkeys(self._expired_ids, EXPIRED))
+        return self._reasons
 
     @property
     def expired_observations(self) -> set[str]:
@@ -312,14 +322,14 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     def remove(item: str, evs: Iterable[Event], reason: str) -> None:
         for ev in evs:
             plan._deletions[ev.event_id] = item
-        plan.reasons[item] = reason
+        plan._reasons[item] = reason
 
     # -- tombstones first: nothing pins or holds back what a tombstone names -------------
     # One rule for every target: all its events go (records, observations,
     # invalidations), and its tombstones are flipped once those are gone, unless
     # only invalidations were here (the target itself never was). Targets are
     # walked in the order their tombstones were read, the order they lie in memory.
-    deletions, reasons = plan._deletions, plan.reasons
+    deletions, reasons = plan._deletions, plan._reasons
     tombstone_events, flips = plan.tombstone_events, plan.flips
     tombstoned = d.tombstones
     plan.tombstone_targets = set(tombstoned)
@@ -368,11 +378,6 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
         if e not in d.tombstones
         and entry_cut.due([ev.ts for ev in recs + invalidations.get(e, [])])
     }
-    due_obs: set[str] = set()
-    if fold is not None:
-        due_obs = fold.due()
-        due_obs.difference_update(tombstoned)
-
     # An entry that is not live and that a surviving entry derives its outcome
     # through must stay, or the survivor would turn live once it is gone.
     def not_live(node: str) -> bool:
@@ -393,6 +398,16 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
                 held.add(dep)
             queue.append(dep)
     plan.held = sorted(held)
+    # Which of the removed ids so far (tombstones' targets), and of the entries
+    # due, are observed too, asked before the fold is spent below.
+    known: Container[str] = first if fold is None else _Either(first, fold)
+    tombstoned_here = list(reasons)  # only tombstones have removed anything so far
+    plan.tombstoned = _report_order(tombstoned_here, known)
+    observed_entries = {e for e in due_entries if e in known}
+    due_obs: set[str] = set()
+    if fold is not None:
+        due_obs = fold.due()  # (the fold's own set, a million ids at times: changed in place)
+        due_obs.difference_update(tombstoned)
 
     live = sorted(e for e in records if e not in d.tombstones and e not in due_entries
                   and d.is_live(e))
@@ -403,28 +418,38 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
             if scheme == "tool_use":
                 cited.add(ref)
     pinned = sorted(due_obs & cited)
-    expired_obs = due_obs - cited
-    tombstoned_here = list(reasons)  # only tombstones have removed anything so far
+    due_obs -= cited
+    expired_obs = due_obs
     for e in due_entries:
         remove(e, records[e] + invalidations.get(e, []), EXPIRED)
     plan._expired_first = (first, expired_obs)
     plan._expired_ids = expired_obs
-    reasons.update(dict.fromkeys(expired_obs, EXPIRED))
     for o in expired_obs & more.keys():
         remove(o, more[o], EXPIRED)
 
     for e in live:
         hits = sorted({ref for scheme, ref in map(anchor_ref, _anchors(d, e))
-                       if scheme == "tool_use" and ref in reasons})
+                       if scheme == "tool_use" and (ref in reasons or ref in expired_obs)})
         if hits:
             plan.citations[e] = hits
 
-    known: Container[str] = first if fold is None else fold  # every observation id seen
-    plan.expired = _report_order(due_entries, known, observed=expired_obs)
-    plan.tombstoned = _report_order(tombstoned_here, known)
+    plan.expired = _report_order(due_entries, observed_entries, observed=expired_obs)
     plan.pinned = pinned
     plan.downgraded = sorted(plan.citations)
     return plan
+
+
+class _Either:
+    """Membership in either of two containers."""
+
+    __slots__ = ("one", "other")
+
+    def __init__(self, one: Container[str], other: Container[str]) -> None:
+        self.one = one
+        self.other = other
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.one or item in self.other
 
 
 class _Observations:
