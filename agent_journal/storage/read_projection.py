@@ -49,7 +49,7 @@ from typing import Any
 from xxhash import xxh3_128_hexdigest
 
 from agent_journal.core.errors import JournalError
-from agent_journal.core.observation_ages import Summary, is_summary, merged, summarize
+from agent_journal.core.observation_ages import Summary, ids_of, is_summary, merged, summarize
 from agent_journal.storage import erasure_generation
 from agent_journal.storage.cache import (
     cache_lock_path,
@@ -216,8 +216,12 @@ def counts_of(head: Any) -> dict[tuple[str, str], int]:
 def _open(ws: Workspace, area: str) -> sqlite3.Connection:
     # No sync per record: a record a crash tears fails its digest and is read
     # again, and a file SQLite cannot open is started afresh.
-    return open_identified_cache(path_of(ws, area), SCHEMA, _identity(ws, area),
+    conn = open_identified_cache(path_of(ws, area), SCHEMA, _identity(ws, area),
                                  what="read projection", no_sync=True)
+    # Each record is read once a run, so pages kept in memory are never read
+    # again: a small page cache (not tens of MiB of a large projection).
+    conn.execute("PRAGMA cache_size=-2048")
+    return conn
 
 
 def discard(ws: Workspace, area: str = AREA) -> None:
@@ -257,7 +261,8 @@ def segment_names(ws: Workspace) -> list[tuple[str, str, str]]:
 
 class Seen:
     """One segment as a run takes it: `part` (its rows: every row but the plain
-    observations, which stay in the segment), the ids of its observations,
+    observations, which stay in the segment), the ids of its observations
+    (or, with `ages` from a record that held, of its plain ones),
     its events by (type, kind), and `ages`, the ages of its plain
     observations (when asked for)."""
 
@@ -331,13 +336,19 @@ def projected(projection: Projection | None, ws: Workspace, *, ages: bool,
             yield fresh(path, rel, name, before, next(whole))
             continue
         assert projection is not None and record is not None
-        got = projection.load(record, "head", "others", "subjects",
-                              *(("plain",) if ages or state != SAME else ()))
+        # With ages, a segment that has not changed needs no `subjects`: its
+        # plain observations' ids are the ages' (one copy of a million ids).
+        got = projection.load(record, "head", "others", "subjects", "plain") \
+            if state != SAME else projection.load(
+                record, "head", "others", "plain" if ages else "subjects")
         record.loaded.clear()  # held by this run only as long as it needs them
-        if got is not None and (len(got) == 3 or is_summary(got[3])):
+        if got is not None and (state == SAME and not ages or is_summary(got[-1])):
             if state == SAME:
                 part = _part_of(rel, got[0], got[1])
-                yield Seen(path, part, got[2], counts_of(got[0]), got[3] if ages else None)
+                if ages:
+                    yield Seen(path, part, ids_of(got[2]), counts_of(got[0]), got[2])
+                else:
+                    yield Seen(path, part, got[2], counts_of(got[0]))
                 continue
             # GROWN: what was kept, and the rows above its mark
             tail = read_tail(path, rel, record.mark)
