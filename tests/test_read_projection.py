@@ -30,7 +30,7 @@ from agent_journal.ops import context
 from agent_journal.ops.compact import compact
 from agent_journal.ops.coverage import _kind_peek, coverage, coverage_derived
 from agent_journal.ops.decay import decay, decay_derived
-from agent_journal.storage import compaction_read, verified_mark
+from agent_journal.storage import compaction_read, read_projection, verified_mark
 from agent_journal.storage.connection import connect, run_write
 from agent_journal.storage.files import create_private_file, make_private_dirs
 from agent_journal.storage.root import Root
@@ -154,14 +154,16 @@ def _plain_ids(read: compaction_read.CompactionRead) -> dict[str, set[str]]:
     return out
 
 
-def _same_plans(ws: Any) -> None:
+def _same_plans(ws: Any, *, afresh: bool = False) -> None:
     """For each TTL, the plan from the projection's ages (and, as --apply
     takes them, the expired rows read back from the segments) is the plan
     from every event of a direct read; nothing a surviving live entry cites
-    is planned for deletion."""
+    is planned for deletion. `afresh`: each from no projection."""
     direct = compaction_read.read_located(ws, every_observation=True)
     named = compaction_read.read_located(ws, every_observation=False)
     for ttl in TTLS:
+        if afresh:
+            read_projection.discard(ws)
         want = plan_compaction(direct.events, NOW, 30, ttl)
         ages = observation_ages(NOW, ttl)
         projected = compaction_read.read_projected(ws, ages=ages)
@@ -378,3 +380,24 @@ def test_without_the_projection_the_read_is_the_same(tmp_path, monkeypatch):
     _same_as_direct(root)
     shutil.rmtree(root / "cache")
     _same_as_direct(root)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_projection_built_by_worker_processes_is_the_same(tmp_path, monkeypatch, workers):
+    """Segments read whole by worker processes arrive split where they were
+    read (plain observations as their ages): the same read, plans and
+    projection as one process makes."""
+    _trusting(monkeypatch)
+    root = tmp_path / "journal"
+    _journal(root)
+    _append(root, 2, [_event(40 + i, spec) for i, spec in enumerate([
+        ("observation", "o4", False), ("observation", "o1", False), ("tombstone", "o4", 0),
+        ("entry", "e3", 1), ("observation", "o5", True)])])
+    monkeypatch.setenv("AGENT_JOURNAL_COMPACT_WORKERS", workers)
+    with pytest.MonkeyPatch.context() as mp:
+        # This process claims no segment: the workers read every one.
+        mp.setattr(compaction_read, "_claims", lambda fd: iter(()))
+        _same_plans(_ws(root), afresh=True)
+        _same_as_direct(root)
+    monkeypatch.delenv("AGENT_JOURNAL_COMPACT_WORKERS")
+    _same_as_direct(root)  # and from what they stored

@@ -118,7 +118,7 @@ def read_projected(ws: Workspace, *, ages: AgeFold | None = None) -> CompactionR
             for at in range(0, len(segments), WHOLE_BATCH):
                 batch = segments[at:at + WHOLE_BATCH]
                 yield from _read_for_compaction([p for p, _ in batch], [r for _, r in batch],
-                                                every_observation=True, made=False)
+                                                every_observation=True, made=False, split=True)
 
         seen = []
         plain: dict[str, list[str]] = {}
@@ -212,10 +212,11 @@ def _add_part(result: CompactionRead, part: SegmentRead) -> None:
 
 
 def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation: bool,
-                         made: bool = True) -> list[SegmentRead]:
+                         made: bool = True, split: bool = False) -> list[SegmentRead]:
     """Every segment's part, in order, its Events made: of every row, or
     without `every_observation`, of the rows `kept_rows` keeps. Not `made`
-    (only with `every_observation`): every row, left as event values."""
+    (only with `every_observation`): every row, left as event values, or
+    with `split`, split where read (`SegmentRead.split_plain`)."""
     sizes = [_file_size(path) for path in paths]
     workers = compaction_workers(sizes)
     parts: list[SegmentRead | None] = [None] * len(paths)
@@ -227,7 +228,7 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
         except OSError:
             queue = None  # no temporary file to share: read here alone
     if queue is not None:
-        started = [_ReadWorker(paths, rels, queue.fd, every_observation)
+        started = [_ReadWorker(paths, rels, queue.fd, every_observation, split)
                    for _ in range(workers)]
         for worker in started:
             worker.made = made
@@ -242,12 +243,12 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
             if not every_observation:
                 part.rows = so_far.keep(part.rows)[0]
                 kept_here.append(k)
-            parts[k] = part.made_events() if made else part
+            parts[k] = part.made_events() if made else part.split_plain() if split else part
             for worker in started:
                 worker.take(parts, block=False)  # what the workers sent meanwhile
         for worker in started:
             worker.take(parts, block=True)
-        whole = _read_missing(paths, rels, parts, started, every_observation, made)
+        whole = _read_missing(paths, rels, parts, started, every_observation, made, split)
         if not every_observation:
             # Each part holds the observations named by the tombstones its
             # reader had read; a part that others' tombstones add rows to is
@@ -277,8 +278,8 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
 
 
 def _read_missing(paths: list[str], rels: list[str], parts: list[SegmentRead | None],
-                  workers: list[_ReadWorker], every_observation: bool, made: bool = True
-                  ) -> list[SegmentRead]:
+                  workers: list[_ReadWorker], every_observation: bool, made: bool = True,
+                  split: bool = False) -> list[SegmentRead]:
     """Every part: read here what no worker sent, and all that a failed
     worker sent."""
     for worker in workers:
@@ -291,6 +292,8 @@ def _read_missing(paths: list[str], rels: list[str], parts: list[SegmentRead | N
     for k, part in enumerate(parts):
         if part is None:
             part = _read_segment_for_compaction(paths[k], rels[k], fast)
-            parts[k] = part = part.made_events() if every_observation and made else part
+            if every_observation:
+                part = part.made_events() if made else part.split_plain() if split else part
+            parts[k] = part
         whole.append(part)
     return whole

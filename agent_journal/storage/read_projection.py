@@ -43,13 +43,12 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from operator import itemgetter
 from typing import Any
 
 from xxhash import xxh3_128_hexdigest
 
 from agent_journal.core.errors import JournalError
-from agent_journal.core.observation_ages import Summary, ids_of, is_summary, merged, summarize
+from agent_journal.core.observation_ages import Summary, ids_of, is_summary, merged
 from agent_journal.storage import erasure_generation
 from agent_journal.storage.cache import (
     cache_lock_path,
@@ -277,18 +276,6 @@ class Seen:
         self.ages = ages
 
 
-def _split(rows: list[Any]) -> tuple[list[str], dict[tuple[str, str], int], list[Any],
-                                    Summary]:
-    """(observation ids, counts by (type, kind), rows but plain observations,
-    the ages of the plain observations)."""
-    observation = "observation"
-    plain = [r for r in rows if r[1] == observation and not r[8]]
-    return ([r[3] for r in rows if r[1] == observation],
-            dict(Counter(map(itemgetter(1, 2), rows))),
-            [r for r in rows if r[1] != observation or r[8]],
-            summarize([r[3] for r in plain], [r[4] for r in plain]))
-
-
 def projected(projection: Projection | None, ws: Workspace, *, ages: bool,
               read_whole: Any, read_tail: Any) -> Iterator[Seen]:
     """Every segment, in order, from the projection where its mark holds.
@@ -318,7 +305,7 @@ def projected(projection: Projection | None, ws: Workspace, *, ages: bool,
               kept: list[Any] | None = None) -> Seen:
         """The part of rows just read: the whole segment, or (`kept`: the
         record's head, others, subjects and ages) the rows above its mark."""
-        subjects, counts, part.rows, summary = _split(part.rows)
+        subjects, counts, summary = part.split_plain().split  # type: ignore[misc]
         if kept is not None:
             head, others, kept_subjects, kept_ages = kept
             part.rows[:0] = others
