@@ -401,3 +401,39 @@ def test_a_projection_built_by_worker_processes_is_the_same(tmp_path, monkeypatc
         _same_as_direct(root)
     monkeypatch.delenv("AGENT_JOURNAL_COMPACT_WORKERS")
     _same_as_direct(root)  # and from what they stored
+
+
+def test_apply_reads_what_it_expires_back_from_the_segment_and_refuses_a_lie(
+        tmp_path, monkeypatch):
+    """--apply deletes an expired observation only once its rows, read from
+    the segment, are what the ages it planned from said: a projection that
+    vouches for a segment rewritten under it (here the check is forced to
+    say SAME) refuses the run, changes nothing, and is dropped."""
+    from agent_journal.core.errors import IntegrityError
+    from agent_journal.storage import read_projection as rp
+
+    monkeypatch.setenv("AGENT_JOURNAL_NOW", "2026-03-01T00:00:00Z")
+    root = tmp_path / "journal"
+    _journal(root)
+    _append(root, 0, [_event(5, ("observation", "o4", False))])
+    ctx = context.Context(str(root), "ws")
+    dry = compact(ctx, entry_ttl_days=None, observation_ttl_days=10, apply=False).report
+    assert dry["expired"] == ["o3", "o4"] and dry["pinned"] == ["o1", "o2"]
+    old = _event(5, ("observation", "o4", False))
+    newer = Event(event_id=old.event_id, type=old.type, kind=old.kind, id=old.id,
+                  ts="2026-02-28T00:00:00.000Z", author=old.author, session=old.session,
+                  replica=old.replica, data=old.data)
+    _rewrite_row(_segment(root, 0), old.event_id, newer)
+    with sqlite3.connect(_segment(root, 0)) as conn:
+        conn.execute("UPDATE events SET ts = ? WHERE event_id = ?", (newer.ts, old.event_id))
+    conn.close()
+    monkeypatch.setattr(verified_mark, "check", lambda path, mark, fetch: verified_mark.SAME)
+    before = Path(_segment(root, 0)).read_bytes()
+    with pytest.raises(IntegrityError, match="no longer holds what it was read to hold"):
+        compact(ctx, entry_ttl_days=None, observation_ttl_days=10, apply=True)
+    assert Path(_segment(root, 0)).read_bytes() == before
+    assert not os.path.exists(rp.path_of(_ws(root)))
+    # Read again from the segments: o4 is recent now, and only o3 goes.
+    outcome = compact(ctx, entry_ttl_days=None, observation_ttl_days=10, apply=True)
+    assert outcome.report["expired"] == ["o3"]
+    _same_as_direct(root)
