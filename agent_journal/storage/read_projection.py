@@ -306,6 +306,7 @@ def projected(projection: Projection | None, ws: Workspace, *, ages: bool,
         """The part of rows just read: the whole segment, or (`kept`: the
         record's head, others, subjects and ages) the rows above its mark."""
         subjects, counts, summary = part.split_plain().split  # type: ignore[misc]
+        part.split = None  # the run holds the ages only as long as it needs them
         if kept is not None:
             head, others, kept_subjects, kept_ages = kept
             part.rows[:0] = others
