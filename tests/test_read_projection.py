@@ -188,6 +188,7 @@ def _same_as_direct(root: Path) -> None:
     direct = compaction_read.read_located(ws, every_observation=False)
     assert _state(compaction_read.read_projected(ws)) == _state(direct)
     _same_plans(ws)
+    _same_plans(ws, afresh=True)  # segments judged whole in the same run as the plan
     assert coverage(ctx)[0] == _direct_coverage(root)
     assert decay(ctx)[0] == _direct_decay(root)
 

@@ -128,13 +128,13 @@ class CompactionPlan:
         """The observation ids this run expires (their TTL, and no live citation)."""
         return self._expired_ids
 
-    def delete_expired(self, events: Iterable[Event]) -> None:
-        """Add to `deletions` these events, read after the plan was made, of
-        observations it expires (the plan was made from their ages alone)."""
+    def delete_expired(self, events: Iterable[tuple[str, str]]) -> None:
+        """Add to `deletions` these observation events, (event id, id) read after
+        the plan was made from their ages alone, of the ids it expires."""
         expired, deletions = self._expired_ids, self.deletions
-        for ev in events:
-            if ev.type == OBSERVATION and ev.id in expired:
-                deletions[ev.event_id] = ev.id
+        for event_id, oid in events:
+            if oid in expired:
+                deletions[event_id] = oid
 
     @property
     def tombstones_marked_purged(self) -> list[str]:

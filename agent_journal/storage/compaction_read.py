@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from agent_journal.core.errors import IntegrityError
-from agent_journal.core.model import Event, events_from_values
 from agent_journal.core.observation_ages import AgeFold, ids_of
 from agent_journal.storage.compaction_rows import (
     Rewrite,
@@ -66,6 +66,9 @@ class CompactionRead(ReadResult):
         # segment -> the ids of observations read as their ages only
         # (`read_projected` with `ages`); their events are not in `events`
         self.plain: dict[str, list[str]] = {}
+        # the segments whose every row this read judged (the others were
+        # taken from the read projection)
+        self.judged: set[str] = set()
 
 
 def read_located(ws: Workspace, *, every_observation: bool = True) -> CompactionRead:
@@ -110,11 +113,13 @@ def read_projected(ws: Workspace, *, ages: AgeFold | None = None) -> CompactionR
         if projection is None:
             return read_located(ws, every_observation=ages is not None)
         fast = _FastPath()
+        judged: set[str] = set()
 
         def whole(segments: list[tuple[str, str]]) -> Iterator[SegmentRead]:
             # A few segments at a time (shared with workers when large): each
             # part is kept and cut down as it comes, so the rows of every
             # segment are never all held at once.
+            judged.update(rel for _, rel in segments)
             for at in range(0, len(segments), WHOLE_BATCH):
                 batch = segments[at:at + WHOLE_BATCH]
                 yield from _read_for_compaction([p for p, _ in batch], [r for _, r in batch],
@@ -149,50 +154,63 @@ def read_projected(ws: Workspace, *, ages: AgeFold | None = None) -> CompactionR
                 s.part = _read_segment_for_compaction(s.path, s.part.rel, fast)
     result = CompactionRead()
     result.plain = plain
+    result.judged = judged
     for s in seen:
         _add_part(result, s.part.made_events(named))
     return result
 
 
 def read_expired(ws: Workspace, read: CompactionRead, expired: set[str],
-                 passes: Callable[[str], bool]) -> list[Event]:
-    """The events of the observations a plan expires that `read` has as ages
-    only (`read.plain`), from the segments' bytes, before anything is deleted.
+                 passes: Callable[[str], bool]) -> list[tuple[str, str]]:
+    """(event id, id) of each event of the observations a plan expires
+    that `read` has as ages only (`read.plain`), from the segments, before
+    anything is deleted.
 
-    Each row is judged exactly as a whole read judges it, and must agree with
-    the ages the plan was made from: every such id is found in the segments
-    the ages placed it in (at or below the seq the read reached), and every
-    row found is itself old enough (`passes`, on its stamp). Anything else
-    (a segment damaged or rewritten since its ages were recorded) refuses
-    the run with nothing changed, and drops the read projection. The events
-    are also added to `read.located`.
+    They must agree with the ages the plan was made from: every such id is
+    found in the segments the ages placed it in (at or below the seq the
+    read reached), and every row found is itself old enough (`passes`, on
+    its stamp). Rows of a segment the ages came from the read projection for
+    are judged again exactly as a whole read judges them; of a segment this
+    read judged whole, the columns are enough. Anything else (a segment
+    damaged or rewritten since its ages were recorded) refuses the run with
+    nothing changed, and drops the read projection. The events are also
+    added to `read.located`.
     """
     from agent_journal.storage import read_projection
+    from agent_journal.storage.compaction_rows import stamps_about
 
     fast = _FastPath()
-    found: list[Event] = []
+    found: list[tuple[str, str]] = []
     for rel, ids in read.plain.items():
         wanted = expired.intersection(ids)
         high = read.high_water.get(rel)
         if not wanted or high is None:
             continue
-        part = rows_about(os.path.join(ws.root.path, rel), rel, fast, sorted(wanted), high)
-        rows = [r for r in part.rows if not r[8]]  # those holding an artifact were read
+        path = os.path.join(ws.root.path, rel)
         why = None
-        if part.unreadable is not None or part.malformed:
-            why = part.unreadable or part.malformed[0]["reason"]
-        elif {r[3] for r in rows} != wanted:
+        rows: list[tuple[Any, ...]] = []
+        if rel in read.judged:
+            got = stamps_about(path, sorted(wanted), high)
+            if isinstance(got, str):
+                why = got
+            else:
+                rows = [(e, "observation", None, subject, ts) for e, subject, ts in got]
+        else:
+            part = rows_about(path, rel, fast, sorted(wanted), high)
+            rows = part.rows
+            if part.unreadable is not None or part.malformed:
+                why = part.unreadable or part.malformed[0]["reason"]
+        if why is None and {r[3] for r in rows} != wanted:
             why = "observations it was read to hold are not there"
-        elif not all(passes(r[4]) for r in rows):
+        elif why is None and not all(passes(r[4]) for r in rows):
             why = "observations it was read to hold are newer"
         if why is not None:
             read_projection.discard(ws)
             raise IntegrityError(
                 f"refusing to compact: {rel} no longer holds what it was read to hold "
                 f"({why}); nothing was changed. Re-run compact")
-        events = events_from_values(rows)
-        read.located.setdefault(rel, []).extend(ev.event_id for ev in events)
-        found += events
+        read.located.setdefault(rel, []).extend(r[0] for r in rows)
+        found += [(r[0], r[3]) for r in rows]
     return found
 
 

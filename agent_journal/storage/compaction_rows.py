@@ -456,6 +456,27 @@ def _slices(conn: sqlite3.Connection, sql: str, after: float = float("-inf"),
         after = rows[-1][0]
 
 
+def stamps_about(path: str, subjects: list[str], upto: int) -> list[tuple[Any, ...]] | str:
+    """(event id, subject, ts) of the segment's observations about these ids, up
+    to seq `upto`, as its columns hold them (for a segment whose rows this
+    run has just judged whole); or why the segment cannot be read."""
+    import json
+
+    try:
+        conn = open_segment_for_read(path)
+    except sqlite3.Error as exc:
+        return describe_sqlite_error(exc)
+    try:
+        return conn.execute(
+            "SELECT event_id, subject, ts FROM events WHERE type = 'observation' AND subject "
+            "IN (SELECT value FROM json_each(?)) AND seq <= ? ORDER BY seq",
+            (json.dumps(subjects), upto)).fetchall()
+    except sqlite3.Error as exc:
+        return describe_sqlite_error(exc)
+    finally:
+        conn.close()
+
+
 def rows_about(path: str, rel: str, fast: _FastPath, subjects: list[str], upto: int
                ) -> SegmentRead:
     """The part of a segment's observations about these ids only, up to seq
