@@ -680,6 +680,28 @@ def test_a_blob_another_event_still_references_is_kept(root):
     assert outcome.report["tombstoned"] == ["o-a"] and blob.exists()
 
 
+
+@pytest.mark.parametrize("segments", ["one", "two"])
+def test_a_blob_a_fresh_capture_still_cites_outlives_its_expired_twin(root, monkeypatch,
+                                                                        segments):
+    """A TTL plan that reads observation ages, not rows, must still see that a
+    kept observation cites the blob an expired one held."""
+    from agent_journal.ops import evidence
+
+    if segments == "two":
+        monkeypatch.setenv(ENV_SEGMENT_MAX_BYTES, "1")  # every write opens a new segment
+    monkeypatch.setenv("AGENT_JOURNAL_NOW", "2025-01-01T00:00:00Z")
+    blob = write_artifact_observation(root, "o-old", KEPT * 10)
+    monkeypatch.setenv("AGENT_JOURNAL_NOW", "2025-06-01T00:00:00Z")
+    write_artifact_observation(root, "o-new", KEPT * 10)  # same content, same blob
+    ctx = ctx_for(root)
+    for expired in (["o-old"], []):
+        outcome = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=30,
+                                  apply=True)
+        assert outcome.report["expired"] == expired and blob.exists()
+    found = evidence.get(ctx, "o-new")
+    assert found.raw == KEPT * 10  # the capture's output, read back from its blob
+
 # -- real processes -----------------------------------------------------------------------------
 
 def build_segment(path: Path, events: list[Event], *, workspace: str = "ws") -> None:
@@ -1391,6 +1413,33 @@ def test_without_a_temporary_file_for_the_queue_the_read_is_done_here(root, monk
     assert started == []
 
 
+def _claimed_by_workers(monkeypatch) -> Any:
+    """A wait for the shared segment queue to be empty: every segment this
+    process did not claim first has been claimed by a worker. Waiting for it,
+    instead of sleeping a fixed time, keeps the tests below true on a loaded
+    machine where a worker takes seconds to start."""
+    queues: list[Any] = []
+
+    class Recorded(compaction_workers._SegmentQueue):
+        def __init__(self, order: list[int]) -> None:
+            super().__init__(order)
+            self.size = len(order) * compaction_workers._CLAIM
+            queues.append(self)
+
+    monkeypatch.setattr(compaction_read, "_SegmentQueue", Recorded)
+
+    def wait() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if queues and os.lseek(queues[-1].fd, 0, os.SEEK_CUR) >= queues[-1].size:
+                time.sleep(0.05)  # the claim is made; its read has begun
+                return
+            time.sleep(0.01)
+        raise AssertionError("no worker claimed the rest of the queue")
+
+    return wait
+
+
 def test_a_worker_that_ends_before_this_process_is_waited_for_once(root, monkeypatch):
     """The workers' last part may arrive while this process still reads its
     own: it must not then wait for another."""
@@ -1398,11 +1447,12 @@ def test_a_worker_that_ends_before_this_process_is_waited_for_once(root, monkeyp
     monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "1")
     real = compaction_read._read_segment_for_compaction
     calls: list[str] = []
+    claimed = _claimed_by_workers(monkeypatch)
 
     def slow_here(path: str, rel: str, fast: Any) -> compaction_rows.SegmentRead:
         calls.append(rel)
         if len(calls) == 1:
-            time.sleep(2)  # the worker claims and sends every other segment meanwhile
+            claimed()  # the worker claims and sends every other segment meanwhile
         return real(path, rel, fast)
 
     monkeypatch.setattr(compaction_read, "_read_segment_for_compaction", slow_here)
@@ -1447,11 +1497,12 @@ def test_a_part_that_a_later_tombstone_adds_to_comes_in_a_second_round(root, mon
     assert "o1" in {e["id"] for e in serial[0]}
     real_read = compaction_read._read_segment_for_compaction
     here: list[str] = []
+    claimed = _claimed_by_workers(monkeypatch)
 
     def slow_here(path: str, rel: str, fast: Any) -> compaction_rows.SegmentRead:
         here.append(rel)
         if len(here) == 1:
-            time.sleep(1)  # the worker reads the small segment meanwhile
+            claimed()  # the worker reads the small segment meanwhile
         return real_read(path, rel, fast)
 
     monkeypatch.setattr(compaction_read, "_read_segment_for_compaction", slow_here)
@@ -1459,7 +1510,7 @@ def test_a_part_that_a_later_tombstone_adds_to_comes_in_a_second_round(root, mon
     dies = root.parent / "dies-in-round-two"
     dies.write_text(f"""#!{sys.executable}
 import sys
-from agent_journal.storage import compaction_read
+from agent_journal.storage import compaction_workers
 first = compaction_workers._read_frame
 asked = []
 def once(stream):
@@ -1497,11 +1548,12 @@ def test_a_part_read_here_that_a_workers_tombstone_adds_to_is_made_again(root, m
     assert "big-7" in {e["id"] for e in serial[0] if e["type"] == "observation"}
     real_read = compaction_read._read_segment_for_compaction
     here: list[str] = []
+    claimed = _claimed_by_workers(monkeypatch)
 
     def slow_here(path: str, rel: str, fast: Any) -> compaction_rows.SegmentRead:
         here.append(rel)
         part = real_read(path, rel, fast)
-        time.sleep(1)  # the worker reads the small segment meanwhile
+        claimed()  # the worker reads the small segment meanwhile
         return part
 
     monkeypatch.setattr(compaction_read, "_read_segment_for_compaction", slow_here)

@@ -475,6 +475,29 @@ def test_merging_a_stale_replica_again_after_a_ttl_run_works_and_brings_nothing_
     assert "fresh" in {e.id for e in _ctx(root).open(create=False).read().events}
 
 
+
+def test_an_own_event_expired_here_never_comes_back_from_a_replica_that_copied_it(
+        cli, root, tmp_path):
+    """R3 for what this replica wrote itself: its own segment keeps no
+    provenance, so compaction keeps the ids it removed there."""
+    _seed_due(root, 3)
+    _observe(_ctx(root), "kept", "still here")
+    other = tmp_path / "private" / "other"
+    assert cli("merge", str(root), env={"AGENT_JOURNAL_ROOT": str(other)}).code == 0
+    expired = cli("compact", "--apply", "--observation-ttl-days", "30")
+    assert expired.code == 0 and len(expired.json()["expired"]) == 3, expired.err
+    for _ in range(2):
+        again = cli("merge", str(other))
+        assert again.code == 0, again.err
+        report = again.json()
+        assert report["imported"] == 0, report
+        assert sorted(r["reason"] for r in report["notImported"]) == ["removedHere"] * 3
+        assert OLD_MARKER.encode() not in all_bytes_under(root)
+    assert {e.id for e in _ctx(root).open(create=False).read().events} >= {"kept"}
+    # A later compaction keeps the list; nothing else changes what it names.
+    assert cli("compact", "--apply", "--observation-ttl-days", "30").code == 0
+    assert cli("merge", str(other)).json()["imported"] == 0
+
 def test_an_import_name_already_taken_gets_a_sibling(root, tmp_path, monkeypatch):
     """Whatever compaction did to an earlier import (here: every row removed by a path
     that leaves no provenance), a merge of the same ids never fails on the name."""

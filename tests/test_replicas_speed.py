@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import CLI, all_bytes_under, clean_env
-from hypothesis import given
+from hypothesis import given, settings
 from test_replicas import (
     LAW_SETTINGS,
     WS,
@@ -34,6 +34,7 @@ from test_replicas import (
     tombstone,
 )
 
+from agent_journal.core import codec
 from agent_journal.core.errors import DamagedJournalError
 from agent_journal.ops import export_check, replicas
 from agent_journal.ops.context import Context
@@ -293,3 +294,138 @@ def test_merges_through_remembered_scans_equal_merges_without(tmp_path, monkeypa
         shutil.rmtree(forgetting / "cache", ignore_errors=True)
         assert got == merge(forgetting, src)
     assert state(remembering) == state(forgetting)
+
+
+def _direct_scan(path: Path) -> dict:
+    """What scan_local reads of one segment, without any projection."""
+    from agent_journal.storage.replica_source import (
+        SegmentRows,
+        imported_then_removed,
+        origin_keys,
+    )
+
+    tombstoned = set()
+    for _seq, event_id, type_, subject, ts, body, digest in SegmentRows(
+            str(path), only="tombstone_candidates").rows:
+        ev = codec.decode_checked(body, digest, event_id, type_, subject, ts)
+        if ev.type == "tombstone":
+            tombstoned.add(ev.id)
+    return {"tombstoned": sorted(tombstoned), "removed": sorted(imported_then_removed(str(path))),
+            "origin": sorted([r, s] for r, s in origin_keys(str(path)))}
+
+
+def test_a_published_import_is_remembered_as_a_read_finds_it(tmp_path, monkeypatch):
+    # Three replicas in a chain, so that an import carries another import's
+    # provenance; tombstones arrive purged and not, and one only in a later
+    # source segment (its target, already written, is dropped before publishing).
+    monkeypatch.setenv("AGENT_JOURNAL_SEGMENT_MAX_BYTES", "1")  # an import per source file
+    a, b, c = "r00000000000000a", "r00000000000000b", "r00000000000000c"
+    first = make_root(tmp_path, "first", a)
+    put(first, [entry("x", replica=a), tombstone("gone", replica=a, purged=True),
+                observation("o1", replica=a)])
+    middle = make_root(tmp_path, "middle", b)
+    merge(middle, first)
+    put(middle, [entry("y", replica=b), tombstone("x2", replica=b)])
+    target = make_root(tmp_path, "target", c)
+    put(target, [entry("z", replica=c)])
+    for src in (middle, first):
+        merge(target, src)
+    held = json.loads(_scan_points(target).read_text())["segments"]
+    imports = sorted(_segments(target).glob("import-*.sqlite"))
+    assert len(imports) >= 2
+    for path in imports:
+        entry_ = held[path.name]
+        assert {k: entry_[k] for k in ("tombstoned", "removed", "origin")} == \
+            _direct_scan(path), path.name
+    assert any(held[p.name]["tombstoned"] for p in imports)
+    assert any(len(held[p.name]["origin"]) > 0 for p in imports)
+
+
+def test_a_published_import_is_used_only_for_the_bytes_it_was_published_with(tmp_path):
+    target = make_root(tmp_path, "target", "r00000000000000t")
+    src = make_root(tmp_path, "src", "r00000000000000s")
+    put(src, [tombstone("q", replica="r00000000000000s"), entry("a", replica="r00000000000000s")])
+    merge(target, src)
+    path = next(_segments(target).glob("import-*.sqlite"))
+    ws = Root.open(target, create=False).workspace(WS)
+    assert local_scans.ScanPoints(ws).lookup(str(path)) is not None
+    # The same size, mtime and SQLite change counter, other bytes: a write the
+    # fingerprint cannot see, in the clock tick of the publish.
+    st = os.stat(path)
+    data = bytearray(path.read_bytes())
+    at = data.rindex(b'"must not exist"')
+    data[at + 1:at + 5] = b"MUST"
+    with open(path, "r+b") as fh:
+        fh.write(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert local_scans.segment_signature(str(path))[0] == \
+        json.loads(_scan_points(target).read_text())["segments"][path.name]["sig"]
+    assert local_scans.ScanPoints(ws).lookup(str(path)) is None
+
+
+def test_a_published_import_is_trusted_by_its_fingerprint_once_it_is_old(tmp_path, monkeypatch):
+    target = make_root(tmp_path, "target", "r00000000000000t")
+    src = make_root(tmp_path, "src", "r00000000000000s")
+    put(src, [entry("a", replica="r00000000000000s")])
+    merge(target, src)
+    path = next(_segments(target).glob("import-*.sqlite"))
+    assert "checksum" in json.loads(_scan_points(target).read_text())["segments"][path.name]
+    monkeypatch.setattr(local_scans, "RACY_NS", 0)  # as if two seconds had passed
+    put(src, [entry("b", replica="r00000000000000s")])
+    merge(target, src)
+    assert "checksum" not in json.loads(_scan_points(target).read_text())["segments"][path.name]
+
+
+def test_an_export_of_bytes_checked_before_reads_no_row_for_its_tombstones(tmp_path,
+                                                                              monkeypatch):
+    from agent_journal.ops import export as export_op
+
+    root = _sealed_root(tmp_path)
+    put(root, [tombstone("e2", replica=RID), tombstone("o3", replica=RID)])
+    first = export(root, tmp_path / "first")
+
+    def unread(*_a, **_k):
+        raise AssertionError("read the snapshot's rows for its tombstones again")
+
+    monkeypatch.setattr(export_op, "_candidates", unread)
+    again = export(root, tmp_path / "again")
+    assert _manifest(tmp_path / "first") == _manifest(tmp_path / "again")
+    assert _files(tmp_path / "first") == _files(tmp_path / "again")
+    assert again == {**first, "dest": str(tmp_path / "again")}
+    assert first["withheld"] == 2
+
+
+@settings(LAW_SETTINGS, max_examples=max(1, LAW_SETTINGS.max_examples // 3))
+@given(replica_sets(3))
+def test_asking_the_local_index_about_the_source_ids_merges_what_reading_every_id_merges(data):
+    from unittest import mock
+
+    base = scratch()
+    try:
+        target, first, *sources = build(base, *data)
+        merge(target, first)  # imports (with provenance) on the local side too
+        exported = []
+        for n, src in enumerate([*sources, first]):
+            dest = base / f"export{n}"
+            export(src, dest)
+            exported.append(dest)
+        runs = {}
+        for probing in (False, True):
+            into = copy_root(target, base / f"probing-{probing}")
+            asked = []
+            real = replicas.held_here
+
+            def counting(ws, wanted, real=real, asked=asked):
+                asked.append(len(wanted))
+                return real(ws, wanted)
+
+            with mock.patch.object(replicas, "probe_ids", lambda ws, srcs, p=probing: p), \
+                    mock.patch.object(replicas, "held_here", counting):
+                reports = [merge(into, exported[-1])]
+                reports += replicas.merge_all(Context(str(into), WS),
+                                              [str(e) for e in exported])
+            assert bool(asked) == probing
+            runs[probing] = (reports, state(into))
+        assert runs[True] == runs[False]
+    finally:
+        shutil.rmtree(base)

@@ -569,3 +569,39 @@ def test_errors_are_journal_errors() -> None:
         from agent_journal.storage.remote import parse_url
 
         parse_url("ftp://x")
+
+
+def test_a_first_push_to_another_remote_reads_no_rows_for_tombstones(tmp_path, monkeypatch):
+    from agent_journal.ops import export as export_op
+
+    shares = [tmp_path / "one", tmp_path / "two"]
+    root = make_root(tmp_path, "a")
+    note(root, "s", MARKER)
+    note(root, "t")
+    writes.tombstone(ctx(root), "s", "gone")
+    for n, share in enumerate(shares):
+        share.mkdir(mode=0o700)
+        remotes.add(ctx(root), f"r{n}", f"file://{share}", endpoint_url=None)
+    first = sync.push(ctx(root), "r0")
+
+    def unread(*_a, **_k):
+        raise AssertionError("read a segment's rows for its tombstones again")
+
+    def none_read(ws, paths):
+        if paths:
+            unread()
+        return []
+
+    monkeypatch.setattr(export_op, "_candidates", unread)
+    monkeypatch.setattr(export_op, "segment_tombstones", none_read)
+    second = sync.push(ctx(root), "r1")
+    assert (first["withheld"], first["files"], first["snapshotted"]) == \
+        (second["withheld"], second["files"], second["snapshotted"]) == (1, 1, 1)
+    manifests = [json.loads(next(s.rglob("manifest.json")).read_text())["export"]
+                 for s in shares]
+    for m in manifests:
+        m.pop("createdTs")
+    assert manifests[0] == manifests[1]
+    from conftest import all_bytes_under
+
+    assert MARKER.encode() not in all_bytes_under(shares[1])

@@ -328,7 +328,7 @@ def _stream(records: Iterator[tuple[int, dict[str, Any]]]) -> Iterator[dict[str,
             said.append(item["text"].strip())
             continue
         if kind not in ("item.started", "item.updated", "item.completed") or \
-                not isinstance(item, dict) or item.get("type") not in _STREAM_TOOLS:
+                not isinstance(item, dict) or _str(item.get("type")) not in _STREAM_TOOLS:
             continue
         item_id = _str(item.get("id"))
         if item_id is None:

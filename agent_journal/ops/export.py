@@ -89,17 +89,19 @@ def _export_refusal(unreadable: list[dict[str, str]], dest: str) -> str:
 
 def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
                skip: frozenset[str] = frozenset(),
-               tombstones: Callable[[], set[str]] | None = None,
+               tombstones: Callable[[list[str]], set[str]] | None = None,
                on_file: Callable[[dict[str, Any]], None] | None = None,
-               durable: bool = True) -> dict[str, Any]:
+               durable: bool = True,
+               snapshot_tombstones: dict[str, set[str]] | None = None) -> dict[str, Any]:
     """`export` of this replica's own segments only, into the empty folder `dest`
     (what a sync push uploads: every event once, under its author).
 
     The snapshots are scrubbed of content that any tombstone in the workspace
-    names: those in the snapshots, and those `tombstones()` returns (called
-    after the snapshots were taken; by default a scan of every other segment,
-    imports and `skip`ped own segments included). `skip` names own segments
-    the caller already holds a snapshot of. A segment that cannot be read, or
+    names: those in the snapshots, and those in every other segment (imports
+    and `skip`ped own segments included), read after the snapshots were taken,
+    by `tombstones(paths)` when given. `skip` names own segments the caller
+    already holds a snapshot of; `snapshot_tombstones` is filled as `_export`
+    fills it. A segment that cannot be read, or
     a damaged tombstone row, refuses the export: the first could hold an own
     segment's events (a manifest without it would drop them from the remote),
     the second the tombstone that keeps some content out. `on_file` is called
@@ -114,11 +116,12 @@ def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
     def other_tombstones() -> set[str]:
         # Read after the own snapshots were taken, so a tombstone merged in
         # before them is seen here.
-        return _tombstones_in(ws, others) if tombstones is None else tombstones()
+        return _tombstones_in(ws, others) if tombstones is None else tombstones(others)
 
     with PausedGC():
         report = _export(ws, dest, progress, segments=shipped, more_tombstones=other_tombstones,
-                         on_file=on_file, durable=durable)
+                         on_file=on_file, durable=durable,
+                         snapshot_tombstones=snapshot_tombstones)
     if report["unreadable"]:
         first = report["unreadable"][0]
         raise DamagedJournalError(f"refusing to push: {first['path']} is unreadable "
@@ -151,13 +154,20 @@ def _tombstones_in(ws: Workspace, paths: list[str]) -> set[str]:
         except Unreadable as exc:
             raise DamagedJournalError(f"refusing to push: {ws.rel(path)} is unreadable "
                                       f"({exc}); it could hold a tombstone") from None
-        for _seq, event_id, _t, _s, _ts, body, checksum in rows:
-            try:
-                ev = decode_row(body, checksum, event_id)
-            except codec.MalformedEvent:
-                continue  # a damaged row is shipped as stored and skipped by readers
-            if ev.type == TOMBSTONE and ev.id is not None:
-                found.add(ev.id)
+        found |= _tombstones_among(rows)
+    return found
+
+
+def _tombstones_among(candidates: list[tuple[Any, ...]]) -> set[str]:
+    """The ids the tombstones among these rows (SegmentRows tuples) name."""
+    found: set[str] = set()
+    for _seq, event_id, _t, _s, _ts, body, checksum in candidates:
+        try:
+            ev = decode_row(body, checksum, event_id)
+        except codec.MalformedEvent:
+            continue  # a damaged row is shipped as stored (reported by the full check)
+        if ev.type == TOMBSTONE and ev.id is not None:
+            found.add(ev.id)
     return found
 
 
@@ -194,7 +204,10 @@ def _candidates(tmp: str) -> list[tuple[Any, ...]] | str:
 def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str] | None = None,
             more_tombstones: Callable[[], set[str]] | None = None,
             on_file: Callable[[dict[str, Any]], None] | None = None,
-            durable: bool = True) -> dict[str, Any]:
+            durable: bool = True,
+            snapshot_tombstones: dict[str, set[str]] | None = None) -> dict[str, Any]:
+    """`snapshot_tombstones`, when given, is filled with the ids the tombstones
+    of each segment's snapshot name, by file name."""
     replica = ws.root.replica_id
     if segments is None:
         segments = ws.segment_paths()
@@ -211,34 +224,35 @@ def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str]
             unreadable.append({"path": ws.rel(path), "reason": failure})
             continue
         snapshots.append((name, os.path.join(dest, f".{name}.tmp"), ws.rel(path)))
-    candidates: list[list[tuple[Any, ...]]] = []
-    for (_, _, rel), got in zip(snapshots, _in_threads(_candidates, [t for _, t, _ in snapshots]),
-                                strict=True):
-        if isinstance(got, str):
-            unreadable.append({"path": rel, "reason": got})
+    digests: list[tuple[int, str]] = _in_threads(file_digest, [t for _, t, _ in snapshots])
+
+    # The tombstones in the snapshots: remembered for bytes checked clean before
+    # (export_check.py), read from the others' rows that could be tombstones.
+    points = VerifiedPoints(ws)
+    in_snapshot: dict[str, set[str]] = {} if snapshot_tombstones is None else snapshot_tombstones
+    unknown: list[int] = []
+    for k, (name, _, _) in enumerate(snapshots):
+        named = points.tombstones(name, *digests[k])
+        if named is None:
+            unknown.append(k)
         else:
-            candidates.append(got)
+            in_snapshot[name] = named
+    for k, got in zip(unknown, _in_threads(_candidates, [snapshots[k][1] for k in unknown]),
+                      strict=True):
+        if isinstance(got, str):
+            unreadable.append({"path": snapshots[k][2], "reason": got})
+        else:
+            in_snapshot[snapshots[k][0]] = _tombstones_among(got)
     if unreadable:
         raise DamagedJournalError(_export_refusal(unreadable, dest))
-
-    tombstoned: set[str] = set()
-    for rows in candidates:
-        for _seq, event_id, _t, _s, _ts, body, checksum in rows:
-            try:
-                ev = decode_row(body, checksum, event_id)
-            except codec.MalformedEvent:
-                continue  # reported by the full pass below
-            if ev.type == TOMBSTONE and ev.id is not None:
-                tombstoned.add(ev.id)
+    tombstoned: set[str] = set().union(*in_snapshot.values())
     if more_tombstones is not None:
         tombstoned |= more_tombstones()
 
     # Every row is checked once per snapshot's bytes (export_check.py): bytes
     # checked before are looked up, the rest are shared with worker processes.
-    points = VerifiedPoints(ws)
     ready: dict[int, Verdict] = {}
     todo: list[int] = []  # indexes of the snapshots to check
-    digests: list[tuple[int, str]] = _in_threads(file_digest, [t for _, t, _ in snapshots])
     for k, (name, tmp, _) in enumerate(snapshots):
         known = points.lookup(name, *digests[k], tmp, tombstoned)
         if known is None:

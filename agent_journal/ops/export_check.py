@@ -9,9 +9,10 @@ checks are shared between this process and worker processes.
 Invariants:
 - A snapshot's verdict (its malformed rows, the rows a tombstone withholds,
   the rows whose lookup columns must be rewritten to agree with their bytes,
-  the artifacts its observations cite) is what `verdict` computes from its
-  rows, whoever computes it: this process, a worker process, or, for bytes
-  checked before, the verified-points projection plus one indexed query.
+  the artifacts its observations cite, the ids its tombstones name) is what
+  `verdict` computes from its rows, whoever computes it: this process, a
+  worker process, or, for bytes checked before, the verified-points
+  projection plus one indexed query.
 - The projection (<root>/cache/verified/<ws>.json, `VerifiedPoints`)
   remembers only clean snapshots (every row well-formed, every row's columns
   agreeing with its bytes), under the segment's name and the snapshot's exact
@@ -31,7 +32,7 @@ from collections.abc import Container, Iterator
 from typing import Any
 
 from agent_journal.core import codec, merge_plan
-from agent_journal.core.model import OBSERVATION
+from agent_journal.core.model import OBSERVATION, TOMBSTONE
 from agent_journal.ops.replicas import verify_row
 from agent_journal.storage.replica_source import SegmentRows, Unreadable
 
@@ -58,15 +59,17 @@ def verdict(path: str, tombstoned: Container[str]) -> Verdict:
     """Check every row of one snapshot. Raises Unreadable.
 
     `withheld` and `fixes` are about the rows that travel given `tombstoned`;
-    `clean` and `artifacts` (ref, bytes, checksum, subject) are about every
-    row, whatever the tombstones, so that a clean verdict can be remembered
-    and reused under other tombstones.
+    `clean`, `artifacts` (ref, bytes, checksum, subject) and `tombstones`
+    (the ids its well-formed tombstones name) are about every row, whatever
+    the tombstones, so that a clean verdict can be remembered and reused
+    under other tombstones.
     """
     seg = SegmentRows(path, immutable=True)
     withheld: list[int] = []
     fixes: list[tuple[str, str | None, str, bytes, int]] = []
     malformed: list[tuple[int, str]] = []
     artifacts: list[tuple[str, int, str, str | None]] = []
+    tombstones: list[str] = []
     agree = True
     for seq, event_id, col_type, col_subject, col_ts, body, checksum in seg.rows:
         try:
@@ -82,13 +85,15 @@ def verdict(path: str, tombstoned: Container[str]) -> Verdict:
         art = merge_plan.artifact_record(type_, obj["data"])
         if art is not None:
             artifacts.append((art["ref"], art["bytes"], art["checksum"], subject))
+        elif type_ == TOMBSTONE:
+            tombstones.append(subject)
         if merge_plan.withheld(type_, subject, tombstoned):
             withheld.append(seq)
         elif not same:
             fixes.append((type_, subject, ts, codec.as_bytes(body), seq))
     return {"rows": len(seg.rows), "owner": seg.meta.get("replica"), "withheld": withheld,
             "fixes": fixes, "malformed": malformed, "artifacts": artifacts,
-            "clean": agree and not malformed}
+            "tombstones": sorted(set(tombstones)), "clean": agree and not malformed}
 
 
 def travelling_artifacts(v: Verdict, tombstoned: Container[str]

@@ -53,6 +53,7 @@ from agent_journal.storage.replica_import import ImportSource, ImportWriter
 from agent_journal.storage.replica_source import (
     SegmentRows,
     Unreadable,
+    ids_held,
     imported_then_removed,
     origin_keys,
     read_slots,
@@ -225,6 +226,8 @@ class Local:
 
     def __init__(self) -> None:
         self.ids: set[str] = set()
+        # False: `ids` was not read; a merge asks the segments about its source's ids
+        self.ids_read = True
         self.tombstoned: set[str] = set()
         self.slot_keys: set[tuple[str, str]] = set()
         # ids the provenance of local imports names that no local segment holds:
@@ -235,7 +238,7 @@ class Local:
 
 
 def scan_local(ws: Workspace, *, paths: list[str] | None = None, into: Local | None = None,
-               points: ScanPoints | None = None) -> Local:
+               points: ScanPoints | None = None, read_ids: bool = True) -> Local:
     """Event ids, tombstones and slot keys of the local workspace; damage counted.
 
     A fold over segments: `paths` and `into` add some segments (an import a
@@ -249,9 +252,12 @@ def scan_local(ws: Workspace, *, paths: list[str] | None = None, into: Local | N
     read or finds corrupt (which could hold one), is damage. A row that
     cannot be a tombstone changes nothing a merge decides and is not read.
     With `points` (storage/local_scans.py), a segment read before under the same
-    fingerprint has only its ids read again.
+    fingerprint has only its ids read again. Without `read_ids`, no id is read
+    (`held_here` asks for the ones a merge needs) and `removed` still holds ids
+    another segment may hold.
     """
     local = Local() if into is None else into
+    local.ids_read = local.ids_read and read_ids
     ids = local.ids
     for path in ws.segment_paths() if paths is None else paths:
         name = os.path.basename(path)
@@ -262,7 +268,7 @@ def scan_local(ws: Workspace, *, paths: list[str] | None = None, into: Local | N
         if held is not None:
             local.slot_keys |= held["origin"]
             try:
-                for rows in stream_ids(path):
+                for rows in stream_ids(path) if read_ids else ():
                     ids.update(r[0] for r in rows)
             except Unreadable as exc:
                 local.unreadable.append({"path": ws.rel(path), "reason": str(exc)})
@@ -278,7 +284,7 @@ def scan_local(ws: Workspace, *, paths: list[str] | None = None, into: Local | N
             local.unreadable.append({"path": ws.rel(path), "reason": damage})
             continue
         try:
-            for rows in stream_ids(path):
+            for rows in stream_ids(path) if read_ids else ():
                 ids.update(r[0] for r in rows)
             removed = imported_then_removed(path)
             candidates = SegmentRows(path, only="tombstone_candidates").rows
@@ -303,8 +309,38 @@ def scan_local(ws: Workspace, *, paths: list[str] | None = None, into: Local | N
         local.tombstoned |= tombstoned
         if points is not None and clean:
             points.remember(path, sig, tombstoned, removed, origin)
-    local.removed -= ids
+    if local.ids_read:
+        local.removed -= ids
     return local
+
+
+# Asking a segment's event_id index about one id costs about this many ids read
+# by a scan of the same segment.
+PROBE_COST = 4
+
+
+def probe_ids(ws: Workspace, sources: list[Source]) -> bool:
+    """Whether a merge of `sources` asks the local segments' event_id index about
+    the sources' ids rather than reading every local id: when the sources are
+    small next to the workspace (file sizes standing in for row counts). Only
+    the cost depends on it: `held_here` gives what the scan would have."""
+    local = [_size_or_none(p) or 0 for p in ws.segment_paths()]
+    source = sum(_size_or_none(full) or 0 for src in sources for _, full in src.segments)
+    return source * len(local) * PROBE_COST < sum(local)
+
+
+def held_here(ws: Workspace, wanted: set[str]) -> set[str]:
+    """The ids among `wanted` some local segment holds."""
+    ordered = sorted(wanted)
+    found: set[str] = set()
+    for path in ws.segment_paths() if wanted else ():
+        try:
+            found |= ids_held(path, ordered)
+        except Unreadable as exc:
+            raise DamagedJournalError(
+                f"refusing to merge: the local segment {ws.rel(path)} became unreadable "
+                f"({exc}); nothing was imported") from None
+    return found
 
 
 # -- merge ------------------------------------------------------------------------------
@@ -321,16 +357,24 @@ def merge(ctx: Context, source: str, *, allow_damaged: bool = False,
     me = ws.root.replica_id
     say(progress, "merge: reading the local workspace")
     with MergeLock(ws), PausedGC():
-        return _merge_locked(ws, src, me, progress, allow_damaged, _scan_remembering(ws))
+        local, points = _scan_remembering(ws, [src])
+        report = _merge_locked(ws, src, me, progress, allow_damaged, local, points)
+        points.save()
+        return report
 
 
-def _scan_remembering(ws: Workspace) -> Local:
-    """scan_local of the whole workspace through its scan-points projection."""
+def _scan_remembering(ws: Workspace, srcs: list[Source]) -> tuple[Local, ScanPoints]:
+    """scan_local of the whole workspace through its scan-points projection, for
+    a merge of `srcs`, and the projection (each merge adds the imports it
+    publishes; save it after). The local ids are left unread for a merge of a
+    few immutable events (export folders, which cannot gain rows meanwhile)
+    into a large workspace: it asks about its own."""
     points = ScanPoints(ws)
-    local = scan_local(ws, points=points)
+    read_ids = not (all(src.immutable for src in srcs) and probe_ids(ws, srcs))
+    local = scan_local(ws, points=points, read_ids=read_ids)
     points.keep_only({os.path.basename(p) for p in ws.segment_paths()})
     points.save()
-    return local
+    return local, points
 
 
 def merge_all(ctx: Context, sources: list[str], *, checked: bool = False,
@@ -356,13 +400,17 @@ def merge_all(ctx: Context, sources: list[str], *, checked: bool = False,
     reports = []
     say(progress, "merge: reading the local workspace")
     with MergeLock(ws), PausedGC():
-        local = _scan_remembering(ws)
-        for n, src in enumerate(srcs, 1):
-            report = _merge_locked(ws, src, me, progress, False, local)
-            reports.append(report)
-            if n < len(srcs):  # (after the last one, nothing reads it)
-                scan_local(ws, paths=[os.path.join(ws.root.path, rel)
-                                      for rel in report["segmentsTouched"]], into=local)
+        local, points = _scan_remembering(ws, srcs)
+        try:
+            for n, src in enumerate(srcs, 1):
+                report = _merge_locked(ws, src, me, progress, False, local, points)
+                reports.append(report)
+                if n < len(srcs):  # (after the last one, nothing reads it)
+                    scan_local(ws, paths=[os.path.join(ws.root.path, rel)
+                                          for rel in report["segmentsTouched"]], into=local,
+                               points=points, read_ids=local.ids_read)
+        finally:
+            points.save()
     return reports
 
 
@@ -373,8 +421,9 @@ def _source_refusal(malformed: list[dict[str, Any]]) -> str:
 
 
 def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
-                  allow_damaged: bool, local: Local) -> dict[str, Any]:
-    """One merge; `local` is scan_local of the workspace as it is now."""
+                  allow_damaged: bool, local: Local, points: ScanPoints) -> dict[str, Any]:
+    """One merge; `local` is scan_local of the workspace as it is now. The
+    imports it publishes are added to `points` from what it wrote into them."""
     unreadable: list[dict[str, str]] = []
     malformed: list[dict[str, Any]] = []
 
@@ -455,7 +504,20 @@ def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
     source_replica = merge_plan.safe_replica(src.replica)
     writer = ImportWriter(ws, source_replica, max_bytes=limit,
                                 name_for=merge_plan.import_segment_name)
-    planner = merge_plan.Planner(local.ids, tombstoned, local.removed)
+    local_ids, removed = local.ids, local.removed
+    if not local.ids_read:
+        wanted: set[str] = set()
+        for _, full in readable:
+            try:
+                for rows in stream_ids(full):
+                    wanted.update(r[0] for r in rows)
+            except Unreadable as exc:
+                raise DamagedJournalError(
+                    f"refusing to merge: the source segment {src.rel(full)} became unreadable "
+                    f"({exc}); nothing was imported") from None
+        local_ids = held_here(ws, wanted)
+        removed = (removed & wanted) - held_here(ws, removed & wanted)
+    planner = merge_plan.Planner(local_ids, tombstoned, removed)
     wanted_artifacts: dict[str, tuple[dict[str, Any], set[str]]] = dict(src.artifacts)
     try:
         for n, (name, full) in enumerate(readable, 1):
@@ -480,6 +542,8 @@ def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
     except BaseException:
         writer.abort()
         raise
+    for path in touched:
+        points.remember_published(path, *writer.published[path])
 
     copied, already, missing = _merge_artifacts(ws, src, wanted_artifacts, tombstoned)
     return {
@@ -521,6 +585,7 @@ def _import_segment(seg: ImportSource, name: str, src: Source,
     copied: list[str] = []
     rebuilt: list[tuple[str, str, str | None, str, bytes, str]] = []
     rebuilt_origins: list[tuple[str, str, str, int]] = []
+    tombstones: set[str] = set()
     # A sealed row named malformed needs its bytes too: could it be a tombstone?
     rows = seg.rows(bodies="tombstones" if src.sealed and not sealed_bad else "all")
     for seq, event_id, col_type, col_subject, col_ts, digest, body in rows:
@@ -564,6 +629,10 @@ def _import_segment(seg: ImportSource, name: str, src: Source,
             skip.append(event_id)
             continue
         assert decision == IMPORT
+        if type_ == TOMBSTONE:
+            named = obj["id"] if obj is not None else subject
+            if named is not None:
+                tombstones.add(named)
         changed = merge_plan.arriving(codec.from_dict(obj)) if type_ == TOMBSTONE and \
             obj is not None else None
         if changed is not None:
@@ -582,6 +651,7 @@ def _import_segment(seg: ImportSource, name: str, src: Source,
             rebuilt_origins.append((event_id, origin[0], origin[1], origin[2]))
     seg.copy(skip, copied_ids=copied, own=own_key)
     seg.insert(rebuilt, rebuilt_origins)
+    seg.wrote_tombstones(tombstones)
 
 
 def _import_sealed(seg: ImportSource, own_key: tuple[str, str] | None,
@@ -609,9 +679,11 @@ def _import_sealed(seg: ImportSource, own_key: tuple[str, str] | None,
     rebuilt = []
     origins = []
     provenance: dict[str, tuple[str, str, int]] | None = None
+    written: set[str] = set()
     for seq, event_id, type_, subject, ts, obj in tombstones:
         if decisions.get(event_id, IMPORT) != IMPORT:
             continue
+        written.add(obj["id"])
         changed = merge_plan.arriving(codec.from_dict(obj))
         if changed is not None:
             raw, new_digest = codec.encode(changed)
@@ -627,6 +699,7 @@ def _import_sealed(seg: ImportSource, own_key: tuple[str, str] | None,
     copied = [e for _, e in ids if e not in decisions] if decisions else [e for _, e in ids]
     seg.copy(decisions, copied_ids=copied, own=own_key)
     seg.insert(rebuilt, origins)
+    seg.wrote_tombstones(written)
     return True
 
 

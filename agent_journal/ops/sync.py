@@ -223,16 +223,19 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
     cache_path = os.path.join(_state_dir(ws, spec.name), PUSH_CACHE)
     cache = _load_push_cache(cache_path)
     if cache.get("url") != spec.url:
-        cache = {}  # remembered for another remote under this name: worthless here
+        # Remembered for another remote under this name: its entries are worthless
+        # here, but what the local segments' tombstones name is the same.
+        cache = {"tombstonesBySegment": cache.get("tombstonesBySegment", {})}
     signatures = {os.path.basename(p): _signature(p) for p in ws.segment_paths()}
     # Tombstones per segment, read again only from segments that changed.
-    scanned = cache.get("tombstonesBySegment", {})
+    scanned = cache.get("tombstonesBySegment")
+    scanned = scanned if isinstance(scanned, dict) else {}
     by_segment: dict[str, dict[str, Any]] = {}
 
-    def scan_changed() -> set[str]:
+    def scan_changed(paths: list[str]) -> set[str]:
         found: set[str] = set()
         stale: list[tuple[str, list[int] | None, str]] = []
-        for path in ws.segment_paths():
+        for path in paths:
             name = os.path.basename(path)
             sig = _signature(path)
             held = by_segment.get(name) or scanned.get(name)
@@ -248,17 +251,23 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
             found.update(ids)
         return found
 
-    known = scan_changed()
-    digest = _tombstones_digest(known)
+    reusable: dict[str, dict[str, Any]] = {}
+    for name, held in cache.get("segments", {}).items():
+        entry = held.get("entry") if isinstance(held, dict) else None
+        sig = signatures.get(name)
+        if (isinstance(entry, dict) and sig is not None and held.get("sig") == sig
+                and isinstance(entry.get("checksum"), str) and entry.get("name") == name
+                and prefix + segment_key(name, entry["checksum"]) in present):
+            reusable[name] = entry
+    # An entry is reused only under the very tombstones it was scrubbed under,
+    # which takes knowing every segment's; with nothing to reuse, the export
+    # reads them itself (of its snapshots, then of the other segments).
+    known: set[str] = set()
     reused: dict[str, dict[str, Any]] = {}
-    if cache.get("tombstones") == digest:
-        for name, held in cache.get("segments", {}).items():
-            entry = held.get("entry") if isinstance(held, dict) else None
-            sig = signatures.get(name)
-            if (isinstance(entry, dict) and sig is not None and held.get("sig") == sig
-                    and isinstance(entry.get("checksum"), str) and entry.get("name") == name
-                    and prefix + segment_key(name, entry["checksum"]) in present):
-                reused[name] = entry
+    if reusable:
+        known = scan_changed(ws.segment_paths())
+        if cache.get("tombstones") == _tombstones_digest(known):
+            reused = reusable
     killer = _Killer()
     counts = {"uploaded": 0, "already": 0, "bytes": 0}
 
@@ -279,6 +288,7 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
     from concurrent.futures import ThreadPoolExecutor
 
     pending = []
+    in_snapshot: dict[str, set[str]] = {}
     with ThreadPoolExecutor(max_workers=1) as pool:
         def on_file(entry: dict[str, Any]) -> None:
             _say(progress, f"push: uploading {entry['name']}")
@@ -288,8 +298,8 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
         try:
             exported = export_op.export_own(ws, stage, progress=progress,
                                            skip=frozenset(reused), on_file=on_file,
-                                           tombstones=lambda: known | scan_changed(),
-                                           durable=False)
+                                           tombstones=lambda paths: known | scan_changed(paths),
+                                           durable=False, snapshot_tombstones=in_snapshot)
         finally:
             for job in pending:
                 job.result()
@@ -297,6 +307,15 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
         export = json.loads(fh.read())
     export["files"] = sorted(export["files"] + list(reused.values()), key=lambda f: f["name"])
     export["tombstoned"] = sorted(set(export["tombstoned"]) | known)
+    if reused and set(export["tombstoned"]) != known:
+        reused_kept: set[str] = set()  # a tombstone came meanwhile: snapshot them again next time
+    else:
+        reused_kept = set(reused)
+    # A segment unchanged while it was snapshotted holds the tombstones its snapshot held.
+    for name, ids in in_snapshot.items():
+        sig = signatures.get(name)
+        if sig is not None and _signature(os.path.join(ws.segments_dir, name)) == sig:
+            by_segment[name] = {"sig": sig, "ids": sorted(ids)}
     objects = {f["name"]: segment_key(f["name"], f["checksum"]) for f in export["files"]}
     objects.update({a["path"]: a["path"] for a in export["artifacts"] if a["path"]})
     for a in export["artifacts"]:
@@ -335,10 +354,10 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
         written = True
 
     fresh = {f["name"] for f in export["files"]} - set(reused)
-    cache = {"url": spec.url, "tombstones": digest, "tombstonesBySegment": by_segment,
-             "segments": {
+    cache = {"url": spec.url, "tombstones": _tombstones_digest(set(export["tombstoned"])),
+             "tombstonesBySegment": by_segment, "segments": {
         f["name"]: {"sig": signatures.get(f["name"]), "entry": f} for f in export["files"]
-        if f["name"] in reused or f["name"] in fresh}}
+        if f["name"] in reused_kept or f["name"] in fresh}}
     write_file_atomic(cache_path, json.dumps(cache, sort_keys=True).encode("utf-8"))
 
     keep = {prefix + MANIFEST_KEY} | {prefix + k for k in objects.values()}

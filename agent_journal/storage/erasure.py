@@ -379,7 +379,22 @@ def _delete_chunk(c: sqlite3.Connection, path: str, seen: int, ids: list[str],
     else:
         c.executemany(_BLANK_ONE, [(i,) for i in ids])
         c.executemany("DELETE FROM events WHERE event_id = ?", [(i,) for i in ids])
+    if ids and not _has_origin(c):
+        # A replica's own segment keeps no provenance, so it keeps the ids it
+        # lost here instead (ids are not content): a merge then never imports
+        # them again from a replica that copied them before (INVARIANTS R3).
+        # An import's `origin` rows already name what it lost.
+        c.execute(_CREATE_REMOVED)
+        c.executemany("INSERT OR IGNORE INTO removed(event_id) VALUES (?)", [(i,) for i in ids])
     return _max_seq(c)
+
+
+_CREATE_REMOVED = "CREATE TABLE IF NOT EXISTS removed (event_id TEXT PRIMARY KEY) WITHOUT ROWID"
+
+
+def _has_origin(c: sqlite3.Connection) -> bool:
+    return c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'origin'"
+                     ).fetchone() is not None
 
 
 def _rewrite_chunk(c: sqlite3.Connection, path: str, seen: int,

@@ -5,7 +5,7 @@ each segment's integrity check, its provenance, and every row whose bytes could
 be a tombstone, which means reading every body. A sealed segment gives the same
 answers every time, so a clean segment's answers are kept here and a later
 merge reads only what changed since, plus the event ids (read from their
-index, never remembered: they are most of what a segment holds).
+index, or asked of it, never remembered: they are most of what a segment holds).
 
 Invariants:
 - A projection, never a source of truth: a segment's answers are used only
@@ -16,6 +16,13 @@ Invariants:
   remembered (mtimes are only as fine as the clock tick).
 - Only clean answers are kept (no damage, no malformed candidate row): damage
   is reported exactly as a direct read reports it, every time.
+- An import a merge has just published (storage/replica_import.py) is kept
+  without being read: its tombstones are the ones that merge wrote into it,
+  its provenance pairs are read from its `origin` table while it is built,
+  and it names nothing as removed (its provenance rows describe only rows
+  it holds). Its fingerprint is taken within RACY_NS of its last write, so
+  until a later look finds it older than that, the entry also holds the
+  file's size and xxh3-64 checksum, and is used only for exactly those bytes.
 - It holds ids (tombstone targets, ids compaction removed) and segment names,
   no content, in <root>/cache/merge-scan/<ws>.json; `compact --apply` deletes it
   with every other projection, and a lost or damaged one costs a full read.
@@ -28,6 +35,7 @@ import time
 from typing import Any
 
 from agent_journal.storage.cache import segment_signature
+from agent_journal.storage.files import file_digest
 from agent_journal.storage.segment_memo import SegmentMemo
 
 AREA = "merge-scan"
@@ -52,8 +60,10 @@ class ScanPoints(SegmentMemo):
         """{tombstoned, removed, origin} of a segment read before under the same
         fingerprint; None when it must be read."""
         held = self.entries.get(os.path.basename(path))
-        sig = self.fingerprint(path)
-        if not (isinstance(held, dict) and sig is not None and held.get("sig") == sig):
+        got = None if os.path.exists(path + "-journal") else segment_signature(path)
+        if not (isinstance(held, dict) and got is not None and held.get("sig") == got[0]):
+            return None
+        if "checksum" in held and not self._same_bytes(path, held, got):
             return None
         try:
             return {"tombstoned": {str(t) for t in held["tombstoned"]},
@@ -61,6 +71,43 @@ class ScanPoints(SegmentMemo):
                     "origin": {(str(r), str(s)) for r, s in held["origin"]}}
         except (KeyError, TypeError, ValueError):
             return None
+
+    def _same_bytes(self, path: str, held: dict[str, Any], got: tuple[str, int]) -> bool:
+        """For an entry kept with its file's digest: the file holds exactly those
+        bytes. Once its fingerprint is old enough to vouch for it alone, the
+        digest is dropped (any write from now on moves the mtime)."""
+        looked_ns = time.time_ns()
+        try:
+            if file_digest(path) != (held.get("bytes"), held.get("checksum")):
+                return False
+        except OSError:
+            return False
+        if segment_signature(path) != got:
+            return False  # written while it was read
+        if looked_ns - got[1] >= RACY_NS:
+            del held["bytes"], held["checksum"]
+            self.changed = True
+        return True
+
+    def remember_published(self, path: str, tombstoned: set[str],
+                           origin: set[tuple[str, str]]) -> None:
+        """Keep the answers of an import this process just published (see the
+        module's docstring) without reading its rows."""
+        got = segment_signature(path)
+        if got is None or os.path.exists(path + "-journal"):
+            return
+        entry: dict[str, Any] = {
+            "sig": got[0], "tombstoned": sorted(tombstoned), "removed": [],
+            "origin": sorted([r, s] for r, s in origin)}
+        if time.time_ns() - got[1] < RACY_NS:
+            try:
+                entry["bytes"], entry["checksum"] = file_digest(path)
+            except OSError:
+                return
+            if segment_signature(path) != got:
+                return
+        self.entries[os.path.basename(path)] = entry
+        self.changed = True
 
     def remember(self, path: str, sig: str | None, tombstoned: set[str], removed: set[str],
                  origin: set[tuple[str, str]]) -> None:

@@ -6,6 +6,9 @@ Invariants:
   half-imported segment.
 - Rows are copied by SQLite itself, exactly as stored; what to copy is decided
   by the merge planner (core/merge_plan.py), never here.
+- Every `origin` row of an import describes an event the same file holds (rows
+  and their provenance are written and dropped together), so a published
+  import names no event as imported and since removed.
 """
 
 from __future__ import annotations
@@ -118,6 +121,11 @@ class ImportWriter:
         self._conn: sqlite3.Connection | None = None
         self._tmp = ""
         self._ids: list[str] = []
+        # What the merge says it wrote as tombstones, and the (replica, segment)
+        # pairs the provenance names, per temporary file; by final path once published.
+        self._tombstones: set[str] = set()
+        self._facts: dict[str, tuple[set[str], set[tuple[str, str]]]] = {}
+        self.published: dict[str, tuple[set[str], set[tuple[str, str]]]] = {}
         self._counter = 0
         self._wanted: set[str] = set()
 
@@ -177,6 +185,9 @@ class ImportWriter:
         ])
         conn.execute(f"PRAGMA user_version = {SEGMENT_FORMAT}")
         conn.execute("COMMIT")
+        self._facts[self._tmp] = (self._tombstones, {(str(r), str(s)) for r, s in conn.execute(
+            "SELECT DISTINCT replica, segment FROM origin")})
+        self._tombstones = set()
         conn.execute("DROP TABLE temp.skip")
         conn.execute("DROP TABLE temp.wanted")
         conn.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
@@ -213,6 +224,10 @@ class ImportWriter:
             conn.executemany("DELETE FROM events WHERE event_id = ?", [(g,) for g in gone])
             conn.executemany("DELETE FROM origin WHERE event_id = ?", [(g,) for g in gone])
             if not current:
+                if gone:  # (tombstones are never among the types dropped)
+                    self._facts[tmp] = (self._facts[tmp][0], {
+                        (str(r), str(s)) for r, s in conn.execute(
+                            "SELECT DISTINCT replica, segment FROM origin")})
                 conn.execute("PRAGMA temp_store = MEMORY")  # as in _scrub
                 conn.execute("VACUUM")
                 conn.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
@@ -245,6 +260,7 @@ class ImportWriter:
             else:
                 raise JournalError(f"no free import file name beside {name}")
             final_paths.append(final)
+            self.published[final] = self._facts.pop(tmp)
         self._done = []
         return final_paths
 
@@ -406,6 +422,11 @@ class ImportSource:
                          "SELECT event_id, replica, segment, seq FROM src.origin "
                          f"{where} AND event_id IN (SELECT event_id FROM src.events)")
         self.writer._ids.extend(copied_ids)
+
+    def wrote_tombstones(self, subjects: set[str]) -> None:
+        """The caller's word on the ids the tombstones it copied or inserted name
+        (kept with the file for its merge's scan-points projection)."""
+        self.writer._tombstones.update(subjects)
 
     def insert(self, rows: list[tuple[str, str, str | None, str, bytes, str]],
                origins: list[tuple[str, str, str, int]]) -> None:

@@ -137,6 +137,24 @@ def stream_ids(path: str, *, batch: int = 50_000) -> Iterator[list[tuple[str]]]:
         conn.close()
 
 
+def ids_held(path: str, wanted: list[str]) -> set[str]:
+    """Which of `wanted` the segment holds, found through its event_id index (for a
+    merge of a few events into a large workspace). Raises Unreadable."""
+    import json
+
+    conn = _begin_read(path, immutable=False)
+    if conn is None:
+        return set()
+    try:
+        return {str(e) for (e,) in conn.execute(
+            "SELECT event_id FROM events WHERE event_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(wanted),))}
+    except sqlite3.Error as exc:
+        raise Unreadable(describe_sqlite_error(exc)) from None
+    finally:
+        conn.close()
+
+
 def origin_keys(path: str) -> set[tuple[str, str]]:
     """The distinct (replica, segment) pairs an import segment's provenance names."""
     try:
@@ -155,18 +173,25 @@ def origin_keys(path: str) -> set[tuple[str, str]]:
 
 
 def imported_then_removed(path: str) -> set[str]:
-    """Event ids an import segment's provenance names that the segment no longer
-    holds: a compaction removed them after the merge that imported them (merge
-    itself drops provenance with the rows it drops). Raises Unreadable."""
+    """Event ids a compaction removed from this segment: those an import's
+    provenance names that it no longer holds (merge itself drops provenance
+    with the rows it drops), and those an own segment's `removed` table
+    names (it has no provenance). Raises Unreadable."""
     try:
         conn = _open_for_reading(path, immutable=False)
     except sqlite3.Error as exc:
         raise Unreadable(describe_sqlite_error(exc)) from None
     try:
-        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'origin'").fetchone():
-            return set()
-        return {str(e) for (e,) in conn.execute(
-            "SELECT event_id FROM origin WHERE event_id NOT IN (SELECT event_id FROM events)")}
+        tables = {str(n) for (n,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND name IN ('origin', 'removed')")}
+        removed: set[str] = set()
+        if "removed" in tables:
+            removed = {str(e) for (e,) in conn.execute("SELECT event_id FROM removed")}
+        if "origin" in tables:
+            removed |= {str(e) for (e,) in conn.execute(
+                "SELECT event_id FROM origin WHERE event_id NOT IN (SELECT event_id FROM events)")}
+        return removed
     except sqlite3.Error as exc:
         raise Unreadable(describe_sqlite_error(exc)) from None
     finally:

@@ -4,7 +4,9 @@ Invariant: a remembered verdict is used only for a snapshot whose segment name, 
 and checksum are exactly those of a snapshot checked clean before (every row
 well-formed, its columns agreeing with its bytes); its withheld rows are found again
 through the subject column against the current tombstones, never taken from memory.
-Damaged snapshots are never remembered; a file that does not read right is not used;
+The ids a remembered snapshot's tombstones name are kept with it, so a later export
+of the same bytes learns its tombstones without reading a row. Damaged snapshots are
+never remembered; a file that does not read right is not used;
 the file is stored only while the erasure generation has not moved since it was read
 (storage/erasure_generation.py), and compaction deletes it with every projection.
 """
@@ -18,7 +20,7 @@ from agent_journal.storage.replica_source import Unreadable, rows_about
 from agent_journal.storage.segment_memo import SegmentMemo
 
 PROJECTION_AREA = "verified"
-PROJECTION_FORMAT = 1
+PROJECTION_FORMAT = 2  # 2: a verdict keeps the ids its snapshot's tombstones name
 ERASABLE = tuple(sorted(merge_plan.ERASABLE_TYPES))
 
 Verdict = dict[str, Any]
@@ -30,30 +32,48 @@ class VerifiedPoints(SegmentMemo):
     AREA = PROJECTION_AREA
     FORMAT = PROJECTION_FORMAT
 
+    def _held(self, name: str, size: int, checksum: str) -> dict[str, Any] | None:
+        held = self.entries.get(name)
+        if not (isinstance(held, dict) and held.get("bytes") == size
+                and held.get("checksum") == checksum and isinstance(held.get("rows"), int)
+                and isinstance(held.get("artifacts"), list)
+                and isinstance(held.get("tombstones"), list)):
+            return None
+        return held
+
+    def tombstones(self, name: str, size: int, checksum: str) -> set[str] | None:
+        """The ids the tombstones of a snapshot with exactly these bytes name, when
+        it was checked clean before (so its rows need not be read to find them)."""
+        held = self._held(name, size, checksum)
+        if held is None or not all(isinstance(t, str) for t in held["tombstones"]):
+            return None
+        return set(held["tombstones"])
+
     def lookup(self, name: str, size: int, checksum: str, path: str,
                tombstoned: set[str]) -> Verdict | None:
         """The verdict of a snapshot with exactly these bytes checked before, its
         withheld rows found through the (checked) subject column; else None."""
-        held = self.entries.get(name)
-        if not (isinstance(held, dict) and held.get("bytes") == size
-                and held.get("checksum") == checksum and isinstance(held.get("rows"), int)
-                and isinstance(held.get("artifacts"), list)):
+        held = self._held(name, size, checksum)
+        if held is None:
             return None
         try:
             artifacts = [(str(r), int(b), str(c), None if s is None else str(s))
                          for r, b, c, s in held["artifacts"]]
+            tombstones = [str(t) for t in held["tombstones"]]
             withheld = rows_about(path, tombstoned, ERASABLE)
         except (TypeError, ValueError, Unreadable):
             return None  # a projection that does not read right is not used
         return {"rows": held["rows"], "owner": held.get("owner"), "withheld": withheld,
-                "fixes": [], "malformed": [], "artifacts": artifacts, "clean": True}
+                "fixes": [], "malformed": [], "artifacts": artifacts,
+                "tombstones": tombstones, "clean": True}
 
     def remember(self, name: str, size: int, checksum: str, v: Verdict) -> None:
         if not v["clean"]:
             self.forget(name)
             return
         entry = {"bytes": size, "checksum": checksum, "rows": v["rows"], "owner": v["owner"],
-                 "artifacts": [list(a) for a in v["artifacts"]]}
+                 "artifacts": [list(a) for a in v["artifacts"]],
+                 "tombstones": list(v["tombstones"])}
         if self.entries.get(name) != entry:
             self.entries[name] = entry
             self.changed = True
