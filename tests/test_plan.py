@@ -14,6 +14,7 @@ from agent_journal.core.compaction_plan import CompactionPlan, plan_compaction
 from agent_journal.core.derive import derive
 from agent_journal.core.errors import UsageError
 from agent_journal.core.model import Event
+from agent_journal.core.observation_ages import summarize
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 _counter = iter(range(10**9))
@@ -423,7 +424,7 @@ _stamps = st.one_of(
 
 @settings(max_examples=400, deadline=None)
 @given(stamps=st.lists(_stamps, min_size=1, max_size=4),
-       now=st.datetimes(min_value=datetime(2, 1, 1), max_value=datetime(9999, 12, 30),
+       now=st.datetimes(min_value=datetime(4, 1, 1), max_value=datetime(9999, 12, 30),
                         timezones=st.just(UTC)),
        days=st.integers(0, 800))
 @example(stamps=["2100-02-29T00:00:00.000Z"], now=NOW, days=1)  # no such day
@@ -444,5 +445,42 @@ def test_law_stamps_compared_as_text_are_due_exactly_when_parsed_ones_are(
     assert cut.due(stamps) == _due_by_parsing(stamps, now, days)
     # Each stamp as the one stamp of its own id, judged all at once.
     ids = [f"o{k}" for k in range(len(stamps))]
-    assert cut.due_once(ids, stamps) == {
+    fold = cut.fold()
+    fold.add(summarize(ids, stamps))
+    assert fold.due() == {
         o for o, s in zip(ids, stamps, strict=True) if _due_by_parsing([s], now, days)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(pairs=st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), _stamps), max_size=10),
+       cuts=st.lists(st.integers(0, 10), max_size=4),
+       now=st.datetimes(min_value=datetime(4, 1, 1), max_value=datetime(9999, 12, 30),
+                        timezones=st.just(UTC)),
+       days=st.integers(0, 800))
+def test_law_ages_folded_from_any_split_are_the_ages_of_the_whole(
+        pairs: list[tuple[str, str]], cuts: list[int], now: datetime, days: int) -> None:
+    """An id is due when every stamp it has anywhere is: summaries of the pairs
+    cut into groups (segments), some merged again (a segment that grew),
+    fold to the verdict on each id's stamps together."""
+    from agent_journal.core.compaction_plan import _cutoff
+    from agent_journal.core.observation_ages import ids_of, merged
+
+    near = now - timedelta(days=days)
+    pairs = pairs + [("a", format_ts(near)), ("b", format_ts(near + timedelta(milliseconds=1)))]
+    cut = _cutoff(now, days)
+    assert cut is not None
+    bounds = sorted({0, len(pairs), *(min(c, len(pairs)) for c in cuts)})
+    groups = [pairs[lo:hi] for lo, hi in zip(bounds, bounds[1:], strict=False)]
+    summaries = [summarize([o for o, _ in g], [t for _, t in g]) for g in groups]
+    if len(summaries) > 1 and len(cuts) % 2:
+        summaries[:2] = [merged(summaries[0], summaries[1])]
+    fold = cut.fold()
+    for summary in summaries:
+        fold.add(summary)
+    by_id: dict[str, list[str]] = {}
+    for oid, ts in pairs:
+        by_id.setdefault(oid, []).append(ts)
+    assert fold.due() == {o for o, ts in by_id.items() if _due_by_parsing(ts, now, days)}
+    assert fold.due() == {o for o, ts in by_id.items() if cut.due(ts)}
+    assert {o for s in summaries for o in ids_of(s)} == set(by_id)
+    assert all(o in fold for o in by_id) and "zz" not in fold

@@ -23,14 +23,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_journal.core import codec
-from agent_journal.core.compaction_plan import plan_compaction
+from agent_journal.core.compaction_plan import observation_ages, plan_compaction
 from agent_journal.core.derive import derive
 from agent_journal.core.model import Event
 from agent_journal.ops import context
 from agent_journal.ops.compact import compact
 from agent_journal.ops.coverage import coverage, coverage_derived
 from agent_journal.ops.decay import decay, decay_derived
-from agent_journal.storage import compaction_read, verified_mark
+from agent_journal.storage import compaction_read, read_projection, verified_mark
 from agent_journal.storage.connection import connect, run_write
 from agent_journal.storage.files import create_private_file, make_private_dirs
 from agent_journal.storage.root import Root
@@ -45,6 +45,10 @@ ENTRIES = [f"e{i}" for i in range(4)]
 def _event(n: int, spec: tuple[Any, ...]) -> Event:
     kind, target, extra = spec
     ts = f"2026-0{1 + n % 2}-{1 + n % 27:02d}T00:00:{n % 60:02d}.000Z"
+    if n % 9 == 4:  # another spelling of an instant: parsed, not compared as text
+        ts = ts.replace(".000Z", "+00:00")
+    elif n % 13 == 6:  # no such day: never old enough
+        ts = "2026-02-30T00:00:00.000Z"
     base = {"event_id": f"ev{n:05d}", "ts": ts, "author": "a", "session": "s",
             "replica": "r1", "id": target}
     if kind == "observation":
@@ -127,19 +131,64 @@ def _direct_decay(root: Path) -> dict[str, Any]:
             "malformed": result.malformed}
 
 
-def _plans(read: compaction_read.CompactionRead, ttl: int | None) -> dict[str, Any]:
-    return plan_compaction(read.events, NOW, 30, ttl).report(apply=False)
+TTLS = (None, 0, 10, 25)
+
+
+def _plan_state(plan: Any) -> tuple[Any, ...]:
+    # (What a tombstone waits for is a set: read order within a segment aside.)
+    return (plan.report(apply=False), plan.deletions, plan.reasons, plan.citations, plan.held,
+            {t: sorted(ids) for t, ids in plan.flips.items()}, plan.tombstone_events.keys(),
+            plan.tombstone_targets)
+
+
+def _plain_ids(read: compaction_read.CompactionRead) -> dict[str, set[str]]:
+    """segment -> the ids of its observations holding no artifact (of a read of
+    every observation)."""
+    by_id = {ev.event_id: ev for ev in read.events}
+    out = {}
+    for seg, ids in read.located.items():
+        plain = {by_id[e].id for e in ids if by_id[e].type == "observation"
+                 and not by_id[e].data.get("artifact")}
+        if plain:
+            out[seg] = plain
+    return out
+
+
+def _same_plans(ws: Any, *, afresh: bool = False) -> None:
+    """For each TTL, the plan from the projection's ages (and, as --apply
+    takes them, the expired rows read back from the segments) is the plan
+    from every event of a direct read; nothing a surviving live entry cites
+    is planned for deletion. `afresh`: each from no projection."""
+    direct = compaction_read.read_located(ws, every_observation=True)
+    named = compaction_read.read_located(ws, every_observation=False)
+    for ttl in TTLS:
+        if afresh:
+            read_projection.discard(ws)
+        want = plan_compaction(direct.events, NOW, 30, ttl)
+        ages = observation_ages(NOW, ttl)
+        projected = compaction_read.read_projected(ws, ages=ages)
+        assert _state(projected) == _state(named)
+        plan = plan_compaction(projected.events, NOW, 30, ttl, ages=ages)
+        if ages is not None:
+            assert {k: set(v) for k, v in projected.plain.items() if v} == _plain_ids(direct)
+            plan.delete_expired(compaction_read.read_expired(
+                ws, projected, plan.expired_observations, ages.passes))
+        assert _plan_state(plan) == _plan_state(want)
+        d = derive(direct.events)
+        cited = {a.partition(":")[2] for e, ev in d.entry_events.items()
+                 if d.is_live(e) and e not in plan.reasons
+                 for a in ev.data.get("anchors", []) if a.startswith("tool_use:")}
+        assert not {r for r in cited if plan.reasons.get(r) == "expired"}
+        assert not set(plan.pinned) & plan.reasons.keys()
 
 
 def _same_as_direct(root: Path) -> None:
     ctx = context.Context(str(root), "ws")
     ws = _ws(root)
-    for every in (True, False):
-        direct = compaction_read.read_located(ws, every_observation=every)
-        projected = compaction_read.read_projected(ws, every_observation=every)
-        assert _state(projected) == _state(direct)
-        ttl = 10 if every else None
-        assert _plans(projected, ttl) == _plans(direct, ttl)
+    direct = compaction_read.read_located(ws, every_observation=False)
+    assert _state(compaction_read.read_projected(ws)) == _state(direct)
+    _same_plans(ws)
+    _same_plans(ws, afresh=True)  # segments judged whole in the same run as the plan
     assert coverage(ctx)[0] == _direct_coverage(root)
     assert decay(ctx)[0] == _direct_decay(root)
 
@@ -354,3 +403,60 @@ def test_a_counts_projection_of_another_layout_is_thrown_away(tmp_path, monkeypa
     counted.clear()
     _same_as_direct(root)
     assert counted == []
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_projection_built_by_worker_processes_is_the_same(tmp_path, monkeypatch, workers):
+    """Segments read whole by worker processes arrive split where they were
+    read (plain observations as their ages): the same read, plans and
+    projection as one process makes."""
+    _trusting(monkeypatch)
+    root = tmp_path / "journal"
+    _journal(root)
+    _append(root, 2, [_event(40 + i, spec) for i, spec in enumerate([
+        ("observation", "o4", False), ("observation", "o1", False), ("tombstone", "o4", 0),
+        ("entry", "e3", 1), ("observation", "o5", True)])])
+    monkeypatch.setenv("AGENT_JOURNAL_COMPACT_WORKERS", workers)
+    with pytest.MonkeyPatch.context() as mp:
+        # This process claims no segment: the workers read every one.
+        mp.setattr(compaction_read, "_claims", lambda fd: iter(()))
+        _same_plans(_ws(root), afresh=True)
+        _same_as_direct(root)
+    monkeypatch.delenv("AGENT_JOURNAL_COMPACT_WORKERS")
+    _same_as_direct(root)  # and from what they stored
+
+
+def test_apply_reads_what_it_expires_back_from_the_segment_and_refuses_a_lie(
+        tmp_path, monkeypatch):
+    """--apply deletes an expired observation only once its rows, read from
+    the segment, are what the ages it planned from said: a projection that
+    vouches for a segment rewritten under it (here the check is forced to
+    say SAME) refuses the run, changes nothing, and is dropped."""
+    from agent_journal.core.errors import IntegrityError
+    from agent_journal.storage import read_projection as rp
+
+    monkeypatch.setenv("AGENT_JOURNAL_NOW", "2026-03-01T00:00:00Z")
+    root = tmp_path / "journal"
+    _journal(root)
+    _append(root, 0, [_event(5, ("observation", "o4", False))])
+    ctx = context.Context(str(root), "ws")
+    dry = compact(ctx, entry_ttl_days=None, observation_ttl_days=10, apply=False).report
+    assert dry["expired"] == ["o3", "o4"] and dry["pinned"] == ["o1", "o2"]
+    old = _event(5, ("observation", "o4", False))
+    newer = Event(event_id=old.event_id, type=old.type, kind=old.kind, id=old.id,
+                  ts="2026-02-28T00:00:00.000Z", author=old.author, session=old.session,
+                  replica=old.replica, data=old.data)
+    _rewrite_row(_segment(root, 0), old.event_id, newer)
+    with sqlite3.connect(_segment(root, 0)) as conn:
+        conn.execute("UPDATE events SET ts = ? WHERE event_id = ?", (newer.ts, old.event_id))
+    conn.close()
+    monkeypatch.setattr(verified_mark, "check", lambda path, mark, fetch: verified_mark.SAME)
+    before = Path(_segment(root, 0)).read_bytes()
+    with pytest.raises(IntegrityError, match="no longer holds what it was read to hold"):
+        compact(ctx, entry_ttl_days=None, observation_ttl_days=10, apply=True)
+    assert Path(_segment(root, 0)).read_bytes() == before
+    assert not os.path.exists(rp.path_of(_ws(root)))
+    # Read again from the segments: o4 is recent now, and only o3 goes.
+    outcome = compact(ctx, entry_ttl_days=None, observation_ttl_days=10, apply=True)
+    assert outcome.report["expired"] == ["o3"]
+    _same_as_direct(root)

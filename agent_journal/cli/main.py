@@ -427,7 +427,10 @@ def cmd_compact(a: dict[str, Any]) -> int:
     outcome = compact.compact(_context(a), entry_ttl_days=a["entry_ttl_days"],
                               observation_ttl_days=a["observation_ttl_days"],
                               apply=a["apply"])
-    output.emit_json(outcome.report)
+    # Its lists are of ids, a million of them for a large TTL run: written as
+    # they are encoded (a list of strings streams to the same bytes).
+    output.emit_json({key: iter(value) if isinstance(value, list) else value
+                      for key, value in outcome.report.items()})
     for text in outcome.warnings:
         output.warn(text)
     if outcome.skipped:

@@ -107,6 +107,7 @@ def _emit_streamed(doc: dict[str, Any]) -> None:
     (the pure-Python one, which any `indent` selects, cost most of a large
     read), and nothing holds more than a batch of them."""
     encode = line_encoder()
+    encode_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
     parts: list[str] = ["{"]
     for n, (key, value) in enumerate(doc.items()):
         parts.append(("\n  " if n == 0 else ",\n  ") + encode(key) + ": ")
@@ -115,7 +116,9 @@ def _emit_streamed(doc: dict[str, Any]) -> None:
             continue
         count = 0
         for item in value:
-            parts.append(("[\n    " if count == 0 else ",\n    ") + encode(item))
+            # (A string is what `encode` makes of it, without the call's detour.)
+            text = encode_string(item) if type(item) is str else encode(item)
+            parts.append(("[\n    " if count == 0 else ",\n    ") + text)
             count += 1
             if len(parts) >= _BATCH:
                 _write("".join(parts))

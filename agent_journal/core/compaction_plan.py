@@ -17,8 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,6 +32,7 @@ from agent_journal.core.model import (
     Event,
     anchor_ref,
 )
+from agent_journal.core.observation_ages import AgeFold, all_canonical, summarize
 
 TOMBSTONED = "tombstoned"
 EXPIRED = "expired"
@@ -58,8 +58,11 @@ class CompactionPlan:
         # dry run never reads it, and at a million expired ids it is most of
         # the plan)
         self._expired_first: tuple[Mapping[str, Event], set[str]] | None = None
-        # removed id -> why (TOMBSTONED or EXPIRED)
-        self.reasons: dict[str, str] = {}
+        self._expired_ids: set[str] = set()  # the observation ids expired
+        # removed id -> why (TOMBSTONED or EXPIRED), but for the expired
+        # observations until `reasons` is read (a dry run never reads it)
+        self._reasons: dict[str, str] = {}
+        self._expired_reasons = False  # the expired observations are in _reasons
         # live entry id -> the removed ids its anchors cite
         self.citations: dict[str, list[str]] = {}
         # tombstone event id -> its current event (every tombstone the run rewrites)
@@ -109,8 +112,29 @@ class CompactionPlan:
         if self._expired_first is not None:
             first, expired = self._expired_first
             self._expired_first = None
-            self._deletions.update({first[o].event_id: o for o in expired})
+            self._deletions.update({first[o].event_id: o for o in expired & first.keys()})
         return self._deletions
+
+    @property
+    def reasons(self) -> dict[str, str]:
+        """removed id -> why (TOMBSTONED or EXPIRED)"""
+        if not self._expired_reasons:
+            self._expired_reasons = True
+            self._reasons.update(dict.fromkeys(self._expired_ids, EXPIRED))
+        return self._reasons
+
+    @property
+    def expired_observations(self) -> set[str]:
+        """The observation ids this run expires (their TTL, and no live citation)."""
+        return self._expired_ids
+
+    def delete_expired(self, events: Iterable[tuple[str, str]]) -> None:
+        """Add to `deletions` these observation events, (event id, id) read after
+        the plan was made from their ages alone, of the ids it expires."""
+        expired, deletions = self._expired_ids, self.deletions
+        for event_id, oid in events:
+            if oid in expired:
+                deletions[event_id] = oid
 
     @property
     def tombstones_marked_purged(self) -> list[str]:
@@ -171,22 +195,6 @@ def _instant(ts: str, cache: dict[str, datetime | None]) -> datetime | None:
     return value
 
 
-# The journal's own stamps (clock.format_ts: UTC, milliseconds, `Z`, fixed
-# width) sort as text in time order, so they are compared as text, unparsed.
-# Only a stamp whose every field is in range for any month is taken so (a day
-# past the 28th is left to the parser, as is any other spelling): it is then
-# one the parser reads, at the instant its text says.
-_CANONICAL = re.compile(r"(?!0000)\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])"
-                        r"T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{3}Z").fullmatch
-
-
-def _all_canonical(stamps: list[str]) -> bool:
-    try:
-        return all(map(_CANONICAL, stamps))
-    except TypeError:  # not text at all: the parser refuses it
-        return False
-
-
 class _Cutoff:
     """The latest instant an item may carry and be due, as an instant and as
     the canonical text of its millisecond (a stamp of whole milliseconds is at
@@ -210,7 +218,7 @@ class _Cutoff:
         """
         if not stamps:
             return False
-        if _all_canonical(stamps):
+        if all_canonical(stamps):
             return max(stamps) <= self.text or self.now <= self.at
         latest: datetime | None = None
         for ts in stamps:
@@ -222,16 +230,15 @@ class _Cutoff:
         assert latest is not None
         return min(latest, self.now) <= self.at
 
-    def due_once(self, ids: list[str], stamps: list[str]) -> set[str]:
-        """The ids due, each with its one stamp (stamps[k] is ids[k]'s): when
-        every stamp is canonical, by a text comparison each."""
-        if not _all_canonical(stamps):
-            due = self.due
-            return {o for o, ts in zip(ids, stamps, strict=True) if due([ts])}
-        if self.now <= self.at:
-            return set(ids)
-        text = self.text
-        return {o for o, ts in zip(ids, stamps, strict=True) if ts <= text}
+    def ok(self, ts: str) -> bool:
+        """Whether one stamp is old enough: an item is due when it has stamps
+        and every one of them is (so `due`, stamp by stamp)."""
+        at = _instant(ts, self.cache)
+        return at is not None and min(at, self.now) <= self.at
+
+    def fold(self) -> AgeFold:
+        """An empty fold of observation ages under this cutoff."""
+        return AgeFold(self.text, self.now <= self.at, self.ok)
 
 
 def _cutoff(now: datetime, days: int | None) -> _Cutoff | None:
@@ -244,15 +251,29 @@ def _cutoff(now: datetime, days: int | None) -> _Cutoff | None:
         return None  # a window longer than the calendar: nothing is that old
 
 
+def observation_ages(now: datetime, observation_ttl_days: int | None) -> AgeFold | None:
+    """The fold a read gives observation ages to, for a plan with this clock
+    reading and TTL (`plan_compaction`'s `ages`); None when nothing is due."""
+    cut = _cutoff(now, check_ttl(observation_ttl_days, "--observation-ttl-days"))
+    return None if cut is None else cut.fold()
+
+
 def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int | None,
                     observation_ttl_days: int | None,
-                    unfinished: Mapping[str, str] | None = None) -> CompactionPlan:
+                    unfinished: Mapping[str, str] | None = None,
+                    ages: AgeFold | None = None) -> CompactionPlan:
     """Plan one run.
 
     `unfinished`: tombstone event id -> target, the flips an interrupted
     `--apply` meant to make after removing those targets. Only compaction
     removes events, so a target that run saw here and that is now gone was
     removed by it: its tombstone is flipped now.
+
+    `ages`: observation ages already folded (`observation_ages` with the same
+    clock reading and TTL), of observations that need not be among `events`;
+    the observations among `events` are folded in too. A plan from it is the
+    plan from every observation's events, except that `deletions` holds only
+    the events read here: `delete_expired` adds the others.
     """
     entry_ttl_days = check_ttl(entry_ttl_days, "--entry-ttl-days")
     observation_ttl_days = check_ttl(observation_ttl_days, "--observation-ttl-days")
@@ -277,11 +298,18 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     # are most of a journal: derive the rest only.
     d = derive(others)
     # Observations matter only as a tombstone's target, unless their TTL can
-    # expire them: grouping every one by id (a dict build bound by memory)
-    # would cost as much as the rest of the plan. Grouped with C-level list and
-    # dict builds, and only when an id repeats, event by event.
+    # expire them: their ages are folded (observation_ages.py), and their
+    # events grouped by id (a dict build bound by memory) only as far as read.
+    # Grouped with C-level list and dict builds, and only when an id repeats.
     observed = [ev for ev in events if ev.type == OBSERVATION]
-    if observation_ttl_days is None:
+    obs_cut = _cutoff(now, observation_ttl_days)
+    fold = None
+    if obs_cut is not None:
+        fold = obs_cut.fold() if ages is None else ages
+        if (fold.text, fold.every) != (obs_cut.text, obs_cut.now <= obs_cut.at):
+            raise ValueError("observation ages folded under another cutoff")
+        fold.add(summarize([ev.id for ev in observed], [ev.ts for ev in observed]))
+    else:
         targets = d.tombstones
         observed = [ev for ev in observed if ev.id in targets]
     first.update(zip([str(ev.id) for ev in observed], observed, strict=True))
@@ -294,14 +322,14 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     def remove(item: str, evs: Iterable[Event], reason: str) -> None:
         for ev in evs:
             plan._deletions[ev.event_id] = item
-        plan.reasons[item] = reason
+        plan._reasons[item] = reason
 
     # -- tombstones first: nothing pins or holds back what a tombstone names -------------
     # One rule for every target: all its events go (records, observations,
     # invalidations), and its tombstones are flipped once those are gone, unless
     # only invalidations were here (the target itself never was). Targets are
     # walked in the order their tombstones were read, the order they lie in memory.
-    deletions, reasons = plan._deletions, plan.reasons
+    deletions, reasons = plan._deletions, plan._reasons
     tombstone_events, flips = plan.tombstone_events, plan.flips
     tombstoned = d.tombstones
     plan.tombstone_targets = set(tombstoned)
@@ -345,21 +373,11 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
 
     # -- ages ----------------------------------------------------------------------------
     entry_cut = _cutoff(now, entry_ttl_days)
-    obs_cut = _cutoff(now, observation_ttl_days)
     due_entries = set() if entry_cut is None else {
         e for e, recs in records.items()
         if e not in d.tombstones
         and entry_cut.due([ev.ts for ev in recs + invalidations.get(e, [])])
     }
-    due_obs: set[str] = set()
-    if obs_cut is not None:
-        # Most ids are observed once: their stamps are judged all together.
-        once = [o for o in first if o not in more and o not in tombstoned]
-        due_obs = obs_cut.due_once(once, [first[o].ts for o in once])
-        obs_due, get = obs_cut.due, observations.get
-        due_obs.update(o for o in more if o not in tombstoned
-                       and obs_due([x.ts for x in get(o)]))
-
     # An entry that is not live and that a surviving entry derives its outcome
     # through must stay, or the survivor would turn live once it is gone.
     def not_live(node: str) -> bool:
@@ -380,6 +398,16 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
                 held.add(dep)
             queue.append(dep)
     plan.held = sorted(held)
+    # Which of the removed ids so far (tombstones' targets), and of the entries
+    # due, are observed too, asked before the fold is spent below.
+    known: Container[str] = first if fold is None else _Either(first, fold)
+    tombstoned_here = list(reasons)  # only tombstones have removed anything so far
+    plan.tombstoned = _report_order(tombstoned_here, known)
+    observed_entries = {e for e in due_entries if e in known}
+    due_obs: set[str] = set()
+    if fold is not None:
+        due_obs = fold.due()  # (the fold's own set, a million ids at times: changed in place)
+        due_obs.difference_update(tombstoned)
 
     live = sorted(e for e in records if e not in d.tombstones and e not in due_entries
                   and d.is_live(e))
@@ -390,26 +418,38 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
             if scheme == "tool_use":
                 cited.add(ref)
     pinned = sorted(due_obs & cited)
-    expired_obs = due_obs - cited
-    tombstoned_here = list(reasons)  # only tombstones have removed anything so far
+    due_obs -= cited
+    expired_obs = due_obs
     for e in due_entries:
         remove(e, records[e] + invalidations.get(e, []), EXPIRED)
     plan._expired_first = (first, expired_obs)
-    reasons.update(dict.fromkeys(expired_obs, EXPIRED))
+    plan._expired_ids = expired_obs
     for o in expired_obs & more.keys():
         remove(o, more[o], EXPIRED)
 
     for e in live:
         hits = sorted({ref for scheme, ref in map(anchor_ref, _anchors(d, e))
-                       if scheme == "tool_use" and ref in reasons})
+                       if scheme == "tool_use" and (ref in reasons or ref in expired_obs)})
         if hits:
             plan.citations[e] = hits
 
-    plan.expired = _report_order(due_entries, first, observed=expired_obs)
-    plan.tombstoned = _report_order(tombstoned_here, first)
+    plan.expired = _report_order(due_entries, observed_entries, observed=expired_obs)
     plan.pinned = pinned
     plan.downgraded = sorted(plan.citations)
     return plan
+
+
+class _Either:
+    """Membership in either of two containers."""
+
+    __slots__ = ("one", "other")
+
+    def __init__(self, one: Container[str], other: Container[str]) -> None:
+        self.one = one
+        self.other = other
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.one or item in self.other
 
 
 class _Observations:
@@ -438,7 +478,7 @@ def _anchors(d: Derived, entry_id: str) -> list[str]:
     return [a for a in anchors if isinstance(a, str)]
 
 
-def _report_order(items: Iterable[str], observations: Mapping[str, Event],
+def _report_order(items: Iterable[str], observations: Container[str],
                   observed: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Evidence before conclusions: observations first, then entries, each by
     id, of `items` and `observed` (ids known to be observations). (Partitioned,

@@ -44,7 +44,12 @@ from datetime import datetime
 from typing import Any
 
 from agent_journal.core import clock, codec
-from agent_journal.core.compaction_plan import CompactionPlan, check_ttl, plan_compaction
+from agent_journal.core.compaction_plan import (
+    CompactionPlan,
+    check_ttl,
+    observation_ages,
+    plan_compaction,
+)
 from agent_journal.core.errors import CompactionRunningError, DamagedJournalError
 from agent_journal.core.model import OBSERVATION, Event
 from agent_journal.ops.context import Context, damage_summary
@@ -102,17 +107,26 @@ def busy_message(count: int) -> str:
 
 
 def prepare(ws: Workspace, *, entry_ttl_days: int | None, observation_ttl_days: int | None,
-            now: datetime | None = None) -> Prepared:
+            now: datetime | None = None, dry_run: bool = False) -> Prepared:
     # Without an observation TTL a plan looks only at observations that a
-    # tombstone names (and the run at those holding an artifact).
-    read = compaction_read.read_projected(ws, every_observation=observation_ttl_days is not None)
+    # tombstone names (and the run at those holding an artifact); with one,
+    # at the ages of the rest, folded segment by segment as they are read.
+    now = now or clock.now()
+    ages = observation_ages(now, observation_ttl_days)
+    read = compaction_read.read_projected(ws, ages=ages)
     if read.damaged:
         raise DamagedJournalError(refusal(read))
     pending = read_compact_intent(ws) or {}
     flips = pending.get("flips")
     unfinished = {str(k): str(v) for k, v in flips.items()} if isinstance(flips, dict) else {}
-    plan = plan_compaction(read.events, now or clock.now(), entry_ttl_days,
-                           observation_ttl_days, unfinished)
+    plan = plan_compaction(read.events, now, entry_ttl_days, observation_ttl_days, unfinished,
+                           ages=ages)
+    if not dry_run and ages is not None and read.plain:
+        # What is deleted is read from the segments themselves first, and
+        # must agree with the ages the plan was made from. (A dry run
+        # deletes nothing, and lists ids only.)
+        plan.delete_expired(compaction_read.read_expired(
+            ws, read, plan.expired_observations, ages.passes))
     return Prepared(ws, read, plan)
 
 
@@ -126,7 +140,7 @@ def compact(ctx: Context, *, entry_ttl_days: int | None, observation_ttl_days: i
     with PausedGC():
         if not apply:
             prepared = prepare(ws, entry_ttl_days=entry_ttl_days,
-                               observation_ttl_days=observation_ttl_days)
+                               observation_ttl_days=observation_ttl_days, dry_run=True)
             return Outcome(prepared.plan.report(apply=False), [], [])
         from contextlib import ExitStack
 

@@ -10,8 +10,12 @@ worker processes (compaction_workers.py). It only reads; applying the plan is
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
 
+from agent_journal.core.errors import IntegrityError
+from agent_journal.core.observation_ages import AgeFold, ids_of
 from agent_journal.storage.compaction_rows import (
     Rewrite,
     SegmentRead,
@@ -59,6 +63,12 @@ class CompactionRead(ReadResult):
         # the read, which worker processes share, instead of one by one as the
         # run applies.
         self.tombstone_rewrites: dict[str, dict[str, Rewrite]] = {}
+        # segment -> the ids of observations read as their ages only
+        # (`read_projected` with `ages`); their events are not in `events`
+        self.plain: dict[str, list[str]] = {}
+        # the segments whose every row this read judged (the others were
+        # taken from the read projection)
+        self.judged: set[str] = set()
 
 
 def read_located(ws: Workspace, *, every_observation: bool = True) -> CompactionRead:
@@ -80,62 +90,128 @@ def read_located(ws: Workspace, *, every_observation: bool = True) -> Compaction
     return result
 
 
-def read_projected(ws: Workspace, *, every_observation: bool = True) -> CompactionRead:
+def read_projected(ws: Workspace, *, ages: AgeFold | None = None) -> CompactionRead:
     """`read_located`, from the read projection where it holds
     (storage/read_projection.py): only segments that changed are read whole,
     only rows above a segment's verified mark are read, and the projection
-    is brought up to date. The same read as `read_located` (tests hold the
-    two equal); when the projection cannot be used, it is that read."""
+    is brought up to date.
+
+    The events are those `read_located` gives without `every_observation`:
+    of the observations holding no artifact only those a tombstone names.
+    With `ages` (an observation TTL), the ages of all of those are folded
+    into it instead, segment by segment (observation_ages.py), and `plain`
+    names, per segment, the ids they are about. The same read as
+    `read_located` otherwise (tests hold the two, and the plans made from
+    them, equal); when the projection cannot be used, it is that read, of
+    every observation when `ages` is given."""
     from agent_journal.storage import read_projection
 
     compaction_workers([])  # a bad worker count is refused before any file is touched
     if not ws.segment_paths():
-        return read_located(ws, every_observation=every_observation)
+        return read_located(ws, every_observation=ages is not None)
     with read_projection.open_projection(ws) as projection:
         if projection is None:
-            return read_located(ws, every_observation=every_observation)
+            return read_located(ws, every_observation=ages is not None)
         fast = _FastPath()
+        judged: set[str] = set()
 
         def whole(segments: list[tuple[str, str]]) -> Iterator[SegmentRead]:
             # A few segments at a time (shared with workers when large): each
             # part is kept and cut down as it comes, so the rows of every
             # segment are never all held at once.
+            judged.update(rel for _, rel in segments)
             for at in range(0, len(segments), WHOLE_BATCH):
                 batch = segments[at:at + WHOLE_BATCH]
                 yield from _read_for_compaction([p for p, _ in batch], [r for _, r in batch],
-                                                every_observation=True, made=False)
+                                                every_observation=True, made=False, split=True)
 
-        seen = list(read_projection.projected(
-            projection, ws, plain=every_observation, read_whole=whole,
-            read_tail=lambda path, rel, mark: _read_segment_for_compaction(
-                path, rel, fast, mark.high, mark.fold)))
-        named: set[str] | None = None
-        if not every_observation:
-            # Only observations a tombstone names are read (and those holding
-            # an artifact, which every part keeps): a segment's plain ones are
-            # loaded only when it holds one named.
-            named = set().union(*(tombstone_subjects(s.part.rows) for s in seen))
-            for s in seen:
-                if named.isdisjoint(s.subjects):
-                    continue
-                rows = s.held
-                if rows is None and s.part.high is not None:
-                    # Left out of the part (the segment's mark has just held,
-                    # or it was read whole just now): read from the segment by
-                    # subject (its index) only the few a tombstone names, of
-                    # the rows the part stands for.
-                    about = rows_about(s.path, s.part.rel, fast,
-                                       sorted(named.intersection(s.subjects)), s.part.high)
-                    if about.unreadable is None and not about.malformed:
-                        rows = [r for r in about.rows if not r[8]]  # not already kept
-                if rows is None:  # the segment changed after all: read it whole
-                    s.part = _read_segment_for_compaction(s.path, s.part.rel, fast)
-                else:
-                    s.part.rows.extend(rows)
+        seen = []
+        plain: dict[str, list[str]] = {}
+        for s in read_projection.projected(
+                projection, ws, ages=ages is not None, read_whole=whole,
+                read_tail=lambda path, rel, mark: _read_segment_for_compaction(
+                    path, rel, fast, mark.high, mark.fold)):
+            if ages is not None and s.ages is not None:
+                # Folded as they come: only the ids of a segment's plain
+                # observations outlive its summary.
+                ages.add(s.ages)
+                plain[s.part.rel] = ids_of(s.ages)
+                s.ages = None
+            seen.append(s)
+        # Only observations a tombstone names are read (and those holding an
+        # artifact, which every part keeps): read from the segment by subject
+        # (its index) only the few a tombstone names, of the rows the part
+        # stands for.
+        named = set().union(*(tombstone_subjects(s.part.rows) for s in seen))
+        for s in seen:
+            if named.isdisjoint(s.subjects) or s.part.high is None:
+                continue
+            about = rows_about(s.path, s.part.rel, fast,
+                               sorted(named.intersection(s.subjects)), s.part.high)
+            if about.unreadable is None and not about.malformed:
+                s.part.rows.extend(r for r in about.rows if not r[8])  # not already kept
+            else:  # the segment changed after all: read it whole
+                s.part = _read_segment_for_compaction(s.path, s.part.rel, fast)
     result = CompactionRead()
+    result.plain = plain
+    result.judged = judged
     for s in seen:
         _add_part(result, s.part.made_events(named))
     return result
+
+
+def read_expired(ws: Workspace, read: CompactionRead, expired: set[str],
+                 passes: Callable[[str], bool]) -> list[tuple[str, str]]:
+    """(event id, id) of each event of the observations a plan expires
+    that `read` has as ages only (`read.plain`), from the segments, before
+    anything is deleted.
+
+    They must agree with the ages the plan was made from: every such id is
+    found in the segments the ages placed it in (at or below the seq the
+    read reached), and every row found is itself old enough (`passes`, on
+    its stamp). Rows of a segment the ages came from the read projection for
+    are judged again exactly as a whole read judges them; of a segment this
+    read judged whole, the columns are enough. Anything else (a segment
+    damaged or rewritten since its ages were recorded) refuses the run with
+    nothing changed, and drops the read projection. The events are also
+    added to `read.located`.
+    """
+    from agent_journal.storage import read_projection
+    from agent_journal.storage.compaction_rows import stamps_about
+
+    fast = _FastPath()
+    found: list[tuple[str, str]] = []
+    for rel, ids in read.plain.items():
+        wanted = expired.intersection(ids)
+        high = read.high_water.get(rel)
+        if not wanted or high is None:
+            continue
+        path = os.path.join(ws.root.path, rel)
+        why = None
+        rows: list[tuple[Any, ...]] = []
+        if rel in read.judged:
+            got = stamps_about(path, sorted(wanted), high)
+            if isinstance(got, str):
+                why = got
+            else:
+                rows = [(e, "observation", None, subject, ts) for e, subject, ts in got]
+        else:
+            part = rows_about(path, rel, fast, sorted(wanted), high)
+            rows = part.rows
+            if part.unreadable is not None or part.malformed:
+                why = part.unreadable or part.malformed[0]["reason"]
+        if why is None and {r[3] for r in rows} != wanted:
+            why = "observations it was read to hold are not there"
+        elif why is None and not all(passes(r[4]) for r in rows):
+            why = "observations it was read to hold are newer"
+        if why is not None:
+            read_projection.discard(ws)
+            raise IntegrityError(
+                f"refusing to compact: {rel} no longer holds what it was read to hold "
+                f"({why}); nothing was changed. Re-run compact")
+        read.located.setdefault(rel, []).extend(r[0] for r in rows)
+        found += [(r[0], r[3]) for r in rows]
+    return found
 
 
 def _add_part(result: CompactionRead, part: SegmentRead) -> None:
@@ -154,10 +230,11 @@ def _add_part(result: CompactionRead, part: SegmentRead) -> None:
 
 
 def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation: bool,
-                         made: bool = True) -> list[SegmentRead]:
+                         made: bool = True, split: bool = False) -> list[SegmentRead]:
     """Every segment's part, in order, its Events made: of every row, or
     without `every_observation`, of the rows `kept_rows` keeps. Not `made`
-    (only with `every_observation`): every row, left as event values."""
+    (only with `every_observation`): every row, left as event values, or
+    with `split`, split where read (`SegmentRead.split_plain`)."""
     sizes = [_file_size(path) for path in paths]
     workers = compaction_workers(sizes)
     parts: list[SegmentRead | None] = [None] * len(paths)
@@ -169,7 +246,7 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
         except OSError:
             queue = None  # no temporary file to share: read here alone
     if queue is not None:
-        started = [_ReadWorker(paths, rels, queue.fd, every_observation)
+        started = [_ReadWorker(paths, rels, queue.fd, every_observation, split)
                    for _ in range(workers)]
         for worker in started:
             worker.made = made
@@ -184,12 +261,12 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
             if not every_observation:
                 part.rows = so_far.keep(part.rows)[0]
                 kept_here.append(k)
-            parts[k] = part.made_events() if made else part
+            parts[k] = part.made_events() if made else part.split_plain() if split else part
             for worker in started:
                 worker.take(parts, block=False)  # what the workers sent meanwhile
         for worker in started:
             worker.take(parts, block=True)
-        whole = _read_missing(paths, rels, parts, started, every_observation, made)
+        whole = _read_missing(paths, rels, parts, started, every_observation, made, split)
         if not every_observation:
             # Each part holds the observations named by the tombstones its
             # reader had read; a part that others' tombstones add rows to is
@@ -219,8 +296,8 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
 
 
 def _read_missing(paths: list[str], rels: list[str], parts: list[SegmentRead | None],
-                  workers: list[_ReadWorker], every_observation: bool, made: bool = True
-                  ) -> list[SegmentRead]:
+                  workers: list[_ReadWorker], every_observation: bool, made: bool = True,
+                  split: bool = False) -> list[SegmentRead]:
     """Every part: read here what no worker sent, and all that a failed
     worker sent."""
     for worker in workers:
@@ -233,6 +310,8 @@ def _read_missing(paths: list[str], rels: list[str], parts: list[SegmentRead | N
     for k, part in enumerate(parts):
         if part is None:
             part = _read_segment_for_compaction(paths[k], rels[k], fast)
-            parts[k] = part = part.made_events() if every_observation and made else part
+            if every_observation:
+                part = part.made_events() if made else part.split_plain() if split else part
+            parts[k] = part
         whole.append(part)
     return whole

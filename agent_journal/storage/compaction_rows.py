@@ -14,13 +14,16 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable, Iterator
+from operator import itemgetter
 from typing import Any
 
 from xxhash import xxh3_64_hexdigest as _xxh3_hex
 
 from agent_journal.core import codec
 from agent_journal.core.model import Event, event_values, events_from_values
+from agent_journal.core.observation_ages import Summary, summarize
 from agent_journal.storage.connection import describe_sqlite_error
 from agent_journal.storage.erasure import text_is_utf8
 from agent_journal.storage.segment import never_initialised, open_segment_for_read
@@ -279,7 +282,7 @@ class SegmentRead:
     that plans."""
 
     __slots__ = ("rel", "rows", "events", "tombstones", "rewrites", "high", "malformed",
-                 "unreadable", "fold")
+                 "unreadable", "fold", "split")
 
     def __init__(self, rel: str) -> None:
         self.rel = rel
@@ -293,21 +296,40 @@ class SegmentRead:
         self.unreadable: str | None = None
         # The rows as fetched, folded (verified_mark.Fold), for the read projection.
         self.fold = Fold()
+        # Once `split_plain`: (the ids of every observation read, events by
+        # (type, kind), the ages of the plain observations, which `rows` no
+        # longer holds)
+        self.split: tuple[list[str], dict[tuple[str, str], int], Summary] | None = None
 
     def packed(self, rows: list[Any] | None = None) -> tuple[Any, ...]:
         """The share as plain values, cheap to send from a worker process;
         `rows` in place of its rows, if given."""
         return (self.rel, self.rows if rows is None else rows, self.tombstones,
                 self.rewrites, self.high, self.malformed, self.unreadable, self.fold.value,
-                self.fold.chain)
+                self.fold.chain, self.split)
 
     @classmethod
     def unpacked(cls, packed: tuple[Any, ...]) -> SegmentRead:
         part = cls(packed[0])
         (_, part.rows, part.tombstones, part.rewrites, part.high, part.malformed,
-         part.unreadable, value, chain) = packed
+         part.unreadable, value, chain, part.split) = packed
         part.fold = Fold(value, chain)
         return part
+
+    def split_plain(self) -> SegmentRead:
+        """Leave in `rows` every row but the plain observations (those holding
+        no artifact: nine rows in ten of a journal), which `split` then
+        stands for. Done where the rows were read (a worker process sends
+        the split part), so they never cross a pipe or are all held at once."""
+        if self.split is None:
+            rows = self.rows
+            observation = "observation"
+            plain = [r for r in rows if r[1] == observation and not r[8]]
+            self.split = ([r[3] for r in rows if r[1] == observation],
+                          dict(Counter(map(itemgetter(1, 2), rows))),
+                          summarize([r[3] for r in plain], [r[4] for r in plain]))
+            self.rows = [r for r in rows if r[1] != observation or r[8]]
+        return self
 
     def made_events(self, named: set[str] | None = None) -> SegmentRead:
         """Make Events of the rows: all of them, or, given the ids tombstones
@@ -432,6 +454,27 @@ def _slices(conn: sqlite3.Connection, sql: str, after: float = float("-inf"),
         if len(rows) < READ_SLICE_ROWS:
             return
         after = rows[-1][0]
+
+
+def stamps_about(path: str, subjects: list[str], upto: int) -> list[tuple[Any, ...]] | str:
+    """(event id, subject, ts) of the segment's observations about these ids, up
+    to seq `upto`, as its columns hold them (for a segment whose rows this
+    run has just judged whole); or why the segment cannot be read."""
+    import json
+
+    try:
+        conn = open_segment_for_read(path)
+    except sqlite3.Error as exc:
+        return describe_sqlite_error(exc)
+    try:
+        return conn.execute(
+            "SELECT event_id, subject, ts FROM events WHERE type = 'observation' AND subject "
+            "IN (SELECT value FROM json_each(?)) AND seq <= ? ORDER BY seq",
+            (json.dumps(subjects), upto)).fetchall()
+    except sqlite3.Error as exc:
+        return describe_sqlite_error(exc)
+    finally:
+        conn.close()
 
 
 def rows_about(path: str, rel: str, fast: _FastPath, subjects: list[str], upto: int

@@ -132,7 +132,7 @@ class _ReadWorker:
     """
 
     def __init__(self, paths: list[str], rels: list[str], queue_fd: int,
-                 every_observation: bool) -> None:
+                 every_observation: bool, split: bool = False) -> None:
         import subprocess
         import sys
         import threading
@@ -162,7 +162,7 @@ class _ReadWorker:
                 env=env, pass_fds=(queue_fd,))
             assert self.proc.stdout is not None
             self._send((paths, rels, queue_fd, sys.getrecursionlimit(),
-                        sys.get_int_max_str_digits(), every_observation),
+                        sys.get_int_max_str_digits(), every_observation, split),
                        last=every_observation)
             _widen_pipe(self.proc.stdout.fileno())
             threading.Thread(target=self._collect, daemon=True).start()
@@ -338,7 +338,7 @@ def compaction_read_worker() -> None:
             raise SystemExit(2)
         return marshal.loads(frame)
 
-    paths, rels, queue_fd, recursion_limit, digit_limit, every_observation = request()
+    paths, rels, queue_fd, recursion_limit, digit_limit, every_observation, split = request()
     sys.setrecursionlimit(recursion_limit)
     sys.set_int_max_str_digits(digit_limit)
     fast = _FastPath()
@@ -348,7 +348,7 @@ def compaction_read_worker() -> None:
             part = _read_segment_for_compaction(paths[k], rels[k], fast)
             message: tuple[int, tuple[Any, ...], list[str]]
             if every_observation:
-                message = (k, part.packed(), [])
+                message = (k, (part.split_plain() if split else part).packed(), [])
             else:
                 kept, subjects = so_far.keep(part.rows)
                 message = (k, part.packed(kept), subjects)

@@ -10,7 +10,10 @@ segments that changed under it. Per segment a record is split so a reader
 loads only what it needs: `head` (high-water, malformed rows, tombstone
 checksums and rewrites, event counts by type and kind), `others` (every row
 but plain observations), `subjects` (every observation's id) and `plain`
-(observations holding no artifact). `coverage` and `decay` keep their own
+(the ages of the observations holding no artifact, as
+`core.observation_ages.summarize` gives them: all a plan needs of them but
+for the few a tombstone names, which are read from the segment by id).
+`coverage` and `decay` keep their own
 lazy read in the same layout at cache/counts (storage/counted_read.py).
 
 Invariants:
@@ -40,17 +43,18 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from operator import itemgetter
 from typing import Any
 
 from xxhash import xxh3_128_hexdigest
 
 from agent_journal.core.errors import JournalError
+from agent_journal.core.observation_ages import Summary, ids_of, is_summary, merged
 from agent_journal.storage import erasure_generation
 from agent_journal.storage.cache import (
     cache_lock_path,
     cache_path,
     open_identified_cache,
+    remove_cache_files,
 )
 from agent_journal.storage.compaction_rows import SegmentRead
 from agent_journal.storage.connection import run_write
@@ -62,7 +66,7 @@ AREA = "reads"  # the strict reads compact plans from
 COUNTS_AREA = "counts"  # the lazy reads coverage and decay count (see read_counted)
 # Bump when what a record keeps, or how, changes: a file of another format is
 # thrown away, never read.
-FORMAT = "agent-journal-read-projection/1"
+FORMAT = "agent-journal-read-projection/2"
 # Another process bringing the projection up to date can hold it for a while;
 # rather than wait on it, a read goes to the segments itself.
 LOCK_WAIT_S = 2.0
@@ -161,25 +165,13 @@ class Projection:
                 return None
         return [record.loaded[c] for c in columns]
 
-    def part(self, record: Record, rel: str, *, plain: bool) -> SegmentRead | None:
-        """The kept part (rows: `others`, then with `plain` the plain
-        observations); None when the record does not verify."""
-        got = self.load(record, "head", "others", *(("plain",) if plain else ()))
-        if got is None:
-            return None
-        return _part_of(rel, got[0], got[1], got[2] if plain else [])
-
-    def store(self, name: str, mark: Mark, part: SegmentRead) -> None:
-        """Keep a part read whole (every row, as event values) under its mark."""
-        rows = part.rows
-        observation = "observation"
-        plain = [r for r in rows if r[1] == observation and not r[8]]
-        others = [r for r in rows if r[1] != observation or r[8]]
-        counts = Counter(map(itemgetter(1, 2), rows))
+    def store(self, name: str, mark: Mark, part: SegmentRead, subjects: list[str],
+              counts: dict[tuple[str, str], int], ages: Summary) -> None:
+        """Keep a part (its rows: all but the plain observations) under its mark,
+        with the ids of its observations, its counts and its plain ones' ages."""
         head = (part.high, [(m["row"], m["reason"]) for m in part.malformed], part.tombstones,
-                part.rewrites, dict(counts))
-        subjects = [r[3] for r in rows if r[1] == observation]
-        self.put(name, mark, head, others, subjects, plain)
+                part.rewrites, counts)
+        self.put(name, mark, head, part.rows, subjects, ages)
 
     def put(self, name: str, mark: Mark, *values: Any) -> None:
         """Keep a record: its mark and its columns (COLUMNS after `mark`).
@@ -211,10 +203,10 @@ class Projection:
             self.writable = False
 
 
-def _part_of(rel: str, head: Any, others: list[Any], plain: list[Any]) -> SegmentRead:
+def _part_of(rel: str, head: Any, others: list[Any]) -> SegmentRead:
     high, malformed, tombstones, rewrites, _counts = head
     part = SegmentRead(rel)
-    part.rows = others + plain if plain else list(others)
+    part.rows = list(others)
     part.high = high
     part.malformed = [{"segment": rel, "row": seq, "reason": why} for seq, why in malformed]
     part.tombstones = dict(tombstones)
@@ -231,8 +223,17 @@ def counts_of(head: Any) -> dict[tuple[str, str], int]:
 def _open(ws: Workspace, area: str) -> sqlite3.Connection:
     # No sync per record: a record a crash tears fails its digest and is read
     # again, and a file SQLite cannot open is started afresh.
-    return open_identified_cache(path_of(ws, area), SCHEMA, _identity(ws, area),
+    conn = open_identified_cache(path_of(ws, area), SCHEMA, _identity(ws, area),
                                  what="read projection", no_sync=True)
+    # Each record is read once a run, so pages kept in memory are never read
+    # again: a small page cache (not tens of MiB of a large projection).
+    conn.execute("PRAGMA cache_size=-2048")
+    return conn
+
+
+def discard(ws: Workspace, area: str = AREA) -> None:
+    """Delete the workspace's projection: it is read again from the segments."""
+    remove_cache_files(path_of(ws, area))
 
 
 @contextmanager
@@ -267,57 +268,31 @@ def segment_names(ws: Workspace) -> list[tuple[str, str, str]]:
 
 class Seen:
     """One segment as a run takes it: `part` (its rows: every row but the plain
-    observations, and those too when `whole`), the ids of its observations,
-    its events by (type, kind), and `held`: [] when the part holds every
-    row, None when the plain observations were left out (they are in the
-    segment, and in the projection's `record` when it has one)."""
+    observations, which stay in the segment), the ids of its observations
+    (or, with `ages` from a record that held, of its plain ones),
+    its events by (type, kind), and `ages`, the ages of its plain
+    observations (when asked for)."""
 
-    __slots__ = ("path", "part", "subjects", "counts", "record", "held")
+    __slots__ = ("path", "part", "subjects", "counts", "ages")
 
     def __init__(self, path: str, part: SegmentRead, subjects: list[str],
-                 counts: dict[tuple[str, str], int], record: Record | None = None,
-                 held: list[Any] | None = None) -> None:
+                 counts: dict[tuple[str, str], int], ages: Summary | None = None) -> None:
         self.path = path
         self.part = part
         self.subjects = subjects
         self.counts = counts
-        self.record = record
-        self.held = held
+        self.ages = ages
 
 
-def _split(rows: list[Any]) -> tuple[list[str], dict[tuple[str, str], int], list[Any],
-                                    list[Any]]:
-    """(observation ids, counts by (type, kind), rows but plain observations,
-    plain observations)."""
-    observation = "observation"
-    return ([r[3] for r in rows if r[1] == observation],
-            dict(Counter(map(itemgetter(1, 2), rows))),
-            [r for r in rows if r[1] != observation or r[8]],
-            [r for r in rows if r[1] == observation and not r[8]])
-
-
-def _merged(old: SegmentRead, tail: SegmentRead) -> SegmentRead:
-    """The kept part with the rows read above its mark (whose fold went on
-    from the kept rows' fold)."""
-    old.fold = tail.fold
-    old.rows.extend(tail.rows)
-    old.malformed.extend(tail.malformed)
-    old.tombstones.update(tail.tombstones)
-    old.rewrites.update(tail.rewrites)
-    old.high = tail.high
-    return old
-
-
-def projected(projection: Projection | None, ws: Workspace, *, plain: bool,
+def projected(projection: Projection | None, ws: Workspace, *, ages: bool,
               read_whole: Any, read_tail: Any) -> Iterator[Seen]:
     """Every segment, in order, from the projection where its mark holds.
 
     `read_whole(list of (path, rel))` gives, in order, the whole read part of
     each segment the projection cannot answer for (every row, as event
-    values); `read_tail(path, rel, after)` the rows above a mark. With
-    `plain`, every part holds every row; without, plain observations of
-    segments the projection answers for stay in it (`Seen.record`).
-    Without a projection every segment is read whole.
+    values); `read_tail(path, rel, after)` the rows above a mark. Parts
+    hold every row but the plain observations; with `ages`, each comes with
+    their ages. Without a projection every segment is read whole.
     """
     from agent_journal.storage.compaction_rows import fetch_rows
     from agent_journal.storage.verified_mark import CHANGED, SAME, Before, check
@@ -334,43 +309,54 @@ def projected(projection: Projection | None, ws: Workspace, *, plain: bool,
         plan.append((path, rel, name, before, state, record))
     whole = iter(read_whole([(p, r) for p, r, _, _, state, _ in plan if state == CHANGED]))
 
-    def keep(path: str, name: str, before: Before, part: SegmentRead) -> None:
-        if projection is None or part.unreadable is not None or part.high is None:
-            return
-        mark = before.mark(part.high, part.fold)
-        if mark is not None:
-            projection.store(name, mark, part)
-
-    def fresh(path: str, rel: str, name: str, before: Before, part: SegmentRead) -> Seen:
-        keep(path, name, before, part)
-        if plain:
-            return Seen(path, part, [r[3] for r in part.rows if r[1] == "observation"],
-                        dict(Counter(map(itemgetter(1, 2), part.rows))))
-        # The plain observations go: a plan reads again, from the segment,
-        # the few a tombstone names (compaction_rows.rows_about).
-        subjects, counts, part.rows, _plain = _split(part.rows)
-        return Seen(path, part, subjects, counts)
+    def fresh(path: str, rel: str, name: str, before: Before, part: SegmentRead,
+              kept: list[Any] | None = None) -> Seen:
+        """The part of rows just read: the whole segment, or (`kept`: the
+        record's head, others, subjects and ages) the rows above its mark."""
+        subjects, counts, summary = part.split_plain().split  # type: ignore[misc]
+        part.split = None  # the run holds the ages only as long as it needs them
+        if kept is not None:
+            head, others, kept_subjects, kept_ages = kept
+            part.rows[:0] = others
+            subjects[:0] = kept_subjects
+            counts = dict(Counter(counts_of(head)) + Counter(counts))
+            summary = merged(kept_ages, summary)
+        if projection is not None and part.unreadable is None and part.high is not None:
+            mark = before.mark(part.high, part.fold)
+            if mark is not None:
+                projection.store(name, mark, part, subjects, counts, summary)
+        return Seen(path, part, subjects, counts, summary if ages else None)
 
     for path, rel, name, before, state, record in plan:
         if state == CHANGED:
             yield fresh(path, rel, name, before, next(whole))
             continue
         assert projection is not None and record is not None
-        if state == SAME:
-            got = projection.load(record, "head", "others", "subjects",
-                                  *(("plain",) if plain else ()))
-            if got is not None:
-                part = _part_of(rel, got[0], got[1], got[3] if plain else [])
-                yield Seen(path, part, got[2], counts_of(got[0]),
-                           None if plain else record, [] if plain else None)
+        # With ages, a segment that has not changed needs no `subjects`: its
+        # plain observations' ids are the ages' (one copy of a million ids).
+        got = projection.load(record, "head", "others", "subjects", "plain") \
+            if state != SAME else projection.load(
+                record, "head", "others", "plain" if ages else "subjects")
+        record.loaded.clear()  # held by this run only as long as it needs them
+        if got is not None and (state == SAME and not ages or is_summary(got[-1])):
+            if state == SAME:
+                part = _part_of(rel, got[0], got[1])
+                if ages:
+                    yield Seen(path, part, ids_of(got[2]), counts_of(got[0]), got[2])
+                else:
+                    yield Seen(path, part, got[2], counts_of(got[0]))
                 continue
-        else:  # GROWN: what was kept, and the rows above its mark
-            kept = projection.part(record, rel, plain=True)
-            if kept is not None:
-                tail = read_tail(path, rel, record.mark)
-                if tail.unreadable is None and tail.high is not None:
-                    yield fresh(path, rel, name, before, _merged(kept, tail))
-                    continue
+            # GROWN: what was kept, and the rows above its mark
+            tail = read_tail(path, rel, record.mark)
+            if tail.unreadable is None and tail.high is not None:
+                kept = _part_of(rel, got[0], [])
+                kept.fold = tail.fold
+                kept.rows = tail.rows
+                kept.malformed.extend(tail.malformed)
+                kept.tombstones.update(tail.tombstones)
+                kept.rewrites.update(tail.rewrites)
+                kept.high = tail.high
+                yield fresh(path, rel, name, before, kept, got)
+                continue
         projection.drop(name)
         yield fresh(path, rel, name, before, next(iter(read_whole([(path, rel)]))))
-
