@@ -197,25 +197,14 @@ class _CheckWorker:
         import sys
         import threading
 
-        from agent_journal.storage.compaction_workers import _widen_pipe, _write_frame
+        from agent_journal.storage.compaction_workers import _widen_pipe, _write_frame, start_worker
 
         self.proc: subprocess.Popen[bytes] | None = None
         self.got: list[tuple[int, Verdict | None]] = []
         self.ended = False
         self.lock = threading.Condition()
-        package_parent = os.path.dirname(os.path.dirname(os.path.dirname(
-            os.path.abspath(__file__))))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (package_parent, env.get("PYTHONPATH")) if p)
         try:
-            if not sys.executable:
-                raise OSError("no interpreter to start")
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c",
-                 "from agent_journal.ops.export_check import check_worker as w; w()"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                env=env, pass_fds=(queue_fd,))
+            self.proc = start_worker("agent_journal.ops.export_check", "check_worker", queue_fd)
             assert self.proc.stdin is not None and self.proc.stdout is not None
             _write_frame(self.proc.stdin, marshal.dumps(
                 (paths, sorted(tombstoned), queue_fd, sys.getrecursionlimit(),

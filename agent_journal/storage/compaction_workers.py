@@ -10,6 +10,7 @@ frames, messages and their order are written down in spec/COMPACTION-READ.md.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -73,6 +74,24 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def start_worker(module: str, function: str, queue_fd: int) -> subprocess.Popen[bytes]:
+    """A worker process running `module.function()` with pipes on stdin and stdout
+    and the shared queue's descriptor, importing this very package (its parent
+    folder first on PYTHONPATH, so a checkout that is not installed works too).
+    Raises OSError when it cannot start."""
+    import sys
+
+    if not sys.executable:
+        raise OSError("no interpreter to start")
+    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+    return subprocess.Popen([sys.executable, "-c", f"from {module} import {function} as w; w()"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env, pass_fds=(queue_fd,))
+
+
 # Segments are handed out one at a time from a queue that this process and
 # the workers all draw on, largest first: a fixed split by size left one side
 # idle for a second or more whenever the machine's other load fell on the
@@ -133,7 +152,6 @@ class _ReadWorker:
 
     def __init__(self, paths: list[str], rels: list[str], queue_fd: int,
                  every_observation: bool, split: bool = False) -> None:
-        import subprocess
         import sys
         import threading
 
@@ -148,18 +166,9 @@ class _ReadWorker:
         self.ended = False  # the stream ended
         self.claimed_all = False  # every part it read has arrived
         self.done = False  # every part and answer arrived (it is then left to exit)
-        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (package_parent, env.get("PYTHONPATH")) if p)
         try:
-            if not sys.executable:
-                return
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", "from agent_journal.storage.compaction_workers "
-                 "import compaction_read_worker as w; w()"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                env=env, pass_fds=(queue_fd,))
+            self.proc = start_worker("agent_journal.storage.compaction_workers",
+                                     "compaction_read_worker", queue_fd)
             assert self.proc.stdout is not None
             self._send((paths, rels, queue_fd, sys.getrecursionlimit(),
                         sys.get_int_max_str_digits(), every_observation, split),

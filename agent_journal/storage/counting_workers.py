@@ -20,6 +20,7 @@ from agent_journal.storage.compaction_workers import (
     _SegmentQueue,
     _widen_pipe,
     _write_frame,
+    start_worker,
     worker_count,
 )
 from agent_journal.storage.count_rows import CountPart, count_segment, packed, unpacked
@@ -90,19 +91,9 @@ class _CountWorker:
         self.proc: subprocess.Popen[bytes] | None = None
         self.frames: list[bytes] = []
         self.ended = threading.Event()
-        package_parent = os.path.dirname(os.path.dirname(os.path.dirname(
-            os.path.abspath(__file__))))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (package_parent, env.get("PYTHONPATH")) if p)
         try:
-            if not sys.executable:
-                raise OSError("no interpreter to start")
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", "from agent_journal.storage.counting_workers "
-                 "import count_worker as w; w()"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                env=env, pass_fds=(queue_fd,))
+            self.proc = start_worker("agent_journal.storage.counting_workers", "count_worker",
+                                     queue_fd)
             assert self.proc.stdin is not None and self.proc.stdout is not None
             import marshal
 
