@@ -339,6 +339,13 @@ def compaction_read_worker() -> None:
     import marshal
     import sys
 
+    # A compaction is background work and the agents' hooks are not: when they
+    # compete for the cores, the hooks go first (the parent keeps its priority,
+    # so the read still finishes with a core to itself when one is free).
+    try:
+        os.nice(10)
+    except OSError:
+        pass
     inp, out = sys.stdin.buffer, sys.stdout.buffer
 
     def request() -> Any:
