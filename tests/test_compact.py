@@ -702,6 +702,37 @@ def test_a_blob_a_fresh_capture_still_cites_outlives_its_expired_twin(root, monk
     found = evidence.get(ctx, "o-new")
     assert found.raw == KEPT * 10  # the capture's output, read back from its blob
 
+
+@pytest.mark.parametrize("ttl", [None, 30])
+def test_a_blob_no_event_cites_is_erased_once_it_is_old_and_a_cited_one_never(
+        root, monkeypatch, ttl):
+    """A writer killed between its blob and its event leaves bytes nothing can
+    tombstone: `compact --apply` erases them once they are older than any
+    writer's capture could be; blobs that events cite stay, however old."""
+    from agent_journal.ops import evidence
+    from agent_journal.storage.artifacts import UNCITED_GRACE_S, write_artifact
+
+    monkeypatch.setenv(ENV_SEGMENT_MAX_BYTES, "1")  # every write opens a new segment
+    cited = [write_artifact_observation(root, f"o-{n}", KEPT * (10 + n)) for n in range(3)]
+    ws = ctx_for(root).open(create=False)
+    orphan = Path(artifact_path(ws, write_artifact(ws, b"ORPHAN-BYTES-5d1e" * 40)))
+    fresh = Path(artifact_path(ws, write_artifact(ws, b"FRESH-ORPHAN-77aa" * 40)))
+    old = time.time() - UNCITED_GRACE_S - 60
+    for path in [*cited, orphan]:
+        os.utime(path, (old, old))
+    # A dry run first, so the apply plans from the read projection it kept.
+    compact.compact(ctx_for(root), entry_ttl_days=None, observation_ttl_days=ttl, apply=False)
+    assert orphan.exists()
+    for _ in range(2):
+        outcome = compact.compact(ctx_for(root), entry_ttl_days=None,
+                                  observation_ttl_days=ttl, apply=True)
+        assert outcome.report["expired"] == [] and outcome.report["tombstoned"] == []
+    assert not orphan.exists() and fresh.exists()
+    assert b"ORPHAN-BYTES-5d1e" not in all_bytes_under(root)
+    for n, path in enumerate(cited):
+        assert path.exists()
+        assert evidence.get(ctx_for(root), f"o-{n}").raw == KEPT * (10 + n)
+
 # -- real processes -----------------------------------------------------------------------------
 
 def build_segment(path: Path, events: list[Event], *, workspace: str = "ws") -> None:

@@ -54,7 +54,7 @@ from agent_journal.core.errors import CompactionRunningError, DamagedJournalErro
 from agent_journal.core.model import OBSERVATION, Event
 from agent_journal.ops.context import Context, damage_summary
 from agent_journal.storage import compaction_read
-from agent_journal.storage.artifacts import artifact_files, erase_blobs
+from agent_journal.storage.artifacts import artifact_files, erase_blobs, uncited_blobs
 from agent_journal.storage.compaction_read import CompactionRead
 from agent_journal.storage.erasure import (
     APPLY_THREADS,
@@ -358,11 +358,14 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
 
         run.meanwhile = release
     purged_digests = {d for e, d in artifacts.items() if e in plan.deletions}
-    if not run.has_work() and pending is None:
+    # Blobs no event in the read cites: a writer killed between its blob and its
+    # event left them (those of writers still at work are too new to be listed).
+    uncited = uncited_blobs(ws, set(artifacts.values()))
+    if not run.has_work() and pending is None and not uncited:
         return Outcome(plan.report(apply=True, removed=set(), marked_purged=[]), [], [])
     earlier = [d for d in (pending or {}).get("digests", []) if isinstance(d, str)]
     flips = {t: str(plan.tombstone_events[t].id) for t in plan.flips}
-    write_compact_intent(ws, {"digests": sorted(purged_digests | set(earlier)),
+    write_compact_intent(ws, {"digests": sorted(purged_digests | set(earlier) | uncited),
                                     "cache": True, "flips": flips})
     run.run()
     # Every segment rows were deleted from (by this run or a killed one) is
@@ -373,7 +376,7 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
     referenced = {d for e, d in artifacts.items()
                   if e not in plan.deletions
                   or any(not run.is_gone(s, e) for s in run.segments_of(e))}
-    candidates = (purged_digests | set(earlier)) - referenced
+    candidates = (purged_digests | set(earlier) | uncited) - referenced
     # Rows appended since the read may cite a candidate (a new capture of the
     # same bytes): looked for once here, and once more with each blob locked
     # against writers that have not committed yet (erase_blobs).

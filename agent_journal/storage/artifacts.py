@@ -174,6 +174,37 @@ def artifact_files(ws: Workspace, digests: Iterable[str]) -> dict[str, list[str]
     return found
 
 
+# A blob no event cites is a writer's that has not committed yet, or one killed
+# between its blob and its event. Only the second kind is older than this.
+UNCITED_GRACE_S = 3600.0
+
+
+def uncited_blobs(ws: Workspace, cited: set[str], *, now: float | None = None) -> set[str]:
+    """Digests of the blob files (and writers' leftover temp files of them) under the
+    workspace's store that `cited` does not name and that were last written more
+    than UNCITED_GRACE_S ago. Nothing can tombstone such bytes (no event names
+    them), so compaction erases them like a purged capture's (`erase_blobs`)."""
+    import time
+
+    top = os.path.join(ws.path, ARTIFACTS_DIR)
+    check_confined(top)
+    if not os.path.isdir(top):
+        return set()
+    limit = (time.time() if now is None else now) - UNCITED_GRACE_S
+    found: set[str] = set()
+    for folder, _dirs, files in os.walk(top):
+        for name in files:
+            named = _ARTIFACT_HEX.search(name.lower())
+            if named is None or named.group(0) in cited:
+                continue
+            try:
+                if os.lstat(os.path.join(folder, name)).st_mtime < limit:
+                    found.add(named.group(0))
+            except FileNotFoundError:
+                continue
+    return found
+
+
 # How long compaction waits for writers citing a blob to commit before it
 # leaves that blob for the next run.
 ERASE_WAIT_S = 10.0
