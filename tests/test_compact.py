@@ -1457,7 +1457,7 @@ def _claimed_by_workers(monkeypatch) -> Any:
             self.size = len(order) * compaction_workers._CLAIM
             queues.append(self)
 
-    monkeypatch.setattr(compaction_read, "_SegmentQueue", Recorded)
+    monkeypatch.setattr(compaction_workers, "_SegmentQueue", Recorded)
 
     def wait() -> None:
         deadline = time.monotonic() + 120

@@ -29,7 +29,7 @@ from agent_journal.core.errors import UsageError
 from agent_journal.ops import context
 from agent_journal.ops.coverage import coverage
 from agent_journal.ops.decay import decay
-from agent_journal.storage import count_rows, counting_workers
+from agent_journal.storage import compaction_workers, count_rows, counting_workers
 from agent_journal.storage.compaction_workers import _CLAIM, _SegmentQueue
 
 
@@ -118,7 +118,7 @@ def test_coverage_and_decay_with_workers_are_the_direct_read(tmp_path: Path, mon
                 time.sleep(0.01)
             return real(path, rel)
 
-        monkeypatch.setattr(counting_workers, "_SegmentQueue", Recorded)
+        monkeypatch.setattr(compaction_workers, "_SegmentQueue", Recorded)
         monkeypatch.setattr(counting_workers, "count_segment", slow_here)
     ctx = context.Context(str(root), "ws")
     assert coverage(ctx)[0] == _direct_coverage(root)

@@ -123,20 +123,20 @@ def verdicts(paths: list[str], tombstoned: set[str]) -> Iterator[tuple[int, Verd
     Raises SnapshotUnreadable (from the check here) for a snapshot SQLite
     cannot read.
     Snapshots are claimed largest first from one queue that this process and
-    the workers share (storage/compaction_workers.py's `_SegmentQueue`): a
+    the workers share (storage/compaction_workers.py's `shared_queue`): a
     fixed split would leave one side idle whenever other load fell on the
     other.
     """
-    from agent_journal.storage.compaction_workers import _claims, _SegmentQueue
+    from agent_journal.storage.compaction_workers import _claims, file_sizes, shared_queue
 
-    sizes = [_size(p) for p in paths]
+    sizes = file_sizes(paths)
     order = sorted(range(len(paths)), key=lambda k: -sizes[k])
     count = verify_workers(sizes)
-    if count == 0:
+    queue = shared_queue(sizes) if count else None
+    if queue is None:  # (no workers, or no temporary file to share)
         for k in order:
             yield k, _checked(paths, k, tombstoned)
         return
-    queue = _SegmentQueue(order)
     workers: list[_CheckWorker] = []
     done: set[int] = set()
     try:
@@ -172,13 +172,6 @@ def _fresh(got: list[tuple[int, Verdict | None]], done: set[int]
         if v is not None and k not in done:  # None: unreadable there, judged here
             done.add(k)
             yield k, v
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
 
 
 class _CheckWorker:

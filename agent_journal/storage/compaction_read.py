@@ -20,7 +20,6 @@ from agent_journal.storage.compaction_rows import (
     Rewrite,
     SegmentRead,
     _FastPath,
-    _file_size,
     _KeptSoFar,
     _read_segment_for_compaction,
     rows_about,
@@ -29,8 +28,9 @@ from agent_journal.storage.compaction_rows import (
 from agent_journal.storage.compaction_workers import (
     _claims,
     _ReadWorker,
-    _SegmentQueue,
     compaction_workers,
+    file_sizes,
+    shared_queue,
 )
 from agent_journal.storage.segment_reader import ReadResult
 from agent_journal.storage.workspace import Workspace
@@ -235,16 +235,11 @@ def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation
     without `every_observation`, of the rows `kept_rows` keeps. Not `made`
     (only with `every_observation`): every row, left as event values, or
     with `split`, split where read (`SegmentRead.split_plain`)."""
-    sizes = [_file_size(path) for path in paths]
+    sizes = file_sizes(paths)
     workers = compaction_workers(sizes)
     parts: list[SegmentRead | None] = [None] * len(paths)
     started: list[_ReadWorker] = []
-    queue = None
-    if workers:
-        try:
-            queue = _SegmentQueue(sorted(range(len(paths)), key=lambda k: -sizes[k]))
-        except OSError:
-            queue = None  # no temporary file to share: read here alone
+    queue = shared_queue(sizes) if workers else None
     if queue is not None:
         started = [_ReadWorker(paths, rels, queue.fd, every_observation, split)
                    for _ in range(workers)]

@@ -11,7 +11,6 @@ one suite of rows. A part travels between processes as `SegmentRead.packed()`.
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
 from collections import Counter
@@ -388,13 +387,6 @@ class _KeptSoFar:
                 grown[n] = kept_rows(rows, everything)
             later.update(subjects)
         return grown
-
-
-def _file_size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
 
 
 def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath, after: int = 0,

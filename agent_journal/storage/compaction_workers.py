@@ -123,6 +123,27 @@ class _SegmentQueue:
         self.file.close()
 
 
+def file_sizes(paths: list[str]) -> list[int]:
+    """Each file's size in bytes, 0 for one that is gone: what decides whether
+    workers are worth starting, and the order the queue hands files out."""
+    sizes = []
+    for path in paths:
+        try:
+            sizes.append(os.path.getsize(path))
+        except OSError:
+            sizes.append(0)
+    return sizes
+
+
+def shared_queue(sizes: list[int]) -> _SegmentQueue | None:
+    """The files' numbers, largest first, in a queue to share with workers;
+    None when its temporary file cannot be made (the caller then reads alone)."""
+    try:
+        return _SegmentQueue(sorted(range(len(sizes)), key=lambda k: -sizes[k]))
+    except OSError:
+        return None
+
+
 def _claims(fd: int) -> Iterator[int]:
     """The segment numbers this reader claims, until the queue is empty."""
     while len(got := os.read(fd, _CLAIM)) == _CLAIM:

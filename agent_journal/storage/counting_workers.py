@@ -17,9 +17,10 @@ import os
 from agent_journal.storage.compaction_workers import (
     _claims,
     _read_frame,
-    _SegmentQueue,
     _widen_pipe,
     _write_frame,
+    file_sizes,
+    shared_queue,
     start_worker,
     worker_count,
 )
@@ -43,15 +44,10 @@ def read_workers(sizes: list[int]) -> int:
 def count_segments(items: list[tuple[str, str]]) -> list[CountPart]:
     """The counting read's part of each (path, rel), in order, shared with
     worker processes when there is enough to count."""
-    sizes = [_size(path) for path, _ in items]
+    sizes = file_sizes([path for path, _ in items])
     workers = read_workers(sizes) if items else 0
     parts: list[CountPart | None] = [None] * len(items)
-    queue = None
-    if workers:
-        try:
-            queue = _SegmentQueue(sorted(range(len(items)), key=lambda k: -sizes[k]))
-        except OSError:
-            queue = None  # no temporary file to share: count here alone
+    queue = shared_queue(sizes) if workers else None
     started: list[_CountWorker] = []
     try:
         if queue is not None:
@@ -68,13 +64,6 @@ def count_segments(items: list[tuple[str, str]]) -> list[CountPart]:
     # What no worker sent whole is counted here.
     return [count_segment(*items[k]) if part is None else part
             for k, part in enumerate(parts)]
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
 
 
 class _CountWorker:
