@@ -600,7 +600,6 @@ def clear_workspace_cache(ws: Workspace) -> list[str]:
     them from the segments, so removing them loses nothing. Lock files live a
     folder deeper (`cache/<kind>/locks/`) and are left alone.
     """
-    import shutil
 
     from agent_journal.storage.erasure_generation import bump
 
@@ -621,16 +620,8 @@ def clear_workspace_cache(ws: Workspace) -> list[str]:
             # every workspace's projections, and the locks other processes hold.
             if folder == cache and os.path.isdir(path) or name == "locks":
                 continue
-            if not projection_of(name, ws.name):
-                continue
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    continue
-            removed.append(ws.rel(path))
+            if projection_of(name, ws.name) and _remove(path):
+                removed.append(ws.rel(path))
     return removed
 
 
@@ -639,7 +630,6 @@ def clear_orphan_caches(root_path: str) -> list[str]:
     folder under <root>/workspaces any more (renamed or removed by hand): they hold that
     workspace's content, and no compaction would ever clear them under their old name.
     A workspace created meanwhile pays a rebuild, never a byte. Lock folders stay."""
-    import shutil
 
     cache = os.path.join(root_path, "cache")
     workspaces = os.path.join(root_path, "workspaces")
@@ -656,15 +646,24 @@ def clear_orphan_caches(root_path: str) -> list[str]:
             if name == "locks" or any(projection_of(name, ws) for ws in alive):
                 continue
             path = os.path.join(folder, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    continue
-            removed.append(path)
+            if _remove(path):
+                removed.append(path)
     return removed
+
+
+def _remove(path: str) -> bool:
+    """Delete a file or a folder with what is in it (a link is removed, never
+    followed); False when it was already gone."""
+    import shutil
+
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+        return True
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def read_compact_intent(ws: Workspace) -> dict[str, Any] | None:
