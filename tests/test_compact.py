@@ -1471,6 +1471,28 @@ def _claimed_by_workers(monkeypatch) -> Any:
     return wait
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads /proc")
+def test_a_compaction_read_worker_yields_the_cores_to_hooks():
+    """A compaction is background work: its read workers lower their priority
+    (the parent keeps its own), so hooks arriving meanwhile get the cores."""
+    def nice_of(pid: int) -> int:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rpartition(")")[2].split()[16])
+
+    queue = compaction_workers._SegmentQueue([])
+    proc = compaction_workers.start_worker("agent_journal.storage.compaction_workers",
+                                           "compaction_read_worker", queue.fd)
+    try:
+        deadline = time.monotonic() + 60
+        while nice_of(proc.pid) == nice_of(os.getpid()) and time.monotonic() < deadline:
+            time.sleep(0.02)  # (it lowers its priority once it has started)
+        assert nice_of(proc.pid) == min(19, nice_of(os.getpid()) + 10)
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()  # no request: it exits
+        proc.wait(timeout=60)
+        queue.close()
+
 def test_a_worker_that_ends_before_this_process_is_waited_for_once(root, monkeypatch):
     """The workers' last part may arrive while this process still reads its
     own: it must not then wait for another."""
