@@ -111,6 +111,21 @@ def test_pre_and_post_fold_into_one_call(cli):
     assert len(obs["eventIds"]) == 2
 
 
+def test_a_permission_denial_finishes_the_call_it_refused(cli):
+    """PreToolUse, then the auto-mode classifier's PermissionDenied: one call, refused with
+    its reason, not one left open with its outcome unknown."""
+    pre = docs_payload("PreToolUse")
+    denied = {k: pre[k] for k in ("session_id", "transcript_path", "cwd", "permission_mode",
+                                  "tool_name", "tool_input", "tool_use_id")}
+    denied |= {"hook_event_name": "PermissionDenied", "reason": "not allowed in auto mode"}
+    assert hook(cli, pre).code == 0
+    result = hook(cli, denied)
+    assert (result.code, result.out, result.err) == (0, "", "")
+    (obs,) = observations(cli).values()
+    assert obs["status"] == "error" and obs["output"] == "not allowed in auto mode"
+    assert obs["input"]["command"] == "npm test" and len(obs["eventIds"]) == 2
+
+
 def test_workspace_comes_from_flag_env_or_cwd(cli, root):
     payload = docs_payload("PreToolUse")  # cwd /home/user/my-project
     assert hook(cli, payload, workspace=None).code == 0
