@@ -290,7 +290,7 @@ def test_duration_is_a_non_negative_number_or_none(duration: object, expected: i
             "hook payload is not valid JSON: NaN is not valid JSON",
         ),
         ("", "hook payload is not valid JSON: invalid JSON: Expecting value"),
-        (b"\xff", "hook payload is not valid JSON: not valid UTF-8 at byte 0"),
+        (b"\xff", "hook payload is not valid JSON: invalid JSON: Expecting value"),
     ],
 )
 def test_bad_hook_payloads_are_refused(text: str | bytes, message: str) -> None:
@@ -312,6 +312,12 @@ def test_lone_surrogate_in_a_payload_costs_one_character() -> None:
     text = '{"hook_event_name": "PostToolUse", "tool_response": "ok \\ud83d"}'
     payload = parse_hook_payload(text)
     assert payload["tool_response"] == "ok \ufffd"
+
+
+def test_a_byte_that_is_not_utf8_costs_one_character() -> None:
+    text = b'{"hook_event_name": "PostToolUse", "tool_response": {"stdout": "ok \xff\xfe!"}}'
+    assert parse_hook_payload(text)["tool_response"] == {"stdout": "ok \ufffd\ufffd!"}
+    assert parse_hook_payload(bytearray(text)) == parse_hook_payload(text)
 
 
 # ---------------------------------------------------------------- main_input, is_file_write

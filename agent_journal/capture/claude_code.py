@@ -136,10 +136,19 @@ class NotATranscriptError(ValueError):
 
 
 def parse_hook_payload(text: str | bytes) -> dict[str, Any]:
-    """Parse hook stdin strictly; the result is a dict with a valid `hook_event_name`."""
+    """Parse hook stdin strictly; the result is a dict with a valid `hook_event_name`.
+
+    Two flaws cost a character each instead of the whole observation: a lone surrogate (a
+    JavaScript producer that cut a string inside a surrogate pair) and a byte that is not
+    UTF-8 (a tool's raw output passed through by a wrapper); each becomes U+FFFD.
+    """
+    if isinstance(text, bytes | bytearray):
+        raw = text
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("utf-8", errors="replace")
     try:
-        # A JavaScript producer that cuts a string inside a surrogate pair leaves a lone
-        # surrogate; that should cost one character, not the whole observation.
         payload = loads(text, lone_surrogates="replace")
     except StrictJSONError as exc:
         raise HookPayloadError(f"hook payload is not valid JSON: {exc}") from None
