@@ -424,7 +424,8 @@ def cmd_checkpoints(a: dict[str, Any]) -> int:
 def cmd_compact(a: dict[str, Any]) -> int:
     from agent_journal.ops import compact
 
-    outcome = compact.compact(_context(a), entry_ttl_days=a["entry_ttl_days"],
+    # Like a read, it refuses a workspace that is not there (a typo would plan nothing).
+    outcome = compact.compact(_existing_context(a), entry_ttl_days=a["entry_ttl_days"],
                               observation_ttl_days=a["observation_ttl_days"],
                               apply=a["apply"])
     # Its lists are of ids, a million of them for a large TTL run: written as
