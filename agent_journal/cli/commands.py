@@ -14,6 +14,7 @@ BARE = "bare"     # --flag, takes no value
 
 ENV_WORKSPACE = "AGENT_JOURNAL_WORKSPACE"
 ENV_SESSION = "AGENT_JOURNAL_SESSION"
+ENV_ROOT = "AGENT_JOURNAL_ROOT"  # the same name as storage.root.ENV_ROOT
 
 # Value types argv checks: "str" (any text), "int" (a whole number, see `minimum`), "id" (a
 # journal id: core.model.validate_id, so no path separators or control characters and a
@@ -73,7 +74,7 @@ class Command:
 
 ROOT = Opt("root", "--root", "Journal root folder (default: $AGENT_JOURNAL_ROOT, else the "
            "project file's root, else $XDG_DATA_HOME/agent-journal).", metavar="DIR",
-           project="root")
+           env=ENV_ROOT, project="root")
 WORKSPACE = Opt("workspace", "--workspace", "Workspace id (default: $AGENT_JOURNAL_WORKSPACE, "
                 "else the workspace of the nearest .agent-journal.toml).",
                 required=True, env=ENV_WORKSPACE, metavar="ID", project="workspace",
@@ -81,7 +82,7 @@ WORKSPACE = Opt("workspace", "--workspace", "Workspace id (default: $AGENT_JOURN
 # The hook and the installers take the root only from the flag or $AGENT_JOURNAL_ROOT: the
 # hook finds the project file from the payload's cwd itself, and install writes one.
 PLAIN_ROOT = Opt("root", "--root", "Journal root folder (default: $AGENT_JOURNAL_ROOT, else "
-                 "$XDG_DATA_HOME/agent-journal).", metavar="DIR")
+                 "$XDG_DATA_HOME/agent-journal).", metavar="DIR", env=ENV_ROOT)
 SESSION = Opt("session", "--session", "Writing session id (default: $AGENT_JOURNAL_SESSION; "
               "none means a human wrote it).", env=ENV_SESSION, metavar="ID", type="id")
 JSON = Opt("json", "--json", "Print JSON instead of a line of text.", kind=BARE)
