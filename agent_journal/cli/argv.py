@@ -11,6 +11,9 @@ Invariants:
 - A bare flag takes no value: `--apply=yes` and `--apply true` are refused.
 - A value the table types as an id (an option's, an argument's, or the environment
   variable standing in for an option) is a valid journal id.
+- The environment a journal command runs under is checked with its arguments: an
+  empty variable standing in for an option, or an $AGENT_JOURNAL_NOW that is not an
+  instant, is a usage error, not a default (the fail-open hook checks its own).
 - Nothing is written before parsing succeeds (parsing happens first).
 It imports nothing heavy, so the hook and write paths stay fast.
 """
@@ -150,6 +153,8 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
             if opt.project is not None and hint:
                 hint = hint[:-1] + ", or run it inside a project with .agent-journal.toml)"
             raise UsageError(f"{opt.flag} is required{hint}")
+    if not cmd.fail_open and any(opt.dest == "root" for opt in cmd.opts):
+        _check_clock()
     for index, arg in enumerate(cmd.args):
         if index < len(positionals):
             values[arg.dest] = positionals[index]
@@ -158,3 +163,17 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
         else:
             values[arg.dest] = None
     return values
+
+
+def _check_clock() -> None:
+    """A set $AGENT_JOURNAL_NOW must be an instant: otherwise a command that reads the
+    clock only late (a push after its uploads) would fail half done, and one that never
+    reads it would hide the mistake."""
+    from agent_journal.core.clock import ENV_NOW, parse_instant
+
+    fixed = os.environ.get(ENV_NOW)
+    if fixed is not None:
+        try:
+            parse_instant(fixed)
+        except UsageError as exc:
+            raise UsageError(f"${ENV_NOW} is {exc.message}") from None
