@@ -124,6 +124,7 @@ def printed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     base.chmod(0o700)
     root = base / "journal"
     (base / "remote").mkdir()
+    (base / "remote").chmod(0o700)  # a file remote's objects take its bits (spec/SYNC.md)
     output = base / "output.txt"
     output.write_text("FAILED tests/test_x.py::test_y\n" * 3)
     transcript = base / "session.jsonl"
@@ -201,3 +202,17 @@ def test_every_key_documented_is_printed(printed):
             for title, keys in by_section.items()}
     gone = {title: keys for title, keys in gone.items() if keys}
     assert not gone, f"documented but not printed: {gone}"
+
+
+def test_everything_the_commands_made_is_private(printed, tmp_path_factory):
+    """Files 0600, folders 0700: the root and what the commands wrote outside it (an
+    export, the objects of a file remote whose folder is 0700), after every run above."""
+    base = next(tmp_path_factory.getbasetemp().glob("json-spec*"))
+    loose = []
+    for top in (base / "journal", base / "export", base / "remote"):
+        assert top.is_dir()
+        for path in [top, *top.rglob("*")]:
+            mode = path.lstat().st_mode & 0o777
+            if mode != (0o700 if path.is_dir() else 0o600):
+                loose.append(f"{path.relative_to(base)} {mode:o}")
+    assert not loose, loose
