@@ -508,3 +508,58 @@ def test_a_root_that_cannot_be_written_is_one_line_and_gains_nothing(journal):
     finally:
         read_only(journal.root, 0o700, 0o600)
     assert not failures, "\n".join(failures)
+
+
+# -- the project file --------------------------------------------------------------------
+
+BAD_PROJECT_FILES = {
+    "not TOML": b'workspace = "shop\nroot',
+    "unknown key": b'workspace = "shop"\nextra = 1\n',
+    "workspace not a string": b"workspace = 5\n",
+    "workspace empty": b'workspace = ""\n',
+    "workspace not an id": b'workspace = "a/b"\n',
+    "workspace with a newline": b'workspace = "a\\nb"\n',
+    "root empty": b'workspace = "shop"\nroot = ""\n',
+    "not UTF-8": b"\xff\xfe",
+}
+
+
+def test_the_project_file_finds_the_workspace_and_a_bad_one_is_refused(tmp_path):
+    """Run from below a project folder (real processes: the lookup is made once per
+    process): the file gives the workspace and the root; a flag or variable left empty
+    is still exit 2; a file that is wrong is exit 1 naming it, nothing written."""
+    base = tmp_path / "base"
+    base.mkdir(mode=0o700)
+    project = base / "project"
+    (project / "src").mkdir(parents=True)
+    project_file = project / ".agent-journal.toml"
+    project_file.write_text('workspace = "shop"\nroot = "journal"\n')
+    env = clean_env(AGENT_JOURNAL_NOW="2026-06-01T12:00:00Z", HOME=str(base / "home"),
+                    XDG_DATA_HOME=str(base / "xdg"))
+
+    def run(*argv: str, extra: dict[str, str] | None = None) -> Result:
+        proc = subprocess.run([CLI, *argv], capture_output=True, env=env | (extra or {}),
+                              cwd=project / "src", timeout=120)
+        return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+    record = ("record", "--kind", "note", "--id", "n1", "--text", "hello")
+    assert run(*record).out == "recorded n1\n"
+    assert (project / "journal" / "workspaces" / "shop" / "segments").is_dir()
+    assert run("show", "--json").json()["entries"][0]["id"] == "n1"
+    before = snapshot(base)
+    for argv, extra in ((["show", "--workspace"], None), (["show", "--root"], None),
+                        (["show", "--workspace", ""], None),
+                        (["show"], {"AGENT_JOURNAL_WORKSPACE": ""}),
+                        (["show"], {"AGENT_JOURNAL_ROOT": ""})):
+        result = run(*argv, extra=extra)
+        assert (result.code, result.out) == (2, ""), (argv, extra, result.err)
+        assert result.err.count("\n") == 1 and result.err.startswith("error: ")
+    for label, content in BAD_PROJECT_FILES.items():
+        project_file.write_bytes(content)
+        before = snapshot(base)
+        for argv in (record, ("show",)):
+            result = run(*argv)
+            assert (result.code, result.out) == (1, ""), (label, argv, result.err)
+            assert result.err.count("\n") == 1, (label, result.err)
+            assert result.err.startswith(f"error: project file {project_file}"), result.err
+            assert changes(before, snapshot(base)) == [], label
