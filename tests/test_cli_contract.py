@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from conftest import CLI, DATA, Result, clean_env
-from test_hostile import NO_DAC, SETPRIV, run_main
+from test_hostile import NO_DAC, SETPRIV
 
 from agent_journal.cli.commands import BARE, COMMANDS, MULTI, Command, Opt
 
@@ -69,6 +69,16 @@ class Journal:
         shutil.copytree(self.root, self.base / "shared-root", symlinks=True)
         os.chmod(self.base / "shared-root", 0o770)
 
+    def restore(self, pristine: Path) -> None:
+        """Put back the bytes of `pristine`, keeping the folder itself: it is the working
+        folder, where a relative path a command was given lands."""
+        for entry in os.scandir(self.base):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        shutil.copytree(pristine, self.base, symlinks=True, dirs_exist_ok=True)
+
     def run(self, argv: list[str], env: dict[str, str | None] | None = None) -> Any:
         # Every default location is inside the test folder, so that a command that
         # wrongly falls back to one is seen writing there.
@@ -77,7 +87,7 @@ class Journal:
             "XDG_DATA_HOME": str(self.base / "xdg"), "HOME": str(self.base / "home"),
             "CODEX_HOME": str(self.base / "home" / ".codex")}
         full.update(env or {})
-        return run_main(argv, root=None, env={k: v for k, v in full.items() if v is not None})
+        return run_here(argv, full)
 
     def valid(self, name: str) -> tuple[list[str], dict[str, str]]:
         """Arguments with which `name` does its real work here, so that one argument made
@@ -118,6 +128,41 @@ class Journal:
         return list(positional), options
 
 
+def run_here(argv: list[str], env: dict[str, str | None]) -> Result:
+    """cli.main.main in this process with its own streams, `env` over the environment
+    (None: unset) and every other AGENT_JOURNAL_ variable unset; all put back after."""
+    import io
+
+    from agent_journal.cli.main import main
+
+    names = set(env) | {k for k in os.environ if k.startswith("AGENT_JOURNAL_")}
+    saved = {k: os.environ.get(k) for k in names}
+    streams = sys.stdin, sys.stdout, sys.stderr
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace")
+    try:
+        for key in names:
+            value = env.get(key)
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        sys.stdin = io.TextIOWrapper(io.BytesIO(b""), encoding="utf-8")
+        sys.stdout, sys.stderr = out, err
+        code = main(list(argv))
+        out.flush()
+        err.flush()
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = streams
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return Result(code, out.buffer.getvalue().decode(),  # type: ignore[attr-defined]
+                  err.buffer.getvalue().decode())  # type: ignore[attr-defined]
+
+
 def argv_of(name: str, positional: list[str], options: dict[str, str],
             extra: tuple[str, ...] = ()) -> list[str]:
     argv = name.split() + positional
@@ -132,19 +177,23 @@ def argv_of(name: str, positional: list[str], options: dict[str, str],
 def snapshot(base: Path) -> dict[str, tuple[Any, ...]]:
     """Every path under `base`: its type, permission bits and bytes (or link target)."""
     seen: dict[str, tuple[Any, ...]] = {}
-    for folder, dirs, files in os.walk(base):
-        for name in dirs + files:
-            path = os.path.join(folder, name)
-            st = os.lstat(path)
-            rel = os.path.relpath(path, base)
-            if stat.S_ISLNK(st.st_mode):
-                seen[rel] = ("link", os.readlink(path))
-            elif stat.S_ISREG(st.st_mode):
-                with open(path, "rb") as fh:
-                    seen[rel] = ("file", stat.S_IMODE(st.st_mode),
-                                 hashlib.blake2b(fh.read()).hexdigest())
-            else:
-                seen[rel] = ("other", stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode))
+    folders = [("", str(base))]
+    while folders:
+        rel, folder = folders.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                name = rel + entry.name
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISLNK(st.st_mode):
+                    seen[name] = ("link", os.readlink(entry.path))
+                elif stat.S_ISREG(st.st_mode):
+                    with open(entry.path, "rb") as fh:
+                        seen[name] = ("file", stat.S_IMODE(st.st_mode),
+                                      hashlib.blake2b(fh.read()).digest())
+                else:
+                    seen[name] = ("other", stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode))
+                    if stat.S_ISDIR(st.st_mode):
+                        folders.append((name + "/", entry.path))
     return seen
 
 
@@ -344,22 +393,25 @@ def all_cases(journal: Journal) -> list[Case]:
     return out
 
 
-LOG_PLACES = ("journal/logs", "journal/hook.log", "xdg/agent-journal/logs")
-
-
-def check(journal: Journal, case: Case, pristine: Path, run: Any = None) -> str | None:
+def check(journal: Journal, case: Case, pristine: Path, run: Any = None,
+          before: dict[str, Any] | None = None) -> str | None:
     """Run `case` (in this process, or by `run`); what it got wrong, or None. A case that
-    changed anything puts the journal back, so the next case starts from the same bytes."""
+    changed anything puts the journal back, so the next case starts from the same bytes
+    (`before`, the snapshot of those bytes, when the caller has it)."""
     cmd = COMMANDS[case.name]
-    before = snapshot(journal.base)
+    before = before if before is not None else snapshot(journal.base)
     result = (run or journal.run)(case.argv, case.env)
     after = snapshot(journal.base)
     changed = changes(before, after)
+    wrote = bool(changed)
     problems = []
     if cmd.fail_open:
-        # It logs its failure under the root it would have used, and exits 0.
-        changed = [p for p in changed if p not in ("xdg", "xdg/agent-journal")
-                   and not p.startswith(LOG_PLACES)]
+        # It logs its failure under the root it would have used (the one its arguments
+        # name, else the default), and exits 0: a log and the folders leading to it.
+        logs = [p for p in changed if p.endswith("hook.log")]
+        kept = {p for log in logs for p in [log, *(str(q) for q in Path(log).parents)]}
+        # (Never under a folder named after a flag: a flag is not a value.)
+        changed = [p for p in changed if p not in kept or p.startswith("-")]
         if result.code != 0 or result.out:
             problems.append(f"exit {result.code}, stdout {result.out[:80]!r}")
     else:
@@ -373,8 +425,8 @@ def check(journal: Journal, case: Case, pristine: Path, run: Any = None) -> str 
         problems.append(f"stderr {result.err[:300]!r}")
     if changed:
         problems.append(f"wrote {changed[:5]}")
-        shutil.rmtree(journal.base)
-        shutil.copytree(pristine, journal.base, symlinks=True)
+    if wrote:
+        journal.restore(pristine)
     if not problems:
         return None
     return f"{case!r}: {'; '.join(problems)} [{result.err.strip()[:200]!r}]"
@@ -404,13 +456,14 @@ def test_every_bad_invocation_is_one_line_and_writes_nothing(journal, name):
     journal, pristine = journal
     positional, options = journal.valid(name)
     works = journal.run(argv_of(name, positional, options))
-    shutil.rmtree(journal.base)
-    shutil.copytree(pristine, journal.base, symlinks=True)
+    journal.restore(pristine)
     # The arguments every case starts from are good ones: the one made bad is why it fails.
     assert works.code == 0, (name, works.err)
     cases = (value_cases(journal, name) + shape_cases(journal, name)
              + env_cases(journal, name) + refusal_cases(journal, name))
-    failures = [problem for case in cases if (problem := check(journal, case, pristine))]
+    before = snapshot(journal.base)
+    failures = [problem for case in cases
+                if (problem := check(journal, case, pristine, before=before))]
     assert not failures, f"{len(failures)} of {len(cases)} cases:\n" + "\n".join(failures)
 
 
