@@ -616,3 +616,17 @@ def test_the_project_file_finds_the_workspace_and_a_bad_one_is_refused(tmp_path)
             assert result.err.count("\n") == 1, (label, result.err)
             assert result.err.startswith(f"error: project file {project_file}"), result.err
             assert changes(before, snapshot(base)) == [], label
+
+
+def test_a_root_is_never_created_in_tmp_itself(journal):
+    """/tmp is world-writable: a root made in it (or in a folder not yet made in it) is
+    refused, for a write and for a read, and nothing appears in /tmp."""
+    journal, _ = journal
+    name = f"agent-journal-contract-{os.getpid()}-{os.urandom(4).hex()}"
+    for root in (f"/tmp/{name}", f"/tmp/{name}/sub/journal"):
+        for argv in (["record", "--kind", "note", "--id", "n1", "--text", "t"], ["show"]):
+            result = journal.run(argv + ["--workspace", WS, "--root", root])
+            assert (result.code, result.out) == (1, ""), (root, argv, result.err)
+            assert result.err.count("\n") == 1, result.err
+            assert "world-writable" in result.err, result.err
+            assert not os.path.lexists(f"/tmp/{name}")
