@@ -75,6 +75,7 @@ from agent_journal.storage.cache import (
     cache_path,
     not_appended,
     open_identified_cache,
+    row_mark,
     segment_signature,
 )
 from agent_journal.storage.connection import run_write
@@ -273,7 +274,7 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
     c.execute("UPDATE segments SET signature = ?, trusted = ?, high = ?, rows = ?, last = ? "
               "WHERE id = ?",
               (signature, trusted, scan.high, rows + len(scan.events) + len(scan.malformed),
-               last if scan.last is None else scan.last, segment))
+               last if scan.last is None else row_mark(*scan.last), segment))
     return _Segment(segment, scan.high, None)
 
 

@@ -18,7 +18,6 @@ import sqlite3
 from agent_journal.core import codec
 from agent_journal.core.errors import BusyError
 from agent_journal.core.model import Event
-from agent_journal.storage.cache import row_mark
 from agent_journal.storage.connection import describe_sqlite_error, is_busy
 from agent_journal.storage.segment import never_initialised, open_segment_for_read
 
@@ -68,8 +67,9 @@ class SegmentScan:
         self.high = 0
         # Peeked and marked reads only: the seq of each event (a cache keeps rows by seq).
         self.seqs: list[int] = []
-        # Marked reads only: cache.row_mark of the row at `high`, when a row was read.
-        self.last: str | None = None
+        # Marked reads only: the event id and checksum columns of the row at `high`,
+        # as stored, when a row was read (for cache.row_mark).
+        self.last: tuple[Any, Any] | None = None
 
 
 def strict_json_check(version: tuple[int, int, int]) -> str | None:
@@ -257,7 +257,7 @@ def _read_marked(conn: sqlite3.Connection, after: int, scan: SegmentScan) -> Non
             continue
         seqs.append(seq)
     if scan.high > after:
-        scan.last = row_mark(event_id, digest)  # type: ignore[arg-type]
+        scan.last = (event_id, digest)
 
 
 def structure_damage(path: str) -> str | None:
