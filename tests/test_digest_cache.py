@@ -648,3 +648,36 @@ def test_an_older_row_edited_by_a_write_that_also_appends_waits_for_a_rebuild(ro
     assert report["malformed"] == [] and markdown != kept[0]
     os.unlink(digest_cache.path_of(ws))
     assert cached(ws) == direct(ws)
+
+
+def test_an_other_event_kept_damaged_in_the_cache_is_read_from_the_segments(root):
+    """`others` rows carry a digest of their blob: one that unmarshals but is not the blob
+    kept (a damaged page, a row swapped) makes the digest read the segments, and the cache
+    is filled again from them."""
+    import marshal
+
+    ws = workspace(root)
+    ws.append(calls(0, 20) + [ev("entry", "finding", "f1", at(30),
+                                 {"fields": {"claim": "the cache is sound"}}, session="s1")])
+    expected = direct(ws)
+
+    def tamper() -> None:
+        conn = sqlite3.connect(digest_cache.path_of(ws))
+        with conn:
+            seq, blob = conn.execute("SELECT seq, payload FROM others").fetchone()
+            values = marshal.loads(blob)
+            values[8]["fields"]["claim"] = "the cache was tampered with"
+            conn.execute("UPDATE others SET payload = ? WHERE seq = ?",
+                         (marshal.dumps(values, 2), seq))
+        conn.close()
+
+    assert folded(ws) == expected
+    tamper()
+    assert digest._cached_digest(ws, max_chars=4000) is None
+    assert not os.path.exists(digest_cache.path_of(ws))
+    assert folded(ws) == expected and "tampered" not in expected[0]
+    assert digest._cached_digest(ws, max_chars=4000) is not None
+    tamper()  # the plain read (a digest of one session) throws it away too
+    assert digest_cache.read(ws, event_facts) is None
+    assert not os.path.exists(digest_cache.path_of(ws))
+    assert cached(ws, session="s1") == direct(ws, session="s1")
