@@ -30,13 +30,15 @@ Invariants:
   segment, then the next hook's append). The digest then shows what the row
   said when it was read, and does not count it malformed, until the cache is
   rebuilt. Seeing it would take reading every row at or below the mark again
-  whenever a segment grows: every session start re-reads the live segment
-  (0.12 s per 20,000 rows, up to the 64 MiB segment limit), for damage no
-  writer of ours makes. Our one in-place writer, `compact --apply`, deletes the
-  cache; `show` reads every row, and coverage, decay and compact re-verify
+  whenever a segment grows: every session start re-read the live segment
+  (about 0.1 s per 20,000 rows, up to the 64 MiB segment limit), for damage
+  no writer of ours makes. Our one in-place writer, `compact --apply`, deletes
+  the cache; `show` reads every row, and coverage, decay and compact re-verify
   every row of a changed segment (storage/verified_mark.py), so they report
-  such a row at once. It cannot make a digest show tombstoned content: a
-  tombstone is a new row, always read, and hides its target at once.
+  such a row at once. Tombstones are not weakened by it: a tombstone is a new
+  row, always read, and hides its target at once; only a hand edit of an older
+  tombstone row itself (naming another target) would go unseen, like any such
+  edit.
 - Spans merge only when they do not interleave (merge_spans): a new row that
   lands inside a span already kept makes its segment be folded again from its
   rows, and an observation whose spans in two segments interleave makes `read`
