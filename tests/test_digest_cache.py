@@ -422,8 +422,63 @@ def _said(i: int, text: str, session: str = "s1") -> object:
 
 MOVES = st.lists(st.tuples(
     st.sampled_from(["calls", "finish", "old finish", "tombstone", "entry", "earlier",
-                     "prompt", "segment"]),
+                     "prompt", "segment", "flip", "edit last", "replace", "drop"]),
     st.integers(1, 12)), min_size=1, max_size=7)
+
+
+def _rewritten(body: bytes, digest_: str, n: int) -> tuple[bytes, str]:
+    """A row's body and checksum with what the digest shows of its event changed (a
+    call's command and outcome, a prompt's text, an entry's claim): still a sound row."""
+    from agent_journal.core import codec
+    from agent_journal.core.model import Event
+
+    try:
+        e = codec.decode(body, digest_)
+    except codec.MalformedEvent:
+        return body, digest_  # damaged by an earlier move: left as it is
+    edited = {"input": {"command": f"edited {n}"}, "tool": "Bash", "status": "error",
+              "exitCode": 3, "output": f"edited failure {n}"} if "input" in e.data else {
+        "text": f"edited {n}"} if "text" in e.data else {
+        "fields": {"claim": f"edited {n}"}} if "fields" in e.data else {"reason": "edited"}
+    return codec.encode(Event(event_id=e.event_id, type=e.type, kind=e.kind, id=e.id,
+                              ts=e.ts, author=e.author, session=e.session,
+                              replica=e.replica, data={**e.data, **edited}))
+
+
+def _damage_move(ws: Workspace, move: str, k: int, n: int) -> None:
+    """Damage the census rule must see (cache.not_appended): a byte flipped in a row (no
+    row added), the last row read rewritten by a write that also appends, the file
+    replaced by an edited copy that also grew, a row deleted."""
+    import shutil
+
+    from agent_journal.storage.segment import insert_events
+
+    paths = ws.segment_paths()
+    path = paths[-1] if move in ("edit last", "replace") else paths[k % len(paths)]
+    if move == "replace":
+        shutil.copyfile(path, path + ".copy")
+    target = path + ".copy" if move == "replace" else path
+    conn = sqlite3.connect(target)
+    try:
+        with conn:
+            if move == "drop":
+                conn.execute("DELETE FROM events WHERE seq = (SELECT min(seq) FROM events)")
+                return
+            seq, body, digest_ = conn.execute(
+                "SELECT seq, body, checksum FROM events ORDER BY seq "
+                + ("DESC LIMIT 1" if move == "edit last" else "LIMIT 1 OFFSET ?"),
+                () if move == "edit last" else (k % 3,)).fetchone()
+            if move == "flip":
+                conn.execute("UPDATE events SET body = ? WHERE seq = ?",
+                             (bytes(body).replace(b'"', b"'", 1), seq))
+                return
+            conn.execute("UPDATE events SET body = ?, checksum = ? WHERE seq = ?",
+                         (*_rewritten(bytes(body), digest_, n), seq))
+            insert_events(conn, calls(n, 1))
+    finally:
+        conn.close()
+    if move == "replace":
+        os.replace(target, path)
 
 
 @settings(max_examples=25, deadline=None,
@@ -434,8 +489,9 @@ def test_a_digest_folded_on_from_the_kept_state_is_the_digest_read_whole(tmp_pat
                                                                          moves):
     # Every way the journal moves after a digest kept its fold: new calls, outcomes of
     # calls started before (recent, or long folded), tombstones, entries citing calls,
-    # calls stamped before the kept point, a new segment. Each time, the digest from the
-    # kept fold is the digest of the segments, byte for byte.
+    # calls stamped before the kept point, a new segment, damage the census rule sees.
+    # Each time, the digest from the kept fold is the digest of the segments, byte for
+    # byte.
     base = tmp_path_factory.mktemp("fold")
     os.chmod(base, 0o700)
     ws = workspace(base / "journal")
@@ -466,6 +522,9 @@ def test_a_digest_folded_on_from_the_kept_state_is_the_digest_read_whole(tmp_pat
             ws.append(calls(k, 3, session="s2"))
         elif move == "prompt":
             ws.append([_said(n, f"from now on use pnpm {k}")])
+            n += 1
+        elif move in ("flip", "edit last", "replace", "drop"):
+            _damage_move(ws, move, k, n)
             n += 1
         else:
             os.environ[ENV_SEGMENT_MAX_BYTES] = "3000"
@@ -533,3 +592,92 @@ def test_a_cache_that_fails_while_a_digest_folds_through_it_is_not_needed(root, 
     monkeypatch.setattr(digest_cache.FoldRead, "_spans", failing)
     markdown, report, _ = digest._markdown_and_report(ws, session=None, max_chars=4000)
     assert (markdown, report) == expected
+
+
+# -- following a segment that grew: the census rule (cache.not_appended) ----------------
+
+def test_a_grown_segment_is_followed_without_reading_its_older_rows(root, monkeypatch):
+    """A warm digest after an append reads the rows above the segment's mark and counts
+    the rest: no row at or below the mark is fetched again (a session start costs the new
+    rows, not the live segment)."""
+    from agent_journal.storage import cache, segment_reader
+
+    ws = workspace(root)
+    ws.append(calls(0, 40))
+    cached(ws)
+    conn = sqlite3.connect(digest_cache.path_of(ws))
+    (high,) = conn.execute("SELECT high FROM segments").fetchone()
+    conn.close()
+    ws.append(calls(40, 2))
+    statements: list[str] = []
+    real = segment_reader.open_segment_for_read
+
+    def traced(path):
+        conn = real(path)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr(cache, "open_segment_for_read", traced)
+    monkeypatch.setattr(segment_reader, "open_segment_for_read", traced)
+    got = cached(ws)
+    monkeypatch.undo()
+    reads = [sql for sql in statements if "body" in sql]
+    assert reads and all(f"seq > {high}" in sql for sql in reads), reads
+    assert got == direct(ws)
+
+
+def test_an_older_row_edited_by_a_write_that_also_appends_waits_for_a_rebuild(root):
+    """What the census rule does not see (digest_cache's docstring says why): an older row
+    damaged by the same write that appends. `show` reports it at once; the digest's cache
+    counts it once the cache is rebuilt (compact --apply deletes it)."""
+    from agent_journal.storage.segment import insert_events
+
+    ws = workspace(root)
+    ws.append(calls(0, 20))
+    kept = cached(ws)
+    (path,) = ws.segment_paths()
+    conn = sqlite3.connect(path)
+    with conn:
+        body = conn.execute("SELECT body FROM events WHERE seq = 2").fetchone()[0]
+        conn.execute("UPDATE events SET body = ? WHERE seq = 2",
+                     (bytes(body).replace(b'"', b"'", 1),))
+        insert_events(conn, calls(20, 1))
+    conn.close()
+    assert len(direct(ws)[1]["malformed"]) == 1
+    markdown, report = cached(ws)
+    assert report["malformed"] == [] and markdown != kept[0]
+    os.unlink(digest_cache.path_of(ws))
+    assert cached(ws) == direct(ws)
+
+
+def test_an_other_event_kept_damaged_in_the_cache_is_read_from_the_segments(root):
+    """`others` rows carry a digest of their blob: one that unmarshals but is not the blob
+    kept (a damaged page, a row swapped) makes the digest read the segments, and the cache
+    is filled again from them."""
+    import marshal
+
+    ws = workspace(root)
+    ws.append(calls(0, 20) + [ev("entry", "finding", "f1", at(30),
+                                 {"fields": {"claim": "the cache is sound"}}, session="s1")])
+    expected = direct(ws)
+
+    def tamper() -> None:
+        conn = sqlite3.connect(digest_cache.path_of(ws))
+        with conn:
+            seq, blob = conn.execute("SELECT seq, payload FROM others").fetchone()
+            values = marshal.loads(blob)
+            values[8]["fields"]["claim"] = "the cache was tampered with"
+            conn.execute("UPDATE others SET payload = ? WHERE seq = ?",
+                         (marshal.dumps(values, 2), seq))
+        conn.close()
+
+    assert folded(ws) == expected
+    tamper()
+    assert digest._cached_digest(ws, max_chars=4000) is None
+    assert not os.path.exists(digest_cache.path_of(ws))
+    assert folded(ws) == expected and "tampered" not in expected[0]
+    assert digest._cached_digest(ws, max_chars=4000) is not None
+    tamper()  # the plain read (a digest of one session) throws it away too
+    assert digest_cache.read(ws, event_facts) is None
+    assert not os.path.exists(digest_cache.path_of(ws))
+    assert cached(ws, session="s1") == direct(ws, session="s1")

@@ -187,6 +187,41 @@ def segment_census(path: str, after: int) -> tuple[int, int, int, str | None]:
         conn.close()
 
 
+def file_id(signature: str | None) -> str | None:
+    """The device and inode a `segment_signature` names."""
+    return None if signature is None else ":".join(signature.split(":", 2)[:2])
+
+
+def not_appended(path: str, high: int, rows: int, last: str | None, then: str | None,
+                 now: str | None) -> tuple[str | None, int]:
+    """The census rule: whether a segment that a projection read up to seq `high`
+    (`rows` rows, the row at `high` marked `last` (`row_mark`), from a file whose
+    signature was `then`; `now` is its signature now) only gained rows above `high`.
+
+    (None, rows above `high`) when it did; (why not, 0) when rows at or below `high`
+    were lost, the row at `high` holds other content, the file was replaced (another
+    inode), or it changed without gaining rows (rows edited in place). Costs SQLite's
+    count of the rows, never a read of their bodies: a row below `high` edited in place
+    by a write that also appends rows, in the same file, is not told from an append.
+    Raises sqlite3.Error when the segment cannot be read.
+    """
+    now_high, total, newer, at_high = segment_census(path, high)
+    # Rows only ever arrive above the high-water mark: fewer rows at or below it, or
+    # other content at it (another event, or the same event id with another
+    # checksum), means something was removed or changed.
+    if now_high < high or total - newer != rows or at_high != last:
+        return "lost rows or changed in place", 0
+    if rows and then is not None and now is not None and file_id(now) != file_id(then):
+        # Another file under the same name (copied over by rename, restored from a
+        # backup): what was read of the old one cannot be trusted row by row.
+        return "was replaced", 0
+    if rows and not newer and now != then:
+        # The file changed, yet no row arrived: rows already read were changed in
+        # place (damage, a hand edit), and only a fresh read can say which still verify.
+        return "changed without growing", 0
+    return None, newer
+
+
 def row_mark(event_id: str, checksum: str) -> str:
     """What identifies a row's content: its event id and checksum columns, as stored
     (a body edited in place, even with a valid new checksum, changes the mark)."""

@@ -16,13 +16,29 @@ Invariants:
 - A projection, never a source of truth: deleting it loses nothing, and a
   digest from it equals a digest from the segments (tests hold the two equal).
 - Rows only ever arrive above a segment's high-water mark. A segment file
-  whose fingerprint (segment_signature) moved is checked row by row:
-  when every row at or below the mark still folds to what was cached
-  (fold_row: every column, and whether the body still matches its
-  checksum), only the rows above it are read; anything else (an edited,
-  damaged, rewritten or replaced row) drops the segment's rows and reads it
-  again. A file whose fingerprint did not move is trusted as read. A
-  vanished segment's rows are dropped.
+  whose fingerprint (segment_signature) did not move is trusted as read. One
+  whose fingerprint moved is judged by the census rule the search index
+  follows too (cache.not_appended): when it holds as many rows at or below
+  the mark as were read, the row at the mark still has the event id and
+  checksum read, the file is the same inode and it gained rows, only the rows
+  above the mark are read; anything else (a lost row, an edited last row, a
+  replaced file, a file that changed without gaining rows: an edit or damage)
+  drops the segment's rows and reads it again. A vanished segment's rows are
+  dropped.
+- What the census does not see: a row below the mark changed in place, in the
+  same file, by a write that also appended rows (a hand edit of the live
+  segment, then the next hook's append). The digest then shows what the row
+  said when it was read, and does not count it malformed, until the cache is
+  rebuilt. Seeing it would take reading every row at or below the mark again
+  whenever a segment grows: every session start re-read the live segment
+  (about 0.1 s per 20,000 rows, up to the 64 MiB segment limit), for damage
+  no writer of ours makes. Our one in-place writer, `compact --apply`, deletes
+  the cache; `show` reads every row, and coverage, decay and compact re-verify
+  every row of a changed segment (storage/verified_mark.py), so they report
+  such a row at once. Tombstones are not weakened by it: a tombstone is a new
+  row, always read, and hides its target at once; only a hand edit of an older
+  tombstone row itself (naming another target) would go unseen, like any such
+  edit.
 - Spans merge only when they do not interleave (merge_spans): a new row that
   lands inside a span already kept makes its segment be folded again from its
   rows, and an observation whose spans in two segments interleave makes `read`
@@ -37,6 +53,10 @@ Invariants:
   on only when no span at or before the cursor was written since and no tombstone
   arrived since; dropping any segment's rows drops it; a kept fold that does not load
   is folded again from nothing.
+- Every other event is kept as its fields (model.event_values) marshalled, beside
+  the blob's xxh3-64 digest, checked as it is loaded: a row that is not the one kept
+  (a damaged page, a row changed by hand) makes `read` return None and throws the
+  cache away, so the next digest fills it again from the segments.
 - The cache is only an accelerator: any failure to open, lock (within
   LOCK_WAIT_S) or write it makes `read` return None, and the caller reads
   the segments instead.
@@ -45,13 +65,16 @@ Invariants:
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import sqlite3
 import time
 
+from xxhash import xxh3_64_hexdigest
+
 from agent_journal.core import codec
 from agent_journal.core.errors import JournalError
-from agent_journal.core.model import OBSERVATION, TOMBSTONE
+from agent_journal.core.model import OBSERVATION, TOMBSTONE, event_values, events_from_values
 from agent_journal.core.observation_fold import merge_spans, span_order
 from agent_journal.core.recovery.digest_fold import FOLD_VERSION
 from agent_journal.core.recovery.facts import FACTS_VERSION
@@ -59,17 +82,15 @@ from agent_journal.storage import erasure_generation
 from agent_journal.storage.cache import (
     cache_lock_path,
     cache_path,
+    not_appended,
     open_identified_cache,
+    remove_cache_files,
+    row_mark,
     segment_signature,
 )
 from agent_journal.storage.connection import run_write
 from agent_journal.storage.locks import FileLock
-from agent_journal.storage.segment_reader import (
-    ReadResult,
-    SegmentScan,
-    read_segment,
-    segment_fold,
-)
+from agent_journal.storage.segment_reader import ReadResult, SegmentScan, read_segment
 from agent_journal.storage.workspace import Workspace
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
@@ -85,7 +106,7 @@ if TYPE_CHECKING:
 AREA = "digest"
 # Bump when the schema or what a row keeps changes: a cache of another format
 # is thrown away, never read.
-FORMAT = "agent-journal-digest-cache/4"
+FORMAT = "agent-journal-digest-cache/6"
 # A fingerprint taken this close to the segment's newest mtime could miss a
 # write landing in the same clock tick, so the segment is checked again next time.
 RACY_NS = 2_000_000_000
@@ -95,12 +116,12 @@ LOCK_WAIT_S = 2.0
 
 # `calls` holds one span per observation and segment, `head` the JSON of [kind, session,
 # facts], `written` the segment's high-water mark when the span was last written; `others`
-# every other event; `state` the digest's fold at a verified point (FoldRead).
+# every other event (as `_packed`); `state` the digest's fold at a verified point (FoldRead).
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS segments (
     id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, signature TEXT, trusted INTEGER NOT NULL,
-    high INTEGER NOT NULL, rows INTEGER NOT NULL, fold TEXT NOT NULL);
+    high INTEGER NOT NULL, rows INTEGER NOT NULL, last TEXT);
 CREATE TABLE IF NOT EXISTS calls (
     segment INTEGER NOT NULL, obs TEXT NOT NULL, first_ts TEXT NOT NULL, first_id TEXT NOT NULL,
     last_ts TEXT NOT NULL, last_id TEXT NOT NULL, head TEXT NOT NULL, written INTEGER NOT NULL,
@@ -110,8 +131,8 @@ CREATE INDEX IF NOT EXISTS calls_obs ON calls(obs);
 CREATE INDEX IF NOT EXISTS calls_written ON calls(segment, written);
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS others (
-    segment INTEGER NOT NULL, seq INTEGER NOT NULL, payload TEXT NOT NULL,
-    PRIMARY KEY (segment, seq)) WITHOUT ROWID;
+    segment INTEGER NOT NULL, seq INTEGER NOT NULL, payload BLOB NOT NULL,
+    digest TEXT NOT NULL, PRIMARY KEY (segment, seq)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS malformed (
     segment INTEGER NOT NULL, seq INTEGER NOT NULL, reason TEXT NOT NULL,
     PRIMARY KEY (segment, seq)) WITHOUT ROWID;
@@ -133,9 +154,25 @@ def read(ws: Workspace, project: Project) -> ReadResult | None:
     """
     try:
         with FileLock(cache_lock_path(ws.root, AREA, ws.name), wait_s=LOCK_WAIT_S):
-            return _read_locked(ws, project)
+            try:
+                return _read_locked(ws, project)
+            except Damaged:
+                _discard(ws)
+                return None
     except (OSError, sqlite3.Error, JournalError):
         return None
+
+
+class Damaged(Exception):
+    """A row of the cache is not what was kept: the file is thrown away (`_discard`)."""
+
+
+def _discard(ws: Workspace) -> None:
+    """Delete a damaged cache (under its lock): the next digest fills it again."""
+    try:
+        remove_cache_files(path_of(ws))
+    except (OSError, JournalError):
+        pass  # it stays damaged, and is not used
 
 
 def _identity(ws: Workspace) -> dict[str, str]:
@@ -177,7 +214,7 @@ def _follow_all(conn: sqlite3.Connection, ws: Workspace, paths: list[str], proje
     erased rows meanwhile."""
     taken: dict[str, _Segment] = {}
     stored = {row[0]: row for row in conn.execute(
-        "SELECT name, signature, trusted, high, rows, fold, id FROM segments")}
+        "SELECT name, signature, trusted, high, rows, last, id FROM segments")}
     gone = sorted(stored.keys() - {os.path.basename(p) for p in paths})
     if gone:
         run_write(conn, lambda c: _drop(c, *(stored[name][6] for name in gone)))
@@ -217,28 +254,27 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
             project: Project, signature: str | None, trusted: int
             ) -> _Segment:
     """Bring one segment's cached spans and events up to date, and say how to take it."""
-    high, rows, fold = (row[3], row[4], row[5]) if row is not None else (0, 0, "")
+    high, rows, last = (row[3], row[4], row[5]) if row is not None else (0, 0, None)
     if row is not None:
-        # The file changed: every row already cached must still be exactly what
-        # was read (rows only ever arrive above the mark), or the segment is
-        # read again from scratch.
+        # The file changed: unless it only gained rows above the mark (the census
+        # rule, cache.not_appended), the segment is read again from scratch.
         try:
-            now = segment_fold(path, high)
+            why, _ = not_appended(path, high, rows, last, row[1], signature)
         except sqlite3.Error:
-            now = None
-        if now != (fold, rows):
+            why = "unreadable"
+        if why is not None:
             _drop(c, row[6])
             row = None
-            high, rows, fold = 0, 0, ""
+            high, rows, last = 0, 0, None
     # Every body read is parsed (for its facts, or kept whole): read lazily, no peek.
-    scan = read_segment(path, lazy=True, after=high, fold_from=fold)
+    scan = read_segment(path, lazy=True, after=high, marked=True)
     if scan.unreadable is not None:
         if row is not None:
             _drop(c, row[6])
         return _Segment(None, 0, read_segment(path, lazy=True))
     if row is None:
-        inserted = c.execute("INSERT INTO segments(name, trusted, high, rows, fold) "
-                             "VALUES (?, 0, 0, 0, '')", (name,)).lastrowid
+        inserted = c.execute("INSERT INTO segments(name, trusted, high, rows) "
+                             "VALUES (?, 0, 0, 0)", (name,)).lastrowid
         assert inserted is not None  # always set after a one-row INSERT
         segment = inserted
     else:
@@ -258,29 +294,30 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
                   # ASCII escapes keep a lone surrogate storable as text.
                   ((segment, obs, *span[:4], json.dumps(span[4:]), scan.high)
                    for obs, span in spans.items()))
-    c.executemany("INSERT INTO others(segment, seq, payload) VALUES (?, ?, ?)", others)
+    c.executemany("INSERT INTO others(segment, seq, payload, digest) VALUES (?, ?, ?, ?)",
+                  others)
     c.executemany("INSERT INTO malformed(segment, seq, reason) VALUES (?, ?, ?)",
                   ((segment, seq, why) for seq, why in scan.malformed))
-    c.execute("UPDATE segments SET signature = ?, trusted = ?, high = ?, rows = ?, fold = ? "
+    c.execute("UPDATE segments SET signature = ?, trusted = ?, high = ?, rows = ?, last = ? "
               "WHERE id = ?",
-              (signature, trusted, scan.high,
-               rows + len(scan.events) + len(scan.malformed), scan.fold, segment))
+              (signature, trusted, scan.high, rows + len(scan.events) + len(scan.malformed),
+               last if scan.last is None else row_mark(*scan.last), segment))
     return _Segment(segment, scan.high, None)
 
 
 def _fold_new(segment: int, seqs: list[int], events: list[Event], project: Project
-              ) -> tuple[dict[str, Span], list[tuple[int, int, str]]]:
+              ) -> tuple[dict[str, Span], list[tuple[int, int, bytes, str]]]:
     """The spans of the observations among rows just read (each folded over its own events
     in (ts, event id) order), and every other event as a row of `others`."""
     parts: dict[str, list[Span]] = {}
-    others: list[tuple[int, int, str]] = []
+    others: list[tuple[int, int, bytes, str]] = []
     for seq, ev in zip(seqs, events, strict=True):
         if ev.type == OBSERVATION:
             parts.setdefault(ev.id, []).append(  # type: ignore[arg-type]
                 (ev.ts, ev.event_id, ev.ts, ev.event_id, ev.kind, ev.session,
                  project(ev.kind, ev.data) or {}))
         else:
-            others.append((segment, seq, json.dumps(ev.as_dict())))
+            others.append((segment, seq, *_packed(ev)))
     spans: dict[str, Span] = {}
     for obs, events_of in parts.items():
         if len(events_of) > 1:
@@ -289,6 +326,27 @@ def _fold_new(segment: int, seqs: list[int], events: list[Event], project: Proje
         assert merged is not None  # single events in order never interleave
         spans[obs] = merged
     return spans, others
+
+
+def _packed(ev: Event) -> tuple[bytes, str]:
+    """An event as `others` keeps it: its fields (model.event_values) marshalled, and the
+    blob's digest. Unmarshalling and checking a digest costs a fraction of parsing and
+    checking the event's JSON again, the most of a warm digest's time spent here."""
+    blob = marshal.dumps(event_values(ev), 2)
+    return blob, xxh3_64_hexdigest(blob)
+
+
+def _unpacked(rows: list[tuple[bytes, str]]) -> list[Event]:
+    """The events of rows of `others`; Damaged when a blob is not the one kept."""
+    try:
+        values = []
+        for blob, digest in rows:
+            if xxh3_64_hexdigest(blob) != digest:
+                raise Damaged("a row of the digest cache does not match its digest")
+            values.append(marshal.loads(blob))
+        return events_from_values(values)
+    except (ValueError, TypeError, EOFError) as exc:
+        raise Damaged(str(exc)) from None
 
 
 def _kept_spans(c: sqlite3.Connection, segment: int, spans: dict[str, Span]
@@ -312,10 +370,10 @@ def _load(conn: sqlite3.Connection, ws: Workspace, paths: list[str],
     result = ReadResult()
     events = result.events
     peek_only = codec.peek_only
-    loads, whole = json.loads, codec.from_dict
+    loads = json.loads
     spans = ("SELECT obs, first_ts, first_id, last_ts, last_id, head FROM calls "
              "WHERE segment = ?")
-    others = "SELECT payload FROM others WHERE segment = ? ORDER BY seq"
+    others = "SELECT payload, digest FROM others WHERE segment = ? ORDER BY seq"
     malformed = "SELECT seq, reason FROM malformed WHERE segment = ? ORDER BY seq"
     # An observation held in several segments has a span in each: they must not interleave.
     held: dict[str | None, Event] = {}
@@ -347,8 +405,7 @@ def _load(conn: sqlite3.Connection, ws: Workspace, paths: list[str],
             events.append(ev)
             if held.setdefault(row[0], ev) is not ev:
                 split.setdefault(row[0], [held[row[0]]]).append(ev)
-        for (payload,) in conn.execute(others, key):
-            events.append(whole(loads(payload)))
+        events.extend(_unpacked(conn.execute(others, key).fetchall()))
         result.malformed.extend({"segment": rel, "row": seq, "reason": why}
                                 for seq, why in conn.execute(malformed, key))
         result.high_water[rel] = seg.high
@@ -431,6 +488,13 @@ class FoldRead:
                 return None
             self._load(paths, taken)
             return self
+        except Damaged:
+            if self.conn is not None:
+                self.conn.close()
+                self.conn = None
+            _discard(self.ws)
+            self.__exit__()
+            return None
         except (OSError, sqlite3.Error, JournalError, ValueError, TypeError, EOFError):
             self.__exit__()
             return None
@@ -444,14 +508,12 @@ class FoldRead:
             self.lock = None
 
     def _load(self, paths: list[str], taken: dict[str, _Segment]) -> None:
-        import marshal
-
         conn = self.conn
         assert conn is not None
         row = conn.execute("SELECT value FROM state WHERE key = 'digest'").fetchone()
         kept = marshal.loads(row[0]) if row is not None else None
         before: dict[int, int] = {int(k): v for k, v in kept[2]} if kept else {}
-        result, loads, whole = self.result, json.loads, codec.from_dict
+        result = self.result
         for path in paths:
             seg = taken[os.path.basename(path)]
             rel = self.ws.rel(path)
@@ -459,12 +521,13 @@ class FoldRead:
             assert seg.cache_id is not None
             key = (seg.cache_id,)
             since = before.get(seg.cache_id, 0)
-            for seq, payload in conn.execute(
-                    "SELECT seq, payload FROM others WHERE segment = ? ORDER BY seq", key):
-                ev = whole(loads(payload))
-                result.events.append(ev)
-                if seq > since and ev.type == TOMBSTONE:
-                    self.new_tombstone = True
+            rows = conn.execute("SELECT seq, payload, digest FROM others WHERE segment = ? "
+                                "ORDER BY seq", key).fetchall()
+            events = _unpacked([(blob, digest) for _, blob, digest in rows])
+            result.events.extend(events)
+            if any(row[0] > since and ev.type == TOMBSTONE
+                   for row, ev in zip(rows, events, strict=True)):
+                self.new_tombstone = True
             result.malformed.extend({"segment": rel, "row": seq, "reason": why}
                                     for seq, why in conn.execute(
                                         "SELECT seq, reason FROM malformed WHERE segment = ? "
@@ -549,8 +612,6 @@ class FoldRead:
 
     def keep(self, cursor: tuple[str, str], value: Any) -> None:
         """Store `value`, the fold of every call up to `cursor`, at this verified point."""
-        import marshal
-
         conn = self.conn
         assert conn is not None
         blob = marshal.dumps([cursor[0], cursor[1], sorted(self.highs.items()), value], 2)

@@ -20,7 +20,8 @@ Invariants:
   file changed without gaining rows (rows edited in place), one whose last
   indexed row now holds other content (its event id and checksum, compared on
   every change), and one whose file was replaced (another inode) even when it
-  also grew: the rebuild reads every row again and reports what no longer
+  also grew (the census rule, cache.not_appended, which the digest's cache
+  follows too): the rebuild reads every row again and reports what no longer
   verifies, as `show` does. An older row edited in place, in the same file, by
   a write that also appends is not seen until the next rebuild: telling it
   from an append would take reading every row's checksum on every append
@@ -62,10 +63,10 @@ from agent_journal.storage.cache import (
     cache_lock_path,
     cache_path,
     iter_segment_after,
+    not_appended,
     open_cache,
     publish_cache,
     remove_cache_files,
-    segment_census,
     segment_signature,
 )
 from agent_journal.storage.connection import run_write
@@ -432,29 +433,16 @@ class _Index:
         if row is not None and signature is not None and row[3] == signature and row[4]:
             return  # unchanged since it was indexed
         try:
-            now_high, total, newer, at_high = segment_census(path, high)
+            why, _ = not_appended(path, high, rows, last, row[3] if row else None, signature)
         except sqlite3.Error as exc:
             if rows:
                 raise _Rebuild(f"segment {name} became unreadable") from None
             self._record_segment(name, 0, None, 0, signature, trusted, _describe(exc))
             return
-        # Rows only ever arrive above the high-water mark, so fewer rows at or
-        # below it, or other content at it (another event, or the same event id
-        # with another checksum), means something was removed or changed.
-        if now_high < high or total - newer != rows or at_high != last:
-            raise _Rebuild(f"segment {name} lost rows or changed in place")
-        if (row is not None and rows and signature is not None and row[3] is not None
-                and _file_id(signature) != _file_id(row[3])):
-            # Another file under the same name (copied over by rename, restored from a
-            # backup): what was indexed from the old one cannot be trusted row by row.
-            raise _Rebuild(f"segment {name} was replaced")
-        if row is not None and rows and not newer and signature != row[3]:
-            # The file changed, yet no row arrived: rows already indexed were
-            # changed in place (damage, a hand edit), and only a fresh read
-            # can say which of them still verify. (A change that also appends
-            # is read as an append unless it touched the last indexed row or
-            # replaced the file: see the module's invariants.)
-            raise _Rebuild(f"segment {name} changed without growing")
+        if why is not None:
+            # (A change that also appends is read as an append unless it touched the
+            # last indexed row or replaced the file: see the module's invariants.)
+            raise _Rebuild(f"segment {name} {why}")
         unreadable = None
         batch: list[Event] = []
         bad: list[tuple[str, int, str]] = []
@@ -601,11 +589,6 @@ class _Index:
             if len(rows) == limit and rows[-1][7] > ceiling * (1 + 1e-9):
                 return list(rows)
         return None
-
-
-def _file_id(signature: str | None) -> str | None:
-    """The device and inode a `segment_signature` names."""
-    return None if signature is None else ":".join(signature.split(":", 2)[:2])
 
 
 def _describe(exc: Exception) -> str:

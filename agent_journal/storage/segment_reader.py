@@ -15,8 +15,6 @@ from __future__ import annotations
 import gc
 import sqlite3
 
-from xxhash import xxh3_64_hexdigest as _xxh3_hex
-
 from agent_journal.core import codec
 from agent_journal.core.errors import BusyError
 from agent_journal.core.model import Event
@@ -60,17 +58,18 @@ class ReadResult:
 class SegmentScan:
     """One segment's rows: events, malformed rows, or why it could not be read."""
 
-    __slots__ = ("events", "malformed", "unreadable", "high", "seqs", "fold")
+    __slots__ = ("events", "malformed", "unreadable", "high", "seqs", "last")
 
     def __init__(self) -> None:
         self.events: list[Event] = []
         self.malformed: list[tuple[int, str]] = []
         self.unreadable: str | None = None
         self.high = 0
-        # Peeked reads only: the seq of each event (a cache keeps rows by seq).
+        # Peeked and marked reads only: the seq of each event (a cache keeps rows by seq).
         self.seqs: list[int] = []
-        # With `fold_from`: that fold carried over every row read (see fold_row).
-        self.fold: str | None = None
+        # Marked reads only: the event id and checksum columns of the row at `high`,
+        # as stored, when a row was read (for cache.row_mark).
+        self.last: tuple[Any, Any] | None = None
 
 
 def strict_json_check(version: tuple[int, int, int]) -> str | None:
@@ -153,14 +152,15 @@ class Peek:
 
 
 def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
-                 after: int = 0, fold_from: str | None = None, cut: Cut | None = None,
+                 after: int = 0, marked: bool = False, cut: Cut | None = None,
                  observations: bool = True) -> SegmentScan:
     """Read and verify every row of one segment; damage is recorded, never raised.
 
     Rows read before a mid-file error are kept (a floor), and the segment is
     reported unreadable. `peek` implies `lazy`. With `peek`, or with `lazy` and
-    `fold_from`, only rows whose seq is above `after` are read, and `fold_from`
-    folds them into `scan.fold`.
+    `marked`, only rows whose seq is above `after` are read; `marked` also gives
+    `scan.last` (for a reader that checks a segment grew by appends only,
+    cache.not_appended).
     `cut` (not with `peek`) reads only the rows inside it (storage/cut.py).
     `observations=False` (not with `peek`) verifies observation rows as a lazy
     read does but keeps none of them, so a damaged one is still reported.
@@ -180,10 +180,10 @@ def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
         if never_initialised(conn):
             return scan
         if peek is not None:
-            _read_peeked(conn, peek, after, scan, fold_from)
+            _read_peeked(conn, peek, after, scan)
             return scan
-        if lazy and fold_from is not None:
-            _read_folded(conn, after, scan, fold_from)
+        if lazy and marked:
+            _read_marked(conn, after, scan)
             return scan
         where, params = ("", ()) if cut is None else cut.sql(conn, path)
         rows = conn.execute("SELECT seq, event_id, body, checksum, type, subject, ts "
@@ -208,8 +208,8 @@ def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
     return scan
 
 
-def _read_peeked(conn: sqlite3.Connection, peek: Peek, after: int, scan: SegmentScan,
-                 fold_from: str | None) -> None:
+def _read_peeked(conn: sqlite3.Connection, peek: Peek, after: int, scan: SegmentScan
+                 ) -> None:
     decode_lazy = codec.decode_lazy
     decode_peeked = codec.decode_peeked
     decode_checked = codec.decode_checked
@@ -218,12 +218,9 @@ def _read_peeked(conn: sqlite3.Connection, peek: Peek, after: int, scan: Segment
     events, seqs, malformed = scan.events, scan.seqs, scan.malformed
     one_value = len(peek.values) == 1  # then `values` is that one value's JSON
     scan.high = after
-    fold = fold_from
     for seq, event_id, body, digest, type_, subject, ts, values, *types in conn.execute(
             peek.sql, (*peek.params, after)):
         scan.high = seq
-        if fold is not None:
-            fold = fold_row(fold, seq, event_id, type_, subject, ts, body, digest)
         try:
             if type_ != "observation":
                 events.append(decode_checked(body, digest, event_id, type_, subject, ts))
@@ -237,22 +234,21 @@ def _read_peeked(conn: sqlite3.Connection, peek: Peek, after: int, scan: Segment
             malformed.append((seq, str(exc)))
             continue
         seqs.append(seq)
-    scan.fold = fold
 
 
-def _read_folded(conn: sqlite3.Connection, after: int, scan: SegmentScan, fold: str) -> None:
-    """The rows above `after`, observations lazily, folded from `fold` (for a reader that
-    parses every body it keeps, so a peek would be read for nothing)."""
+def _read_marked(conn: sqlite3.Connection, after: int, scan: SegmentScan) -> None:
+    """The rows above `after`, observations lazily, and the mark of the last (for a
+    reader that parses every body it keeps, so a peek would be read for nothing)."""
     decode_lazy = codec.decode_lazy
     decode_checked = codec.decode_checked
     bad = codec.MalformedEvent
     events, seqs, malformed = scan.events, scan.seqs, scan.malformed
     scan.high = after
+    event_id = digest = None
     for seq, event_id, body, digest, type_, subject, ts in conn.execute(
             "SELECT seq, event_id, body, checksum, type, subject, ts FROM events "
             "WHERE seq > ? ORDER BY seq", (after,)):
         scan.high = seq
-        fold = fold_row(fold, seq, event_id, type_, subject, ts, body, digest)
         try:
             decode = decode_lazy if type_ == "observation" else decode_checked
             events.append(decode(body, digest, event_id, type_, subject, ts))
@@ -260,7 +256,8 @@ def _read_folded(conn: sqlite3.Connection, after: int, scan: SegmentScan, fold: 
             malformed.append((seq, str(exc)))
             continue
         seqs.append(seq)
-    scan.fold = fold
+    if scan.high > after:
+        scan.last = (event_id, digest)
 
 
 def structure_damage(path: str) -> str | None:
@@ -299,42 +296,6 @@ def quick_check(conn: sqlite3.Connection) -> str | None:
     if verdict == "ok":
         return None
     return "quick_check: " + " ".join(verdict.replace("*** in database main ***", "").split())
-
-
-def fold_row(fold: str, seq: int, event_id: Any, type_: Any, subject: Any, ts: Any,
-             body: Any, digest: Any) -> str:
-    """Carry a fingerprint of a segment's rows over one more row.
-
-    The fold covers every column and whether the body still matches its
-    checksum, so any change to a row already folded (an edit, a rewrite,
-    damage to its bytes) gives another fold. It is a tamper-evident summary
-    for caches, not a security measure.
-    """
-    try:
-        verified = digest == codec.checksum(codec.as_bytes(body))
-    except codec.MalformedEvent:
-        verified = False
-    return _xxh3_hex(f"{fold}\x1e{seq}\x1f{event_id}\x1f{type_}\x1f{subject}\x1f{ts}\x1f"
-                     f"{digest}\x1f{int(verified)}".encode("utf-8", "surrogatepass"))
-
-
-def segment_fold(path: str, upto: int) -> tuple[str, int]:
-    """(fold from "" over every row with seq <= upto, how many rows that is).
-
-    Raises sqlite3.Error when the segment cannot be read.
-    """
-    conn = open_segment_for_read(path)
-    try:
-        if never_initialised(conn):
-            return "", 0
-        fold, rows = "", 0
-        for row in conn.execute("SELECT seq, event_id, type, subject, ts, body, checksum "
-                                "FROM events WHERE seq <= ? ORDER BY seq", (upto,)):
-            fold = fold_row(fold, *row)
-            rows += 1
-        return fold, rows
-    finally:
-        conn.close()
 
 
 class PausedGC:
