@@ -596,19 +596,10 @@ def test_a_cache_that_fails_while_a_digest_folds_through_it_is_not_needed(root, 
 
 # -- following a segment that grew: the census rule (cache.not_appended) ----------------
 
-def test_a_grown_segment_is_followed_without_reading_its_older_rows(root, monkeypatch):
-    """A warm digest after an append reads the rows above the segment's mark and counts
-    the rest: no row at or below the mark is fetched again (a session start costs the new
-    rows, not the live segment)."""
+def _bodies_read(monkeypatch, read):
+    """The statements that fetched bodies while `read()` ran, and its result."""
     from agent_journal.storage import cache, segment_reader
 
-    ws = workspace(root)
-    ws.append(calls(0, 40))
-    cached(ws)
-    conn = sqlite3.connect(digest_cache.path_of(ws))
-    (high,) = conn.execute("SELECT high FROM segments").fetchone()
-    conn.close()
-    ws.append(calls(40, 2))
     statements: list[str] = []
     real = segment_reader.open_segment_for_read
 
@@ -619,22 +610,55 @@ def test_a_grown_segment_is_followed_without_reading_its_older_rows(root, monkey
 
     monkeypatch.setattr(cache, "open_segment_for_read", traced)
     monkeypatch.setattr(segment_reader, "open_segment_for_read", traced)
-    got = cached(ws)
-    monkeypatch.undo()
-    reads = [sql for sql in statements if "body" in sql]
+    try:
+        got = read()
+    finally:
+        monkeypatch.undo()
+    return [sql for sql in statements if "body" in sql], got
+
+
+def test_a_session_start_follows_a_grown_segment_without_reading_its_older_rows(
+        root, monkeypatch):
+    """The SessionStart context (strict=False) after an append reads the rows above the
+    segment's mark and counts the rest: no row at or below the mark is fetched again (a
+    session start costs the new rows, not the live segment). The next `digest` a person
+    runs (strict) verifies the rows the session start took on the census alone, once."""
+    ws = workspace(root)
+    ws.append(calls(0, 40))
+    folded(ws)
+    conn = sqlite3.connect(digest_cache.path_of(ws))
+    (high,) = conn.execute("SELECT high FROM segments").fetchone()
+    conn.close()
+    ws.append(calls(40, 2))
+    reads, got = _bodies_read(
+        monkeypatch, lambda: digest._cached_digest(ws, max_chars=4000, strict=False))
     assert reads and all(f"seq > {high}" in sql for sql in reads), reads
-    assert got == direct(ws)
+    assert got is not None and got[:2] == direct(ws)
+    assert censused(ws) == [1]
+    reads, got = _bodies_read(monkeypatch, lambda: digest._cached_digest(ws, max_chars=4000))
+    assert any("seq <= " in sql for sql in reads), reads
+    assert got is not None and got[:2] == direct(ws)
+    assert censused(ws) == [0]  # verified: a later strict read has only new rows to check
 
 
-def test_an_older_row_edited_by_a_write_that_also_appends_waits_for_a_rebuild(root):
+def censused(ws: Workspace) -> list[int]:
+    conn = sqlite3.connect(digest_cache.path_of(ws))
+    try:
+        return [int(c) for (c,) in conn.execute("SELECT censused FROM segments ORDER BY id")]
+    finally:
+        conn.close()
+
+
+def test_an_older_row_damaged_by_a_write_that_also_appends(root):
     """What the census rule does not see (digest_cache's docstring says why): an older row
-    damaged by the same write that appends. `show` reports it at once; the digest's cache
-    counts it once the cache is rebuilt (compact --apply deletes it)."""
+    damaged by the same write that appends. The SessionStart context may miss it; the
+    `digest` command (strict) reports it as a direct read does, also after a session start
+    took the segment on the census alone."""
     from agent_journal.storage.segment import insert_events
 
     ws = workspace(root)
     ws.append(calls(0, 20))
-    kept = cached(ws)
+    kept = folded(ws)
     (path,) = ws.segment_paths()
     conn = sqlite3.connect(path)
     with conn:
@@ -643,9 +667,12 @@ def test_an_older_row_edited_by_a_write_that_also_appends_waits_for_a_rebuild(ro
                      (bytes(body).replace(b'"', b"'", 1),))
         insert_events(conn, calls(20, 1))
     conn.close()
-    assert len(direct(ws)[1]["malformed"]) == 1
-    markdown, report = cached(ws)
-    assert report["malformed"] == [] and markdown != kept[0]
+    expected = direct(ws)
+    assert len(expected[1]["malformed"]) == 1
+    hook = digest._cached_digest(ws, max_chars=4000, strict=False)
+    assert hook is not None and hook[1]["malformed"] == [] and hook[0] != kept[0]
+    assert folded(ws) == expected
+    assert cached(ws) == expected
     os.unlink(digest_cache.path_of(ws))
     assert cached(ws) == direct(ws)
 

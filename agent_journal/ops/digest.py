@@ -817,7 +817,7 @@ def _fold_on(source: Any, d: Derived, fold: DigestFold, cursor: tuple[str, str] 
     return fold
 
 
-def _cached_digest(ws: Workspace, *, max_chars: int
+def _cached_digest(ws: Workspace, *, max_chars: int, strict: bool = True
                    ) -> tuple[str, dict[str, Any], ReadResult] | None:
     """The digest of every session through the digest cache: the calls folded on from
     the fold kept at a verified point (or from nothing), one stream of spans in order,
@@ -826,7 +826,7 @@ def _cached_digest(ws: Workspace, *, max_chars: int
     from agent_journal.ops.context import damage_lists
     from agent_journal.storage import digest_cache
 
-    with digest_cache.FoldRead(ws, event_facts) as source:
+    with digest_cache.FoldRead(ws, event_facts, strict=strict) as source:
         if source is None:
             return None
         d = derive(source.result.events)  # every event but the observations
@@ -855,13 +855,14 @@ def _cached_digest(ws: Workspace, *, max_chars: int
 
 
 def _markdown_and_report(ws: Workspace, *, session: str | None, max_chars: int,
-                         as_of: str | None = None) -> tuple[str, dict[str, Any], ReadResult]:
+                         as_of: str | None = None, strict: bool = True
+                         ) -> tuple[str, dict[str, Any], ReadResult]:
     from agent_journal.ops.context import damage_lists
     from agent_journal.storage.segment_reader import PausedGC
 
     with PausedGC():
         if session is None and as_of is None:
-            done = _cached_digest(ws, max_chars=max_chars)
+            done = _cached_digest(ws, max_chars=max_chars, strict=strict)
             if done is not None:
                 return done
         result, d, _ = _read(ws, cached=as_of is None, as_of=as_of)
@@ -891,6 +892,8 @@ def session_markdown(ws: Workspace, max_chars: int) -> str:
     """The digest the Claude Code hook prints at session start and after compaction.
 
     The objectives and constraints are never trimmed, so the result can exceed
-    `max_chars`; the hook cuts it to Claude Code's limit.
+    `max_chars`; the hook cuts it to Claude Code's limit. The live segment the hooks
+    append to is taken on the census rule (storage/digest_cache.py): the session starts
+    without re-verifying its older rows, which the next `digest` a person runs does.
     """
-    return _markdown_and_report(ws, session=None, max_chars=max_chars)[0]
+    return _markdown_and_report(ws, session=None, max_chars=max_chars, strict=False)[0]

@@ -26,19 +26,22 @@ Invariants:
   drops the segment's rows and reads it again. A vanished segment's rows are
   dropped.
 - What the census does not see: a row below the mark changed in place, in the
-  same file, by a write that also appended rows (a hand edit of the live
-  segment, then the next hook's append). The digest then shows what the row
-  said when it was read, and does not count it malformed, until the cache is
-  rebuilt. Seeing it would take reading every row at or below the mark again
-  whenever a segment grows: every session start re-read the live segment
-  (about 0.1 s per 20,000 rows, up to the 64 MiB segment limit), for damage
-  no writer of ours makes. Our one in-place writer, `compact --apply`, deletes
-  the cache; `show` reads every row, and coverage, decay and compact re-verify
-  every row of a changed segment (storage/verified_mark.py), so they report
-  such a row at once. Tombstones are not weakened by it: a tombstone is a new
-  row, always read, and hides its target at once; only a hand edit of an older
-  tombstone row itself (naming another target) would go unseen, like any such
-  edit.
+  same file, by a write that also appended rows (a hand edit or damage of the
+  live segment, then the next hook's append). Two kinds of read therefore:
+  the SessionStart context (ops.digest.session_markdown, `strict` False)
+  takes a grown segment on the census alone, so a session start costs the new
+  rows, not a re-read of the live segment (about 0.1 s per 20,000 rows, up to
+  the 64 MiB segment limit), and marks the segment `censused`; every other
+  digest (`strict`, the default) also re-verifies, row by row, the rows at or
+  below the mark of a segment that grew or was censused, and reads it again
+  when the rows that fail verification are not the ones kept as malformed. So
+  a digest a person runs reports damage as a direct read does; the context an
+  agent is given at a session start may miss it until then. A row edited into
+  another well-formed row (a new body with a recomputed checksum) is not told
+  from an append by either, exactly as no reader can tell it from a genuine
+  row; `show` reads every row. Our one in-place writer, `compact --apply`,
+  deletes the cache. Tombstones are not weakened: a tombstone is a new row,
+  always read, and hides its target at once.
 - Spans merge only when they do not interleave (merge_spans): a new row that
   lands inside a span already kept makes its segment be folded again from its
   rows, and an observation whose spans in two segments interleave makes `read`
@@ -90,7 +93,12 @@ from agent_journal.storage.cache import (
 )
 from agent_journal.storage.connection import run_write
 from agent_journal.storage.locks import FileLock
-from agent_journal.storage.segment_reader import ReadResult, SegmentScan, read_segment
+from agent_journal.storage.segment_reader import (
+    ReadResult,
+    SegmentScan,
+    malformed_through,
+    read_segment,
+)
 from agent_journal.storage.workspace import Workspace
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
@@ -106,7 +114,7 @@ if TYPE_CHECKING:
 AREA = "digest"
 # Bump when the schema or what a row keeps changes: a cache of another format
 # is thrown away, never read.
-FORMAT = "agent-journal-digest-cache/6"
+FORMAT = "agent-journal-digest-cache/7"
 # A fingerprint taken this close to the segment's newest mtime could miss a
 # write landing in the same clock tick, so the segment is checked again next time.
 RACY_NS = 2_000_000_000
@@ -117,11 +125,13 @@ LOCK_WAIT_S = 2.0
 # `calls` holds one span per observation and segment, `head` the JSON of [kind, session,
 # facts], `written` the segment's high-water mark when the span was last written; `others`
 # every other event (as `_packed`); `state` the digest's fold at a verified point (FoldRead).
+# A segment's `censused` is 1 when rows at or below its mark were last taken on the census
+# rule alone (a hook's read) and have not been verified row by row since.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS segments (
     id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, signature TEXT, trusted INTEGER NOT NULL,
-    high INTEGER NOT NULL, rows INTEGER NOT NULL, last TEXT);
+    high INTEGER NOT NULL, rows INTEGER NOT NULL, last TEXT, censused INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS calls (
     segment INTEGER NOT NULL, obs TEXT NOT NULL, first_ts TEXT NOT NULL, first_id TEXT NOT NULL,
     last_ts TEXT NOT NULL, last_id TEXT NOT NULL, head TEXT NOT NULL, written INTEGER NOT NULL,
@@ -142,7 +152,7 @@ def path_of(ws: Workspace) -> str:
     return cache_path(ws.root, AREA, ws.name)
 
 
-def read(ws: Workspace, project: Project) -> ReadResult | None:
+def read(ws: Workspace, project: Project, *, strict: bool = True) -> ReadResult | None:
     """The workspace from the cache brought up to date.
 
     Each observation comes back as one codec.PeekOnlyEvent per segment holding it, for
@@ -155,7 +165,7 @@ def read(ws: Workspace, project: Project) -> ReadResult | None:
     try:
         with FileLock(cache_lock_path(ws.root, AREA, ws.name), wait_s=LOCK_WAIT_S):
             try:
-                return _read_locked(ws, project)
+                return _read_locked(ws, project, strict)
             except Damaged:
                 _discard(ws)
                 return None
@@ -197,24 +207,25 @@ class _Segment:
         self.scan = scan
 
 
-def _read_locked(ws: Workspace, project: Project) -> ReadResult | None:
+def _read_locked(ws: Workspace, project: Project, strict: bool) -> ReadResult | None:
     generation = erasure_generation.noted(ws)  # before anything is read
     conn = _open(ws)
     try:
         paths = ws.segment_paths()
-        taken = _follow_all(conn, ws, paths, project, generation)
+        taken = _follow_all(conn, ws, paths, project, generation, strict)
         return None if taken is None else _load(conn, ws, paths, taken)
     finally:
         conn.close()
 
 
 def _follow_all(conn: sqlite3.Connection, ws: Workspace, paths: list[str], project: Project,
-                generation: str) -> dict[str, _Segment] | None:
+                generation: str, strict: bool) -> dict[str, _Segment] | None:
     """Bring every segment's cached spans and events up to date; None when a compaction
-    erased rows meanwhile."""
+    erased rows meanwhile. `strict` (see the module docstring) also re-verifies, row by
+    row, the rows of a segment that were taken on the census rule alone."""
     taken: dict[str, _Segment] = {}
     stored = {row[0]: row for row in conn.execute(
-        "SELECT name, signature, trusted, high, rows, last, id FROM segments")}
+        "SELECT name, signature, trusted, high, rows, last, id, censused FROM segments")}
     gone = sorted(stored.keys() - {os.path.basename(p) for p in paths})
     if gone:
         run_write(conn, lambda c: _drop(c, *(stored[name][6] for name in gone)))
@@ -223,7 +234,8 @@ def _follow_all(conn: sqlite3.Connection, ws: Workspace, paths: list[str], proje
         row = stored.get(name)
         taken_ns = time.time_ns()
         sig = segment_signature(path)
-        if row is not None and sig is not None and row[1] == sig[0] and row[2]:
+        if (row is not None and sig is not None and row[1] == sig[0] and row[2]
+                and not (strict and row[7])):
             taken[name] = _Segment(row[6], row[3], None)  # unchanged since it was read
             continue
         # A signature taken before the rows are read: a write landing in
@@ -237,7 +249,8 @@ def _follow_all(conn: sqlite3.Connection, ws: Workspace, paths: list[str], proje
                 return None  # a compaction erased rows: the caller reads the segments
             taken[name] = run_write(
                 conn, lambda c, path=path, name=name, row=row, signature=signature,
-                trusted=trusted: _follow(c, path, name, row, project, signature, trusted))
+                trusted=trusted: _follow(c, path, name, row, project, signature, trusted,
+                                         strict))
     return taken
 
 
@@ -251,15 +264,26 @@ def _drop(c: sqlite3.Connection, *segments: int) -> None:
 
 
 def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | None,
-            project: Project, signature: str | None, trusted: int
+            project: Project, signature: str | None, trusted: int, strict: bool
             ) -> _Segment:
     """Bring one segment's cached spans and events up to date, and say how to take it."""
     high, rows, last = (row[3], row[4], row[5]) if row is not None else (0, 0, None)
+    censused = 0
     if row is not None:
         # The file changed: unless it only gained rows above the mark (the census
         # rule, cache.not_appended), the segment is read again from scratch.
         try:
             why, _ = not_appended(path, high, rows, last, row[1], signature)
+            if why is None and strict:
+                # A strict read answers for every row it shows: the rows at or below
+                # the mark still fail (and pass) verification as they did when read.
+                kept = {seq for (seq,) in c.execute(
+                    "SELECT seq FROM malformed WHERE segment = ? AND seq <= ?",
+                    (row[6], high))}
+                if malformed_through(path, high) != kept:
+                    why = "rows at or below the mark changed"
+            elif why is None:
+                censused = 1
         except sqlite3.Error:
             why = "unreadable"
         if why is not None:
@@ -273,8 +297,8 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
             _drop(c, row[6])
         return _Segment(None, 0, read_segment(path, lazy=True))
     if row is None:
-        inserted = c.execute("INSERT INTO segments(name, trusted, high, rows) "
-                             "VALUES (?, 0, 0, 0)", (name,)).lastrowid
+        inserted = c.execute("INSERT INTO segments(name, trusted, high, rows, censused) "
+                             "VALUES (?, 0, 0, 0, 0)", (name,)).lastrowid
         assert inserted is not None  # always set after a one-row INSERT
         segment = inserted
     else:
@@ -287,7 +311,7 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
             if merged is None:
                 # A row landed inside a span already kept: fold the segment again.
                 _drop(c, segment)
-                return _follow(c, path, name, None, project, signature, trusted)
+                return _follow(c, path, name, None, project, signature, trusted, strict)
             spans[obs] = merged
     c.executemany("INSERT OR REPLACE INTO calls(segment, obs, first_ts, first_id, last_ts, "
                   "last_id, head, written) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -298,10 +322,11 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
                   others)
     c.executemany("INSERT INTO malformed(segment, seq, reason) VALUES (?, ?, ?)",
                   ((segment, seq, why) for seq, why in scan.malformed))
-    c.execute("UPDATE segments SET signature = ?, trusted = ?, high = ?, rows = ?, last = ? "
-              "WHERE id = ?",
+    c.execute("UPDATE segments SET signature = ?, trusted = ?, high = ?, rows = ?, last = ?, "
+              "censused = ? WHERE id = ?",
               (signature, trusted, scan.high, rows + len(scan.events) + len(scan.malformed),
-               last if scan.last is None else row_mark(*scan.last), segment))
+               last if scan.last is None else row_mark(*scan.last),
+               censused or (row is not None and not strict and row[7]), segment))
     return _Segment(segment, scan.high, None)
 
 
@@ -462,9 +487,10 @@ class FoldRead:
     re-reading any segment's rows drops it (_drop).
     """
 
-    def __init__(self, ws: Workspace, project: Project) -> None:
+    def __init__(self, ws: Workspace, project: Project, *, strict: bool = True) -> None:
         self.ws = ws
         self.project = project
+        self.strict = strict
         self.lock: FileLock | None = None
         self.conn: sqlite3.Connection | None = None
         self.result = ReadResult()
@@ -482,7 +508,8 @@ class FoldRead:
             self.generation = erasure_generation.noted(self.ws)  # before anything is read
             self.conn = _open(self.ws)
             paths = self.ws.segment_paths()
-            taken = _follow_all(self.conn, self.ws, paths, self.project, self.generation)
+            taken = _follow_all(self.conn, self.ws, paths, self.project, self.generation,
+                                self.strict)
             if taken is None or any(seg.cache_id is None for seg in taken.values()):
                 self.__exit__()
                 return None

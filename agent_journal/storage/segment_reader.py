@@ -315,3 +315,30 @@ class PausedGC:
     def __exit__(self, *exc: object) -> None:
         if self._was_enabled:
             gc.enable()
+
+
+def malformed_through(path: str, high: int) -> set[int]:
+    """The seqs of the rows at or below `high` that fail verification (checksum over
+    the canonical bytes, the stored columns against the body), bodies left unparsed
+    where a lazy read leaves them: what a reader that took those rows on the census
+    rule (cache.not_appended) checks when it must answer for them strictly.
+    Raises sqlite3.Error when the segment cannot be read."""
+    decode_lazy = codec.decode_lazy
+    decode_checked = codec.decode_checked
+    bad = codec.MalformedEvent
+    found: set[int] = set()
+    conn = open_segment_for_read(path)
+    try:
+        if never_initialised(conn):
+            return found
+        for seq, event_id, body, digest, type_, subject, ts in conn.execute(
+                "SELECT seq, event_id, body, checksum, type, subject, ts FROM events "
+                "WHERE seq <= ? ORDER BY seq", (high,)):
+            try:
+                decode = decode_lazy if type_ == "observation" else decode_checked
+                decode(body, digest, event_id, type_, subject, ts)
+            except bad:
+                found.add(seq)
+    finally:
+        conn.close()
+    return found
