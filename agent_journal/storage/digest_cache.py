@@ -277,10 +277,10 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
             if why is None and strict:
                 # A strict read answers for every row it shows: the rows at or below
                 # the mark still fail (and pass) verification as they did when read.
-                kept = {seq for (seq,) in c.execute(
+                known = {seq for (seq,) in c.execute(
                     "SELECT seq FROM malformed WHERE segment = ? AND seq <= ?",
                     (row[6], high))}
-                if malformed_through(path, high) != kept:
+                if malformed_through(path, high) != known:
                     why = "rows at or below the mark changed"
             elif why is None:
                 censused = 1
