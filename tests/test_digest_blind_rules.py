@@ -1,0 +1,100 @@
+"""The general rules the blind recall set (tests/data/recall-blind) showed the digest was
+missing, each on a small constructed case, and the set's own floor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from audit_scenario import at, ev
+from test_digest import build, said, section
+
+from agent_journal.core.recovery.checks import parse_run
+from agent_journal.core.recovery.reasons import error_reason
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# -- what the conversation says ---------------------------------------------------------
+
+def test_a_subagents_brief_is_not_a_user_request():
+    events = [said("p1", at(1), "prompt", "Find the slow commit."),
+              said("p2", at(2), "prompt", "Run git bisect between v1 and HEAD.",
+                   agentId="a1", isSidechain=True),
+              said("p3", at(3), "prompt", "Then fix it.")]
+    markdown, report = build(events)
+    asked = section(markdown, "What the user asked since")
+    assert "Then fix it." in asked and "git bisect" not in asked
+    assert [p["text"] for p in report["asked"]] == ["Then fix it."]
+
+
+def test_a_resumed_transcripts_copy_of_the_conversation_counts_once():
+    # `claude --resume` writes a new file under a new session id that starts with a copy
+    # of what was said before, at the same times.
+    def saying(obs_id, ts, kind, text, session):
+        return ev("observation", kind, obs_id, ts, {"text": text, "transcript": {}},
+                  session=session)
+
+    events = [saying("p1", at(1), "prompt", "Upgrade Rails.", "s1"),
+              saying("a1", at(2), "assistant_message", "Rails is upgraded.", "s1"),
+              saying("p1-copy", at(1), "prompt", "Upgrade Rails.", "s2"),
+              saying("a1-copy", at(2), "assistant_message", "Rails is upgraded.", "s2"),
+              saying("p2", at(3), "prompt", "Continue.", "s2"),
+              saying("a2", at(4), "assistant_message", "Done.", "s2"),
+              saying("p3", at(5), "prompt", "Upgrade Rails.", "s2")]  # said again: kept
+    markdown, report = build(events)
+    assert [p["text"] for p in report["asked"]] == ["Continue.", "Upgrade Rails."]
+    assert markdown.count("Rails is upgraded.") == 1
+
+
+# -- runners' summaries -----------------------------------------------------------------
+
+def test_minitest_summary_and_the_tests_it_names():
+    run = parse_run("Failure:\nBookTest#test_slug [test/models/book_test.rb:12]:\n"
+                    "Expected: \"my-book\"\n\nError:\nReviewsControllerTest#test_create:\n"
+                    "NoMethodError: undefined method `content_type'\n\n"
+                    "42 runs, 97 assertions, 1 failures, 1 errors, 0 skips")
+    assert (run.runner, run.ok, run.failed, run.errors) == ("minitest", False, 1, 1)
+    assert run.failing == ["BookTest#test_slug", "ReviewsControllerTest#test_create"]
+    assert run.first_failure == "Expected: \"my-book\""
+    assert parse_run("42 runs, 100 assertions, 0 failures, 0 errors, 0 skips").ok
+
+
+def test_playwright_summary_and_the_tests_it_lists_as_failed():
+    run = parse_run("  ✘  12 [chromium] › a.spec.ts:18:3 › uploads (0.3s)\n\n"
+                    "    Error: ENOENT: no such file\n\n  1 failed\n"
+                    "    [chromium] › a.spec.ts:18:3 › uploads\n  48 did not run\n"
+                    "  11 passed (21.0s)\n")
+    assert (run.runner, run.ok, run.passed, run.failed) == ("playwright", False, 11, 1)
+    assert run.failing == ["[chromium] › a.spec.ts:18:3 › uploads"]
+    assert run.first_failure == "Error: ENOENT: no such file"
+    assert parse_run("Running 60 tests using 2 workers\n\n  60 passed (1.4m)\n").ok
+    assert parse_run("  3 passed") is None  # counts without the run's duration: no summary
+
+
+def test_go_test_v_message_and_benchmark_figures():
+    verbose = ("=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n"
+               "    b_test.go:31: unexpected tag\n--- FAIL: TestB (0.00s)\n=== RUN   TestC\n"
+               "--- PASS: TestC (0.00s)\nFAIL\nFAIL\tex/m\t0.41s\n")
+    run = parse_run(verbose)
+    assert run.failing == ["TestB"] and run.first_failure == "b_test.go:31: unexpected tag"
+    plain = parse_run("--- FAIL: TestB (0.00s)\n    b_test.go:31: unexpected tag\nFAIL\n"
+                      "FAIL\tex/m\t0.41s\n")
+    assert plain.first_failure == "b_test.go:31: unexpected tag"
+    bench = parse_run("BenchmarkEncode-8   \t 1204\t  982311 ns/op\t  412 allocs/op\nPASS\n"
+                      "ok  \tex/m\t2.36s\n")
+    assert bench.ok and bench.summary.endswith("BenchmarkEncode-8 982311 ns/op 412 allocs/op")
+
+
+# -- why a call failed ------------------------------------------------------------------
+
+def test_the_reason_is_the_missing_symbol_not_the_linker_drivers_line():
+    out = ("[150/212] Linking C executable packer\n/usr/bin/ld: libp.a(s.o): in function "
+           "`flush':\ns.c:(.text+0x1a4): undefined reference to `ZSTD_compressStream2'\n"
+           "collect2: error: ld returned 1 exit status\ngmake: *** [all] Error 2")
+    assert error_reason(out) == "s.c:(.text+0x1a4): undefined reference to `ZSTD_compressStream2'"
+
+
+def test_a_heading_line_is_joined_to_the_line_it_heads():
+    assert error_reason("Exit code 1\nRun options: --seed 1\n\nFailure:\n"
+                        "AuthorTest#test_full_name [test/a.rb:8]:\nExpected") \
+        == "Failure: AuthorTest#test_full_name [test/a.rb:8]:"
