@@ -98,3 +98,14 @@ def test_a_heading_line_is_joined_to_the_line_it_heads():
     assert error_reason("Exit code 1\nRun options: --seed 1\n\nFailure:\n"
                         "AuthorTest#test_full_name [test/a.rb:8]:\nExpected") \
         == "Failure: AuthorTest#test_full_name [test/a.rb:8]:"
+
+
+def test_a_long_prompt_keeps_its_head_and_its_tail():
+    pasted = "".join(f"[{n:3d}/212] Building C object part{n:03d}.c.o\n" for n in range(300))
+    text = "CI fails. The log:\n```\n" + pasted + "```\nFix it without bumping CMake 3.16."
+    markdown, report = build([said("p1", at(1), "prompt", text)])
+    goal = section(markdown, "Goal")
+    assert "> CI fails. The log:" in goal and "Fix it without bumping CMake 3.16." in goal
+    assert " … " in goal and len(goal) < 2000
+    stored = report["goal"]["text"]
+    assert len(stored) <= 4000 and stored.endswith("Fix it without bumping CMake 3.16.")

@@ -41,6 +41,7 @@ from agent_journal.core.observation_fold import merge_spans, span_order
 from agent_journal.core.recovery.calls import Call, ordered
 from agent_journal.core.recovery.digest_fold import RECENT, TAIL, TASK, DigestFold
 from agent_journal.core.recovery.facts import event_facts
+from agent_journal.core.recovery.text import clip_middle
 from agent_journal.ops.digest_md import clip, code, hhmm, one_line, quote
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
@@ -638,7 +639,8 @@ def _fixed_md(workspace: str, session: str | None, collected: dict[str, Any],
     goal = collected["goal"]
     if goal is not None:
         out.append(f"First prompt ({goal['ts'][:16].replace('T', ' ')}):\n")
-        out.append(quote(goal["text"], GOAL_CHARS))
+        # Head and tail: a first prompt that pastes a log ends with what to do about it.
+        out.append(quote(clip_middle(goal["text"], GOAL_CHARS), GOAL_CHARS))
     out.append("Objectives:" + (" (none recorded)\n" if not collected["objectives"] else "\n"))
     for item in collected["objectives"]:
         out.append(f"- {item['id']} ({item['author']}): {item['text']}\n")

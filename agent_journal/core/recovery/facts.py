@@ -3,7 +3,8 @@
 Invariants: `event_facts` is a pure function of an event's kind and data; its result is
 a small JSON-able dict (so a cache can keep it in place of the event), or None when the
 event holds nothing the derivations use. Texts are capped (TEXT_CHARS) at a word
-boundary; everything else is taken verbatim or parsed by checks, git_output and reasons.
+boundary (a prompt keeps its head and its tail); everything else is taken verbatim or
+parsed by checks, git_output and reasons.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 
 from agent_journal.core.recovery.patches import PATCH_TOOLS, patch_file_ops, patch_refused
-from agent_journal.core.recovery.text import clip
+from agent_journal.core.recovery.text import clip, clip_middle
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -122,7 +123,9 @@ def _said_facts(kind: str, data: dict[str, Any], hook: dict[str, Any] | None,
     if isinstance(text, str) and text.strip():
         artifact = data.get("artifact")
         size = artifact.get("bytes") if isinstance(artifact, dict) else None
-        facts["text"] = clip(text, TEXT_CHARS)
+        # A long prompt keeps its end too: the request after a pasted log or spec.
+        cap = clip_middle if facts.get("said") == "prompt" else clip
+        facts["text"] = cap(text, TEXT_CHARS)
         facts["chars"] = size if isinstance(size, int) else len(text)
 
 
