@@ -3,8 +3,10 @@ missing, each on a small constructed case, and the set's own floor."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from audit_scenario import at, ev
 from test_digest import build, said, section
 
@@ -12,6 +14,28 @@ from agent_journal.core.recovery.checks import parse_run
 from agent_journal.core.recovery.reasons import error_reason
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def cli(inproc):
+    return inproc
+
+
+def rollout(tmp_path, *items):
+    """A Codex session file of `items` ((type, payload) pairs), a second apart."""
+    lines = [{"timestamp": "2026-04-08T15:00:00.000Z", "type": "session_meta",
+              "payload": {"id": "sess-1", "cwd": "/w"}}]
+    for n, (kind, payload) in enumerate(items, 1):
+        lines.append({"timestamp": f"2026-04-08T15:00:{n:02d}.000Z", "type": kind,
+                      "payload": payload})
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def user(text):
+    return ("response_item", {"type": "message", "role": "user",
+                              "content": [{"type": "input_text", "text": text}]})
 
 
 # -- what the conversation says ---------------------------------------------------------
@@ -109,3 +133,36 @@ def test_a_long_prompt_keeps_its_head_and_its_tail():
     assert " … " in goal and len(goal) < 2000
     stored = report["goal"]["text"]
     assert len(stored) <= 4000 and stored.endswith("Fix it without bumping CMake 3.16.")
+
+
+# -- Codex session files ----------------------------------------------------------------
+
+def test_a_codex_turn_the_user_aborted_is_an_interrupt(cli, tmp_path):
+    path = rollout(tmp_path, user("Rename the flag."),
+                   ("event_msg", {"type": "turn_aborted", "reason": "interrupted"}),
+                   user("Scratch that: keep the old flag."),
+                   ("event_msg", {"type": "turn_aborted", "reason": "replaced"}))
+    assert cli("import", "codex", str(path)).code == 0
+    asked = section(cli("digest").out, "What the user asked since")
+    assert "[Request interrupted by user]" in asked and "Scratch that" in asked
+    assert asked.count("interrupted") == 1  # a turn replaced by another is no interrupt
+
+
+def test_a_codex_shell_call_in_another_directory_says_where_it_ran(cli, tmp_path):
+    def call(n, args):
+        return [("response_item", {"type": "function_call", "name": "shell",
+                                   "call_id": f"c{n}", "arguments": json.dumps(args)}),
+                ("response_item", {"type": "function_call_output", "call_id": f"c{n}",
+                                   "output": json.dumps({"output": "x", "metadata": {
+                                       "exit_code": 0}})})]
+
+    path = rollout(tmp_path, user("Look at the seeds."),
+                   *call(1, {"command": ["bash", "-lc", "cat test/seed.sql"],
+                             "workdir": "/w/api"}),
+                   *call(2, {"command": ["bash", "-lc", "cat README.md"], "workdir": "/w"}))
+    assert cli("import", "codex", str(path)).code == 0
+    markdown = cli("digest").out
+    assert "Bash `cat test/seed.sql` in `/w/api` -> ok" in markdown
+    assert "Bash `cat README.md` -> ok" in markdown  # the session's own directory: unsaid
+    read = section(markdown, "Files read, not changed")
+    assert "- api/test/seed.sql, README.md" in read

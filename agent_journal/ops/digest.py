@@ -266,6 +266,9 @@ def _call_line(call: Call, *, result: str | None = None, with_id: bool = False) 
     tool = call.tool or call.kind
     target = call.target
     what = f"{tool} {code(one_line(target, TARGET_CHARS))}" if target else tool
+    workdir = call.get("workdir")
+    if workdir:
+        what += f" in {code(workdir)}"
     desc = call.get("desc")
     if desc and call.tool == "Bash":
         what += f" ({one_line(desc, 80)})"

@@ -141,15 +141,24 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         facts["exit"] = exit_code
     value = data.get("input")
     target = target_of(tool, value)
+    # A shell call that names the directory it ran in (Codex's `workdir`), when that is
+    # not the session's: it shows, and the relative paths it names are resolved in it.
+    workdir = value.get("workdir") if isinstance(value, dict) and tool == "Bash" else None
+    if not (isinstance(workdir, str) and workdir.startswith("/")) or \
+            workdir.rstrip("/") == str(facts.get("cwd", "")).rstrip("/"):
+        workdir = None
+    if workdir is not None:
+        facts["workdir"] = workdir
     if target is not None:
         facts["target"] = clip(target, TARGET_CHARS)
         if tool == "Bash":
             ops = shell_file_ops(target) if re.search(_MAY_MOVE, target) else None
             if ops:
-                facts["fileOps"] = ops
+                facts["fileOps"] = [[op[0], *(_within(workdir, p) for p in op[1:])]
+                                    for op in ops]
             read = shell_reads(target) if _MAY_READ.match(target) else None
             if read:
-                facts["reads"] = read
+                facts["reads"] = [_within(workdir, p) for p in read]
     if tool in WRITERS and tool != "Write":
         change = edit_change(value)
         if change:
@@ -303,6 +312,15 @@ def edit_change(value: Any) -> list[str | None] | None:
     added = _first_new(new_lines, {x.strip() for x in old_lines})
     removed = _first_new(old_lines, {x.strip() for x in new_lines})
     return [added, removed] if added or removed else None
+
+
+def _within(workdir: str | None, path: str) -> str:
+    """`path` as named in a call that ran in `workdir` (None: the session's directory)."""
+    if workdir is None or path.startswith("/"):
+        return path
+    import posixpath
+
+    return posixpath.normpath(posixpath.join(workdir, path))
 
 
 # A command that starts by printing files (how Codex and shells read them).
