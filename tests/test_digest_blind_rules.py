@@ -166,3 +166,30 @@ def test_a_codex_shell_call_in_another_directory_says_where_it_ran(cli, tmp_path
     assert "Bash `cat README.md` -> ok" in markdown  # the session's own directory: unsaid
     read = section(markdown, "Files read, not changed")
     assert "- api/test/seed.sql, README.md" in read
+
+
+# -- files ------------------------------------------------------------------------------
+
+def test_a_file_put_back_with_git_is_reverted_and_relative_shell_paths_join_edits():
+    def bash(obs_id, ts, command, output=""):
+        return ev("observation", "tool_call", obs_id, ts, {
+            "tool": "Bash", "callId": obs_id, "input": {"command": command},
+            "output": output, "status": "ok", "transcript": {"cwd": "/w"}}, session="s1")
+
+    def write(obs_id, ts, tool, path):
+        return ev("observation", "tool_call", obs_id, ts, {
+            "tool": tool, "callId": obs_id, "input": {"file_path": path}, "status": "ok",
+            "transcript": {"cwd": "/w"}}, session="s1")
+
+    events = [write("w1", at(1), "Write", "/w/q/redis_client.py"),
+              write("e1", at(2), "Edit", "/w/q/settings.py"),
+              bash("b1", at(3), "rm q/redis_client.py"),
+              bash("b2", at(4), "git checkout -- q/settings.py"),
+              bash("b3", at(5), "git clean -fd config", "Removing config/new_defaults.rb\n"),
+              bash("b4", at(6), "make clean", "Removing build/out.o\n"),  # not git clean
+              bash("b5", at(7), "cd sub && rm x.py")]  # another directory: left as named
+    markdown, report = build(events)
+    states = {f["path"]: f["state"] for f in report["files"]}
+    assert states == {"/w/q/redis_client.py": "deleted", "/w/q/settings.py": "reverted",
+                      "/w/config/new_defaults.rb": "deleted", "x.py": "deleted"}
+    assert "- `q/settings.py`: reverted (2 change(s)" in section(markdown, "Files changed")

@@ -142,7 +142,7 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
     value = data.get("input")
     target = target_of(tool, value)
     # A shell call that names the directory it ran in (Codex's `workdir`), when that is
-    # not the session's: it shows, and the relative paths it names are resolved in it.
+    # not the session's, says so.
     workdir = value.get("workdir") if isinstance(value, dict) and tool == "Bash" else None
     if not (isinstance(workdir, str) and workdir.startswith("/")) or \
             workdir.rstrip("/") == str(facts.get("cwd", "")).rstrip("/"):
@@ -152,13 +152,17 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
     if target is not None:
         facts["target"] = clip(target, TARGET_CHARS)
         if tool == "Bash":
+            # The relative paths a shell call names are resolved in the directory it ran
+            # in (so `rm a.py` and an Edit of /w/a.py are one file), unless it changed
+            # directory on the way.
+            base = None if _CD.search(target) else workdir or facts.get("cwd")
             ops = shell_file_ops(target) if re.search(_MAY_MOVE, target) else None
             if ops:
-                facts["fileOps"] = [[op[0], *(_within(workdir, p) for p in op[1:])]
+                facts["fileOps"] = [[op[0], *(_within(base, p) for p in op[1:])]
                                     for op in ops]
             read = shell_reads(target) if _MAY_READ.match(target) else None
             if read:
-                facts["reads"] = [_within(workdir, p) for p in read]
+                facts["reads"] = [_within(base, p) for p in read]
     if tool in WRITERS and tool != "Write":
         change = edit_change(value)
         if change:
@@ -201,6 +205,7 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         log_lines,
         push_rejections_in,
         pushes_in,
+        removed_by_git_clean,
         removed_by_git_rm,
         switched_branch,
     )
@@ -254,9 +259,16 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         switched = switched_branch(text)
         if switched:
             facts["switched"] = switched
+        # git names the files it removed relative to the directory it ran in.
+        base = facts.get("workdir") or facts.get("cwd")
         removed = removed_by_git_rm(text)
         if removed:
-            facts["removed"] = removed
+            facts["removed"] = [_within(base, p) for p in removed]
+        # `Removing path` is git clean's; the output alone cannot say it was git clean
+        # (an import keeps the command on the call's start), so files_touched checks.
+        cleaned = removed_by_git_clean(text) if not failed else None
+        if cleaned:
+            facts["cleaned"] = [_within(base, p) for p in cleaned]
         # An import keeps a call's command on its start and its output on its end: the
         # end's listing is kept whatever its target, and commits() reads it only for a
         # call whose command ran `git log`.
@@ -314,9 +326,12 @@ def edit_change(value: Any) -> list[str | None] | None:
     return [added, removed] if added or removed else None
 
 
-def _within(workdir: str | None, path: str) -> str:
-    """`path` as named in a call that ran in `workdir` (None: the session's directory)."""
-    if workdir is None or path.startswith("/"):
+_CD = re.compile(r"(?:^|[;&|(]\s*)(?:cd|pushd)\s")
+
+
+def _within(workdir: Any, path: str) -> str:
+    """`path` as named in a call that ran in `workdir` (None: unknown, the path as it is)."""
+    if not isinstance(workdir, str) or not workdir.startswith("/") or path.startswith("/"):
         return path
     import posixpath
 
@@ -365,17 +380,19 @@ def shell_reads(command: str) -> list[str]:
     return paths[:20]
 
 
-# Only a command naming rm or mv is split into words.
-_MAY_MOVE = r"\b(?:rm|mv)\b"
+# Only a command naming rm, mv, git checkout or git restore is split into words.
+_MAY_MOVE = r"\b(?:rm|mv|checkout|restore)\b"
 _SEPARATORS = frozenset({"&&", ";", "||", "|", "&"})
 _UNSAFE = frozenset("*?[]{}$`~<>()\\")
 
 
 def shell_file_ops(command: str) -> list[list[str]]:
-    """Files a shell command plainly deletes or moves: ["deleted", path] and
-    ["moved", src, dst], from `rm`, `git rm` (not --cached), `mv` and `git mv` with
-    literal paths only. Anything with globs, variables, redirections or subshells in a
-    path is left out: its effect cannot be read off the command."""
+    """Files a shell command plainly deletes, moves or reverts: ["deleted", path],
+    ["moved", src, dst] and ["reverted", path], from `rm`, `git rm` (not --cached), `mv`,
+    `git mv`, `git checkout -- paths` and `git restore paths` (not --staged alone: that
+    leaves the file as it is) with literal paths only. Anything with globs, variables,
+    redirections or subshells in a path is left out: its effect cannot be read off the
+    command."""
     import shlex  # only for shell commands that may move or delete files
 
     try:
@@ -396,6 +413,8 @@ def shell_file_ops(command: str) -> list[list[str]]:
 def _ops_of(words: list[str]) -> list[list[str]]:
     if not words:
         return []
+    if words[0] == "git" and len(words) > 2 and words[1] in ("checkout", "restore"):
+        return _reverted(words[1], words[2:])
     if words[0] == "git" and len(words) > 1 and words[1] in ("rm", "mv"):
         verb, args = words[1], words[2:]
     elif words[0] in ("rm", "mv"):
@@ -411,3 +430,19 @@ def _ops_of(words: list[str]) -> list[list[str]]:
     if len(paths) == 2 and not any(f in ("-t", "--target-directory") for f in flags):
         return [["moved", paths[0], paths[1]]]
     return []
+
+
+def _reverted(verb: str, args: list[str]) -> list[list[str]]:
+    """`git checkout [HEAD] -- paths` (without `--` the first word may be a branch) and
+    `git restore [--worktree] paths`: the paths' uncommitted changes are discarded."""
+    if verb == "checkout":
+        if "--" not in args or args[:args.index("--")] not in ([], ["HEAD"]):
+            return []
+        paths = args[args.index("--") + 1:]
+    else:
+        if any(a.startswith("-") and a not in ("-W", "--worktree", "--") for a in args):
+            return []  # --staged, --source: not the working tree put back as committed
+        paths = [a for a in args if not a.startswith("-")]
+    if not paths or any(ch in _UNSAFE for p in paths for ch in p):
+        return []
+    return [["reverted", p] for p in paths]
