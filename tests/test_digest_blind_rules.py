@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from audit_scenario import at, ev
-from test_digest import build, said, section
+from test_digest import build, obs, said, section
 
 from agent_journal.core.recovery.checks import parse_run
 from agent_journal.core.recovery.reasons import error_reason
@@ -193,3 +193,17 @@ def test_a_file_put_back_with_git_is_reverted_and_relative_shell_paths_join_edit
     assert states == {"/w/q/redis_client.py": "deleted", "/w/q/settings.py": "reverted",
                       "/w/config/new_defaults.rb": "deleted", "x.py": "deleted"}
     assert "- `q/settings.py`: reverted (2 change(s)" in section(markdown, "Files changed")
+
+
+def test_a_rejection_without_words_is_not_given_claude_codes_stock_text_as_reason():
+    stock = ("The user doesn't want to proceed with this tool use. The tool use was rejected "
+             "(eg. if it was a file edit, the new_string was NOT written to the file). STOP "
+             "what you are doing and wait for the user to tell you how to proceed.")
+    events = [obs("e1", at(1), "Edit", {"file_path": "/w/a.py"}, status="error"),
+              obs("e2", at(2), "Edit", {"file_path": "/w/b.py"}, status="error")]
+    events[0].data["output"] = stock
+    events[1].data["output"] = stock.split(" STOP")[0] + " To tell you how to proceed, the " \
+        "user said:\nkeep the TTL"
+    problems = section(build(events)[0], "Open problems")
+    assert "`/w/a.py` -> rejected by the user [" in problems and "STOP" not in problems
+    assert "`/w/b.py` -> rejected by the user: keep the TTL [" in problems

@@ -210,6 +210,7 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         switched_branch,
     )
     from agent_journal.core.recovery.reasons import (
+        REJECTED,
         benign,
         error_reason,
         printed_traceback,
@@ -236,6 +237,10 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         refused = refusal(text)
         if refused:
             facts["refusal"] = refused
+            if refused == REJECTED:
+                # Claude Code's fixed wording says only that the user said no, which the
+                # refusal says; what the user said, when they said something, is `words`.
+                facts.pop("reason", None)
             words = rejection_words(text)
             if words:
                 facts["words"] = clip(words, 1000)
