@@ -4,6 +4,8 @@ missing, each on a small constructed case, and the set's own floor."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -207,3 +209,20 @@ def test_a_rejection_without_words_is_not_given_claude_codes_stock_text_as_reaso
     problems = section(build(events)[0], "Open problems")
     assert "`/w/a.py` -> rejected by the user [" in problems and "STOP" not in problems
     assert "`/w/b.py` -> rejected by the user: keep the TTL [" in problems
+
+
+# -- the blind set's own floor ----------------------------------------------------------
+
+def test_the_blind_recall_set_keeps_its_score():
+    """scripts/bench_recall.py over tests/data/recall-blind: at least what the digest
+    answered when these rules went in (88 of 90; 84 of 90 within --max-chars 4000)."""
+    for extra, floor in (([], 88), (["--max-chars", "4000"], 84)):
+        done = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_recall.py"),
+                               "--set", "recall-blind", "--json", *extra],
+                              capture_output=True, text=True, timeout=600, cwd=REPO)
+        assert done.returncode == 0, done.stderr
+        figures = json.loads(done.stdout)
+        errors = [t["error"] for t in figures["transcripts"] if t["error"]]
+        assert not errors
+        missed = {t["name"]: t["missed"] for t in figures["transcripts"] if t["missed"]}
+        assert figures["overall"]["answered"] >= floor, (extra, missed)
