@@ -625,7 +625,7 @@ def _failure_line(f: Failure, *, with_id: bool) -> str:
 # -- rendering ----------------------------------------------------------------------------
 
 def _fixed_md(workspace: str, session: str | None, collected: dict[str, Any],
-              damage: dict[str, Any]) -> str:
+              damage: dict[str, Any], goal_chars: int = GOAL_CHARS) -> str:
     scope = f"session {session}" if session is not None else "all sessions"
     out = [f"# Journal digest: workspace {workspace}\n",
            f"Observations: {scope}. Entries: all sessions.\n"]
@@ -643,7 +643,7 @@ def _fixed_md(workspace: str, session: str | None, collected: dict[str, Any],
     if goal is not None:
         out.append(f"First prompt ({goal['ts'][:16].replace('T', ' ')}):\n")
         # Head and tail: a first prompt that pastes a log ends with what to do about it.
-        out.append(quote(clip_middle(goal["text"], GOAL_CHARS), GOAL_CHARS))
+        out.append(quote(clip_middle(goal["text"], goal_chars), goal_chars))
     out.append("Objectives:" + (" (none recorded)\n" if not collected["objectives"] else "\n"))
     for item in collected["objectives"]:
         out.append(f"- {item['id']} ({item['author']}): {item['text']}\n")
@@ -721,14 +721,17 @@ def build(d: Derived, *, workspace: str, session: str | None, max_chars: int,
         fold = whole_fold(d, session)
     collected = collect(d, fold, held)
     sections: list[Section] = collected["sections"]
-    fixed = _fixed_md(workspace, session, collected, damage)
+    # The first prompt's quote takes at most a fifth of a tight bound: a pasted log in it
+    # must not push out where the work stopped and what it changed.
+    goal_chars = max(300, min(GOAL_CHARS, max_chars // 5))
+    fixed = _fixed_md(workspace, session, collected, damage, goal_chars)
     if len(fixed) > max_chars and collected["goal"] is not None:
         # The first prompt is clipped, never the objectives and constraints.
         collected["goal"] = dict(collected["goal"])
         over = len(fixed) - max_chars
         collected["goal"]["text"] = clip(collected["goal"]["text"],
                                          max(20, len(collected["goal"]["text"]) - over - 80))
-        fixed = _fixed_md(workspace, session, collected, damage)
+        fixed = _fixed_md(workspace, session, collected, damage, goal_chars)
     shown = fit(fixed, sections, max_chars, workspace)
     body = "".join(s.render(n) for s, n in zip(sections, shown, strict=True))
     note = _trim_note(sections, shown, max_chars, workspace)
