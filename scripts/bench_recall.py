@@ -1,9 +1,10 @@
 """Recall of the digest against a question set (tests/data/recall by default).
 
 Each question file names a transcript under tests/data (a Claude Code one, or a
-Codex session file when its "format" is "codex") and
-holds questions an agent resuming that session must be able to answer, each
-with must_contain: literal strings that any correct digest answering it
+Codex session file when its "format" is "codex"; "earlier" may list transcripts
+of the same work imported before it, such as the file a resumed session
+continued from) and holds questions an agent resuming that session must be
+able to answer, each with must_contain: literal strings that any correct digest answering it
 contains. For every file this imports the transcript (and its session's
 subagent transcripts) into a fresh journal root, runs `agent-journal digest`,
 and counts a question as answered when every must_contain string occurs in the
@@ -125,11 +126,13 @@ def measure(path: Path, base: Path, max_chars: int | None) -> Result:
     common = ["--root", str(root), "--workspace", WORKSPACE]
 
     source = spec.get("format", "claude-code")  # `codex` for a Codex session file
-    done = run_cli([str(AGENT_JOURNAL), "import", source, str(transcript), *common], env)
-    if done.returncode != 0:
-        result.error = f"import exited {done.returncode}: {first_line(done.stderr or done.stdout)}"
-        score(result)
-        return result
+    for part in [*(DATA / p for p in spec.get("earlier", [])), transcript]:
+        done = run_cli([str(AGENT_JOURNAL), "import", source, str(part), *common], env)
+        if done.returncode != 0:
+            result.error = (f"import of {part.name} exited {done.returncode}: "
+                            f"{first_line(done.stderr or done.stdout)}")
+            score(result)
+            return result
     for sub in subagent_files(spec, transcript):
         done = run_cli([str(AGENT_JOURNAL), "import", "claude-code", str(sub), *common], env)
         record = {"transcript": str(sub.relative_to(DATA)), "imported": done.returncode == 0}
@@ -238,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         default="recall",
         metavar="NAME",
         help="the question set: a folder under tests/data (default: recall; "
-        "recall-heldout is the synthetic held-out set)",
+        "recall-heldout and recall-blind are synthetic sets)",
     )
     args = parser.parse_args(argv)
 

@@ -454,6 +454,10 @@ _SUMMARY_LINES = [
     "src/a.ts(3,4): error TS2322: Type", "Found 1 error in src/a.ts.",
     "\u2716 3 problems (2 errors, 1 warning)", "   1:2  error  Bad  rule",
     "Traceback (most recent call last):", "ValueError: nope", "panicked at src/lib.rs",
+    "42 runs, 97 assertions, 2 failures, 1 errors, 0 skips", "Failure:", "A#test_b [a.rb:1]:",
+    "  1 failed", "    [chromium] › a.spec.ts:1:2 › works", "  11 passed (21.0s)",
+    "  48 did not run", "=== RUN   TestB", "    b_test.go:3: boom",
+    "BenchmarkX-8   \t 12\t 98 ns/op\t 4 allocs/op",
 ]
 _NOISE = ["", "building...", "ok", "done in 3s", "Error: x", "warning: y", "make: *** [all]",
           "passed", "in 0.3s", "12 files", "PASS src/a.test.ts", "3 passed", "1 failed, 2 passed",

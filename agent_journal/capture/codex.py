@@ -14,7 +14,9 @@ Sources of the formats:
 - Session files (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`): one `{"timestamp", "type",
   "payload"}` per line (openai/codex `RolloutLine` / `RolloutItem`); tool calls are
   `response_item` payloads of type `function_call` / `custom_tool_call` / `local_shell_call`
-  and their `*_output`, matched by `call_id`.
+  and their `*_output`, matched by `call_id`; an `event_msg` `turn_aborted` with reason
+  `interrupted` (the user stopped the turn) is the prompt INTERRUPTED, as Claude Code
+  writes its user's interrupt; a shell call keeps the `workdir` it ran in.
 - `codex exec --json`: `thread.started` (thread_id), then `item.started` / `item.completed`
   events whose item is a `command_execution`, `file_change`, `mcp_tool_call`, `web_search`,
   ... (real streams in tests/data/claude-code/codex/).
@@ -58,6 +60,8 @@ _EXIT_LINE = r"(?:^|\n)(?:Exit code:|Process exited with code) (\d{1,9})\b"
 _STREAM_TOOLS = {"command_execution": "Bash", "file_change": "apply_patch",
                  "mcp_tool_call": None, "web_search": "web_search"}
 _SHELL_TOOLS = frozenset({"shell", "container.exec", "exec_command", "local_shell"})
+# A turn the user aborted is written as Claude Code writes its user's interrupt.
+INTERRUPTED = "[Request interrupted by user]"
 
 
 def parse_codex_payload(text: str | bytes) -> dict[str, Any]:
@@ -170,6 +174,11 @@ def _rollout(records: Iterator[tuple[int, dict[str, Any]]]) -> Iterator[dict[str
             said.add(COMPACT, payload.get("message"), ts, "compacted")
             continue
         if record["type"] == "event_msg":
+            if payload.get("type") == "turn_aborted" and payload.get("reason") == "interrupted":
+                # The user stopped the agent mid-turn: the same event as Claude Code's
+                # interrupt, so it is written as Claude Code writes that one.
+                said.add(PROMPT, INTERRUPTED, ts, "aborted")
+                continue
             said.add_event(payload, ts)
             continue
         if record["type"] != "response_item":
@@ -257,7 +266,10 @@ def _tool_and_input(payload: dict[str, Any]) -> tuple[str | None, Any]:
     if payload.get("type") == "local_shell_call":
         action = payload.get("action")
         command = action.get("command") if isinstance(action, dict) else None
-        return "Bash", {"command": _shell_text(command)}
+        shell: dict[str, Any] = {"command": _shell_text(command)}
+        if isinstance(action, dict) and isinstance(action.get("working_directory"), str):
+            shell["workdir"] = action["working_directory"]
+        return "Bash", shell
     raw = payload.get("arguments", payload.get("input"))
     tool_input: Any = raw
     if isinstance(raw, str):

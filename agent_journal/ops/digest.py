@@ -41,6 +41,7 @@ from agent_journal.core.observation_fold import merge_spans, span_order
 from agent_journal.core.recovery.calls import Call, ordered
 from agent_journal.core.recovery.digest_fold import RECENT, TAIL, TASK, DigestFold
 from agent_journal.core.recovery.facts import event_facts
+from agent_journal.core.recovery.text import clip_middle
 from agent_journal.ops.digest_md import clip, code, hhmm, one_line, quote
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
@@ -265,6 +266,9 @@ def _call_line(call: Call, *, result: str | None = None, with_id: bool = False) 
     tool = call.tool or call.kind
     target = call.target
     what = f"{tool} {code(one_line(target, TARGET_CHARS))}" if target else tool
+    workdir = call.get("workdir")
+    if workdir:
+        what += f" in {code(workdir)}"
     desc = call.get("desc")
     if desc and call.tool == "Bash":
         what += f" ({one_line(desc, 80)})"
@@ -621,7 +625,7 @@ def _failure_line(f: Failure, *, with_id: bool) -> str:
 # -- rendering ----------------------------------------------------------------------------
 
 def _fixed_md(workspace: str, session: str | None, collected: dict[str, Any],
-              damage: dict[str, Any]) -> str:
+              damage: dict[str, Any], goal_chars: int = GOAL_CHARS) -> str:
     scope = f"session {session}" if session is not None else "all sessions"
     out = [f"# Journal digest: workspace {workspace}\n",
            f"Observations: {scope}. Entries: all sessions.\n"]
@@ -638,7 +642,8 @@ def _fixed_md(workspace: str, session: str | None, collected: dict[str, Any],
     goal = collected["goal"]
     if goal is not None:
         out.append(f"First prompt ({goal['ts'][:16].replace('T', ' ')}):\n")
-        out.append(quote(goal["text"], GOAL_CHARS))
+        # Head and tail: a first prompt that pastes a log ends with what to do about it.
+        out.append(quote(clip_middle(goal["text"], goal_chars), goal_chars))
     out.append("Objectives:" + (" (none recorded)\n" if not collected["objectives"] else "\n"))
     for item in collected["objectives"]:
         out.append(f"- {item['id']} ({item['author']}): {item['text']}\n")
@@ -716,14 +721,17 @@ def build(d: Derived, *, workspace: str, session: str | None, max_chars: int,
         fold = whole_fold(d, session)
     collected = collect(d, fold, held)
     sections: list[Section] = collected["sections"]
-    fixed = _fixed_md(workspace, session, collected, damage)
+    # The first prompt's quote takes at most a fifth of a tight bound: a pasted log in it
+    # must not push out where the work stopped and what it changed.
+    goal_chars = max(300, min(GOAL_CHARS, max_chars // 5))
+    fixed = _fixed_md(workspace, session, collected, damage, goal_chars)
     if len(fixed) > max_chars and collected["goal"] is not None:
         # The first prompt is clipped, never the objectives and constraints.
         collected["goal"] = dict(collected["goal"])
         over = len(fixed) - max_chars
         collected["goal"]["text"] = clip(collected["goal"]["text"],
                                          max(20, len(collected["goal"]["text"]) - over - 80))
-        fixed = _fixed_md(workspace, session, collected, damage)
+        fixed = _fixed_md(workspace, session, collected, damage, goal_chars)
     shown = fit(fixed, sections, max_chars, workspace)
     body = "".join(s.render(n) for s, n in zip(sections, shown, strict=True))
     note = _trim_note(sections, shown, max_chars, workspace)

@@ -2,9 +2,10 @@
 
 Invariant: `parse_run` only reports what a runner's own summary line says (counts, the
 ids it lists as failing, the first failure line it prints); text that matches no known
-summary gives None, never a guess. Recognised: pytest, unittest, go test, cargo test,
-jest, vitest, mocha, rspec (and npm/yarn/pnpm test, which print one of these), mypy,
-pyright, pyrefly, ruff (check, --fix and format), tsc, eslint.
+summary gives None, never a guess. Recognised: pytest, unittest, go test (with its
+benchmark lines), cargo test, jest, vitest, mocha, rspec, minitest (`rails test`),
+Playwright (and npm/yarn/pnpm test, which print one of these), mypy, pyright, pyrefly,
+ruff (check, --fix and format), tsc, eslint.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ _UNITTEST_VERDICT = re.compile(r"^(OK|FAILED)(?: \((.*)\))?$")
 _UNITTEST_FAIL = re.compile(r"^(FAIL|ERROR): (\S+ \([^)]*\))")
 _GO_FAIL = re.compile(r"^\s*--- FAIL: (\S+)")
 _GO_PKG = re.compile(r"^(ok|FAIL)\s+(\S+)\s+(?:[\d.]+s|\(cached\))")
+_GO_RUN = re.compile(r"^=== RUN\s+(\S+)")
+# A benchmark's result line: its name, iterations, time per op and what else it measured.
+_GO_BENCH = re.compile(r"^(Benchmark\S+)\s+\d+\s+([\d.]+ ns/op(?:\s+[\d.]+ \S+/op)*)")
 _CARGO = re.compile(r"^test result: (ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored")
 _CARGO_FAIL = re.compile(r"^test (\S+) \.\.\. FAILED$")
 _JEST = re.compile(r"^Tests:\s+(.*\d+ total)$")
@@ -48,6 +52,14 @@ _MOCHA_FAIL = re.compile(r"^\s+(\d+) failing$")
 _MOCHA_ID = re.compile(r"^\s+\d+\) (.+):$")
 _RSPEC = re.compile(r"^(\d+) examples?, (\d+) failures?(?:, (\d+) pending)?")
 _RSPEC_FAIL = re.compile(r"^rspec (\S+) # (.+)$")
+_MINITEST = re.compile(r"^(\d+) runs, (\d+) assertions, (\d+) failures, (\d+) errors, "
+                       r"(\d+) skips")
+# minitest names a failure on the line after its `Failure:` / `Error:` header.
+_MINITEST_ID = re.compile(r"^(\w[\w:]*#\w+)(?: \[[^\]]*\])?:$")
+# Playwright's closing counts, one a line; the last one carries the run's duration.
+_PLAYWRIGHT = re.compile(r"^\s*(\d+) (passed|failed|flaky|skipped|did not run|interrupted)"
+                         r"(?: \(([\d.]+(?:ms|s|m|h))\))?$")
+_PLAYWRIGHT_ID = re.compile(r"^\s+(\[[^\]]+\] › \S+:\d+:\d+ › .+?)\s*$")
 _MYPY_BAD = re.compile(r"^Found (\d+) errors? in (\d+) files? \(checked \d+ source files?\)")
 _MYPY_OK = re.compile(r"^Success: no issues found in \d+ source files?")
 _MYPY_ERR = re.compile(r"^\S+:\d+(?::\d+)?: error: .+")
@@ -85,7 +97,8 @@ _GATE = re.compile(
     r"|no tests ran|Ran \d+ test|--- FAIL: |(?:ok|FAIL)\s+\S+\s+(?:[\d.]+s|\(cached\))"
     r"|test result: |Tests|passing \(|example|Success: no issues found|Found \d+ error"
     r"|information|All checks passed!|reformatted|left unchanged|already formatted"
-    r"|INFO \d+ error|error TS\d|\u2716")
+    r"|INFO \d+ error|error TS\d|\u2716|\d runs, \d+ assertions"
+    r"|\d (?:passed|failed|flaky|skipped|did not run|interrupted) \([\d.]+(?:ms|s|m|h)\)")
 
 
 def _plain(text: str) -> str:
@@ -113,8 +126,8 @@ def parse_run(text: str | None) -> RunSummary | None:
 
 def _parse_lines(lines: list[str]) -> RunSummary | None:
     found: list[RunSummary] = []
-    for parse in (_pytest, _unittest, _go, _cargo, _jest, _vitest, _mocha, _rspec, _mypy,
-                  _pyright, _pyrefly, _ruff, _tsc, _eslint):
+    for parse in (_pytest, _unittest, _go, _cargo, _jest, _vitest, _mocha, _rspec, _minitest,
+                  _playwright, _mypy, _pyright, _pyrefly, _ruff, _tsc, _eslint):
         run = parse(lines)
         if run is not None:
             found.append(run)
@@ -215,16 +228,38 @@ def _go(lines: list[str]) -> RunSummary | None:
     ok = not bad and not failing
     summary = (f"go test: {len(packages) - len(bad)} package(s) ok, {len(bad)} failed"
                if packages else f"go test: {len(failing)} failed")
-    first = None
-    if failing:
-        for i, line in enumerate(lines):
-            if _GO_FAIL.match(line):
-                nxt = [x.strip() for x in lines[i + 1:i + 4] if x.strip()]
-                first = nxt[0] if nxt else None
-                break
+    # A benchmark's figures are what a run of it is for: they join the summary.
+    benches = [f"{m.group(1)} {' '.join(m.group(2).split())}" for line in lines
+               if (m := _GO_BENCH.match(line))][:3]
+    if benches:
+        summary += "; " + "; ".join(benches)
     return RunSummary("go test", ok, summary, passed=len(packages) - len(bad) if packages
                       else None, failed=len(failing) or len(bad), failing=failing,
-                      first_failure=first)
+                      first_failure=_go_first_failure(lines) if failing else None)
+
+
+def _go_first_failure(lines: list[str]) -> str | None:
+    """The first message the first failing test logged: the indented lines after its
+    `--- FAIL:` line, or, with -v (which prints them before it), those after its
+    `=== RUN` line."""
+    for i, line in enumerate(lines):
+        m = _GO_FAIL.match(line)
+        if not m:
+            continue
+        for after in lines[i + 1:i + 4]:
+            if after.strip() and after[:1].isspace() and not _GO_FAIL.match(after):
+                return after.strip()
+            if after.strip():
+                break
+        for j in range(i - 1, max(-1, i - 200), -1):
+            run = _GO_RUN.match(lines[j])
+            if run:
+                if run.group(1) == m.group(1):
+                    logged = [x.strip() for x in lines[j + 1:i] if x.strip() and x[:1].isspace()]
+                    return logged[0] if logged else None
+                break
+        return None
+    return None
 
 
 def _cargo(lines: list[str]) -> RunSummary | None:
@@ -297,6 +332,52 @@ def _rspec(lines: list[str]) -> RunSummary | None:
     return RunSummary("rspec", failures == 0, summary.group(0), passed=examples - failures,
                       failed=failures, skipped=int(summary.group(3)) if summary.group(3)
                       else None, failing=failing, first_failure=first)
+
+
+def _minitest(lines: list[str]) -> RunSummary | None:
+    summary = next((m for line in reversed(lines) if (m := _MINITEST.match(line.strip()))), None)
+    if summary is None:
+        return None
+    runs, failures, errors, skips = (int(summary.group(n)) for n in (1, 3, 4, 5))
+    failing: list[str] = []
+    first = None
+    for i, line in enumerate(lines[:-1]):
+        if line.strip() in ("Failure:", "Error:"):
+            m = _MINITEST_ID.match(lines[i + 1].strip())
+            if m and len(failing) < _MAX_IDS:
+                failing.append(m.group(1))
+            if first is None:
+                after = [x.strip() for x in lines[i + 2:i + 6] if x.strip()]
+                first = after[0] if after else None
+    return RunSummary("minitest", failures + errors == 0, summary.group(0),
+                      passed=runs - failures - errors - skips, failed=failures, errors=errors,
+                      skipped=skips, failing=failing, first_failure=first)
+
+
+def _playwright(lines: list[str]) -> RunSummary | None:
+    counts: dict[str, int] = {}
+    start = None
+    end = -1
+    timed = False
+    for i, line in enumerate(lines):
+        m = _PLAYWRIGHT.match(line)
+        if m:
+            if start is None or i > end + 8:
+                counts, start, timed = {}, i, False  # a new block of counts
+            counts[m.group(2)] = int(m.group(1))
+            timed = timed or m.group(3) is not None
+            end = i
+    if start is None or not timed:
+        return None
+    # The failing tests are listed, indented, under the `N failed` (and `N flaky`) counts.
+    failing = list(dict.fromkeys(m.group(1) for line in lines[start:]
+                                 if (m := _PLAYWRIGHT_ID.match(line))))[:_MAX_IDS]
+    first = next((line.strip() for line in lines if re.match(r"^\s*Error: ", line)), None)
+    summary = ", ".join(f"{n} {word}" for word, n in counts.items())
+    bad = counts.get("failed", 0) + counts.get("interrupted", 0)
+    return RunSummary("playwright", bad == 0, summary, passed=counts.get("passed"),
+                      failed=counts.get("failed", 0), skipped=counts.get("skipped"),
+                      failing=failing, first_failure=first if bad else None)
 
 
 def _mypy(lines: list[str]) -> RunSummary | None:

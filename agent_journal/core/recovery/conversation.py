@@ -1,7 +1,12 @@
 """What the session said, in order: prompts, assistant messages, summaries, meta text.
 
-Invariant: texts are the stored ones (facts caps them); what was said on an abandoned
-branch of a rewound conversation is kept apart, never presented as current.
+Invariants: texts are the stored ones (facts caps them); what was said on an abandoned
+branch of a rewound conversation is kept apart, never presented as current. A prompt a
+subagent received (`agent` set) is its parent agent's brief, not the user's words: it is
+no prompt of the session. A saying of the same kind, text, agent and time as the one of
+that kind just before it is the same saying copied (`claude --resume` starts its new
+transcript, under a new session id, with a copy of the conversation it resumes): it
+counts once (`repeats`).
 """
 
 from __future__ import annotations
@@ -55,14 +60,26 @@ def said_of(call: Call) -> Said | None:
                 call.get("agent"), bool(call.get("abandoned")), call.get("source"))
 
 
+def repeats(said: Said, last: dict[str, Said]) -> bool:
+    """Whether `said` is a copy of the saying of its kind just before it (`last` holds the
+    latest saying of each kind, and is updated)."""
+    before = last.get(said.kind)
+    last[said.kind] = said
+    return (before is not None and before.ts == said.ts and before.text == said.text
+            and before.agent == said.agent)
+
+
 def conversation(calls: Iterable[Call]) -> Conversation:
     out = Conversation()
+    last: dict[str, Said] = {}
     for call in ordered(calls):
         said = said_of(call)
-        if said is None:
+        if said is None or repeats(said, last):
             continue
         kind = said.kind
         if kind == "prompt":
+            if said.agent is not None:
+                continue  # a subagent's brief
             (out.abandoned_prompts if said.abandoned else out.prompts).append(said)
         elif kind == "assistant_message":
             if not said.abandoned and said.agent is None:

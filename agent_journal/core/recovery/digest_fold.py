@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from agent_journal.core.recovery.calls import Call
 from agent_journal.core.recovery.commits import GitFold
-from agent_journal.core.recovery.conversation import Said, said_of
+from agent_journal.core.recovery.conversation import Said, repeats, said_of
 from agent_journal.core.recovery.failures import FailuresFold
 from agent_journal.core.recovery.files_touched import FilesFold, ReadsFold
 from agent_journal.core.recovery.instructions import InstructionsFold
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 # Bump whenever what `packed` holds or how `step` folds changes: a fold kept by another
 # version is thrown away with the cache that kept it (storage/digest_cache.py).
-FOLD_VERSION = "1"
+FOLD_VERSION = "2"
 TAIL = 200
 # How many of each the digest can show (ops.digest.CAPS keeps to these).
 KEEP = {"asked": 12, "rejections": 12, "assistant": 13, "summaries": 3, "subagents": 10,
@@ -111,6 +111,7 @@ class DigestFold:
         self.rewound = Latest(KEEP["rewound"] if bound else None)
         self.meta: dict[str, Said] = {}  # text -> its latest saying, the latest last
         self.meta_texts: set[str] = set()  # every distinct text said
+        self.last_said: dict[str, Said] = {}  # kind -> its latest saying (copies count once)
         # Tool calls and prompts since the latest compaction summary.
         self.calls_since = 0
         self.prompts_since = 0
@@ -181,8 +182,12 @@ class DigestFold:
             self.recent.add(call)
 
     def _said(self, said: Said) -> None:
+        if repeats(said, self.last_said):
+            return
         kind = said.kind
         if kind == "prompt":
+            if said.agent is not None:
+                return  # a subagent's brief, not the user's words
             if said.abandoned:
                 self.rewound.add(said)
                 return
@@ -299,6 +304,7 @@ class DigestFold:
             self.failures.packed(), self.failure_marks,
             self.git.packed(), self.merge_marks, self.files.packed(), self.reads.packed(),
             self.tasks.packed(_pack_call), self.recent.packed(_pack_call),
+            {k: _pack_said(v) for k, v in self.last_said.items()},
         ]
 
     @classmethod
@@ -306,7 +312,7 @@ class DigestFold:
         (tail, sessions, cwd, goal, asked, rejections, instructions, assistant, summaries,
          titles, subagent_results, rewound, meta, meta_texts, calls_since, prompts_since,
          last_actions, plan, todo, unfinished, runs, failures, failure_marks, git,
-         merge_marks, files, reads, tasks, recent) = packed
+         merge_marks, files, reads, tasks, recent, last_said) = packed
         fold = cls(tail)
         fold.sessions = set(sessions)
         fold.cwd = cwd
@@ -335,4 +341,5 @@ class DigestFold:
         fold.reads = ReadsFold.unpacked(reads)
         fold.tasks = Latest.unpacked(tasks, _call)
         fold.recent = Latest.unpacked(recent, _call)
+        fold.last_said = {k: _said(v) for k, v in last_said.items()}
         return fold

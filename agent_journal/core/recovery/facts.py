@@ -3,7 +3,8 @@
 Invariants: `event_facts` is a pure function of an event's kind and data; its result is
 a small JSON-able dict (so a cache can keep it in place of the event), or None when the
 event holds nothing the derivations use. Texts are capped (TEXT_CHARS) at a word
-boundary; everything else is taken verbatim or parsed by checks, git_output and reasons.
+boundary (a prompt keeps its head and its tail); everything else is taken verbatim or
+parsed by checks, git_output and reasons.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 
 from agent_journal.core.recovery.patches import PATCH_TOOLS, patch_file_ops, patch_refused
-from agent_journal.core.recovery.text import clip
+from agent_journal.core.recovery.text import clip, clip_middle
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "4"
+FACTS_VERSION = "5"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -122,7 +123,9 @@ def _said_facts(kind: str, data: dict[str, Any], hook: dict[str, Any] | None,
     if isinstance(text, str) and text.strip():
         artifact = data.get("artifact")
         size = artifact.get("bytes") if isinstance(artifact, dict) else None
-        facts["text"] = clip(text, TEXT_CHARS)
+        # A long prompt keeps its end too: the request after a pasted log or spec.
+        cap = clip_middle if facts.get("said") == "prompt" else clip
+        facts["text"] = cap(text, TEXT_CHARS)
         facts["chars"] = size if isinstance(size, int) else len(text)
 
 
@@ -138,15 +141,28 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         facts["exit"] = exit_code
     value = data.get("input")
     target = target_of(tool, value)
+    # A shell call that names the directory it ran in (Codex's `workdir`), when that is
+    # not the session's, says so.
+    workdir = value.get("workdir") if isinstance(value, dict) and tool == "Bash" else None
+    if not (isinstance(workdir, str) and workdir.startswith("/")) or \
+            workdir.rstrip("/") == str(facts.get("cwd", "")).rstrip("/"):
+        workdir = None
+    if workdir is not None:
+        facts["workdir"] = workdir
     if target is not None:
         facts["target"] = clip(target, TARGET_CHARS)
         if tool == "Bash":
+            # The relative paths a shell call names are resolved in the directory it ran
+            # in (so `rm a.py` and an Edit of /w/a.py are one file), unless it changed
+            # directory on the way.
+            base = None if _CD.search(target) else workdir or facts.get("cwd")
             ops = shell_file_ops(target) if re.search(_MAY_MOVE, target) else None
             if ops:
-                facts["fileOps"] = ops
+                facts["fileOps"] = [[op[0], *(_within(base, p) for p in op[1:])]
+                                    for op in ops]
             read = shell_reads(target) if _MAY_READ.match(target) else None
             if read:
-                facts["reads"] = read
+                facts["reads"] = [_within(base, p) for p in read]
     if tool in WRITERS and tool != "Write":
         change = edit_change(value)
         if change:
@@ -189,10 +205,12 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         log_lines,
         push_rejections_in,
         pushes_in,
+        removed_by_git_clean,
         removed_by_git_rm,
         switched_branch,
     )
     from agent_journal.core.recovery.reasons import (
+        REJECTED,
         benign,
         error_reason,
         printed_traceback,
@@ -219,6 +237,10 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         refused = refusal(text)
         if refused:
             facts["refusal"] = refused
+            if refused == REJECTED:
+                # Claude Code's fixed wording says only that the user said no, which the
+                # refusal says; what the user said, when they said something, is `words`.
+                facts.pop("reason", None)
             words = rejection_words(text)
             if words:
                 facts["words"] = clip(words, 1000)
@@ -242,9 +264,16 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         switched = switched_branch(text)
         if switched:
             facts["switched"] = switched
+        # git names the files it removed relative to the directory it ran in.
+        base = facts.get("workdir") or facts.get("cwd")
         removed = removed_by_git_rm(text)
         if removed:
-            facts["removed"] = removed
+            facts["removed"] = [_within(base, p) for p in removed]
+        # `Removing path` is git clean's; the output alone cannot say it was git clean
+        # (an import keeps the command on the call's start), so files_touched checks.
+        cleaned = removed_by_git_clean(text) if not failed else None
+        if cleaned:
+            facts["cleaned"] = [_within(base, p) for p in cleaned]
         # An import keeps a call's command on its start and its output on its end: the
         # end's listing is kept whatever its target, and commits() reads it only for a
         # call whose command ran `git log`.
@@ -302,6 +331,18 @@ def edit_change(value: Any) -> list[str | None] | None:
     return [added, removed] if added or removed else None
 
 
+_CD = re.compile(r"(?:^|[;&|(]\s*)(?:cd|pushd)\s")
+
+
+def _within(workdir: Any, path: str) -> str:
+    """`path` as named in a call that ran in `workdir` (None: unknown, the path as it is)."""
+    if not isinstance(workdir, str) or not workdir.startswith("/") or path.startswith("/"):
+        return path
+    import posixpath
+
+    return posixpath.normpath(posixpath.join(workdir, path))
+
+
 # A command that starts by printing files (how Codex and shells read them).
 _MAY_READ = re.compile(r"\s*(?:cat|head|tail|sed|nl|less|bat)\s")
 _READERS = frozenset({"cat", "head", "tail", "sed", "nl", "less", "bat"})
@@ -344,17 +385,19 @@ def shell_reads(command: str) -> list[str]:
     return paths[:20]
 
 
-# Only a command naming rm or mv is split into words.
-_MAY_MOVE = r"\b(?:rm|mv)\b"
+# Only a command naming rm, mv, git checkout or git restore is split into words.
+_MAY_MOVE = r"\b(?:rm|mv|checkout|restore)\b"
 _SEPARATORS = frozenset({"&&", ";", "||", "|", "&"})
 _UNSAFE = frozenset("*?[]{}$`~<>()\\")
 
 
 def shell_file_ops(command: str) -> list[list[str]]:
-    """Files a shell command plainly deletes or moves: ["deleted", path] and
-    ["moved", src, dst], from `rm`, `git rm` (not --cached), `mv` and `git mv` with
-    literal paths only. Anything with globs, variables, redirections or subshells in a
-    path is left out: its effect cannot be read off the command."""
+    """Files a shell command plainly deletes, moves or reverts: ["deleted", path],
+    ["moved", src, dst] and ["reverted", path], from `rm`, `git rm` (not --cached), `mv`,
+    `git mv`, `git checkout -- paths` and `git restore paths` (not --staged alone: that
+    leaves the file as it is) with literal paths only. Anything with globs, variables,
+    redirections or subshells in a path is left out: its effect cannot be read off the
+    command."""
     import shlex  # only for shell commands that may move or delete files
 
     try:
@@ -375,6 +418,8 @@ def shell_file_ops(command: str) -> list[list[str]]:
 def _ops_of(words: list[str]) -> list[list[str]]:
     if not words:
         return []
+    if words[0] == "git" and len(words) > 2 and words[1] in ("checkout", "restore"):
+        return _reverted(words[1], words[2:])
     if words[0] == "git" and len(words) > 1 and words[1] in ("rm", "mv"):
         verb, args = words[1], words[2:]
     elif words[0] in ("rm", "mv"):
@@ -390,3 +435,19 @@ def _ops_of(words: list[str]) -> list[list[str]]:
     if len(paths) == 2 and not any(f in ("-t", "--target-directory") for f in flags):
         return [["moved", paths[0], paths[1]]]
     return []
+
+
+def _reverted(verb: str, args: list[str]) -> list[list[str]]:
+    """`git checkout [HEAD] -- paths` (without `--` the first word may be a branch) and
+    `git restore [--worktree] paths`: the paths' uncommitted changes are discarded."""
+    if verb == "checkout":
+        if "--" not in args or args[:args.index("--")] not in ([], ["HEAD"]):
+            return []
+        paths = args[args.index("--") + 1:]
+    else:
+        if any(a.startswith("-") and a not in ("-W", "--worktree", "--") for a in args):
+            return []  # --staged, --source: not the working tree put back as committed
+        paths = [a for a in args if not a.startswith("-")]
+    if not paths or any(ch in _UNSAFE for p in paths for ch in p):
+        return []
+    return [["reverted", p] for p in paths]

@@ -4,16 +4,18 @@ only read.
 Invariants: only calls that succeeded count. Write is `created` or `updated` as the tool's
 response says (`written` when it does not say); Edit, MultiEdit and NotebookEdit are
 `edited`; a patch (Codex's apply_patch) changes what patches.patch_file_ops reads off it;
-a shell call counts only in the plain forms facts.shell_file_ops reads, or through
-`git rm`'s own output. A file's state is its latest change; a file created in the
-journal's span stays `created` through later edits (it is new work); its `last_change` is
-the latest change's first added and removed line when that change was an edit. A file is
-"only
-read" when a successful Read (or a plain shell read, facts `reads`) named it and no
-successful call changed it.
+a shell call counts only in the plain forms facts.shell_file_ops reads (`reverted` for a
+`git checkout -- path` or `git restore path`: its uncommitted changes are gone), or
+through `git rm`'s own output and, for a call that ran `git clean`, its output. A file's
+state is its latest change; a file created in the journal's span stays `created` through
+later edits (it is new work); its `last_change` is the latest change's first added and
+removed line when that change was an edit. A file is "only read" when a successful Read
+(or a plain shell read, facts `reads`) named it and no successful call changed it.
 """
 
 from __future__ import annotations
+
+import re
 
 from agent_journal.core.recovery.calls import Call, ordered
 from agent_journal.core.recovery.record import Record
@@ -24,8 +26,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 CREATED, UPDATED, WRITTEN, EDITED = "created", "updated", "written", "edited"
+_GIT_CLEAN = re.compile(r"\bgit clean\b")
 READERS = frozenset({"Read", "NotebookRead"})
-DELETED, MOVED = "deleted", "moved"
+DELETED, MOVED, REVERTED = "deleted", "moved", "reverted"
 
 
 class FileState(Record):
@@ -78,13 +81,16 @@ class FilesFold:
             touch(target, EDITED, call)
             files[target].last_change = call.get("change")
         for op in call.get("fileOps") or ():
-            if op[0] in (DELETED, CREATED, EDITED) and len(op) == 2:
+            if op[0] in (DELETED, CREATED, EDITED, REVERTED) and len(op) == 2:
                 touch(op[1], op[0], call)
             elif op[0] == MOVED and len(op) == 3:
                 touch(op[1], MOVED, call)
                 files[op[1]].moved_to = op[2]
                 touch(op[2], CREATED if op[2] not in files else UPDATED, call)
-        for path in call.get("removed") or ():
+        removed = call.get("removed") or []
+        if target and _GIT_CLEAN.search(target):
+            removed = [*removed, *(call.get("cleaned") or ())]
+        for path in removed:
             if files.get(path) is None or files[path].state != DELETED:
                 touch(path, DELETED, call)
 

@@ -2,9 +2,9 @@
 
 Invariant: only git's fixed output forms are read (`[branch hash] subject` after a
 commit, `old..new  src -> dst` after a push, ` ! [rejected]  src -> dst (why)` for a ref
-a push had refused, `Switched to a new branch 'x'`, `rm 'path'`
-after `git rm`, `hash subject` lines of `git log --oneline`); nothing is inferred from
-the command alone.
+a push had refused, `Switched to a new branch 'x'`, `rm 'path'` after `git rm`,
+`Removing path` after `git clean` (its dry run says `Would remove`), `hash subject`
+lines of `git log --oneline`); nothing is inferred from the command alone.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ _PUSH_REJECTED = re.compile(r"^\s*! \[(?:remote )?rejected\]\s+(?P<src>\S+) -> (
 _PUSH_TO = re.compile(r"^To (\S+)")
 _SWITCHED = re.compile(r"^Switched to (?:a new )?branch '([^']+)'")
 _GIT_RM = re.compile(r"^rm '([^']+)'$")
+_GIT_CLEAN = re.compile(r"^Removing (\S+)$")
 _LOG_LINE = re.compile(r"^[*|/\\_ .\-]*?\b([0-9a-f]{7,12}) (?!\.\.)(.+)$")
 _MAX = 20
 
@@ -78,6 +79,11 @@ def switched_branch(text: str) -> str | None:
 
 def removed_by_git_rm(text: str) -> list[str]:
     return [m.group(1) for line in text.splitlines() if (m := _GIT_RM.match(line.strip()))]
+
+
+def removed_by_git_clean(text: str) -> list[str]:
+    return [m.group(1) for line in text.splitlines()
+            if (m := _GIT_CLEAN.match(line.strip()))][:50]
 
 
 def log_lines(text: str) -> list[tuple[str, str]]:

@@ -3,6 +3,7 @@
 Invariants: the reason is a line of the output itself (never rewritten beyond trimming
 and a length cap); log noise (`level=info` lines, bare `Exit code N`, blank and
 decoration lines) is skipped; for a Python traceback the exception line is the reason.
+A line that only heads what follows (`Failure:`, `Error:`) is joined to the line after it.
 A permission denial or a user's rejection is recognised only by Claude Code's own fixed
 wording, so an error is never mistaken for one. A benign no-op (`benign`) is recognised
 only when the failure's reason is one of a short fixed list of messages saying the wanted
@@ -34,8 +35,12 @@ _DENIAL = re.compile(r"requires approval|haven't granted it yet|was blocked\. Fo
 _REJECTION = re.compile(r"The user doesn't want to (?:proceed with this tool use|take this "
                         r"action)|tool use was rejected", re.IGNORECASE)
 # Lines that name the failure more precisely than a generic `error:` line after them: a
-# merge or rebase conflict, a ref a push had rejected, a Rust panic.
-_PREFERRED = re.compile(r"^CONFLICT \(|^! \[(?:remote )?rejected\]|\bpanicked at\b")
+# merge or rebase conflict, a ref a push had rejected, a Rust panic, the symbol a link
+# missed (the linker driver's own line after it only says that the link failed).
+_PREFERRED = re.compile(r"^CONFLICT \(|^! \[(?:remote )?rejected\]|\bpanicked at\b|"
+                        r"\bundefined reference to\b|^Undefined symbols? |"
+                        r"\bunresolved external symbol\b")
+_HEADER = re.compile(r"^[A-Z][A-Za-z ]{0,30}:$")
 # A failed call whose reason is one of these did nothing because nothing needed doing: the
 # state it aimed at already holds, so nothing is lost and nothing is open.
 BENIGN_NOOPS = (
@@ -91,9 +96,11 @@ def error_reason(text: str | None) -> str | None:
     preferred = next((line for line in useful if _PREFERRED.search(line)), None)
     if preferred is not None:
         return clip(preferred, REASON_CHARS)
-    marked = next((line for line in useful if _ERRORISH.search(line)), None)
-    if marked is not None:
-        return clip(marked, REASON_CHARS)
+    for i, line in enumerate(useful):
+        if _ERRORISH.search(line):
+            if _HEADER.match(line) and i + 1 < len(useful):
+                return clip(f"{line} {useful[i + 1]}", REASON_CHARS)
+            return clip(line, REASON_CHARS)
     return clip(" · ".join(useful[:2]), REASON_CHARS)
 
 
