@@ -473,3 +473,19 @@ def test_the_gate_never_hides_a_summary_the_parsers_find(lines, prefix):
     text = "\n".join(prefix + line + ("\x1b[0m" if "\x1b" in prefix else "") for line in lines)
     ungated = checks._parse_lines(checks._lines(checks._plain(text)))
     assert parse_run(text) == ungated
+
+
+def test_a_failure_told_in_content_blocks_or_a_result_field_has_its_reason():
+    """An MCP tool's or a subagent's answer is a list of content blocks, a WebFetch's a
+    `result` string: a failed call's reason comes from their text as from a shell's."""
+    from agent_journal.core.recovery.facts import output_text
+
+    blocks = [{"type": "text", "text": "Error: connection refused to db:5432"},
+              {"type": "image", "source": {"data": "AAAA"}}]
+    for output in (blocks, {"content": blocks}, {"result": blocks[0]["text"]}):
+        assert output_text(output) == "Error: connection refused to db:5432"
+        facts = event_facts("tool_call", {"tool": "mcp__db__query", "input": {"sql": "x"},
+                                          "output": output, "status": "error"})
+        assert facts is not None and "connection refused" in facts.get("reason", ""), facts
+    assert output_text([{"type": "image"}]) is None
+    assert output_text({"content": [], "stdout": "ok"}) == "ok"

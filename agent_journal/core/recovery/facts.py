@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "5"
+FACTS_VERSION = "6"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -67,15 +67,30 @@ def target_of(tool: str | None, value: Any) -> str | None:
 
 
 def output_text(output: Any) -> str | None:
-    """A call's output as text: a string as it is; a shell's structured response as its
-    stdout then stderr; anything else None (its shape is the tool's business)."""
+    """A call's output as text: a string as it is; a structured response as its text
+    fields (a shell's stdout then stderr, a tool's content, error or result), a list of
+    content blocks (a subagent's or an MCP tool's answer) as the text of its text
+    blocks; anything else None (its shape is the tool's business)."""
     if isinstance(output, str):
         return output
+    if isinstance(output, list):
+        return _blocks_text(output)
     if isinstance(output, dict):
-        parts = [output[k] for k in ("stdout", "stderr", "content", "error")
+        parts = [output[k] for k in ("stdout", "stderr", "content", "error", "result")
                  if isinstance(output.get(k), str) and output[k]]
+        if isinstance(output.get("content"), list):
+            blocks = _blocks_text(output["content"])
+            if blocks:
+                parts.append(blocks)
         return "\n".join(parts) if parts else None
     return None
+
+
+def _blocks_text(blocks: list[Any]) -> str | None:
+    texts = [b["text"] for b in blocks
+             if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+             and b["text"]]
+    return "\n".join(texts) if texts else None
 
 
 def event_facts(kind: str, data: dict[str, Any]) -> dict[str, Any] | None:
