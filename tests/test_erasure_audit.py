@@ -8,6 +8,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from conftest import CLI, all_bytes_under, clean_env
 from test_replicas import make_root
 
@@ -65,3 +67,61 @@ def test_a_copy_of_a_root_made_before_a_purge_cannot_push_the_content_back(tmp_p
     assert _run(fresh, "pull").returncode == 0
     assert MARK.encode() not in all_bytes_under(fresh)
     assert "nothing to hide" in _run(fresh, "show").stdout
+
+
+# -- a full disk ------------------------------------------------------------------------------
+
+def _file_size_limit(limit: int):  # type: ignore[no-untyped-def]
+    """A process whose every file write past `limit` bytes fails (EFBIG), as on a full
+    disk; Python ignores SIGXFSZ, so the write fails instead of killing the process."""
+    import resource
+
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+def _observe(root: Path, obs_id: str, output: str) -> None:
+    writes.observe(_ctx(root), kind="tool_call", obs_id=obs_id, tool="Bash", call_id="c",
+                   input_value={"command": "ls"}, output=output, status="ok", exit_code=0,
+                   duration_ms=1)
+
+
+def _source(tmp_path: Path, notes: int, blob_bytes: int) -> Path:
+    src = make_root(tmp_path, "src")
+    for i in range(notes):
+        _note(src, f"n{i}", f"note {i} " + "x" * 400)
+    _observe(src, "big", "a line of output\n" * (blob_bytes // 17))
+    return src
+
+
+def _leftovers(root: Path) -> list[str]:
+    """Hidden files a command left behind, its lock files aside."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.name.startswith(".") and not p.name.endswith(".lock") and p.is_file())
+
+
+# (notes in the source, bytes of its blob, file size limit): the import cannot be
+# created, its rows cannot be committed, its blob cannot be copied.
+FULL_DISK_MERGES = {"creating the import": (5, 1000, 0),
+                    "committing its rows": (300, 1000, 60_000),
+                    "copying a blob": (5, 200_000, 100_000)}
+
+
+@pytest.mark.parametrize("case", sorted(FULL_DISK_MERGES))
+def test_a_merge_on_a_full_disk_fails_in_one_line_and_leaves_nothing(tmp_path, case):
+    notes, blob_bytes, limit = FULL_DISK_MERGES[case]
+    src = _source(tmp_path, notes, blob_bytes)
+    here = make_root(tmp_path, "here")
+    _note(here, "mine", "acknowledged before the merge")
+    failed = subprocess.run([CLI, "merge", str(src)], env=clean_env(
+        AGENT_JOURNAL_ROOT=str(here), AGENT_JOURNAL_WORKSPACE=WS), capture_output=True,
+        text=True, timeout=120, preexec_fn=_file_size_limit(limit))
+    assert failed.returncode == 1, failed
+    assert len(failed.stderr.strip().splitlines()) == 1, failed.stderr
+    assert "internal error" not in failed.stderr, failed.stderr
+    assert _leftovers(here) == []
+    shown = _run(here, "show", "--observations")
+    assert shown.returncode == 0 and "mine" in shown.stdout, shown
+    again = _run(here, "merge", str(src))
+    assert again.returncode == 0, again.stderr
+    got = _run(here, "get", "big")
+    assert got.returncode == 0 and got.stdout.startswith("a line of output"), got.stderr
