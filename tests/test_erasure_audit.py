@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import CLI, all_bytes_under, clean_env
 from test_replicas import make_root
 
