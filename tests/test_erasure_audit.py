@@ -124,3 +124,46 @@ def test_a_merge_on_a_full_disk_fails_in_one_line_and_leaves_nothing(tmp_path, c
     assert again.returncode == 0, again.stderr
     got = _run(here, "get", "big")
     assert got.returncode == 0 and got.stdout.startswith("a line of output"), got.stderr
+
+
+# -- files a command writes where compaction cannot reach -------------------------------------
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+# What a command would write inside the journal root, outside every file compaction
+# knows: a copy of the content no `compact --apply` would ever erase.
+INSIDE_THE_ROOT = {
+    "timeline --html": lambda root: ["timeline", "--html", str(root / "timeline.html")],
+    "export": lambda root: ["export", str(root / "backup")],
+    "export into the workspace": lambda root: ["export",
+                                               str(root / "workspaces" / WS / "exp")],
+    "remote add": lambda root: ["remote", "add", "here", f"file://{root}/share"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(INSIDE_THE_ROOT))
+def test_nothing_is_written_inside_the_root_where_compaction_cannot_erase_it(tmp_path, case):
+    root = make_root(tmp_path, "journal")
+    _note(root, "secret", f"the key is {MARK}")
+    (root / "share").mkdir(mode=0o700)
+    before = _snapshot(root)
+    refused = _run(root, *INSIDE_THE_ROOT[case](root))
+    assert refused.returncode == 2, refused
+    assert len(refused.stderr.strip().splitlines()) == 1 and "root" in refused.stderr
+    assert _snapshot(root) == before
+    # The same through a link to the root: the place is what counts, not its name.
+    link = tmp_path / "link"
+    link.symlink_to(root)
+    via_link = _run(root, *INSIDE_THE_ROOT[case](link))
+    assert via_link.returncode == 2, via_link
+    assert _snapshot(root) == before
+    # Beside the root is fine.
+    beside = INSIDE_THE_ROOT[case](tmp_path)
+    if case == "remote add":
+        (tmp_path / "share").mkdir(mode=0o700)
+    elif case == "export into the workspace":
+        return
+    assert _run(root, *beside).returncode == 0
