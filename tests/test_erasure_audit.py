@@ -167,3 +167,119 @@ def test_nothing_is_written_inside_the_root_where_compaction_cannot_erase_it(tmp
     elif case == "export into the workspace":
         return
     assert _run(root, *beside).returncode == 0
+
+
+# -- one byte-scan law over every feature -----------------------------------------------------
+
+def _places(tag: str) -> dict[str, str]:
+    """One marker per place content can be written, all sharing the prefix `tag`."""
+    return {p: f"{tag}{p}Q" for p in ("input", "inline", "blob", "claim", "subject", "anchor",
+                                      "question", "chosen", "text", "reason", "hookin",
+                                      "hookout")}
+
+
+def _fill(root: Path, m: dict[str, str]) -> None:
+    def ok(*args: str, stdin: str | None = None) -> None:
+        done = subprocess.run([CLI, *args], input=stdin, env=clean_env(
+            AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE=WS,
+            AGENT_JOURNAL_ARTIFACT_THRESHOLD="256"), capture_output=True, text=True,
+            timeout=120)
+        assert done.returncode == 0, (args, done.stderr)
+
+    import json
+
+    ok("observe", "--kind", "tool_call", "--id", "o1", "--tool", "Bash", "--callId", "c1",
+       "--input", json.dumps({"command": f"echo {m['input']}"}), "--output", "-",
+       "--status", "ok", stdin=f"{m['inline']} said")
+    ok("observe", "--kind", "tool_call", "--id", "o2", "--tool", "Bash", "--callId", "c2",
+       "--output", "-", "--status", "error", "--exit-code", "1",
+       stdin=f"{m['blob']} a failing line\n" * 40)
+    ok("observe", "--kind", "tool_call", "--id", "kept", "--tool", "Bash", "--output", "-",
+       "--status", "ok", stdin="nothing to hide")
+    ok("record", "--kind", "finding", "--id", "f1", "--claim", f"{m['claim']} holds",
+       "--subject", m["subject"], "--anchor", "tool_use:o1", "--anchor",
+       f"file:{m['anchor']}.py")
+    ok("record", "--kind", "decision", "--id", "d1", "--question", m["question"],
+       "--chosen", m["chosen"], "--depends-on", "f1")
+    ok("record", "--kind", "constraint", "--id", "k1", "--text", m["text"])
+    ok("record", "--kind", "finding", "--id", "fine", "--claim", "a kept finding",
+       "--anchor", "tool_use:kept")
+    ok("invalidate", "k1", "--reason", m["reason"])
+    for event in ("PreToolUse", "PostToolUse"):
+        payload = {"session_id": "s1", "cwd": "/x/ws", "hook_event_name": event,
+                   "tool_name": "Bash", "tool_use_id": "toolu_audit",
+                   "tool_input": {"command": f"cat {m['hookin']}"}}
+        if event == "PostToolUse":
+            payload["tool_response"] = {"stdout": f"{m['hookout']} line\n" * 40, "stderr": ""}
+        ok("hook", "claude-code", "--workspace", WS, stdin=json.dumps(payload))
+    ok("checkpoint", "before")
+
+
+TARGETS = ("o1", "o2", "f1", "d1", "k1", "toolu_audit")
+READS = (["show"], ["show", "--json"], ["show", "--observations", "--json"], ["trace", "f1"],
+         ["trace", "o1"], ["timeline"], ["timeline", "--json"], ["timeline", "--failures-only"],
+         ["digest"], ["digest", "--json"], ["coverage"], ["decay"], ["get", "o2"], ["get", "f1"],
+         ["checkpoints"], ["show", "--as-of", "before", "--json"],
+         ["show", "--as-of", "before", "--observations", "--json"],
+         ["digest", "--as-of", "before"], ["trace", "f1", "--as-of", "before"],
+         ["timeline", "--as-of", "before", "--json"], ["compact"])
+
+
+def _hits(tag: str, *folders: Path) -> list[str]:
+    return sorted(str(p) for f in folders for p in f.rglob("*")
+                  if p.is_file() and not p.is_symlink() and tag.encode() in p.read_bytes())
+
+
+def test_erasure_reaches_every_copy_every_feature_made(tmp_path):
+    tag = "ERASEDZQ"
+    m = _places(tag)
+    a, b = make_root(tmp_path, "a"), make_root(tmp_path, "b")
+    share = tmp_path / "share"
+    share.mkdir(mode=0o700)
+    _fill(a, m)
+    _note(b, "b-own", "b's own note")
+    for root in (a, b):
+        assert _run(root, "remote", "add", "r", f"file://{share}").returncode == 0
+    # Every read first, so every cache, projection and index holds the content.
+    for read in READS + tuple(["search", word] for word in m.values()):
+        done = _run(a, *read)
+        assert done.returncode == 0, (read, done.stderr)
+    assert _run(a, "push").returncode == 0
+    assert _run(b, "merge", str(a)).returncode == 0
+    assert _run(b, "pull").returncode == 0
+    for read in (["digest"], ["search", m["claim"]], ["show", "--observations"], ["coverage"]):
+        assert _run(b, *read).returncode == 0
+    stale = tmp_path / "stale"
+    shutil.copytree(a, stale, symlinks=True)
+    assert _hits(tag, a) and _hits(tag, b) and _hits(tag, share)
+
+    for target in TARGETS:
+        assert _run(a, "tombstone", target, "--reason", "leaked").returncode == 0
+    # Hidden at once, in as-of views of a checkpoint written before the tombstones too.
+    for read in READS:
+        if read[0] not in ("get", "compact"):
+            shown = _run(a, *read)
+            assert tag not in shown.stdout + shown.stderr, read
+    for target in ("o1", "o2", "f1"):
+        assert _run(a, "get", target).returncode == 1
+    for word in m.values():
+        assert '"hits": []' in _run(a, "search", word, "--json").stdout
+
+    assert _run(a, "compact", "--apply").returncode == 0
+    assert _run(a, "push").returncode == 0
+    assert _hits(tag, a, share) == []
+    assert _run(b, "pull").returncode == 0
+    assert _run(b, "compact", "--apply").returncode == 0
+    assert _hits(tag, b) == []
+    # A copy of the root made before the purge brings nothing back, merged either way.
+    assert _run(a, "merge", str(stale)).returncode == 0
+    assert _run(b, "merge", str(stale)).returncode == 0
+    assert _run(stale, "push").returncode == 1
+    assert _run(b, "pull").returncode == 0
+    for root in (a, b):
+        for read in (["show", "--observations", "--json"], ["digest"],
+                     ["timeline", "--as-of", "before", "--json"]):
+            assert tag not in _run(root, *read).stdout, (root, read)
+    assert _hits(tag, a, b, share) == []
+    assert "a kept finding" in _run(b, "show").stdout
+    assert _run(a, "get", "kept").stdout == "nothing to hide"
