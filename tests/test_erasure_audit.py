@@ -283,3 +283,110 @@ def test_erasure_reaches_every_copy_every_feature_made(tmp_path):
     assert _hits(tag, a, b, share) == []
     assert "a kept finding" in _run(b, "show").stdout
     assert _run(a, "get", "kept").stdout == "nothing to hide"
+
+
+def _state(root: Path) -> str:
+    shown = _run(root, "show", "--observations", "--json")
+    assert shown.returncode == 0, shown.stderr
+    return shown.stdout
+
+
+def _disk_full_commands(tmp_path: Path) -> dict[str, tuple[list[str], str | None]]:
+    import json
+
+    src = _source(tmp_path, 3, 50_000)
+    assert _run(src, "export", str(tmp_path / "exported")).returncode == 0
+    share = tmp_path / "share"
+    share.mkdir(mode=0o700)
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"type": "assistant", "sessionId": "s9", "timestamp": "2025-01-01T00:00:00.000Z",
+         "message": {"role": "assistant", "content": [
+             {"type": "tool_use", "id": "toolu_t", "name": "Bash", "input": {"command": "ls"}}]}},
+        {"type": "user", "sessionId": "s9", "timestamp": "2025-01-01T00:00:01.000Z",
+         "message": {"role": "user", "content": [
+             {"type": "tool_result", "tool_use_id": "toolu_t", "content": "x\n" * 40_000}]}}]))
+    hook = json.dumps({"session_id": "s", "cwd": "/x", "hook_event_name": "PostToolUse",
+                       "tool_name": "Bash", "tool_use_id": "toolu_h",
+                       "tool_input": {"command": "ls"},
+                       "tool_response": {"stdout": "z\n" * 40_000, "stderr": ""}})
+    return {
+        "record": (["record", "--kind", "note", "--id", "new", "--text", "t" * 20_000], None),
+        "observe": (["observe", "--kind", "tool_call", "--id", "obs", "--tool", "Bash",
+                     "--status", "ok", "--output", "-"], "a big output line\n" * 10_000),
+        "invalidate": (["invalidate", "mine", "--reason", "r" * 20_000], None),
+        "tombstone": (["tombstone", "mine", "--reason", "r" * 20_000], None),
+        "checkpoint": (["checkpoint", "cp", "--note", "n" * 20_000], None),
+        "hook": (["hook", "claude-code", "--workspace", WS], hook),
+        "import": (["import", "claude-code", str(transcript)], None),
+        "merge a root": (["merge", str(src)], None),
+        "merge an export": (["merge", str(tmp_path / "exported")], None),
+        "export": (["export", str(tmp_path / "out")], None),
+        "push": (["push"], None),
+        "compact": (["compact", "--apply"], None),
+    }
+
+
+@pytest.mark.parametrize("room", ["none", "the largest file's size"])
+def test_every_write_on_a_full_disk_works_or_fails_in_one_line_changing_nothing(
+        tmp_path, room):
+    template = make_root(tmp_path, "template")
+    _note(template, "mine", "acknowledged " * 200)
+    _observe(template, "o", "an acknowledged output line\n" * 2_000)
+    _observe(template, "gone", "tombstoned output\n" * 2_000)
+    writes.tombstone(_ctx(template), "gone", "must go")
+    commands = _disk_full_commands(tmp_path)
+    assert _run(template, "remote", "add", "origin",
+                f"file://{tmp_path / 'share'}").returncode == 0
+    before = _state(template)
+    # SQLite writes whole pages: past the largest file, nothing under the root can grow.
+    largest = max(p.stat().st_size for p in template.rglob("*") if p.is_file())
+    limit = 1 if room == "none" else largest + 1
+    failures = []
+    for name, (args, stdin) in sorted(commands.items()):
+        here = tmp_path / "here"
+        shutil.rmtree(here, ignore_errors=True)
+        shutil.rmtree(tmp_path / "out", ignore_errors=True)
+        shutil.copytree(template, here, symlinks=True)
+        done = subprocess.run([CLI, *args], input=stdin, env=clean_env(
+            AGENT_JOURNAL_ROOT=str(here), AGENT_JOURNAL_WORKSPACE=WS,
+            AGENT_JOURNAL_ARTIFACT_THRESHOLD="256"), capture_output=True, text=True,
+            timeout=120, preexec_fn=_file_size_limit(limit))
+        lines = done.stderr.strip().splitlines()
+        if "internal error" in done.stderr or len(lines) > 1 or (
+                done.returncode not in (0, 1)) or (name == "hook" and done.returncode != 0):
+            failures.append((name, done.returncode, lines[:3]))
+        elif done.returncode == 1 or name == "hook":
+            # A refusal changed nothing (and the hook, when it could not journal, too).
+            if done.returncode == 1 and not lines:
+                failures.append((name, "exit 1 without a word"))
+            left = [p for p in _leftovers(here) if not p.endswith(".compact-pending.json")]
+            if left:
+                failures.append((name, "left", left))
+            if name != "hook" and _state(here) != before:
+                failures.append((name, "failed, yet changed what the journal holds"))
+        elif lines and not (name == "observe" and "could not be stored" in lines[0]):
+            # It worked; only an output it could not keep is worth a word.
+            failures.append((name, "worked, but said", lines))
+        assert _run(here, "compact", "--apply").returncode == 0, name
+        got = _run(here, "get", "o")
+        if got.returncode != 0 or got.stdout != "an acknowledged output line\n" * 2_000:
+            failures.append((name, "lost an acknowledged blob"))
+    assert failures == [], "\n".join(map(str, failures))
+
+
+def test_observe_says_so_when_its_output_could_not_be_stored_whole(tmp_path):
+    # The event is written (the call happened) with the capture marked failed, but an
+    # acknowledgement alone would read as "the output is kept": it must not be silent.
+    root = make_root(tmp_path, "journal")
+    _note(root, "first", "a segment to append to")
+    done = subprocess.run(
+        [CLI, "observe", "--kind", "tool_call", "--id", "o", "--tool", "Bash", "--output", "-"],
+        input="an output line too big for the disk\n" * 4_000, capture_output=True, text=True,
+        env=clean_env(AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE=WS),
+        timeout=120, preexec_fn=_file_size_limit(100_000))
+    assert done.returncode == 0 and done.stdout == "observed o\n"
+    assert done.stderr.count("\n") == 1 and "could not be stored" in done.stderr, done.stderr
+    assert "File too large" in done.stderr
+    got = _run(root, "get", "o")
+    assert got.returncode == 1 and "never stored" in got.stderr
