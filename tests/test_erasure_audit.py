@@ -390,3 +390,21 @@ def test_observe_says_so_when_its_output_could_not_be_stored_whole(tmp_path):
     assert "File too large" in done.stderr
     got = _run(root, "get", "o")
     assert got.returncode == 1 and "never stored" in got.stderr
+
+
+def test_a_merge_that_cannot_take_its_lock_says_why_in_one_line(tmp_path):
+    # On a read-only root the lock file cannot be opened for writing; a folder in its
+    # place fails the same open, whoever runs the test.
+    src = _source(tmp_path, 2, 1000)
+    here = make_root(tmp_path, "here")
+    _note(here, "mine", "acknowledged")
+    (here / "workspaces" / WS / ".merge.lock").mkdir(mode=0o700)
+    done = _run(here, "merge", str(src))
+    assert done.returncode == 1, done
+    assert len(done.stderr.strip().splitlines()) == 1 and "internal error" not in done.stderr
+    assert ".merge.lock" in done.stderr
+    assert "mine" in _run(here, "show").stdout
+    writes.tombstone(_ctx(here), "mine", "gone")
+    compacted = _run(here, "compact", "--apply")  # it clears a killed merge's leftovers
+    assert compacted.returncode == 1 and ".merge.lock" in compacted.stderr, compacted
+    assert len(compacted.stderr.strip().splitlines()) == 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 
+from agent_journal.core.errors import StorageError
 from agent_journal.storage.files import (
     FILE_MODE,
     check_confined,
@@ -104,6 +105,13 @@ def compaction_lock(ws: Workspace) -> Any:
 MERGE_LOCK_NAME = ".merge.lock"
 
 
+def _open_merge_lock(path: str) -> int:
+    try:
+        return os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, FILE_MODE)
+    except OSError as exc:  # a read-only root, something else in its place
+        raise StorageError(f"cannot open the merge lock {path}: {exc.strerror}") from None
+
+
 class MergeLock:
     """One merge at a time per workspace, so two merges never import the same event twice."""
 
@@ -117,7 +125,7 @@ class MergeLock:
 
         make_private_dirs(self.segments_dir)
         check_confined(self.path)
-        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, FILE_MODE)
+        self.fd = _open_merge_lock(self.path)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         # Under the lock no other merge is running: any temp import is a leftover.
         for name in os.listdir(self.segments_dir):
@@ -142,7 +150,7 @@ def remove_import_leftovers(ws: Workspace) -> bool:
     if not os.path.isdir(ws.segments_dir):
         return True
     check_confined(path)
-    fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, FILE_MODE)
+    fd = _open_merge_lock(path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
