@@ -408,3 +408,121 @@ def test_a_merge_that_cannot_take_its_lock_says_why_in_one_line(tmp_path):
     compacted = _run(here, "compact", "--apply")  # it clears a killed merge's leftovers
     assert compacted.returncode == 1 and ".merge.lock" in compacted.stderr, compacted
     assert len(compacted.stderr.strip().splitlines()) == 1
+
+
+# -- compact --apply killed at any instant, then run again --------------------------------------
+
+# Runs the CLI in this process and SIGKILLs itself just before its Nth call into SQLite
+# or the file system: every such call is an instant a real kill could land between.
+# With N = 0 it prints how many there were.
+KILL_AT_IO_CALL = r"""
+import os, signal, sys, threading
+target = int(sys.argv[1])
+IO = {"execute", "executemany", "executescript", "commit", "rollback", "close", "connect",
+      "unlink", "rename", "replace", "fsync", "write", "ftruncate", "remove", "rmdir",
+      "link", "open", "truncate", "mkdir", "flock"}
+count = 0
+def profile(frame, event, arg):
+    global count
+    if event == "c_call" and getattr(arg, "__name__", "") in IO:
+        count += 1
+        if count == target:
+            os.kill(os.getpid(), signal.SIGKILL)
+from agent_journal.cli.main import main
+sys.setprofile(profile)
+threading.setprofile(profile)
+code = main(sys.argv[2:])
+sys.setprofile(None)
+if target == 0:
+    sys.stderr.write(f"calls {count}\n")
+sys.exit(code)
+"""
+
+DOOMED = "DOOMEDZQ"
+
+
+@pytest.fixture(scope="module")
+def doomed_journal(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """Several segments of observations (some with blobs), every seventh tombstoned,
+    every cache built."""
+    import sys
+
+    root = make_root(tmp_path_factory.mktemp("doomed"), "journal")
+    build = r"""
+import sys
+from agent_journal.ops import context, writes
+ctx = context.Context(sys.argv[1], "ws", session="s")
+for i in range(280):
+    m = f"DOOMEDZQ{i:04d}Q" if i % 7 == 3 else f"kept {i}"
+    output = (m + " out\n") * (30 if i % 3 == 0 else 1)
+    writes.observe(ctx, kind="tool_call", obs_id=f"o{i}", tool="Bash", call_id=f"c{i}",
+                   input_value={"command": "echo " + m}, output=output, status="ok",
+                   exit_code=0, duration_ms=1)
+for i in range(3, 280, 7):
+    writes.tombstone(ctx, f"o{i}", "x")
+"""
+    env = clean_env(AGENT_JOURNAL_ARTIFACT_THRESHOLD="256",
+                    AGENT_JOURNAL_SEGMENT_MAX_BYTES="60000")
+    subprocess.run([sys.executable, "-c", build, str(root)], env=env, check=True, timeout=120)
+    for read in (["search", "kept"], ["digest"], ["coverage"], ["compact"]):
+        assert _run(root, *read).returncode == 0
+    assert len(list((root / "workspaces" / WS / "segments").glob("*.sqlite"))) > 2
+    counted = subprocess.run([sys.executable, "-c", KILL_AT_IO_CALL, "0", "compact", "--apply"],
+                             env=clean_env(AGENT_JOURNAL_ROOT=str(_copy(root)),
+                                           AGENT_JOURNAL_WORKSPACE=WS),
+                             capture_output=True, text=True, timeout=120)
+    assert counted.returncode == 0, counted.stderr
+    return root, int(counted.stderr.split()[-1])
+
+
+def _copy(root: Path) -> Path:
+    copy = root.parent / "run"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(root, copy, symlinks=True)
+    return copy
+
+
+def _killed_at(journal: Path, call: int) -> list[str]:
+    """Kill a compact --apply of a copy of `journal` at its `call`th I/O call, read, run
+    it again: what went wrong."""
+    import json
+    import sys
+
+    root = _copy(journal)
+    killed = subprocess.run([sys.executable, "-c", KILL_AT_IO_CALL, str(call), "compact",
+                             "--apply"], env=clean_env(AGENT_JOURNAL_ROOT=str(root),
+                                                       AGENT_JOURNAL_WORKSPACE=WS),
+                            capture_output=True, timeout=120)
+    problems = [] if killed.returncode == -9 else [f"not killed: {killed.returncode}"]
+    for read in (["show", "--observations", "--json"], ["digest"],
+                 ["search", "DOOMEDZQ0003Q", "--json"]):
+        done = _run(root, *read)
+        shown = done.stdout.replace("DOOMEDZQ0003Q", "").replace("doomedzq0003q", "")
+        if done.returncode != 0 or done.stderr or DOOMED in shown:
+            problems.append(f"{read[0]} after the kill: {done.returncode} {done.stderr}")
+    again = _run(root, "compact", "--apply")
+    if again.returncode != 0:
+        problems.append(f"the next run: {again.stderr}")
+    problems += [f"left in {p}" for p in _hits(DOOMED, root)]
+    doc = json.loads(_run(root, "show", "--observations", "--json").stdout)
+    if len(doc["entries"]) != 240 or doc["malformed"] or doc["unreadable"]:
+        problems.append(f"holds {len(doc['entries'])} of 240, {doc['malformed']}")
+    plan = json.loads(_run(root, "compact").stdout)
+    if plan["tombstoned"] or plan["tombstonesMarkedPurged"]:
+        problems.append(f"a third run still plans {plan}")
+    return problems
+
+
+def test_compact_killed_at_any_instant_is_finished_by_the_next_run(doomed_journal):
+    journal, calls = doomed_journal
+    for call in (calls // 5, calls // 2, calls * 3 // 4, calls - 3):
+        assert _killed_at(journal, call) == [], call
+
+
+@pytest.mark.soak
+def test_compact_killed_at_any_instant_is_finished_by_the_next_run_soak(doomed_journal):
+    import random
+
+    journal, calls = doomed_journal
+    for call in sorted(random.Random(7).sample(range(1, calls + 1), 60)):
+        assert _killed_at(journal, call) == [], call
