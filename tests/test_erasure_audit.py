@@ -526,3 +526,120 @@ def test_compact_killed_at_any_instant_is_finished_by_the_next_run_soak(doomed_j
     journal, calls = doomed_journal
     for call in sorted(random.Random(7).sample(range(1, calls + 1), 60)):
         assert _killed_at(journal, call) == [], call
+
+
+# -- writers racing compaction, merges, pulls, rollover and SIGKILL ---------------------------
+
+WRITER = r"""
+import os, random, sys
+from agent_journal.ops import context, writes
+root, name, acks = sys.argv[1], sys.argv[2], sys.argv[3]
+rnd = random.Random(name)
+ctx = context.Context(root, "ws", session=name)
+fd = os.open(acks, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+i = 0
+while True:
+    i += 1
+    doomed = rnd.random() < 0.15
+    oid = f"{'d' if doomed else 'k'}-{name}-{i}"
+    text = (f"DOOMEDZQ{oid}Q" if doomed else f"kept {oid}") + " line\n"
+    if rnd.random() < 0.6:
+        writes.observe(ctx, kind="tool_call", obs_id=oid, tool="Bash", call_id=oid,
+                       input_value={"command": "echo"}, status="ok", exit_code=0,
+                       duration_ms=1, output=text * (80 if rnd.random() < 0.3 else 1))
+    else:
+        writes.record(ctx, kind="finding", entry_id=oid, fields={"claim": text},
+                      anchors=[], depends_on=[], subject=None)
+    os.write(fd, (oid + "\n").encode())  # acknowledged: the write returned
+"""
+
+
+def _race(tmp_path: Path, seconds: float, writers: int, seed: int) -> None:
+    import json
+    import random
+    import signal
+    import sys
+    import time
+
+    rnd = random.Random(seed)
+    a, b = make_root(tmp_path, "a"), make_root(tmp_path, "b")
+    share, acks = tmp_path / "share", tmp_path / "acks"
+    share.mkdir(mode=0o700)
+    acks.mkdir()
+    small = {"AGENT_JOURNAL_SEGMENT_MAX_BYTES": "200000",
+             "AGENT_JOURNAL_ARTIFACT_THRESHOLD": "512"}  # segments roll over all the time
+    for root in (a, b):
+        _note(root, f"first-{root.name}", "a first event")
+        assert _run(root, "remote", "add", "r", f"file://{share}").returncode == 0
+
+    def start(root: Path, name: str) -> subprocess.Popen[bytes]:
+        env = clean_env(AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE=WS, **small)
+        return subprocess.Popen([sys.executable, "-c", WRITER, str(root), name,
+                                 str(acks / name)], env=env, stderr=subprocess.PIPE)
+
+    procs = {f"w{n}": start(a, f"w{n}") for n in range(writers)}
+    procs["b0"] = start(b, "b0")
+    started, born, tombstoned, failed = time.monotonic(), writers, set(), []
+    try:
+        while time.monotonic() - started < seconds:
+            action = rnd.choice(["compact", "kill compact", "merge", "pull", "push",
+                                 "tombstone", "kill writer"])
+            if action in ("compact", "merge", "pull"):
+                args = {"compact": ["compact", "--apply"], "merge": ["merge", str(b)],
+                        "pull": ["pull"]}[action]
+                done = _run(a, *args, **small)
+                if done.returncode != 0:
+                    failed.append((action, done.stderr))
+            elif action == "push":
+                for root in (b, a):
+                    if (done := _run(root, "push", **small)).returncode != 0:
+                        failed.append((action, done.stderr))
+            elif action == "kill compact":
+                proc = subprocess.Popen([CLI, "compact", "--apply"], env=clean_env(
+                    AGENT_JOURNAL_ROOT=str(a), AGENT_JOURNAL_WORKSPACE=WS, **small),
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(rnd.uniform(0.1, 1.0))
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+            elif action == "tombstone":
+                for f in acks.iterdir():
+                    doomed = [o for o in f.read_text().split() if o.startswith("d-")]
+                    for oid in [o for o in doomed if o not in tombstoned][:3]:
+                        owner = b if oid.startswith("d-b") else a
+                        assert _run(owner, "tombstone", oid, "--reason", "x").returncode == 0
+                        tombstoned.add(oid)
+            else:
+                name = rnd.choice(sorted(n for n in procs if n.startswith("w")))
+                time.sleep(rnd.uniform(0, 0.2))
+                procs.pop(name).send_signal(signal.SIGKILL)
+                procs[f"w{born}"] = start(a, f"w{born}")
+                born += 1
+    finally:
+        for proc in procs.values():
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+    assert failed == []
+    assert _run(a, "merge", str(b)).returncode == 0
+    assert _run(a, "compact", "--apply").returncode == 0
+    doc = json.loads(_run(a, "show", "--observations", "--json").stdout)
+    assert doc["malformed"] == [] and doc["unreadable"] == []
+    held = {e["id"] for e in doc["entries"]}
+    acknowledged = {o for f in acks.iterdir() for o in f.read_text().split()}
+    assert len(acknowledged) > 20
+    assert sorted(acknowledged - tombstoned - held) == []  # nothing acknowledged is lost
+    assert sorted(tombstoned & held) == []
+    mine = {t for t in tombstoned if not t.startswith("d-b")}
+    left = [(p, t) for p in a.rglob("*") if p.is_file()
+            for t in mine if f"DOOMEDZQ{t}Q".encode() in p.read_bytes()]
+    assert left == []
+
+
+def test_acknowledged_writes_survive_compaction_merges_pulls_rollover_and_kills(tmp_path):
+    _race(tmp_path, seconds=10, writers=4, seed=1)
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("seed", [2, 3, 4])
+def test_acknowledged_writes_survive_compaction_merges_pulls_rollover_and_kills_soak(
+        tmp_path, seed):
+    _race(tmp_path, seconds=150, writers=8, seed=seed)
