@@ -644,3 +644,16 @@ def test_acknowledged_writes_survive_compaction_merges_pulls_rollover_and_kills(
 def test_acknowledged_writes_survive_compaction_merges_pulls_rollover_and_kills_soak(
         tmp_path, seed):
     _race(tmp_path, seconds=150, writers=8, seed=seed)
+
+
+def test_export_from_a_root_whose_cache_cannot_be_written_still_exports(tmp_path):
+    # A read-only root (or a full disk) cannot keep the export's verified points, a
+    # disposable projection: that costs the next export time, never this export. A file
+    # in the projection folder's place fails the same way, whoever runs the test.
+    root = make_root(tmp_path, "journal")
+    _note(root, "mine", "acknowledged")
+    (root / "cache").mkdir(mode=0o700)
+    (root / "cache" / "verified").write_text("")
+    done = _run(root, "export", str(tmp_path / "out"))
+    assert done.returncode == 0 and done.stderr == "", done
+    assert _run(make_root(tmp_path, "other"), "merge", str(tmp_path / "out")).returncode == 0
