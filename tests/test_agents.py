@@ -311,7 +311,11 @@ def test_codex_hook_journals_each_documented_event(home, tmp_path, event):
              "PostCompact": "post_compact", "Stop": "assistant_message"}
     assert obs["kind"] == kinds[event]
     if event == "SessionStart":
-        assert "additionalContext" in json.loads(result.out)["hookSpecificOutput"]
+        # Codex's session-start output schema allows no other key, at either level.
+        out = json.loads(result.out)
+        assert list(out) == ["hookSpecificOutput"]
+        assert set(out["hookSpecificOutput"]) == {"hookEventName", "additionalContext"}
+        assert out["hookSpecificOutput"]["hookEventName"] == "SessionStart"
     else:
         assert result.out == ""
     if event == "PostToolUse":

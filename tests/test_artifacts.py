@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,38 @@ def test_structured_response_is_stored_as_canonical_json(cli, root):
     # A small structured response is printed the same way, straight from the event.
     assert hook(cli, post("toolu_small", {"b": 1, "a": [True, None]})).code == 0
     assert cli("get", "--json", "toolu_small").out == '{"a":[true,null],"b":1}'
+
+
+# Runs the hook as its only child and prints the child's peak RSS in KiB.
+_PEAK_RSS = """
+import resource, subprocess, sys
+with open(sys.argv[1], "rb") as stdin:
+    code = subprocess.run(sys.argv[2:], stdin=stdin).returncode
+print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def test_a_20_mb_response_is_one_blob_in_bounded_memory(root, tmp_path):
+    """Claude Code caps most outputs, not all (an Edit's response holds the whole file):
+    a 20 MB response is kept whole as a blob, and the hook's memory stays a small
+    multiple of the payload (the stdin cap bounds it)."""
+    response = {"stdout": "".join(f"{i:08d} {'x' * 90}\n" for i in range(200_000)),
+                "stderr": "", "interrupted": False, "isImage": False}
+    payload = tmp_path / "payload.json"
+    payload.write_text(json.dumps(post("toolu_huge", response)))
+    size = payload.stat().st_size
+    env = clean_env(AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="ws")
+    proc = subprocess.run([sys.executable, "-c", _PEAK_RSS, str(payload), CLI, "hook",
+                           "claude-code"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    code, peak_kib = map(int, proc.stdout.split())
+    assert code == 0 and not (root / "logs").exists()
+    assert peak_kib * 1024 < 6 * size + 80 * 2**20, (peak_kib, size)
+    (ev,) = events(root)
+    assert ev["data"]["artifact"]["status"] == "complete"
+    (blob,) = blobs(root)
+    assert blob.read_bytes() == json.dumps(response, sort_keys=True, separators=(",", ":"),
+                                           ensure_ascii=False).encode()
 
 
 @pytest.mark.parametrize("flag", ["interrupted", "truncated"])

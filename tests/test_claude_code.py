@@ -109,6 +109,51 @@ def test_post_tool_use_failure(claude_data: Path) -> None:
     assert "error" not in observation["data"]
 
 
+def _call(event: str, **fields: Any) -> dict[str, Any]:
+    return {"session_id": "s1", "cwd": "/w", "hook_event_name": event, "tool_name": "Bash",
+            "tool_use_id": "toolu_1", "tool_input": {"command": "make"}, **fields}
+
+
+def test_permission_denied_ends_the_call_with_its_reason() -> None:
+    """An auto-mode denial is the call's end: it never ran, and the reason is the output
+    (without it the PreToolUse would stand as a call with no outcome)."""
+    observation = hook_to_observation(_call("PermissionDenied", reason="destructive command"))
+    assert observation["id"] == observation["callId"] == "toolu_1"
+    assert (observation["kind"], observation["status"]) == ("tool_call", "error")
+    assert observation["output"] == "destructive command"
+    assert observation["input"] == {"command": "make"}
+    assert "reason" not in observation["data"] and "tool_input" not in observation["data"]
+    assert observation["data"]["hook_event_name"] == "PermissionDenied"
+
+
+@pytest.mark.parametrize(("event", "fields", "status", "exit_code"), [
+    # Bash cut short by Esc or by its own timeout: it did not finish.
+    ("PostToolUse", {"tool_response": {"stdout": "half", "stderr": "Command timed out",
+                                       "interrupted": True, "isImage": False}},
+     "cancelled", None),
+    ("PostToolUse", {"tool_response": {"stdout": "all", "stderr": "", "interrupted": False}},
+     "ok", None),
+    ("PostToolUseFailure", {"error": "Interrupted by user", "is_interrupt": True},
+     "cancelled", None),
+    ("PostToolUseFailure", {"error": "Exit code 2\nboom", "is_interrupt": False}, "error", 2),
+    # A background shell's end, as BashOutput reports it.
+    ("PostToolUse", {"tool_name": "BashOutput", "tool_input": {"bash_id": "bash_1"},
+                     "tool_response": {"shellId": "bash_1", "status": "failed",
+                                       "exitCode": 1, "stdout": "1 failed"}}, "error", 1),
+    ("PostToolUse", {"tool_name": "BashOutput", "tool_response": {"status": "completed",
+                                                                  "exitCode": 0}}, "ok", 0),
+    ("PostToolUse", {"tool_name": "BashOutput", "tool_response": {"status": "running",
+                                                                  "exitCode": None}},
+     "ok", None),
+    ("PostToolUse", {"tool_response": {"exitCode": True}}, "ok", None),
+    ("PostToolUse", {"tool_response": {"exitCode": 10**40}}, "ok", None),
+])
+def test_how_a_call_ended_is_read_from_the_payload(
+        event: str, fields: dict[str, Any], status: str, exit_code: int | None) -> None:
+    observation = hook_to_observation(_call(event, **fields))
+    assert (observation["status"], observation["exitCode"]) == (status, exit_code)
+
+
 @pytest.mark.parametrize(
     ("event", "kind", "field"),
     [
@@ -245,7 +290,7 @@ def test_duration_is_a_non_negative_number_or_none(duration: object, expected: i
             "hook payload is not valid JSON: NaN is not valid JSON",
         ),
         ("", "hook payload is not valid JSON: invalid JSON: Expecting value"),
-        (b"\xff", "hook payload is not valid JSON: not valid UTF-8 at byte 0"),
+        (b"\xff", "hook payload is not valid JSON: invalid JSON: Expecting value"),
     ],
 )
 def test_bad_hook_payloads_are_refused(text: str | bytes, message: str) -> None:
@@ -267,6 +312,12 @@ def test_lone_surrogate_in_a_payload_costs_one_character() -> None:
     text = '{"hook_event_name": "PostToolUse", "tool_response": "ok \\ud83d"}'
     payload = parse_hook_payload(text)
     assert payload["tool_response"] == "ok \ufffd"
+
+
+def test_a_byte_that_is_not_utf8_costs_one_character() -> None:
+    text = b'{"hook_event_name": "PostToolUse", "tool_response": {"stdout": "ok \xff\xfe!"}}'
+    assert parse_hook_payload(text)["tool_response"] == {"stdout": "ok \ufffd\ufffd!"}
+    assert parse_hook_payload(bytearray(text)) == parse_hook_payload(text)
 
 
 # ---------------------------------------------------------------- main_input, is_file_write

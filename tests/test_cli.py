@@ -41,7 +41,7 @@ def test_record_kinds_and_fields(cli):
     (["--kind", "decision", "--id", "d1", "--question", "q"], "--chosen is required"),
     (["--kind", "finding", "--id", "f1", "--claim", "c", "--text", "t"], "--text does not apply"),
     (["--kind", "guess", "--id", "g1", "--text", "t"], "--kind must be one of"),
-    (["--kind", "note", "--id", "a/b", "--text", "t"], "entry id must not contain"),
+    (["--kind", "note", "--id", "a/b", "--text", "t"], "--id must not contain"),
     (["--kind", "note", "--id", "n", "--text", "t", "--anchor", "nowhere"], "anchor must be"),
     (["--kind", "note", "--id", "n", "--text"], "--text needs a value"),
     (["--kind", "note", "--id", "n", "--text", "t", "--json=yes"], "--json takes no value"),

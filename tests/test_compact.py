@@ -234,8 +234,15 @@ def test_a_damaged_journal_is_refused_even_with_apply(cli, root, damage, counts)
 
 
 def test_compacting_an_empty_workspace_reports_nothing(cli, root):
-    assert ok(cli("compact", "--apply", workspace="nothing-here")).json() == full(True)
+    # A workspace that is not there is refused, as by every read (a typo in a scheduled
+    # compaction would otherwise report an empty plan for ever), and nothing is made.
+    missing = cli("compact", "--apply", workspace="nothing-here")
+    assert (missing.code, missing.out) == (1, "")
+    assert missing.err.startswith("error: no journal root at ")
     assert not root.exists()
+    (root / "workspaces" / "nothing-here").mkdir(mode=0o700, parents=True)
+    os.chmod(root, 0o700)
+    assert ok(cli("compact", "--apply", workspace="nothing-here")).json() == full(True)
 
 
 # -- erasure: no byte of a purged event anywhere under the root --------------------------------

@@ -111,6 +111,21 @@ def test_pre_and_post_fold_into_one_call(cli):
     assert len(obs["eventIds"]) == 2
 
 
+def test_a_permission_denial_finishes_the_call_it_refused(cli):
+    """PreToolUse, then the auto-mode classifier's PermissionDenied: one call, refused with
+    its reason, not one left open with its outcome unknown."""
+    pre = docs_payload("PreToolUse")
+    denied = {k: pre[k] for k in ("session_id", "transcript_path", "cwd", "permission_mode",
+                                  "tool_name", "tool_input", "tool_use_id")}
+    denied |= {"hook_event_name": "PermissionDenied", "reason": "not allowed in auto mode"}
+    assert hook(cli, pre).code == 0
+    result = hook(cli, denied)
+    assert (result.code, result.out, result.err) == (0, "", "")
+    (obs,) = observations(cli).values()
+    assert obs["status"] == "error" and obs["output"] == "not allowed in auto mode"
+    assert obs["input"]["command"] == "npm test" and len(obs["eventIds"]) == 2
+
+
 def test_workspace_comes_from_flag_env_or_cwd(cli, root):
     payload = docs_payload("PreToolUse")  # cwd /home/user/my-project
     assert hook(cli, payload, workspace=None).code == 0
@@ -144,6 +159,16 @@ def test_unknown_events_are_kept_as_hook_kinds(cli):
     assert obs["kind"] == "hook_FutureThing" and obs["session"] == "s1"
 
 
+def test_a_payload_with_bytes_that_are_not_utf8_is_journaled(cli, root):
+    """A raw byte in a tool's output costs one character, not the call."""
+    post = json.dumps(docs_payload("PostToolUse") | {"tool_response": {"stdout": "XX"}})
+    result = hook(cli, post.encode().replace(b"XX", b"ok \xff done"))
+    assert (result.code, result.out, result.err) == (0, "", "")
+    assert log_lines(root) == []
+    (obs,) = observations(cli).values()
+    assert obs["output"] == {"stdout": "ok \ufffd done"} and obs["status"] == "ok"
+
+
 def test_session_id_that_is_not_an_id_is_sanitised(cli):
     payload = docs_payload("Stop") | {"session_id": "a/b"}
     assert hook(cli, payload).code == 0
@@ -163,7 +188,6 @@ BAD_PAYLOADS = {
     "array": b"[1, 2]",
     "no-event-name": b'{"session_id": "a"}',
     "bad-event-name": b'{"hook_event_name": "../../etc"}',
-    "not-utf8": b'{"hook_event_name": "Stop", "x": "\xff"}',
 }
 
 

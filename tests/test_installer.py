@@ -15,8 +15,9 @@ import pytest
 from conftest import BIN, CLI, DATA, clean_env
 
 SETTINGS_EXAMPLES = DATA / "claude-code" / "hooks" / "docs" / "settings"
-EVENTS = ["PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit",
-          "SessionStart", "PreCompact", "PostCompact", "Stop", "SubagentStop", "SessionEnd"]
+EVENTS = ["PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionDenied",
+          "UserPromptSubmit", "SessionStart", "PreCompact", "PostCompact", "Stop",
+          "SubagentStop", "SessionEnd"]
 SCRIPT = str(BIN / "agent-journal")
 
 

@@ -368,7 +368,11 @@ def _failure_root(root: str | None) -> str:
 def _root_arg(argv: list[str]) -> str | None:
     for index, token in enumerate(argv):
         if token == "--root" and index + 1 < len(argv):
-            return argv[index + 1] or None
+            # As the parser reads it: a flag of the hook's in its place is no value (the
+            # log of `--root --workspace W` must not make a root called --workspace).
+            value = argv[index + 1]
+            return None if value.partition("=")[0] in ("--root", "--workspace") else (
+                value or None)
         if token.startswith("--root="):
             return token.partition("=")[2] or None
     return None

@@ -29,8 +29,11 @@ __all__ = ["EVENTS", "Change", "hook_command", "hook_executable", "install", "is
 
 AGENT = "claude-code"
 # The events the hook journals, in the order they are written into settings.json.
-EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit",
-          "SessionStart", "PreCompact", "PostCompact", "Stop", "SubagentStop", "SessionEnd")
+# PermissionDenied is the end of a call the auto-mode classifier refused (nothing else
+# follows its PreToolUse).
+EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionDenied",
+          "UserPromptSubmit", "SessionStart", "PreCompact", "PostCompact", "Stop",
+          "SubagentStop", "SessionEnd")
 # Seconds. The hook gives up on a locked journal after ~16 s at worst (hook.py); SessionStart
 # also reads the workspace to build its context.
 TIMEOUTS = {"SessionStart": 60}

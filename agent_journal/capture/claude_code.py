@@ -52,7 +52,13 @@ _MAX_ID_CHARS = 128
 _MAX_ID_BYTES = 128
 
 # Hook events that describe one tool call; every other event is a session-level observation.
-_TOOL_STATUS = {"PreToolUse": "started", "PostToolUse": "ok", "PostToolUseFailure": "error"}
+# PermissionDenied ends a call the auto-mode classifier refused: it never ran, and without
+# this end its PreToolUse would stand as a call whose outcome is unknown.
+_TOOL_STATUS = {"PreToolUse": "started", "PostToolUse": "ok", "PostToolUseFailure": "error",
+                "PermissionDenied": "error"}
+# The payload field each finishing event hands over as the call's output.
+_OUTPUT_FIELD = {"PostToolUse": "tool_response", "PostToolUseFailure": "error",
+                 "PermissionDenied": "reason"}
 _SESSION_KINDS = {
     "SessionStart": "session_start",
     "PreCompact": "pre_compact",
@@ -74,8 +80,9 @@ _SAID = {
     "SubagentStop": ("last_assistant_message", SUBAGENT),
     "PostCompact": ("compact_summary", COMPACT),
 }
-# Lifted into `input`/`output`; the rest of a tool event's payload (cwd, permission_mode,
-# prompt_id, is_interrupt, ...) is small context and stays in `data`.
+# Lifted into `input`/`output` (with the event's _OUTPUT_FIELD); the rest of a tool event's
+# payload (cwd, permission_mode, prompt_id, is_interrupt, ...) is small context and stays
+# in `data`.
 _LIFTED = frozenset({"tool_input", "tool_response", "error"})
 # Patterns are kept as strings and compiled by re's cache on first use, which keeps importing
 # this module cheap for commands that never parse a hook payload.
@@ -129,10 +136,19 @@ class NotATranscriptError(ValueError):
 
 
 def parse_hook_payload(text: str | bytes) -> dict[str, Any]:
-    """Parse hook stdin strictly; the result is a dict with a valid `hook_event_name`."""
+    """Parse hook stdin strictly; the result is a dict with a valid `hook_event_name`.
+
+    Two flaws cost a character each instead of the whole observation: a lone surrogate (a
+    JavaScript producer that cut a string inside a surrogate pair) and a byte that is not
+    UTF-8 (a tool's raw output passed through by a wrapper); each becomes U+FFFD.
+    """
+    if isinstance(text, bytes | bytearray):
+        raw = text
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("utf-8", errors="replace")
     try:
-        # A JavaScript producer that cuts a string inside a surrogate pair leaves a lone
-        # surrogate; that should cost one character, not the whole observation.
         payload = loads(text, lone_surrogates="replace")
     except StrictJSONError as exc:
         raise HookPayloadError(f"hook payload is not valid JSON: {exc}") from None
@@ -190,28 +206,48 @@ def hook_to_observation(
         observation["data"] = dict(payload)
     else:
         call_id = _str_or_none(payload.get("tool_use_id"))
+        lifted = _OUTPUT_FIELD.get(event)
+        output = payload.get(lifted) if lifted is not None else None
         observation.update(
             id=call_id,
             kind="tool_call",
             tool=_str_or_none(payload.get("tool_name")),
             callId=call_id,
             input=payload.get("tool_input"),
+            output=output,
             status=status,
             durationMs=_duration(payload.get("duration_ms")),
-            data={k: v for k, v in payload.items() if k not in _LIFTED},
+            data={k: v for k, v in payload.items() if k not in _LIFTED and k != lifted},
         )
-        if event == "PostToolUse":
-            observation["output"] = payload.get("tool_response")
+        if event == "PostToolUse" and isinstance(output, dict):
+            _response_outcome(output, observation)
         elif event == "PostToolUseFailure":
-            error = payload.get("error")
-            observation["output"] = error
-            observation["exitCode"] = _exit_code(error)
+            observation["exitCode"] = _exit_code(output)
+            if payload.get("is_interrupt") is True:
+                observation["status"] = "cancelled"
     observation = (redactor or default_redactor()).redact_value(observation)
     if observation["text"] is not None:
         data = observation["data"]
         observation["id"] = said_id(observation["kind"], session, observation["text"],
                                     _str_or_none(data.get("agent_id")))
     return observation  # type: ignore[no-any-return]
+
+
+def _response_outcome(response: dict[str, Any], observation: dict[str, Any]) -> None:
+    """What a structured tool_response says of how the call ended, beyond "it returned".
+
+    A shell cut short (Bash's `interrupted`: the user pressed Esc, or its timeout killed
+    it) did not finish: `cancelled`. A response that reports an exit code (BashOutput on a
+    background shell that has ended) gives it, and a non-zero one makes the call `error`,
+    as PostToolUseFailure's "Exit code N" does for a foreground command.
+    """
+    if response.get("interrupted") is True:
+        observation["status"] = "cancelled"
+    code = response.get("exitCode", response.get("exit_code"))
+    if isinstance(code, int) and not isinstance(code, bool) and -2**31 <= code < 2**32:
+        observation["exitCode"] = code
+        if code != 0 and observation["status"] == "ok":
+            observation["status"] = "error"
 
 
 def said_id(kind: str, session: str | None, text: str, agent: str | None = None,

@@ -9,6 +9,11 @@ Invariants:
   (they arrive as lone surrogates) are a usage error, before anything is
   written, since nothing downstream could store or print them.
 - A bare flag takes no value: `--apply=yes` and `--apply true` are refused.
+- A value the table types as an id (an option's, an argument's, or the environment
+  variable standing in for an option) is a valid journal id.
+- The environment a journal command runs under is checked with its arguments: an
+  empty variable standing in for an option, or an $AGENT_JOURNAL_NOW that is not an
+  instant, is a usage error, not a default (the fail-open hook checks its own).
 - Nothing is written before parsing succeeds (parsing happens first).
 It imports nothing heavy, so the hook and write paths stay fast.
 """
@@ -19,6 +24,7 @@ import os
 
 from agent_journal.cli.commands import BARE, COMMANDS, MULTI, Command, Opt
 from agent_journal.core.errors import UsageError
+from agent_journal.core.model import validate_id
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
@@ -39,7 +45,9 @@ def find_command(argv: list[str]) -> tuple[Command | None, list[str]]:
     return None, argv
 
 
-def _convert(opt: Opt, raw: str) -> Any:
+def _convert(opt: Opt, raw: str, what: str | None = None) -> Any:
+    if opt.type == "id":
+        return validate_id(raw, what or opt.flag)
     if opt.type == "int":
         # Plain ASCII digits only: int() would also take " 5", "1_000" and
         # non-ASCII digits, none of which a caller means as a number.
@@ -94,7 +102,9 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
                 if after_bare is not None:
                     raise UsageError(f"{after_bare} takes no value; pass it as a bare flag")
                 raise UsageError(f"unexpected argument {token!r}")
-            positionals.append(_check_utf8(cmd.args[len(positionals)].metavar, token))
+            arg = cmd.args[len(positionals)]
+            _check_utf8(arg.metavar, token)
+            positionals.append(validate_id(token, arg.metavar) if arg.type == "id" else token)
             after_bare = None
             continue
         flag, has_eq, inline = token.partition("=")
@@ -133,7 +143,7 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
                 if env == "":
                     raise UsageError(f"{opt.flag} is not given and ${opt.env} is empty")
                 _check_utf8(f"${opt.env}", env)
-                values[opt.dest] = _convert(opt, env)
+                values[opt.dest] = _convert(opt, env, f"${opt.env}")
         if values[opt.dest] is None and opt.project is not None:
             from agent_journal.cli.project_defaults import project_default
 
@@ -143,6 +153,8 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
             if opt.project is not None and hint:
                 hint = hint[:-1] + ", or run it inside a project with .agent-journal.toml)"
             raise UsageError(f"{opt.flag} is required{hint}")
+    if not cmd.fail_open and any(opt.dest == "root" for opt in cmd.opts):
+        _check_clock()
     for index, arg in enumerate(cmd.args):
         if index < len(positionals):
             values[arg.dest] = positionals[index]
@@ -153,3 +165,15 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
     return values
 
 
+def _check_clock() -> None:
+    """A set $AGENT_JOURNAL_NOW must be an instant: otherwise a command that reads the
+    clock only late (a push after its uploads) would fail half done, and one that never
+    reads it would hide the mistake."""
+    from agent_journal.core.clock import ENV_NOW, parse_instant
+
+    fixed = os.environ.get(ENV_NOW)
+    if fixed is not None:
+        try:
+            parse_instant(fixed)
+        except UsageError as exc:
+            raise UsageError(f"${ENV_NOW} is {exc.message}") from None

@@ -14,6 +14,11 @@ BARE = "bare"     # --flag, takes no value
 
 ENV_WORKSPACE = "AGENT_JOURNAL_WORKSPACE"
 ENV_SESSION = "AGENT_JOURNAL_SESSION"
+ENV_ROOT = "AGENT_JOURNAL_ROOT"  # the same name as storage.root.ENV_ROOT
+
+# Value types argv checks: "str" (any text), "int" (a whole number, see `minimum`), "id" (a
+# journal id: core.model.validate_id, so no path separators or control characters and a
+# bounded length, refused before anything is opened).
 
 
 class Opt:
@@ -41,14 +46,15 @@ class Opt:
 
 
 class Arg:
-    __slots__ = ("dest", "metavar", "help", "required")
+    __slots__ = ("dest", "metavar", "help", "required", "type")
 
     def __init__(self, dest: str, help: str, *, metavar: str | None = None,
-                 required: bool = True) -> None:
+                 required: bool = True, type: str = "str") -> None:
         self.dest = dest
         self.metavar = metavar or dest.upper()
         self.help = help
         self.required = required
+        self.type = type
 
 
 class Command:
@@ -68,16 +74,17 @@ class Command:
 
 ROOT = Opt("root", "--root", "Journal root folder (default: $AGENT_JOURNAL_ROOT, else the "
            "project file's root, else $XDG_DATA_HOME/agent-journal).", metavar="DIR",
-           project="root")
+           env=ENV_ROOT, project="root")
 WORKSPACE = Opt("workspace", "--workspace", "Workspace id (default: $AGENT_JOURNAL_WORKSPACE, "
                 "else the workspace of the nearest .agent-journal.toml).",
-                required=True, env=ENV_WORKSPACE, metavar="ID", project="workspace")
+                required=True, env=ENV_WORKSPACE, metavar="ID", project="workspace",
+                type="id")
 # The hook and the installers take the root only from the flag or $AGENT_JOURNAL_ROOT: the
 # hook finds the project file from the payload's cwd itself, and install writes one.
 PLAIN_ROOT = Opt("root", "--root", "Journal root folder (default: $AGENT_JOURNAL_ROOT, else "
-                 "$XDG_DATA_HOME/agent-journal).", metavar="DIR")
+                 "$XDG_DATA_HOME/agent-journal).", metavar="DIR", env=ENV_ROOT)
 SESSION = Opt("session", "--session", "Writing session id (default: $AGENT_JOURNAL_SESSION; "
-              "none means a human wrote it).", env=ENV_SESSION, metavar="ID")
+              "none means a human wrote it).", env=ENV_SESSION, metavar="ID", type="id")
 JSON = Opt("json", "--json", "Print JSON instead of a line of text.", kind=BARE)
 READ_JSON = Opt("json", "--json", "Print the documented JSON (spec/cli-json.md) instead of text "
                 "for people.", kind=BARE)
@@ -117,7 +124,7 @@ _add(Command(
     opts=(
         Opt("kind", "--kind", "finding | decision | constraint | objective | assumption | note.",
             required=True),
-        Opt("id", "--id", "Entry id (unique in the workspace).", required=True),
+        Opt("id", "--id", "Entry id (unique in the workspace).", required=True, type="id"),
         Opt("claim", "--claim", "The claim (finding)."),
         Opt("question", "--question", "The question (decision)."),
         Opt("chosen", "--chosen", "The chosen answer (decision)."),
@@ -125,7 +132,7 @@ _add(Command(
         Opt("anchor", "--anchor", "Evidence: tool_use:OBS_ID, file:PATH, commit:SHA, url:URL.",
             kind=MULTI, metavar="SCHEME:REF"),
         Opt("depends_on", "--depends-on", "An entry this one depends on.", kind=MULTI,
-            metavar="ENTRY_ID"),
+            metavar="ENTRY_ID", type="id"),
         Opt("subject", "--subject", "What the entry is about."),
     ) + WRITE_COMMON,
 ))
@@ -136,7 +143,7 @@ _add(Command(
         Opt("kind", "--kind", "Observation kind: " + ", ".join(OBSERVE_KINDS) + ".",
             required=True, choices=OBSERVE_KINDS),
         Opt("id", "--id", "Observation id; observe it again to record how it finished.",
-            required=True),
+            required=True, type="id"),
         Opt("tool", "--tool", "Tool name."),
         Opt("call_id", "--callId", "The tool call id.", metavar="ID"),
         Opt("input", "--input", "Tool input as JSON.", metavar="JSON"),
@@ -152,14 +159,14 @@ _add(Command(
 _add(Command(
     "invalidate", "Retract an entry whose reasoning was wrong (it and its dependents stop "
     "being live; the content stays readable).", "cmd_invalidate",
-    args=(Arg("target", "Entry id to retract."),),
+    args=(Arg("target", "Entry id to retract.", type="id"),),
     opts=(REASON,) + WRITE_COMMON,
 ))
 
 _add(Command(
     "tombstone", "Mark content that must not exist: hidden from every read now, erased by "
     "the next compact --apply.", "cmd_tombstone",
-    args=(Arg("target", "Entry or observation id."),),
+    args=(Arg("target", "Entry or observation id.", type="id"),),
     opts=(REASON,) + WRITE_COMMON,
 ))
 
@@ -167,7 +174,7 @@ _add(Command(
     "show", "Show entries as derived from the events: liveness, retractions, constraints.",
     "cmd_show",
     opts=(
-        Opt("id", "--id", "Only this entry or observation."),
+        Opt("id", "--id", "Only this entry or observation.", type="id"),
         Opt("observations", "--observations", "Include every observation.", kind=BARE),
         READ_JSON, AS_OF,
     ) + READ_COMMON,
@@ -183,7 +190,8 @@ _add(Command(
     opts=(
         Opt("limit", "--limit", "At most N hits (default 10).", type="int", metavar="N",
             minimum=1),
-        Opt("kind", "--kind", "Only hits of this kind (finding, decision, tool_call, ...)."),
+        Opt("kind", "--kind", "Only hits of this kind (finding, decision, tool_call, ...).",
+            type="id"),
         Opt("include_retracted", "--include-retracted", "Also return invalidated and "
             "suppressed entries, marked as such.", kind=BARE),
         Opt("json", "--json", "Print JSON instead of a list.", kind=BARE),
@@ -196,7 +204,7 @@ _add(Command(
 HOOK_WORKSPACE = Opt("workspace", "--workspace", "Workspace id (default: "
                      "$AGENT_JOURNAL_WORKSPACE, else the .agent-journal.toml found from the "
                      "payload's cwd, else the name of that cwd folder).",
-                     env=ENV_WORKSPACE, metavar="ID")
+                     env=ENV_WORKSPACE, metavar="ID", type="id")
 PROJECT = Opt("project", "--project", "Project folder (default: the nearest folder from the "
               "current one upwards holding .agent-journal.toml, .claude, .codex or .git, "
               "else the current folder).", metavar="DIR")
@@ -204,7 +212,7 @@ DRY_RUN = Opt("dry_run", "--dry-run", "Print the change as a diff; write nothing
 INSTALL_WORKSPACE = Opt("workspace", "--workspace", "Workspace the hook writes to, kept in the "
                         "project's .agent-journal.toml (default: $AGENT_JOURNAL_WORKSPACE, else "
                         "the project file's, else the project folder's name).",
-                        env=ENV_WORKSPACE, metavar="ID")
+                        env=ENV_WORKSPACE, metavar="ID", type="id")
 CLAUDE_SCOPE = Opt("scope", "--scope", "project: the shared .claude/settings.json; local: "
                    ".claude/settings.local.json (personal, not committed); user: "
                    "~/.claude/settings.json (default project).", metavar="SCOPE",
@@ -281,7 +289,7 @@ _add(Command(
 _add(Command(
     "get", "Print an observation's exact output (verified against its checksum) or an "
     "entry's full record.", "cmd_get",
-    args=(Arg("id", "Observation, entry or event id.", metavar="ID"),),
+    args=(Arg("id", "Observation, entry or event id.", metavar="ID", type="id"),),
     opts=(READ_JSON,) + READ_COMMON,
 ))
 
@@ -294,7 +302,7 @@ _add(Command(
     opts=(WORKSPACE, ROOT,
           Opt("session", "--session", "The agent session its writes belong to (default: "
               "$AGENT_JOURNAL_SESSION, else $CLAUDE_CODE_SESSION_ID; with none, writes are "
-              "refused).", env=ENV_SESSION, metavar="ID")),
+              "refused).", env=ENV_SESSION, metavar="ID", type="id")),
 ))
 
 # -- audit and recovery reads: trace, digest, coverage, decay ----------------------------
@@ -302,7 +310,7 @@ _add(Command(
 _add(Command(
     "trace", "Find every entry that cites ID (by id, subject, anchor or dependsOn) and "
     "every entry built on them.", "cmd_trace",
-    args=(Arg("id", "The id (or anchor text) to trace.", metavar="ID"),),
+    args=(Arg("id", "The id (or anchor text) to trace.", metavar="ID", type="id"),),
     opts=(READ_JSON, AS_OF) + READ_COMMON,
 ))
 
@@ -315,7 +323,7 @@ _add(Command(
         # No $AGENT_JOURNAL_SESSION default here: that variable names the *writing*
         # session, and a read scoped by it silently would hide other sessions' work.
         Opt("session", "--session", "Only this session's observations (entries are always "
-            "shown).", metavar="ID"),
+            "shown).", metavar="ID", type="id"),
         Opt("json", "--json", "Print JSON instead of Markdown.", kind=BARE),
         Opt("max_chars", "--max-chars", "Bound the Markdown to N characters (default 10000); "
             "the least important sections are trimmed first.", type="int", metavar="N",
@@ -346,13 +354,14 @@ _add(Command(
     opts=(
         Opt("last", "--last", "Only the last N lines.", type="int", metavar="N", minimum=1),
         Opt("session", "--session", "Only events of this session (its id or the first "
-            "characters of it, as shown).", metavar="ID"),
+            "characters of it, as shown).", metavar="ID", type="id"),
         Opt("since", "--since", "Only events at or after this instant (ISO 8601, or an age "
             "such as 2h, 3d).", metavar="WHEN"),
         Opt("until", "--until", "Only events at or before this instant.", metavar="WHEN"),
-        Opt("tool", "--tool", "Only calls of this tool (Bash, Edit, ...).", metavar="NAME"),
+        Opt("tool", "--tool", "Only calls of this tool (Bash, Edit, ...).", metavar="NAME",
+            type="id"),
         Opt("kind", "--kind", "Only events of this kind or type (tool_call, user_prompt, "
-            "finding, entry, tombstone, checkpoint, ...).", metavar="KIND"),
+            "finding, entry, tombstone, checkpoint, ...).", metavar="KIND", type="id"),
         Opt("failures_only", "--failures-only", "Only failed calls, each with its whole "
             "output (verified like get).", kind=BARE),
         AS_OF,
@@ -367,7 +376,8 @@ _add(Command(
 _add(Command(
     "checkpoint", "Append a checkpoint: a named mark of where every segment stands now, "
     "for --as-of views. Copies nothing.", "cmd_checkpoint",
-    args=(Arg("name", "Checkpoint name (unique here; must not read as an instant)."),),
+    args=(Arg("name", "Checkpoint name (unique here; must not read as an instant).",
+              type="id"),),
     opts=(Opt("note", "--note", "Why this point matters."),) + WRITE_COMMON,
 ))
 

@@ -26,7 +26,10 @@ def _callback(cmd: Command) -> Any:
     for opt in cmd.opts:
         if opt.kind == BARE:
             annotation: Any = bool
-            default = typer.Option(False, opt.flag, help=opt.help, show_default=False)
+            # No metavar: newer typer shows `<bool>` there, which reads as a value to pass
+            # (`--apply true`), and a bare flag takes none.
+            default = typer.Option(False, opt.flag, help=opt.help, show_default=False,
+                                   metavar="")
         else:
             annotation = list[str] if opt.kind == MULTI else (int if opt.type == "int" else str)
             help_text = opt.help + (" Repeatable." if opt.kind == MULTI else "")

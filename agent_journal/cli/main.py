@@ -424,7 +424,8 @@ def cmd_checkpoints(a: dict[str, Any]) -> int:
 def cmd_compact(a: dict[str, Any]) -> int:
     from agent_journal.ops import compact
 
-    outcome = compact.compact(_context(a), entry_ttl_days=a["entry_ttl_days"],
+    # Like a read, it refuses a workspace that is not there (a typo would plan nothing).
+    outcome = compact.compact(_existing_context(a), entry_ttl_days=a["entry_ttl_days"],
                               observation_ttl_days=a["observation_ttl_days"],
                               apply=a["apply"])
     # Its lists are of ids, a million of them for a large TTL run: written as
@@ -576,10 +577,16 @@ def run(argv: list[str]) -> int:
 
         output.emit_line(f"{PROG} {agent_journal.__version__}")
         return 0
+    # Global options before a hook's name (`--root hook claude-code`, its value missing)
+    # must not turn the hook into a usage error either: that would block the agent.
+    hook = bool(argv) and argv[0].partition("=")[0] in _GLOBAL_FLAGS and _names_a_hook(argv)
     if argv and argv[0].partition("=")[0] in _GLOBAL_FLAGS:
         try:
             argv = _hoist_global_options(argv)
         except UsageError as exc:
+            if hook:
+                _log_failed_open("hook", argv, exc)
+                return 0
             output.error(exc.message)
             return exc.exit_code
     if _wants_help(argv):
@@ -589,7 +596,7 @@ def run(argv: list[str]) -> int:
     cmd, rest = find_command(argv)
     if cmd is not None and cmd.fail_open:
         return _run_failing_open(cmd, rest)
-    if cmd is None and argv[0] == "hook":
+    if cmd is None and (argv[0] == "hook" or hook):
         # A hook entry naming an agent this version does not know must not block the
         # agent either (exit 2 would): it fails open like the hook itself.
         _log_failed_open("hook", argv[1:], UsageError(f"no such hook {' '.join(argv[:2])!r}"))
@@ -621,6 +628,14 @@ def run(argv: list[str]) -> int:
 
 # Options every journal command takes, accepted before the command too, like git's.
 _GLOBAL_FLAGS = ("--root", "--workspace")
+
+
+def _names_a_hook(argv: list[str]) -> bool:
+    """Whether the words `hook AGENT` of a fail-open command stand somewhere in argv."""
+    from agent_journal.cli.commands import COMMANDS
+
+    return any(word == "hook" and COMMANDS.get(f"hook {argv[i + 1]}") is not None
+               for i, word in enumerate(argv[:-1]))
 
 
 def _hoist_global_options(argv: list[str]) -> list[str]:

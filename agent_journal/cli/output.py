@@ -2,7 +2,9 @@
 
 Invariant: machine-facing output is JSON with the camelCase keys documented in
 spec/cli-json.md, printed as one document; human lines are short and exact;
-warnings and errors go to stderr, never mixed into a JSON document.
+warnings and errors go to stderr, never mixed into a JSON document, each one
+line: a control character a message quotes (a path holding a newline, an
+escape sequence) is written escaped.
 A closed stdout (`>&-`) is a JournalError naming it, never an AttributeError; a
 closed stderr silences warnings and errors rather than failing the command.
 """
@@ -149,12 +151,17 @@ def emit_lines(lines: Any) -> None:
         _write("\n".join(batch) + "\n")
 
 
+# C0 and C1 controls and DEL, as Python escapes them; tab, too, so a message stays the
+# one field a log line's reader splits it into.
+_ONE_LINE = {code: repr(chr(code))[1:-1] for code in (*range(32), *range(127, 160))}
+
+
 def warn(text: str) -> None:
-    _stderr_write(f"WARNING: {text}\n")
+    _stderr_write(f"WARNING: {text.translate(_ONE_LINE)}\n")
 
 
 def error(text: str) -> None:
-    _stderr_write(f"error: {text}\n")
+    _stderr_write(f"error: {text.translate(_ONE_LINE)}\n")
 
 
 def floor_warning(unreadable: list[Any], malformed: list[Any]) -> None:

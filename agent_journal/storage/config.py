@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from agent_journal.core.errors import JournalError
+from agent_journal.core.errors import JournalError, StorageError
 from agent_journal.storage.files import (
     FILE_MODE,
     check_confined,
@@ -41,7 +41,11 @@ def read_root_config(root_path: str) -> tuple[str, bytes] | None:
 def write_root_config(root_path: str, data: bytes) -> None:
     """Replace <root>/config.json whole (temporary file, fsync, rename): a reader
     sees the old settings or the new ones, never a mix."""
-    write_file_atomic(os.path.join(root_path, CONFIG_NAME), data)
+    path = os.path.join(root_path, CONFIG_NAME)
+    try:
+        write_file_atomic(path, data)
+    except OSError as exc:  # a read-only root, a full disk: one line, the old file kept
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def append_private_log(root_path: str, name: str, line: str, *, folder: str = LOGS_DIR

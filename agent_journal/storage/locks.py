@@ -5,6 +5,7 @@ Invariants:
   dies, so a killed holder never leaves the workspace locked.
 - One `compact --apply` and one merge at a time per workspace; a second waits
   a bounded time, then refuses.
+- A lock file that cannot be opened (a read-only root) is a StorageError naming it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ if TYPE_CHECKING:
     from typing import Any
 
     from agent_journal.storage.workspace import Workspace
+
+
+def _open_lock_file(path: str) -> int:
+    try:
+        return os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, FILE_MODE)
+    except OSError as exc:
+        raise StorageError(f"cannot open the lock file {path}: {exc.strerror or exc}"
+                           ) from None
 
 
 class FileLock:
@@ -51,7 +60,7 @@ class FileLock:
             self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
         else:
             make_private_dirs(os.path.dirname(self.path))
-            self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, FILE_MODE)
+            self.fd = _open_lock_file(self.path)
         try:
             if self.wait_s is None:
                 fcntl.flock(self.fd, fcntl.LOCK_EX)
@@ -105,13 +114,6 @@ def compaction_lock(ws: Workspace) -> Any:
 MERGE_LOCK_NAME = ".merge.lock"
 
 
-def _open_merge_lock(path: str) -> int:
-    try:
-        return os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, FILE_MODE)
-    except OSError as exc:  # a read-only root, something else in its place
-        raise StorageError(f"cannot open the merge lock {path}: {exc.strerror}") from None
-
-
 class MergeLock:
     """One merge at a time per workspace, so two merges never import the same event twice."""
 
@@ -125,7 +127,7 @@ class MergeLock:
 
         make_private_dirs(self.segments_dir)
         check_confined(self.path)
-        self.fd = _open_merge_lock(self.path)
+        self.fd = _open_lock_file(self.path)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         # Under the lock no other merge is running: any temp import is a leftover.
         for name in os.listdir(self.segments_dir):
@@ -150,7 +152,7 @@ def remove_import_leftovers(ws: Workspace) -> bool:
     if not os.path.isdir(ws.segments_dir):
         return True
     check_confined(path)
-    fd = _open_merge_lock(path)
+    fd = _open_lock_file(path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

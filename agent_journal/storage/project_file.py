@@ -3,8 +3,9 @@
 Invariants:
 - It is found from a folder upwards, the nearest one wins; a folder without one costs one
   failed stat per level, and `tomllib` is imported only when a file is found.
-- It holds at most two string keys, `workspace` and `root`; anything else in it, or a file
-  that is not TOML, is refused with its path (and line, where TOML says), never guessed at.
+- It holds at most two string keys, `workspace` (a valid id) and `root`; anything else in
+  it, or a file that is not TOML, is refused with its path (and line, where TOML says),
+  never guessed at.
 - A relative `root` is relative to the folder holding the file, so the file means the same
   thing from every subfolder.
 - Written only by `render` (a fixed two-line writer), so what install writes, uninstall can
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 import os
 
-from agent_journal.core.errors import JournalError
+from agent_journal.core.errors import JournalError, UsageError
+from agent_journal.core.model import validate_id
 
 TYPE_CHECKING = False  # typing is costly on the write path; mypy reads this as True
 if TYPE_CHECKING:
@@ -88,6 +90,11 @@ def load(path: str) -> ProjectFile:
         value = data.get(key)
         if value is not None and (not isinstance(value, str) or value == ""):
             raise JournalError(f"project file {path}: {key} must be a non-empty string")
+        if key == "workspace" and value is not None:
+            try:  # the file is wrong, not the command line: exit 1, naming the file
+                validate_id(value, key)
+            except UsageError as exc:
+                raise JournalError(f"project file {path}: {exc.message}") from None
         values[key] = value
     return ProjectFile(path, values["workspace"], values["root"], text)
 
