@@ -251,6 +251,7 @@ def test_erasure_reaches_every_copy_every_feature_made(tmp_path):
         assert _run(b, *read).returncode == 0
     stale = tmp_path / "stale"
     shutil.copytree(a, stale, symlinks=True)
+    assert _run(a, "export", str(tmp_path / "exported")).returncode == 0
     assert _hits(tag, a) and _hits(tag, b) and _hits(tag, share)
 
     for target in TARGETS:
@@ -271,9 +272,10 @@ def test_erasure_reaches_every_copy_every_feature_made(tmp_path):
     assert _run(b, "pull").returncode == 0
     assert _run(b, "compact", "--apply").returncode == 0
     assert _hits(tag, b) == []
-    # A copy of the root made before the purge brings nothing back, merged either way.
+    # A copy of the root, or an export, made before the purge brings nothing back.
     assert _run(a, "merge", str(stale)).returncode == 0
     assert _run(b, "merge", str(stale)).returncode == 0
+    assert _run(b, "merge", str(tmp_path / "exported")).returncode == 0  # made before, too
     assert _run(stale, "push").returncode == 1
     assert _run(b, "pull").returncode == 0
     for root in (a, b):
