@@ -366,7 +366,8 @@ _add(Command(
             "output (verified like get).", kind=BARE),
         AS_OF,
         Opt("html", "--html", "Write the timeline as one self-contained HTML page to FILE "
-            "instead of printing it.", metavar="FILE"),
+            "instead of printing it (outside the journal root, where compact --apply could never "
+            "erase it).", metavar="FILE"),
         Opt("json", "--json", "Print JSON lines, one object per line of the timeline.",
             kind=BARE),
     ) + READ_COMMON,
@@ -410,7 +411,7 @@ _add(Command(
     "export", "Write a verifiable snapshot of a workspace (segments, artifacts, manifest) into "
     "DEST, while writers keep appending. Refuses, leaving nothing, when a segment cannot be "
     "read whole.", "cmd_export",
-    args=(Arg("dest", "Folder to create (or an empty one)."),),
+    args=(Arg("dest", "Folder to create (or an empty one), outside the journal root."),),
     opts=(Opt("json", "--json", "Accepted for symmetry; export always prints JSON.",
               kind=BARE),) + READ_COMMON,
 ))
@@ -438,7 +439,7 @@ JSON_ONLY = Opt("json", "--json", "Accepted for symmetry; this command always pr
 
 _add(Command(
     "remote add", "Add a remote for this workspace: s3://BUCKET/PREFIX (the prefix is "
-    "optional) or file:///PATH. "
+    "optional) or file:///PATH (a folder outside the journal root). "
     "Kept in the root's config.json; credentials are never stored (the standard AWS "
     "environment, profiles and config files apply).", "cmd_remote_add",
     args=(Arg("name", "Remote name."), Arg("url", "s3://BUCKET/PREFIX or file:///PATH.",

@@ -373,7 +373,7 @@ def cmd_timeline(a: dict[str, Any]) -> int:
 
         if a["json"]:
             raise UsageError("--html and --json cannot be combined")
-        html_path = render_html.check_destination(a["html"])
+        html_path = render_html.check_destination(a["html"], a["root"])
     timeline = Timeline(_read_context(a), filters, last=a["last"], as_of=a["as_of"])
     with timeline:
         if html_path is not None:

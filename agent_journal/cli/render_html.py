@@ -102,11 +102,15 @@ TOOL_CLASSES = {
 }
 
 
-def check_destination(path: str) -> str:
-    """Refuse (usage error, nothing written) a FILE the page cannot replace."""
+def check_destination(path: str, root: str | None) -> str:
+    """Refuse (usage error, nothing written) a FILE the page cannot replace, or one
+    inside the journal `root` (compaction would never erase the page)."""
+    from agent_journal.storage.root import refuse_inside_root
+
     if not path:
         raise UsageError("--html needs a file name")
     absolute = os.path.abspath(path)
+    refuse_inside_root(absolute, root, "--html")
     folder = os.path.dirname(absolute)
     if not os.path.isdir(folder):
         raise UsageError(f"--html {path}: folder {folder} does not exist")

@@ -53,6 +53,7 @@ from agent_journal.storage.replica_source import (
     Unreadable,
     snapshot_segment,
 )
+from agent_journal.storage.root import refuse_inside_root
 from agent_journal.storage.segment_reader import PausedGC
 from agent_journal.storage.verified_points import VerifiedPoints
 from agent_journal.storage.workspace import Workspace
@@ -65,6 +66,7 @@ Progress = Callable[[str], None] | None
 def export(ctx: Context, dest: str, *, progress: Progress = None) -> dict[str, Any]:
     dest = path_arg(dest, "DEST")
     ws = ctx.open(create=False)
+    refuse_inside_root(dest, ws.root.path, "export destination")
     if not os.path.isdir(ws.segments_dir):
         raise NotFoundError(f"workspace {ws.name} has no segments in {ws.root.path}")
     damaged = ws.structure_damage()

@@ -24,7 +24,7 @@ from agent_journal.ops.context import Context
 from agent_journal.storage.config import read_root_config, write_root_config
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.remote import Remote, check_endpoint, check_remote_name, parse_url
-from agent_journal.storage.root import Root
+from agent_journal.storage.root import Root, refuse_inside_root
 
 SECTION = "remotes"
 CONFIG_LOCK = ".config.lock"
@@ -79,7 +79,9 @@ def _save(root_path: str, config: dict[str, Any]) -> None:
 
 def add(ctx: Context, name: str, url: str, *, endpoint_url: str | None) -> dict[str, Any]:
     name = check_remote_name(name)
-    parse_url(url)
+    scheme, folder, _ = parse_url(url)
+    if scheme == "file":
+        refuse_inside_root(folder, ctx.root_arg, "remote folder")
     endpoint = check_endpoint(endpoint_url)
     if endpoint is not None and not url.startswith("s3://"):
         raise UsageError("--endpoint-url applies to s3:// remotes only")

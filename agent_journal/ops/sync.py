@@ -216,6 +216,20 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
     prefix = _prefix(ws.name, me)
     _say(progress, "push: reading the remote")
     present = remote.list_keys(prefix)
+    # The manifest is read once, first: the push replaces exactly this one (its
+    # etag is the write's condition), so another root pushing meanwhile is refused.
+    current: dict[str, Any] | None = None
+    etag: str | None = None
+    try:
+        got = remote.get_bytes(prefix + MANIFEST_KEY)
+        assert got is not None
+        raw, etag = got
+        try:
+            current = _check_sync_manifest(raw, workspace=ws.name, replica=me)
+        except JournalError:
+            current = None  # replaced below; an unusable manifest names nothing to keep
+    except ObjectMissing:
+        pass
 
     # A segment unchanged since the last push, under the same tombstones, would
     # snapshot to the same bytes: its entry is reused when the remote still
@@ -259,6 +273,18 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
                 and isinstance(entry.get("checksum"), str) and entry.get("name") == name
                 and prefix + segment_key(name, entry["checksum"]) in present):
             reusable[name] = entry
+    if current is not None and current["export"]["tombstoned"]:
+        # Tombstones are never removed, so a manifest this root wrote names only
+        # tombstones it still holds. One naming others was written by another root
+        # with this replica id (a copy made before a purge): replacing it would
+        # publish again what that root erased, and drop what it wrote since.
+        foreign = set(current["export"]["tombstoned"]) - scan_changed(ws.segment_paths())
+        if foreign:
+            raise ConflictError(
+                f"refusing to push to {spec.url}: replica {me}'s manifest there names "
+                f"{len(foreign)} tombstone(s) this root does not hold, so another root with "
+                "this replica id (a copy of this root?) pushed it; pushing from here would "
+                "publish again what that root erased. Nothing was pushed")
     # An entry is reused only under the very tombstones it was scrubbed under,
     # which takes knowing every segment's; with nothing to reuse, the export
     # reads them itself (of its snapshots, then of the other segments).
@@ -324,19 +350,6 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
             upload(a["path"], a["path"])
     uploaded, already, uploaded_bytes = counts["uploaded"], counts["already"], counts["bytes"]
     already += len(reused)
-
-    current: dict[str, Any] | None = None
-    etag: str | None = None
-    try:
-        got = remote.get_bytes(prefix + MANIFEST_KEY)
-        assert got is not None
-        raw, etag = got
-        try:
-            current = _check_sync_manifest(raw, workspace=ws.name, replica=me)
-        except JournalError:
-            current = None  # replaced below; an unusable manifest names nothing to keep
-    except ObjectMissing:
-        pass
 
     manifest = {"syncFormat": SYNC_FORMAT, "workspace": ws.name, "replica": me,
                 "pushedTs": clock.now_ts(), "export": export, "objects": objects}

@@ -33,7 +33,7 @@ from agent_journal.core.model import (
     validate_id,
 )
 from agent_journal.ops.context import Context
-from agent_journal.ops.evidence import capture_output
+from agent_journal.ops.evidence import FAILED, capture_output
 from agent_journal.ops.redaction_config import redactor_for
 from agent_journal.ops.secret_ids import refuse_secret_ids
 from agent_journal.storage.artifacts import BlobHolds
@@ -135,7 +135,14 @@ def observe(ctx: Context, *, kind: str, obs_id: str, tool: str | None, call_id: 
             ws, data["output"], partial=status in ("partial", "cancelled"), holds=holds)
         ev = _event(ctx, ws, type=OBSERVATION, kind=kind, subject=obs_id, data=data)
         ws.append([ev])
-    return WriteResult(obs_id, ev.event_id)
+    art = data["artifact"]
+    warning = None
+    if art is not None and art["status"] == FAILED:
+        # The call is journaled, its output is not: an acknowledgement alone would say
+        # it was kept.
+        warning = (f"the output ({art['bytes']} bytes) could not be stored ({art['error']}); "
+                   "the journal holds only its beginning and end")
+    return WriteResult(obs_id, ev.event_id, warning)
 
 
 def _retraction(ctx: Context, type_: str, target: str, reason: str | None) -> WriteResult:

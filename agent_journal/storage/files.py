@@ -235,6 +235,8 @@ def copy_file_verified(src: str, dest: str, *, size: int, checksum: str) -> bool
     """Copy `src` to `dest` atomically if its bytes match `size` and `checksum`.
 
     Returns False (and leaves `dest` untouched) when `src` is missing or differs.
+    A write that fails (a full disk) leaves no temporary file and raises
+    StorageError naming `dest`.
     """
     import xxhash
 
@@ -260,6 +262,9 @@ def copy_file_verified(src: str, dest: str, *, size: int, checksum: str) -> bool
             os.fsync(fd)
         finally:
             os.close(fd)
+    except OSError as exc:
+        unlink_quietly(tmp)
+        raise StorageError(f"cannot write {dest}: {exc.strerror}") from None
     finally:
         src_fh.close()
     if total != size or codec.CHECKSUM_PREFIX + h.hexdigest() != checksum:

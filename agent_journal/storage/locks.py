@@ -152,7 +152,7 @@ def remove_import_leftovers(ws: Workspace) -> bool:
     if not os.path.isdir(ws.segments_dir):
         return True
     check_confined(path)
-    fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, FILE_MODE)
+    fd = _open_lock_file(path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -134,9 +134,14 @@ class ImportWriter:
             return self._conn
         try:
             return self._open_new()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
+            # (a full disk) the file it began is not among the builds abort() clears
+            for suffix in ("", "-journal"):
+                unlink_quietly(self._tmp + suffix)
+            reason = describe_sqlite_error(exc) if isinstance(exc, sqlite3.Error) \
+                else exc.strerror
             raise StorageError(f"cannot create an import segment in {self.ws.segments_dir}: "
-                               f"{describe_sqlite_error(exc)}") from None
+                               f"{reason}") from None
 
     def _open_new(self) -> sqlite3.Connection:
         make_private_dirs(self.ws.segments_dir)
@@ -171,6 +176,13 @@ class ImportWriter:
             self._close_current()
 
     def _close_current(self) -> None:
+        try:
+            self._seal_current()
+        except sqlite3.Error as exc:  # a full disk: abort() removes the file
+            raise StorageError(f"cannot finish the import segment {self._tmp}: "
+                               f"{describe_sqlite_error(exc)}") from None
+
+    def _seal_current(self) -> None:
         conn = self._conn
         if conn is None:
             return
@@ -447,8 +459,14 @@ class ImportSource:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        if conn.in_transaction:
-            conn.execute("COMMIT" if exc[0] is None else "ROLLBACK")
-        conn.execute("DETACH DATABASE src")
+        try:
+            if conn.in_transaction:
+                conn.execute("COMMIT" if exc[0] is None else "ROLLBACK")
+            conn.execute("DETACH DATABASE src")
+        except sqlite3.Error as error:  # a full disk at commit: the merge aborts
+            if exc[0] is not None:
+                return  # the first failure is the one to report
+            raise StorageError(f"cannot import {self.path}: "
+                               f"{describe_sqlite_error(error)}") from None
         if exc[0] is None:
             self.writer._cut_if_full()

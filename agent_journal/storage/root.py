@@ -53,6 +53,18 @@ def resolve_root(root: str | os.PathLike[str] | None) -> str:
     return path
 
 
+def refuse_inside_root(path: str, root: str | os.PathLike[str] | None, what: str) -> None:
+    """UsageError when `path` (existing or not, links resolved) is the journal root or lies
+    inside it: compaction erases only the files it knows, so a copy of the journal
+    written there by request (an export, a page, a shared folder) would outlive every
+    `compact --apply`."""
+    base = os.path.realpath(resolve_root(root))
+    real = os.path.realpath(path)
+    if real == base or real.startswith(base.rstrip(os.sep) + os.sep):
+        raise UsageError(f"{what} {path} is inside the journal root {base}, where compact "
+                         "--apply would never erase what it holds; choose a place outside it")
+
+
 def _shared_writable(mode: int) -> bool:
     return bool(mode & (stat.S_IWGRP | stat.S_IWOTH))
 

@@ -13,6 +13,7 @@ import json
 import os
 from typing import Any
 
+from agent_journal.core.errors import StorageError
 from agent_journal.storage import erasure_generation
 from agent_journal.storage.cache import CACHE_DIR
 from agent_journal.storage.files import make_private_dirs, write_file_atomic
@@ -59,6 +60,6 @@ class SegmentMemo:
                 if unchanged:
                     make_private_dirs(os.path.dirname(self.path))
                     write_file_atomic(self.path, body)
-        except OSError:
+        except (OSError, StorageError):  # a read-only root, a full disk
             pass
         self.changed = False
