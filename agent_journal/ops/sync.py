@@ -34,7 +34,7 @@ from agent_journal.core.errors import ConflictError, JournalError, NotFoundError
 from agent_journal.ops import export as export_op
 from agent_journal.ops import remotes, replicas
 from agent_journal.ops.context import Context
-from agent_journal.storage.files import file_digest, make_private_dirs, write_file_atomic
+from agent_journal.storage.files import make_private_dirs, write_file_atomic
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Remote
 from agent_journal.storage.replica_source import Unreadable, subjects_present
@@ -625,14 +625,13 @@ def _fetch_all(remote: Remote, workspace: str, plans: list[_Fetching],
         dest = os.path.join(p.stage, *path.split("/"))
         make_private_dirs(os.path.dirname(dest))
         try:
-            remote.download(key, dest)
+            got = remote.download(key, dest)
         except ObjectMissing:
             return "missing", 0
-        got = os.path.getsize(dest)
-        if file_digest(dest) != (size, checksum):
+        if got != (size, checksum):
             os.unlink(dest)
-            return "refused", got
-        return "ok", got
+            return "refused", got[0]
+        return "ok", size
 
     with ThreadPoolExecutor(max_workers=FETCHERS) as pool:
         futures = [pool.submit(fetch, p, path, size, checksum)
@@ -756,10 +755,10 @@ def _scan_objects(remote: Remote, workspace: str, s: _Seen, unseen: set[str],
             if need:
                 dest = os.path.join(folder, f["name"])
                 try:
-                    remote.download(key, dest)
+                    got = remote.download(key, dest)
                 except ObjectMissing:
                     continue  # replaced by a newer push since the manifest was read
-                if file_digest(dest) != (f["bytes"], f["checksum"]):
+                if got != (f["bytes"], f["checksum"]):
                     refused.append({"replica": s.replica, "key": key,
                                     "reason": "size or checksum does not match its manifest"})
                     os.unlink(dest)

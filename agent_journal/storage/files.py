@@ -197,16 +197,29 @@ def rename_durable(tmp: str, final: str, *, clobber: bool = True) -> None:
 
 def file_digest(path: str) -> tuple[int, str]:
     """(byte count, `xxh3-64:` checksum) of a file, read in chunks."""
-    import xxhash
-
     check_confined(path)
-    h = xxhash.xxh3_64()
-    size = 0
+    digest = RunningDigest()
     with open(path, "rb") as fh:
         while chunk := fh.read(_COPY_CHUNK):
-            h.update(chunk)
-            size += len(chunk)
-    return size, codec.CHECKSUM_PREFIX + h.hexdigest()
+            digest.update(chunk)
+    return digest.result()
+
+
+class RunningDigest:
+    """`file_digest` of bytes as they are written, so they need not be read back."""
+
+    def __init__(self) -> None:
+        import xxhash
+
+        self._h = xxhash.xxh3_64()
+        self._size = 0
+
+    def update(self, chunk: bytes) -> None:
+        self._h.update(chunk)
+        self._size += len(chunk)
+
+    def result(self) -> tuple[int, str]:
+        return self._size, codec.CHECKSUM_PREFIX + self._h.hexdigest()
 
 
 def unlink_quietly(path: str) -> None:

@@ -58,8 +58,9 @@ class Remote:
         Raises ObjectMissing."""
         raise NotImplementedError
 
-    def download(self, key: str, dest: str, *, progress: Progress = None) -> None:
-        """Write a key's bytes into the new file `dest`. Raises ObjectMissing."""
+    def download(self, key: str, dest: str, *, progress: Progress = None) -> tuple[int, str]:
+        """Write a key's bytes into the new file `dest`; returns their file_digest
+        (taken as they were written). Raises ObjectMissing."""
         raise NotImplementedError
 
     def put_file(self, key: str, path: str, *, progress: Progress = None) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 
 from agent_journal.core.errors import RemoteError
+from agent_journal.storage.files import RunningDigest
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Progress, Remote
 
@@ -102,21 +103,24 @@ class FolderRemote(Remote):
         except OSError as exc:
             raise self._fail(f"read {key}", exc) from None
 
-    def download(self, key: str, dest: str, *, progress: Progress = None) -> None:
+    def download(self, key: str, dest: str, *, progress: Progress = None) -> tuple[int, str]:
         try:
             src = open(self._path(key), "rb")
         except FileNotFoundError:
             raise ObjectMissing(f"remote {self.url} has no {key}") from None
         except OSError as exc:
             raise self._fail(f"read {key}", exc) from None
+        digest = RunningDigest()
         try:
             with src, open(dest, "xb") as out:
                 while chunk := src.read(_CHUNK):
                     out.write(chunk)
+                    digest.update(chunk)
                     if progress is not None:
                         progress(len(chunk))
         except OSError as exc:
             raise self._fail(f"read {key}", exc) from None
+        return digest.result()
 
     def _write_temp(self, final: str, write: object) -> str:
         folder = os.path.dirname(final)

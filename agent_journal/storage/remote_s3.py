@@ -23,6 +23,7 @@ import os
 from typing import Any
 
 from agent_journal.core.errors import RemoteError
+from agent_journal.storage.files import RunningDigest
 from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Progress, Remote
 
 EXTRA_HINT = "s3:// remotes need boto3: pip install 'agent-journal[s3]'"
@@ -175,13 +176,15 @@ class S3Remote(Remote):
         except self._exc.BotoCoreError as exc:
             raise self._fail(f"read {key}", exc) from None
 
-    def download(self, key: str, dest: str, *, progress: Progress = None) -> None:
+    def download(self, key: str, dest: str, *, progress: Progress = None) -> tuple[int, str]:
+        digest = RunningDigest()
         try:
             resp = self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)
             body = resp["Body"]
             with open(dest, "xb") as out:
                 while chunk := body.read(_CHUNK):
                     out.write(chunk)
+                    digest.update(chunk)
                     if progress is not None:
                         progress(len(chunk))
         except self._exc.ClientError as exc:
@@ -190,6 +193,7 @@ class S3Remote(Remote):
             raise self._fail(f"read {key}", exc) from None
         except self._exc.BotoCoreError as exc:
             raise self._fail(f"read {key}", exc) from None
+        return digest.result()
 
     def put_file(self, key: str, path: str, *, progress: Progress = None) -> bool:
         args: dict[str, Any] = {"Bucket": self.bucket, "Key": self.prefix + key}
