@@ -1,6 +1,11 @@
 """The digest's collect as it was before its calls became one bounded fold: the oracle the
 fold's laws are checked against (tests/test_digest_fold.py). Kept verbatim but for its
-signature; do not change it to follow the digest."""
+signature; do not change it to follow the digest.
+
+Rules stated since: a passing run that provably holds a failing run's selection
+(run_coverage.covers) is a passing run of it too; the oracle gets it from test_runs and
+failures, which the fold's TestRunsFold and FailuresFold (fed TestRunsFold.covered) apply
+one call at a time."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 # Bump whenever what `packed` holds or how `step` folds changes: a fold kept by another
 # version is thrown away with the cache that kept it (storage/digest_cache.py).
-FOLD_VERSION = "2"
+FOLD_VERSION = "3"
 TAIL = 200
 # How many of each the digest can show (ops.digest.CAPS keeps to these).
 KEEP = {"asked": 12, "rejections": 12, "assistant": 13, "summaries": 3, "subagents": 10,
@@ -149,7 +149,7 @@ class DigestFold:
             self.rejections.add(call)
         joined = self.runs.step(call)
         # An open failure of a test or check run shows with its run.
-        failure = self.failures.step(call, hidden=joined)
+        failure = self.failures.step(call, hidden=joined, covered=self.runs.covered)
         listed = self.git.step(call)
         for merge in self.git.named:
             self._shown_later(merge)

@@ -7,8 +7,9 @@ failure. A call that
 failed as a benign no-op (reasons.BENIGN_NOOPS: `nothing to commit, working tree clean`)
 is not a failure at all. A failure
 is resolved when a later call of the same tool on the same target succeeded (for a test
-or check command: when a later run of it passed), or when a later `a && b` chain that
-succeeded ran it; it is open otherwise.
+or check command: when a later run of it passed, or a later passing run that
+test_runs counts as one of it: a chain that ran it, or a run whose selection holds its
+selection), or when a later `a && b` chain that succeeded ran it; it is open otherwise.
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ import re
 
 from agent_journal.core.recovery.calls import Call, ordered
 from agent_journal.core.recovery.record import Record
-from agent_journal.core.recovery.test_runs import chain_keys, check_key, command_key, run_key
+from agent_journal.core.recovery.test_runs import (
+    TestRunsFold,
+    chain_keys,
+    check_key,
+    command_key,
+    run_key,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -93,8 +100,10 @@ class FailuresFold:
         self.keep = keep
         self.n = 0  # failures seen: each one's place in (ts, id) order
 
-    def step(self, call: Call, hidden: bool = False) -> Failure | None:
-        """Fold in one call; the failure it is, if it is one."""
+    def step(self, call: Call, hidden: bool = False, covered: Iterable[str] = ()
+             ) -> Failure | None:
+        """Fold in one call; the failure it is, if it is one. `covered` holds the run keys
+        of the failing commands this passing run counts for (TestRunsFold.covered)."""
         if not call.is_tool_call or call.unfinished:
             return None
         if call.failed and call.get("noop"):
@@ -124,6 +133,7 @@ class FailuresFold:
         if call.tool == "Bash" and call.target:
             keys.append((call.tool, check_key(command_key(call.target))))
             keys += [(call.tool, part) for part in chain_keys(call.target)]
+            keys += [(call.tool, other) for other in covered]
         for same in keys:
             for call_id in self.waiting.pop(same, ()):
                 order, failure, was_hidden, _ = self.open.pop(call_id)
@@ -195,7 +205,9 @@ class FailuresFold:
 def failures(calls: Iterable[Call]) -> list[Failure]:
     """Every failed tool call, in (ts, id) order, each marked resolved or open."""
     fold = FailuresFold()
+    runs = TestRunsFold(keep_ids=False)  # which passing runs count for other commands
     for call in ordered(calls):
-        fold.step(call)
+        runs.step(call)
+        fold.step(call, covered=runs.covered)
     found = [(p[0], p[1]) for p in fold.open.values()] + fold.resolved
     return [f for _, f in sorted(found, key=lambda p: p[0])]
