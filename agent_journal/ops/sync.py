@@ -30,14 +30,25 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_journal.core import clock, merge_plan
-from agent_journal.core.errors import ConflictError, JournalError, NotFoundError
+from agent_journal.core.errors import (
+    ConflictError,
+    DamagedJournalError,
+    JournalError,
+    NotFoundError,
+)
 from agent_journal.ops import export as export_op
 from agent_journal.ops import remotes, replicas
 from agent_journal.ops.context import Context
 from agent_journal.storage.files import make_private_dirs, write_file_atomic
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Remote
-from agent_journal.storage.replica_source import Unreadable, subjects_present
+from agent_journal.storage.replica_source import (
+    Unreadable,
+    ids_held,
+    imported_then_removed,
+    stream_ids,
+    subjects_present,
+)
 from agent_journal.storage.root import Root, read_replica_id
 from agent_journal.storage.workspace import Workspace
 
@@ -49,7 +60,9 @@ STATE_DIR = "remotes"
 STATE_NAME = "state.json"
 PUSH_CACHE = "pushed.json"
 # Tests only: SIGKILL this process just before its N-th write to the remote
-# (objects, manifest, deletes counted together), to prove every point safe.
+# (objects, manifest, deletes counted together), to prove every point safe; or
+# at a named point: "before-manifest" (push memory saved, manifest not written),
+# "after-manifest" (manifest written, nothing after it done).
 ENV_KILL_AT = "AGENT_JOURNAL_TEST_PUSH_KILL_AT"
 
 
@@ -73,16 +86,23 @@ class _Killer:
     """The test hook of ENV_KILL_AT (inert unless the variable is set)."""
 
     def __init__(self) -> None:
-        raw = os.environ.get(ENV_KILL_AT)
-        self.at = int(raw) if raw and raw.isdigit() else 0
+        self.raw = os.environ.get(ENV_KILL_AT) or ""
+        self.at = int(self.raw) if self.raw.isdigit() else 0
         self.count = 0
 
     def step(self) -> None:
         self.count += 1
         if self.at and self.count == self.at:
-            import signal
+            self._die()
 
-            os.kill(os.getpid(), signal.SIGKILL)
+    def point(self, name: str) -> None:
+        if self.raw == name:
+            self._die()
+
+    def _die(self) -> None:
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _open(ctx: Context, name: str | None) -> tuple[remotes.RemoteSpec, Remote]:
@@ -285,6 +305,20 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
                 f"{len(foreign)} tombstone(s) this root does not hold, so another root with "
                 "this replica id (a copy of this root?) pushed it; pushing from here would "
                 "publish again what that root erased. Nothing was pushed")
+    if current is not None:
+        # Only this root's own history may leave its manifest: a snapshot there
+        # that this root did not write, holding events its own segments lack,
+        # was pushed by another root with this replica id.
+        lacking = _events_not_held(ws, remote, prefix, current, _owned_keys(cache), stage)
+        if lacking:
+            raise ConflictError(
+                f"refusing to push to {spec.url}: replica {me}'s manifest there names "
+                f"{lacking} event(s) this root does not hold, so another root with this "
+                "replica id pushed them (a copy of this root, or this root restored from a "
+                "backup older than its last push) and pushing from here would drop them. "
+                "Nothing was pushed. Keep pushing from the root that wrote them; to go on "
+                "from this one, make a new root, `merge` this root into it and `pull` there "
+                "(spec/SYNC.md, \"A root copied or restored\")")
     # An entry is reused only under the very tombstones it was scrubbed under,
     # which takes knowing every segment's; with nothing to reuse, the export
     # reads them itself (of its snapshots, then of the other segments).
@@ -353,6 +387,19 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
 
     manifest = {"syncFormat": SYNC_FORMAT, "workspace": ws.name, "replica": me,
                 "pushedTs": clock.now_ts(), "export": export, "objects": objects}
+
+    # Saved before the manifest is written: whether or not the write lands (or
+    # this process dies right after it), the next push finds the manifest in
+    # place naming only snapshots remembered here as this root's own.
+    fresh = {f["name"] for f in export["files"]} - set(reused)
+    owned = _segment_keys(manifest) | (_segment_keys(current) if current is not None else set())
+    cache = {"url": spec.url, "tombstones": _tombstones_digest(set(export["tombstoned"])),
+             "tombstonesBySegment": by_segment, "owned": sorted(owned), "segments": {
+        f["name"]: {"sig": signatures.get(f["name"]), "entry": f} for f in export["files"]
+        if f["name"] in reused_kept or f["name"] in fresh}}
+    write_file_atomic(cache_path, json.dumps(cache, sort_keys=True).encode("utf-8"))
+    killer.point("before-manifest")
+
     written = False
     if _comparable(manifest) != _comparable(current):
         killer.step()
@@ -365,13 +412,7 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
                 "this push ran (another root with the same replica id, a copied root?); "
                 "nothing was replaced, run push again") from None
         written = True
-
-    fresh = {f["name"] for f in export["files"]} - set(reused)
-    cache = {"url": spec.url, "tombstones": _tombstones_digest(set(export["tombstoned"])),
-             "tombstonesBySegment": by_segment, "segments": {
-        f["name"]: {"sig": signatures.get(f["name"]), "entry": f} for f in export["files"]
-        if f["name"] in reused_kept or f["name"] in fresh}}
-    write_file_atomic(cache_path, json.dumps(cache, sort_keys=True).encode("utf-8"))
+        killer.point("after-manifest")
 
     keep = {prefix + MANIFEST_KEY} | {prefix + k for k in objects.values()}
     deleted = []
@@ -397,6 +438,65 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
         "alreadyPresent": already, "manifestWritten": written, "deleted": deleted,
         "warnings": warnings,
     }
+
+
+def _segment_keys(manifest: dict[str, Any]) -> set[str]:
+    return {manifest["objects"][f["name"]] for f in manifest["export"]["files"]}
+
+
+def _owned_keys(cache: dict[str, Any]) -> set[str]:
+    """The segment snapshots this root wrote to the remote, as far as its push memory
+    (`pushed.json`, already checked to be about this remote's URL) remembers: the
+    `owned` list, and the entries of the last push (all a version before `owned` kept)."""
+    owned = {k for k in cache.get("owned") or () if isinstance(k, str)}
+    for name, held in (cache.get("segments") or {}).items():
+        entry = held.get("entry") if isinstance(held, dict) else None
+        if isinstance(entry, dict) and isinstance(entry.get("checksum"), str) \
+                and merge_plan.own_segment(name) is not None:
+            owned.add(segment_key(name, entry["checksum"]))
+    return owned
+
+
+def _events_not_held(ws: Workspace, remote: Remote, prefix: str, manifest: dict[str, Any],
+                     owned: set[str], stage: str) -> int:
+    """How many events the manifest's segment snapshots hold that this root's own
+    segments neither hold nor removed themselves (compaction), counting only the
+    snapshots this root does not remember writing (none, usually: then nothing is
+    fetched). A snapshot gone from the remote, or failing its size and checksum,
+    holds nothing a reader would import, so it is not counted."""
+    ids: set[str] = set()
+    for f in manifest["export"]["files"]:
+        key = manifest["objects"][f["name"]]
+        if key in owned:
+            continue
+        dest = os.path.join(stage, f".held-{f['name']}")
+        try:
+            got = remote.download(prefix + key, dest)
+        except ObjectMissing:
+            continue
+        try:
+            if got == (f["bytes"], f["checksum"]):
+                for batch in stream_ids(dest):
+                    ids.update(str(e) for (e,) in batch)
+        except Unreadable:
+            pass  # readers refuse it as well
+        finally:
+            os.unlink(dest)
+    if not ids:
+        return 0
+    me = ws.root.replica_id
+    for path in ws.segment_paths():
+        own = merge_plan.own_segment(os.path.basename(path))
+        if own is None or own[0] != me:
+            continue  # an import is never pushed: what it holds would leave the remote
+        try:
+            ids -= ids_held(path, sorted(ids)) | imported_then_removed(path)
+        except Unreadable as exc:
+            raise DamagedJournalError(f"refusing to push: {ws.rel(path)} is unreadable "
+                                      f"({exc}); nothing was pushed") from None
+        if not ids:
+            break
+    return len(ids)
 
 
 def _signature(path: str) -> list[int] | None:

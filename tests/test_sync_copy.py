@@ -1,0 +1,263 @@
+"""A copied root (same replica id, same prefix) never drops what another root pushed.
+
+spec/SYNC.md "The order of writes" step 2 and "A root copied or restored": a push
+replaces its manifest only when every snapshot that manifest names is one this
+root wrote, or holds only events this root's own segments hold (or it removed
+itself). Scenario tests run against moto's S3 server on 127.0.0.1 and real
+processes (exit codes, one-line errors, SIGKILL); the interleaving law runs the
+library against a shared folder, where the same push code is exercised faster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import uuid
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from s3_support import MotoServer, aws_env
+from test_replicas import make_root
+from test_sync import add_remote, bucket_bytes, ctx, new_bucket, note, run_cli
+
+from agent_journal.core.errors import ConflictError
+from agent_journal.ops import compact, remotes, sync, writes
+from agent_journal.ops.context import Context
+from agent_journal.ops.show import show
+
+WS = "ws"
+
+
+@pytest.fixture(scope="module")
+def s3():
+    server = MotoServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key)
+    for key, value in aws_env().items():
+        if key.startswith("AWS_") or key.lower() == "no_proxy":
+            monkeypatch.setenv(key, value)
+
+
+def entry_ids(root: Path) -> set[str]:
+    shown, _ = show(ctx(root), observations=False)
+    return {e["id"] for e in shown["entries"]}
+
+
+def files_under(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def fresh_pull(tmp_path: Path, url: str, endpoint: str | None) -> set[str]:
+    """What a new replica sees of the remote."""
+    fresh = make_root(tmp_path, f"fresh-{uuid.uuid4().hex[:6]}")
+    remotes.add(ctx(fresh), "origin", url, endpoint_url=endpoint)
+    sync.pull(ctx(fresh), None)
+    return entry_ids(fresh) if (fresh / "workspaces").exists() else set()
+
+
+def owner_and_copy(tmp_path: Path, s3: MotoServer) -> tuple[Path, Path, str, str]:
+    """An owner that pushed once, and a copy of its root taken right after."""
+    bucket = new_bucket(s3)
+    url = f"s3://{bucket}/team"
+    owner = make_root(tmp_path, "owner")
+    add_remote(owner, url, s3.url)
+    note(owner, "before-copy")
+    sync.push(ctx(owner), None)
+    copy = tmp_path / "copy"
+    shutil.copytree(owner, copy, symlinks=True)
+    return owner, copy, bucket, url
+
+
+def test_a_copy_cannot_drop_what_the_owner_pushed_after_the_copy(tmp_path, s3, aws) -> None:
+    owner, copy, bucket, url = owner_and_copy(tmp_path, s3)
+    note(owner, "owner-after")
+    sync.push(ctx(owner), None)
+    note(copy, "copy-after")
+    remote_before, copy_before = bucket_bytes(s3, bucket), files_under(copy)
+
+    pushed = run_cli(copy, "push")
+    assert pushed.returncode == 1, pushed
+    line = pushed.stderr.strip()
+    assert len(line.splitlines()) == 1 and "Traceback" not in line
+    assert "another root with this replica id" in line and "Nothing was pushed" in line
+    assert bucket_bytes(s3, bucket) == remote_before  # nothing written to the remote
+    assert files_under(copy) == copy_before  # nor locally
+    assert fresh_pull(tmp_path, url, s3.url) == {"before-copy", "owner-after"}
+    # The owner goes on as before.
+    note(owner, "owner-later")
+    assert sync.push(ctx(owner), None)["manifestWritten"]
+    assert fresh_pull(tmp_path, url, s3.url) == {"before-copy", "owner-after", "owner-later"}
+
+
+def test_the_owner_cannot_drop_what_a_copy_pushed_first(tmp_path, s3, aws) -> None:
+    # Whoever pushes second after the histories parted is refused, the owner too:
+    # the copy's events are in the remote and only the copy holds them.
+    owner, copy, bucket, url = owner_and_copy(tmp_path, s3)
+    note(copy, "copy-after")
+    sync.push(ctx(copy), None)
+    note(owner, "owner-after")
+    with pytest.raises(ConflictError, match="another root with this replica id"):
+        sync.push(ctx(owner), None)
+    assert fresh_pull(tmp_path, url, s3.url) == {"before-copy", "copy-after"}
+
+
+def test_the_way_out_the_refusal_names_keeps_every_event(tmp_path, s3, aws) -> None:
+    # The refused root is merged into a new root (its own replica id), which pulls
+    # what the other root pushed: it holds every event of both, and pushes.
+    owner, copy, _, url = owner_and_copy(tmp_path, s3)
+    note(owner, "owner-after")
+    sync.push(ctx(owner), None)
+    note(copy, "copy-after")
+    assert run_cli(copy, "push").returncode == 1
+    new = make_root(tmp_path, "new")
+    assert run_cli(new, "merge", str(copy)).returncode == 0
+    assert run_cli(new, "remote", "add", "origin", url, "--endpoint-url", s3.url).returncode == 0
+    assert run_cli(new, "pull").returncode == 0
+    note(new, "new-own")
+    assert run_cli(new, "push").returncode == 0, "a new replica id has a prefix of its own"
+    assert entry_ids(new) == {"before-copy", "owner-after", "copy-after", "new-own"}
+
+
+def test_a_root_restored_from_an_older_backup_is_refused_until_replaced(
+        tmp_path, s3, aws) -> None:
+    owner, backup, _, url = owner_and_copy(tmp_path, s3)
+    note(owner, "after-backup")
+    sync.push(ctx(owner), None)
+    shutil.rmtree(owner)
+    shutil.move(backup, owner)  # the disk died; last week's backup takes its place
+    note(owner, "after-restore")
+    pushed = run_cli(owner, "push")
+    assert pushed.returncode == 1 and "restored from a backup" in pushed.stderr, pushed
+    assert fresh_pull(tmp_path, url, s3.url) == {"before-copy", "after-backup"}
+
+
+def test_the_owner_keeps_pushing_after_compaction_and_without_its_memory(
+        tmp_path, s3, aws) -> None:
+    # The erasure path replaces every purged snapshot; a lost remotes/ folder (or
+    # one written by an older version) costs a check of the snapshots, not a refusal.
+    bucket = new_bucket(s3)
+    url = f"s3://{bucket}/team"
+    owner = make_root(tmp_path, "owner")
+    add_remote(owner, url, s3.url)
+    for n in range(3):
+        note(owner, f"n{n}", f"note {n} MARK{n}")
+    sync.push(ctx(owner), None)
+    writes.tombstone(ctx(owner), "n0", "leaked")
+    compact.compact(ctx(owner), entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    pushed = sync.push(ctx(owner), None)
+    assert pushed["manifestWritten"] and pushed["deleted"]
+    assert not any(b"MARK0" in v for v in bucket_bytes(s3, bucket).values())
+    note(owner, "n3")
+    state = owner / "workspaces" / WS / "remotes"
+    shutil.rmtree(state)
+    assert sync.push(ctx(owner), None)["manifestWritten"]
+    note(owner, "n4")
+    assert sync.push(ctx(owner), None)["manifestWritten"]
+    assert fresh_pull(tmp_path, url, s3.url) == {"n1", "n2", "n3", "n4"}
+
+
+def test_a_copy_without_push_memory_is_still_refused(tmp_path, s3, aws) -> None:
+    owner, copy, bucket, _ = owner_and_copy(tmp_path, s3)
+    note(owner, "owner-after")
+    sync.push(ctx(owner), None)
+    shutil.rmtree(copy / "workspaces" / WS / "remotes")
+    note(copy, "copy-after")
+    before = bucket_bytes(s3, bucket)
+    with pytest.raises(ConflictError, match="another root with this replica id"):
+        sync.push(ctx(copy), None)
+    assert bucket_bytes(s3, bucket) == before
+
+
+@pytest.mark.parametrize("point", ["before-manifest", "after-manifest"])
+def test_a_push_killed_around_its_manifest_write_never_locks_the_owner_out(
+        tmp_path, s3, aws, point) -> None:
+    bucket = new_bucket(s3)
+    url = f"s3://{bucket}/team"
+    owner = make_root(tmp_path, "owner")
+    add_remote(owner, url, s3.url)
+    note(owner, "first")
+    sync.push(ctx(owner), None)
+    note(owner, "second")
+    killed = run_cli(owner, "push", env={sync.ENV_KILL_AT: point})
+    assert killed.returncode == -signal.SIGKILL, killed
+    manifests = [json.loads(v) for k, v in bucket_bytes(s3, bucket).items()
+                 if k.endswith("/manifest.json")]
+    assert len(manifests) == 1
+    landed = manifests[0]["export"]["files"][0]["events"] == 2
+    assert landed == (point == "after-manifest")
+    note(owner, "third")
+    pushed = run_cli(owner, "push", "--json")
+    assert pushed.returncode == 0, pushed.stderr
+    assert json.loads(pushed.stdout)["manifestWritten"]
+    assert fresh_pull(tmp_path, url, s3.url) == {"first", "second", "third"}
+
+
+# -- the law: interleaved pushes of an owner and its copies lose nothing acknowledged ---
+
+STEPS = st.lists(st.tuples(st.sampled_from(["write", "push", "copy", "forget"]),
+                           st.integers(0, 2)), min_size=4, max_size=14)
+# The two ways a copy lost events before push checked its manifest: the copy
+# pushing after the owner, and the owner pushing after the copy (memory lost too).
+COPY_PUSHES_LAST = [("write", 0), ("push", 0), ("copy", 1), ("write", 0), ("push", 0),
+                    ("write", 1), ("push", 1)]
+OWNER_PUSHES_LAST = [("write", 0), ("push", 0), ("copy", 2), ("write", 2), ("push", 2),
+                     ("forget", 0), ("write", 0), ("push", 0)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@example(steps=COPY_PUSHES_LAST)
+@example(steps=OWNER_PUSHES_LAST)
+@given(steps=STEPS)
+def test_interleaved_pushes_never_lose_an_acknowledged_event(tmp_path_factory, steps) -> None:
+    """Roots 0..2 share one replica id (1 and 2 are copies of 0, taken when a "copy"
+    step names them; until then they are not there). An event is acknowledged once a
+    push from the root that wrote it succeeded after it was written; a fresh pull must
+    see every acknowledged event. "forget" deletes a root's push memory."""
+    base = tmp_path_factory.mktemp("copies")
+    share = base / "share"
+    share.mkdir(mode=0o700)
+    roots: list[Path | None] = [make_root(base, "r0"), None, None]
+    remotes.add(Context(str(roots[0]), WS), "origin", f"file://{share}", endpoint_url=None)
+    written: list[list[str]] = [[], [], []]
+    acknowledged: set[str] = set()
+    n = 0
+    for op, i in steps:
+        root = roots[i]
+        if op == "copy":
+            if i and root is None and roots[0] is not None and (roots[0] / "workspaces").exists():
+                target = base / f"r{i}"
+                shutil.copytree(roots[0], target, symlinks=True)
+                roots[i] = target
+                written[i] = list(written[0])
+            continue
+        if root is None:
+            continue
+        if op == "write":
+            n += 1
+            note(root, f"e{n}-r{i}")
+            written[i].append(f"e{n}-r{i}")
+        elif op == "forget":
+            shutil.rmtree(root / "workspaces" / WS / "remotes", ignore_errors=True)
+        elif op == "push" and written[i]:
+            try:
+                sync.push(ctx(root), None)
+            except ConflictError as exc:
+                assert "another root with this replica id" in str(exc)
+            else:
+                acknowledged.update(written[i])
+    seen = fresh_pull(base, f"file://{share}", None)
+    assert sorted(acknowledged - seen) == []
