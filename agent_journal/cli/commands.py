@@ -470,7 +470,9 @@ _add(Command(
 
 _add(Command(
     "push", "Upload what this replica wrote that the remote lacks (verified snapshots of its "
-    "own segments, then its manifest), and delete its keys that no longer hold its data.",
+    "own segments, then its manifest), and delete its keys that no longer hold its data. "
+    "Refuses, writing nothing, when its manifest there holds events this root lacks (pushed "
+    "by a copy of this root, or before this root was restored from a backup).",
     "cmd_push",
     args=(REMOTE_NAME,),
     opts=(JSON_ONLY,) + READ_COMMON,

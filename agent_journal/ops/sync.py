@@ -6,6 +6,11 @@ The contract is spec/SYNC.md. Invariants:
   replacing the one it read), then deletes of its keys the new manifest does
   not name. Killed anywhere, the remote's manifest names only objects that
   exist, and the next push completes the work.
+- Push drops from its manifest only this root's own history: it refuses,
+  before writing anything, to replace a manifest naming a segment snapshot
+  that this root did not write (pushed.json, saved before each manifest
+  write, remembers those it did) holding an event its own segments neither
+  hold nor removed themselves (a copied root, or one restored from a backup).
 - What push uploads is `export_op.export_own` (ops/export.py): consistent SQLite snapshots of
   the own segments, scrubbed of every tombstoned subject this replica knows.
 - Pull trusts nothing it reads: manifests are checked for shape, replica and
