@@ -209,13 +209,12 @@ def test_a_push_killed_around_its_manifest_write_never_locks_the_owner_out(
 # -- the law: interleaved pushes of an owner and its copies lose nothing acknowledged ---
 
 STEPS = st.lists(st.tuples(st.sampled_from(["write", "push", "copy", "forget"]),
-                           st.integers(0, 2)), min_size=4, max_size=14)
+                           st.integers(0, 3)), min_size=3, max_size=14)
 # The two ways a copy lost events before push checked its manifest: the copy
 # pushing after the owner, and the owner pushing after the copy (memory lost too).
-COPY_PUSHES_LAST = [("write", 0), ("push", 0), ("copy", 1), ("write", 0), ("push", 0),
-                    ("write", 1), ("push", 1)]
-OWNER_PUSHES_LAST = [("write", 0), ("push", 0), ("copy", 2), ("write", 2), ("push", 2),
-                     ("forget", 0), ("write", 0), ("push", 0)]
+COPY_PUSHES_LAST = [("copy", 0), ("write", 0), ("push", 0), ("write", 1), ("push", 1)]
+OWNER_PUSHES_LAST = [("copy", 0), ("write", 1), ("push", 1), ("forget", 0), ("write", 0),
+                     ("push", 0)]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
@@ -223,41 +222,51 @@ OWNER_PUSHES_LAST = [("write", 0), ("push", 0), ("copy", 2), ("write", 2), ("pus
 @example(steps=OWNER_PUSHES_LAST)
 @given(steps=STEPS)
 def test_interleaved_pushes_never_lose_an_acknowledged_event(tmp_path_factory, steps) -> None:
-    """Roots 0..2 share one replica id (1 and 2 are copies of 0, taken when a "copy"
-    step names them; until then they are not there). An event is acknowledged once a
-    push from the root that wrote it succeeded after it was written; a fresh pull must
-    see every acknowledged event. "forget" deletes a root's push memory."""
+    _interleave(tmp_path_factory, steps)
+
+
+@pytest.mark.soak
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(steps=st.lists(st.tuples(st.sampled_from(["write", "push", "copy", "forget"]),
+                                st.integers(0, 3)), min_size=3, max_size=40))
+def test_interleaved_pushes_never_lose_an_acknowledged_event_soak(tmp_path_factory,
+                                                                  steps) -> None:
+    _interleave(tmp_path_factory, steps)
+
+
+def _interleave(tmp_path_factory, steps: list[tuple[str, int]]) -> None:
+    """Every root shares one replica id: root 0 wrote and pushed one event, and each
+    "copy" step copies an existing root (up to four roots). A step's number picks
+    one of the roots there are. An event is acknowledged once a push from a root
+    holding it succeeded; a fresh pull must see every acknowledged event. "forget"
+    deletes a root's push memory (its remotes/ folder)."""
     base = tmp_path_factory.mktemp("copies")
     share = base / "share"
     share.mkdir(mode=0o700)
-    roots: list[Path | None] = [make_root(base, "r0"), None, None]
-    remotes.add(Context(str(roots[0]), WS), "origin", f"file://{share}", endpoint_url=None)
-    written: list[list[str]] = [[], [], []]
-    acknowledged: set[str] = set()
-    n = 0
-    for op, i in steps:
+    roots = [make_root(base, "r0")]
+    remotes.add(ctx(roots[0]), "origin", f"file://{share}", endpoint_url=None)
+    note(roots[0], "e0")
+    sync.push(ctx(roots[0]), None)
+    held: list[set[str]] = [{"e0"}]
+    acknowledged = {"e0"}
+    for n, (op, pick) in enumerate(steps, 1):
+        i = pick % len(roots)
         root = roots[i]
-        if op == "copy":
-            if i and root is None and roots[0] is not None and (roots[0] / "workspaces").exists():
-                target = base / f"r{i}"
-                shutil.copytree(roots[0], target, symlinks=True)
-                roots[i] = target
-                written[i] = list(written[0])
-            continue
-        if root is None:
-            continue
-        if op == "write":
-            n += 1
-            note(root, f"e{n}-r{i}")
-            written[i].append(f"e{n}-r{i}")
+        if op == "copy" and len(roots) < 4:
+            roots.append(base / f"r{len(roots)}")
+            shutil.copytree(root, roots[-1], symlinks=True)
+            held.append(set(held[i]))
+        elif op == "write":
+            note(root, f"e{n}")
+            held[i].add(f"e{n}")
         elif op == "forget":
             shutil.rmtree(root / "workspaces" / WS / "remotes", ignore_errors=True)
-        elif op == "push" and written[i]:
+        elif op == "push":
             try:
                 sync.push(ctx(root), None)
             except ConflictError as exc:
                 assert "another root with this replica id" in str(exc)
             else:
-                acknowledged.update(written[i])
+                acknowledged |= held[i]
     seen = fresh_pull(base, f"file://{share}", None)
     assert sorted(acknowledged - seen) == []
