@@ -26,7 +26,6 @@ from test_sync import add_remote, bucket_bytes, ctx, new_bucket, note, run_cli
 
 from agent_journal.core.errors import ConflictError
 from agent_journal.ops import compact, remotes, sync, writes
-from agent_journal.ops.context import Context
 from agent_journal.ops.show import show
 
 WS = "ws"
