@@ -47,13 +47,7 @@ from agent_journal.ops.context import Context
 from agent_journal.storage.files import make_private_dirs, write_file_atomic
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Remote
-from agent_journal.storage.replica_source import (
-    Unreadable,
-    ids_held,
-    imported_then_removed,
-    stream_ids,
-    subjects_present,
-)
+from agent_journal.storage.replica_source import Unreadable, subjects_present
 from agent_journal.storage.root import Root, read_replica_id
 from agent_journal.storage.workspace import Workspace
 
@@ -469,6 +463,8 @@ def _events_not_held(ws: Workspace, remote: Remote, prefix: str, manifest: dict[
     snapshots this root does not remember writing (none, usually: then nothing is
     fetched). A snapshot gone from the remote, or failing its size and checksum,
     holds nothing a reader would import, so it is not counted."""
+    from agent_journal.storage.replica_source import ids_held, imported_then_removed, stream_ids
+
     ids: set[str] = set()
     for f in manifest["export"]["files"]:
         key = manifest["objects"][f["name"]]
