@@ -1286,6 +1286,14 @@ def _column_cases() -> list[tuple[Any, ...]]:
         row(2010, event_id=b"ev-2010"),
         row(2011, ts=b"2025-01-01T00:00:00.000Z"),
         row(2012, subject=b"o2012"),
+        # Column and body agree on an empty value, which the exact decoder refuses.
+        row(2013, (b'"eventId":"ev-2013"', b'"eventId":""'), event_id=""),
+        row(2014, (b'"id":"o2014"', b'"id":""'), subject=""),
+        row(2015, (b'"ts":"2025-01-01T00:00:00.000Z"', b'"ts":""'), ts=""),
+        # A raw control character is no JSON string (a read that does not ask
+        # SQLite whether the body is JSON must see it itself).
+        row(2016, (b'"ts":"2025', b'"ts":"\x012025'), ts="\x012025-01-01T00:00:00.000Z"),
+        row(2017, (b'"author":"agent"', b'"author":"ag\x01ent"')),
     ]
 
 
