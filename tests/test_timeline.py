@@ -249,9 +249,15 @@ def test_last_reads_only_the_bodies_it_shows(tmp_path, monkeypatch):
                                 "status": "ok", "exitCode": 0})
               for i in range(3000)]
     ws.append(events)
+    from agent_journal.storage import time_order
+
     decoded = []
     real = codec.decode_checked
     monkeypatch.setattr(codec, "decode_checked", lambda *a: decoded.append(1) or real(*a))
+    # An observation in codec's layout is read by the layout's own decoder.
+    in_layout = time_order.observation_event
+    monkeypatch.setattr(time_order, "observation_event",
+                        lambda *a: decoded.append(1) or in_layout(*a))
     with Timeline(Context(str(base / "j"), "ws"), Filters(), last=20) as timeline:
         shown = [line.id for line in timeline.lines()]
     assert shown == [f"o{i:05d}" for i in range(2980, 3000)]

@@ -269,11 +269,12 @@ class FilesChanged:
         return sorted(self.paths.values(), key=lambda f: (f["lastTs"], f["path"]))
 
 
-def test_run(line: Line) -> Any:
+def test_run(line: Line, parse_run: Any = None) -> Any:
     """What a finished shell call's output says as a test or check run (the digest's
-    parsers, core/recovery/checks.py), or None when it is not one."""
-    from agent_journal.core.recovery.checks import parse_run
-
+    parsers, core/recovery/checks.py, whose `parse_run` a caller folding many lines
+    passes in), or None when it is not one."""
+    if parse_run is None:
+        from agent_journal.core.recovery.checks import parse_run
     text = output_text(line.output) or ""
     tail = line.artifact.get("tail") if isinstance(line.artifact, dict) else None
     if isinstance(tail, str):
@@ -289,13 +290,18 @@ class TestResults:
     KEEP = 5
 
     def __init__(self) -> None:
+        # The parsers' module is imported here, not by every reader of this one
+        # (show's text names calls by target_of), and once, not once a line.
+        from agent_journal.core.recovery.checks import parse_run
+
+        self.parse_run = parse_run
         self.latest: dict[str, dict[str, Any]] = {}
 
     def add(self, line: Line) -> None:
         if line.type != OBSERVATION or line.tool != "Bash" or not line.target \
                 or line.status in (None, STARTED):
             return
-        run = test_run(line)
+        run = test_run(line, self.parse_run)
         if run is None:
             return
         key = command_key(line.target)

@@ -18,45 +18,28 @@ from collections.abc import Iterable, Iterator
 from operator import itemgetter
 from typing import Any
 
-from xxhash import xxh3_64_hexdigest as _xxh3_hex
-
 from agent_journal.core import codec
 from agent_journal.core.model import Event, event_values, events_from_values
 from agent_journal.core.observation_ages import Summary, summarize
 from agent_journal.storage.connection import describe_sqlite_error
 from agent_journal.storage.erasure import text_is_utf8
+from agent_journal.storage.observation_layout import ESCAPED_LETTER, layout
+from agent_journal.storage.observation_layout import PLAIN as _PLAIN
+from agent_journal.storage.observation_layout import Layouts as _FastPath
 from agent_journal.storage.segment import never_initialised, open_segment_for_read
 from agent_journal.storage.segment_reader import json_check, quick_check, strict_json_check
 from agent_journal.storage.verified_mark import Fold
 
 # Observation rows are most of a journal, and parsing each body in Python cost
-# more than all the rest of a compaction. A row laid out the way `codec` writes
-# it is instead shown, cheaply, to be one the exact decoder accepts with the
-# values read here; anything unusual gets `codec.decode_checked`, the verdict
-# every reader gives. What shows it (`_fast_observation`):
-# - SQLite finds the whole body valid JSON by a test no looser than Python's
-#   json (`strict_json_check`), and the body holds no NUL (SQLite's text ends
-#   at one, so it would have judged only what comes before);
-# - Python finds the body's checksum right and the body strict UTF-8; it
-#   begins `{"author":"A","data":{` and, from the last place where
-#   `,"eventId":"E","id":"S","kind":"` (the row's own event id and subject)
-#   occurs, ends with the other fields in canonical order, `ts` the row's own
-#   time, each a plain string (no quote, backslash or control character, so
-#   the text is the value) or a small integer.
-# In valid JSON those last fields hold no bracket, so they are members of the
-# outer object, its last ones: a later duplicate of any of them cannot follow.
-# Between `data`'s value and them, the text may still hold more members; those
-# are harmless (the exact decoder ignores unknown keys, and takes the last of
-# duplicates, which are these) except a second `author` or `data`: so the text
-# from `data`'s value to `,"eventId"` must hold neither `"author"` nor
-# `"data"` (a nested key of either name only costs the exact path), nor an
-# escape that could spell a letter of a key. Where SQLite's parser still
-# accepts what Python's refuses, the row takes the exact path too: nesting
-# deeper than Python's recursion limit, and integers longer than Python
-# converts. Observation data is not parsed at all unless it may hold an
-# `artifact` key, the one part a plan reads: a text with `"artifact"`
-# anywhere has that stretch parsed (which fails unless it is one value), and
-# a text without has data `{}`.
+# more than all the rest of a compaction. A row SQLite finds to be JSON by a
+# test no looser than Python's json (`strict_json_check`) and laid out the way
+# `codec` writes it (storage/observation_layout.py shows which) is instead
+# read without the exact decoder; anything unusual gets
+# `codec.decode_checked`, the verdict every reader gives. Observation data is
+# not parsed at all unless it may hold an `artifact` key, the one part a plan
+# reads: a text with `"artifact"` anywhere has that stretch parsed (which
+# fails unless it is one value), and a text without has data `{}` (unless an
+# escape could spell a key's letter: then the exact decoder reads it).
 
 def compaction_rows_sql(version: tuple[int, int, int], *, about: bool = False) -> str:
     """The rows of a segment past a seq (first parameter) in seq order, at most
@@ -94,51 +77,7 @@ _COMPACTION_ROWS = compaction_rows_sql(sqlite3.sqlite_version_info)
 _EXACT_ROWS = compaction_rows_sql((0, 0, 0))
 
 
-_PLAIN = r'[^"\\\x00-\x1f]+'
-
-
-# What lies between the row's `"kind":"` and `","ts":"`: kind, replica, schema
-# (an integer Python converts whatever its digit limit) and session.
-_OBSERVATION_MIDDLE = re.compile(
-    rf'({_PLAIN})","replica":"({_PLAIN})","schema":(-?(?:0|[1-9][0-9]{{0,17}})),'
-    rf'"session":(?:null|"([^"\\\x00-\x1f]*)")')
-
-
-# An escape that could spell a letter of a key (`"\u0061rtifact"`, `"\u0061uthor"`).
-_ESCAPED_LETTER = re.compile(r"\\u00[4-7][0-9A-Fa-f]")
-
-
-# Deeper data is left to the exact decoder, whose recursion limit decides it.
-_FAST_NESTING = 200
-
-
 _checksum = codec.checksum
-
-
-_CHECKSUM_PREFIX = codec.CHECKSUM_PREFIX
-
-
-class _FastPath:
-    """What the fast path remembers across one read: the fields between kind and
-    ts it has already judged (a journal repeats a few), the last good one of
-    them (rows in a row mostly share it), and Python's limit on the digits of
-    an integer it converts (a longer one fails json.loads)."""
-
-    def __init__(self) -> None:
-        import sys
-
-        self.middles: dict[str, tuple[str, str, int, str | None] | None] = {}
-        # (A NUL never ends a body the fast path reads: nothing matches it.)
-        self.last: tuple[str, tuple[str, str, int, str | None]] = ("\x00", ("", "", 0, None))
-        limit = sys.get_int_max_str_digits()
-        self.digit_limit = limit
-        self.long_number = re.compile(f"[0-9]{{{limit + 1}}}") if limit else None
-
-    def middle(self, text: str) -> tuple[str, str, int, str | None] | None:
-        m = _OBSERVATION_MIDDLE.fullmatch(text)
-        found = None if m is None else (m[1], m[2], int(m[3]), m[4])
-        self.middles[text] = found
-        return found
 
 
 def _checked_text(body: Any, digest: Any) -> str | None:
@@ -155,57 +94,11 @@ def _fast_observation(fast: _FastPath, body: Any, digest: Any, event_id: Any, su
                       ts: Any) -> tuple[Any, ...] | None:
     """The observation row as the exact decoder reads it (data reduced to its
     artifact), as `model.event_values`; None when only the exact decoder may
-    judge it. Only for a body that passed `strict_json_check`.
-
-    Written for speed: a million rows pass here, so operators stand in for
-    method calls wherever they say the same (`_checked_text` is inlined).
-    """
-    if type(body) is not bytes or digest != _CHECKSUM_PREFIX + _xxh3_hex(body):
+    judge it. Only for a body that passed `strict_json_check`."""
+    found = layout(fast, body, digest, event_id, subject, ts)
+    if found is None:
         return None
-    try:
-        text = body.decode()
-    except UnicodeDecodeError:
-        return None
-    # The column values must be plain strings for the text matches below to
-    # mean the values match.
-    if type(event_id) is not str or type(subject) is not str or type(ts) is not str:
-        return None
-    columns = event_id + subject + ts
-    if '"' in columns or "\\" in columns or "\x00" in text:
-        return None
-    quote = text.find('","data":{', 11)
-    author = text[11:quote]
-    if quote <= 11 or text[:11] != '{"author":"' or '"' in author or "\\" in author:
-        return None
-    start = quote + 9  # the data object's "{"
-    # The fields after data as they would read with the last row's middle
-    # fields: one test, where finding them afresh takes a search and a lookup.
-    middle, fields = fast.last
-    suffix = f',"eventId":"{event_id}","id":"{subject}","kind":"{middle},"ts":"{ts}",' \
-        '"type":"observation"}'
-    if text.endswith(suffix):
-        end = len(text) - len(suffix)
-    else:
-        ids = f',"eventId":"{event_id}","id":"{subject}","kind":"'
-        end = text.rfind(ids)  # just past the data object, unless more members follow it
-        tail = f',"ts":"{ts}","type":"observation"}}'
-        if end < 0 or not text.endswith(tail):
-            return None
-        middle = text[end + len(ids):len(text) - len(tail)]
-        found = fast.middles[middle] if middle in fast.middles else fast.middle(middle)
-        if found is None:
-            return None
-        fields = found
-        fast.last = (middle, found)
-    if end <= start or text.find('"author"', start, end) >= 0 \
-            or text.find('"data"', start, end) >= 0:
-        return None
-    if end - start > 2 * _FAST_NESTING and \
-            text.count("{", start, end) + text.count("[", start, end) > _FAST_NESTING:
-        return None
-    if fast.long_number is not None and end - start > fast.digit_limit \
-            and fast.long_number.search(text, start, end):
-        return None
+    text, start, end, author, (kind, replica, schema, session) = found
     data: dict[str, Any] = {}
     # The fields around data are plain strings: `"artifact"` found outside data
     # (as a whole value) only costs a parse, and they hold no backslash.
@@ -217,9 +110,8 @@ def _fast_observation(fast: _FastPath, body: Any, digest: Any, event_id: Any, su
         artifact = parsed.get("artifact")
         if artifact is not None:
             data = {"artifact": artifact}
-    elif "\\u00" in text and _ESCAPED_LETTER.search(text, start, end):
+    elif "\\u00" in text and ESCAPED_LETTER.search(text, start, end):
         return None  # a key may be spelt with escapes; the exact decoder reads it
-    kind, replica, schema, session = fields  # type: ignore[misc]
     return (event_id, "observation", kind, subject, ts, author, session, replica, data,
             schema)
 

@@ -30,6 +30,7 @@ from agent_journal.core import codec
 from agent_journal.core.model import Event
 from agent_journal.storage.connection import describe_sqlite_error
 from agent_journal.storage.cut import Cut
+from agent_journal.storage.observation_layout import Layouts, observation_event
 from agent_journal.storage.segment import never_initialised, open_segment_for_read
 from agent_journal.storage.workspace import Workspace
 
@@ -85,20 +86,26 @@ class _Segment:
 
         A lazy order gives a lazy read's verdicts but parses at once: its one
         reader (show) uses every body. A sound row passes the strict decoder;
-        one that fails it gets the lazy decoder's own verdict.
+        one that fails it gets the lazy decoder's own verdict. An observation
+        in codec's layout is the strict decoder's event without its checks
+        (storage/observation_layout.py): only its data is parsed.
         """
         lazy = self.reader.lazy
+        seen = self.reader.layouts
         decode_lazy = codec.decode_lazy
         decode_checked = codec.decode_checked
         bad = codec.MalformedEvent
         for seq, event_id, body, digest, type_, subject, ts in rows:
             try:
-                try:
-                    ev = decode_checked(body, digest, event_id, type_, subject, ts)
-                except bad:
-                    if not (lazy and type_ == "observation"):
-                        raise
-                    ev = decode_lazy(body, digest, event_id, type_, subject, ts)
+                ev = None if type_ != "observation" else observation_event(
+                    seen, body, digest, event_id, subject, ts)
+                if ev is None:
+                    try:
+                        ev = decode_checked(body, digest, event_id, type_, subject, ts)
+                    except bad:
+                        if not (lazy and type_ == "observation"):
+                            raise
+                        ev = decode_lazy(body, digest, event_id, type_, subject, ts)
                 yield ev
             except bad as exc:
                 self.reader.malformed.append({"segment": self.rel, "row": seq,
@@ -190,6 +197,7 @@ class TimeOrder:
         self.malformed: list[dict[str, Any]] = []
         self.segments: list[str] = []
         self._open: list[_Segment] = []
+        self.layouts = Layouts()
 
     def __enter__(self) -> TimeOrder:
         for path in self.ws.segment_paths():
