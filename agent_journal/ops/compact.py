@@ -362,6 +362,9 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
     # event left them (those of writers still at work are too new to be listed).
     uncited = uncited_blobs(ws, set(artifacts.values()))
     if not run.has_work() and pending is None and not uncited:
+        # A file a pull published as fetched carries the rebuild mark too, with no
+        # row to delete: it is rebuilt whatever else this run has to do.
+        rebuild_marked(ws)
         return Outcome(plan.report(apply=True, removed=set(), marked_purged=[]), [], [])
     earlier = [d for d in (pending or {}).get("digests", []) if isinstance(d, str)]
     flips = {t: str(plan.tombstone_events[t].id) for t in plan.flips}

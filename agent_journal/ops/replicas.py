@@ -104,7 +104,7 @@ class Source:
                  segments: list[tuple[str, str]], *, immutable: bool,
                  artifact_files: dict[str, str], source_ws: Workspace | None,
                  sealed_malformed: dict[str, dict[int, str]] | None = None,
-                 manifest: dict[str, Any] | None = None) -> None:
+                 manifest: dict[str, Any] | None = None, movable: bool = False) -> None:
         self.path = path
         self.kind = kind
         self.replica = replica
@@ -116,6 +116,10 @@ class Source:
         # byte for byte, names the malformed ones per file.
         self.sealed = sealed_malformed is not None
         self.sealed_malformed = sealed_malformed or {}
+        # The caller's private staging folder (a pull's), thrown away after the
+        # merge: a segment file whose every row is taken as stored may be moved
+        # into the workspace as its import instead of copied (_import_sealed).
+        self.movable = movable
         self.tombstoned: list[str] = manifest["tombstoned"] if manifest else []
         # ref -> (artifact record, observation ids citing it), for a sealed export
         self.artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {
@@ -165,7 +169,8 @@ def open_source(path: str, workspace: str, *, checked: bool = False) -> Source:
 def _open_export(path: str, workspace: str, checked: bool = False) -> Source:
     """With `checked`, the caller has just checked every file's checksum in a
     private folder (a pull's staging folder, as each object landed): only
-    their sizes are compared again."""
+    their sizes are compared again, and the folder's files are the merge's
+    to move (Source.movable)."""
     try:
         with open(os.path.join(path, MANIFEST_NAME), "rb") as fh:
             obj = json.loads(fh.read())
@@ -201,7 +206,7 @@ def _open_export(path: str, workspace: str, checked: bool = False) -> Source:
               for f in manifest["files"]}
     return Source(path, "export", manifest["sourceReplica"], segs, immutable=True,
                   artifact_files=artifact_files, source_ws=None, sealed_malformed=sealed,
-                  manifest=manifest)
+                  manifest=manifest, movable=checked)
 
 
 def _size_or_none(path: str) -> int | None:
@@ -573,7 +578,8 @@ def _import_segment(seg: ImportSource, name: str, src: Source,
     own = merge_plan.own_segment(name)
     own_key = (own[0], name) if own is not None else None
     if src.sealed and not src.sealed_malformed.get(name) and own_key not in watch and not (
-            seg.has_origin and watch) and _import_sealed(seg, own_key, planner):
+            seg.has_origin and watch) and _import_sealed(seg, own_key, planner,
+                                                         movable=src.movable):
         return
     checksum = codec.checksum
     id_in_body = merge_plan.id_in_body
@@ -655,7 +661,7 @@ def _import_segment(seg: ImportSource, name: str, src: Source,
 
 
 def _import_sealed(seg: ImportSource, own_key: tuple[str, str] | None,
-                   planner: merge_plan.Planner) -> bool:
+                   planner: merge_plan.Planner, *, movable: bool = False) -> bool:
     """The common case of a sealed export segment: nothing damaged, no slot to
     watch. Only its tombstones and the rows about tombstoned ids are read
     row by row; every other row is decided with set operations over its id
@@ -674,8 +680,8 @@ def _import_sealed(seg: ImportSource, own_key: tuple[str, str] | None,
     special = set(seg.rows_about(planner.tombstoned))
     special.update((seq, event_id, type_, subject)
                    for seq, event_id, type_, subject, _, _ in tombstones)
-    ids = seg.ids()
-    decisions = planner.take_bulk((e for _, e in ids), list(special))
+    ids = seg.event_ids()
+    decisions = planner.take_bulk(ids, list(special))
     rebuilt = []
     origins = []
     provenance: dict[str, tuple[str, str, int]] | None = None
@@ -696,7 +702,12 @@ def _import_sealed(seg: ImportSource, own_key: tuple[str, str] | None,
                     provenance = seg.provenance()
                 if event_id in provenance:
                     origins.append((event_id, *provenance[event_id]))
-    copied = [e for _, e in ids if e not in decisions] if decisions else [e for _, e in ids]
+    copied = [e for e in ids if e not in decisions] if decisions else ids
+    if movable and own_key is not None and not decisions and seg.adoptable():
+        # Every row taken as stored, and nothing but rows in the file: publish
+        # the fetched file itself rather than a copy of it.
+        seg.adopt(copied, own_key, written)
+        return True
     seg.copy(decisions, copied_ids=copied, own=own_key)
     seg.insert(rebuilt, origins)
     seg.wrote_tombstones(written)

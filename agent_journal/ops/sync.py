@@ -44,7 +44,7 @@ from agent_journal.core.errors import (
 from agent_journal.ops import export as export_op
 from agent_journal.ops import remotes, replicas
 from agent_journal.ops.context import Context
-from agent_journal.storage.files import make_private_dirs, write_file_atomic
+from agent_journal.storage.files import fsync_path, make_private_dirs, write_file_atomic
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Remote
 from agent_journal.storage.replica_source import Unreadable, subjects_present
@@ -721,7 +721,8 @@ def _fetch_all(remote: Remote, workspace: str, plans: list[_Fetching],
     if not jobs:
         return 0, 0
 
-    def fetch(p: _Fetching, path: str, size: int, checksum: str) -> tuple[str, int]:
+    def fetch(p: _Fetching, path: str, size: int, checksum: str,
+              is_segment: bool) -> tuple[str, int]:
         key = _prefix(workspace, p.seen.replica) + p.objects[path]
         dest = os.path.join(p.stage, *path.split("/"))
         make_private_dirs(os.path.dirname(dest))
@@ -732,11 +733,15 @@ def _fetch_all(remote: Remote, workspace: str, plans: list[_Fetching],
         if got != (size, checksum):
             os.unlink(dest)
             return "refused", got[0]
+        if is_segment:
+            # The merge may publish this very file as an import (ImportWriter.adopt):
+            # its bytes go to the disk here, while other objects are on the wire.
+            fsync_path(dest)
         return "ok", size
 
     with ThreadPoolExecutor(max_workers=FETCHERS) as pool:
-        futures = [pool.submit(fetch, p, path, size, checksum)
-                   for p, (path, size, checksum, _, _) in jobs]
+        futures = [pool.submit(fetch, p, path, size, checksum, segment)
+                   for p, (path, size, checksum, _, segment) in jobs]
         try:
             for n, future in enumerate(futures, 1):
                 future.result()

@@ -25,6 +25,7 @@ from agent_journal.storage.connection import (
     describe_sqlite_error,
     quote_path,
 )
+from agent_journal.storage.erasure import REBUILD_KEY
 from agent_journal.storage.files import (
     create_private_file,
     fsync_path,
@@ -93,6 +94,24 @@ def _scrub(path: str, wanted: list[tuple[int]],
         return len(wanted)
     finally:
         conn.close()
+
+
+_FRESH_SCHEMA: set[tuple[str, str, str, str | None]] = set()
+
+
+def _fresh_schema() -> set[tuple[str, str, str, str | None]]:
+    """sqlite_master of a segment just given its schema (type, name, table, sql)."""
+    if not _FRESH_SCHEMA:
+        conn = sqlite3.connect(":memory:")
+        try:
+            for statement in SCHEMA.strip().split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            _FRESH_SCHEMA.update(tuple(r) for r in conn.execute(
+                "SELECT type, name, tbl_name, sql FROM sqlite_master"))
+        finally:
+            conn.close()
+    return _FRESH_SCHEMA
 
 
 class ImportWriter:
@@ -190,12 +209,7 @@ class ImportWriter:
             if "CREATE INDEX" in statement:
                 conn.execute(statement)
         conn.execute("BEGIN")
-        conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [
-            ("format", str(SEGMENT_FORMAT)), ("workspace", self.ws.name),
-            ("replica", self.source_replica), ("importedBy", self.ws.root.replica_id),
-            ("kind", "import"),
-        ])
-        conn.execute(f"PRAGMA user_version = {SEGMENT_FORMAT}")
+        self._write_meta(conn)
         conn.execute("COMMIT")
         self._facts[self._tmp] = (self._tombstones, {(str(r), str(s)) for r, s in conn.execute(
             "SELECT DISTINCT replica, segment FROM origin")})
@@ -208,6 +222,53 @@ class ImportWriter:
         fsync_path(self._tmp)
         self._done.append((self._tmp, self._ids))
         self._ids = []
+
+    def _write_meta(self, conn: sqlite3.Connection) -> None:
+        conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", [
+            ("format", str(SEGMENT_FORMAT)), ("workspace", self.ws.name),
+            ("replica", self.source_replica), ("importedBy", self.ws.root.replica_id),
+            ("kind", "import"),
+        ])
+        conn.execute(f"PRAGMA user_version = {SEGMENT_FORMAT}")
+
+    def adopt(self, path: str, ids: list[str], own: tuple[str, str],
+              tombstones: set[str]) -> None:
+        """Make a source file the caller owns an import of its own: every row of it
+        was taken as stored, so the file itself is published instead of a copy.
+
+        Only for another replica's own segment, fetched into a pull's staging
+        folder and found `adoptable` (our schema and nothing else): its rows
+        keep their seq, which is their slot, so the provenance is one
+        statement. The file is fsynced here and renamed by `finish` like a build.
+        """
+        try:
+            conn = sqlite3.connect(f"file:{quote_path(path)}", uri=True, isolation_level=None)
+            try:
+                # Private until published, as a build is: no journal, no syncs.
+                conn.execute("PRAGMA journal_mode = OFF")
+                conn.execute("PRAGMA synchronous = OFF")
+                conn.execute("BEGIN")
+                conn.execute(ORIGIN_SCHEMA)
+                conn.execute("INSERT INTO origin(event_id, replica, segment, seq) "
+                             "SELECT event_id, ?, ?, seq FROM events", own)
+                self._write_meta(conn)
+                # The bytes between its rows are the pusher's (push writes them as
+                # VACUUM does, holding nothing; a file made by hand could hold
+                # anything): the next `compact --apply` rebuilds it from its rows,
+                # as it does a segment rows were deleted from.
+                conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, '1')",
+                             (REBUILD_KEY,))
+                conn.execute("COMMIT")
+                conn.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
+            finally:
+                conn.close()
+            fsync_path(path)
+        except sqlite3.Error as exc:  # a full disk: abort() removes the file
+            self._done.append((path, []))
+            raise StorageError(f"cannot finish the import segment {path}: "
+                               f"{describe_sqlite_error(exc)}") from None
+        self._done.append((path, list(ids)))
+        self._facts[path] = (set(tombstones), {own})
 
     def drop(self, subjects: set[str], types: tuple[str, ...]) -> list[str]:
         """Remove not yet published rows about `subjects`; returns their event ids.
@@ -306,6 +367,7 @@ class ImportSource:
         self.empty = False
         self.has_origin = False
         self._conn: sqlite3.Connection | None = None
+        self._adopt: tuple[list[str], tuple[str, str], set[str]] | None = None
 
     def __enter__(self) -> ImportSource:
         conn = self.writer._open()
@@ -364,6 +426,23 @@ class ImportSource:
             return []
         return self._query("SELECT seq, event_id FROM src.events")
 
+    def event_ids(self) -> list[str]:
+        """Every row's event id (no order promised), read from the event_id index alone.
+
+        One string from SQLite split in Python instead of a row object per id;
+        an id holding the separator would split in two, so the count read in the
+        same statement must agree, else the ids are read one row at a time."""
+        if self.empty:
+            return []
+        (count, joined), = self._query(
+            "SELECT count(*), group_concat(event_id, char(10)) FROM src.events")
+        if not count:
+            return []
+        ids = joined.split("\n") if type(joined) is str else []
+        if len(ids) != count:
+            ids = [str(e) for _, e in self.ids()]
+        return ids
+
     def tombstone_rows(self) -> list[tuple[int, str, str, str | None, str, str, Any]]:
         """Rows whose type column says tombstone, with their bodies."""
         if self.empty:
@@ -387,6 +466,28 @@ class ImportSource:
         loaded |= subjects
         return self._query("SELECT seq, event_id, type, subject FROM src.events "
                            "WHERE subject IN (SELECT id FROM temp.wanted)")
+
+    def adoptable(self) -> bool:
+        """Whether the attached file holds exactly what a fresh own segment of this
+        workspace does: our schema and no other table, index, view or trigger,
+        the three meta rows a replica writes (this workspace, the source's
+        replica), no free page. Nothing but rows could then travel with it."""
+        if self.empty or self.has_origin:
+            return False
+        schema = {tuple(r) for r in self._query(
+            "SELECT type, name, tbl_name, sql FROM src.sqlite_master")}
+        if schema != _fresh_schema():
+            return False
+        meta = dict(self._query("SELECT key, value FROM src.meta"))
+        if meta != {"format": str(SEGMENT_FORMAT), "workspace": self.writer.ws.name,
+                    "replica": self.writer.source_replica}:
+            return False
+        return self._query("PRAGMA src.freelist_count")[0][0] == 0
+
+    def adopt(self, ids: list[str], own: tuple[str, str], tombstones: set[str]) -> None:
+        """Publish the attached file itself once it is detached (ImportWriter.adopt)
+        instead of copying rows; for a file `adoptable` said yes to."""
+        self._adopt = (ids, own, tombstones)
 
     def provenance(self) -> dict[str, tuple[str, str, int]]:
         """event id -> (replica, segment, seq) when the source is itself an import."""
@@ -469,4 +570,6 @@ class ImportSource:
             raise StorageError(f"cannot import {self.path}: "
                                f"{describe_sqlite_error(error)}") from None
         if exc[0] is None:
+            if self._adopt is not None:
+                self.writer.adopt(self.path, *self._adopt)
             self.writer._cut_if_full()
