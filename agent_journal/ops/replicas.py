@@ -53,11 +53,11 @@ from agent_journal.storage.replica_import import ImportSource, ImportWriter
 from agent_journal.storage.replica_source import (
     SegmentRows,
     Unreadable,
+    event_ids,
     ids_held,
     imported_then_removed,
     origin_keys,
     read_slots,
-    stream_ids,
 )
 from agent_journal.storage.root import Root, read_replica_id
 from agent_journal.storage.segment_reader import PausedGC, structure_damage
@@ -273,8 +273,8 @@ def scan_local(ws: Workspace, *, paths: list[str] | None = None, into: Local | N
         if held is not None:
             local.slot_keys |= held["origin"]
             try:
-                for rows in stream_ids(path) if read_ids else ():
-                    ids.update(r[0] for r in rows)
+                if read_ids:
+                    ids.update(event_ids(path))
             except Unreadable as exc:
                 local.unreadable.append({"path": ws.rel(path), "reason": str(exc)})
                 continue
@@ -289,8 +289,8 @@ def scan_local(ws: Workspace, *, paths: list[str] | None = None, into: Local | N
             local.unreadable.append({"path": ws.rel(path), "reason": damage})
             continue
         try:
-            for rows in stream_ids(path) if read_ids else ():
-                ids.update(r[0] for r in rows)
+            if read_ids:
+                ids.update(event_ids(path))
             removed = imported_then_removed(path)
             candidates = SegmentRows(path, only="tombstone_candidates").rows
         except Unreadable as exc:
@@ -319,28 +319,24 @@ def scan_local(ws: Workspace, *, paths: list[str] | None = None, into: Local | N
     return local
 
 
-# Asking a segment's event_id index about one id costs about this many ids read
-# by a scan of the same segment.
-PROBE_COST = 4
-
-
 def probe_ids(ws: Workspace, sources: list[Source]) -> bool:
-    """Whether a merge of `sources` asks the local segments' event_id index about
-    the sources' ids rather than reading every local id: when the sources are
-    small next to the workspace (file sizes standing in for row counts). Only
-    the cost depends on it: `held_here` gives what the scan would have."""
-    local = [_size_or_none(p) or 0 for p in ws.segment_paths()]
+    """Whether a merge of `sources` asks the local segments about the sources' ids
+    (`held_here`) rather than reading every local id into one set: when the
+    sources are smaller than the workspace (file sizes standing in for row
+    counts). Asking scans or probes each local segment's index but keeps only
+    the ids it was asked about; reading keeps every local id. Only the cost
+    depends on it: `held_here` gives what the reading would have."""
+    local = sum(_size_or_none(p) or 0 for p in ws.segment_paths())
     source = sum(_size_or_none(full) or 0 for src in sources for _, full in src.segments)
-    return source * len(local) * PROBE_COST < sum(local)
+    return source < local
 
 
 def held_here(ws: Workspace, wanted: set[str]) -> set[str]:
     """The ids among `wanted` some local segment holds."""
-    ordered = sorted(wanted)
     found: set[str] = set()
     for path in ws.segment_paths() if wanted else ():
         try:
-            found |= ids_held(path, ordered)
+            found |= ids_held(path, wanted)
         except Unreadable as exc:
             raise DamagedJournalError(
                 f"refusing to merge: the local segment {ws.rel(path)} became unreadable "
@@ -514,8 +510,7 @@ def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
         wanted: set[str] = set()
         for _, full in readable:
             try:
-                for rows in stream_ids(full):
-                    wanted.update(r[0] for r in rows)
+                wanted.update(event_ids(full))
             except Unreadable as exc:
                 raise DamagedJournalError(
                     f"refusing to merge: the source segment {src.rel(full)} became unreadable "

@@ -463,7 +463,7 @@ def _events_not_held(ws: Workspace, remote: Remote, prefix: str, manifest: dict[
     snapshots this root does not remember writing (none, usually: then nothing is
     fetched). A snapshot gone from the remote, or failing its size and checksum,
     holds nothing a reader would import, so it is not counted."""
-    from agent_journal.storage.replica_source import ids_held, imported_then_removed, stream_ids
+    from agent_journal.storage.replica_source import event_ids, ids_held, imported_then_removed
 
     ids: set[str] = set()
     for f in manifest["export"]["files"]:
@@ -477,8 +477,7 @@ def _events_not_held(ws: Workspace, remote: Remote, prefix: str, manifest: dict[
             continue
         try:
             if got == (f["bytes"], f["checksum"]):
-                for batch in stream_ids(dest):
-                    ids.update(str(e) for (e,) in batch)
+                ids.update(event_ids(dest))
         except Unreadable:
             pass  # readers refuse it as well
         finally:
@@ -491,7 +490,7 @@ def _events_not_held(ws: Workspace, remote: Remote, prefix: str, manifest: dict[
         if own is None or own[0] != me:
             continue  # an import is never pushed: what it holds would leave the remote
         try:
-            ids -= ids_held(path, sorted(ids)) | imported_then_removed(path)
+            ids -= ids_held(path, ids) | imported_then_removed(path)
         except Unreadable as exc:
             raise DamagedJournalError(f"refusing to push: {ws.rel(path)} is unreadable "
                                       f"({exc}); nothing was pushed") from None

@@ -33,7 +33,7 @@ from agent_journal.storage.files import (
     rename_durable,
     unlink_quietly,
 )
-from agent_journal.storage.replica_source import Unreadable
+from agent_journal.storage.replica_source import Unreadable, joined_ids
 from agent_journal.storage.segment import (
     IMPORT_TEMP_PREFIX,
     SCHEMA,
@@ -427,21 +427,14 @@ class ImportSource:
         return self._query("SELECT seq, event_id FROM src.events")
 
     def event_ids(self) -> list[str]:
-        """Every row's event id (no order promised), read from the event_id index alone.
-
-        One string from SQLite split in Python instead of a row object per id;
-        an id holding the separator would split in two, so the count read in the
-        same statement must agree, else the ids are read one row at a time."""
+        """Every row's event id (no order promised), read from the event_id index alone."""
         if self.empty:
             return []
-        (count, joined), = self._query(
-            "SELECT count(*), group_concat(event_id, char(10)) FROM src.events")
-        if not count:
-            return []
-        ids = joined.split("\n") if type(joined) is str else []
-        if len(ids) != count:
-            ids = [str(e) for _, e in self.ids()]
-        return ids
+        assert self._conn is not None
+        try:
+            return joined_ids(self._conn, "src.events")
+        except sqlite3.Error as exc:
+            raise Unreadable(describe_sqlite_error(exc)) from None
 
     def tombstone_rows(self) -> list[tuple[int, str, str, str | None, str, str, Any]]:
         """Rows whose type column says tombstone, with their bodies."""
