@@ -1,0 +1,104 @@
+"""The general rules the second blind recall set (tests/data/recall-blind2) showed the
+digest was missing, each on a small constructed case, and the set's own floor."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from audit_scenario import at, ev
+from test_digest import build, section
+
+from agent_journal.core.recovery.checks import parse_run
+from agent_journal.core.recovery.reasons import error_reason
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def call(obs_id, ts, tool, input_value, output="", status="ok", exit_code=None):
+    return ev("observation", "tool_call", obs_id, ts, {
+        "tool": tool, "callId": obs_id, "input": input_value, "output": output,
+        "status": status, "exitCode": exit_code, "transcript": {"cwd": "/w"}}, session="s1")
+
+
+def bash(obs_id, ts, command, output="", exit_code=0):
+    return call(obs_id, ts, "Bash", {"command": command}, output,
+                "error" if exit_code else "ok", exit_code)
+
+
+# -- what became of the files ---------------------------------------------------------
+
+def test_a_folder_put_back_with_git_puts_back_the_files_edited_under_it():
+    events = [call("e1", at(1), "Edit", {"file_path": "/w/web/src/cal.tsx"}),
+              call("e2", at(2), "Edit", {"file_path": "/w/billing/due.ts"}),
+              call("w1", at(3), "Write", {"file_path": "/w/web/src/new.ts"}),
+              bash("b1", at(4), "git checkout -- web && git status --short web"),
+              call("e3", at(5), "Edit", {"file_path": "/w/web/src/later.ts"})]  # after it
+    states = {f["path"]: f["state"] for f in build(events)[1]["files"]}
+    assert states["/w/web/src/cal.tsx"] == "reverted"
+    assert states["/w/billing/due.ts"] == "edited"
+    assert states["/w/web/src/new.ts"] == "written"  # perhaps untracked: git leaves it
+    assert states["/w/web/src/later.ts"] == "edited"
+
+
+def test_git_checkout_of_paths_is_listed_as_a_git_operation_like_git_restore():
+    events = [call("e1", at(1), "Edit", {"file_path": "/w/a.py"}),
+              bash("b1", at(2), "rm b.py && git checkout -- a.py && git status --short"),
+              bash("b2", at(3), "git checkout HEAD -- c.py"),
+              bash("b3", at(4), "git checkout main")]  # a branch switch: not a put-back
+    commits = section(build(events)[0], "Commits")
+    assert "ran `git checkout -- a.py`" in commits
+    assert "ran `git checkout HEAD -- c.py`" in commits
+    assert "git checkout main" not in commits
+
+
+# -- failures and what resolved them --------------------------------------------------
+
+def test_a_failure_with_no_summary_is_resolved_by_the_same_command_passing_with_one():
+    crash = ("py39: commands[0]> ./bin/test orders\nImportError while loading conftest "
+             "'/w/conftest.py'.\nconftest.py:3: in <module>\n    from orders.models import "
+             "Order\nE   TypeError: unsupported operand type(s) for |: 'type' and 'NoneType'\n"
+             "  py39: FAIL code 4 (12.31 seconds)")
+    events = [bash("t1", at(1), "tox -e py39 -- orders", crash, exit_code=1),
+              bash("t2", at(2), "tox -e py39 -- orders", "212 passed in 44.02s\n  py39: OK")]
+    markdown, _ = build(events)
+    assert "tox" not in section(markdown, "Open problems")
+    assert "tox -e py39 -- orders" in section(markdown, "Resolved problems")
+
+
+def test_the_exception_line_pytest_marks_with_e_is_the_reason():
+    out = ("ImportError while loading conftest '/w/conftest.py'.\nconftest.py:3: in <module>\n"
+           "    from .managers import AliveManager\nE   TypeError: unsupported operand "
+           "type(s) for |: 'type' and 'NoneType'\n  py39: FAIL code 4 (12.31 seconds)")
+    assert error_reason(out) == ("E   TypeError: unsupported operand type(s) for |: 'type' "
+                                 "and 'NoneType'")
+    # A line that only looks like one (no exception name) is not taken.
+    assert error_reason("E   assert 48 == 50\nFAILED t.py::a - assert 48 == 50") == \
+        "FAILED t.py::a - assert 48 == 50"
+
+
+def test_vitests_first_failure_is_the_error_the_test_threw_whatever_its_class():
+    run = parse_run(" ❯ src/due.test.ts (9 tests | 1 failed)\n   × due > parses\n"
+                    "     → RangeError: Invalid time value\n\n FAIL  src/due.test.ts > due > "
+                    "parses\nRangeError: Invalid time value\n ❯ format src/due.ts:4:10\n\n"
+                    " Test Files  1 failed | 9 passed (10)\n      Tests  1 failed | 142 passed "
+                    "(143)\n")
+    assert run.runner == "vitest" and run.first_failure == "RangeError: Invalid time value"
+
+
+# -- the set's own floor ----------------------------------------------------------------
+
+def test_the_second_blind_recall_set_keeps_its_score():
+    """scripts/bench_recall.py over tests/data/recall-blind2: at least what the digest
+    answered when these rules went in (98 of 98; 78 of 98 within --max-chars 4000)."""
+    for extra, floor in (([], 98), (["--max-chars", "4000"], 78)):
+        done = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_recall.py"),
+                               "--set", "recall-blind2", "--json", *extra],
+                              capture_output=True, text=True, timeout=600, cwd=REPO)
+        assert done.returncode == 0, done.stderr
+        figures = json.loads(done.stdout)
+        assert not [t["error"] for t in figures["transcripts"] if t["error"]]
+        missed = {t["name"]: t["missed"] for t in figures["transcripts"] if t["missed"]}
+        assert figures["overall"]["answered"] >= floor, (extra, missed)
