@@ -79,6 +79,14 @@ def test_the_exception_line_pytest_marks_with_e_is_the_reason():
         "FAILED t.py::a - assert 48 == 50"
 
 
+def test_a_python_exception_named_by_its_module_is_the_reason():
+    out = ("ImportError while loading conftest '/w/conftest.py'.\nconftest.py:3: in <module>\n"
+           "    from orders.models import Order\ndjango.core.exceptions.ImproperlyConfigured: "
+           "Requested setting INSTALLED_APPS, but settings are not configured.")
+    assert error_reason(out).startswith("django.core.exceptions.ImproperlyConfigured: ")
+    assert error_reason("see www.example.com: ok\nError: boom") == "Error: boom"
+
+
 def test_vitests_first_failure_is_the_error_the_test_threw_whatever_its_class():
     run = parse_run(" ❯ src/due.test.ts (9 tests | 1 failed)\n   × due > parses\n"
                     "     → RangeError: Invalid time value\n\n FAIL  src/due.test.ts > due > "

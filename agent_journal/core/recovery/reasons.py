@@ -37,10 +37,12 @@ _REJECTION = re.compile(r"The user doesn't want to (?:proceed with this tool use
                         r"action)|tool use was rejected", re.IGNORECASE)
 # Lines that name the failure more precisely than a generic `error:` line after them: a
 # merge or rebase conflict, a ref a push had rejected, a Rust panic, the symbol a link
-# missed (the linker driver's own line after it only says that the link failed).
+# missed (the linker driver's own line after it only says that the link failed), a Python
+# exception named by its module and printed with no traceback header
+# (`django.core.exceptions.ImproperlyConfigured: ...`).
 _PREFERRED = re.compile(r"^CONFLICT \(|^! \[(?:remote )?rejected\]|\bpanicked at\b|"
                         r"\bundefined reference to\b|^Undefined symbols? |"
-                        r"\bunresolved external symbol\b")
+                        r"\bunresolved external symbol\b|^[a-z_]\w*(?:\.[a-z_]\w*)+\.[A-Z]\w+: ")
 # pytest prints a traceback's exception line behind its `E` marker, with no "Traceback"
 # header (a conftest that failed to import, a failing test): that line is the exception.
 _PYTEST_E = re.compile(r"^E\s+[A-Za-z_][\w.]*(?:Error|Exception)\b")
