@@ -225,10 +225,13 @@ class Section:
         drop = {i for i, s in self.same.items() if last[s] != i}
         if not drop:
             return
-        self.md = [m for i, m in enumerate(self.md) if i not in drop]
-        self.items = [x for i, x in enumerate(self.items) if i not in drop]
+        kept = [i for i in range(len(self.md)) if i not in drop]
+        self.shrink = {n: self.shrink[i] for n, i in enumerate(kept) if i in self.shrink}
+        self.md = [self.md[i] for i in kept]
+        self.items = [self.items[i] for i in kept]
         self.total -= len(drop)
         self.same = {}
+
     def head(self) -> str:
         return f"## {self.title}\n" + (f"{self.intro}\n" if self.intro else "")
 
