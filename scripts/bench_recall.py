@@ -8,7 +8,8 @@ able to answer, each with must_contain: literal strings that any correct digest 
 contains. For every file this imports the transcript (and its session's
 subagent transcripts) into a fresh journal root, runs `agent-journal digest`,
 and counts a question as answered when every must_contain string occurs in the
-digest, case-insensitively.
+digest, case-insensitively. A question file's "journal" lists agent-journal
+commands (record, invalidate) the session ran, replayed after the import.
 
     .venv/bin/python scripts/bench_recall.py               # table + overall
     .venv/bin/python scripts/bench_recall.py --json        # the figures as JSON
@@ -139,6 +140,15 @@ def measure(path: Path, base: Path, max_chars: int | None) -> Result:
         if done.returncode != 0:
             record["refusal"] = first_line(done.stderr or done.stdout)
         result.subagents.append(record)
+    # Entries the session wrote with `agent-journal record` / `invalidate` went straight to
+    # the journal, not into the transcript's import: replay them, in order, after it.
+    for args in spec.get("journal", []):
+        done = run_cli([str(AGENT_JOURNAL), *args, *common], env)
+        if done.returncode != 0:
+            result.error = (f"agent-journal {args[0]} exited {done.returncode}: "
+                            f"{first_line(done.stderr or done.stdout)}")
+            score(result)
+            return result
 
     digest = [str(AGENT_JOURNAL), "digest", *common]
     if max_chars is not None:
@@ -241,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         default="recall",
         metavar="NAME",
         help="the question set: a folder under tests/data (default: recall; "
-        "recall-heldout and recall-blind are synthetic sets)",
+        "recall-heldout, recall-blind and recall-blind2 are synthetic sets)",
     )
     args = parser.parse_args(argv)
 

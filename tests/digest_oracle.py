@@ -5,7 +5,10 @@ signature; do not change it to follow the digest.
 Rules stated since: a passing run that provably holds a failing run's selection
 (run_coverage.covers) is a passing run of it too; the oracle gets it from test_runs and
 failures, which the fold's TestRunsFold and FailuresFold (fed TestRunsFold.covered) apply
-one call at a time."""
+one call at a time. Of the subagent results kept, a subagent's own last message and a
+Task answer that say the same show once, as the Task line (Section `same`, applied by
+keep_latest in both). Retracted entries come right after the live ones: they are what
+not to believe again, trimmed after the history of resolved problems."""
 
 from __future__ import annotations
 
@@ -243,13 +246,14 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     subagents = Section("subagents", "Subagent results", "subagent results")
     for res in said.subagent_results:
         who = res.agent or "subagent"
-        subagents.add(_said_item(res), f"- {hhmm(res.ts)} {who}: "
-                                       f"{one_line(res.text, RESULT_CHARS)}\n")
+        text = one_line(res.text, RESULT_CHARS)
+        subagents.add(_said_item(res), f"- {hhmm(res.ts)} {who}: {text}\n", same=text)
     for c in tool_calls:
         if c.tool in ("Task", "Agent") and c.get("result") and c.id not in shown:
             label = code(one_line(c.target or "", 80))
-            subagents.add(_call_item(c), f"- {hhmm(c.ts)} {c.tool} {label}: "
-                                         f"{one_line(c.get('result'), RESULT_CHARS)}\n")
+            text = one_line(c.get("result"), RESULT_CHARS)
+            subagents.add(_call_item(c), f"- {hhmm(c.ts)} {c.tool} {label}: {text}\n",
+                          same=text)
             shown.add(c.id)
 
     summaries = Section("summaries", "Compaction summaries", "summaries")
@@ -283,8 +287,8 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
 
     # Priority order, most important first: trimming starts from the end.
     sections = [rules, asked, stopped, unfinished, open_, tests, commit_section, files, live,
-                resolved, subagents, summaries, read_only, session_messages, earlier, rewound,
-                retracted, recent]
+                retracted, resolved, subagents, summaries, read_only, session_messages, earlier,
+                rewound, recent]
     for section in sections:
         section.keep_latest()
     where = {"cwd": cwd, "branch": git.branch}

@@ -176,7 +176,7 @@ def _retracted_entry(d: Derived, entry_id: str) -> tuple[dict[str, Any], str]:
 class Section:
     """One trimmable part of the digest: rendered items, oldest first."""
 
-    __slots__ = ("key", "title", "intro", "noun", "md", "items", "total", "shrink")
+    __slots__ = ("key", "title", "intro", "noun", "md", "items", "total", "shrink", "same")
 
     def __init__(self, key: str, title: str, noun: str, intro: str | None = None) -> None:
         self.key = key
@@ -189,10 +189,16 @@ class Section:
         # item index -> how to render it within N characters, for an item worth clipping
         # rather than dropping when it is all the bound leaves of its section.
         self.shrink: dict[int, Any] = {}
+        # item index -> what it says, for items that may say what another says (a Task's
+        # answer and its subagent's own last message): such an item shows once.
+        self.same: dict[int, str] = {}
 
-    def add(self, item: dict[str, Any], md: str, shrink: Any = None) -> None:
+    def add(self, item: dict[str, Any], md: str, shrink: Any = None,
+            same: str | None = None) -> None:
         if shrink is not None:
             self.shrink[len(self.md)] = shrink
+        if same:
+            self.same[len(self.md)] = same
         self.items.append(item)
         self.md.append(md)
         self.total += 1
@@ -206,8 +212,25 @@ class Section:
     def keep_latest(self) -> None:
         cap = CAPS[self.key]
         if len(self.md) > cap:
+            cut = len(self.md) - cap
             del self.md[:-cap]
             del self.items[:-cap]
+            self.same = {i - cut: s for i, s in self.same.items() if i >= cut}
+        if self.same:
+            self._drop_repeats()
+
+    def _drop_repeats(self) -> None:
+        """Of kept items that say the same, only the last added shows (and counts)."""
+        last = {s: i for i, s in sorted(self.same.items())}
+        drop = {i for i, s in self.same.items() if last[s] != i}
+        if not drop:
+            return
+        kept = [i for i in range(len(self.md)) if i not in drop]
+        self.shrink = {n: self.shrink[i] for n, i in enumerate(kept) if i in self.shrink}
+        self.md = [self.md[i] for i in kept]
+        self.items = [self.items[i] for i in kept]
+        self.total -= len(drop)
+        self.same = {}
 
     def head(self) -> str:
         return f"## {self.title}\n" + (f"{self.intro}\n" if self.intro else "")
@@ -487,13 +510,15 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
     subagents = Section("subagents", "Subagent results", "subagent results")
     for res in fold.subagent_results.items:
         who = res.agent or "subagent"
-        subagents.add(_said_item(res), f"- {hhmm(res.ts)} {who}: "
-                                       f"{one_line(res.text, RESULT_CHARS)}\n")
+        text = one_line(res.text, RESULT_CHARS)
+        subagents.add(_said_item(res), f"- {hhmm(res.ts)} {who}: {text}\n", same=text)
     tasks, tasks_total = fold.candidates(TASK, shown)
     for c in tasks:
         label = code(one_line(c.target or "", 80))
-        subagents.add(_call_item(c), f"- {hhmm(c.ts)} {c.tool} {label}: "
-                                     f"{one_line(c.get('result'), RESULT_CHARS)}\n")
+        text = one_line(c.get("result"), RESULT_CHARS)
+        # Added after the subagents' own messages: the Task line, naming what was asked,
+        # is the one kept of the two when they say the same.
+        subagents.add(_call_item(c), f"- {hhmm(c.ts)} {c.tool} {label}: {text}\n", same=text)
     subagents.total = fold.subagent_results.total + tasks_total
 
     summaries = Section("summaries", "Compaction summaries", "summaries")
@@ -530,8 +555,8 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
 
     # Priority order, most important first: trimming starts from the end.
     sections = [rules, asked, stopped, unfinished, open_, tests, commit_section, files, live,
-                resolved, subagents, summaries, read_only, session_messages, earlier, rewound,
-                retracted, recent]
+                retracted, resolved, subagents, summaries, read_only, session_messages, earlier,
+                rewound, recent]
     for section in sections:
         section.keep_latest()
     where = {"cwd": cwd, "branch": git.branch}

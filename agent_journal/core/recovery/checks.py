@@ -300,8 +300,10 @@ def _vitest(lines: list[str]) -> RunSummary | None:
     counts = _counts(summary.group(1))
     failing = list(dict.fromkeys((m.group(1) or m.group(2)).strip() for line in lines
                                  if (m := _VITEST_FAIL.match(line))))
-    first = next((line.strip() for line in lines if re.match(r"^\s*(AssertionError|Error):",
-                                                             line)), None)
+    # Vitest prints the error a test threw under its FAIL heading: `Error:`,
+    # `AssertionError:`, or the error's own class (`TypeError:`, `RangeError:`).
+    first = next((line.strip() for line in lines if re.match(r"^\s*[A-Z]?\w*Error:", line)),
+                 None)
     return RunSummary("vitest", counts.get("failed", 0) == 0, summary.group(0).strip(),
                       passed=counts.get("passed"), failed=counts.get("failed"),
                       skipped=counts.get("skipped"), failing=failing[:_MAX_IDS],

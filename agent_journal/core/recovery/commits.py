@@ -93,8 +93,8 @@ _GIT_OPERATION = re.compile(
     r"^git (?:-C \S+ )?(?:submodule (?:add|deinit|set-url)|rebase|reset|revert|cherry-pick|"
     r"stash(?:$| (?:push|pop|apply|drop|save)\b)|tag (?!-l\b|--list\b|-n\b)|"
     r"remote (?:add|set-url|remove)|"
-    r"checkout -[bB]|switch -[cC]|branch -[dDmM]|merge |worktree (?:add|remove)|mv |rm |"
-    r"restore |clean )")
+    r"checkout -[bB]|checkout (?:[^-\s]\S* )?-- |switch -[cC]|branch -[dDmM]|merge |"
+    r"worktree (?:add|remove)|mv |rm |restore |clean )")
 
 
 _MERGE = re.compile(r"^git (?:-C \S+ )?merge ")

@@ -132,6 +132,8 @@ class FailuresFold:
         keys = [_same(call)]
         if call.tool == "Bash" and call.target:
             keys.append((call.tool, check_key(command_key(call.target))))
+            # A failure that printed no run summary was keyed by the command itself.
+            keys.append((call.tool, run_key(command_key(call.target))))
             keys += [(call.tool, part) for part in chain_keys(call.target)]
             keys += [(call.tool, other) for other in covered]
         for same in keys:

@@ -5,7 +5,8 @@ Invariants: only calls that succeeded count. Write is `created` or `updated` as 
 response says (`written` when it does not say); Edit, MultiEdit and NotebookEdit are
 `edited`; a patch (Codex's apply_patch) changes what patches.patch_file_ops reads off it;
 a shell call counts only in the plain forms facts.shell_file_ops reads (`reverted` for a
-`git checkout -- path` or `git restore path`: its uncommitted changes are gone), or
+`git checkout -- path` or `git restore path`: its uncommitted changes are gone, and when
+the path is a folder so are those of the files under it this span edited or updated), or
 through `git rm`'s own output and, for a call that ran `git clean`, its output. A file's
 state is its latest change; a file created in the journal's span stays `created` through
 later edits (it is new work); its `last_change` is the latest change's first added and
@@ -70,6 +71,17 @@ class FilesFold:
         if state != MOVED:
             entry.moved_to = None
 
+    def _revert(self, path: str, call: Call) -> None:
+        """`git checkout -- path` / `git restore path` puts the path back; when it names a
+        folder, every file under it that this span edited or updated is put back too
+        (a file it created or wrote may be untracked, which git leaves alone; a file it
+        deleted or moved stays as it is)."""
+        self._touch(path, REVERTED, call)
+        folder = path.rstrip("/") + "/"
+        for other in [p for p, f in self.files.items() if p.startswith(folder)
+                      and f.state in (EDITED, UPDATED)]:
+            self._touch(other, REVERTED, call)
+
     def step(self, call: Call) -> None:
         if not call.succeeded:
             return
@@ -81,7 +93,9 @@ class FilesFold:
             touch(target, EDITED, call)
             files[target].last_change = call.get("change")
         for op in call.get("fileOps") or ():
-            if op[0] in (DELETED, CREATED, EDITED, REVERTED) and len(op) == 2:
+            if op[0] == REVERTED and len(op) == 2:
+                self._revert(op[1], call)
+            elif op[0] in (DELETED, CREATED, EDITED) and len(op) == 2:
                 touch(op[1], op[0], call)
             elif op[0] == MOVED and len(op) == 3:
                 touch(op[1], MOVED, call)

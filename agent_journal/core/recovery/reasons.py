@@ -2,7 +2,8 @@
 
 Invariants: the reason is a line of the output itself (never rewritten beyond trimming
 and a length cap); log noise (`level=info` lines, bare `Exit code N`, blank and
-decoration lines) is skipped; for a Python traceback the exception line is the reason.
+decoration lines) is skipped; for a Python traceback the exception line is the reason,
+and so is the first exception line pytest marks with `E` (it prints no traceback header).
 A line that only heads what follows (`Failure:`, `Error:`) is joined to the line after it.
 A permission denial or a user's rejection is recognised only by Claude Code's own fixed
 wording, so an error is never mistaken for one. A benign no-op (`benign`) is recognised
@@ -36,10 +37,15 @@ _REJECTION = re.compile(r"The user doesn't want to (?:proceed with this tool use
                         r"action)|tool use was rejected", re.IGNORECASE)
 # Lines that name the failure more precisely than a generic `error:` line after them: a
 # merge or rebase conflict, a ref a push had rejected, a Rust panic, the symbol a link
-# missed (the linker driver's own line after it only says that the link failed).
+# missed (the linker driver's own line after it only says that the link failed), a Python
+# exception named by its module and printed with no traceback header
+# (`django.core.exceptions.ImproperlyConfigured: ...`).
 _PREFERRED = re.compile(r"^CONFLICT \(|^! \[(?:remote )?rejected\]|\bpanicked at\b|"
                         r"\bundefined reference to\b|^Undefined symbols? |"
-                        r"\bunresolved external symbol\b")
+                        r"\bunresolved external symbol\b|^[a-z_]\w*(?:\.[a-z_]\w*)+\.[A-Z]\w+: ")
+# pytest prints a traceback's exception line behind its `E` marker, with no "Traceback"
+# header (a conftest that failed to import, a failing test): that line is the exception.
+_PYTEST_E = re.compile(r"^E\s+[A-Za-z_][\w.]*(?:Error|Exception)\b")
 _HEADER = re.compile(r"^[A-Z][A-Za-z ]{0,30}:$")
 # A failed call whose reason is one of these did nothing because nothing needed doing: the
 # state it aimed at already holds, so nothing is lost and nothing is open.
@@ -89,6 +95,8 @@ def error_reason(text: str | None) -> str | None:
                                                                      r"Exit|Interrupt)\b",
                                                                      raw):
                     return clip(raw, REASON_CHARS)
+        if _PYTEST_E.match(line):
+            return clip(line, REASON_CHARS)
     useful = [line for line in lines if line and not _EXIT.match(line)
               and not _NOISE.match(line)]
     if not useful:
