@@ -278,3 +278,19 @@ def test_adopting_changes_which_files_hold_the_rows_never_what_a_pull_does(data)
         assert state(whole) == state(by_rows)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_pulled_root_keeps_every_file_private(tmp_path):
+    """Fetched objects are created 0600 (not by the umask), so an import published
+    as it landed is as private as any segment."""
+    a, b, _ = shared_pair(tmp_path)
+    note(a, "n", "text")
+    sync.push(ctx(a), "nas")
+    old = os.umask(0o022)
+    try:
+        sync.pull(ctx(b), "nas")
+    finally:
+        os.umask(old)
+    for path in [b, *b.rglob("*")]:
+        mode = os.stat(path).st_mode & 0o777
+        assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))

@@ -24,6 +24,10 @@ from collections.abc import Iterable
 from agent_journal.core import codec
 from agent_journal.core.errors import StorageError, UnsafeRootError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import BinaryIO
+
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
@@ -115,6 +119,13 @@ def create_private_file(path: str) -> bool:
         return False
     os.close(fd)
     return True
+
+
+def open_private_new(path: str) -> BinaryIO:
+    """A new 0600 file open for writing (binary); FileExistsError if it exists.
+    `open(path, "xb")` would take its mode from the umask."""
+    check_confined(path)
+    return os.fdopen(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE), "wb")
 
 
 def write_file_atomic(path: str, data: bytes, *, mode: int = FILE_MODE) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from agent_journal.core.errors import RemoteError
-from agent_journal.storage.files import RunningDigest
+from agent_journal.storage.files import RunningDigest, open_private_new
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Progress, Remote
 
@@ -112,7 +112,7 @@ class FolderRemote(Remote):
             raise self._fail(f"read {key}", exc) from None
         digest = RunningDigest()
         try:
-            with src, open(dest, "xb") as out:
+            with src, open_private_new(dest) as out:
                 while chunk := src.read(_CHUNK):
                     out.write(chunk)
                     digest.update(chunk)

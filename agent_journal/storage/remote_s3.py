@@ -23,7 +23,7 @@ import os
 from typing import Any
 
 from agent_journal.core.errors import RemoteError
-from agent_journal.storage.files import RunningDigest
+from agent_journal.storage.files import RunningDigest, open_private_new
 from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Progress, Remote
 
 EXTRA_HINT = "s3:// remotes need boto3: pip install 'agent-journal[s3]'"
@@ -181,7 +181,7 @@ class S3Remote(Remote):
         try:
             resp = self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)
             body = resp["Body"]
-            with open(dest, "xb") as out:
+            with open_private_new(dest) as out:
                 while chunk := body.read(_CHUNK):
                     out.write(chunk)
                     digest.update(chunk)
