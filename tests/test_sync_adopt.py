@@ -294,3 +294,34 @@ def test_a_pulled_root_keeps_every_file_private(tmp_path):
     for path in [b, *b.rglob("*")]:
         mode = os.stat(path).st_mode & 0o777
         assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
+
+
+def test_what_a_pull_reads_ahead_is_what_the_merge_would_read(tmp_path, monkeypatch):
+    """The facts read by the fetching threads (replica_source.read_sealed_facts) are
+    used by the merge, and a pull without them gives the same report and rows."""
+    from agent_journal.storage import replica_source
+    from agent_journal.storage.replica_source import SealedFacts
+
+    a, b, _ = shared_pair(tmp_path)
+    c = copy_root(b, tmp_path / "c")
+    note(a, "secret", "s")
+    note(a, "kept", "k")
+    writes.tombstone(ctx(a), "secret", "gone")
+    sync.push(ctx(a), "nas")
+    read = []
+    real = replica_source.read_sealed_facts
+
+    def spying(path):
+        read.append(path)
+        return real(path)
+
+    monkeypatch.setattr(sync, "read_sealed_facts", spying)
+    with_facts = sync.pull(ctx(b), "nas")
+    assert len(read) == 1
+    monkeypatch.setattr(sync, "read_sealed_facts", lambda path: SealedFacts())
+    without = sync.pull(ctx(c), "nas")
+    for report in (with_facts, without):
+        for merged in report["merges"]:
+            merged.pop("segmentsTouched")
+    assert with_facts == without
+    assert state(b) == state(c) == state(a)

@@ -51,6 +51,7 @@ from agent_journal.storage.local_scans import ScanPoints
 from agent_journal.storage.locks import MergeLock
 from agent_journal.storage.replica_import import ImportSource, ImportWriter
 from agent_journal.storage.replica_source import (
+    SealedFacts,
     SegmentRows,
     Unreadable,
     event_ids,
@@ -120,6 +121,9 @@ class Source:
         # merge: a segment file whose every row is taken as stored may be moved
         # into the workspace as its import instead of copied (_import_sealed).
         self.movable = movable
+        # real path of a segment file -> what the caller read of it ahead
+        # (storage.replica_source.read_sealed_facts), for a stage nobody writes
+        self.facts: dict[str, SealedFacts] = {}
         self.tombstoned: list[str] = manifest["tombstoned"] if manifest else []
         # ref -> (artifact record, observation ids citing it), for a sealed export
         self.artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {
@@ -379,7 +383,8 @@ def _scan_remembering(ws: Workspace, srcs: list[Source]) -> tuple[Local, ScanPoi
 
 
 def merge_all(ctx: Context, sources: list[str], *, checked: bool = False,
-              progress: Progress = None) -> list[dict[str, Any]]:
+              progress: Progress = None,
+              facts: dict[str, SealedFacts] | None = None) -> list[dict[str, Any]]:
     """`merge` of several sources, one after another, in one pass over the local
     workspace: its state is read once, and each source's published imports are
     folded into it (scan_local of just those files) for the next source.
@@ -394,6 +399,10 @@ def merge_all(ctx: Context, sources: list[str], *, checked: bool = False,
     """
     srcs = [open_source(path_arg(p, "SOURCE"), ctx.workspace_name, checked=checked)
             for p in sources]
+    ahead = facts if checked and facts else {}
+    for src in srcs if ahead else ():
+        src.facts = {full: ahead[key] for _, full in src.segments
+                     if (key := os.path.realpath(full)) in ahead}
     if not srcs:
         return []
     ws = ctx.open(create=True)
@@ -523,7 +532,8 @@ def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
         for n, (name, full) in enumerate(readable, 1):
             say(progress, f"merge: importing {n}/{len(readable)}")
             try:
-                with writer.source(full, immutable=src.immutable) as attached:
+                with writer.source(full, immutable=src.immutable,
+                                   facts=src.facts.get(full)) as attached:
                     _import_segment(attached, name, src, planner, slots, watch, malformed,
                                     wanted_artifacts, allow_damaged)
             except Unreadable as exc:

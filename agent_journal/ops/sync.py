@@ -47,7 +47,12 @@ from agent_journal.ops.context import Context
 from agent_journal.storage.files import fsync_path, make_private_dirs, write_file_atomic
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Remote
-from agent_journal.storage.replica_source import Unreadable, subjects_present
+from agent_journal.storage.replica_source import (
+    SealedFacts,
+    Unreadable,
+    read_sealed_facts,
+    subjects_present,
+)
 from agent_journal.storage.root import Root, read_replica_id
 from agent_journal.storage.workspace import Workspace
 
@@ -620,8 +625,9 @@ def pull(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[s
             for s in changed:
                 plans.append(_Fetching(s, _stage(ws, spec.name, "pull"),
                                        state["replicas"].get(s.replica, {})))
+            facts: dict[str, SealedFacts] = {}
             fetched, fetched_bytes = _fetch_all(remote, ws.name, plans, refused, missing,
-                                                progress)
+                                                progress, facts)
             # Every replica that brought something, merged in one pass over the
             # local workspace (replicas.merge_all), under the union of every
             # manifest's tombstones.
@@ -629,7 +635,7 @@ def pull(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[s
             for p in arrived:
                 p.write_manifest(union)
             reports = replicas.merge_all(ctx, [p.stage for p in arrived], checked=True,
-                                         progress=progress)
+                                         progress=progress, facts=facts)
             for p, report in zip(arrived, reports, strict=True):
                 report["source"] = {"replica": p.seen.replica, "kind": "remote"}
                 merged.append(report)
@@ -710,9 +716,10 @@ class _Fetching:
 
 def _fetch_all(remote: Remote, workspace: str, plans: list[_Fetching],
                refused: list[dict[str, Any]], missing: list[dict[str, Any]],
-               progress: Progress) -> tuple[int, int]:
+               progress: Progress, facts: dict[str, SealedFacts]) -> tuple[int, int]:
     """Fetch every wanted object of every plan, FETCHERS at a time, each checked for
-    size and checksum as it lands. Outcomes are recorded in the plans' order,
+    size and checksum as it lands, and what the merge reads of each segment read
+    into `facts` (by real path). Outcomes are recorded in the plans' order,
     whatever order the transfers end in. Returns (objects fetched, bytes)."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -734,8 +741,10 @@ def _fetch_all(remote: Remote, workspace: str, plans: list[_Fetching],
             return "refused", got[0]
         if is_segment:
             # The merge may publish this very file as an import (ImportWriter.adopt):
-            # its bytes go to the disk here, while other objects are on the wire.
+            # its bytes go to the disk here, and what the merge reads of it before
+            # deciding is read here too, while other objects are on the wire.
             fsync_path(dest)
+            facts[os.path.realpath(dest)] = read_sealed_facts(dest)
         return "ok", size
 
     with ThreadPoolExecutor(max_workers=FETCHERS) as pool:

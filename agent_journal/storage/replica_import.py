@@ -33,7 +33,7 @@ from agent_journal.storage.files import (
     rename_durable,
     unlink_quietly,
 )
-from agent_journal.storage.replica_source import Unreadable, joined_ids
+from agent_journal.storage.replica_source import SealedFacts, Unreadable, joined_ids
 from agent_journal.storage.segment import (
     IMPORT_TEMP_PREFIX,
     SCHEMA,
@@ -185,9 +185,11 @@ class ImportWriter:
         self._conn = conn
         return conn
 
-    def source(self, path: str, *, immutable: bool) -> ImportSource:
-        """Attach a source segment for reading and copying, in one transaction."""
-        return ImportSource(self, path, immutable=immutable)
+    def source(self, path: str, *, immutable: bool,
+               facts: SealedFacts | None = None) -> ImportSource:
+        """Attach a source segment for reading and copying, in one transaction.
+        `facts`: what was read of it ahead (an immutable file only)."""
+        return ImportSource(self, path, immutable=immutable, facts=facts)
 
     def _cut_if_full(self) -> None:
         # The same measure a replica rotates its own segments by: file size.
@@ -360,8 +362,11 @@ class ImportSource:
     checksum, body or None). A source SQLite cannot read raises Unreadable.
     """
 
-    def __init__(self, writer: ImportWriter, path: str, *, immutable: bool) -> None:
+    def __init__(self, writer: ImportWriter, path: str, *, immutable: bool,
+                 facts: SealedFacts | None = None) -> None:
         self.writer = writer
+        # Read ahead of the merge from the same immutable bytes (read_sealed_facts).
+        self.facts = facts if immutable else None
         self.path = path
         self.immutable = immutable
         self.empty = False
@@ -430,6 +435,8 @@ class ImportSource:
         """Every row's event id (no order promised), read from the event_id index alone."""
         if self.empty:
             return []
+        if self.facts is not None and self.facts.ids is not None:
+            return self.facts.ids
         assert self._conn is not None
         try:
             return joined_ids(self._conn, "src.events")
@@ -440,6 +447,8 @@ class ImportSource:
         """Rows whose type column says tombstone, with their bodies."""
         if self.empty:
             return []
+        if self.facts is not None and self.facts.tombstones is not None:
+            return self.facts.tombstones
         return self._query("SELECT seq, event_id, type, subject, ts, checksum, body "
                            "FROM src.events WHERE type = 'tombstone'")
 
@@ -467,15 +476,20 @@ class ImportSource:
         replica), no free page. Nothing but rows could then travel with it."""
         if self.empty or self.has_origin:
             return False
-        schema = {tuple(r) for r in self._query(
-            "SELECT type, name, tbl_name, sql FROM src.sqlite_master")}
+        ahead = self.facts
+        schema = ahead.schema if ahead is not None and ahead.schema is not None else {
+            tuple(r) for r in self._query(
+                "SELECT type, name, tbl_name, sql FROM src.sqlite_master")}
         if schema != _fresh_schema():
             return False
-        meta = dict(self._query("SELECT key, value FROM src.meta"))
+        meta = ahead.meta if ahead is not None and ahead.meta is not None else dict(
+            self._query("SELECT key, value FROM src.meta"))
         if meta != {"format": str(SEGMENT_FORMAT), "workspace": self.writer.ws.name,
                     "replica": self.writer.source_replica}:
             return False
-        return self._query("PRAGMA src.freelist_count")[0][0] == 0
+        free = ahead.free_pages if ahead is not None and ahead.free_pages is not None \
+            else self._query("PRAGMA src.freelist_count")[0][0]
+        return free == 0
 
     def adopt(self, ids: list[str], own: tuple[str, str], tombstones: set[str]) -> None:
         """Publish the attached file itself once it is detached (ImportWriter.adopt)

@@ -135,6 +135,54 @@ def joined_ids(conn: sqlite3.Connection, table: str = "events") -> list[str]:
     return ids
 
 
+class SealedFacts:
+    """What a merge reads of a sealed source segment before deciding, read ahead
+    (a pull reads them in the thread that fetched the file, while other objects
+    are on the wire). Only for a file nobody writes: a pull's private stage.
+    Fields as ImportSource gives them: `ids` (joined_ids), `tombstones` (rows
+    whose type column says tombstone), `schema` (sqlite_master rows), `meta`,
+    `free_pages`; None fields were not readable ahead (the merge reads them)."""
+
+    __slots__ = ("ids", "tombstones", "schema", "meta", "free_pages")
+
+    def __init__(self) -> None:
+        self.ids: list[str] | None = None
+        self.tombstones: list[Any] | None = None
+        self.schema: set[tuple[Any, ...]] | None = None
+        self.meta: dict[Any, Any] | None = None
+        self.free_pages: int | None = None
+
+
+def read_sealed_facts(path: str) -> SealedFacts:
+    """SealedFacts of an immutable segment file; any failure leaves the fields None
+    (the merge then reads the file itself and reports what it finds)."""
+    facts = SealedFacts()
+    try:
+        conn = _open_for_reading(path, immutable=True)
+    except sqlite3.Error:
+        return facts
+    try:
+        conn.execute("BEGIN")
+        schema = {tuple(r) for r in conn.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master")}
+        if not any(r[0] == "table" and r[1] == "events" for r in schema):
+            return facts
+        ids = joined_ids(conn)
+        tombstones = conn.execute(
+            "SELECT seq, event_id, type, subject, ts, checksum, body FROM events "
+            "WHERE type = 'tombstone'").fetchall()
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall()) \
+            if any(r[0] == "table" and r[1] == "meta" for r in schema) else {}
+        free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+    except (sqlite3.Error, UnicodeDecodeError):
+        return facts
+    finally:
+        conn.close()
+    facts.ids, facts.tombstones, facts.schema, facts.meta, facts.free_pages = \
+        ids, tombstones, schema, meta, free
+    return facts
+
+
 def event_ids(path: str) -> list[str]:
     """A segment's event ids, from one read transaction, without reading the
     bodies: for learning which events a workspace holds. Raises Unreadable."""
