@@ -191,11 +191,13 @@ def fsync_path(path: str) -> None:
         os.close(fd)
 
 
-def rename_durable(tmp: str, final: str, *, clobber: bool = True) -> None:
+def rename_durable(tmp: str, final: str, *, clobber: bool = True,
+                   sync_folder: bool = True) -> None:
     """Rename a fully written, fsynced temp file into place and persist the rename.
 
     With clobber=False an existing `final` is an error (FileExistsError),
-    never silently replaced.
+    never silently replaced. With sync_folder=False the caller fsyncs the
+    folder itself once it has renamed everything it publishes together.
     """
     check_confined(final)
     if clobber:
@@ -203,7 +205,8 @@ def rename_durable(tmp: str, final: str, *, clobber: bool = True) -> None:
     else:
         os.link(tmp, final)
         os.unlink(tmp)
-    fsync_path(os.path.dirname(final) or ".")
+    if sync_folder:
+        fsync_path(os.path.dirname(final) or ".")
 
 
 def file_digest(path: str) -> tuple[int, str]:

@@ -147,6 +147,7 @@ class ImportWriter:
         self.published: dict[str, tuple[set[str], set[tuple[str, str]]]] = {}
         self._counter = 0
         self._wanted: set[str] = set()
+        self._unsynced: set[str] = set()  # adopted files not fsynced since adopt
 
     def _open(self) -> sqlite3.Connection:
         if self._conn is not None:
@@ -241,7 +242,7 @@ class ImportWriter:
         Only for another replica's own segment, fetched into a pull's staging
         folder and found `adoptable` (our schema and nothing else): its rows
         keep their seq, which is their slot, so the provenance is one
-        statement. The file is fsynced here and renamed by `finish` like a build.
+        statement. The file is fsynced and renamed by `finish` like a build.
         """
         try:
             conn = sqlite3.connect(f"file:{quote_path(path)}", uri=True, isolation_level=None)
@@ -264,12 +265,12 @@ class ImportWriter:
                 conn.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
             finally:
                 conn.close()
-            fsync_path(path)
         except sqlite3.Error as exc:  # a full disk: abort() removes the file
             self._done.append((path, []))
             raise StorageError(f"cannot finish the import segment {path}: "
                                f"{describe_sqlite_error(exc)}") from None
         self._done.append((path, list(ids)))
+        self._unsynced.add(path)  # fsynced by finish, with the others
         self._facts[path] = (set(tombstones), {own})
 
     def drop(self, subjects: set[str], types: tuple[str, ...]) -> list[str]:
@@ -316,6 +317,14 @@ class ImportWriter:
     def finish(self) -> list[str]:
         """Make every built file visible; returns their final paths."""
         self._close_current()
+        if self._unsynced:
+            # Fsyncs issued together are committed together by the file system's
+            # journal, where one after another each waits for its own commit.
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=4) as pool:
+                list(pool.map(fsync_path, sorted(self._unsynced)))
+            self._unsynced.clear()
         final_paths = []
         for tmp, ids in self._done:
             if not ids:  # nothing imported into it, or everything dropped again
@@ -325,7 +334,7 @@ class ImportWriter:
             final = os.path.join(self.ws.segments_dir, name)
             for n in range(2, 1000):
                 try:
-                    rename_durable(tmp, final, clobber=False)
+                    rename_durable(tmp, final, clobber=False, sync_folder=False)
                     break
                 except FileExistsError:
                     # An earlier import of these very ids, since shrunk by a
@@ -337,6 +346,8 @@ class ImportWriter:
             final_paths.append(final)
             self.published[final] = self._facts.pop(tmp)
         self._done = []
+        if final_paths:
+            fsync_path(self.ws.segments_dir)  # every rename above, persisted at once
         return final_paths
 
     def abort(self) -> None:
