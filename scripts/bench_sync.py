@@ -7,7 +7,9 @@ that imports boto3 and puts (or gets) the same 100 files one after another,
 as push and pull do. What push adds: the export snapshot of every own
 segment (SQLite VACUUM INTO, the tombstone scrub, checksums), the listing
 and the manifest. What pull adds: checking each object's size and checksum
-and the union merge of a million events. Goal: each <= 1.5x its floor. A
+and the union merge of a million events (a segment taken whole is published
+as it landed, its facts read by the fetching threads: the merge after the
+transfers decides and publishes). Goal: each <= 1.5x its floor. A
 second pull with nothing new must fetch nothing; its time is printed too.
 
 AJ_BENCH_SYNC_SCALE (else BENCH_SCALE) scales the events per segment
