@@ -5,7 +5,13 @@ signature; do not change it to follow the digest.
 Rules stated since: a passing run that provably holds a failing run's selection
 (run_coverage.covers) is a passing run of it too; the oracle gets it from test_runs and
 failures, which the fold's TestRunsFold and FailuresFold (fed TestRunsFold.covered) apply
-one call at a time."""
+one call at a time.
+
+A command's run line shows, of its earlier runs, the latest passing one when its latest
+run failed, and its first run when that reported a figure neither the latest run nor the
+passing one shown reports (test_runs.earlier_runs); the oracle finds those two runs among
+every call of the command's history (a passing run is one with no summary or a passing
+one), where the fold keeps only them."""
 
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ from agent_journal.core.recovery.conversation import conversation
 from agent_journal.core.recovery.failures import Failure, failures
 from agent_journal.core.recovery.files_touched import files_read, files_touched
 from agent_journal.core.recovery.instructions import standing_instructions
-from agent_journal.core.recovery.test_runs import test_runs
+from agent_journal.core.recovery.test_runs import SILENT_PASS, RunMark, earlier_runs, test_runs
 from agent_journal.ops.digest import (
     CAPS,
     CHANGED_LINES,
@@ -53,6 +59,7 @@ from agent_journal.ops.digest import (
     _retracted_entry,
     _said_item,
     _todo_line,
+    run_item,
 )
 from agent_journal.ops.digest_md import code, hhmm, one_line, quote
 
@@ -179,13 +186,13 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     shown.update(f.call_id for f in resolved_fails[-CAPS["resolvedProblems"]:])
 
     tests = Section("testRuns", "Test and check runs", "commands")
+    by_id = {c.id: c for c in tool_calls}
     for r in runs:
-        state = "passing" if r.passing else "FAILING"
-        extra = f"; fixed after {r.failed_runs} failing run(s)" if r.fixed else ""
-        tests.add({"command": r.command, "callId": r.call_id, "ts": r.ts, "runs": r.runs,
-                   "failedRuns": r.failed_runs, "fixed": r.fixed, **r.latest.as_dict()},
-                  f"- {hhmm(r.ts)} {code(one_line(r.command, TARGET_CHARS))} -> {state}: "
-                  f"{one_line(r.latest.summary, 160)} ({r.runs} run(s){extra})\n")
+        own = [by_id[i] for i in r.call_ids]
+        passes = [c for c in own if c.check is None or c.check.ok]
+        r.last_passed, r.first = earlier_runs(r.latest, r.call_id, _run_mark(own[0]),
+                                              _run_mark(passes[-1]) if passes else None)
+        tests.add(*run_item(r))
         shown.update(r.call_ids)
 
     git = commits(calls)
@@ -291,3 +298,10 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     return {"objectives": objectives, "liveConstraints": constraints, "sections": sections,
             "goal": _said_item(goal) if goal else None, "where": where,
             "sessions": sorted({c.session for c in calls if c.session})}
+
+
+def _run_mark(call: Call) -> RunMark:
+    run = call.check
+    if run is None:
+        return RunMark(SILENT_PASS, call.ts, call.id, True)
+    return RunMark(run.summary, call.ts, call.id, run.ok)

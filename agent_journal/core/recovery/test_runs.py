@@ -13,6 +13,12 @@ latest run failed, and so is a passing run of the same runner, in the same direc
 whose selection provably holds a failing command's (`pytest tests/` after a failing
 `pytest tests/test_x.py::test_a`: run_coverage.covers). Unrelated calls, and the order
 they were read in, change nothing.
+
+Of a command's earlier runs a history keeps two, whatever the number of runs: its first
+run and its latest passing one. It shows the latest passing run when the latest run
+failed (what the command reported when it last passed), and the first run when that one
+reported a figure that neither the latest nor the shown passing run reports (a count or
+a benchmark's measure before the work changed it; `earlier_runs`).
 """
 
 from __future__ import annotations
@@ -73,11 +79,51 @@ def command_key(command: str) -> str:
     return " ".join(command.split())
 
 
-class TestRun(Record):
-    """The history of one command that ran tests or a checker."""
+class RunMark(Record):
+    """One earlier run of a command as its run line shows it: what it reported, when."""
 
-    __slots__ = ("command", "latest", "call_id", "ts", "runs", "failed_runs", "fixed", "call_ids")
-    DEFAULTS = {"call_ids": list}
+    __slots__ = ("summary", "ts", "call_id", "ok")
+
+    summary: str
+    ts: str
+    call_id: str
+    ok: bool
+
+    def as_dict(self) -> dict[str, object]:
+        return {"summary": self.summary, "ts": self.ts, "callId": self.call_id, "ok": self.ok}
+
+
+# A number and the word it counts or measures ("57 passed", "982311 ns/op"), not a part
+# of a name ("Benchmark-8", "TS2322"); a wall-clock duration ("in 2.13s") is no figure:
+# it changes from run to run whatever the work did.
+_FIGURE = re.compile(r"(?<![\w.-])(\d[\d.,]*)\s*([A-Za-z%][\w/%]*)?")
+_DURATION = frozenset({"s", "ms", "m", "h", "sec", "secs", "seconds", "us", "µs"})
+
+
+def figures(summary: str) -> set[tuple[str, str]]:
+    """The figures a run's summary reports: (number, what it counts)."""
+    return {(n.rstrip(".,"), w) for n, w in _FIGURE.findall(summary) if w not in _DURATION}
+
+
+def earlier_runs(latest: RunSummary, latest_id: str, first: RunMark | None,
+                 last_passed: RunMark | None) -> tuple[RunMark | None, RunMark | None]:
+    """What a run line shows of its command's earlier runs, given the first run and the
+    latest passing one: (the latest passing run, when the latest run failed; the first
+    run, when it is neither of those and reported a figure neither of them reports)."""
+    passed = last_passed if not latest.ok and last_passed is not None else None
+    if first is None or first.call_id in (latest_id, passed.call_id if passed else None):
+        return passed, None
+    told = figures(latest.summary) | (figures(passed.summary) if passed else set())
+    return passed, first if figures(first.summary) - told else None
+
+
+class TestRun(Record):
+    """The history of one command that ran tests or a checker; `last_passed` and
+    `first` are the earlier runs its line shows (earlier_runs)."""
+
+    __slots__ = ("command", "latest", "call_id", "ts", "runs", "failed_runs", "fixed",
+                 "call_ids", "last_passed", "first")
+    DEFAULTS = {"call_ids": list, "last_passed": None, "first": None}
 
     command: str
     latest: RunSummary
@@ -87,6 +133,8 @@ class TestRun(Record):
     failed_runs: int
     fixed: bool
     call_ids: list[str]
+    last_passed: RunMark | None
+    first: RunMark | None
 
     @property
     def passing(self) -> bool:
@@ -100,14 +148,16 @@ def _failing(call: Call) -> bool:
 
 class TestRunsFold:
     """test_runs as a step-and-state fold over calls in (ts, id) order. Its state is one
-    summary per distinct command (the latest run, how many runs, how many failed); with
-    `keep_ids` each history also keeps every call id that took part in it."""
+    summary per distinct command (the latest run, how many runs, how many failed, and the
+    first and latest passing runs as RunMarks); with `keep_ids` each history also keeps
+    every call id that took part in it."""
 
     __slots__ = ("history", "keys", "shown", "keep_ids", "covered")
 
     def __init__(self, keep_ids: bool = True) -> None:
-        # run key -> [latest call, runs, failed runs, call ids, runner]; the summary is
-        # built for the latest run only (a busy journal holds many runs of few commands).
+        # run key -> [latest call, runs, failed runs, call ids, runner, first run, latest
+        # passing run]; a summary is built for the latest run only (a busy journal holds
+        # many runs of few commands), the two runs kept as [summary, ts, call id, ok].
         self.history: dict[str, list[Any]] = {}
         self.keys: dict[str, str] = {}  # target -> command_key(target), computed once
         self.shown: dict[str, str] = {}  # run key -> the latest run's command, as displayed
@@ -137,10 +187,7 @@ class TestRunsFold:
             for part in chain_keys(command):
                 part_seen = history.get(part)
                 if part != key and part_seen is not None and _failing(part_seen[0]):
-                    part_seen[0] = call
-                    part_seen[1] += 1
-                    if self.keep_ids:
-                        part_seen[3].append(call.id)
+                    self._add(part_seen, call, True)
                     joined = True
         if isinstance(raw, dict) and raw.get("ok") is True and call.succeeded:
             joined = self._cover(call, key, command, raw.get("runner")) or joined
@@ -154,15 +201,23 @@ class TestRunsFold:
         if seen is None:
             # seen is None here only for a call that carried a summary (raw is its dict)
             runner = raw.get("runner") if isinstance(raw, dict) else None
+            mark = _mark(call)
             history[key] = [call, 1, 0 if ok else 1, [call.id] if self.keep_ids else [],
-                            runner]
+                            runner, mark, mark if ok else None]
             return True
+        self._add(seen, call, ok)
+        return True
+
+    def _add(self, seen: list[Any], call: Call, ok: bool) -> None:
+        """`call` as the latest run of the history `seen`."""
         seen[0] = call
         seen[1] += 1
-        seen[2] += 0 if ok else 1
+        if ok:
+            seen[6] = _mark(call)
+        else:
+            seen[2] += 1
         if self.keep_ids:
             seen[3].append(call.id)
-        return True
 
     def _cover(self, call: Call, key: str, command: str, runner: Any) -> bool:
         """Count this passing run as a passing run of each failing command of the same
@@ -180,21 +235,20 @@ class TestRunsFold:
 
             if not covers(command, self.shown[other]):
                 continue
-            seen[0] = call
-            seen[1] += 1
-            if self.keep_ids:
-                seen[3].append(call.id)
+            self._add(seen, call, True)
             self.covered.append(other)
         return bool(self.covered)
 
     def result(self) -> list[TestRun]:
         runs = []
-        for key, (call, count, failed, ids, runner) in self.history.items():
+        for key, (call, count, failed, ids, runner, first, passed) in self.history.items():
             latest = call.check
             if latest is None:  # a silent successful run of a command with a history
                 latest = RunSummary(str(runner), True, SILENT_PASS)
+            last_passed, first_run = earlier_runs(
+                latest, call.id, RunMark(*first), None if passed is None else RunMark(*passed))
             runs.append(TestRun(self.shown[key], latest, call.id, call.ts, count, failed,
-                                latest.ok and failed > 0, list(ids)))
+                                latest.ok and failed > 0, list(ids), last_passed, first_run))
         return sorted(runs, key=lambda r: (r.ts, r.call_id))
 
     def packed(self) -> list[Any]:
@@ -206,6 +260,14 @@ class TestRunsFold:
         history, fold.shown = packed
         fold.history = {k: [Call(*v[0]), *v[1:]] for k, v in history.items()}
         return fold
+
+
+def _mark(call: Call) -> list[Any]:
+    """A run as kept in the state: what its line would say of it ([summary, ts, id, ok])."""
+    run = call.check
+    if run is None:
+        return [SILENT_PASS, call.ts, call.id, True]
+    return [run.summary, call.ts, call.id, run.ok]
 
 
 def test_runs(calls: Iterable[Call]) -> list[TestRun]:
