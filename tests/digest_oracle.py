@@ -11,7 +11,9 @@ A command's run line shows, of its earlier runs, the latest passing one when its
 run failed, and its first run when that reported a figure neither the latest run nor the
 passing one shown reports (test_runs.earlier_runs); the oracle finds those two runs among
 every call of the command's history (a passing run is one with no summary or a passing
-one), where the fold keeps only them."""
+one), where the fold keeps only them. A latest run that is a passing run of the command
+itself, right after its failing run with only quiet calls (test_runs.quiet) between the
+two among all the calls, passed on a re-run."""
 
 from __future__ import annotations
 
@@ -24,7 +26,15 @@ from agent_journal.core.recovery.conversation import conversation
 from agent_journal.core.recovery.failures import Failure, failures
 from agent_journal.core.recovery.files_touched import files_read, files_touched
 from agent_journal.core.recovery.instructions import standing_instructions
-from agent_journal.core.recovery.test_runs import SILENT_PASS, RunMark, earlier_runs, test_runs
+from agent_journal.core.recovery.test_runs import (
+    SILENT_PASS,
+    RunMark,
+    check_key,
+    command_key,
+    earlier_runs,
+    quiet,
+    test_runs,
+)
 from agent_journal.ops.digest import (
     CAPS,
     CHANGED_LINES,
@@ -187,11 +197,20 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
 
     tests = Section("testRuns", "Test and check runs", "commands")
     by_id = {c.id: c for c in tool_calls}
+    everything = sorted(calls, key=lambda c: (c.ts, c.id))
+    position = {c.id: i for i, c in enumerate(everything)}
     for r in runs:
         own = [by_id[i] for i in r.call_ids]
         passes = [c for c in own if c.check is None or c.check.ok]
         r.last_passed, r.first = earlier_runs(r.latest, r.call_id, _run_mark(own[0]),
                                               _run_mark(passes[-1]) if passes else None)
+        latest = own[-1]
+        before = own[-2] if len(own) > 1 else None
+        r.passed_on_rerun = (
+            before is not None and (latest.check is None or latest.check.ok)
+            and check_key(command_key(latest.target or "")) == check_key(r.command)
+            and before.check is not None and not before.check.ok
+            and all(quiet(c) for c in everything[position[before.id] + 1:position[latest.id]]))
         tests.add(*run_item(r))
         shown.update(r.call_ids)
 

@@ -112,3 +112,41 @@ def test_the_run_line_names_its_earlier_runs_and_a_tight_bound_drops_them_first(
     tests = _section(runs)
     assert dg.fit("", [tests], whole - 1) == [2]
     assert tests.md[0] == lean and "last passing" not in tests.render(2)
+
+
+def _read(i, path):
+    ts = f"2026-01-01T10:{i:02d}:00.000Z"
+    facts = {"tool": "Read", "target": path, "status": "ok"}
+    return Call(f"c{i}", "tool_call", "s", ts, ts, facts)
+
+
+def _edit(i, path):
+    ts = f"2026-01-01T10:{i:02d}:00.000Z"
+    facts = {"tool": "Edit", "target": path, "status": "ok", "change": ["x", "y"]}
+    return Call(f"c{i}", "tool_call", "s", ts, ts, facts)
+
+
+def _prompt(i, text):
+    ts = f"2026-01-01T10:{i:02d}:00.000Z"
+    return Call(f"c{i}", "prompt", "s", ts, ts, {"said": "prompt", "text": text})
+
+
+def test_a_pass_on_a_bare_re_run_after_a_failure_says_so():
+    failing = call(1, "pytest", FAIL, ok=False)
+    # Only reads between the failure and the pass: nothing the run depends on changed.
+    for between in ([], [_read(2, "/repo/t.py"), call(3, "cat t.py", "x")]):
+        [run] = runs_of([failing, *between, call(4, "pytest", PASS)])
+        assert run.fixed and run.passed_on_rerun
+        assert "flaky?" in dg.run_item(run)[1]
+    # An edit, another command or a prompt between them: the pass may be the fix.
+    for between in (_edit(2, "/repo/t.py"), call(2, "make db", "ok"), _prompt(2, "retry")):
+        [run] = runs_of([failing, between, call(4, "pytest", PASS)])
+        assert run.fixed and not run.passed_on_rerun
+        assert "flaky?" not in dg.run_item(run)[1]
+    # A pass after a pass, or a broader run's pass, is no re-run of a failure.
+    [run] = runs_of([call(1, "pytest", PASS), call(2, "pytest", PASS)])
+    assert not run.passed_on_rerun
+    runs = {r.command: r for r in runs_of([
+        call(1, "pytest tests/test_x.py", FAIL, ok=False), call(2, "pytest tests/", PASS)])}
+    assert runs["pytest tests/test_x.py"].fixed
+    assert not runs["pytest tests/test_x.py"].passed_on_rerun

@@ -331,6 +331,8 @@ def run_item(r: TestRun) -> tuple[dict[str, Any], str, Any, str]:
     its latest run, then the earlier runs it keeps (test_runs.earlier_runs)."""
     state = "passing" if r.passing else "FAILING"
     extra = f"; fixed after {r.failed_runs} failing run(s)" if r.fixed else ""
+    if r.passed_on_rerun:
+        extra += "; passed when re-run with nothing edited or run since it failed: flaky?"
     line = (f"- {hhmm(r.ts)} {code(one_line(r.command, TARGET_CHARS))} -> {state}: "
             f"{one_line(r.latest.summary, 160)} ({r.runs} run(s){extra})\n")
     earlier = ""
@@ -344,7 +346,8 @@ def run_item(r: TestRun) -> tuple[dict[str, Any], str, Any, str]:
     item = {"command": r.command, "callId": r.call_id, "ts": r.ts, "runs": r.runs,
             "failedRuns": r.failed_runs, "fixed": r.fixed, **r.latest.as_dict(),
             "lastPassed": None if r.last_passed is None else r.last_passed.as_dict(),
-            "firstRun": None if r.first is None else r.first.as_dict()}
+            "firstRun": None if r.first is None else r.first.as_dict(),
+            "passedOnRerun": r.passed_on_rerun}
     return item, line + earlier, None, line
 
 

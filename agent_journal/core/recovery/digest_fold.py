@@ -138,6 +138,7 @@ class DigestFold:
         if cwd:
             self.cwd = cwd
         if not call.is_tool_call:
+            self.runs.step(call)  # a prompt between two runs: the user may have acted
             self.git.step(call)  # the branch a session's context names
             said = said_of(call)
             if said is not None:

@@ -18,7 +18,10 @@ Of a command's earlier runs a history keeps two, whatever the number of runs: it
 run and its latest passing one. It shows the latest passing run when the latest run
 failed (what the command reported when it last passed), and the first run when that one
 reported a figure that neither the latest nor the shown passing run reports (a count or
-a benchmark's measure before the work changed it; `earlier_runs`).
+a benchmark's measure before the work changed it; `earlier_runs`). A passing run of the
+command itself right after its failing one, with only reading calls between them (no
+edit, no other command run, no prompt: `quiet`), passed on a re-run: the failure may have
+been flaky.
 """
 
 from __future__ import annotations
@@ -117,13 +120,32 @@ def earlier_runs(latest: RunSummary, latest_id: str, first: RunMark | None,
     return passed, first if figures(first.summary) - told else None
 
 
+# Tools that only read: a call of one between a failing run and a re-run changes nothing
+# the re-run depends on.
+_READING = frozenset({"Read", "Grep", "Glob", "LS", "WebFetch", "WebSearch", "ToolSearch",
+                      "TodoWrite", "BashOutput", "NotebookRead"})
+
+
+def quiet(call: Call) -> bool:
+    """Whether a call between two runs leaves what they run as it was: a reading tool, a
+    shell call that only prints files (`cat a`), or something said other than a prompt
+    (the user may have acted before one)."""
+    if not call.is_tool_call:
+        return call.said != "prompt"
+    if call.tool in _READING:
+        return True
+    return call.tool == "Bash" and bool(call.get("reads")) and not call.get("fileOps")
+
+
 class TestRun(Record):
     """The history of one command that ran tests or a checker; `last_passed` and
-    `first` are the earlier runs its line shows (earlier_runs)."""
+    `first` are the earlier runs its line shows (earlier_runs); `passed_on_rerun` says
+    its latest run passed right after a failing one with only quiet calls between."""
 
     __slots__ = ("command", "latest", "call_id", "ts", "runs", "failed_runs", "fixed",
-                 "call_ids", "last_passed", "first")
-    DEFAULTS = {"call_ids": list, "last_passed": None, "first": None}
+                 "call_ids", "last_passed", "first", "passed_on_rerun")
+    DEFAULTS = {"call_ids": list, "last_passed": None, "first": None,
+                "passed_on_rerun": False}
 
     command: str
     latest: RunSummary
@@ -135,6 +157,7 @@ class TestRun(Record):
     call_ids: list[str]
     last_passed: RunMark | None
     first: RunMark | None
+    passed_on_rerun: bool
 
     @property
     def passing(self) -> bool:
@@ -152,22 +175,28 @@ class TestRunsFold:
     first and latest passing runs as RunMarks); with `keep_ids` each history also keeps
     every call id that took part in it."""
 
-    __slots__ = ("history", "keys", "shown", "keep_ids", "covered")
+    __slots__ = ("history", "keys", "shown", "keep_ids", "covered", "changes")
 
     def __init__(self, keep_ids: bool = True) -> None:
         # run key -> [latest call, runs, failed runs, call ids, runner, first run, latest
-        # passing run]; a summary is built for the latest run only (a busy journal holds
-        # many runs of few commands), the two runs kept as [summary, ts, call id, ok].
+        # passing run, `changes` after its latest failing run, whether the latest run
+        # passed on a re-run]; a summary is built for the latest run only (a busy journal
+        # holds many runs of few commands), the two runs kept as [summary, ts, id, ok].
         self.history: dict[str, list[Any]] = {}
         self.keys: dict[str, str] = {}  # target -> command_key(target), computed once
         self.shown: dict[str, str] = {}  # run key -> the latest run's command, as displayed
         self.keep_ids = keep_ids
         # The run keys the latest step counted as passing runs by coverage (not state).
         self.covered: list[str] = []
+        self.changes = 0  # how many calls so far were not quiet
 
     def step(self, call: Call) -> bool:
-        """Fold in one call; whether it took part in some command's run history."""
+        """Fold in one call (or something said); whether it took part in some command's
+        run history."""
         self.covered = []
+        before = self.changes
+        if not quiet(call):
+            self.changes += 1
         if not call.is_tool_call:
             return False
         raw = call.facts.get("check")
@@ -203,19 +232,24 @@ class TestRunsFold:
             runner = raw.get("runner") if isinstance(raw, dict) else None
             mark = _mark(call)
             history[key] = [call, 1, 0 if ok else 1, [call.id] if self.keep_ids else [],
-                            runner, mark, mark if ok else None]
+                            runner, mark, mark if ok else None,
+                            None if ok else self.changes, False]
             return True
+        rerun = ok and _failing(seen[0]) and seen[7] == before
         self._add(seen, call, ok)
+        seen[8] = rerun
         return True
 
     def _add(self, seen: list[Any], call: Call, ok: bool) -> None:
         """`call` as the latest run of the history `seen`."""
         seen[0] = call
         seen[1] += 1
+        seen[8] = False
         if ok:
             seen[6] = _mark(call)
         else:
             seen[2] += 1
+            seen[7] = self.changes
         if self.keep_ids:
             seen[3].append(call.id)
 
@@ -241,23 +275,26 @@ class TestRunsFold:
 
     def result(self) -> list[TestRun]:
         runs = []
-        for key, (call, count, failed, ids, runner, first, passed) in self.history.items():
+        for key, (call, count, failed, ids, runner, first, passed, _, rerun) in \
+                self.history.items():
             latest = call.check
             if latest is None:  # a silent successful run of a command with a history
                 latest = RunSummary(str(runner), True, SILENT_PASS)
             last_passed, first_run = earlier_runs(
                 latest, call.id, RunMark(*first), None if passed is None else RunMark(*passed))
             runs.append(TestRun(self.shown[key], latest, call.id, call.ts, count, failed,
-                                latest.ok and failed > 0, list(ids), last_passed, first_run))
+                                latest.ok and failed > 0, list(ids), last_passed, first_run,
+                                rerun))
         return sorted(runs, key=lambda r: (r.ts, r.call_id))
 
     def packed(self) -> list[Any]:
-        return [{k: [v[0].fields(), *v[1:]] for k, v in self.history.items()}, self.shown]
+        return [{k: [v[0].fields(), *v[1:]] for k, v in self.history.items()}, self.shown,
+                self.changes]
 
     @classmethod
     def unpacked(cls, packed: list[Any]) -> TestRunsFold:
         fold = cls(keep_ids=False)
-        history, fold.shown = packed
+        history, fold.shown, fold.changes = packed
         fold.history = {k: [Call(*v[0]), *v[1:]] for k, v in history.items()}
         return fold
 
