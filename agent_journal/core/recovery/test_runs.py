@@ -179,9 +179,9 @@ class TestRunsFold:
 
     def __init__(self, keep_ids: bool = True) -> None:
         # run key -> [latest call, runs, failed runs, call ids, runner, first run, latest
-        # passing run, `changes` after its latest failing run, whether the latest run
-        # passed on a re-run]; a summary is built for the latest run only (a busy journal
-        # holds many runs of few commands), the two runs kept as [summary, ts, id, ok].
+        # passing run, `changes` after its latest run when that failed (else None), whether
+        # the latest run passed on a re-run]; a summary is built for the latest run only (a
+        # busy journal holds many runs of few commands), the two runs as [summary, ts, id, ok].
         self.history: dict[str, list[Any]] = {}
         self.keys: dict[str, str] = {}  # target -> command_key(target), computed once
         self.shown: dict[str, str] = {}  # run key -> the latest run's command, as displayed
@@ -235,7 +235,7 @@ class TestRunsFold:
                             runner, mark, mark if ok else None,
                             None if ok else self.changes, False]
             return True
-        rerun = ok and _failing(seen[0]) and seen[7] == before
+        rerun = ok and seen[7] == before  # seen[7] is None unless its latest run failed
         self._add(seen, call, ok)
         seen[8] = rerun
         return True
@@ -247,6 +247,7 @@ class TestRunsFold:
         seen[8] = False
         if ok:
             seen[6] = _mark(call)
+            seen[7] = None
         else:
             seen[2] += 1
             seen[7] = self.changes
@@ -301,10 +302,10 @@ class TestRunsFold:
 
 def _mark(call: Call) -> list[Any]:
     """A run as kept in the state: what its line would say of it ([summary, ts, id, ok])."""
-    run = call.check
-    if run is None:
+    raw = call.facts.get("check")  # read as Call.check would, without building it
+    if not isinstance(raw, dict):
         return [SILENT_PASS, call.ts, call.id, True]
-    return [run.summary, call.ts, call.id, run.ok]
+    return [str(raw["summary"]), call.ts, call.id, bool(raw["ok"])]
 
 
 def test_runs(calls: Iterable[Call]) -> list[TestRun]:
