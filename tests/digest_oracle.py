@@ -8,7 +8,15 @@ failures, which the fold's TestRunsFold and FailuresFold (fed TestRunsFold.cover
 one call at a time. Of the subagent results kept, a subagent's own last message and a
 Task answer that say the same show once, as the Task line (Section `same`, applied by
 keep_latest in both). Retracted entries come right after the live ones: they are what
-not to believe again, trimmed after the history of resolved problems."""
+not to believe again, trimmed after the history of resolved problems.
+
+A command's run line shows, of its earlier runs, the latest passing one when its latest
+run failed, and its first run when that reported a figure neither the latest run nor the
+passing one shown reports (test_runs.earlier_runs); the oracle finds those two runs among
+every call of the command's history (a passing run is one with no summary or a passing
+one), where the fold keeps only them. A latest run that is a passing run of the command
+itself, right after its failing run with only quiet calls (test_runs.quiet) between the
+two among all the calls, passed on a re-run."""
 
 from __future__ import annotations
 
@@ -21,7 +29,15 @@ from agent_journal.core.recovery.conversation import conversation
 from agent_journal.core.recovery.failures import Failure, failures
 from agent_journal.core.recovery.files_touched import files_read, files_touched
 from agent_journal.core.recovery.instructions import standing_instructions
-from agent_journal.core.recovery.test_runs import test_runs
+from agent_journal.core.recovery.test_runs import (
+    SILENT_PASS,
+    RunMark,
+    check_key,
+    command_key,
+    earlier_runs,
+    quiet,
+    test_runs,
+)
 from agent_journal.ops.digest import (
     CAPS,
     CHANGED_LINES,
@@ -56,6 +72,7 @@ from agent_journal.ops.digest import (
     _retracted_entry,
     _said_item,
     _todo_line,
+    run_item,
 )
 from agent_journal.ops.digest_md import code, hhmm, one_line, quote
 
@@ -182,13 +199,22 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     shown.update(f.call_id for f in resolved_fails[-CAPS["resolvedProblems"]:])
 
     tests = Section("testRuns", "Test and check runs", "commands")
+    by_id = {c.id: c for c in tool_calls}
+    everything = sorted(calls, key=lambda c: (c.ts, c.id))
+    position = {c.id: i for i, c in enumerate(everything)}
     for r in runs:
-        state = "passing" if r.passing else "FAILING"
-        extra = f"; fixed after {r.failed_runs} failing run(s)" if r.fixed else ""
-        tests.add({"command": r.command, "callId": r.call_id, "ts": r.ts, "runs": r.runs,
-                   "failedRuns": r.failed_runs, "fixed": r.fixed, **r.latest.as_dict()},
-                  f"- {hhmm(r.ts)} {code(one_line(r.command, TARGET_CHARS))} -> {state}: "
-                  f"{one_line(r.latest.summary, 160)} ({r.runs} run(s){extra})\n")
+        own = [by_id[i] for i in r.call_ids]
+        passes = [c for c in own if c.check is None or c.check.ok]
+        r.last_passed, r.first = earlier_runs(r.latest, r.call_id, _run_mark(own[0]),
+                                              _run_mark(passes[-1]) if passes else None)
+        latest = own[-1]
+        before = own[-2] if len(own) > 1 else None
+        r.passed_on_rerun = (
+            before is not None and (latest.check is None or latest.check.ok)
+            and check_key(command_key(latest.target or "")) == check_key(r.command)
+            and before.check is not None and not before.check.ok
+            and all(quiet(c) for c in everything[position[before.id] + 1:position[latest.id]]))
+        tests.add(*run_item(r))
         shown.update(r.call_ids)
 
     git = commits(calls)
@@ -295,3 +321,10 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     return {"objectives": objectives, "liveConstraints": constraints, "sections": sections,
             "goal": _said_item(goal) if goal else None, "where": where,
             "sessions": sorted({c.session for c in calls if c.session})}
+
+
+def _run_mark(call: Call) -> RunMark:
+    run = call.check
+    if run is None:
+        return RunMark(SILENT_PASS, call.ts, call.id, True)
+    return RunMark(run.summary, call.ts, call.id, run.ok)

@@ -23,9 +23,12 @@ TEXTS = ["fix the parser", "Always run make lint before committing.", "never tou
          "Use pnpm, not npm. What next?", "<command-name>/clear</command-name>", "thanks"]
 
 
-def _check(ok: bool) -> dict[str, Any]:
-    return {"runner": "pytest", "ok": ok, "summary": "3 passed" if ok else "1 failed, 2 passed",
-            "passed": 3 if ok else 2, "failed": None if ok else 1, "errors": None,
+def _check(ok: bool, tests: int = 3) -> dict[str, Any]:
+    # How many tests ran varies, so that an earlier run can report a figure the latest
+    # does not (a run line's first run).
+    return {"runner": "pytest", "ok": ok,
+            "summary": f"{tests} passed" if ok else f"1 failed, {tests - 1} passed",
+            "passed": tests if ok else tests - 1, "failed": None if ok else 1, "errors": None,
             "skipped": None, "failing": [] if ok else ["t.py::test_a"],
             "firstFailure": None if ok else "AssertionError"}
 
@@ -53,7 +56,7 @@ def tool_facts(draw: Any) -> dict[str, Any]:
         facts.update(tool="Bash", target=draw(st.sampled_from(
             ["pytest", "pytest -x", "npm test", "make lint && pytest", "ruff check ."])))
         if facts["status"] != "started" and draw(st.integers(0, 3)):
-            facts["check"] = _check(ok)
+            facts["check"] = _check(ok, draw(st.sampled_from([3, 3, 4])))
             facts["status"] = "ok" if ok else "error"
             if not ok:
                 facts["exit"] = 1
@@ -148,7 +151,7 @@ def journeys(draw: Any) -> list[Call]:
 
 def _shown(collected: dict[str, Any]) -> list[Any]:
     return [collected["goal"], collected["where"], collected["sessions"],
-            [(s.key, s.md, s.items, s.total) for s in collected["sections"]]]
+            [(s.key, s.md, s.items, s.total, s.lean) for s in collected["sections"]]]
 
 
 def _fold(calls: list[Call], tail: int | None) -> DigestFold:

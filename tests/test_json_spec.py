@@ -127,6 +127,13 @@ def printed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     (base / "remote").chmod(0o700)  # a file remote's objects take its bits (spec/SYNC.md)
     output = base / "output.txt"
     output.write_text("FAILED tests/test_x.py::test_y\n" * 3)
+    # Three runs of one test command: the digest's run line keeps its first run (2 tests)
+    # and its last pass (3 tests) under the latest, failing one.
+    runs = []
+    for n, text in enumerate(("2 passed in 0.1s", "3 passed in 0.1s",
+                              "FAILED t.py::test_a - boom\n1 failed, 3 passed in 0.1s")):
+        runs.append(base / f"run{n}.txt")
+        runs[-1].write_text(f"{text}\n")
     transcript = base / "session.jsonl"
     transcript.write_text("\n".join(json.dumps(line) for line in (
         {"type": "assistant", "sessionId": "s2", "uuid": "a1", "timestamp": NOW,
@@ -153,6 +160,10 @@ def printed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
              "--input", '{"command": "make test"}', "--status", "started", *session],
             ["observe", "--kind", "tool_call", "--id", "o1", "--tool", "Bash", "--status",
              "error", "--exit-code", "1", "--output", str(output), *session],
+            *(["observe", "--kind", "tool_call", "--id", f"r{n}", "--tool", "Bash",
+               "--input", '{"command": "pytest"}', "--status", "error" if n == 2 else "ok",
+               "--exit-code", "1" if n == 2 else "0", "--output", str(path), *session]
+              for n, path in enumerate(runs)),
             ["observe", "--kind", "user_prompt", "--id", "p1", "--input",
              '{"prompt": "please fix the tests"}', *session],
             ["record", "--kind", "finding", "--id", "f1", "--claim", "tests fail", "--anchor",

@@ -326,8 +326,8 @@ _add(Command(
             "shown).", metavar="ID", type="id"),
         Opt("json", "--json", "Print JSON instead of Markdown.", kind=BARE),
         Opt("max_chars", "--max-chars", "Bound the Markdown to N characters (default 10000); "
-            "the least important sections are trimmed first.", type="int", metavar="N",
-            minimum=1),
+            "test runs' earlier runs go first, then the least important sections.",
+            type="int", metavar="N", minimum=1),
         AS_OF,
     ) + READ_COMMON,
 ))

@@ -19,7 +19,8 @@ Invariants:
   tombstoned; evidence that is gone reads `unknown`, and anchors outside the journal
   read `external` (not checked), never `present`.
 - Bounded: the Markdown fits `max_chars`, the note of what was left out included, by
-  dropping the least important sections' oldest items first. Whenever an item is not
+  dropping first every run line's earlier runs (Section.lean), then the least important
+  sections' oldest items. Whenever an item is not
   shown, the note names the commands that print it. `--json` carries the same
   selection as structure.
 - `downgradedAnchors` is null: only a retention pass (compact) assesses it.
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from agent_journal.core.model import Event
     from agent_journal.core.observation_fold import Span
     from agent_journal.core.recovery.failures import Failure
+    from agent_journal.core.recovery.test_runs import TestRun
     from agent_journal.ops.context import Context
     from agent_journal.storage.segment_reader import ReadResult
     from agent_journal.storage.workspace import Workspace
@@ -69,6 +71,7 @@ META_CHARS = 300
 TARGET_CHARS = 120
 REASON_CHARS = 200
 RESULT_CHARS = 300
+HISTORY_CHARS = 120  # an earlier run's summary on a run line
 
 # How many items each section keeps as candidates before the bound is applied; the rest
 # are counted as "earlier, not shown".
@@ -176,7 +179,8 @@ def _retracted_entry(d: Derived, entry_id: str) -> tuple[dict[str, Any], str]:
 class Section:
     """One trimmable part of the digest: rendered items, oldest first."""
 
-    __slots__ = ("key", "title", "intro", "noun", "md", "items", "total", "shrink", "same")
+    __slots__ = ("key", "title", "intro", "noun", "md", "items", "total", "shrink", "same",
+                 "lean")
 
     def __init__(self, key: str, title: str, noun: str, intro: str | None = None) -> None:
         self.key = key
@@ -192,13 +196,18 @@ class Section:
         # item index -> what it says, for items that may say what another says (a Task's
         # answer and its subagent's own last message): such an item shows once.
         self.same: dict[int, str] = {}
+        # item index -> its rendering without the detail a tight bound drops before any
+        # item (a run line's earlier runs).
+        self.lean: dict[int, str] = {}
 
     def add(self, item: dict[str, Any], md: str, shrink: Any = None,
-            same: str | None = None) -> None:
+            lean: str | None = None, *, same: str | None = None) -> None:
         if shrink is not None:
             self.shrink[len(self.md)] = shrink
         if same:
             self.same[len(self.md)] = same
+        if lean is not None:
+            self.lean[len(self.md)] = lean
         self.items.append(item)
         self.md.append(md)
         self.total += 1
@@ -216,6 +225,7 @@ class Section:
             del self.md[:-cap]
             del self.items[:-cap]
             self.same = {i - cut: s for i, s in self.same.items() if i >= cut}
+            self.lean = {i - cut: md for i, md in self.lean.items() if i >= cut}
         if self.same:
             self._drop_repeats()
 
@@ -227,6 +237,7 @@ class Section:
             return
         kept = [i for i in range(len(self.md)) if i not in drop]
         self.shrink = {n: self.shrink[i] for n, i in enumerate(kept) if i in self.shrink}
+        self.lean = {n: self.lean[i] for n, i in enumerate(kept) if i in self.lean}
         self.md = [self.md[i] for i in kept]
         self.items = [self.items[i] for i in kept]
         self.total -= len(drop)
@@ -336,6 +347,31 @@ def fold_calls(calls: list[Call], tail: int | None = TAIL) -> DigestFold:
     for call in calls:
         fold.step(call)
     return fold
+
+
+def run_item(r: TestRun) -> tuple[dict[str, Any], str, Any, str]:
+    """A command's run line (item, Markdown, no shrink, the line without earlier runs):
+    its latest run, then the earlier runs it keeps (test_runs.earlier_runs)."""
+    state = "passing" if r.passing else "FAILING"
+    extra = f"; fixed after {r.failed_runs} failing run(s)" if r.fixed else ""
+    if r.passed_on_rerun:
+        extra += "; passed when re-run with nothing edited or run since it failed: flaky?"
+    line = (f"- {hhmm(r.ts)} {code(one_line(r.command, TARGET_CHARS))} -> {state}: "
+            f"{one_line(r.latest.summary, 160)} ({r.runs} run(s){extra})\n")
+    earlier = ""
+    if r.last_passed is not None:
+        earlier += (f"  - last passing run ({hhmm(r.last_passed.ts)}): "
+                    f"{one_line(r.last_passed.summary, HISTORY_CHARS)}\n")
+    if r.first is not None:
+        verdict = "passed" if r.first.ok else "failed"
+        earlier += (f"  - first run ({hhmm(r.first.ts)}, {verdict}): "
+                    f"{one_line(r.first.summary, HISTORY_CHARS)}\n")
+    item = {"command": r.command, "callId": r.call_id, "ts": r.ts, "runs": r.runs,
+            "failedRuns": r.failed_runs, "fixed": r.fixed, **r.latest.as_dict(),
+            "lastPassed": None if r.last_passed is None else r.last_passed.as_dict(),
+            "firstRun": None if r.first is None else r.first.as_dict(),
+            "passedOnRerun": r.passed_on_rerun}
+    return item, line + earlier, None, line
 
 
 def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
@@ -449,12 +485,7 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
 
     tests = Section("testRuns", "Test and check runs", "commands")
     for r in runs:
-        state = "passing" if r.passing else "FAILING"
-        extra = f"; fixed after {r.failed_runs} failing run(s)" if r.fixed else ""
-        tests.add({"command": r.command, "callId": r.call_id, "ts": r.ts, "runs": r.runs,
-                   "failedRuns": r.failed_runs, "fixed": r.fixed, **r.latest.as_dict()},
-                  f"- {hhmm(r.ts)} {code(one_line(r.command, TARGET_CHARS))} -> {state}: "
-                  f"{one_line(r.latest.summary, 160)} ({r.runs} run(s){extra})\n")
+        tests.add(*run_item(r))
 
     git = fold.git.result()
     commit_section = Section("commits", "Commits", "commits")
@@ -712,6 +743,18 @@ def fit(fixed: str, sections: list[Section], max_chars: int, workspace: str = ""
         suffix.append(sums)
     heads = [len(s.head()) for s in sections]
 
+    def lean() -> None:
+        """Drop every item's detail that goes before any item (run lines' earlier runs)."""
+        for i, s in enumerate(sections):
+            if s.lean:
+                for index, md in s.lean.items():
+                    s.md[index] = md
+                s.lean = {}
+                sums = [0]
+                for md in reversed(s.md):
+                    sums.append(sums[-1] + len(md))
+                suffix[i] = sums
+
     def size() -> int:
         total = len(fixed)
         for i, s in enumerate(sections):
@@ -719,6 +762,8 @@ def fit(fixed: str, sections: list[Section], max_chars: int, workspace: str = ""
                 total += heads[i] + suffix[i][shown[i]] + len(s.footer(shown[i])) + 1
         return total + len(_trim_note(sections, shown, max_chars, workspace))
 
+    if size() > max_chars:
+        lean()
     i = len(sections) - 1
     while i >= 0 and size() > max_chars:
         if shown[i] == 0:
