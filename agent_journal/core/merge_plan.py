@@ -134,6 +134,13 @@ class Planner:
             if decision != IMPORT:
                 out[event_id] = decision
         plain = set(event_ids).difference(e for _, e, _, _ in special)
+        if self.seen.isdisjoint(plain) and self.local_ids.isdisjoint(plain) and (
+                not self.removed_here or self.removed_here.isdisjoint(plain)):
+            # The common case (a segment none of whose plain rows is held or seen):
+            # every one is imported, with no set built but the one kept.
+            self.seen |= plain
+            self.imported += len(plain)
+            return out
         duplicate = plain & self.seen
         present = (plain - duplicate) & self.local_ids
         out.update(dict.fromkeys(duplicate, DUPLICATE))

@@ -44,7 +44,12 @@ from agent_journal.core.errors import (
 from agent_journal.ops import export as export_op
 from agent_journal.ops import remotes, replicas
 from agent_journal.ops.context import Context
-from agent_journal.storage.files import fsync_path, make_private_dirs, write_file_atomic
+from agent_journal.storage.files import (
+    fsync_path,
+    make_private_dirs,
+    open_private_new,
+    write_file_atomic,
+)
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Remote
 from agent_journal.storage.replica_source import (
@@ -710,8 +715,11 @@ class _Fetching:
     def write_manifest(self, union: set[str]) -> None:
         staged = dict(self.export, files=self.files, artifacts=self.artifacts,
                       tombstoned=sorted(union | set(self.export["tombstoned"])))
-        write_file_atomic(os.path.join(self.stage, merge_plan.MANIFEST_NAME),
-                          json.dumps(staged, sort_keys=True).encode("utf-8"))
+        # Written once into this pull's fresh private stage, read by this process
+        # alone: nothing to make durable (a crash leaves a stage the next pull or
+        # compaction removes), so no fsync waits behind the fetched bytes.
+        with open_private_new(os.path.join(self.stage, merge_plan.MANIFEST_NAME)) as out:
+            out.write(json.dumps(staged, sort_keys=True).encode("utf-8"))
 
 
 def _fetch_all(remote: Remote, workspace: str, plans: list[_Fetching],
