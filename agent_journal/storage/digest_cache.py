@@ -87,11 +87,13 @@ from agent_journal.storage.cache import (
     cache_path,
     not_appended,
     open_identified_cache,
+    publish_cache,
     remove_cache_files,
     row_mark,
     segment_signature,
 )
 from agent_journal.storage.connection import run_write
+from agent_journal.storage.files import create_private_file
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.segment_reader import (
     ReadResult,
@@ -103,7 +105,7 @@ from agent_journal.storage.workspace import Workspace
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
     from typing import Any
 
     from agent_journal.core.model import Event
@@ -183,6 +185,44 @@ def _discard(ws: Workspace) -> None:
         remove_cache_files(path_of(ws))
     except (OSError, JournalError):
         pass  # it stays damaged, and is not used
+
+
+def keep_unchanged(ws: Workspace, changed: Iterable[str]) -> bool:
+    """After a compaction: drop the rows of the `changed` segments (their file names)
+    and the fold kept (FoldRead), then write the file afresh and rename it over the
+    old one, so that no page or freed space still holds a byte of what was dropped.
+    Called once the erasure generation has moved on, so no read from before it stores
+    anything afterwards. Returns True when what is left under the cache's name holds
+    nothing of the changed segments (or nothing is there); False when it could not be
+    trimmed (locked past LOCK_WAIT_S, unreadable, a full disk): the caller deletes it.
+    """
+    names = set(changed)
+    path = path_of(ws)
+    try:
+        with FileLock(cache_lock_path(ws.root, AREA, ws.name), wait_s=LOCK_WAIT_S):
+            if not os.path.exists(path):
+                return False  # nothing to keep: whatever lies beside it is swept
+            if not names:
+                return True  # compaction changed no segment: nothing was derived from it
+            conn = _open(ws)
+            try:
+                run_write(conn, lambda c: _drop(c, *(segment for segment, name in c.execute(
+                    "SELECT id, name FROM segments").fetchall() if name in names)))
+                # Deletes overwrite the cells they free (secure_delete), but a page
+                # rebuilt as rows moved keeps stale copies of them: a copy made from
+                # the rows left (VACUUM INTO), renamed over the file, keeps nothing
+                # else. The copy is swept with the cache should this run die first.
+                fresh = path + ".trimmed"
+                remove_cache_files(fresh)
+                create_private_file(fresh)
+                conn.execute("VACUUM INTO ?", (fresh,))
+            except BaseException:
+                conn.close()
+                raise
+            publish_cache(conn, fresh, path)
+            return True
+    except (OSError, sqlite3.Error, JournalError):
+        return False
 
 
 def _identity(ws: Workspace) -> dict[str, str]:
