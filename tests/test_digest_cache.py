@@ -249,6 +249,57 @@ def test_compaction_keeps_the_cache_of_the_segments_it_left_alone_and_nothing_it
     assert SECRET.encode() not in all_bytes_under(root)
 
 
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(["1500", "4000"]),
+       st.lists(st.tuples(st.sampled_from(["calls", "calls", "copy", "tombstone", "digest"]),
+                          st.integers(0, 9), st.integers(0, 300),
+                          st.sampled_from(["started", "ok", "error"])),
+                min_size=2, max_size=10))
+def test_the_digest_after_a_compaction_is_the_digest_of_the_segments(tmp_path_factory,
+                                                                     max_bytes, steps):
+    """Calls over several segments (copied into others, finished later), tombstones, and
+    digests keeping the cache warm in between: after `compact --apply`, the digest from
+    what the cache kept is the digest of the segments read afresh, and of a cache filled
+    from nothing; no file under the root holds the command of a call purged."""
+    from agent_journal.ops import compact
+
+    base = tmp_path_factory.mktemp("compacted")
+    os.chmod(base, 0o700)
+    root = base / "journal"
+    ws = workspace(root)
+    saved = os.environ.get(ENV_SEGMENT_MAX_BYTES)
+    os.environ[ENV_SEGMENT_MAX_BYTES] = max_bytes
+    purged = set()
+    try:
+        for step, obs, second, status in steps:
+            if step == "digest":
+                assert folded(ws) == direct(ws)
+            elif step == "tombstone":
+                ws.append([ev("tombstone", "tombstone", f"o{obs}", at(second),
+                              {"reason": "held a token"})])
+                purged.add(obs)
+            else:
+                one = event_of(obs, second, status)
+                ws.append([one])
+                if step == "copy":
+                    ws.append([one])  # the same event again, maybe in another segment
+        assert folded(ws) == direct(ws)
+        compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None,
+                        apply=True)
+        everything = all_bytes_under(root)
+        assert not [obs for obs in purged if f"tests/t{obs}.py".encode() in everything]
+        assert folded(ws) == direct(ws)
+        assert through_cache(ws) == direct(ws)
+        os.unlink(digest_cache.path_of(ws))
+        assert folded(ws) == direct(ws)
+    finally:
+        if saved is None:
+            os.environ.pop(ENV_SEGMENT_MAX_BYTES, None)
+        else:
+            os.environ[ENV_SEGMENT_MAX_BYTES] = saved
+
+
 def _ctx(root: Path):
     from agent_journal.ops import context
 
