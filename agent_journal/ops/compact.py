@@ -26,14 +26,16 @@ Invariants:
 - After the segments, artifact blobs that only removed events referenced and
   the workspace's cache projections are deleted (and those of workspaces whose
   folder is gone: a rename by hand), and so are killed merges' temporary
-  imports when no merge is running. A blob is deleted only while
+  imports when no merge is running. The digest's cache only loses the rows of
+  the segments this run (or a killed one) may have changed, and is written
+  afresh from the rest. A blob is deleted only while
   locked against writers about to cite it, after a last look at every row
   appended since the read (storage/artifacts.py `erase_blobs`).
 - One applied compaction per workspace at a time (a flock on the workspace
   folder); a second waits a few seconds, then refuses, changing nothing.
 - An intent file written before the first segment is touched (blobs, cache,
-  tombstones to flip) lets the next run finish the job if this one dies
-  anywhere in between; a run that completes removes it.
+  tombstones to flip, the segments it may change) lets the next run finish the
+  job if this one dies anywhere in between; a run that completes removes it.
 """
 
 from __future__ import annotations

@@ -40,17 +40,24 @@ Invariants:
   another well-formed row (a new body with a recomputed checksum) is not told
   from an append by either, exactly as no reader can tell it from a genuine
   row; `show` reads every row. Our one in-place writer, `compact --apply`,
-  deletes the cache. Tombstones are not weakened: a tombstone is a new row,
-  always read, and hides its target at once.
+  drops the rows of every segment it changed (keep_unchanged). Tombstones are
+  not weakened: a tombstone is a new row, always read, and hides its target at
+  once.
 - Spans merge only when they do not interleave (merge_spans): a new row that
   lands inside a span already kept makes its segment be folded again from its
   rows, and an observation whose spans in two segments interleave makes `read`
   return None (the caller reads the segments).
 - An unreadable segment is never cached: it is read straight from disk every
   time, so its damage is reported exactly as a direct read reports it.
-- Purged content leaves with the file: `compact --apply` deletes the whole
-  cache (clear_workspace_cache), and rows dropped here are overwritten
-  (secure_delete), so a re-read segment leaves no stale bytes behind.
+- Purged content leaves the file: after its deletions `compact --apply` drops
+  the rows of every segment it deleted rows from or rewrote (in this run or in
+  a killed one its intent names) and the fold kept, then writes the file afresh
+  from the rows left and renames it over the old one (keep_unchanged), so no
+  page, freed space or journal keeps a byte of them; the rows of the segments
+  it left alone stay, and the next digest reads only the changed segments
+  again. When the cache cannot be trimmed so (locked, unreadable), compaction
+  deletes it. Rows dropped here are overwritten (secure_delete), so a re-read
+  segment leaves no stale bytes behind.
 - The digest's fold of the calls is kept beside the spans (FoldRead) at a verified
   point: every segment's high-water mark and a cursor in (ts, id) order. It is folded
   on only when no span at or before the cursor was written since and no tombstone

@@ -17,7 +17,11 @@ Invariants:
   committed.
 - Projections under <root>/cache are disposable: every file a workspace's
   projections leave there, under any name, is deleted with them, and so are
-  those of a workspace whose folder is gone (renamed, removed by hand).
+  those of a workspace whose folder is gone (renamed, removed by hand). The
+  one exception is the digest's cache after a compaction that names the
+  segments it changed: only their rows leave it, and it is written afresh
+  (digest_cache.keep_unchanged); the search index, whose documents fold
+  events of every segment together, is deleted.
 - A compaction about to change files writes its intent first, so a killed run
   is finished (or undone) by the next one.
 """
