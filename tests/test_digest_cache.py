@@ -227,6 +227,7 @@ def test_compaction_keeps_the_cache_of_the_segments_it_left_alone_and_nothing_it
 
     assert cli("compact", "--apply").code == 0
     assert SECRET.encode() not in all_bytes_under(root)
+    assert os.stat(digest_cache.path_of(ws)).st_mode & 0o777 == 0o600  # written afresh
     assert _kept_state(ws) is None
     after = _kept_rows(ws)
     assert after == {name: rows for name, rows in before.items() if name not in changed}
