@@ -152,15 +152,153 @@ def test_cached_observations_carry_the_facts_a_direct_read_computes(root):
         assert e.peek == (first.kind, first.session, facts, last.ts, last.event_id)
 
 
-def test_compaction_leaves_nothing_of_a_purged_secret_in_the_cache(cli, root):
-    build_scenario(root)
-    assert cli("digest").code == 0
-    cache_file = Path(digest_cache.path_of(workspace(root)))
-    assert cache_file.exists()
+def _leak(second: int) -> list:
+    """A call, a prompt and a finding holding SECRET: all three kinds of row the cache keeps
+    (a span's facts, the fold kept, an event kept whole)."""
+    return [ev("observation", "tool_call", "leak", at(second),
+               {"tool": "Bash", "callId": "cl", "status": "ok", "exitCode": 0,
+                "input": {"command": f"export KEY={SECRET}"}, "output": f"{SECRET} set"},
+               session="s1"),
+            _said(second + 1, f"the key is {SECRET}"),
+            ev("entry", "finding", "leaked", at(second + 2),
+               {"fields": {"claim": f"the key {SECRET} works"}}, session="s1")]
+
+
+def _kept_rows(ws: Workspace) -> dict[str, list]:
+    """What the cache keeps of each segment (by file name): its mark, and its rows."""
+    conn = sqlite3.connect(digest_cache.path_of(ws))
+    try:
+        return {name: [(high, rows, last)] + [
+                    conn.execute(f"SELECT * FROM {table} WHERE segment = ? ORDER BY 2",
+                                 (segment,)).fetchall()
+                    for table in ("calls", "others", "malformed")]
+                for segment, name, high, rows, last in conn.execute(
+                    "SELECT id, name, high, rows, last FROM segments").fetchall()}
+    finally:
+        conn.close()
+
+
+def _holding(ws: Workspace, text: str) -> set[str]:
+    """The segments (file names) with a row whose body holds `text`."""
+    found = set()
+    for path in ws.segment_paths():
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            if conn.execute("SELECT 1 FROM events WHERE instr(body, ?) > 0 LIMIT 1",
+                            (text.encode(),)).fetchone():
+                found.add(os.path.basename(path))
+        finally:
+            conn.close()
+    return found
+
+
+def test_compaction_keeps_the_cache_of_the_segments_it_left_alone_and_nothing_it_purged(
+        cli, root, monkeypatch):
+    """A warm cache over a purged secret (in one segment) and over other segments: after
+    tombstones and `compact --apply`, the rows kept for every segment compaction did not
+    change are still there, as they were; nothing of the changed segments or of the fold
+    kept is; no file under the root holds a byte of the secret; and the next digest reads
+    only the changed segments again, and is the digest of the segments."""
+    monkeypatch.setenv(ENV_SEGMENT_MAX_BYTES, "3000")
+    ws = workspace(root)
+    for start in range(0, 30, 10):
+        ws.append(calls(start, 10))
+    ws.append(_leak(40))
+    for start in range(50, 80, 10):
+        ws.append(calls(start, 10))
+    (leaked,) = _holding(ws, SECRET)
+    assert folded(ws) == direct(ws) and SECRET in folded(ws)[0]
+    for target in ("leak", "p41", "leaked"):
+        assert cli("tombstone", target, "--reason", "a secret").code == 0
+    assert folded(ws) == direct(ws) and SECRET not in folded(ws)[0]
+    assert SECRET.encode() in all_bytes_under(root / "cache" / "digest")
+    before = _kept_rows(ws)
+    changed = {leaked} | _holding(ws, '"type":"tombstone"')
+    assert len(before) >= 6 and len(changed) == 2
+    # Bytes of the secret in the file's free space, as a page SQLite rebuilt while rows
+    # moved can leave them: deleting rows alone would not reach them.
+    conn = sqlite3.connect(digest_cache.path_of(ws))
+    with conn:
+        conn.execute("PRAGMA secure_delete = OFF")
+        conn.execute("CREATE TABLE moved (copy TEXT)")
+        conn.executemany("INSERT INTO moved VALUES (?)", [(SECRET * 40,)] * 20)
+    conn.execute("DROP TABLE moved")
+    conn.close()
+
     assert cli("compact", "--apply").code == 0
-    assert not cache_file.exists()
     assert SECRET.encode() not in all_bytes_under(root)
-    assert cli("digest").code == 0 and SECRET.encode() not in all_bytes_under(root)
+    assert os.stat(digest_cache.path_of(ws)).st_mode & 0o777 == 0o600  # written afresh
+    assert _kept_state(ws) is None
+    after = _kept_rows(ws)
+    assert after == {name: rows for name, rows in before.items() if name not in changed}
+
+    read: list[str] = []
+    real = digest_cache.read_segment
+
+    def reading(path, **kwargs):
+        if not kwargs.get("after"):
+            read.append(os.path.basename(path))
+        return real(path, **kwargs)
+
+    monkeypatch.setattr(digest_cache, "read_segment", reading)
+    assert folded(ws) == direct(ws)
+    assert sorted(read) == sorted(changed)
+    monkeypatch.undo()
+    assert cached(ws) == direct(ws)
+    os.unlink(digest_cache.path_of(ws))
+    assert folded(ws) == direct(ws)
+    assert SECRET.encode() not in all_bytes_under(root)
+
+
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(["1500", "4000"]),
+       st.lists(st.tuples(st.sampled_from(["calls", "calls", "copy", "tombstone", "digest"]),
+                          st.integers(0, 9), st.integers(0, 300),
+                          st.sampled_from(["started", "ok", "error"])),
+                min_size=2, max_size=10))
+def test_the_digest_after_a_compaction_is_the_digest_of_the_segments(tmp_path_factory,
+                                                                     max_bytes, steps):
+    """Calls over several segments (copied into others, finished later), tombstones, and
+    digests keeping the cache warm in between: after `compact --apply`, the digest from
+    what the cache kept is the digest of the segments read afresh, and of a cache filled
+    from nothing; no file under the root holds the command of a call purged."""
+    from agent_journal.ops import compact
+
+    base = tmp_path_factory.mktemp("compacted")
+    os.chmod(base, 0o700)
+    root = base / "journal"
+    ws = workspace(root)
+    saved = os.environ.get(ENV_SEGMENT_MAX_BYTES)
+    os.environ[ENV_SEGMENT_MAX_BYTES] = max_bytes
+    purged = set()
+    try:
+        for step, obs, second, status in steps:
+            if step == "digest":
+                assert folded(ws) == direct(ws)
+            elif step == "tombstone":
+                ws.append([ev("tombstone", "tombstone", f"o{obs}", at(second),
+                              {"reason": "held a token"})])
+                purged.add(obs)
+            else:
+                one = event_of(obs, second, status)
+                ws.append([one])
+                if step == "copy":
+                    ws.append([one])  # the same event again, maybe in another segment
+        assert folded(ws) == direct(ws)
+        compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None,
+                        apply=True)
+        everything = all_bytes_under(root)
+        assert not [obs for obs in purged if f"tests/t{obs}.py".encode() in everything]
+        assert folded(ws) == direct(ws)
+        assert through_cache(ws) == direct(ws)
+        os.unlink(digest_cache.path_of(ws))
+        assert folded(ws) == direct(ws)
+    finally:
+        if saved is None:
+            os.environ.pop(ENV_SEGMENT_MAX_BYTES, None)
+        else:
+            os.environ[ENV_SEGMENT_MAX_BYTES] = saved
 
 
 def _ctx(root: Path):

@@ -425,12 +425,28 @@ IO = {"execute", "executemany", "executescript", "commit", "rollback", "close", 
       "unlink", "rename", "replace", "fsync", "write", "ftruncate", "remove", "rmdir",
       "link", "open", "truncate", "mkdir", "flock"}
 count = 0
+# KILL_FROM=module.function: count only from the first call of that function on (with
+# N = 0 it also prints how many there were when that call returned).
+armed = "KILL_FROM" not in os.environ
 def profile(frame, event, arg):
     global count
-    if event == "c_call" and getattr(arg, "__name__", "") in IO:
+    if armed and event == "c_call" and getattr(arg, "__name__", "") in IO:
         count += 1
         if count == target:
             os.kill(os.getpid(), signal.SIGKILL)
+if not armed:
+    import importlib
+    module, name = os.environ["KILL_FROM"].rsplit(".", 1)
+    real = getattr(importlib.import_module(module), name)
+    def arming(*args, **kwargs):
+        global armed
+        armed = True
+        try:
+            return real(*args, **kwargs)
+        finally:
+            if target == 0:
+                sys.stderr.write(f"within {count}\n")
+    setattr(importlib.import_module(module), name, arming)
 from agent_journal.cli.main import main
 sys.setprofile(profile)
 threading.setprofile(profile)
@@ -485,20 +501,21 @@ def _copy(root: Path) -> Path:
     return copy
 
 
-def _killed_at(journal: Path, call: int) -> list[str]:
-    """Kill a compact --apply of a copy of `journal` at its `call`th I/O call, read, run
-    it again: what went wrong."""
+def _killed_at(journal: Path, call: int, reads: bool = True, **env: str) -> list[str]:
+    """Kill a compact --apply of a copy of `journal` at its `call`th I/O call, read
+    (unless not `reads`: then no read has a chance to refresh a cache first), run it
+    again: what went wrong."""
     import json
     import sys
 
     root = _copy(journal)
     killed = subprocess.run([sys.executable, "-c", KILL_AT_IO_CALL, str(call), "compact",
                              "--apply"], env=clean_env(AGENT_JOURNAL_ROOT=str(root),
-                                                       AGENT_JOURNAL_WORKSPACE=WS),
+                                                       AGENT_JOURNAL_WORKSPACE=WS, **env),
                             capture_output=True, timeout=120)
     problems = [] if killed.returncode == -9 else [f"not killed: {killed.returncode}"]
     for read in (["show", "--observations", "--json"], ["digest"],
-                 ["search", "DOOMEDZQ0003Q", "--json"]):
+                 ["search", "DOOMEDZQ0003Q", "--json"]) if reads else ():
         done = _run(root, *read)
         shown = done.stdout.replace("DOOMEDZQ0003Q", "").replace("doomedzq0003q", "")
         if done.returncode != 0 or done.stderr or DOOMED in shown:
@@ -520,6 +537,40 @@ def test_compact_killed_at_any_instant_is_finished_by_the_next_run(doomed_journa
     journal, calls = doomed_journal
     for call in (calls // 4, calls * 2 // 3, calls - 3):
         assert _killed_at(journal, call) == [], call
+
+
+TRIM = {"KILL_FROM": "agent_journal.storage.digest_cache.keep_unchanged"}
+
+
+def _trim_calls(journal: Path) -> int:
+    """How many I/O calls compaction makes while it trims the digest's cache."""
+    import sys
+
+    counted = subprocess.run([sys.executable, "-c", KILL_AT_IO_CALL, "0", "compact", "--apply"],
+                             env=clean_env(AGENT_JOURNAL_ROOT=str(_copy(journal)),
+                                           AGENT_JOURNAL_WORKSPACE=WS, **TRIM),
+                             capture_output=True, text=True, timeout=120)
+    assert counted.returncode == 0, counted.stderr
+    return int(counted.stderr.split("within ")[1].split()[0])
+
+
+def test_compact_killed_while_it_trims_the_digest_cache_is_finished_by_the_next_run(
+        doomed_journal):
+    # Between dropping rows and renaming the copy written afresh over the file: the
+    # cache is the old one, the trimmed one or none, and the next run trims it again.
+    journal, _ = doomed_journal
+    calls = _trim_calls(journal)
+    assert calls > 10
+    for call, reads in ((calls // 3, False), (calls * 3 // 4, True), (calls, False)):
+        assert _killed_at(journal, call, reads, **TRIM) == [], call
+
+
+@pytest.mark.soak
+def test_compact_killed_while_it_trims_the_digest_cache_soak(doomed_journal):
+    journal, _ = doomed_journal
+    for call in range(1, _trim_calls(journal) + 1):
+        for reads in (False, True):
+            assert _killed_at(journal, call, reads, **TRIM) == [], (call, reads)
 
 
 @pytest.mark.soak

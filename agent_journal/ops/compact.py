@@ -26,14 +26,16 @@ Invariants:
 - After the segments, artifact blobs that only removed events referenced and
   the workspace's cache projections are deleted (and those of workspaces whose
   folder is gone: a rename by hand), and so are killed merges' temporary
-  imports when no merge is running. A blob is deleted only while
+  imports when no merge is running. The digest's cache only loses the rows of
+  the segments this run (or a killed one) may have changed, and is written
+  afresh from the rest. A blob is deleted only while
   locked against writers about to cite it, after a last look at every row
   appended since the read (storage/artifacts.py `erase_blobs`).
 - One applied compaction per workspace at a time (a flock on the workspace
   folder); a second waits a few seconds, then refuses, changing nothing.
 - An intent file written before the first segment is touched (blobs, cache,
-  tombstones to flip) lets the next run finish the job if this one dies
-  anywhere in between; a run that completes removes it.
+  tombstones to flip, the segments it may change) lets the next run finish the
+  job if this one dies anywhere in between; a run that completes removes it.
 """
 
 from __future__ import annotations
@@ -339,6 +341,17 @@ class _Job:
         self.planned: dict[str, str] = {}  # tombstone event id -> its new checksum
 
 
+def _changed_by(pending: dict[str, Any] | None) -> set[str] | None:
+    """The segments an earlier run's intent says it may have changed; None when it
+    does not say (the intent of an older version, or a torn one)."""
+    if pending is None:
+        return set()
+    named = pending.get("segments")
+    if not isinstance(named, list) or not all(isinstance(seg, str) for seg in named):
+        return None
+    return set(named)
+
+
 def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
     """Apply the plan. `release_read`: the caller is done with the read's
     events, which are then freed while the first pass's transactions run
@@ -368,8 +381,15 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
         return Outcome(plan.report(apply=True, removed=set(), marked_purged=[]), [], [])
     earlier = [d for d in (pending or {}).get("digests", []) if isinstance(d, str)]
     flips = {t: str(plan.tombstone_events[t].id) for t in plan.flips}
+    # The segments this run may change, and those a killed run named: only their rows
+    # leave the digest's cache. An intent that names none (torn, or from an older
+    # version) could have changed any: the whole cache goes.
+    changed = _changed_by(pending)
+    if changed is not None:
+        changed |= set(run.todo) | set(run.tombs)
     write_compact_intent(ws, {"digests": sorted(purged_digests | set(earlier) | uncited),
-                                    "cache": True, "flips": flips})
+                              "cache": True, "flips": flips,
+                              "segments": None if changed is None else sorted(changed)})
     run.run()
     # Every segment rows were deleted from (by this run or a killed one) is
     # rebuilt, so no page keeps a stale copy of a row (erasure.rebuild_marked).
@@ -388,7 +408,7 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
     files = {path: digest for digest, paths in artifact_files(ws, candidates).items()
              for path in paths}
     _removed, busy = erase_blobs(files, lambda: refs_in_rows_since(ws, since, candidates))
-    clear_workspace_cache(ws)
+    clear_workspace_cache(ws, changed)
     # A workspace renamed by hand leaves its old name's projections, full of its content.
     clear_orphan_caches(ws.root.path)
     # So does a merge killed mid-import, beside the segments (unless one is running now),
@@ -402,7 +422,7 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
         # which deletes them unless an event by then cites them (and which
         # rebuilds the segments still marked).
         write_compact_intent(ws, {"digests": sorted({files[p] for p in busy}),
-                                  "cache": True, "flips": {}})
+                                  "cache": True, "flips": {}, "segments": []})
     else:
         drop_compact_intent(ws)
 

@@ -40,17 +40,24 @@ Invariants:
   another well-formed row (a new body with a recomputed checksum) is not told
   from an append by either, exactly as no reader can tell it from a genuine
   row; `show` reads every row. Our one in-place writer, `compact --apply`,
-  deletes the cache. Tombstones are not weakened: a tombstone is a new row,
-  always read, and hides its target at once.
+  drops the rows of every segment it changed (keep_unchanged). Tombstones are
+  not weakened: a tombstone is a new row, always read, and hides its target at
+  once.
 - Spans merge only when they do not interleave (merge_spans): a new row that
   lands inside a span already kept makes its segment be folded again from its
   rows, and an observation whose spans in two segments interleave makes `read`
   return None (the caller reads the segments).
 - An unreadable segment is never cached: it is read straight from disk every
   time, so its damage is reported exactly as a direct read reports it.
-- Purged content leaves with the file: `compact --apply` deletes the whole
-  cache (clear_workspace_cache), and rows dropped here are overwritten
-  (secure_delete), so a re-read segment leaves no stale bytes behind.
+- Purged content leaves the file: after its deletions `compact --apply` drops
+  the rows of every segment it deleted rows from or rewrote (in this run or in
+  a killed one its intent names) and the fold kept, then writes the file afresh
+  from the rows left and renames it over the old one (keep_unchanged), so no
+  page, freed space or journal keeps a byte of them; the rows of the segments
+  it left alone stay, and the next digest reads only the changed segments
+  again. When the cache cannot be trimmed so (locked, unreadable), compaction
+  deletes it. Rows dropped here are overwritten (secure_delete), so a re-read
+  segment leaves no stale bytes behind.
 - The digest's fold of the calls is kept beside the spans (FoldRead) at a verified
   point: every segment's high-water mark and a cursor in (ts, id) order. It is folded
   on only when no span at or before the cursor was written since and no tombstone
@@ -87,11 +94,13 @@ from agent_journal.storage.cache import (
     cache_path,
     not_appended,
     open_identified_cache,
+    publish_cache,
     remove_cache_files,
     row_mark,
     segment_signature,
 )
 from agent_journal.storage.connection import run_write
+from agent_journal.storage.files import create_private_file
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.segment_reader import (
     ReadResult,
@@ -103,7 +112,7 @@ from agent_journal.storage.workspace import Workspace
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
     from typing import Any
 
     from agent_journal.core.model import Event
@@ -183,6 +192,44 @@ def _discard(ws: Workspace) -> None:
         remove_cache_files(path_of(ws))
     except (OSError, JournalError):
         pass  # it stays damaged, and is not used
+
+
+def keep_unchanged(ws: Workspace, changed: Iterable[str]) -> bool:
+    """After a compaction: drop the rows of the `changed` segments (their file names)
+    and the fold kept (FoldRead), then write the file afresh and rename it over the
+    old one, so that no page or freed space still holds a byte of what was dropped.
+    Called once the erasure generation has moved on, so no read from before it stores
+    anything afterwards. Returns True when what is left under the cache's name holds
+    nothing of the changed segments (or nothing is there); False when it could not be
+    trimmed (locked past LOCK_WAIT_S, unreadable, a full disk): the caller deletes it.
+    """
+    names = set(changed)
+    path = path_of(ws)
+    try:
+        with FileLock(cache_lock_path(ws.root, AREA, ws.name), wait_s=LOCK_WAIT_S):
+            if not os.path.exists(path):
+                return False  # nothing to keep: whatever lies beside it is swept
+            if not names:
+                return True  # compaction changed no segment: nothing was derived from it
+            conn = _open(ws)
+            try:
+                run_write(conn, lambda c: _drop(c, *(segment for segment, name in c.execute(
+                    "SELECT id, name FROM segments").fetchall() if name in names)))
+                # Deletes overwrite the cells they free (secure_delete), but a page
+                # rebuilt as rows moved keeps stale copies of them: a copy made from
+                # the rows left (VACUUM INTO), renamed over the file, keeps nothing
+                # else. The copy is swept with the cache should this run die first.
+                fresh = path + ".trimmed"
+                remove_cache_files(fresh)
+                create_private_file(fresh)
+                conn.execute("VACUUM INTO ?", (fresh,))
+            except BaseException:
+                conn.close()
+                raise
+            publish_cache(conn, fresh, path)
+            return True
+    except (OSError, sqlite3.Error, JournalError):
+        return False
 
 
 def _identity(ws: Workspace) -> dict[str, str]:

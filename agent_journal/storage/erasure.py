@@ -17,7 +17,11 @@ Invariants:
   committed.
 - Projections under <root>/cache are disposable: every file a workspace's
   projections leave there, under any name, is deleted with them, and so are
-  those of a workspace whose folder is gone (renamed, removed by hand).
+  those of a workspace whose folder is gone (renamed, removed by hand). The
+  one exception is the digest's cache after a compaction that names the
+  segments it changed: only their rows leave it, and it is written afresh
+  (digest_cache.keep_unchanged); the search index, whose documents fold
+  events of every segment together, is deleted.
 - A compaction about to change files writes its intent first, so a killed run
   is finished (or undone) by the next one.
 """
@@ -34,6 +38,7 @@ from typing import Any
 from agent_journal.core import codec
 from agent_journal.core.errors import BusyError, JournalError, StorageError
 from agent_journal.core.model import Event
+from agent_journal.storage.cache import CACHE_SIDECARS
 from agent_journal.storage.connection import (
     connect,
     describe_sqlite_error,
@@ -592,13 +597,19 @@ def projection_of(name: str, workspace: str) -> bool:
     return False
 
 
-def clear_workspace_cache(ws: Workspace) -> list[str]:
+def clear_workspace_cache(ws: Workspace, changed: Iterable[str] | None = None) -> list[str]:
     """Delete every disposable projection of the workspace under <root>/cache.
 
     Projections are named after the workspace (`cache/<kind>/<ws>.sqlite`,
     see `projection_of` for everything counted with them); readers rebuild
     them from the segments, so removing them loses nothing. Lock files live a
     folder deeper (`cache/<kind>/locks/`) and are left alone.
+
+    `changed`, the segments (relative to the root) a compaction deleted rows from
+    or rewrote, keeps the digest's cache of every other segment: only the changed
+    segments' rows leave it, and it is written afresh (digest_cache.keep_unchanged),
+    so the next digest reads those segments alone. Without it, or when the cache
+    cannot be trimmed, it goes with the rest.
     """
 
     from agent_journal.storage.erasure_generation import bump
@@ -606,6 +617,15 @@ def clear_workspace_cache(ws: Workspace) -> list[str]:
     # First the generation moves on, so no reader that read before the deletions
     # stores what it read once the sweep below is done (erasure_generation).
     bump(ws)
+    kept: set[str] = set()
+    if changed is not None:
+        from agent_journal.storage import digest_cache
+
+        if digest_cache.keep_unchanged(ws, {os.path.basename(seg) for seg in changed}):
+            # The file and the sidecars of a digest that began since: it read the
+            # segments as compacted.
+            kept.add(digest_cache.path_of(ws))
+            kept.update(digest_cache.path_of(ws) + s for s in CACHE_SIDECARS)
     cache = os.path.join(ws.root.path, "cache")
     removed: list[str] = []
     if not os.path.isdir(cache):
@@ -620,7 +640,7 @@ def clear_workspace_cache(ws: Workspace) -> list[str]:
             # every workspace's projections, and the locks other processes hold.
             if folder == cache and os.path.isdir(path) or name == "locks":
                 continue
-            if projection_of(name, ws.name) and _remove(path):
+            if path not in kept and projection_of(name, ws.name) and _remove(path):
                 removed.append(ws.rel(path))
     return removed
 
