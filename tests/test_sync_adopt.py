@@ -325,3 +325,39 @@ def test_what_a_pull_reads_ahead_is_what_the_merge_would_read(tmp_path, monkeypa
             merged.pop("segmentsTouched")
     assert with_facts == without
     assert state(b) == state(c) == state(a)
+
+
+def test_a_tombstone_the_manifest_hides_still_withholds_what_an_adopted_file_holds(
+        tmp_path, monkeypatch):
+    """A manifest that names a segment holding content its own later segment
+    tombstones, and does not list the tombstone (made by hand): the merge meets it
+    only after it adopted the segment its target is in, and drops those rows from
+    the adopted file before anything is published."""
+    a, b, share = shared_pair(tmp_path)
+    monkeypatch.setenv("AGENT_JOURNAL_SEGMENT_MAX_BYTES", "1")  # a segment per write
+    note(a, "secret", f"the key is {MARKER}")
+    note(a, "fine")
+    sync.push(ctx(a), "nas")
+    rid = (a / "replica-id").read_text().strip()
+    prefix = share / WS / rid
+    before = json.loads((prefix / "manifest.json").read_text())
+    first = before["export"]["files"][0]
+    first_bytes = (prefix / before["objects"][first["name"]]).read_bytes()
+    assert MARKER.encode() in first_bytes
+    writes.tombstone(ctx(a), "secret", "leaked")
+    monkeypatch.delenv("AGENT_JOURNAL_SEGMENT_MAX_BYTES")
+    sync.push(ctx(a), "nas")
+    manifest = json.loads((prefix / "manifest.json").read_text())
+    # Put the unscrubbed first segment back and hide the tombstone.
+    files = [first] + [f for f in manifest["export"]["files"] if f["name"] != first["name"]]
+    manifest["export"]["files"] = files
+    manifest["objects"][first["name"]] = before["objects"][first["name"]]
+    (prefix / before["objects"][first["name"]]).write_bytes(first_bytes)
+    manifest["export"]["tombstoned"] = []
+    (prefix / "manifest.json").write_text(json.dumps(manifest))
+    adopted = spy_adoptions(monkeypatch)
+    pulled = sync.pull(ctx(b), "nas")
+    assert True in adopted
+    assert MARKER.encode() not in all_bytes_under(b / "workspaces")
+    assert "note fine" in state(b) and MARKER not in state(b)
+    assert [n["reason"] for n in pulled["notImported"]] == ["tombstoned"]

@@ -96,6 +96,9 @@ def _scrub(path: str, wanted: list[tuple[int]],
         conn.close()
 
 
+# Adopted files given their import meta at once (ImportWriter._finish_adoptions).
+ADOPTING_THREADS = 4
+
 _FRESH_SCHEMA: set[tuple[str, str, str, str | None]] = set()
 
 
@@ -148,6 +151,8 @@ class ImportWriter:
         self._counter = 0
         self._wanted: set[str] = set()
         self._unsynced: set[str] = set()  # adopted files not fsynced since adopt
+        self._unadopted: set[str] = set()  # adopted files not yet given import meta
+        self._slots: dict[str, tuple[str, str]] = {}  # adopted file -> its slot
 
     def _open(self) -> sqlite3.Connection:
         if self._conn is not None:
@@ -242,10 +247,32 @@ class ImportWriter:
         Only for another replica's own segment, fetched into a pull's staging
         folder and found `adoptable` (our schema and nothing else): its rows
         keep their seq, which is their slot, so the provenance is one
-        statement. The file is fsynced and renamed by `finish` like a build.
+        statement. The file is given its import meta and provenance, fsynced
+        and renamed by `finish` (or first by `drop`), like a build.
         """
+        self._done.append((path, list(ids)))
+        self._unadopted.add(path)
+        self._facts[path] = (set(tombstones), {own})
+        self._slots[path] = own
+
+    def _finish_adoptions(self) -> None:
+        """Write the import meta and provenance into every file adopted since the
+        last call, a few at a time: each is its own file, and SQLite does the
+        work with Python's lock released."""
+        pending = sorted(self._unadopted)
+        if not pending:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=ADOPTING_THREADS) as pool:
+            list(pool.map(self._make_import, pending))
+        self._unadopted.clear()
+
+    def _make_import(self, path: str) -> None:
+        own = self._slots[path]
         try:
-            conn = sqlite3.connect(f"file:{quote_path(path)}", uri=True, isolation_level=None)
+            conn = sqlite3.connect(f"file:{quote_path(path)}", uri=True, isolation_level=None,
+                                   check_same_thread=False)
             try:
                 # Private until published, as a build is: no journal, no syncs.
                 conn.execute("PRAGMA journal_mode = OFF")
@@ -266,12 +293,9 @@ class ImportWriter:
             finally:
                 conn.close()
         except sqlite3.Error as exc:  # a full disk: abort() removes the file
-            self._done.append((path, []))
             raise StorageError(f"cannot finish the import segment {path}: "
                                f"{describe_sqlite_error(exc)}") from None
-        self._done.append((path, list(ids)))
         self._unsynced.add(path)  # fsynced by finish, with the others
-        self._facts[path] = (set(tombstones), {own})
 
     def drop(self, subjects: set[str], types: tuple[str, ...]) -> list[str]:
         """Remove not yet published rows about `subjects`; returns their event ids.
@@ -282,6 +306,7 @@ class ImportWriter:
         """
         if not subjects:
             return []
+        self._finish_adoptions()
         dropped: list[str] = []
         builds = list(self._done)
         if self._conn is not None:
@@ -317,6 +342,7 @@ class ImportWriter:
     def finish(self) -> list[str]:
         """Make every built file visible; returns their final paths."""
         self._close_current()
+        self._finish_adoptions()
         if self._unsynced:
             # Fsyncs issued together are committed together by the file system's
             # journal, where one after another each waits for its own commit.
