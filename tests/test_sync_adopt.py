@@ -300,7 +300,6 @@ def test_what_a_pull_reads_ahead_is_what_the_merge_would_read(tmp_path, monkeypa
     """The facts read by the fetching threads (replica_source.read_sealed_facts) are
     used by the merge, and a pull without them gives the same report and rows."""
     from agent_journal.storage import replica_source
-    from agent_journal.storage.replica_source import SealedFacts
 
     a, b, _ = shared_pair(tmp_path)
     c = copy_root(b, tmp_path / "c")
@@ -318,7 +317,7 @@ def test_what_a_pull_reads_ahead_is_what_the_merge_would_read(tmp_path, monkeypa
     monkeypatch.setattr(sync, "read_sealed_facts", spying)
     with_facts = sync.pull(ctx(b), "nas")
     assert len(read) == 1
-    monkeypatch.setattr(sync, "read_sealed_facts", lambda path: SealedFacts())
+    monkeypatch.setattr(sync, "read_sealed_facts", lambda path: None)
     without = sync.pull(ctx(c), "nas")
     for report in (with_facts, without):
         for merged in report["merges"]:

@@ -752,7 +752,9 @@ def _fetch_all(remote: Remote, workspace: str, plans: list[_Fetching],
             # its bytes go to the disk here, and what the merge reads of it before
             # deciding is read here too, while other objects are on the wire.
             fsync_path(dest)
-            facts[os.path.realpath(dest)] = read_sealed_facts(dest)
+            ahead = read_sealed_facts(dest)
+            if ahead is not None:
+                facts[os.path.realpath(dest)] = ahead
         return "ok", size
 
     with ThreadPoolExecutor(max_workers=FETCHERS) as pool:

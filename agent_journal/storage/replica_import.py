@@ -33,7 +33,7 @@ from agent_journal.storage.files import (
     rename_durable,
     unlink_quietly,
 )
-from agent_journal.storage.replica_source import SealedFacts, Unreadable, joined_ids
+from agent_journal.storage.replica_source import SealedFacts, Unreadable, sealed_facts
 from agent_journal.storage.segment import (
     IMPORT_TEMP_PREFIX,
     SCHEMA,
@@ -402,8 +402,9 @@ class ImportSource:
     def __init__(self, writer: ImportWriter, path: str, *, immutable: bool,
                  facts: SealedFacts | None = None) -> None:
         self.writer = writer
-        # Read ahead of the merge from the same immutable bytes (read_sealed_facts).
-        self.facts = facts if immutable else None
+        # Read ahead of the merge from the same immutable bytes (read_sealed_facts),
+        # else read on the first call that needs them, inside the attach.
+        self._facts = facts if immutable else None
         self.path = path
         self.immutable = immutable
         self.empty = False
@@ -470,24 +471,13 @@ class ImportSource:
 
     def event_ids(self) -> list[str]:
         """Every row's event id (no order promised), read from the event_id index alone."""
-        if self.empty:
-            return []
-        if self.facts is not None and self.facts.ids is not None:
-            return self.facts.ids
-        assert self._conn is not None
-        try:
-            return joined_ids(self._conn, "src.events")
-        except sqlite3.Error as exc:
-            raise Unreadable(describe_sqlite_error(exc)) from None
+        return [] if self.empty else self._sealed().ids
 
     def tombstone_rows(self) -> list[tuple[int, str, str, str | None, str, str, Any]]:
         """Rows whose type column says tombstone, with their bodies."""
         if self.empty:
             return []
-        if self.facts is not None and self.facts.tombstones is not None:
-            return self.facts.tombstones
-        return self._query("SELECT seq, event_id, type, subject, ts, checksum, body "
-                           "FROM src.events WHERE type = 'tombstone'")
+        return self._sealed().tombstones
 
     def rows_about(self, subjects: set[str]) -> list[tuple[int, str, str, str | None]]:
         """(seq, event_id, type, subject) of rows whose subject is in `subjects`,
@@ -513,20 +503,19 @@ class ImportSource:
         replica), no free page. Nothing but rows could then travel with it."""
         if self.empty or self.has_origin:
             return False
-        ahead = self.facts
-        schema = ahead.schema if ahead is not None and ahead.schema is not None else {
-            tuple(r) for r in self._query(
-                "SELECT type, name, tbl_name, sql FROM src.sqlite_master")}
-        if schema != _fresh_schema():
-            return False
-        meta = ahead.meta if ahead is not None and ahead.meta is not None else dict(
-            self._query("SELECT key, value FROM src.meta"))
-        if meta != {"format": str(SEGMENT_FORMAT), "workspace": self.writer.ws.name,
-                    "replica": self.writer.source_replica}:
-            return False
-        free = ahead.free_pages if ahead is not None and ahead.free_pages is not None \
-            else self._query("PRAGMA src.freelist_count")[0][0]
-        return free == 0
+        facts = self._sealed()
+        return facts.schema == _fresh_schema() and facts.free_pages == 0 and facts.meta == {
+            "format": str(SEGMENT_FORMAT), "workspace": self.writer.ws.name,
+            "replica": self.writer.source_replica}
+
+    def _sealed(self) -> SealedFacts:
+        if self._facts is None:
+            assert self._conn is not None
+            try:
+                self._facts = sealed_facts(self._conn, "src")
+            except sqlite3.Error as exc:
+                raise Unreadable(describe_sqlite_error(exc)) from None
+        return self._facts
 
     def adopt(self, ids: list[str], own: tuple[str, str], tombstones: set[str]) -> None:
         """Publish the attached file itself once it is detached (ImportWriter.adopt)

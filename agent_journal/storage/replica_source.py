@@ -136,51 +136,54 @@ def joined_ids(conn: sqlite3.Connection, table: str = "events") -> list[str]:
 
 
 class SealedFacts:
-    """What a merge reads of a sealed source segment before deciding, read ahead
-    (a pull reads them in the thread that fetched the file, while other objects
-    are on the wire). Only for a file nobody writes: a pull's private stage.
-    Fields as ImportSource gives them: `ids` (joined_ids), `tombstones` (rows
-    whose type column says tombstone), `schema` (sqlite_master rows), `meta`,
-    `free_pages`; None fields were not readable ahead (the merge reads them)."""
+    """What a merge decides a sealed source segment by, before copying anything:
+    its event ids (joined_ids), its rows whose type column says tombstone (seq,
+    event_id, type, subject, ts, checksum, body), its `sqlite_master` rows (type,
+    name, tbl_name, sql), its `meta` rows and its free pages. Read by `sealed_facts`
+    on the merge's own connection, or ahead of the merge (read_sealed_facts: a
+    pull reads them in the thread that fetched the file, while other objects are
+    on the wire) for a file nobody writes, a pull's private stage."""
 
     __slots__ = ("ids", "tombstones", "schema", "meta", "free_pages")
 
-    def __init__(self) -> None:
-        self.ids: list[str] | None = None
-        self.tombstones: list[Any] | None = None
-        self.schema: set[tuple[Any, ...]] | None = None
-        self.meta: dict[Any, Any] | None = None
-        self.free_pages: int | None = None
+    def __init__(self, ids: list[str], tombstones: list[Any],
+                 schema: set[tuple[Any, ...]], meta: dict[Any, Any], free_pages: int) -> None:
+        self.ids, self.tombstones, self.schema = ids, tombstones, schema
+        self.meta, self.free_pages = meta, free_pages
 
 
-def read_sealed_facts(path: str) -> SealedFacts:
-    """SealedFacts of an immutable segment file; any failure leaves the fields None
-    (the merge then reads the file itself and reports what it finds)."""
-    facts = SealedFacts()
+def sealed_facts(conn: sqlite3.Connection, schema: str = "main") -> SealedFacts:
+    """SealedFacts of the database `schema` names on `conn`, which holds an `events`
+    table; inside the caller's read transaction. Raises sqlite3.Error."""
+    master = {tuple(r) for r in conn.execute(
+        f"SELECT type, name, tbl_name, sql FROM {schema}.sqlite_master")}
+    tombstones = conn.execute(
+        f"SELECT seq, event_id, type, subject, ts, checksum, body FROM {schema}.events "
+        "WHERE type = 'tombstone'").fetchall()
+    meta = dict(conn.execute(f"SELECT key, value FROM {schema}.meta").fetchall()) \
+        if any(r[0] == "table" and r[1] == "meta" for r in master) else {}
+    free = int(conn.execute(f"PRAGMA {schema}.freelist_count").fetchone()[0])
+    return SealedFacts(joined_ids(conn, f"{schema}.events"), tombstones, master, meta, free)
+
+
+def read_sealed_facts(path: str) -> SealedFacts | None:
+    """SealedFacts of an immutable segment file, or None when they cannot be read
+    (no events table, damage: the merge then reads the file itself and reports
+    what it finds)."""
     try:
         conn = _open_for_reading(path, immutable=True)
     except sqlite3.Error:
-        return facts
+        return None
     try:
         conn.execute("BEGIN")
-        schema = {tuple(r) for r in conn.execute(
-            "SELECT type, name, tbl_name, sql FROM sqlite_master")}
-        if not any(r[0] == "table" and r[1] == "events" for r in schema):
-            return facts
-        ids = joined_ids(conn)
-        tombstones = conn.execute(
-            "SELECT seq, event_id, type, subject, ts, checksum, body FROM events "
-            "WHERE type = 'tombstone'").fetchall()
-        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall()) \
-            if any(r[0] == "table" and r[1] == "meta" for r in schema) else {}
-        free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'"
+                        ).fetchone() is None:
+            return None
+        return sealed_facts(conn)
     except (sqlite3.Error, UnicodeDecodeError):
-        return facts
+        return None
     finally:
         conn.close()
-    facts.ids, facts.tombstones, facts.schema, facts.meta, facts.free_pages = \
-        ids, tombstones, schema, meta, free
-    return facts
 
 
 def event_ids(path: str) -> list[str]:
