@@ -360,3 +360,63 @@ def test_a_tombstone_the_manifest_hides_still_withholds_what_an_adopted_file_hol
     assert MARKER.encode() not in all_bytes_under(b / "workspaces")
     assert "note fine" in state(b) and MARKER not in state(b)
     assert [n["reason"] for n in pulled["notImported"]] == ["tombstoned"]
+
+
+@pytest.mark.parametrize("adopt", [True, False], ids=["adopted", "copied"])
+def test_what_compaction_expires_from_a_pulled_import_is_never_imported_again(
+        tmp_path, monkeypatch, adopt):
+    """An adopted import's provenance is a view over its rows (storage/provenance.py),
+    which forgets a row compaction removes; such a file keeps what it lost in a
+    `removed` table instead, so a later merge of the same events answers as for
+    an import built row by row: removed here, not imported again."""
+    a, b, _ = shared_pair(tmp_path)
+    monkeypatch.setenv("AGENT_JOURNAL_NOW", "2026-01-01T00:00:00Z")
+    for n in range(3):
+        writes.observe(ctx(a), kind="tool", obs_id=f"old-{n}", tool="Bash", call_id=None,
+                       input_value={"command": f"ls {n}"}, output="x", status=None,
+                       exit_code=0, duration_ms=None)
+    note(a, "kept")
+    sync.push(ctx(a), "nas")
+    if not adopt:
+        monkeypatch.setattr(ImportSource, "adoptable", lambda self: False)
+    sync.pull(ctx(b), "nas")
+    (imp,) = segments(b)
+    with sqlite3.connect(imp) as conn:
+        kind = conn.execute("SELECT type FROM sqlite_master WHERE name = 'origin'").fetchone()
+    assert kind == (("view",) if adopt else ("table",))
+    monkeypatch.setenv("AGENT_JOURNAL_NOW", "2026-12-01T00:00:00Z")
+    expired = compact.compact(ctx(b), entry_ttl_days=None, observation_ttl_days=30,
+                              apply=True)
+    assert len(expired.report["expired"]) == 3
+    export.export(ctx(a), str(tmp_path / "carried"))
+    again = replicas.merge(ctx(b), str(tmp_path / "carried"))
+    assert again["imported"] == 0 and again["alreadyPresent"] == 1
+    assert sorted(n["reason"] for n in again["notImported"]) == ["removedHere"] * 3
+
+
+def test_a_checkpoint_cuts_the_same_events_in_an_adopted_import(tmp_path):
+    """A checkpoint names rows by their append slot; an adopted import answers for
+    its slots through its `origin` view, so the reader cuts what the writer does,
+    and so does a third root that merged the reader's export (the view's slots
+    copied as rows)."""
+    from agent_journal.ops import checkpoints
+    from agent_journal.ops.show import show
+
+    a, b, _ = shared_pair(tmp_path)
+    note(a, "before")
+    checkpoints.checkpoint(ctx(a), "cp", None)
+    note(a, "after")
+    sync.push(ctx(a), "nas")
+    sync.pull(ctx(b), "nas")
+    note(b, "mine")
+    with sqlite3.connect(segments(b)[0]) as conn:
+        assert conn.execute("SELECT type FROM sqlite_master WHERE name = 'origin'"
+                            ).fetchone() == ("view",)
+
+    def shown(root: Path) -> list[str]:
+        return [e["id"] for e in show(ctx(root), as_of="cp")[0]["entries"]]
+
+    export.export(ctx(b), str(tmp_path / "carried"))
+    c = make_root(tmp_path, "c")
+    replicas.merge(ctx(c), str(tmp_path / "carried"))
+    assert shown(a) == shown(b) == shown(c) == ["before"]

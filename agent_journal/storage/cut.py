@@ -19,6 +19,7 @@ import os
 import sqlite3
 from typing import Any
 
+from agent_journal.storage import provenance
 from agent_journal.storage.segment import never_initialised, open_segment_for_read
 from agent_journal.storage.workspace import Workspace
 
@@ -41,18 +42,13 @@ class Cut:
         name = os.path.basename(path)
         if name in positions:
             return "seq <= ?", (positions[name],)
-        if _has_origin(conn):
+        if provenance.kind(conn) is not None:
             # json_extract of a name the positions do not hold is NULL, and a
             # comparison with NULL is false: such a slot is outside.
             return ("event_id IN (SELECT o.event_id FROM origin o WHERE "
                     "o.seq <= json_extract(?, '$.\"' || o.segment || '\"'))",
                     (json.dumps(positions, sort_keys=True),))
         return "0", ()
-
-
-def _has_origin(conn: sqlite3.Connection) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'origin'"
-                        ).fetchone() is not None
 
 
 def segment_positions(ws: Workspace) -> tuple[dict[str, int], int, list[dict[str, str]]]:
@@ -86,7 +82,7 @@ def segment_positions(ws: Workspace) -> tuple[dict[str, int], int, list[dict[str
             high, count = conn.execute("SELECT max(seq), count(*) FROM events").fetchone()
             note(os.path.basename(path), high)
             rows += count
-            if _has_origin(conn):
+            if provenance.kind(conn) is not None:
                 for segment, seq in conn.execute(
                         "SELECT segment, max(seq) FROM origin GROUP BY segment"):
                     if isinstance(segment, str):

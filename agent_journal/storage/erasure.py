@@ -38,6 +38,7 @@ from typing import Any
 from agent_journal.core import codec
 from agent_journal.core.errors import BusyError, JournalError, StorageError
 from agent_journal.core.model import Event
+from agent_journal.storage import provenance
 from agent_journal.storage.cache import CACHE_SIDECARS
 from agent_journal.storage.connection import (
     connect,
@@ -384,22 +385,19 @@ def _delete_chunk(c: sqlite3.Connection, path: str, seen: int, ids: list[str],
     else:
         c.executemany(_BLANK_ONE, [(i,) for i in ids])
         c.executemany("DELETE FROM events WHERE event_id = ?", [(i,) for i in ids])
-    if ids and not _has_origin(c):
+    if ids and provenance.kind(c) != "table":
         # A replica's own segment keeps no provenance, so it keeps the ids it
         # lost here instead (ids are not content): a merge then never imports
         # them again from a replica that copied them before (INVARIANTS R3).
-        # An import's `origin` rows already name what it lost.
+        # So does an adopted import, whose provenance is a view that loses a
+        # row's slot with the row; a built import's `origin` table already
+        # names what it lost.
         c.execute(_CREATE_REMOVED)
         c.executemany("INSERT OR IGNORE INTO removed(event_id) VALUES (?)", [(i,) for i in ids])
     return _max_seq(c)
 
 
 _CREATE_REMOVED = "CREATE TABLE IF NOT EXISTS removed (event_id TEXT PRIMARY KEY) WITHOUT ROWID"
-
-
-def _has_origin(c: sqlite3.Connection) -> bool:
-    return c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'origin'"
-                     ).fetchone() is not None
 
 
 def _rewrite_chunk(c: sqlite3.Connection, path: str, seen: int,

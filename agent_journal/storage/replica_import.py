@@ -7,8 +7,9 @@ Invariants:
 - Rows are copied by SQLite itself, exactly as stored; what to copy is decided
   by the merge planner (core/merge_plan.py), never here.
 - Every `origin` row of an import describes an event the same file holds (rows
-  and their provenance are written and dropped together), so a published
-  import names no event as imported and since removed.
+  and their provenance are written and dropped together; an adopted import's
+  provenance is a view over its rows, see storage/provenance.py), so a
+  published import names no event as imported and since removed.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agent_journal.core.errors import JournalError, StorageError
+from agent_journal.storage import provenance
 from agent_journal.storage.connection import (
     JOURNAL_MODE,
     as_sqlite_error,
@@ -42,15 +44,6 @@ from agent_journal.storage.segment import (
     never_initialised,
 )
 from agent_journal.storage.workspace import Workspace
-
-ORIGIN_SCHEMA = """
-CREATE TABLE IF NOT EXISTS origin (
-    event_id TEXT NOT NULL,
-    replica TEXT NOT NULL,
-    segment TEXT NOT NULL,
-    seq INTEGER NOT NULL
-)
-"""
 
 
 def scrub_rows(path: str, seqs: Iterable[int], *,
@@ -83,7 +76,7 @@ def _scrub(path: str, wanted: list[tuple[int]],
         conn.executemany("UPDATE events SET type = ?, subject = ?, ts = ?, body = ? "
                          "WHERE seq = ?", fixes)
         conn.executemany("DELETE FROM events WHERE seq = ?", wanted)
-        if conn.execute("SELECT name FROM sqlite_master WHERE name = 'origin'").fetchone():
+        if provenance.kind(conn) == "table":  # (a view loses its rows with the events)
             conn.execute("DELETE FROM origin WHERE event_id NOT IN (SELECT event_id FROM events)")
         conn.execute("COMMIT")
         # VACUUM's working copy stays in memory: as a temporary file it would
@@ -184,7 +177,7 @@ class ImportWriter:
         for statement in SCHEMA.strip().split(";"):
             if statement.strip() and "CREATE INDEX" not in statement:
                 conn.execute(statement)
-        conn.execute(ORIGIN_SCHEMA)
+        conn.execute(provenance.TABLE_SQL)
         conn.execute("CREATE TEMP TABLE skip (event_id TEXT PRIMARY KEY)")
         conn.execute("CREATE TEMP TABLE wanted (id TEXT PRIMARY KEY)")
         self._wanted = set()  # what temp.wanted holds
@@ -246,8 +239,8 @@ class ImportWriter:
 
         Only for another replica's own segment, fetched into a pull's staging
         folder and found `adoptable` (our schema and nothing else): its rows
-        keep their seq, which is their slot, so the provenance is one
-        statement. The file is given its import meta and provenance, fsynced
+        keep their seq, which is their slot, so the provenance is a view
+        over them (storage/provenance.py). The file is given its import meta and provenance, fsynced
         and renamed by `finish` (or first by `drop`), like a build.
         """
         self._done.append((path, list(ids)))
@@ -278,9 +271,10 @@ class ImportWriter:
                 conn.execute("PRAGMA journal_mode = OFF")
                 conn.execute("PRAGMA synchronous = OFF")
                 conn.execute("BEGIN")
-                conn.execute(ORIGIN_SCHEMA)
-                conn.execute("INSERT INTO origin(event_id, replica, segment, seq) "
-                             "SELECT event_id, ?, ?, seq FROM events", own)
+                # Every row keeps the seq it had in the source replica's segment,
+                # so its slot is (that replica, that segment, seq): a view says
+                # so without writing a row per event.
+                conn.execute(provenance.view_sql(*own))
                 self._write_meta(conn)
                 # The bytes between its rows are the pusher's (push writes them as
                 # VACUUM does, holding nothing; a file made by hand could hold
@@ -323,7 +317,8 @@ class ImportWriter:
                 f"SELECT event_id, subject FROM events WHERE type IN ({marks})", types)
                 if r[1] in subjects]
             conn.executemany("DELETE FROM events WHERE event_id = ?", [(g,) for g in gone])
-            conn.executemany("DELETE FROM origin WHERE event_id = ?", [(g,) for g in gone])
+            if provenance.kind(conn) == "table":  # (a view's rows went with the events)
+                conn.executemany("DELETE FROM origin WHERE event_id = ?", [(g,) for g in gone])
             if not current:
                 if gone:  # (tombstones are never among the types dropped)
                     self._facts[tmp] = (self._facts[tmp][0], {
@@ -417,6 +412,7 @@ class ImportSource:
         attached = False
         error: sqlite3.Error | None = None
         tables: set[str] = set()
+        origin: str | None = None
         for mode in (("ro&immutable=1",) if self.immutable else ("ro", "rw")):
             try:
                 conn.execute("ATTACH DATABASE ? AS src",
@@ -425,6 +421,7 @@ class ImportSource:
                 conn.execute("BEGIN")
                 tables = {r[0] for r in conn.execute(
                     "SELECT name FROM src.sqlite_master WHERE type = 'table'")}
+                origin = provenance.kind(conn, "src")
                 break
             except (sqlite3.Error, UnicodeDecodeError) as exc:
                 # (UnicodeDecodeError: a damaged schema, see connection.as_sqlite_error)
@@ -444,7 +441,7 @@ class ImportSource:
             if not blank:
                 raise Unreadable("no events table")
             self.empty = True
-        self.has_origin = "origin" in tables
+        self.has_origin = origin is not None
         return self
 
     def _query(self, sql: str, params: Any = ()) -> list[Any]:

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 from agent_journal.core.errors import BusyError, StorageError
 from agent_journal.core.merge_plan import TOMBSTONE_WORDS
 from agent_journal.core.model import TOMBSTONE
+from agent_journal.storage import provenance
 from agent_journal.storage.connection import connect, describe_sqlite_error, is_busy
 from agent_journal.storage.files import create_private_file, unlink_quietly
 from agent_journal.storage.segment import never_initialised
@@ -108,7 +109,7 @@ class SegmentRows:
             elif only == "tombstone_candidates":
                 query += TOMBSTONE_CANDIDATES_WHERE
             self.rows = conn.execute(query + " ORDER BY seq").fetchall()
-            if "origin" in tables and provenance_keys:
+            if provenance_keys and provenance.kind(conn) is not None:
                 self.provenance_keys = {(str(r), str(s)) for r, s in conn.execute(
                     "SELECT DISTINCT replica, segment FROM origin")}
         except sqlite3.Error as exc:
@@ -237,7 +238,7 @@ def origin_keys(path: str) -> set[tuple[str, str]]:
     except sqlite3.Error:
         return set()
     try:
-        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'origin'").fetchone():
+        if provenance.kind(conn) is None:
             return set()
         return {(str(r), str(s)) for r, s in conn.execute(
             "SELECT DISTINCT replica, segment FROM origin")}
@@ -249,9 +250,10 @@ def origin_keys(path: str) -> set[tuple[str, str]]:
 
 def imported_then_removed(path: str) -> set[str]:
     """Event ids a compaction removed from this segment: those an import's
-    provenance names that it no longer holds (merge itself drops provenance
-    with the rows it drops), and those an own segment's `removed` table
-    names (it has no provenance). Raises Unreadable."""
+    provenance table names that it no longer holds (merge itself drops
+    provenance with the rows it drops), and those a `removed` table names (an
+    own segment has no provenance; an adopted import's is a view, which
+    forgets a removed row). Raises Unreadable."""
     try:
         conn = _open_for_reading(path, immutable=False)
     except sqlite3.Error as exc:
@@ -294,7 +296,7 @@ def read_slots(path: str, *, own: tuple[str, str] | None,
                 for seq, event_id, type_, subject in conn.execute(
                         "SELECT seq, event_id, type, subject FROM events"):
                     out.append((own[0], own[1], seq, event_id, type_, subject))
-        elif conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'origin'").fetchone():
+        elif provenance.kind(conn) is not None:
             for event_id, replica, segment, seq, type_, subject in conn.execute(
                     "SELECT o.event_id, o.replica, o.segment, o.seq, e.type, e.subject "
                     "FROM origin o JOIN events e ON e.event_id = o.event_id"):
