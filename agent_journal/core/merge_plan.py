@@ -120,7 +120,8 @@ class Planner:
         """`take` for every row of one segment; returns {event id: decision} for
         the rows not imported (every other row is IMPORT).
 
-        `event_ids` are all the segment's ids (unique within a segment);
+        `event_ids` are all the segment's ids (unique within a segment; a set
+        is taken as it is, never changed);
         `special` lists (seq, event id, type, subject) of at least every row
         that is a tombstone or whose subject is tombstoned, counting the
         segment's own tombstones. The result is exactly what calling `take`
@@ -133,7 +134,11 @@ class Planner:
             decision = self.take(event_id, type_, subject)
             if decision != IMPORT:
                 out[event_id] = decision
-        plain = set(event_ids).difference(e for _, e, _, _ in special)
+        plain: set[str] | frozenset[str]
+        if not special and isinstance(event_ids, (set, frozenset)):
+            plain = event_ids
+        else:
+            plain = set(event_ids).difference(e for _, e, _, _ in special)
         if self.seen.isdisjoint(plain) and self.local_ids.isdisjoint(plain) and (
                 not self.removed_here or self.removed_here.isdisjoint(plain)):
             # The common case (a segment none of whose plain rows is held or seen):

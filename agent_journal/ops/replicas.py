@@ -553,7 +553,8 @@ def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
         writer.abort()
         raise
     for path in touched:
-        points.remember_published(path, *writer.published[path])
+        points.remember_published(path, *writer.published[path],
+                                  digest=writer.digests.get(path))
 
     copied, already, missing = _merge_artifacts(ws, src, wanted_artifacts, tombstoned)
     return {
@@ -707,7 +708,7 @@ def _import_sealed(seg: ImportSource, own_key: tuple[str, str] | None,
                     provenance = seg.provenance()
                 if event_id in provenance:
                     origins.append((event_id, *provenance[event_id]))
-    copied = [e for e in ids if e not in decisions] if decisions else ids
+    copied = [e for e in ids if e not in decisions] if decisions else list(ids)
     if movable and own_key is not None and not decisions and seg.adoptable():
         # Every row taken as stored, and nothing but rows in the file: publish
         # the fetched file itself rather than a copy of it.

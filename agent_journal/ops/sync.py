@@ -686,6 +686,10 @@ def pull(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[s
 # Objects are fetched a few at a time: each transfer waits mostly on the
 # service, and the checksum of one runs while others are on the wire.
 FETCHERS = 4
+# A fetched segment is fsynced and read (what the merge decides it by) by one
+# of these, so a transfer slot is free again as soon as its bytes are checked:
+# the disk and the reading then overlap the transfers still on the wire.
+LANDERS = 2
 
 
 class _Fetching:
@@ -727,9 +731,10 @@ def _fetch_all(remote: Remote, workspace: str, plans: list[_Fetching],
                progress: Progress, facts: dict[str, SealedFacts]) -> tuple[int, int]:
     """Fetch every wanted object of every plan, FETCHERS at a time, each checked for
     size and checksum as it lands, and what the merge reads of each segment read
-    into `facts` (by real path). Outcomes are recorded in the plans' order,
-    whatever order the transfers end in. Returns (objects fetched, bytes)."""
-    from concurrent.futures import ThreadPoolExecutor
+    into `facts` (by real path) by the LANDERS once it is checked. Outcomes are
+    recorded in the plans' order, whatever order the transfers end in. Returns
+    (objects fetched, bytes)."""
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     jobs = [(p, item) for p in plans for item in p.wanted]
     if not jobs:
@@ -748,25 +753,34 @@ def _fetch_all(remote: Remote, workspace: str, plans: list[_Fetching],
             os.unlink(dest)
             return "refused", got[0]
         if is_segment:
-            # The merge may publish this very file as an import (ImportWriter.adopt):
-            # its bytes go to the disk here, and what the merge reads of it before
-            # deciding is read here too, while other objects are on the wire.
-            fsync_path(dest)
-            ahead = read_sealed_facts(dest)
-            if ahead is not None:
-                facts[os.path.realpath(dest)] = ahead
+            landed.append(landers.submit(land, dest))
         return "ok", size
 
-    with ThreadPoolExecutor(max_workers=FETCHERS) as pool:
+    def land(dest: str) -> None:
+        # The merge may publish this very file as an import (ImportWriter.adopt):
+        # its bytes go to the disk here, and what the merge reads of it before
+        # deciding is read here too, while other objects are on the wire.
+        fsync_path(dest)
+        ahead = read_sealed_facts(dest)
+        if ahead is not None:
+            facts[os.path.realpath(dest)] = ahead
+
+    landed: list[Future[None]] = []
+    with ThreadPoolExecutor(max_workers=LANDERS) as landers, \
+            ThreadPoolExecutor(max_workers=FETCHERS) as pool:
         futures = [pool.submit(fetch, p, path, size, checksum, segment)
                    for p, (path, size, checksum, _, segment) in jobs]
         try:
             for n, future in enumerate(futures, 1):
                 future.result()
                 _say(progress, f"pull: fetched {n}/{len(futures)}")
+            for done in landed:
+                done.result()
         finally:
-            for future in futures:
-                future.cancel()
+            for pending in futures:
+                pending.cancel()
+            for waiting in landed:
+                waiting.cancel()
     count = total = 0
     for (p, (path, _, _, entry, segment)), future in zip(jobs, futures, strict=True):
         outcome, got = future.result()

@@ -90,16 +90,20 @@ class ScanPoints(SegmentMemo):
         return True
 
     def remember_published(self, path: str, tombstoned: set[str],
-                           origin: set[tuple[str, str]]) -> None:
+                           origin: set[tuple[str, str]], *,
+                           digest: tuple[str, tuple[int, str]] | None = None) -> None:
         """Keep the answers of an import this process just published (see the
-        module's docstring) without reading its rows."""
+        module's docstring) without reading its rows. `digest`: (fingerprint,
+        (bytes, checksum)) the publisher read, used while the fingerprint holds."""
         got = segment_signature(path)
         if got is None or os.path.exists(path + "-journal"):
             return
         entry: dict[str, Any] = {
             "sig": got[0], "tombstoned": sorted(tombstoned), "removed": [],
             "origin": sorted([r, s] for r, s in origin)}
-        if time.time_ns() - got[1] < RACY_NS:
+        if time.time_ns() - got[1] < RACY_NS and digest is not None and digest[0] == got[0]:
+            entry["bytes"], entry["checksum"] = digest[1]
+        elif time.time_ns() - got[1] < RACY_NS:
             try:
                 entry["bytes"], entry["checksum"] = file_digest(path)
             except OSError:

@@ -21,6 +21,7 @@ from typing import Any
 
 from agent_journal.core.errors import JournalError, StorageError
 from agent_journal.storage import provenance
+from agent_journal.storage.cache import segment_signature
 from agent_journal.storage.connection import (
     JOURNAL_MODE,
     as_sqlite_error,
@@ -30,6 +31,7 @@ from agent_journal.storage.connection import (
 from agent_journal.storage.erasure import REBUILD_KEY
 from agent_journal.storage.files import (
     create_private_file,
+    file_digest,
     fsync_path,
     make_private_dirs,
     rename_durable,
@@ -141,6 +143,10 @@ class ImportWriter:
         self._tombstones: set[str] = set()
         self._facts: dict[str, tuple[set[str], set[tuple[str, str]]]] = {}
         self.published: dict[str, tuple[set[str], set[tuple[str, str]]]] = {}
+        # Final path -> (its fingerprint, (bytes, checksum)) read as it was published:
+        # a file written this instant is trusted by its checksum, not its mtime
+        # (storage/local_scans.py), and these are read here a few at a time.
+        self.digests: dict[str, tuple[str, tuple[int, str]]] = {}
         self._counter = 0
         self._wanted: set[str] = set()
         self._unsynced: set[str] = set()  # adopted files not fsynced since adopt
@@ -338,14 +344,15 @@ class ImportWriter:
         """Make every built file visible; returns their final paths."""
         self._close_current()
         self._finish_adoptions()
-        if self._unsynced:
-            # Fsyncs issued together are committed together by the file system's
-            # journal, where one after another each waits for its own commit.
-            from concurrent.futures import ThreadPoolExecutor
+        # Fsyncs issued together are committed together by the file system's
+        # journal, where one after another each waits for its own commit; the
+        # checksums are read in the same threads (xxhash releases Python's lock).
+        from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(max_workers=4) as pool:
-                list(pool.map(fsync_path, sorted(self._unsynced)))
-            self._unsynced.clear()
+        kept = sorted(tmp for tmp, ids in self._done if ids)
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            digests = dict(zip(kept, pool.map(self._make_durable, kept), strict=True))
+        self._unsynced.clear()
         final_paths = []
         for tmp, ids in self._done:
             if not ids:  # nothing imported into it, or everything dropped again
@@ -366,10 +373,20 @@ class ImportWriter:
                 raise JournalError(f"no free import file name beside {name}")
             final_paths.append(final)
             self.published[final] = self._facts.pop(tmp)
+            if (digest := digests[tmp]) is not None:
+                self.digests[final] = digest  # (a rename keeps the fingerprint)
         self._done = []
         if final_paths:
             fsync_path(self.ws.segments_dir)  # every rename above, persisted at once
         return final_paths
+
+    def _make_durable(self, tmp: str) -> tuple[str, tuple[int, str]] | None:
+        if tmp in self._unsynced:
+            fsync_path(tmp)
+        before = segment_signature(tmp)
+        digest = file_digest(tmp)
+        after = segment_signature(tmp)
+        return None if before is None or after != before else (before[0], digest)
 
     def abort(self) -> None:
         if self._conn is not None:
@@ -466,9 +483,9 @@ class ImportSource:
             return []
         return self._query("SELECT seq, event_id FROM src.events")
 
-    def event_ids(self) -> list[str]:
-        """Every row's event id (no order promised), read from the event_id index alone."""
-        return [] if self.empty else self._sealed().ids
+    def event_ids(self) -> frozenset[str]:
+        """Every row's event id, read from the event_id index alone."""
+        return frozenset() if self.empty else self._sealed().ids
 
     def tombstone_rows(self) -> list[tuple[int, str, str, str | None, str, str, Any]]:
         """Rows whose type column says tombstone, with their bodies."""
