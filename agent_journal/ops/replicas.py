@@ -708,7 +708,9 @@ def _import_sealed(seg: ImportSource, own_key: tuple[str, str] | None,
                     provenance = seg.provenance()
                 if event_id in provenance:
                     origins.append((event_id, *provenance[event_id]))
-    copied = [e for e in ids if e not in decisions] if decisions else list(ids)
+    # (In the order read, which an import's name sorts quickly.)
+    listed = seg.event_id_list()
+    copied = [e for e in listed if e not in decisions] if decisions else listed
     if movable and own_key is not None and not decisions and seg.adoptable():
         # Every row taken as stored, and nothing but rows in the file: publish
         # the fetched file itself rather than a copy of it.

@@ -485,7 +485,11 @@ class ImportSource:
 
     def event_ids(self) -> frozenset[str]:
         """Every row's event id, read from the event_id index alone."""
-        return frozenset() if self.empty else self._sealed().ids
+        return frozenset() if self.empty else self._sealed().id_set
+
+    def event_id_list(self) -> list[str]:
+        """The same ids as a list, in the order read (in practice the index's)."""
+        return [] if self.empty else self._sealed().ids
 
     def tombstone_rows(self) -> list[tuple[int, str, str, str | None, str, str, Any]]:
         """Rows whose type column says tombstone, with their bodies."""

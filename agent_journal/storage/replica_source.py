@@ -138,7 +138,9 @@ def joined_ids(conn: sqlite3.Connection, table: str = "events") -> list[str]:
 
 class SealedFacts:
     """What a merge decides a sealed source segment by, before copying anything:
-    its event ids (joined_ids, as the set the merge planner takes), its rows
+    its event ids (joined_ids: as read, which is in practice the index's
+    order, so the sort an import's name takes is quick, and as the set the
+    merge planner takes), its rows
     whose type column says tombstone (seq, event_id, type, subject, ts,
     checksum, body), its `sqlite_master` rows (type, name, tbl_name, sql), its
     `meta` rows and its free pages. Read by `sealed_facts` on the merge's own
@@ -146,11 +148,12 @@ class SealedFacts:
     soon as a file is fetched and checked, while other objects are on the
     wire) for a file nobody writes, a pull's private stage."""
 
-    __slots__ = ("ids", "tombstones", "schema", "meta", "free_pages")
+    __slots__ = ("ids", "id_set", "tombstones", "schema", "meta", "free_pages")
 
-    def __init__(self, ids: frozenset[str], tombstones: list[Any],
+    def __init__(self, ids: list[str], tombstones: list[Any],
                  schema: set[tuple[Any, ...]], meta: dict[Any, Any], free_pages: int) -> None:
-        self.ids, self.tombstones, self.schema = ids, tombstones, schema
+        self.ids, self.id_set = ids, frozenset(ids)
+        self.tombstones, self.schema = tombstones, schema
         self.meta, self.free_pages = meta, free_pages
 
 
@@ -165,8 +168,7 @@ def sealed_facts(conn: sqlite3.Connection, schema: str = "main") -> SealedFacts:
     meta = dict(conn.execute(f"SELECT key, value FROM {schema}.meta").fetchall()) \
         if any(r[0] == "table" and r[1] == "meta" for r in master) else {}
     free = int(conn.execute(f"PRAGMA {schema}.freelist_count").fetchone()[0])
-    return SealedFacts(frozenset(joined_ids(conn, f"{schema}.events")), tombstones, master,
-                       meta, free)
+    return SealedFacts(joined_ids(conn, f"{schema}.events"), tombstones, master, meta, free)
 
 
 def read_sealed_facts(path: str) -> SealedFacts | None:
