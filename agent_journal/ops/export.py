@@ -3,9 +3,14 @@
 Invariants:
 - Export never copies a live file: every segment is snapshotted by SQLite
   (VACUUM INTO), so each copy holds exactly what was committed when it was
-  taken. Each file and then the manifest appear only complete (temporary
-  name, fsync, rename); the manifest comes last, so a folder without one is
-  not an export, and a failed export removes what it wrote.
+  taken. A push (which uploads and throws its folder away) may instead link
+  a sealed own segment whose bytes hold nothing but its rows into its folder
+  and upload the file itself, under a SealedHold that keeps those bytes still
+  until the upload is done (storage/sealed_hold.py); one needing a row
+  scrubbed or fixed is snapshotted after all, from the held bytes. Each file
+  and then the manifest appear only complete (temporary name, fsync,
+  rename); the manifest comes last, so a folder without one is not an
+  export, and a failed export removes what it wrote.
 - Export carries no content a tombstone names: those rows are scrubbed from
   the snapshots before the files are published. Tombstones travel.
 - A damaged workspace (a segment SQLite cannot read or finds corrupt) is not
@@ -54,6 +59,7 @@ from agent_journal.storage.replica_source import (
     snapshot_segment,
 )
 from agent_journal.storage.root import refuse_inside_root
+from agent_journal.storage.sealed_hold import SealedHold
 from agent_journal.storage.segment_reader import PausedGC
 from agent_journal.storage.verified_points import VerifiedPoints
 from agent_journal.storage.workspace import Workspace
@@ -94,7 +100,8 @@ def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
                tombstones: Callable[[list[str]], set[str]] | None = None,
                on_file: Callable[[dict[str, Any]], None] | None = None,
                durable: bool = True,
-               snapshot_tombstones: dict[str, set[str]] | None = None) -> dict[str, Any]:
+               snapshot_tombstones: dict[str, set[str]] | None = None,
+               holds: dict[str, SealedHold] | None = None) -> dict[str, Any]:
     """`export` of this replica's own segments only, into the empty folder `dest`
     (what a sync push uploads: every event once, under its author).
 
@@ -109,7 +116,10 @@ def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
     the second the tombstone that keeps some content out. `on_file` is called
     with each file's manifest entry as soon as the file is final in `dest`
     (in the order the checks end). Without `durable` (a push's staging
-    folder, thrown away once uploaded) nothing is fsynced.
+    folder, thrown away once uploaded) nothing is fsynced. With `holds`
+    (only without `durable`), a sealed own segment may be linked rather than
+    snapshotted: its SealedHold is put in `holds` by file name, and the
+    caller closes it once the file is uploaded (see the module's docstring).
     """
     own, others = _own_and_others(ws)
     shipped = [p for p in own if os.path.basename(p) not in skip]
@@ -123,7 +133,8 @@ def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
     with PausedGC():
         report = _export(ws, dest, progress, segments=shipped, more_tombstones=other_tombstones,
                          on_file=on_file, durable=durable,
-                         snapshot_tombstones=snapshot_tombstones)
+                         snapshot_tombstones=snapshot_tombstones,
+                         holds=None if durable else holds, sealed=_sealed(own))
     if report["unreadable"]:
         first = report["unreadable"][0]
         raise DamagedJournalError(f"refusing to push: {first['path']} is unreadable "
@@ -136,6 +147,13 @@ def segment_tombstones(ws: Workspace, paths: list[str]) -> list[set[str]]:
     bytes, not only their type column), a thread per core sharing the segments.
     DamagedJournalError when one is unreadable."""
     return _in_threads(lambda path: _tombstones_in(ws, [path]), paths)
+
+
+def _sealed(own: list[str]) -> frozenset[str]:
+    """Own segments no append can reach: all but the two newest. Appends go to
+    the newest; the one before is left out too, for a writer that chose it
+    just as the newest was started."""
+    return frozenset(sorted(os.path.basename(p) for p in own)[:-2])
 
 
 def _own_and_others(ws: Workspace) -> tuple[list[str], list[str]]:
@@ -195,6 +213,33 @@ def _snapshot(path: str, dest: str) -> str | None:
     return None
 
 
+def _hold(path: str, dest: str, holds: dict[str, SealedHold]) -> bool:
+    """Link a sealed segment into `dest` under a hold instead of a snapshot, when
+    its bytes allow it (SealedHold.take) and the folder is on its file system."""
+    hold = SealedHold.take(path)
+    if hold is None:
+        return False
+    name = os.path.basename(path)
+    try:
+        os.link(path, os.path.join(dest, f".{name}.tmp"))
+    except OSError:
+        hold.close()
+        return False
+    holds[name] = hold
+    return True
+
+
+def _unlink_held(tmp: str) -> None:
+    """Replace a held segment's link by a snapshot of the same (held) bytes, so
+    that scrubbing it changes the copy, never the segment."""
+    copy = tmp + ".copy"
+    try:
+        snapshot_segment(tmp, copy, immutable=True)
+    except Unreadable as exc:  # (its bytes were checked a moment ago)
+        raise DamagedJournalError(f"cannot snapshot {tmp}: {exc}") from None
+    os.replace(copy, tmp)
+
+
 def _candidates(tmp: str) -> list[tuple[Any, ...]] | str:
     """The rows of a snapshot that could be tombstones; the reason when unreadable."""
     try:
@@ -207,9 +252,12 @@ def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str]
             more_tombstones: Callable[[], set[str]] | None = None,
             on_file: Callable[[dict[str, Any]], None] | None = None,
             durable: bool = True,
-            snapshot_tombstones: dict[str, set[str]] | None = None) -> dict[str, Any]:
+            snapshot_tombstones: dict[str, set[str]] | None = None,
+            holds: dict[str, SealedHold] | None = None,
+            sealed: frozenset[str] = frozenset()) -> dict[str, Any]:
     """`snapshot_tombstones`, when given, is filled with the ids the tombstones
-    of each segment's snapshot name, by file name."""
+    of each segment's snapshot name, by file name. With `holds`, the `sealed`
+    segments are held and linked where they can be (export_own)."""
     replica = ws.root.replica_id
     if segments is None:
         segments = ws.segment_paths()
@@ -218,7 +266,12 @@ def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str]
     # Snapshot everything first, back to back, then do the slow work on the
     # copies. SQLite does this work with Python's lock released, so a thread
     # per core shares it.
-    taken = _in_threads(lambda path: _snapshot(path, dest), segments)
+    def take(path: str) -> str | None:
+        if holds is not None and os.path.basename(path) in sealed and _hold(path, dest, holds):
+            return None
+        return _snapshot(path, dest)
+
+    taken = _in_threads(take, segments)
     for n, (path, failure) in enumerate(zip(segments, taken, strict=True), 1):
         say(progress, f"export: snapshot {n}/{len(segments)}")
         name = os.path.basename(path)
@@ -270,6 +323,9 @@ def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str]
             points.remember(name, *digests[k], v)
         size, digest = digests[k]
         if v["withheld"] or v["fixes"]:
+            if holds is not None and name in holds:
+                _unlink_held(tmp)
+                holds.pop(name).close()
             scrub_rows(tmp, v["withheld"], fixes=v["fixes"])
             size, digest = file_digest(tmp)
         if durable:

@@ -59,6 +59,7 @@ from agent_journal.storage.replica_source import (
     subjects_present,
 )
 from agent_journal.storage.root import Root, read_replica_id
+from agent_journal.storage.sealed_hold import SealedHold
 from agent_journal.storage.workspace import Workspace
 
 Progress = Callable[[str], None] | None
@@ -340,17 +341,25 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
     killer = _Killer()
     counts = {"uploaded": 0, "already": 0, "bytes": 0}
 
+    # Sealed segments the export linked rather than snapshotted, each held still
+    # until its upload is done (storage/sealed_hold.py).
+    holds: dict[str, SealedHold] = {}
+
     def upload(path: str, key: str) -> None:
-        if prefix + key in present:
-            counts["already"] += 1
-            return
-        killer.step()
-        local = os.path.join(stage, *path.split("/"))
-        if remote.put_file(prefix + key, local):
-            counts["uploaded"] += 1
-            counts["bytes"] += os.path.getsize(local)
-        else:
-            counts["already"] += 1
+        try:
+            if prefix + key in present:
+                counts["already"] += 1
+                return
+            killer.step()
+            local = os.path.join(stage, *path.split("/"))
+            if remote.put_file(prefix + key, local):
+                counts["uploaded"] += 1
+                counts["bytes"] += os.path.getsize(local)
+            else:
+                counts["already"] += 1
+        finally:
+            if (hold := holds.pop(path, None)) is not None:
+                hold.close()
 
     # Each snapshot is uploaded (one at a time, in order) while the next is
     # taken and checked: the transfer hides behind the local work.
@@ -368,10 +377,15 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
             exported = export_op.export_own(ws, stage, progress=progress,
                                            skip=frozenset(reused), on_file=on_file,
                                            tombstones=lambda paths: known | scan_changed(paths),
-                                           durable=False, snapshot_tombstones=in_snapshot)
+                                           durable=False, snapshot_tombstones=in_snapshot,
+                                           holds=holds)
         finally:
-            for job in pending:
-                job.result()
+            try:
+                for job in pending:
+                    job.result()
+            finally:
+                for hold in list(holds.values()):
+                    hold.close()
     with open(os.path.join(stage, merge_plan.MANIFEST_NAME), "rb") as fh:
         export = json.loads(fh.read())
     export["files"] = sorted(export["files"] + list(reused.values()), key=lambda f: f["name"])

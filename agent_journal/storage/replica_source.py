@@ -316,7 +316,7 @@ def read_slots(path: str, *, own: tuple[str, str] | None,
 SNAPSHOT_ATTEMPTS = 3
 
 
-def snapshot_segment(src: str, dest: str) -> None:
+def snapshot_segment(src: str, dest: str, *, immutable: bool = False) -> None:
     """Copy a live segment to `dest` (which must not exist) with SQLite's VACUUM INTO.
 
     VACUUM INTO reads one transaction, so the copy holds exactly what was
@@ -324,13 +324,15 @@ def snapshot_segment(src: str, dest: str) -> None:
     could catch a page half-written. The copy is in rollback-journal mode.
     It is written without syncs: a snapshot is private until its taker
     fsyncs and publishes it (or uploads it and throws it away), so syncing
-    each page of it on the way would buy nothing.
+    each page of it on the way would buy nothing. `immutable`: the source's
+    bytes are known not to change meanwhile (a SealedHold's link), so it is
+    read without locks or a look for its journal.
     """
     if not create_private_file(dest):
         raise FileExistsError(dest)
     for attempt in range(SNAPSHOT_ATTEMPTS):
         try:
-            conn = _open_for_reading(src, immutable=False)
+            conn = _open_for_reading(src, immutable=immutable)
             try:
                 conn.execute("PRAGMA synchronous = OFF")
                 conn.execute("VACUUM INTO ?", (dest,))
