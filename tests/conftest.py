@@ -127,3 +127,30 @@ def run_on_a_terminal(cmd: list[str], env: dict[str, str], timeout: float
     finally:
         os.close(master)
     return proc, seen
+
+
+# -- a real S3 server (tests/s3_support.py) -----------------------------------------------
+
+@pytest.fixture(scope="module")
+def s3():
+    """moto's S3 server on a free 127.0.0.1 port, one per test module that asks."""
+    from s3_support import MotoServer
+
+    server = MotoServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    """The test credentials in this process too (the library calls use them)."""
+    from s3_support import aws_env
+
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key)
+    for key, value in aws_env().items():
+        if key.startswith("AWS_") or key.lower() == "no_proxy":
+            monkeypatch.setenv(key, value)

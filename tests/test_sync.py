@@ -31,26 +31,6 @@ WS = "ws"
 MARKER = "PURGEDMARKER"
 
 
-@pytest.fixture(scope="module")
-def s3():
-    server = MotoServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def aws(monkeypatch):
-    """The test credentials in this process too (the library calls use them)."""
-    for key in list(os.environ):
-        if key.startswith("AWS_"):
-            monkeypatch.delenv(key)
-    for key, value in aws_env().items():
-        if key.startswith("AWS_") or key.lower() == "no_proxy":
-            monkeypatch.setenv(key, value)
-
-
 def new_bucket(s3: MotoServer) -> str:
     name = f"b-{uuid.uuid4().hex[:12]}"
     s3.client().create_bucket(Bucket=name)

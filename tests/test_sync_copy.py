@@ -11,7 +11,6 @@ library against a shared folder, where the same push code is exercised faster.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import uuid
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from s3_support import MotoServer, aws_env
+from s3_support import MotoServer
 from test_replicas import make_root
 from test_sync import add_remote, bucket_bytes, ctx, new_bucket, note, run_cli
 
@@ -29,25 +28,6 @@ from agent_journal.ops import compact, remotes, sync, writes
 from agent_journal.ops.show import show
 
 WS = "ws"
-
-
-@pytest.fixture(scope="module")
-def s3():
-    server = MotoServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def aws(monkeypatch):
-    for key in list(os.environ):
-        if key.startswith("AWS_"):
-            monkeypatch.delenv(key)
-    for key, value in aws_env().items():
-        if key.startswith("AWS_") or key.lower() == "no_proxy":
-            monkeypatch.setenv(key, value)
 
 
 def entry_ids(root: Path) -> set[str]:
