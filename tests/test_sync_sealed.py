@@ -151,3 +151,16 @@ def test_no_hold_on_a_file_with_a_log_to_fold_in(tmp_path):
     assert hold is not None
     hold.close()
     conn.close()
+
+
+def test_past_the_cap_on_holds_segments_are_snapshotted(pair, monkeypatch):
+    from agent_journal.ops import export
+
+    a, b, share = pair
+    monkeypatch.setattr(export, "MAX_HOLDS", 2)
+    before = digests(segments(a))
+    sync.push(ctx(a), "nas")
+    pushed = objects(share)
+    assert sum(pushed[n] == before[n] for n in before) == 2
+    sync.pull(ctx(b), "nas")
+    assert state(a) == state(b)

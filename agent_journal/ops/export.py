@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -213,6 +214,11 @@ def _snapshot(path: str, dest: str) -> str | None:
     return None
 
 
+# Each hold keeps a connection (a file descriptor) open until its upload ends;
+# past this many, segments are snapshotted as before.
+MAX_HOLDS = 256
+
+
 def _hold(path: str, dest: str, holds: dict[str, SealedHold]) -> bool:
     """Link a sealed segment into `dest` under a hold instead of a snapshot, when
     its bytes allow it (SealedHold.take) and the folder is on its file system."""
@@ -266,9 +272,14 @@ def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str]
     # Snapshot everything first, back to back, then do the slow work on the
     # copies. SQLite does this work with Python's lock released, so a thread
     # per core shares it.
+    room = threading.Semaphore(MAX_HOLDS)  # (the snapshots are taken a few at a time)
+
     def take(path: str) -> str | None:
-        if holds is not None and os.path.basename(path) in sealed and _hold(path, dest, holds):
-            return None
+        if holds is not None and os.path.basename(path) in sealed and \
+                room.acquire(blocking=False):
+            if _hold(path, dest, holds):
+                return None
+            room.release()
         return _snapshot(path, dest)
 
     taken = _in_threads(take, segments)
