@@ -67,6 +67,9 @@ def test_sealed_segments_travel_as_they_are_and_the_newest_two_as_snapshots(pair
     names = sorted(before)
     assert {n for n in names if pushed[n] == before[n]} == set(names[:-2])
     assert all(pushed[n] != before[n] for n in names[-2:])
+    # The links lived in the push's stage only: no object shares a file with a
+    # segment, and no segment is linked from anywhere once the push is done.
+    assert all(p.stat().st_nlink == 1 for p in [*share.rglob("*.sqlite"), *segments(a)])
     pulled = sync.pull(ctx(b), "nas")
     assert pulled["imported"] == 6 and state(a) == state(b)
 
