@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -11,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -1115,8 +1117,9 @@ def _raw_rows(root: Path, rows: list[tuple[Any, ...]], name: str = "imported-raw
     conn.close()
 
 
-def _read_counting_exact(ws: Workspace) -> tuple[compaction_read.CompactionRead, set[Any]]:
-    """The compaction read, and the event ids it sent to the exact decoder."""
+@contextlib.contextmanager
+def _counting_exact() -> Iterator[set[Any]]:
+    """The event ids sent to the exact decoder while the block runs."""
     slow: set[Any] = set()
     real = codec.decode_checked
 
@@ -1126,6 +1129,12 @@ def _read_counting_exact(ws: Workspace) -> tuple[compaction_read.CompactionRead,
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(codec, "decode_checked", counting)
+        yield slow
+
+
+def _read_counting_exact(ws: Workspace) -> tuple[compaction_read.CompactionRead, set[Any]]:
+    """The compaction read, and the event ids it sent to the exact decoder."""
+    with _counting_exact() as slow:
         return compaction_read.read_located(ws), slow
 
 
@@ -1155,17 +1164,8 @@ def _compare_time_order(ws: Workspace, exact: Any) -> set[Any]:
     exact decoder does. Returns the event ids it sent to the exact decoder."""
     from agent_journal.storage.time_order import TimeOrder
 
-    slow: set[Any] = set()
-    real = codec.decode_checked
-
-    def counting(body: Any, digest: Any, event_id: Any, *rest: Any) -> Event:
-        slow.add(event_id)
-        return real(body, digest, event_id, *rest)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(codec, "decode_checked", counting)
-        with TimeOrder(ws) as reader:
-            events = list(reader.forward())
+    with _counting_exact() as slow, TimeOrder(ws) as reader:
+        events = list(reader.forward())
     assert sorted((m["row"], m["reason"]) for m in reader.malformed) == \
         sorted((m["row"], m["reason"]) for m in exact.malformed)
     assert [e.as_dict() for e in events] == \

@@ -48,14 +48,20 @@ def fresh_pull(tmp_path: Path, url: str, endpoint: str | None) -> set[str]:
     return entry_ids(fresh) if (fresh / "workspaces").exists() else set()
 
 
-def owner_and_copy(tmp_path: Path, s3: MotoServer) -> tuple[Path, Path, str, str]:
-    """An owner that pushed once, and a copy of its root taken right after."""
+def pushed_owner(tmp_path: Path, s3: MotoServer, first: str) -> tuple[Path, str, str]:
+    """A root with one note, pushed once to a fresh bucket: (root, bucket, url)."""
     bucket = new_bucket(s3)
     url = f"s3://{bucket}/team"
     owner = make_root(tmp_path, "owner")
     add_remote(owner, url, s3.url)
-    note(owner, "before-copy")
+    note(owner, first)
     sync.push(ctx(owner), None)
+    return owner, bucket, url
+
+
+def owner_and_copy(tmp_path: Path, s3: MotoServer) -> tuple[Path, Path, str, str]:
+    """An owner that pushed once, and a copy of its root taken right after."""
+    owner, bucket, url = pushed_owner(tmp_path, s3, "before-copy")
     copy = tmp_path / "copy"
     shutil.copytree(owner, copy, symlinks=True)
     return owner, copy, bucket, url
@@ -164,12 +170,7 @@ def test_a_copy_without_push_memory_is_still_refused(tmp_path, s3, aws) -> None:
 @pytest.mark.parametrize("point", ["before-manifest", "after-manifest"])
 def test_a_push_killed_around_its_manifest_write_never_locks_the_owner_out(
         tmp_path, s3, aws, point) -> None:
-    bucket = new_bucket(s3)
-    url = f"s3://{bucket}/team"
-    owner = make_root(tmp_path, "owner")
-    add_remote(owner, url, s3.url)
-    note(owner, "first")
-    sync.push(ctx(owner), None)
+    owner, bucket, url = pushed_owner(tmp_path, s3, "first")
     note(owner, "second")
     killed = run_cli(owner, "push", env={sync.ENV_KILL_AT: point})
     assert killed.returncode == -signal.SIGKILL, killed

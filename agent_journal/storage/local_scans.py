@@ -101,15 +101,16 @@ class ScanPoints(SegmentMemo):
         entry: dict[str, Any] = {
             "sig": got[0], "tombstoned": sorted(tombstoned), "removed": [],
             "origin": sorted([r, s] for r, s in origin)}
-        if time.time_ns() - got[1] < RACY_NS and digest is not None and digest[0] == got[0]:
-            entry["bytes"], entry["checksum"] = digest[1]
-        elif time.time_ns() - got[1] < RACY_NS:
-            try:
-                entry["bytes"], entry["checksum"] = file_digest(path)
-            except OSError:
-                return
-            if segment_signature(path) != got:
-                return
+        if time.time_ns() - got[1] < RACY_NS:
+            if digest is not None and digest[0] == got[0]:
+                entry["bytes"], entry["checksum"] = digest[1]
+            else:
+                try:
+                    entry["bytes"], entry["checksum"] = file_digest(path)
+                except OSError:
+                    return
+                if segment_signature(path) != got:
+                    return
         self.entries[os.path.basename(path)] = entry
         self.changed = True
 

@@ -246,8 +246,9 @@ class ImportWriter:
         Only for another replica's own segment, fetched into a pull's staging
         folder and found `adoptable` (our schema and nothing else): its rows
         keep their seq, which is their slot, so the provenance is a view
-        over them (storage/provenance.py). The file is given its import meta and provenance, fsynced
-        and renamed by `finish` (or first by `drop`), like a build.
+        over them (storage/provenance.py). The file is given its import meta
+        and provenance, fsynced and renamed by `finish` (or first by `drop`),
+        like a build.
         """
         self._done.append((path, list(ids)))
         self._unadopted.add(path)
@@ -351,7 +352,7 @@ class ImportWriter:
 
         kept = sorted(tmp for tmp, ids in self._done if ids)
         with ThreadPoolExecutor(max_workers=4) as pool:
-            digests = dict(zip(kept, pool.map(self._make_durable, kept), strict=True))
+            digests = dict(zip(kept, pool.map(self._sync_and_digest, kept), strict=True))
         self._unsynced.clear()
         final_paths = []
         for tmp, ids in self._done:
@@ -380,7 +381,9 @@ class ImportWriter:
             fsync_path(self.ws.segments_dir)  # every rename above, persisted at once
         return final_paths
 
-    def _make_durable(self, tmp: str) -> tuple[str, tuple[int, str]] | None:
+    def _sync_and_digest(self, tmp: str) -> tuple[str, tuple[int, str]] | None:
+        """Fsync an adopted file (a built one was fsynced when sealed); then its
+        (fingerprint, (bytes, checksum)), or None if it moved while read."""
         if tmp in self._unsynced:
             fsync_path(tmp)
         before = segment_signature(tmp)
