@@ -585,3 +585,27 @@ def test_a_first_push_to_another_remote_reads_no_rows_for_tombstones(tmp_path, m
     from conftest import all_bytes_under
 
     assert MARKER.encode() not in all_bytes_under(shares[1])
+
+
+@pytest.mark.parametrize("with_new_segment", [False, True])
+def test_a_repeated_push_keeps_the_artifacts_of_segments_it_reuses(
+        tmp_path: Path, s3, aws, monkeypatch, with_new_segment: bool) -> None:
+    """Issue 31's lost artifacts: a push that reuses an unchanged segment's snapshot
+    must still name (and keep in the bucket) the artifacts that segment cites."""
+    from agent_journal.ops import evidence
+
+    (a, b), _ = replicas_with_remote(tmp_path, s3, 2)
+    big = {n: f"{n}:" + ("z" * 40_000) for n in range(3)}
+    for n, text in big.items():
+        writes.observe(ctx(a), kind="tool_call", obs_id=f"big-{n}", tool="Bash",
+                       call_id=str(n), input_value={"command": f"cat f{n}"}, output=text,
+                       status="ok", exit_code=0, duration_ms=1)
+    sync.push(ctx(a), None)
+    if with_new_segment:
+        monkeypatch.setenv("AGENT_JOURNAL_SEGMENT_MAX_BYTES", "4096")
+        note(a, "later")
+    again = sync.push(ctx(a), None)
+    assert again["deleted"] == [] or with_new_segment, again
+    sync.pull(ctx(b), None)
+    for n, text in big.items():
+        assert evidence.get(ctx(b), f"big-{n}").raw == text.encode()

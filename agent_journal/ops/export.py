@@ -82,7 +82,9 @@ def export(ctx: Context, dest: str, *, progress: Progress = None) -> dict[str, A
     created = _prepare_dest(dest)
     try:
         with PausedGC():  # millions of row tuples pass through, none in a cycle
-            return _export(ws, dest, progress)
+            report = _export(ws, dest, progress)
+        del report["artifactsByFile"]  # (a push's memory, not the export's report)
+        return report
     except BaseException:
         # Whatever was written so far goes: a folder that is not a whole
         # export must not be left looking like one (or like a part of one).
@@ -378,10 +380,13 @@ def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str]
     withheld_total = sum(len(ready[k]["withheld"]) for k in ready)
     events_total = sum(f["events"] for f in files)
     artifacts: dict[str, tuple[dict[str, Any], set[str]]] = {}
+    by_file: dict[str, list[str]] = {}  # the artifacts each file's travelling rows cite
     for k in range(len(snapshots)):
+        cited = by_file.setdefault(snapshots[k][0], [])
         for ref, size, checksum, subject in travelling_artifacts(ready[k], tombstoned):
             art: dict[str, Any] = {"ref": ref, "bytes": size, "checksum": checksum}
             artifacts.setdefault(ref, (art, set()))[1].add(subject or "")
+            cited.append(ref)
 
     listed: list[dict[str, Any]] = []
     missing: list[str] = []
@@ -420,9 +425,18 @@ def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str]
         "withheld": withheld_total,
         "artifacts": len(listed) - len(missing),
         "artifactsMissing": missing,
+        # Each file's share of the manifest's artifacts: a push that reuses a
+        # file's snapshot later must still name (and keep) what it cites.
+        "artifactsByFile": {name: _entries_for(refs, listed)
+                            for name, refs in by_file.items()},
         "unreadable": unreadable,
         "malformed": malformed,
     }
+
+
+def _entries_for(refs: list[str], listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    wanted = set(refs)
+    return [a for a in listed if a["ref"] in wanted]
 
 
 def _prepare_dest(dest: str) -> bool:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterable
 from typing import Any
 
 from agent_journal.core import clock, merge_plan
@@ -296,13 +296,17 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
         return found
 
     reusable: dict[str, dict[str, Any]] = {}
+    reusable_artifacts: dict[str, list[dict[str, Any]]] = {}
     for name, held in cache.get("segments", {}).items():
         entry = held.get("entry") if isinstance(held, dict) else None
+        cited = _cited_artifacts(held, prefix, present)
         sig = signatures.get(name)
         if (isinstance(entry, dict) and sig is not None and held.get("sig") == sig
+                and cited is not None
                 and isinstance(entry.get("checksum"), str) and entry.get("name") == name
                 and prefix + segment_key(name, entry["checksum"]) in present):
             reusable[name] = entry
+            reusable_artifacts[name] = cited
     if current is not None and current["export"]["tombstoned"]:
         # Tombstones are never removed, so a manifest this root wrote names only
         # tombstones it still holds. One naming others was written by another root
@@ -399,10 +403,15 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
         sig = signatures.get(name)
         if sig is not None and _signature(os.path.join(ws.segments_dir, name)) == sig:
             by_segment[name] = {"sig": sig, "ids": sorted(ids)}
+    # A reused snapshot's artifacts are named again (its rows still cite them),
+    # or the manifest would drop them and the clean-up below delete them.
+    artifacts_by_file: dict[str, list[dict[str, Any]]] = dict(exported["artifactsByFile"])
+    artifacts_by_file.update({name: reusable_artifacts[name] for name in reused})
+    export["artifacts"] = _union_artifacts(export["artifacts"], artifacts_by_file.values())
     objects = {f["name"]: segment_key(f["name"], f["checksum"]) for f in export["files"]}
     objects.update({a["path"]: a["path"] for a in export["artifacts"] if a["path"]})
     for a in export["artifacts"]:
-        if a["path"]:
+        if a["path"] and os.path.exists(os.path.join(stage, *a["path"].split("/"))):
             _say(progress, f"push: uploading {a['path']}")
             upload(a["path"], a["path"])
     uploaded, already, uploaded_bytes = counts["uploaded"], counts["already"], counts["bytes"]
@@ -418,8 +427,9 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
     owned = _segment_keys(manifest) | (_segment_keys(current) if current is not None else set())
     cache = {"url": spec.url, "tombstones": _tombstones_digest(set(export["tombstoned"])),
              "tombstonesBySegment": by_segment, "owned": sorted(owned), "segments": {
-        f["name"]: {"sig": signatures.get(f["name"]), "entry": f} for f in export["files"]
-        if f["name"] in reused_kept or f["name"] in fresh}}
+        f["name"]: {"sig": signatures.get(f["name"]), "entry": f,
+                    "artifacts": artifacts_by_file.get(f["name"], [])}
+        for f in export["files"] if f["name"] in reused_kept or f["name"] in fresh}}
     write_file_atomic(cache_path, json.dumps(cache, sort_keys=True).encode("utf-8"))
     killer.point("before-manifest")
 
@@ -461,6 +471,35 @@ def _push(ws: Workspace, spec: remotes.RemoteSpec, remote: Remote, stage: str,
         "alreadyPresent": already, "manifestWritten": written, "deleted": deleted,
         "warnings": warnings,
     }
+
+
+def _cited_artifacts(held: Any, prefix: str, present: Container[str]
+                     ) -> list[dict[str, Any]] | None:
+    """The artifact entries a remembered snapshot cites, when every one the bucket
+    should hold is there; None when the memory lacks them (written by a version
+    that did not keep them) or one is gone: the segment is snapshotted again."""
+    cited = held.get("artifacts") if isinstance(held, dict) else None
+    if not isinstance(cited, list) or not all(
+            isinstance(a, dict) and isinstance(a.get("ref"), str)
+            and isinstance(a.get("observations"), list) for a in cited):
+        return None
+    if any(a.get("path") and prefix + a["path"] not in present for a in cited):
+        return None
+    return cited
+
+
+def _union_artifacts(listed: list[dict[str, Any]],
+                     more: Iterable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One manifest entry per artifact, citing every observation any file cites it by."""
+    by_ref: dict[str, dict[str, Any]] = {a["ref"]: dict(a) for a in listed}
+    for entries in more:
+        for a in entries:
+            got = by_ref.get(a["ref"])
+            if got is None:
+                by_ref[a["ref"]] = dict(a)
+            else:
+                got["observations"] = sorted(set(got["observations"]) | set(a["observations"]))
+    return [by_ref[ref] for ref in sorted(by_ref)]
 
 
 def _segment_keys(manifest: dict[str, Any]) -> set[str]:
