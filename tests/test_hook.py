@@ -522,20 +522,58 @@ for i in range(count):
 """
 
 
-def test_sixteen_hook_processes_times_fifty_payloads(root):
+COMPACTOR = r"""
+import sys
+from agent_journal.cli.main import main
+stop = sys.argv[1]
+import os
+runs = 0
+while not os.path.exists(stop) or runs == 0:
+    main(["compact", "--apply"])  # refused or done: either way it raced the hooks
+    runs += 1
+"""
+
+
+def _hooks_racing_compaction(root: Path, workers: int, payloads: int) -> None:
     env = clean_env(AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="ws")
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(w), "50"], env=env,
+    assert subprocess.run([CLI, "record", "--kind", "note", "--id", "first", "--text", "x"],
+                          env=env, capture_output=True).returncode == 0
+    stop = root.parent / "stop-compacting"
+    compactor = subprocess.Popen([sys.executable, "-c", COMPACTOR, str(stop)], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(w), str(payloads)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for w in range(16)]
-    for proc in procs:
-        out, err = proc.communicate(timeout=300)
-        assert (proc.returncode, out, err) == (0, b"", b"")
+             for w in range(workers)]
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=600)
+            assert (proc.returncode, out, err) == (0, b"", b"")
+    finally:
+        stop.touch()
+        compactor.wait(timeout=600)
+    # Whatever was spooled under the load is journaled by the next hook.
+    last = docs_payload("Stop")
+    subprocess.run([CLI, "hook", "claude-code"], env=env, input=json.dumps(last).encode(),
+                   check=True)
     assert log_lines(root) == []
     ids = set(_observation_ids(root))
-    assert ids == {f"toolu_{w}_{i}" for w in range(16) for i in range(50)}
+    assert ids >= {f"toolu_{w}_{i}" for w in range(workers) for i in range(payloads)}
+    assert not list((root / "spool" / "ws").glob("*.event"))
+
+
+def test_thirty_two_hook_processes_times_fifty_payloads_racing_compaction(root):
+    _hooks_racing_compaction(root, 32, 50)
     for seg in (root / "workspaces").rglob("*.sqlite"):
         with sqlite3.connect(seg) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("round_", range(10))
+def test_hooks_racing_compaction_ten_times(tmp_path, round_):
+    base = tmp_path / "private"
+    base.mkdir(mode=0o700)
+    _hooks_racing_compaction(base / "journal", 32, 50)
 
 
 @pytest.mark.soak
@@ -583,3 +621,57 @@ def test_a_failure_is_logged_under_this_hooks_root_not_an_earlier_ones(inproc, t
     assert inproc("hook", "claude-code", "--root", str(second), input="not json").code == 0
     assert log_lines(first) == []
     assert len(log_lines(second)) == 1
+
+
+# -- the spool: nothing captured is dropped ----------------------------------------------
+
+def test_a_hook_locked_out_spools_its_event_and_the_next_hook_journals_it(
+        inproc, cli, root, monkeypatch):
+    from agent_journal.agents import claude_code_hook as hook_module
+
+    assert inproc("hook", "claude-code", input=json.dumps(docs_payload("PreToolUse"))).code == 0
+    segment = next((root / "workspaces").rglob("*.sqlite"))
+    monkeypatch.setattr(hook_module, "WRITE_BUDGET_S", 0.2)
+    holder = sqlite3.connect(segment, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # a writer that keeps the journal past the budget
+    try:
+        locked_out = docs_payload("PostToolUse") | {"tool_use_id": "toolu_spooled"}
+        assert inproc("hook", "claude-code", input=json.dumps(locked_out)).code == 0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    spooled = list((root / "spool" / "ws").iterdir())
+    assert len(spooled) == 1 and spooled[0].name.endswith(".event")
+    assert spooled[0].stat().st_mode & 0o777 == 0o600
+    assert (root / "spool" / "ws").stat().st_mode & 0o777 == 0o700
+    assert log_lines(root) == []  # spooled is not lost
+    assert "toolu_spooled" not in observations(cli)
+    later = docs_payload("PostToolUse") | {"tool_use_id": "toolu_later"}
+    assert inproc("hook", "claude-code", input=json.dumps(later)).code == 0
+    assert list((root / "spool" / "ws").iterdir()) == []
+    seen = observations(cli)
+    assert {"toolu_spooled", "toolu_later"} <= set(seen)
+
+
+def test_a_spooled_event_whose_call_was_tombstoned_meanwhile_is_never_written(
+        inproc, cli, root, monkeypatch):
+    from agent_journal.agents import claude_code_hook as hook_module
+
+    assert inproc("hook", "claude-code", input=json.dumps(docs_payload("PreToolUse"))).code == 0
+    segment = next((root / "workspaces").rglob("*.sqlite"))
+    monkeypatch.setattr(hook_module, "WRITE_BUDGET_S", 0.2)
+    holder = sqlite3.connect(segment, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        leak = docs_payload("PostToolUse") | {"tool_use_id": "toolu_leak",
+                                              "tool_response": {"stdout": "LEAKMARKER"}}
+        assert inproc("hook", "claude-code", input=json.dumps(leak)).code == 0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert cli("tombstone", "toolu_leak", "--reason", "leaked").code == 0
+    later = docs_payload("PostToolUse") | {"tool_use_id": "toolu_after"}
+    assert inproc("hook", "claude-code", input=json.dumps(later)).code == 0
+    assert list((root / "spool" / "ws").iterdir()) == []
+    for seg in (root / "workspaces").rglob("*.sqlite"):
+        assert b"LEAKMARKER" not in seg.read_bytes()

@@ -18,8 +18,10 @@ Invariants:
   `hookSpecificOutput.additionalContext`, at most 10,000 characters (Claude Code moves
   longer context out of the prompt). Every other event prints nothing.
 - It is the hottest path in the package: it imports nothing beyond the write path's own
-  modules and the capture layer, and gives up on a journal that stays locked for
-  WRITE_BUDGET_S.
+  modules and the capture layer, and waits at most WRITE_BUDGET_S for a locked journal.
+- No captured event is dropped: one the journal cannot take in time (locked, or a
+  storage failure) is spooled durably (storage/spool.py) and journaled by the next hook
+  that appends; only a full spool loses it, and that is logged.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from agent_journal.capture.claude_code import (
     safe_id,
 )
 from agent_journal.core import clock
-from agent_journal.core.errors import BusyError, JournalError, UnsafeRootError
+from agent_journal.core.errors import BusyError, JournalError, StorageError, UnsafeRootError
 from agent_journal.core.model import AUTHOR_AGENT, OBSERVATION, Event, new_event_id
 from agent_journal.ops.evidence import capture_output
 from agent_journal.ops.redaction_config import load_redactor
@@ -59,10 +61,11 @@ LOG_NAME = "hook.log"
 # wait is not fair: a waiter polls ever more rarely (every 100 ms after the first 0.3 s) and
 # keeps losing to newcomers that poll every few milliseconds; under load one hook starved
 # for over 15 s. So each try waits only TRY_BUSY_S, which keeps it in SQLite's fast-polling
-# phase, and the whole append is retried with jitter until WRITE_BUDGET_S has passed. The
+# phase, and the whole append is retried with jitter until WRITE_BUDGET_S has passed;
+# then the event goes to the spool (storage/spool.py) and the next hook journals it. The
 # installer's timeout is set above that.
 TRY_BUSY_S = 0.25
-WRITE_BUDGET_S = 15.0
+WRITE_BUDGET_S = 3.0
 # Reading the workspace for the SessionStart context is one long read, not a queue of
 # short writes: it may wait longer per lock before a segment is reported unreadable.
 READ_BUSY_S = 5.0
@@ -119,7 +122,7 @@ def journal_payload(payload: dict[str, Any], normalise: Any, *, root: str | None
     # What a tombstone names is never written again: the call is skipped, silently
     # (the agent must not be disturbed, and nothing failed).
     raw_id = observation["id"]
-    if raw_id and _patiently(lambda: ws.tombstoned_among([safe_id(raw_id)]), deadline):
+    if raw_id and _tombstoned(ws, safe_id(raw_id), deadline):
         if not session_start:
             return HookResult()
         return _with_context(ws, None)
@@ -128,18 +131,45 @@ def journal_payload(payload: dict[str, Any], normalise: Any, *, root: str | None
     try:
         event = _event(ws, observation, payload, holds)
         if not session_start:
-            _patiently(lambda: ws.append([event]), deadline)
+            _journal(ws, event, deadline)
             return HookResult()
         # The context matters more to the agent than this one record: if the write
         # fails, the context is still printed and the failure is logged afterwards.
         deferred: BaseException | None = None
         try:
-            _patiently(lambda: ws.append([event]), deadline)
+            _journal(ws, event, deadline)
         except Exception as exc:
             deferred = exc
     finally:
         holds.release()
     return _with_context(ws, deferred)
+
+
+def _tombstoned(ws: Workspace, obs_id: str, deadline: float) -> bool:
+    """Whether a tombstone names `obs_id`; a journal locked past the deadline answers
+    no here, since the event then goes to the spool, whose drain asks again."""
+    try:
+        return bool(_patiently(lambda: ws.tombstoned_among([obs_id]), deadline))
+    except BusyError:
+        return False
+
+
+def _journal(ws: Workspace, event: Event, deadline: float) -> None:
+    """Append `event`, or spool it when the journal cannot take it in time (a lock
+    held past the budget, a storage failure): a captured event is never dropped.
+    After an append, events spooled earlier are journaled too (storage/spool.py)."""
+    from agent_journal.storage import spool
+
+    try:
+        _patiently(lambda: ws.append([event]), deadline)
+    except (BusyError, StorageError):
+        spool.put(ws, event)
+        return
+    if spool.pending(ws.root.path, ws.name):
+        try:
+            spool.drain(ws)
+        except JournalError:
+            pass  # still locked: the files stay for the next hook
 
 
 def _with_context(ws: Workspace, deferred: BaseException | None) -> HookResult:

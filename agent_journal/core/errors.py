@@ -65,5 +65,9 @@ class StorageError(JournalError):
     translation of a driver error: one line naming the file and the reason)."""
 
 
+class SpoolFullError(StorageError):
+    """The capture spool is full: an event a hook could not journal is lost."""
+
+
 class RemoteError(JournalError):
     """A sync remote (bucket or shared folder) failed or refused a request."""

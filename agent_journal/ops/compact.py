@@ -55,7 +55,7 @@ from agent_journal.core.compaction_plan import (
 from agent_journal.core.errors import CompactionRunningError, DamagedJournalError
 from agent_journal.core.model import OBSERVATION, Event
 from agent_journal.ops.context import Context, damage_summary
-from agent_journal.storage import compaction_read
+from agent_journal.storage import compaction_read, spool
 from agent_journal.storage.artifacts import artifact_files, erase_blobs, uncited_blobs
 from agent_journal.storage.compaction_read import CompactionRead
 from agent_journal.storage.erasure import (
@@ -153,6 +153,9 @@ def compact(ctx: Context, *, entry_ttl_days: int | None, observation_ttl_days: i
                 raise CompactionRunningError(
                     "another compact --apply is running on this workspace; nothing was "
                     "changed. Re-run when it has finished") from None
+            # Events a hook spooled are journaled first (those a tombstone names are
+            # dropped), so no spool file outlives the erasure of what it holds.
+            spool.drain(ws)
             return carry_out(prepare(ws, entry_ttl_days=entry_ttl_days,
                                      observation_ttl_days=observation_ttl_days),
                              release_read=True)
@@ -373,7 +376,8 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
     purged_digests = {d for e, d in artifacts.items() if e in plan.deletions}
     # Blobs no event in the read cites: a writer killed between its blob and its
     # event left them (those of writers still at work are too new to be listed).
-    uncited = uncited_blobs(ws, set(artifacts.values()))
+    # (A spooled event's blob is cited: its event is on its way into the journal.)
+    uncited = uncited_blobs(ws, set(artifacts.values()) | spool.cited_digests(ws))
     if not run.has_work() and pending is None and not uncited:
         # A file a pull published as fetched carries the rebuild mark too, with no
         # row to delete: it is rebuilt whatever else this run has to do.
