@@ -55,6 +55,7 @@ def run_checks(*, project: str | None, root: str | None) -> list[Check]:
     if root_path is not None:
         _guard(checks, "redaction config", lambda: _redaction(checks, root_path))
         _guard(checks, "hook log", lambda: _hook_log(checks, root_path))
+        _guard(checks, "capture spool", lambda: _spool(checks, root_path))
     _guard(checks, "sqlite", lambda: _sqlite(checks, root_path, found))
     _guard(checks, "disk space", lambda: _disk(checks, root_path or folder))
     return checks
@@ -209,6 +210,38 @@ def _hook_log(checks: list[Check], root: str) -> None:
         return
     checks.append(Check("hook log", False, f"{len(recent)} hook failure(s) in the last day, "
                         f"the last: {recent[-1][:300]}", f"read {path}"))
+
+
+def _spool(checks: list[Check], root: str) -> None:
+    """Events hooks spooled (the journal was locked past their budget) and not yet
+    journaled; a full spool loses events, a damaged file is kept aside."""
+    from agent_journal.storage import spool
+
+    base = os.path.join(root, spool.SPOOL_DIR)
+    waiting = {ws: len(spool.pending(root, ws)) for ws in _folders(base)}
+    bad = {ws: len(spool.damaged(root, ws)) for ws in _folders(base)}
+    full = [ws for ws, n in waiting.items() if n >= spool.MAX_FILES]
+    if full:
+        checks.append(Check("capture spool", False, f"the spool of workspace {full[0]} is "
+                            f"full ({spool.MAX_FILES} events): new events are being lost",
+                            "run `agent-journal compact --apply` there (it journals the "
+                            "spool first) and look for what keeps the journal locked"))
+    elif any(bad.values()):
+        ws = next(w for w, n in bad.items() if n)
+        checks.append(Check("capture spool", False, f"{bad[ws]} damaged spool file(s) in "
+                            f"{os.path.join(base, ws)} could not be journaled",
+                            "inspect them, then delete the *.bad files"))
+    else:
+        total = sum(waiting.values())
+        checks.append(Check("capture spool", True, "empty" if not total else
+                            f"{total} event(s) waiting; the next hook journals them"))
+
+
+def _folders(path: str) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n)))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def _sqlite(checks: list[Check], root: str | None, found: Any) -> None:
