@@ -53,6 +53,9 @@ class Result:
     missed: list[dict] = field(default_factory=list)
     subagents: list[dict] = field(default_factory=list)
     error: str | None = None
+    summary: str | None = None  # the client's own compaction summary at a cut
+    with_summary: list[str] = field(default_factory=list)  # answered by digest + summary
+    false_open: list[str] = field(default_factory=list)  # fixed failures listed as open
 
     @property
     def recall(self) -> float:
@@ -69,6 +72,8 @@ class Result:
             "missed": [m["id"] for m in self.missed],
             "subagents": self.subagents,
             "error": self.error,
+            "withSummary": None if self.summary is None else len(self.with_summary),
+            "falseOpen": self.false_open,
         }
 
 
@@ -105,14 +110,63 @@ def subagent_files(spec: dict, transcript: Path) -> list[Path]:
     return unique
 
 
-def score(result: Result) -> None:
+def score(result: Result, spec: dict | None = None) -> None:
     text = result.digest.lower()
+    both = text + "\n" + (result.summary or "").lower()
     for q in result.questions:
         missing = [s for s in q["must_contain"] if s.lower() not in text]
         if missing:
             result.missed.append({**q, "missing": missing})
         else:
             result.answered.append(q["id"])
+        if result.summary is not None and all(s.lower() in both for s in q["must_contain"]):
+            result.with_summary.append(q["id"])
+    open_lines = open_problem_lines(result.digest)
+    for fixed in (spec or {}).get("fixed_failures", []):
+        needle = plain_command(fixed["failed"]).lower()[:60]
+        if needle and any(needle in line for line in open_lines):
+            result.false_open.append(fixed["failed"])
+
+
+def plain_command(command: str) -> str:
+    """A command as a digest line shows it: output plumbing removed, blanks collapsed."""
+    command = command.replace(" 2>&1", "")
+    for pager in ("| tail", "| head"):
+        command = command.split(pager)[0]
+    return " ".join(command.split())
+
+
+def open_problem_lines(digest: str) -> list[str]:
+    """The lines of the digest's "Open problems" section, lowercased."""
+    lines, inside = [], False
+    for line in digest.splitlines():
+        if line.startswith("## "):
+            inside = line.strip() == "## Open problems"
+            continue
+        if inside:
+            lines.append(line.lower())
+    return lines
+
+
+def cut_transcript(source: Path, spec: dict, home: Path) -> tuple[Path, str]:
+    """The transcript's lines before the cut, as a file, and the client's own summary
+    (the text of the record at `summary_line`; empty when it holds none)."""
+    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+    cut = spec["cut"]
+    part = home / source.name
+    part.write_text("".join(lines[: cut["before_line"] - 1]), encoding="utf-8")
+    return part, summary_text(lines[cut["summary_line"] - 1])
+
+
+def summary_text(line: str) -> str:
+    record = json.loads(line)
+    payload = record.get("payload") if isinstance(record.get("payload"), dict) else {}
+    if record.get("type") == "compacted":
+        return str(payload.get("message") or "")
+    content = (record.get("message") or {}).get("content")
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
 
 
 def measure(path: Path, base: Path, max_chars: int | None) -> Result:
@@ -127,6 +181,10 @@ def measure(path: Path, base: Path, max_chars: int | None) -> Result:
     common = ["--root", str(root), "--workspace", WORKSPACE]
 
     source = spec.get("format", "claude-code")  # `codex` for a Codex session file
+    if "cut" in spec:
+        # Cut where the client compacted: what the digest alone knows then, against the
+        # client's own summary of the same moment.
+        transcript, result.summary = cut_transcript(transcript, spec, home)
     for part in [*(DATA / p for p in spec.get("earlier", [])), transcript]:
         done = run_cli([str(AGENT_JOURNAL), "import", source, str(part), *common], env)
         if done.returncode != 0:
@@ -158,7 +216,7 @@ def measure(path: Path, base: Path, max_chars: int | None) -> Result:
         result.error = f"digest exited {done.returncode}: {first_line(done.stderr or done.stdout)}"
     else:
         result.digest = done.stdout
-    score(result)
+    score(result, spec)
     return result
 
 
@@ -183,6 +241,10 @@ def print_table(results: list[Result]) -> None:
     print(row("transcript", "questions", "answered", "recall %", "digest chars"))
     for r in results:
         line = row(r.name, len(r.questions), len(r.answered), f"{r.recall:.1f}", len(r.digest))
+        if r.summary is not None:
+            line += f"  with summary {len(r.with_summary)}/{len(r.questions)}"
+        if r.false_open:
+            line += f"  FIXED LISTED OPEN: {len(r.false_open)}"
         print(line + (f"  ERROR {r.error}" if r.error else ""))
     total = overall(results)
     print(
@@ -198,6 +260,15 @@ def print_table(results: list[Result]) -> None:
         f"overall recall: {total['recall']:.1f}% ({total['answered']}/{total['questions']}); "
         f"mean per transcript {total['meanRecall']:.1f}%"
     )
+    cuts = [r for r in results if r.summary is not None]
+    if cuts:
+        q = sum(len(r.questions) for r in cuts)
+        alone = sum(len(r.answered) for r in cuts)
+        both = sum(len(r.with_summary) for r in cuts)
+        print(f"at compaction points ({len(cuts)}): digest alone {100 * alone / q:.1f}% "
+              f"({alone}/{q}); digest + the client's summary {100 * both / q:.1f}% ({both}/{q})")
+    false_open = sum(len(r.false_open) for r in results)
+    print(f"fixed failures listed as open problems: {false_open}")
 
 
 def pick(results: list[Result], wanted: str) -> Result | None:

@@ -16,7 +16,10 @@ passing one shown reports (test_runs.earlier_runs); the oracle finds those two r
 every call of the command's history (a passing run is one with no summary or a passing
 one), where the fold keeps only them. A latest run that is a passing run of the command
 itself, right after its failing run with only quiet calls (test_runs.quiet) between the
-two among all the calls, passed on a re-run."""
+two among all the calls, passed on a re-run. A failed lookup (failures.is_lookup: a read,
+a search, a listing) is listed apart, last. A failing run that a later passing wrapper
+(wrappers.py) may cover is not an open problem (TestRun.unresolved); its line says so.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from agent_journal.core.derive import Derived
 from agent_journal.core.recovery.calls import Call, Ordered
 from agent_journal.core.recovery.commits import commits
 from agent_journal.core.recovery.conversation import conversation
-from agent_journal.core.recovery.failures import Failure, failures
+from agent_journal.core.recovery.failures import Failure, failures, is_lookup
 from agent_journal.core.recovery.files_touched import files_read, files_touched
 from agent_journal.core.recovery.instructions import standing_instructions
 from agent_journal.core.recovery.test_runs import (
@@ -176,7 +179,7 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     resolved = Section("resolvedProblems", "Resolved problems", "resolved problems",
                        "Failed, then a later run of the same call succeeded.")
     for r in runs:
-        if not r.passing:
+        if r.unresolved:
             latest = r.latest
             line = f"- failing: {code(one_line(r.command, TARGET_CHARS))} -> {latest.summary}"
             if latest.failing:
@@ -192,8 +195,13 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
             continue  # shown with its test run
         (resolved_fails if fail.resolved else open_fails).append(fail)
     open_runs = open_.total
-    open_.fill(open_fails, lambda f: (_failure_item(f), _failure_line(f, with_id=True)))
+    problems = [f for f in open_fails if not is_lookup(f.tool, f.target)]
+    misses = [f for f in open_fails if is_lookup(f.tool, f.target)]
+    open_.fill(problems, lambda f: (_failure_item(f), _failure_line(f, with_id=True)))
     open_.total += open_runs
+    lookups = Section("failedLookups", "Failed lookups", "failed lookups",
+                      "Reads, searches and listings that found nothing; not problems.")
+    lookups.fill(misses, lambda f: (_failure_item(f), _failure_line(f, with_id=True)))
     resolved.fill(resolved_fails, lambda f: (_failure_item(f), _failure_line(f, with_id=False)))
     shown.update(f.call_id for f in open_fails[-CAPS["openProblems"]:])
     shown.update(f.call_id for f in resolved_fails[-CAPS["resolvedProblems"]:])
@@ -314,7 +322,7 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     # Priority order, most important first: trimming starts from the end.
     sections = [rules, asked, stopped, unfinished, open_, tests, commit_section, files, live,
                 retracted, resolved, subagents, summaries, read_only, session_messages, earlier,
-                rewound, recent]
+                rewound, recent, lookups]
     for section in sections:
         section.keep_latest()
     where = {"cwd": cwd, "branch": git.branch}

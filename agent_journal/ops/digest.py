@@ -42,6 +42,7 @@ from agent_journal.core.observation_fold import merge_spans, span_order
 from agent_journal.core.recovery.calls import Call, ordered
 from agent_journal.core.recovery.digest_fold import RECENT, TAIL, TASK, DigestFold
 from agent_journal.core.recovery.facts import event_facts
+from agent_journal.core.recovery.failures import is_lookup
 from agent_journal.core.recovery.text import clip_middle
 from agent_journal.ops.digest_md import clip, code, hhmm, one_line, quote
 
@@ -94,6 +95,7 @@ CAPS = {
     "rewound": 6,
     "retracted": 30,
     "recentActivity": 25,
+    "failedLookups": 8,
 }
 
 WATERMARK = ("These tool calls started but never recorded an outcome: the session may "
@@ -358,6 +360,13 @@ def run_item(r: TestRun) -> tuple[dict[str, Any], str, Any, str]:
         extra += "; passed when re-run with nothing edited or run since it failed: flaky?"
     line = (f"- {hhmm(r.ts)} {code(one_line(r.command, TARGET_CHARS))} -> {state}: "
             f"{one_line(r.latest.summary, 160)} ({r.runs} run(s){extra})\n")
+    maybe = r.maybe_covered_by
+    if maybe is not None:
+        # Suggestive evidence only: said in words, never as open, never as fixed.
+        line = (f"- {code(one_line(r.command, TARGET_CHARS))}: last seen failing "
+                f"{hhmm(r.ts)} ({one_line(r.latest.summary, 120)}); "
+                f"{code(one_line(maybe.summary, TARGET_CHARS))} passed at {hhmm(maybe.ts)}, "
+                f"which may cover it ({r.runs} run(s))\n")
     earlier = ""
     if r.last_passed is not None:
         earlier += (f"  - last passing run ({hhmm(r.last_passed.ts)}): "
@@ -370,7 +379,9 @@ def run_item(r: TestRun) -> tuple[dict[str, Any], str, Any, str]:
             "failedRuns": r.failed_runs, "fixed": r.fixed, **r.latest.as_dict(),
             "lastPassed": None if r.last_passed is None else r.last_passed.as_dict(),
             "firstRun": None if r.first is None else r.first.as_dict(),
-            "passedOnRerun": r.passed_on_rerun}
+            "passedOnRerun": r.passed_on_rerun,
+            "maybeCoveredBy": None if maybe is None else {
+                "command": maybe.summary, "ts": maybe.ts, "callId": maybe.call_id}}
     return item, line + earlier, None, line
 
 
@@ -467,7 +478,7 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
     resolved = Section("resolvedProblems", "Resolved problems", "resolved problems",
                        "Failed, then a later run of the same call succeeded.")
     for r in runs:
-        if not r.passing:
+        if r.unresolved:
             latest = r.latest
             line = f"- failing: {code(one_line(r.command, TARGET_CHARS))} -> {latest.summary}"
             if latest.failing:
@@ -477,8 +488,17 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
             open_.add({"kind": "testRun", "command": r.command, "callId": r.call_id,
                        "ts": r.ts, **latest.as_dict()}, line + f" [{r.call_id}]\n")
     open_runs = open_.total
-    open_.fill(fold.open_failures(), lambda f: (_failure_item(f), _failure_line(f, with_id=True)))
-    open_.total = fold.failures.visible_open + open_runs
+    # A lookup that failed (a file not there, no match) answered a question; it is listed
+    # apart, after what the work changed, and is the first thing a tight bound drops.
+    kept_open = fold.open_failures()
+    problems = [f for f in kept_open if not is_lookup(f.tool, f.target)]
+    misses = [f for f in kept_open if is_lookup(f.tool, f.target)]
+    open_.fill(problems, lambda f: (_failure_item(f), _failure_line(f, with_id=True)))
+    lookups = Section("failedLookups", "Failed lookups", "failed lookups",
+                      "Reads, searches and listings that found nothing; not problems.")
+    lookups.fill(misses, lambda f: (_failure_item(f), _failure_line(f, with_id=True)))
+    lookups.total = len(misses) + fold.failures.lookups_dropped()
+    open_.total = fold.failures.visible_open + open_runs - lookups.total
     resolved.fill(fold.failures.resolved_failures(),
                   lambda f: (_failure_item(f), _failure_line(f, with_id=False)))
     resolved.total = fold.failures.resolved_total
@@ -587,7 +607,7 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
     # Priority order, most important first: trimming starts from the end.
     sections = [rules, asked, stopped, unfinished, open_, tests, commit_section, files, live,
                 retracted, resolved, subagents, summaries, read_only, session_messages, earlier,
-                rewound, recent]
+                rewound, recent, lookups]
     for section in sections:
         section.keep_latest()
     where = {"cwd": cwd, "branch": git.branch}

@@ -4,8 +4,10 @@ Invariant: `parse_run` only reports what a runner's own summary line says (count
 ids it lists as failing, the first failure line it prints); text that matches no known
 summary gives None, never a guess. Recognised: pytest, unittest, go test (with its
 benchmark lines), cargo test, jest, vitest, mocha, rspec, minitest (`rails test`),
-Playwright (and npm/yarn/pnpm test, which print one of these), mypy, pyright, pyrefly,
-ruff (check, --fix and format), tsc, eslint.
+Playwright, bun test (and npm/yarn/pnpm test, which print one of these), mypy, pyright,
+pyrefly, ruff (check, --fix and format), tsc, eslint, golangci-lint; and, only when none of
+these is there, a bare tally line a script prints ("Passed: 254, Failed: 0", runner
+"tests").
 """
 
 from __future__ import annotations
@@ -78,6 +80,18 @@ _TSC_ERR = re.compile(r"^\S+(?:\(\d+,\d+\)|:\d+:\d+) ?[:-] error (TS\d+: .+)")
 _PYREFLY = re.compile(r"^\s*INFO (\d+) errors?(?: \((\d+) (?:suppressed|shown)[^)]*\))?$")
 _PYREFLY_ERR = re.compile(r"^ERROR (.+)$")
 _ESLINT = re.compile(r"^✖ (\d+) problems? \((\d+) errors?, (\d+) warnings?\)")
+# bun test closes with one count a line (" 12 pass", " 0 fail") and "Ran 12 tests across
+# 3 files."; a failing test is listed as "(fail) name".
+_BUN_RAN = re.compile(r"^Ran (\d+) tests? across (\d+) files?\.")
+_BUN_COUNT = re.compile(r"^\s*(\d+) (pass|fail|skip|todo)$")
+_BUN_FAIL = re.compile(r"^\(fail\) (.+?)(?: \[[\d.]+m?s\])?$")
+# A bare tally a script prints of a runner's results (`go test -json | python3 -c ...`):
+# "Passed: 254, Failed: 0", "passed=254 failed=0", or the plain "254 passed, 0 failed".
+_TALLY = re.compile(r"^\W*pass(?:ed|es)?\s*[:=]\s*(\d+)[,;]?\s+fail(?:ed|ures?|s)?\s*[:=]\s*"
+                    r"(\d+)\b|^(\d+) passed, (\d+) failed(?:, \d+ skipped)?\.?$", re.I)
+# golangci-lint: "3 issues:" then "* errcheck: 2" per linter; "0 issues." when clean.
+_GOLANGCI = re.compile(r"^(\d+) issues?[.:]$")
+_GOLANGCI_LINTER = re.compile(r"^\* ([\w-]+): \d+$|^\S+\.go:\d+:\d+: .+ \(([\w-]+)\)$")
 
 
 # A runner's output relayed by a job runner carries a `[job] | ` prefix on every line (act,
@@ -98,7 +112,8 @@ _GATE = re.compile(
     r"|test result: |Tests|passing \(|example|Success: no issues found|Found \d+ error"
     r"|information|All checks passed!|reformatted|left unchanged|already formatted"
     r"|INFO \d+ error|error TS\d|\u2716|\d runs, \d+ assertions"
-    r"|\d (?:passed|failed|flaky|skipped|did not run|interrupted) \([\d.]+(?:ms|s|m|h)\)")
+    r"|\d (?:passed|failed|flaky|skipped|did not run|interrupted) \([\d.]+(?:ms|s|m|h)\)"
+    r"|(?i:pass(?:ed|es)?\s*[:=]\s*\d)|\d passed, \d+ failed|\d issues?[.:]")
 
 
 def _plain(text: str) -> str:
@@ -127,12 +142,14 @@ def parse_run(text: str | None) -> RunSummary | None:
 def _parse_lines(lines: list[str]) -> RunSummary | None:
     found: list[RunSummary] = []
     for parse in (_pytest, _unittest, _go, _cargo, _jest, _vitest, _mocha, _rspec, _minitest,
-                  _playwright, _mypy, _pyright, _pyrefly, _ruff, _tsc, _eslint):
+                  _playwright, _bun, _mypy, _pyright, _pyrefly, _ruff, _tsc, _eslint,
+                  _golangci):
         run = parse(lines)
         if run is not None:
             found.append(run)
     if not found:
-        return None
+        # Only when no runner's own summary is there: a script's tally of its results.
+        return _tally(lines)
     if len(found) == 1:
         return found[0]
     # One output, several runners (`make check`, a CI job run locally): each one's verdict
@@ -442,6 +459,50 @@ def _tsc(lines: list[str]) -> RunSummary | None:
     summary = next((x for x in reversed(lines) if _TSC_BAD.match(x)),
                    f"{len(errs)} TypeScript error(s)")
     return RunSummary("tsc", False, summary, errors=len(errs), first_failure=errs[0].group(0))
+
+
+def _bun(lines: list[str]) -> RunSummary | None:
+    ran = next((m for line in reversed(lines) if (m := _BUN_RAN.match(line.strip()))), None)
+    if ran is None:
+        return None
+    counts: dict[str, int] = {}
+    for line in lines:
+        m = _BUN_COUNT.match(line)
+        if m:
+            counts[m.group(2)] = int(m.group(1))
+    failing = list(dict.fromkeys(m.group(1) for line in lines
+                                 if (m := _BUN_FAIL.match(line.strip()))))[:_MAX_IDS]
+    failed = counts.get("fail", len(failing))
+    first = next((line.strip() for line in lines if re.match(r"^\s*(?:error|\w*Error):", line)),
+                 None)
+    summary = ", ".join(f"{n} {word}" for word, n in counts.items()) or ran.group(0)
+    return RunSummary("bun test", failed == 0, f"{summary} ({ran.group(0).rstrip('.')})",
+                      passed=counts.get("pass"), failed=failed, skipped=counts.get("skip"),
+                      failing=failing, first_failure=first if failed else None)
+
+
+def _tally(lines: list[str]) -> RunSummary | None:
+    for line in reversed(lines):
+        m = _TALLY.match(line.strip())
+        if m:
+            passed = int(m.group(1) or m.group(3))
+            failed = int(m.group(2) or m.group(4))
+            return RunSummary("tests", failed == 0, line.strip(), passed=passed, failed=failed)
+    return None
+
+
+def _golangci(lines: list[str]) -> RunSummary | None:
+    for line in reversed(lines):
+        m = _GOLANGCI.match(line.strip())
+        if m:
+            issues = int(m.group(1))
+            linters = list(dict.fromkeys(g.group(1) or g.group(2) for x in lines
+                                         if (g := _GOLANGCI_LINTER.match(x.strip()))))
+            first = next((x.strip() for x in lines if re.match(r"^\S+\.go:\d+:\d+: ", x)),
+                         None)
+            return RunSummary("golangci-lint", issues == 0, line.strip(), errors=issues,
+                              failing=linters[:_MAX_IDS], first_failure=first)
+    return None
 
 
 def _eslint(lines: list[str]) -> RunSummary | None:

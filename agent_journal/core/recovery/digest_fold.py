@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 # Bump whenever what `packed` holds or how `step` folds changes: a fold kept by another
 # version is thrown away with the cache that kept it (storage/digest_cache.py).
-FOLD_VERSION = "5"
+FOLD_VERSION = "6"
 TAIL = 200
 # How many of each the digest can show (ops.digest.CAPS keeps to these).
 KEEP = {"asked": 12, "rejections": 12, "assistant": 13, "summaries": 3, "subagents": 10,

@@ -23,6 +23,7 @@ from agent_journal.core.recovery.test_runs import (
     chain_keys,
     check_key,
     command_key,
+    core,
     run_key,
 )
 
@@ -62,13 +63,63 @@ class Failure(Record):
         return self.resolved_by is not None
 
 
+_SHELLS = frozenset({"Bash", "PowerShell"})
+
+
 def _same(call: Call) -> tuple[str | None, str | None]:
     target = call.target
-    if call.tool == "Bash" and target:
-        # A test or check run is the same run whatever its options (check_key).
-        key = run_key if call.get("check") is None else check_key
-        target = key(command_key(target))
+    if call.tool in _SHELLS and target:
+        # A test or check run is the same run whatever its options (check_key); any
+        # command is the same wherever it ran from (test_runs.core), and one that is no
+        # lookup is the same command whatever its arguments (head).
+        if call.get("check") is not None:
+            target = check_key(command_key(target))
+        else:
+            plain = run_key(core(command_key(target)))
+            target = plain if is_lookup(call.tool, target) else head(plain)
     return (call.tool, target)
+
+
+# Tools and shell commands that only look something up: one that fails (a file that is
+# not there, a pattern with no match) is a question answered "no", not a problem to fix.
+_LOOKUP_TOOLS = frozenset({"Read", "Grep", "Glob", "LS", "WebFetch", "WebSearch",
+                           "ToolSearch", "NotebookRead", "BashOutput", "TaskOutput"})
+_LOOKUP_HEADS = frozenset({"grep", "rg", "ag", "ls", "cat", "head", "tail", "awk", "find",
+                           "fd", "wc", "file", "stat", "which", "type", "jq", "tree", "du",
+                           "echo", "printf", "test", "[", "diff", "readlink", "realpath",
+                           "Get-Content", "Get-ChildItem", "Select-String", "Test-Path"})
+_GIT_LOOKUPS = frozenset({"diff", "log", "show", "status", "grep", "blame", "rev-parse",
+                          "ls-files", "branch", "remote", "cat-file", "describe"})
+_SUBCOMMAND = re.compile(r"^[A-Za-z][\w:.-]*$")
+
+
+def is_lookup(tool: str | None, target: str | None) -> bool:
+    """Whether a call of `tool` on `target` only looked something up (a read, a search,
+    a listing)."""
+    if tool in _LOOKUP_TOOLS:
+        return True
+    if tool not in _SHELLS or not target:
+        return False
+    words = core(target).split()
+    if not words:
+        return False
+    if words[0] == "sed":
+        return "-i" not in words
+    if words[0] == "git":
+        return len(words) > 1 and words[1] in _GIT_LOOKUPS
+    return words[0] in _LOOKUP_HEADS
+
+
+def head(command: str) -> str:
+    """A command's program and subcommands (`gh api graphql`, `js build`, `go build`):
+    what it is, whatever it was given."""
+    words = command.split()
+    kept = words[:1]
+    for word in words[1:3]:
+        if not _SUBCOMMAND.match(word) or "." in word:
+            break
+        kept.append(word)
+    return " ".join(kept)
 
 
 Key = tuple  # (tool, target): what a later success must be to resolve a failure
@@ -85,7 +136,7 @@ class FailuresFold:
     of its key does not); of the resolved ones the latest N by their own (ts, id)."""
 
     __slots__ = ("open", "waiting", "stuck", "dropped", "visible_open", "resolved",
-                 "resolved_total", "keep", "n")
+                 "resolved_total", "keep", "n", "chains")
 
     def __init__(self, keep: int | None = None) -> None:
         # call id -> [order, failure, hidden, key]: the open failures kept
@@ -99,6 +150,9 @@ class FailuresFold:
         self.resolved_total = 0
         self.keep = keep
         self.n = 0  # failures seen: each one's place in (ts, id) order
+        # open failure of an `a && b` chain -> the run keys of its commands that have not
+        # succeeded since: it is resolved once each of them has.
+        self.chains: dict[str, list[str]] = {}
 
     def step(self, call: Call, hidden: bool = False, covered: Iterable[str] = ()
              ) -> Failure | None:
@@ -122,29 +176,64 @@ class FailuresFold:
                               first_failure=check.get("firstFailure"),
                               failing=list(check.get("failing") or []))
             key = _same(call)
-            self._add(failure, key if key[1] is not None else None, hidden)
+            # A call of a tool that names no target is resolved by any later success of
+            # that tool (a browser tool that timed out, then worked).
+            self._add(failure, key if key[0] is not None or key[1] is not None else None,
+                      hidden)
+            parts = chain_keys(call.target) if call.tool == "Bash" and call.target else []
+            if parts and call.id in self.open:
+                self.chains[call.id] = sorted(set(parts))
             return failure
         if not self.waiting:
             return None  # nothing open that a success could resolve
         run = call.check
         if run is not None and not run.ok:
             return None  # the command ran again and still fails
-        keys = [_same(call)]
-        if call.tool == "Bash" and call.target:
+        keys = [_same(call), (call.tool, None)]
+        if call.tool in _SHELLS and call.target:
             keys.append((call.tool, check_key(command_key(call.target))))
-            # A failure that printed no run summary was keyed by the command itself.
-            keys.append((call.tool, run_key(command_key(call.target))))
-            keys += [(call.tool, part) for part in chain_keys(call.target)]
+            # A failure that printed no run summary was keyed by the command itself,
+            # or (not a lookup) by its head.
+            plain = run_key(core(command_key(call.target)))
+            keys.append((call.tool, plain))
+            keys.append((call.tool, head(plain)))
+            parts = chain_keys(call.target)
+            keys += [(call.tool, part) for part in parts]
+            if parts:
+                keys += [(call.tool, head(run_key(core(command_key(p)))))
+                         for p in call.target.split("&&")]
             keys += [(call.tool, other) for other in covered]
         for same in keys:
             for call_id in self.waiting.pop(same, ()):
-                order, failure, was_hidden, _ = self.open.pop(call_id)
-                failure.resolved_by = call.id
-                self._resolve(order, failure, was_hidden)
+                self._settle(call_id, call.id)
             hidden_n, visible_n = self.dropped.pop(same, (0, 0))
             self.resolved_total += hidden_n + visible_n
             self.visible_open -= visible_n
+        if self.chains:
+            self._chains_step({k for _, k in keys}, call.id)
         return None
+
+    def _settle(self, call_id: str, by: str) -> None:
+        order, failure, was_hidden, _ = self.open.pop(call_id)
+        self.chains.pop(call_id, None)
+        failure.resolved_by = by
+        self._resolve(order, failure, was_hidden)
+
+    def _chains_step(self, succeeded: set[str | None], by: str) -> None:
+        """A success of one command of a failed chain: the chain is resolved once every
+        command it chained has succeeded since it failed."""
+        for call_id, parts in list(self.chains.items()):
+            left = [p for p in parts if p not in succeeded]
+            if left:
+                self.chains[call_id] = left
+                continue
+            key = self.open[call_id][3]
+            group = self.stuck if key is None else self.waiting.get(key, [])
+            if call_id in group:
+                group.remove(call_id)
+            if key is not None and not group:
+                self.waiting.pop(key, None)
+            self._settle(call_id, by)
 
     def _add(self, failure: Failure, key: Key | None, hidden: bool) -> None:
         self.open[failure.call_id] = [self.n, failure, hidden, key]
@@ -159,6 +248,7 @@ class FailuresFold:
                 oldest = alike[0]
                 group.remove(oldest)
                 del self.open[oldest]
+                self.chains.pop(oldest, None)
                 self.dropped.setdefault(key, [0, 0])[0 if hidden else 1] += 1
 
     def _resolve(self, order: int, failure: Failure, hidden: bool) -> None:
@@ -170,6 +260,11 @@ class FailuresFold:
         insort(self.resolved, (order, failure), key=lambda p: p[0])
         if self.keep is not None and len(self.resolved) > self.keep:
             del self.resolved[0]
+
+    def lookups_dropped(self) -> int:
+        """Open failed lookups (not hidden) no longer kept."""
+        return sum(v[1] for k, v in self.dropped.items()
+                   if k is not None and is_lookup(k[0], k[1]))
 
     def open_failures(self, *, hidden: bool = True) -> list[Failure]:
         """The open failures kept (without the hidden ones unless `hidden`), in (ts, id)
@@ -187,11 +282,11 @@ class FailuresFold:
                 [[list(k), ids] for k, ids in self.waiting.items()], self.stuck,
                 [[None if k is None else list(k), v] for k, v in self.dropped.items()],
                 self.visible_open, [[n, list(f.fields())] for n, f in self.resolved],
-                self.resolved_total, self.keep, self.n]
+                self.resolved_total, self.keep, self.n, self.chains]
 
     @classmethod
     def unpacked(cls, packed: list[Any]) -> FailuresFold:
-        opened, waiting, stuck, dropped, visible, resolved, total, keep, n = packed
+        opened, waiting, stuck, dropped, visible, resolved, total, keep, n, chains = packed
         fold = cls(keep)
         fold.open = {f[0]: [i, Failure(*f), hidden, None if key is None else tuple(key)]
                      for i, f, hidden, key in opened}
@@ -201,6 +296,7 @@ class FailuresFold:
         fold.visible_open = visible
         fold.resolved = [(i, Failure(*f)) for i, f in resolved]
         fold.resolved_total, fold.n = total, n
+        fold.chains = {k: list(v) for k, v in chains.items()}
         return fold
 
 

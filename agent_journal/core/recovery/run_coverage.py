@@ -7,8 +7,10 @@ prefix and build options, the broad one selects by paths alone (no `-k`, `-m`, `
 inside what the broad one selects: no path arguments is the whole suite, a directory
 holds the files under it, a file its node ids, `./pkg/...` the packages under `pkg`. An
 option either rule does not know makes the answer False: an unknown case is never a
-proof. Rules exist for pytest, go test, cargo test and jest/vitest (directly or through
-a package manager's `test` script); any other command covers only itself (test_runs).
+proof. Rules exist for pytest, go test, cargo test, bun test and jest/vitest (directly or
+through a package manager's `test` script); any other command covers only itself
+(test_runs). A pipeline `runner ... | filter` is judged by its head: the caller counts it
+only when the pipeline's output reported a pass.
 """
 
 from __future__ import annotations
@@ -69,6 +71,13 @@ def covers(broad: str, narrow: str) -> bool:
     """Whether a passing run of `broad` ran every test `narrow` selects (see module)."""
     if broad == narrow:
         return False  # the same command: test_runs keys it as one history already
+    head = pipeline_head(broad)
+    if head is not None:
+        # `go test -json ./... | python3 -c ...`: the runner is the pipeline's head, and
+        # the caller knows the output (what the tail printed) reported a pass.
+        if head == narrow:
+            return True
+        broad = head
     b, n = _selection(broad), _selection(narrow)
     if b is None or n is None or b.filtered or b.family != n.family or b.config != n.config:
         return False
@@ -79,6 +88,122 @@ def covers(broad: str, narrow: str) -> bool:
         return False
     contains = _go_contains if b.family == "go" else _path_contains
     return all(any(contains(bp, np) for bp in b.paths) for np in n.paths)
+
+
+# A word that names a test file: a path ending in a source suffix (a pytest node id's file
+# part counts), not an option, not a URL.
+_TEST_FILE = re.compile(r"^[\w@.+/-]+\.(?:py|go|rs|[cm]?[jt]sx?|rb|java|kt|ex|exs|php|cs|"
+                        r"swift|scala|dart)$")
+# Options that pick tests by name within files: a run with one does not hold a file whole.
+_NAME_FILTERS = re.compile(r"^(?:-k|-m|-t|-g|--grep|--grep-invert|-run|--run|"
+                           r"--testNamePattern|--test-name-pattern|"
+                           r"--lf|--last-failed)(?:=.*)?$")
+_STAGING = frozenset({"cd", "sleep", "echo", "export", "source", ".", "set", "pushd", "popd",
+                      "for", "done", "then", "fi", "if", "while"})
+
+
+def same_files(broad: str, narrow: str) -> bool:
+    """Whether a passing run of `broad` ran every test file `narrow` names, however each
+    was invoked (`npx playwright test t/a.spec.ts` inside `cd e2e &&`, then `pnpm --filter
+    e2e test -- e2e/t/a.spec.ts`): both name test files, `broad` filters no test by name,
+    and each file `narrow` names is one `broad` names, the same path or one ending the
+    other at a folder boundary. The caller has checked that the same runner reported."""
+    b, n = _named_files(broad), _named_files(narrow)
+    if not b or not n or b[1] or b[0] is None or n[0] is None:
+        return False
+    return all(any(_same_file(f, g) for g in b[0]) for f in n[0])
+
+
+def _named_files(command: str) -> tuple[list[str] | None, bool] | None:
+    """(test files the command names, whether it filters tests by name)."""
+    files: list[str] = []
+    filtered = False
+    for segment in re.split(r"&&|\|\||[;|\n]", command):
+        words = segment.replace('"', " ").replace("'", " ").split()
+        if not words or words[0] in _STAGING or words[0].startswith("#"):
+            continue
+        for word in words[1:]:
+            if _NAME_FILTERS.match(word):
+                filtered = True
+            elif not word.startswith("-") and "://" not in word:
+                path = word.split("::", 1)[0].split(":", 1)[0]
+                if _TEST_FILE.match(path):
+                    files.append(path)
+    return (files or None), filtered
+
+
+def _same_file(a: str, b: str) -> bool:
+    a, b = _norm(a), _norm(b)
+    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
+
+
+def covers_any(broad: str, narrow: str) -> bool:
+    """`covers` between the runs two commands hold: a chain `a && b` that passed passed
+    each of its commands, a pipeline's run is its head, and a narrow script's runs are
+    its plain runner invocations (all of them must be held). The caller has checked that
+    both ran in the same folder (`folder`)."""
+    if covers(broad, narrow):
+        return True
+    _, b_runs = _runs_in(broad, chained=True)
+    _, n_runs = _runs_in(narrow, chained=False)
+    if not b_runs or not n_runs:
+        return False
+    if [broad] == b_runs and [narrow] == n_runs:
+        return False  # (already asked)
+    return all(any(b == n or covers(b, n) for b in b_runs) for n in n_runs)
+
+
+def _runs_in(command: str, *, chained: bool) -> tuple[str | None, list[str]]:
+    """(the folder a leading `cd` moves to, the plain runner invocations). With `chained`
+    only an `a && b` chain (or a pipeline's head) counts: what ran after a `;` or `||`
+    may not have passed."""
+    head = pipeline_head(command)
+    if head is not None:
+        command = head
+    if chained and re.search(r";|\|\||\n", command):
+        return None, []
+    cd = None
+    runs: list[str] = []
+    for part in re.split(r"&&|\|\||[;\n]", command):
+        part = " ".join(part.split())
+        if part.startswith("cd ") and len(part.split()) == 2 and not runs:
+            cd = part.split()[1]
+        elif _selection(part) is not None:
+            runs.append(part)
+    return cd, runs
+
+
+def folder(command: str, cwd: str | None) -> str | None:
+    """The folder a command's runs ran in: where a leading `cd DIR` moved it (from
+    `cwd`), else `cwd`; drive paths written either way (`D:\\x`, `/d/x`) compare equal."""
+    words = command.split(maxsplit=2)
+    where = cwd
+    if len(words) >= 2 and words[0] in ("cd", "Set-Location") and (
+            len(words) == 2 or words[2].startswith(("&&", ";"))):
+        target = words[1].rstrip(";")
+        where = target if _absolute(target) or not cwd else cwd.rstrip("/\\") + "/" + target
+    if where is None:
+        return None
+    where = where.replace("\\", "/").rstrip("/")
+    drive = re.match(r"^([A-Za-z]):(/|$)", where)
+    if drive:
+        where = "/" + drive.group(1).lower() + where[2:]
+    return where
+
+
+def _absolute(path: str) -> bool:
+    return path.startswith(("/", "\\", "~")) or bool(re.match(r"^[A-Za-z]:", path))
+
+
+def pipeline_head(command: str) -> str | None:
+    """The first command of a plain pipeline `a | b ...` (no `||`, chain or subshell
+    before the first pipe), or None when `command` is no such pipeline."""
+    if "|" not in command or "||" in command:
+        return None
+    head = command.split("|", 1)[0].strip()
+    if not head or re.search(r"[;&<>`$()]", head):
+        return None
+    return head
 
 
 def _inside(path: str) -> bool:
@@ -131,6 +256,8 @@ def _selection(command: str) -> _Selection | None:
         found = _go(words[2:])
     elif head == "cargo" and words[1:2] == ["test"]:
         found = _cargo(words[2:])
+    elif head == "bun" and words[1:2] == ["test"]:
+        found = _bun(words[2:])
     elif head in ("npx", "npm", "pnpm", "yarn"):
         found = _js(words)
     if found is None:
@@ -218,6 +345,17 @@ def _cargo(args: list[str]) -> Any:
             filters.append(word)
     # A cargo filter is a substring of test names, not a path: only no filter proves.
     return "cargo", tuple(sorted(config)), None, bool(filters)
+
+
+def _bun(args: list[str]) -> Any:
+    """`bun test [filters]`: a filter is a substring of test file paths; only none proves."""
+    parsed = _options(args, re.compile(r"^(?:--bail|--only|--coverage|--silent)$"),
+                      {"--timeout"}, re.compile(r"^--test-name-pattern=\S+$"),
+                      {"-t", "--test-name-pattern"})
+    if parsed is None:
+        return None
+    filters, filtered = parsed
+    return "bun", (), None, filtered or bool(filters)
 
 
 def _js(words: list[str]) -> Any:

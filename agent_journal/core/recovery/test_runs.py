@@ -42,8 +42,17 @@ if TYPE_CHECKING:
 _PLUMBING = re.compile(r"\s+2>&1|\s*\|\s*(?:tail|head|less|more|cat)\b[^|]*$")
 
 
-_PACKAGE_RUNNER = re.compile(r"^(?:npm|pnpm|yarn)(?: (?:run|run-script|exec))? (?=\S)|^npx ")
+_PACKAGE_RUNNER = re.compile(r"^(?:npm|pnpm|yarn)(?: (?:run|run-script|exec))? (?=\S)|^npx |"
+                             r"^bun (?:run|x) (?=\S)|^bunx ")
+# What only sets the stage for a command, not what it runs: a leading `cd DIR &&`, a
+# `sleep N &&`, comment lines, and words that run the rest as it is (`time`, `rtk`...).
+_STAGE = re.compile(r"^(?:\s*#[^\n]*\n)+|^cd \S+ (?:&&|;) |^Set-Location \S+; |"
+                    r"^sleep [\d.]+ && |"
+                    r"^(?:time|rtk|nice|nohup|stdbuf -o\S*|unbuffer|command|caffeinate -i) ")
 SILENT_PASS = "exit 0, no summary printed"
+# The runner name of a bare tally line ("Passed: 254, Failed: 0", checks._tally): a
+# pipeline's own count of a runner's results; the command says which runner it was.
+TALLY = "tests"
 
 
 def run_key(command: str) -> str:
@@ -56,9 +65,21 @@ def run_key(command: str) -> str:
 @lru_cache(maxsize=8192)
 def check_key(command: str) -> str:
     """What makes two runs of a test or check command one history: the command (run_key)
-    without its options (`-x`, `--tb=short`, `--fix`, `-q`): they change how it reports
-    or what it fixes on the way, not what it checks."""
-    return " ".join(w for w in run_key(command).split() if not w.startswith("-"))
+    without what only sets its stage (core) and its options (`-x`, `--tb=short`, `--fix`,
+    `-q`): they change where or how it reports, or what it fixes on the way, not what it
+    checks."""
+    return " ".join(w for w in run_key(core(command)).split() if not w.startswith("-"))
+
+
+def core(command: str) -> str:
+    """`command` without a leading `cd DIR &&`, `sleep N &&`, comment lines or a word that
+    runs the rest as it is (`time`, `rtk`, `nice`): the same command run from elsewhere,
+    or after a pause, is the same command."""
+    previous = None
+    while previous != command:
+        previous = command
+        command = _STAGE.sub("", command, count=1)
+    return command
 
 
 def chain_keys(command: str) -> list[str]:
@@ -143,9 +164,9 @@ class TestRun(Record):
     its latest run passed right after a failing one with only quiet calls between."""
 
     __slots__ = ("command", "latest", "call_id", "ts", "runs", "failed_runs", "fixed",
-                 "call_ids", "last_passed", "first", "passed_on_rerun")
+                 "call_ids", "last_passed", "first", "passed_on_rerun", "maybe_covered_by")
     DEFAULTS = {"call_ids": list, "last_passed": None, "first": None,
-                "passed_on_rerun": False}
+                "passed_on_rerun": False, "maybe_covered_by": None}
 
     command: str
     latest: RunSummary
@@ -158,10 +179,18 @@ class TestRun(Record):
     last_passed: RunMark | None
     first: RunMark | None
     passed_on_rerun: bool
+    # A wrapper (make test, mise run test...) that passed after the latest failing run:
+    # suggestive, not proof (wrappers.py). Its summary is the wrapper's command.
+    maybe_covered_by: RunMark | None
 
     @property
     def passing(self) -> bool:
         return self.latest.ok
+
+    @property
+    def unresolved(self) -> bool:
+        """Failing, with no later evidence that it may pass now."""
+        return not self.latest.ok and self.maybe_covered_by is None
 
 
 def _failing(call: Call) -> bool:
@@ -175,14 +204,18 @@ class TestRunsFold:
     first and latest passing runs as RunMarks); with `keep_ids` each history also keeps
     every call id that took part in it."""
 
-    __slots__ = ("history", "keys", "shown", "keep_ids", "covered", "changes")
+    __slots__ = ("history", "keys", "shown", "keep_ids", "covered", "changes", "failing")
 
     def __init__(self, keep_ids: bool = True) -> None:
         # run key -> [latest call, runs, failed runs, call ids, runner, first run, latest
         # passing run, `changes` after its latest run when that failed (else None), whether
-        # the latest run passed on a re-run]; a summary is built for the latest run only (a
-        # busy journal holds many runs of few commands), the two runs as [summary, ts, id, ok].
+        # the latest run passed on a re-run, the wrapper run that may cover its latest
+        # failing run (else None)]; a summary is built for the latest run only (a busy
+        # journal holds many runs of few commands), the runs as [summary, ts, id, ok].
         self.history: dict[str, list[Any]] = {}
+        # The keys whose latest run failed, in no particular order: what a passing run
+        # may cover is looked for among these only, so a fold stays linear in its calls.
+        self.failing: dict[str, None] = {}
         self.keys: dict[str, str] = {}  # target -> command_key(target), computed once
         self.shown: dict[str, str] = {}  # run key -> the latest run's command, as displayed
         self.keep_ids = keep_ids
@@ -216,10 +249,12 @@ class TestRunsFold:
             for part in chain_keys(command):
                 part_seen = history.get(part)
                 if part != key and part_seen is not None and _failing(part_seen[0]):
-                    self._add(part_seen, call, True)
+                    self._add(part, part_seen, call, True)
                     joined = True
         if isinstance(raw, dict) and raw.get("ok") is True and call.succeeded:
             joined = self._cover(call, key, command, raw.get("runner")) or joined
+        if call.succeeded and self.failing and (not isinstance(raw, dict) or raw.get("ok")):
+            self._maybe_cover(call, key, command)
         if not isinstance(raw, dict):
             if seen is None:
                 return joined  # a command that never printed a summary is not a run
@@ -233,24 +268,29 @@ class TestRunsFold:
             mark = _mark(call)
             history[key] = [call, 1, 0 if ok else 1, [call.id] if self.keep_ids else [],
                             runner, mark, mark if ok else None,
-                            None if ok else self.changes, False]
+                            None if ok else self.changes, False, None]
+            if not ok:
+                self.failing[key] = None
             return True
         rerun = ok and seen[7] == before  # seen[7] is None unless its latest run failed
-        self._add(seen, call, ok)
+        self._add(key, seen, call, ok)
         seen[8] = rerun
         return True
 
-    def _add(self, seen: list[Any], call: Call, ok: bool) -> None:
-        """`call` as the latest run of the history `seen`."""
+    def _add(self, key: str, seen: list[Any], call: Call, ok: bool) -> None:
+        """`call` as the latest run of the history `seen` (of run key `key`)."""
         seen[0] = call
         seen[1] += 1
         seen[8] = False
+        seen[9] = None
         if ok:
             seen[6] = _mark(call)
             seen[7] = None
+            self.failing.pop(key, None)
         else:
             seen[2] += 1
             seen[7] = self.changes
+            self.failing[key] = None
         if self.keep_ids:
             seen[3].append(call.id)
 
@@ -258,25 +298,51 @@ class TestRunsFold:
         """Count this passing run as a passing run of each failing command of the same
         runner, in the same directory, whose selection it provably holds."""
         cwd = call.get("cwd")
-        for other, seen in self.history.items():
+        for other in list(self.failing):
+            seen = self.history[other]
             latest = seen[0]
-            if other == key or not _failing(latest) or latest.get("cwd") != cwd:
+            if other == key:
                 continue
-            if latest.check.runner != runner:
+            if latest.check.runner != runner and runner != TALLY:
                 continue
             # Loaded only once a passing run meets a failing one of its runner: the
             # session-start hook's digest seldom needs it (tests/data/hook_modules).
-            from agent_journal.core.recovery.run_coverage import covers
+            from agent_journal.core.recovery.run_coverage import covers_any, folder, same_files
 
-            if not covers(command, self.shown[other]):
+            if folder(command, cwd) != folder(self.shown[other], latest.get("cwd")) and \
+                    not same_runner_files(command, self.shown[other]):
                 continue
-            self._add(seen, call, True)
+            if not covers_any(command, self.shown[other]) and \
+                    not same_files(command, self.shown[other]):
+                continue
+            self._add(other, seen, call, True)
             self.covered.append(other)
         return bool(self.covered)
 
+    def _maybe_cover(self, call: Call, key: str, command: str) -> None:
+        """A passing wrapper (`make test`, `mise run test:integration`) may cover the
+        failing runs of its kind in its directory or below: noted, never counted as a
+        pass (wrappers.py)."""
+        from agent_journal.core.recovery.wrappers import may_cover, wrapper_scope
+
+        scope = wrapper_scope(command)
+        if scope is None:
+            return
+        cwd = call.get("cwd") or ""
+        for other in self.failing:
+            seen = self.history[other]
+            latest = seen[0]
+            if other == key or latest.check is None:
+                continue
+            where = latest.get("cwd") or ""
+            if cwd and where and where != cwd and not where.startswith(cwd.rstrip("/") + "/"):
+                continue
+            if may_cover(scope, latest.check.runner):
+                seen[9] = [command, call.ts, call.id, True]
+
     def result(self) -> list[TestRun]:
         runs = []
-        for key, (call, count, failed, ids, runner, first, passed, _, rerun) in \
+        for key, (call, count, failed, ids, runner, first, passed, _, rerun, maybe) in \
                 self.history.items():
             latest = call.check
             if latest is None:  # a silent successful run of a command with a history
@@ -285,7 +351,7 @@ class TestRunsFold:
                 latest, call.id, RunMark(*first), None if passed is None else RunMark(*passed))
             runs.append(TestRun(self.shown[key], latest, call.id, call.ts, count, failed,
                                 latest.ok and failed > 0, list(ids), last_passed, first_run,
-                                rerun))
+                                rerun, None if maybe is None else RunMark(*maybe)))
         return sorted(runs, key=lambda r: (r.ts, r.call_id))
 
     def packed(self) -> list[Any]:
@@ -297,7 +363,18 @@ class TestRunsFold:
         fold = cls(keep_ids=False)
         history, fold.shown, fold.changes = packed
         fold.history = {k: [Call(*v[0]), *v[1:]] for k, v in history.items()}
+        fold.failing = {k: None for k, v in fold.history.items() if _failing(v[0])}
         return fold
+
+
+def same_runner_files(broad: str, narrow: str) -> bool:
+    """Whether the two commands name the same test files (run_coverage.same_files), which
+    holds wherever each ran from; loads the coverage rules only when both name files."""
+    if "/" not in broad and "." not in broad:
+        return False
+    from agent_journal.core.recovery.run_coverage import same_files
+
+    return same_files(broad, narrow)
 
 
 def _mark(call: Call) -> list[Any]:
