@@ -19,6 +19,9 @@ itself, right after its failing run with only quiet calls (test_runs.quiet) betw
 two among all the calls, passed on a re-run. A failed lookup (failures.is_lookup: a read,
 a search, a listing) is listed apart, last. A failing run that a later passing wrapper
 (wrappers.py) may cover is not an open problem (TestRun.unresolved); its line says so.
+Each turn's outcome (the last assistant message before a prompt after it) has its own
+section, and the earlier messages leave those out. A file's line names what its changes
+defined (files_touched `defines`).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from agent_journal.ops.digest import (
     LAST_MESSAGE_CHARS,
     MESSAGE_CHARS,
     META_CHARS,
+    OUTCOME_CHARS,
     PLAN_CHARS,
     PROMPT_CHARS,
     REASON_CHARS,
@@ -266,10 +270,11 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     files.fill(touched, lambda f: (
         {"path": f.path, "state": f.state, "changes": f.changes, "lastTs": f.last_ts,
          "lastChange": ({"added": f.last_change[0], "removed": f.last_change[1]}
-                        if f.last_change else None)},
+                        if f.last_change else None), "defines": list(f.defines)},
         f"- {code(_relative(f.path, cwd))}: {f.state}"
         f"{f' to {code(_relative(f.moved_to, cwd))}' if f.moved_to else ''} "
         f"({f.changes} change(s), last {hhmm(f.last_ts)})"
+        + (f"; defines {', '.join(f.defines)}" if f.defines else "")
         + (_change_md(f.last_change) if f.path in with_change else "") + "\n"))
 
     read_only = Section("filesRead", "Files read, not changed", "lines of files", relative)
@@ -306,9 +311,24 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
         summaries.add({"kind": "titles", "titles": [t.text for t in said.titles]},
                       f"- conversation titles: {titles}\n")
 
+    # A turn's outcome: the last assistant message before each prompt after it.
+    turn_ends = []
+    for p in said.prompts:
+        before = [m for m in said.assistant if (m.ts, m.id) < (p.ts, p.id)]
+        if before and before[-1] not in turn_ends and all(
+                (q.ts, q.id) <= (before[-1].ts, before[-1].id) or (q.ts, q.id) >= (p.ts, p.id)
+                for q in said.prompts):
+            turn_ends.append(before[-1])
+    outcomes = Section("outcomes", "What each request came to", "turns",
+                       "The agent's last message before the user's next prompt.")
+    for msg in turn_ends:
+        outcomes.add(_said_item(msg), f"- {hhmm(msg.ts)} {one_line(msg.text, OUTCOME_CHARS)}\n")
+    told = {m.id for m in turn_ends[-CAPS["outcomes"]:]}
     earlier = Section("earlierMessages", "Earlier assistant messages", "assistant messages")
     for msg in said.assistant[:-1]:
-        earlier.add(_said_item(msg), f"- {hhmm(msg.ts)} {one_line(msg.text, MESSAGE_CHARS)}\n")
+        if msg.id not in told:
+            earlier.add(_said_item(msg),
+                        f"- {hhmm(msg.ts)} {one_line(msg.text, MESSAGE_CHARS)}\n")
 
     rewound = Section("rewound", "Rewound prompts", "rewound prompts", REWOUND_NOTE)
     for p in said.abandoned_prompts:
@@ -320,9 +340,9 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
                             "result": _result_of(c)}, _call_line(c)))
 
     # Priority order, most important first: trimming starts from the end.
-    sections = [rules, asked, stopped, unfinished, open_, tests, commit_section, files, live,
-                retracted, resolved, subagents, summaries, read_only, session_messages, earlier,
-                rewound, recent, lookups]
+    sections = [rules, asked, stopped, unfinished, open_, tests, commit_section, files,
+                live, outcomes, retracted, resolved, subagents, summaries, read_only,
+                session_messages, earlier, rewound, recent, lookups]
     for section in sections:
         section.keep_latest()
     where = {"cwd": cwd, "branch": git.branch}

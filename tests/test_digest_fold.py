@@ -227,8 +227,9 @@ def _small_caps():
 
     caps = {"asked": 3, "earlierMessages": 2, "summaries": 2, "subagents": 2, "rewound": 2,
             "sessionMessages": 1, "openProblems": 3, "resolvedProblems": 3, "commits": 4,
-            "recentActivity": 4, "testRuns": 3, "files": 3, "filesRead": 2}
-    keep = {"asked": 3, "rejections": 3, "assistant": 3, "summaries": 2, "subagents": 2,
+            "recentActivity": 4, "testRuns": 3, "files": 3, "filesRead": 2, "outcomes": 2}
+    keep = {"asked": 3, "rejections": 3, "assistant": 5, "outcomes": 2, "summaries": 2,
+            "subagents": 2,
             "rewound": 2, "meta": 1, "failures": 3, "git": 4, "recent": 4}
     saved = (dict(dg.CAPS), dict(digest_fold.KEEP), dg.GIT_OPERATIONS)
     dg.CAPS.update(caps)

@@ -364,6 +364,8 @@ _INJECTED_TAGS = ("ide_opened_file", "ide_selection", "system-reminder")
 _CAVEAT = "<local-command-caveat>"
 AWAY_SUMMARY = "away_summary"
 _LOCAL_OUTPUT = "<local-command-stdout>"
+_CLIENT_NOTES = (_LOCAL_OUTPUT, "<task-notification>", "<bash-notification>",
+                 "<local-command-stderr>")
 
 
 class _Conversation:
@@ -385,6 +387,7 @@ class _Conversation:
         self.previous: str | None = None
         self.first_ts: str | None = None
         self.session: str | None = None
+        self.prompts: set[str] = set()  # the texts of the prompts recorded as turns
 
     def add(self, record: dict[str, Any], kind: str) -> None:
         uuid = record.get("uuid")
@@ -412,6 +415,8 @@ class _Conversation:
                 self.items.append((record, ASSISTANT, text))
         elif kind == "user":
             self._user(record)
+        elif kind == "queue-operation" and record.get("operation") == "enqueue":
+            self._queued(record)
         elif kind == "system" and record.get("subtype") == AWAY_SUMMARY and isinstance(
                 record.get("content"), str) and record["content"].strip():
             # Claude Code's recap of the session, written when the user comes back to it.
@@ -423,11 +428,23 @@ class _Conversation:
             return
         if record.get("isCompactSummary") is True:
             said = COMPACT
-        elif record.get("isMeta") is True or text.startswith(_LOCAL_OUTPUT):
+        elif record.get("isMeta") is True or text.startswith(_CLIENT_NOTES):
+            # Written into the user's turn by the client (a local command's output, a
+            # background task's notification): not what the user asked.
             said = SESSION_EVENT
         else:
             said = PROMPT
+            self.prompts.add(text)
         self.items.append((record, said, text))
+
+    def _queued(self, record: dict[str, Any]) -> None:
+        """A prompt the user typed while the agent worked: Claude Code queues it and hands
+        it over inside a tool result, so the queue is where its words are. A queued
+        background task (a JSON object) and a prompt also recorded as a turn are not."""
+        text = record.get("content")
+        if not isinstance(text, str) or not text.strip() or text.lstrip().startswith("{"):
+            return
+        self.items.append((record, PROMPT, text.strip()))
 
     def current(self) -> set[str]:
         seen: set[str] = set()
@@ -446,6 +463,9 @@ class _Conversation:
         results = set(last_of_agent.values())
         seen: dict[tuple[str, str | None, str | None, str], int] = {}
         for index, (record, kind, text) in enumerate(self.items):
+            if record.get("type") == "queue-operation" and (
+                    text in self.prompts or text.startswith(_CLIENT_NOTES)):
+                continue  # delivered as a turn too, or the client's own note
             if index in results:
                 kind = SUBAGENT
             context = {key: record[key] for key in _TRANSCRIPT_CONTEXT if key in record}

@@ -67,6 +67,7 @@ RECAP_CHARS = 800
 PROMPT_CHARS = 500
 LAST_MESSAGE_CHARS = 2500
 MESSAGE_CHARS = 300
+OUTCOME_CHARS = 450
 SUMMARY_CHARS = 1200
 META_CHARS = 300
 TARGET_CHARS = 120
@@ -76,7 +77,7 @@ HISTORY_CHARS = 120  # an earlier run's summary on a run line
 
 # How many items each section keeps as candidates before the bound is applied; the rest
 # are counted as "earlier, not shown".
-CAPS = {
+CAPS = {  # in the sections' priority order, most important first (collect)
     "standingInstructions": 20,
     "asked": 12,
     "stopped": 8,
@@ -85,17 +86,27 @@ CAPS = {
     "testRuns": 12,
     "commits": 30,
     "files": 40,
-    "filesRead": 12,
     "liveEntries": 200,
+    "outcomes": 10,
+    "retracted": 30,
     "resolvedProblems": 20,
     "subagents": 10,
-    "sessionMessages": 2,
     "summaries": 3,
+    "filesRead": 12,
+    "sessionMessages": 2,
     "earlierMessages": 12,
     "rewound": 6,
-    "retracted": 30,
     "recentActivity": 25,
     "failedLookups": 8,
+}
+
+# How many of its newest items each section keeps while a less important section still
+# has items to give up (fit): what a resuming agent asks first, in every section.
+FLOORS = {
+    "standingInstructions": 20, "asked": 12, "stopped": 8, "unfinishedToolCalls": 5,
+    "openProblems": 6, "testRuns": 10, "commits": 30, "files": 15, "liveEntries": 10,
+    "retracted": 3, "resolvedProblems": 4, "subagents": 3, "summaries": 1, "filesRead": 2,
+    "earlierMessages": 3, "outcomes": 4,
 }
 
 WATERMARK = ("These tool calls started but never recorded an outcome: the session may "
@@ -546,10 +557,11 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
     files.fill(touched, lambda f: (
         {"path": f.path, "state": f.state, "changes": f.changes, "lastTs": f.last_ts,
          "lastChange": ({"added": f.last_change[0], "removed": f.last_change[1]}
-                        if f.last_change else None)},
+                        if f.last_change else None), "defines": list(f.defines)},
         f"- {code(_relative(f.path, cwd))}: {f.state}"
         f"{f' to {code(_relative(f.moved_to, cwd))}' if f.moved_to else ''} "
         f"({f.changes} change(s), last {hhmm(f.last_ts)})"
+        + (f"; defines {', '.join(f.defines)}" if f.defines else "")
         + (_change_md(f.last_change) if f.path in with_change else "") + "\n"))
 
     read_only = Section("filesRead", "Files read, not changed", "lines of files", relative)
@@ -587,10 +599,19 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
                       f"- conversation titles: {titles}\n")
     summaries.total = fold.summaries.total + (1 if fold.titles else 0)
 
+    outcomes = Section("outcomes", "What each request came to", "turns",
+                       "The agent's last message before the user's next prompt.")
+    for msg in fold.outcomes.items:
+        outcomes.add(_said_item(msg), f"- {hhmm(msg.ts)} {one_line(msg.text, OUTCOME_CHARS)}\n")
+    outcomes.total = fold.outcomes.total
+    # The earlier messages leave out the outcomes shown (the last message is elsewhere).
+    told = {m.id for m in fold.outcomes.items[-CAPS["outcomes"]:]} - {last.id if last else ""}
     earlier = Section("earlierMessages", "Earlier assistant messages", "assistant messages")
     for msg in fold.assistant.items[:-1]:
-        earlier.add(_said_item(msg), f"- {hhmm(msg.ts)} {one_line(msg.text, MESSAGE_CHARS)}\n")
-    earlier.total = max(fold.assistant.total - 1, 0)
+        if msg.id not in told:
+            earlier.add(_said_item(msg),
+                        f"- {hhmm(msg.ts)} {one_line(msg.text, MESSAGE_CHARS)}\n")
+    earlier.total = max(fold.assistant.total - 1 - len(told), 0)
 
     rewound = Section("rewound", "Rewound prompts", "rewound prompts", REWOUND_NOTE)
     for p in fold.rewound.items:
@@ -605,9 +626,9 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
     recent.total = recent_total
 
     # Priority order, most important first: trimming starts from the end.
-    sections = [rules, asked, stopped, unfinished, open_, tests, commit_section, files, live,
-                retracted, resolved, subagents, summaries, read_only, session_messages, earlier,
-                rewound, recent, lookups]
+    sections = [rules, asked, stopped, unfinished, open_, tests, commit_section, files,
+                live, outcomes, retracted, resolved, subagents, summaries, read_only,
+                session_messages, earlier, rewound, recent, lookups]
     for section in sections:
         section.keep_latest()
     where = {"cwd": cwd, "branch": git.branch}
@@ -784,21 +805,24 @@ def fit(fixed: str, sections: list[Section], max_chars: int, workspace: str = ""
 
     if size() > max_chars:
         lean()
-    i = len(sections) - 1
-    while i >= 0 and size() > max_chars:
-        if shown[i] == 0:
-            i -= 1
-            continue
-        s = sections[i]
-        oldest = len(s.md) - shown[i]
-        if shown[i] == 1 and oldest in s.shrink:
-            # The section's last item is worth a clipped rendering rather than none.
-            room = len(s.md[oldest]) - (size() - max_chars)
-            if room >= SHRINK_MIN:
-                s.md[oldest] = s.shrink.pop(oldest)(room)
-                suffix[i] = [0, len(s.md[oldest])]
+    # First every section down to its floor (the least important first), then below the
+    # floors in the same order: one long section never starves all the sections after it.
+    for floors in ({s.key: FLOORS.get(s.key, 0) for s in sections}, {}):
+        i = len(sections) - 1
+        while i >= 0 and size() > max_chars:
+            if shown[i] <= floors.get(sections[i].key, 0):
+                i -= 1
                 continue
-        shown[i] -= 1
+            s = sections[i]
+            oldest = len(s.md) - shown[i]
+            if shown[i] == 1 and oldest in s.shrink:
+                # The section's last item is worth a clipped rendering rather than none.
+                room = len(s.md[oldest]) - (size() - max_chars)
+                if room >= SHRINK_MIN:
+                    s.md[oldest] = s.shrink.pop(oldest)(room)
+                    suffix[i] = [0, len(s.md[oldest])]
+                    continue
+            shown[i] -= 1
     return shown
 
 

@@ -31,10 +31,13 @@ if TYPE_CHECKING:
 
 # Bump whenever what `packed` holds or how `step` folds changes: a fold kept by another
 # version is thrown away with the cache that kept it (storage/digest_cache.py).
-FOLD_VERSION = "6"
+FOLD_VERSION = "7"
 TAIL = 200
 # How many of each the digest can show (ops.digest.CAPS keeps to these).
-KEEP = {"asked": 12, "rejections": 12, "assistant": 13, "summaries": 3, "subagents": 10,
+# (The assistant messages kept cover the earlier ones shown after the outcomes shown are
+# left out of them, and the last one: 12 + 10 + 1.)
+KEEP = {"asked": 12, "rejections": 12, "assistant": 23, "outcomes": 10, "summaries": 3,
+        "subagents": 10,
         "rewound": 6, "meta": 2, "lastActions": 3, "failures": 20, "git": 30,
         "recent": 25}
 SHOWN, TASK, RECENT = 0, 1, 2  # a tool call as the end sees it: shown for good, or a candidate
@@ -105,6 +108,9 @@ class DigestFold:
         self.rejections = Latest(KEEP["rejections"] if bound else None)
         self.instructions = InstructionsFold()
         self.assistant = Latest(KEEP["assistant"] if bound else None)
+        # The agent's last message before each prompt after it: what that turn came to.
+        self.outcomes = Latest(KEEP["outcomes"] if bound else None)
+        self.turn_end: Said | None = None  # the latest message since the latest prompt
         self.summaries = Latest(KEEP["summaries"] if bound else None)
         self.titles: list[Said] = []
         self.subagent_results = Latest(KEEP["subagents"] if bound else None)
@@ -192,6 +198,9 @@ class DigestFold:
             if said.abandoned:
                 self.rewound.add(said)
                 return
+            if self.turn_end is not None:
+                self.outcomes.add(self.turn_end)
+                self.turn_end = None
             if self.goal is None:
                 self.goal = said
             else:
@@ -201,6 +210,7 @@ class DigestFold:
         elif kind == "assistant_message":
             if not said.abandoned and said.agent is None:
                 self.assistant.add(said)
+                self.turn_end = said
         elif kind == "compact_summary":
             if said.source == "summary":
                 self.titles.append(said)
@@ -306,6 +316,8 @@ class DigestFold:
             self.git.packed(), self.merge_marks, self.files.packed(), self.reads.packed(),
             self.tasks.packed(_pack_call), self.recent.packed(_pack_call),
             {k: _pack_said(v) for k, v in self.last_said.items()},
+            self.outcomes.packed(_pack_said),
+            None if self.turn_end is None else _pack_said(self.turn_end),
         ]
 
     @classmethod
@@ -313,7 +325,7 @@ class DigestFold:
         (tail, sessions, cwd, goal, asked, rejections, instructions, assistant, summaries,
          titles, subagent_results, rewound, meta, meta_texts, calls_since, prompts_since,
          last_actions, plan, todo, unfinished, runs, failures, failure_marks, git,
-         merge_marks, files, reads, tasks, recent, last_said) = packed
+         merge_marks, files, reads, tasks, recent, last_said, outcomes, turn_end) = packed
         fold = cls(tail)
         fold.sessions = set(sessions)
         fold.cwd = cwd
@@ -343,4 +355,6 @@ class DigestFold:
         fold.tasks = Latest.unpacked(tasks, _call)
         fold.recent = Latest.unpacked(recent, _call)
         fold.last_said = {k: _said(v) for k, v in last_said.items()}
+        fold.outcomes = Latest.unpacked(outcomes, _said)
+        fold.turn_end = None if turn_end is None else _said(turn_end)
         return fold

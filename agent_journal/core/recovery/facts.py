@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "8"
+FACTS_VERSION = "9"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -182,6 +182,10 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         change = edit_change(value)
         if change:
             facts["change"] = change
+    if tool in WRITERS or tool in PATCH_TOOLS:
+        names = _defined(value)
+        if names:
+            facts["defines"] = names
     if tool in PATCH_TOOLS:
         ops = patch_file_ops(value)
         if ops:
@@ -326,6 +330,28 @@ def _first_new(lines: list[str], other: set[str]) -> str | None:
         if stripped and stripped not in other:
             return clip(stripped, CHANGE_CHARS)
     return None
+
+
+def _defined(value: Any) -> list[str]:
+    """The names an Edit, MultiEdit, Write or patch defines (symbols.defined_names)."""
+    from agent_journal.core.recovery.symbols import defined_names
+
+    if isinstance(value, str):  # a patch's text: its added lines against its removed ones
+        lines = value.splitlines()
+        return defined_names("\n".join(x[1:] for x in lines if x.startswith("+")),
+                             "\n".join(x[1:] for x in lines if x.startswith("-")))
+    if not isinstance(value, dict):
+        return []
+    if isinstance(value.get("content"), str):
+        return defined_names(value["content"])
+    if isinstance(value.get("input"), str):  # Codex's apply_patch {"input": patch}
+        return _defined(value["input"])
+    edits: list[Any] = value["edits"] if isinstance(value.get("edits"), list) else [value]
+    added = "\n".join(e["new_string"] for e in edits
+                      if isinstance(e, dict) and isinstance(e.get("new_string"), str))
+    removed = "\n".join(e["old_string"] for e in edits
+                        if isinstance(e, dict) and isinstance(e.get("old_string"), str))
+    return defined_names(added, removed)
 
 
 def edit_change(value: Any) -> list[str | None] | None:

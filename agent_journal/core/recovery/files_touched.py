@@ -10,7 +10,9 @@ the path is a folder so are those of the files under it this span edited or upda
 through `git rm`'s own output and, for a call that ran `git clean`, its output. A file's
 state is its latest change; a file created in the journal's span stays `created` through
 later edits (it is new work); its `last_change` is the latest change's first added and
-removed line when that change was an edit. A file is "only read" when a successful Read
+removed line when that change was an edit, and `defines` the latest MAX_DEFINES names its
+changes defined (symbols.py; a patch's names count only when it changed that one file).
+A file is "only read" when a successful Read
 (or a plain shell read, facts `reads`) named it and no successful call changed it.
 """
 
@@ -30,11 +32,13 @@ CREATED, UPDATED, WRITTEN, EDITED = "created", "updated", "written", "edited"
 _GIT_CLEAN = re.compile(r"\bgit clean\b")
 READERS = frozenset({"Read", "NotebookRead"})
 DELETED, MOVED, REVERTED = "deleted", "moved", "reverted"
+MAX_DEFINES = 8  # names kept per file
 
 
 class FileState(Record):
-    __slots__ = ("path", "state", "changes", "last_ts", "call_ids", "moved_to", "last_change")
-    DEFAULTS = {"call_ids": list, "moved_to": None, "last_change": None}
+    __slots__ = ("path", "state", "changes", "last_ts", "call_ids", "moved_to", "last_change",
+                 "defines")
+    DEFAULTS = {"call_ids": list, "moved_to": None, "last_change": None, "defines": list}
     path: str
     state: str
     changes: int
@@ -42,6 +46,7 @@ class FileState(Record):
     call_ids: list[str]
     moved_to: str | None
     last_change: list[str | None] | None  # the latest edit's [added, removed] line
+    defines: list[str]  # names its changes defined (symbols.py), the latest last
 
 
 class FilesFold:
@@ -71,6 +76,19 @@ class FilesFold:
         if state != MOVED:
             entry.moved_to = None
 
+    def _defines(self, call: Call, names: list[str]) -> None:
+        """Names a change defined, kept on the file it changed (a patch of one file)."""
+        paths = [call.target] if call.tool in ("Write", "Edit", "MultiEdit") else \
+            list(dict.fromkeys(op[-1] for op in call.get("fileOps") or ()))
+        if len(paths) != 1 or paths[0] not in self.files:
+            return
+        kept = self.files[paths[0]].defines
+        for name in names:
+            if name in kept:
+                kept.remove(name)
+            kept.append(name)
+        del kept[:-MAX_DEFINES]
+
     def _revert(self, path: str, call: Call) -> None:
         """`git checkout -- path` / `git restore path` puts the path back; when it names a
         folder, every file under it that this span edited or updated is put back too
@@ -92,6 +110,9 @@ class FilesFold:
         elif tool in ("Edit", "MultiEdit", "NotebookEdit") and target:
             touch(target, EDITED, call)
             files[target].last_change = call.get("change")
+        names = call.get("defines")
+        if names:
+            self._defines(call, names)
         for op in call.get("fileOps") or ():
             if op[0] == REVERTED and len(op) == 2:
                 self._revert(op[1], call)
