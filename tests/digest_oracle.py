@@ -21,7 +21,8 @@ a search, a listing) is listed apart, last. A failing run that a later passing w
 (wrappers.py) may cover is not an open problem (TestRun.unresolved); its line says so.
 Each turn's outcome (the last assistant message before a prompt after it) has its own
 section, and the earlier messages leave those out. A file's line names what its changes
-defined (files_touched `defines`).
+defined (files_touched `defines`). A failure's line (and an open run's) carries the first
+thing the agent said after it, before its next tool call (its diagnosis).
 """
 
 from __future__ import annotations
@@ -44,9 +45,11 @@ from agent_journal.core.recovery.test_runs import (
     quiet,
     test_runs,
 )
+from agent_journal.core.recovery.text import clip_middle
 from agent_journal.ops.digest import (
     CAPS,
     CHANGED_LINES,
+    DIAGNOSIS_CHARS,
     GIT_OPERATIONS,
     INSTRUCTIONS_NOTE,
     LAST_MESSAGE_CHARS,
@@ -79,6 +82,7 @@ from agent_journal.ops.digest import (
     _retracted_entry,
     _said_item,
     _todo_line,
+    path_base,
     run_item,
 )
 from agent_journal.ops.digest_md import code, hhmm, one_line, quote
@@ -179,6 +183,17 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     runs = test_runs(tool_calls)
     failed_runs = {cid for r in runs for cid in r.call_ids}
     problems = failures(tool_calls)
+    # A failure's diagnosis: the first assistant message after it with no tool call between.
+    by_id = {f.call_id: f for f in problems}
+    latest_call: str | None = None
+    steps = sorted([(c.ts, c.id, None) for c in tool_calls]
+                   + [(m.ts, m.id, m.text) for m in said.assistant])
+    for _, step_id, text in steps:
+        if text is None:
+            latest_call = step_id
+        elif latest_call in by_id:
+            if by_id[latest_call].diagnosis is None:
+                by_id[latest_call].diagnosis = clip_middle(text, 600)
     open_ = Section("openProblems", "Open problems", "open problems")
     resolved = Section("resolvedProblems", "Resolved problems", "resolved problems",
                        "Failed, then a later run of the same call succeeded.")
@@ -190,8 +205,11 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
                 line += "; failing: " + ", ".join(latest.failing[:8])
             if latest.first_failure:
                 line += f"; first failure: {one_line(latest.first_failure, REASON_CHARS)}"
+            told = by_id[r.call_id].diagnosis if r.call_id in by_id else None
+            line += f" [{r.call_id}]\n" + (
+                f"  - the agent then: {one_line(told, DIAGNOSIS_CHARS)}\n" if told else "")
             open_.add({"kind": "testRun", "command": r.command, "callId": r.call_id,
-                       "ts": r.ts, **latest.as_dict()}, line + f" [{r.call_id}]\n")
+                       "ts": r.ts, **latest.as_dict(), "diagnosis": told}, line)
     open_fails: list[Failure] = []
     resolved_fails: list[Failure] = []
     for fail in problems:
@@ -236,7 +254,8 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
         who = f", by agent {cm.agent}" if cm.agent else ""
         commit_section.add({"hash": cm.hash, "subject": cm.subject, "branch": cm.branch,
                             "callId": cm.call_id, "ts": cm.ts, "agent": cm.agent},
-                           f"- {hhmm(cm.ts)} {cm.hash} {one_line(cm.subject, 160)} "
+                           f"- {hhmm(cm.ts)} {cm.hash or '(no hash printed)'} "
+                           f"{one_line(cm.subject, 160)} "
                            f"(on {cm.branch}{who})\n")
         shown.add(cm.call_id)
     for push in git.pushes:
@@ -262,25 +281,29 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     del pushed
 
     cwd = next((c.get("cwd") for c in reversed(calls) if c.get("cwd")), None)
-    relative = f"Paths relative to {code(cwd)}." if cwd else None
-    files = Section("files", "Files changed", "files", relative)
+    files = Section("files", "Files changed", "files")
     touched = files_touched(tool_calls)
     # What the latest edit did, for the files changed last (where a resuming agent looks).
     with_change = {f.path for f in touched[-CHANGED_LINES:]}
+    read = files_read(tool_calls, touched)
+    # Paths are shown relative to where the work is (the session's folder, or the one
+    # folder every file lies in: a worktree elsewhere).
+    base = path_base(cwd, [f.path for f in touched] + [f.path for f in read])
+    files.intro = f"Paths relative to {code(base)}." if base else None
     files.fill(touched, lambda f: (
         {"path": f.path, "state": f.state, "changes": f.changes, "lastTs": f.last_ts,
          "lastChange": ({"added": f.last_change[0], "removed": f.last_change[1]}
                         if f.last_change else None), "defines": list(f.defines)},
-        f"- {code(_relative(f.path, cwd))}: {f.state}"
-        f"{f' to {code(_relative(f.moved_to, cwd))}' if f.moved_to else ''} "
+        f"- {code(_relative(f.path, base))}: {f.state}"
+        f"{f' to {code(_relative(f.moved_to, base))}' if f.moved_to else ''} "
         f"({f.changes} change(s), last {hhmm(f.last_ts)})"
         + (f"; defines {', '.join(f.defines)}" if f.defines else "")
         + (_change_md(f.last_change) if f.path in with_change else "") + "\n"))
 
-    read_only = Section("filesRead", "Files read, not changed", "lines of files", relative)
-    read_only.fill(_read_lines(files_read(tool_calls, touched), cwd), lambda group: (
+    read_only = Section("filesRead", "Files read, not changed", "lines of files", files.intro)
+    read_only.fill(_read_lines(read, base), lambda group: (
         {"files": [f.path for f in group], "lastTs": group[-1].last_ts},
-        "- " + ", ".join(_relative(f.path, cwd) for f in group) + "\n"))
+        "- " + ", ".join(_relative(f.path, base) for f in group) + "\n"))
 
     subagents = Section("subagents", "Subagent results", "subagent results")
     for res in said.subagent_results:

@@ -457,7 +457,8 @@ def test_rules_plan_todos_reads_and_recap_render():
     assert "remaining: [pending] document --strict; done: [completed] switch loader" in stopped
     assert "- recap (19:00): You switched the loader; docs remain." in stopped
     read = section(markdown, "Files read, not changed")
-    assert "/w/src/schema.py" in read and "loader.py" not in read
+    # (every file lies in /w/src: the lists name them relative to it, the JSON whole)
+    assert "Paths relative to `/w/src`.\n- schema.py\n" in read and "loader.py" not in read
     assert report["filesRead"] == [{"files": ["/w/src/schema.py"], "lastTs": at(5)}]
 
 

@@ -67,6 +67,7 @@ RECAP_CHARS = 800
 PROMPT_CHARS = 500
 LAST_MESSAGE_CHARS = 2500
 MESSAGE_CHARS = 300
+DIAGNOSIS_CHARS = 300  # of the agent's words after a failure, on the failure's line
 OUTCOME_CHARS = 450
 SUMMARY_CHARS = 1200
 META_CHARS = 300
@@ -496,8 +497,11 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
                 line += "; failing: " + ", ".join(latest.failing[:8])
             if latest.first_failure:
                 line += f"; first failure: {one_line(latest.first_failure, REASON_CHARS)}"
+            said = fold.failures.diagnosis_of(r.call_id)
+            line += f" [{r.call_id}]\n" + (
+                f"  - the agent then: {one_line(said, DIAGNOSIS_CHARS)}\n" if said else "")
             open_.add({"kind": "testRun", "command": r.command, "callId": r.call_id,
-                       "ts": r.ts, **latest.as_dict()}, line + f" [{r.call_id}]\n")
+                       "ts": r.ts, **latest.as_dict(), "diagnosis": said}, line)
     open_runs = open_.total
     # A lookup that failed (a file not there, no match) answered a question; it is listed
     # apart, after what the work changed, and is the first thing a tight bound drops.
@@ -524,7 +528,8 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
         who = f", by agent {cm.agent}" if cm.agent else ""
         commit_section.add({"hash": cm.hash, "subject": cm.subject, "branch": cm.branch,
                             "callId": cm.call_id, "ts": cm.ts, "agent": cm.agent},
-                           f"- {hhmm(cm.ts)} {cm.hash} {one_line(cm.subject, 160)} "
+                           f"- {hhmm(cm.ts)} {cm.hash or '(no hash printed)'} "
+                           f"{one_line(cm.subject, 160)} "
                            f"(on {cm.branch}{who})\n")
     for push in git.pushes:
         commit_section.add({"push": push.destination, "remote": push.remote,
@@ -549,25 +554,29 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
     commit_section.total = sum(fold.git.counts) + len(operations) + (1 if git.log else 0)
 
     cwd = fold.cwd
-    relative = f"Paths relative to {code(cwd)}." if cwd else None
-    files = Section("files", "Files changed", "files", relative)
+    files = Section("files", "Files changed", "files")
     touched = fold.files.result()
     # What the latest edit did, for the files changed last (where a resuming agent looks).
     with_change = {f.path for f in touched[-CHANGED_LINES:]}
+    read = fold.reads.result(fold.files.files)
+    # Paths are shown relative to where the work is (the session's folder, or the one
+    # folder every file lies in: a worktree elsewhere).
+    base = path_base(cwd, [f.path for f in touched] + [f.path for f in read])
+    files.intro = f"Paths relative to {code(base)}." if base else None
     files.fill(touched, lambda f: (
         {"path": f.path, "state": f.state, "changes": f.changes, "lastTs": f.last_ts,
          "lastChange": ({"added": f.last_change[0], "removed": f.last_change[1]}
                         if f.last_change else None), "defines": list(f.defines)},
-        f"- {code(_relative(f.path, cwd))}: {f.state}"
-        f"{f' to {code(_relative(f.moved_to, cwd))}' if f.moved_to else ''} "
+        f"- {code(_relative(f.path, base))}: {f.state}"
+        f"{f' to {code(_relative(f.moved_to, base))}' if f.moved_to else ''} "
         f"({f.changes} change(s), last {hhmm(f.last_ts)})"
         + (f"; defines {', '.join(f.defines)}" if f.defines else "")
         + (_change_md(f.last_change) if f.path in with_change else "") + "\n"))
 
-    read_only = Section("filesRead", "Files read, not changed", "lines of files", relative)
-    read_only.fill(_read_lines(fold.reads.result(fold.files.files), cwd), lambda group: (
+    read_only = Section("filesRead", "Files read, not changed", "lines of files", files.intro)
+    read_only.fill(_read_lines(read, base), lambda group: (
         {"files": [f.path for f in group], "lastTs": group[-1].last_ts},
-        "- " + ", ".join(_relative(f.path, cwd) for f in group) + "\n"))
+        "- " + ", ".join(_relative(f.path, base) for f in group) + "\n"))
 
     shown = fold.shown_elsewhere()
     subagents = Section("subagents", "Subagent results", "subagent results")
@@ -666,6 +675,24 @@ def _todo_line(ts: str, todos: list[list[str]]) -> str:
     return f"- latest todo list ({hhmm(ts)}), remaining: {clip(text, 900)}\n"
 
 
+def path_base(cwd: str | None, paths: list[str]) -> str | None:
+    """The folder the file lists are shown relative to: the session's folder when at least
+    half the absolute paths lie under it, else the deepest folder all of them lie in (a
+    worktree beside the checkout), when there are two or more and that folder is deeper
+    than one level below the file system's root."""
+    import posixpath
+
+    absolute = [p for p in paths if p.startswith("/")]
+    if len(absolute) < 2:
+        return cwd
+    if cwd and 2 * sum(p.startswith(cwd.rstrip("/") + "/") for p in absolute) >= len(absolute):
+        return cwd
+    common = posixpath.commonpath(absolute)
+    if common in absolute:
+        common = posixpath.dirname(common)
+    return common if common.count("/") >= 2 else cwd
+
+
 def _relative(path: str, cwd: str | None) -> str:
     if cwd and path.startswith(cwd.rstrip("/") + "/"):
         return path[len(cwd.rstrip("/")) + 1:]
@@ -695,7 +722,7 @@ def _call_item(c: Call) -> dict[str, Any]:
 def _failure_item(f: Failure) -> dict[str, Any]:
     return {"id": f.call_id, "tool": f.tool, "target": f.target, "kind": f.kind,
             "reason": f.reason, "exitCode": f.exit_code, "ts": f.ts, "words": f.words,
-            "resolvedBy": f.resolved_by, "failing": list(f.failing)}
+            "resolvedBy": f.resolved_by, "failing": list(f.failing), "diagnosis": f.diagnosis}
 
 
 def _failure_line(f: Failure, *, with_id: bool) -> str:
@@ -716,7 +743,9 @@ def _failure_line(f: Failure, *, with_id: bool) -> str:
     if f.first_failure and f.first_failure != f.reason:
         reason += f"; first failure: {one_line(f.first_failure, REASON_CHARS)}"
     ident = f" [{f.call_id}]" if with_id else ""
-    return f"- {hhmm(f.ts)} {what} -> {head}{reason}{ident}\n"
+    said = f"\n  - the agent then: {one_line(f.diagnosis, DIAGNOSIS_CHARS)}" if f.diagnosis \
+        else ""
+    return f"- {hhmm(f.ts)} {what} -> {head}{reason}{ident}{said}\n"
 
 
 # -- rendering ----------------------------------------------------------------------------

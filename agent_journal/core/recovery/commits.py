@@ -1,8 +1,10 @@
 """Commits, pushes and the branch, as git's output in the journal reports them.
 
-Invariants: a commit is listed only when git printed it being made (git_output), or, for
-a merge (`git merge -m MSG`, whose output names no hash), when a later `git log` listed a
-commit with exactly that message; a git operation (rebase, reset, submodule add, stash,
+Invariants: a commit is listed only when git printed it being made (git_output), with its
+hash as git printed it; for a merge (`git merge -m MSG`, whose output names no hash), when
+a later `git log` listed a commit with exactly that message; a `git commit -m MSG` that
+succeeded with no commit in its output (a wrapper hid it) is listed with its message and no
+hash; a git operation (rebase, reset, submodule add, stash,
 ...: git_operations) only when the call that ran it succeeded; a push
 (or a push's rejection) only when git printed the ref update (or ` ! [rejected]`); the
 branch is the latest one git or the agent's context named; order of unrelated calls
@@ -76,6 +78,19 @@ def merge_message(command: str) -> str | None:
     """The message a `git merge ... -m MSG` command gives its merge commit, or None."""
     if "git merge" not in command:
         return None
+    return _message(command)
+
+
+def commit_message(command: str) -> str | None:
+    """The first line of the message a plain `git commit -m MSG` (maybe after `git add
+    ... &&`) gives its commit, or None (no -m, a heredoc, anything else)."""
+    if not re.search(r"(?:^|&& |rtk )git commit\b", command) or "$(" in command:
+        return None
+    message = _message(command.split("git commit", 1)[1])
+    return message.splitlines()[0].strip() if message else None
+
+
+def _message(command: str) -> str | None:
     import shlex
 
     try:
@@ -138,13 +153,20 @@ class GitFold:
         committed = False
         seen = self.seen
         for hash_, subject, on in call.get("commits") or ():
-            if hash_ in seen:
+            if hash_[:7] in seen:
                 continue
-            seen.add(hash_)
+            seen.add(hash_[:7])
             self._add(0, state.commits,
                       Commit(hash_, subject, on, call.id, call.ts, call.get("agent")))
             state.branch = on
             committed = True
+        if not committed and call.succeeded and call.tool == "Bash" and call.target:
+            subject = commit_message(call.target)
+            if subject:
+                # It succeeded, but its output (hidden by a wrapper, or cut) named no hash.
+                self._add(0, state.commits, Commit("", subject, state.branch or "", call.id,
+                                                   call.ts, call.get("agent")))
+                committed = True
         listed = committed
         for remote, source, destination in call.get("pushes") or ():
             self._add(1, state.pushes, Push(remote, source, destination, call.id, call.ts))
@@ -169,9 +191,9 @@ class GitFold:
             state.log_call = call.id
             for hash_, subject in state.log:
                 made = self.merges.pop(subject, None)
-                if made is not None and hash_ not in seen:
+                if made is not None and hash_[:7] not in seen:
                     # A merge's output names no hash: the first listing after it does.
-                    seen.add(hash_)
+                    seen.add(hash_[:7])
                     self._add(0, state.commits,
                               Commit(hash_, subject, made.get("branch") or state.branch
                                      or "", made.id, made.ts, made.get("agent")))

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 # Bump whenever what `packed` holds or how `step` folds changes: a fold kept by another
 # version is thrown away with the cache that kept it (storage/digest_cache.py).
-FOLD_VERSION = "7"
+FOLD_VERSION = "8"
 TAIL = 200
 # How many of each the digest can show (ops.digest.CAPS keeps to these).
 # (The assistant messages kept cover the earlier ones shown after the outcomes shown are
@@ -111,6 +111,7 @@ class DigestFold:
         # The agent's last message before each prompt after it: what that turn came to.
         self.outcomes = Latest(KEEP["outcomes"] if bound else None)
         self.turn_end: Said | None = None  # the latest message since the latest prompt
+        self.after_failure: str | None = None  # the last tool call, when it failed
         self.summaries = Latest(KEEP["summaries"] if bound else None)
         self.titles: list[Said] = []
         self.subagent_results = Latest(KEEP["subagents"] if bound else None)
@@ -151,6 +152,7 @@ class DigestFold:
                 self._said(said)
             return
         self.calls_since += 1
+        self.after_failure = None
         words = call.get("words")
         if call.get("refusal") == "rejected" and words:
             self.rejections.add(call)
@@ -172,6 +174,7 @@ class DigestFold:
             self.unfinished.append(call)
         if failure is not None:
             self.failure_marks[call.id] = mark
+            self.after_failure = call.id
             self._prune_failures()
         if call.get("merged"):
             self.merge_marks[call.id] = mark
@@ -211,6 +214,8 @@ class DigestFold:
             if not said.abandoned and said.agent is None:
                 self.assistant.add(said)
                 self.turn_end = said
+                if self.after_failure is not None:
+                    self.failures.diagnose(self.after_failure, said.text)
         elif kind == "compact_summary":
             if said.source == "summary":
                 self.titles.append(said)
@@ -317,7 +322,7 @@ class DigestFold:
             self.tasks.packed(_pack_call), self.recent.packed(_pack_call),
             {k: _pack_said(v) for k, v in self.last_said.items()},
             self.outcomes.packed(_pack_said),
-            None if self.turn_end is None else _pack_said(self.turn_end),
+            None if self.turn_end is None else _pack_said(self.turn_end), self.after_failure,
         ]
 
     @classmethod
@@ -325,7 +330,8 @@ class DigestFold:
         (tail, sessions, cwd, goal, asked, rejections, instructions, assistant, summaries,
          titles, subagent_results, rewound, meta, meta_texts, calls_since, prompts_since,
          last_actions, plan, todo, unfinished, runs, failures, failure_marks, git,
-         merge_marks, files, reads, tasks, recent, last_said, outcomes, turn_end) = packed
+         merge_marks, files, reads, tasks, recent, last_said, outcomes, turn_end,
+         after_failure) = packed
         fold = cls(tail)
         fold.sessions = set(sessions)
         fold.cwd = cwd
@@ -357,4 +363,5 @@ class DigestFold:
         fold.last_said = {k: _said(v) for k, v in last_said.items()}
         fold.outcomes = Latest.unpacked(outcomes, _said)
         fold.turn_end = None if turn_end is None else _said(turn_end)
+        fold.after_failure = after_failure
         return fold

@@ -10,6 +10,8 @@ is resolved when a later call of the same tool on the same target succeeded (for
 or check command: when a later run of it passed, or a later passing run that
 test_runs counts as one of it: a chain that ran it, or a run whose selection holds its
 selection), or when a later `a && b` chain that succeeded ran it; it is open otherwise.
+A failure's `diagnosis` is the first thing the agent said after it, before its next tool
+call: why it thinks the call failed, in its own words.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from agent_journal.core.recovery.test_runs import (
     core,
     run_key,
 )
+from agent_journal.core.recovery.text import clip_middle
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 ERROR = "error"
+DIAGNOSIS_CHARS = 600  # of the agent's words kept after a failure
 TRACEBACK = "traceback"
 _RUNS_PYTHON = re.compile(r"\bpython[\d.]*\b|\b(?:uv|poetry|pipenv|pdm|hatch) run\b")
 
@@ -40,10 +44,10 @@ _RUNS_PYTHON = re.compile(r"\bpython[\d.]*\b|\b(?:uv|poetry|pipenv|pdm|hatch) ru
 class Failure(Record):
     __slots__ = (
         "call_id", "tool", "target", "kind", "reason", "ts", "exit_code", "words",
-        "resolved_by", "description", "summary", "first_failure", "failing"
+        "resolved_by", "description", "summary", "first_failure", "failing", "diagnosis"
     )
     DEFAULTS = {"exit_code": None, "words": None, "resolved_by": None, "description": None,
-                "summary": None, "first_failure": None, "failing": list}
+                "summary": None, "first_failure": None, "failing": list, "diagnosis": None}
     call_id: str
     tool: str | None
     target: str | None
@@ -57,6 +61,8 @@ class Failure(Record):
     summary: str | None  # a failing test or check run's own summary line(s)
     first_failure: str | None  # and the first failure line it printed
     failing: list[str]  # and the tests or codes it names as failing
+    # What the agent said right after it, before its next action: its own diagnosis.
+    diagnosis: str | None
 
     @property
     def resolved(self) -> bool:
@@ -260,6 +266,19 @@ class FailuresFold:
         insort(self.resolved, (order, failure), key=lambda p: p[0])
         if self.keep is not None and len(self.resolved) > self.keep:
             del self.resolved[0]
+
+    def diagnose(self, call_id: str, text: str) -> None:
+        """The agent's words right after failure `call_id`, kept on it (the first said)."""
+        held = self.open.get(call_id)
+        found = held[1] if held is not None else next(
+            (f for _, f in reversed(self.resolved) if f.call_id == call_id), None)
+        if found is not None and found.diagnosis is None:
+            found.diagnosis = clip_middle(text, DIAGNOSIS_CHARS)
+
+    def diagnosis_of(self, call_id: str) -> str | None:
+        """The diagnosis kept on the open failure `call_id`, if any."""
+        held = self.open.get(call_id)
+        return held[1].diagnosis if held is not None else None
 
     def lookups_dropped(self) -> int:
         """Open failed lookups (not hidden) no longer kept."""

@@ -35,7 +35,8 @@ def commits_in(text: str) -> list[tuple[str, str, str]]:
     for line in text.splitlines():
         m = _MADE_LINE.match(line.strip())
         if m:
-            found.append((m.group("hash")[:7], m.group("subject").strip(), m.group("branch")))
+            # The hash exactly as git printed it (its abbreviation is the repository's).
+            found.append((m.group("hash"), m.group("subject").strip(), m.group("branch")))
     return found[:_MAX]
 
 
@@ -92,5 +93,5 @@ def log_lines(text: str) -> list[tuple[str, str]]:
     for line in text.splitlines():
         m = _LOG_LINE.match(line)
         if m:
-            found.append((m.group(1)[:7], m.group(2).strip()))
+            found.append((m.group(1), m.group(2).strip()))
     return found[:_MAX]
