@@ -22,7 +22,8 @@ a search, a listing) is listed apart, last. A failing run that a later passing w
 Each turn's outcome (the last assistant message before a prompt after it) has its own
 section, and the earlier messages leave those out. A file's line names what its changes
 defined (files_touched `defines`). A failure's line (and an open run's) carries the first
-thing the agent said after it, before its next tool call (its diagnosis).
+thing the agent said after it, before its next tool call (its diagnosis). The latest task
+list is a TodoWrite's or the one TaskCreate/TaskUpdate calls build (task_list.step).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_journal.core.derive import Derived
+from agent_journal.core.recovery import task_list
 from agent_journal.core.recovery.calls import Call, Ordered
 from agent_journal.core.recovery.commits import commits
 from agent_journal.core.recovery.conversation import conversation
@@ -161,7 +163,16 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
         # Claude Code's recap, written after the last message: where it says things stand.
         stopped.add(_said_item(recap), f"- recap ({hhmm(recap.ts)}): "
                                        f"{one_line(recap.text, RECAP_CHARS)}\n")
-    todo = next((c for c in reversed(tool_calls) if c.get("todos") and c.succeeded), None)
+    # The latest task list: a TodoWrite's, or the TaskCreate/TaskUpdate table's after a call.
+    todo = None
+    table: dict[str, list[str]] = {}
+    for c in tool_calls:
+        if c.get("todos") and c.succeeded:
+            todo = c
+        elif c.get("taskId"):
+            todos = task_list.step(table, c)
+            if todos is not None:
+                todo = Call(c.id, c.kind, c.session, c.ts, c.last_ts, dict(c.facts, todos=todos))
     if todo is not None:
         stopped.add({"kind": "todos", "id": todo.id, "ts": todo.ts,
                      "todos": [{"status": t[0], "content": t[1]} for t in todo.get("todos")]},

@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+from agent_journal.core.recovery import task_list
 from agent_journal.core.recovery.calls import Call
 from agent_journal.core.recovery.commits import GitFold
 from agent_journal.core.recovery.conversation import Said, repeats, said_of
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 # Bump whenever what `packed` holds or how `step` folds changes: a fold kept by another
 # version is thrown away with the cache that kept it (storage/digest_cache.py).
-FOLD_VERSION = "8"
+FOLD_VERSION = "9"
 TAIL = 200
 # How many of each the digest can show (ops.digest.CAPS keeps to these).
 # (The assistant messages kept cover the earlier ones shown after the outcomes shown are
@@ -125,6 +126,7 @@ class DigestFold:
         self.last_actions = Latest(KEEP["lastActions"])  # (call, SHOWN | TASK | RECENT)
         self.plan: tuple[Call, int] | None = None
         self.todo: tuple[Call, int] | None = None
+        self.task_table: dict[str, list[str]] = {}  # TaskCreate/TaskUpdate (task_list.py)
         self.unfinished: list[Call] = []
         self.runs = TestRunsFold(keep_ids=False)
         self.failures = FailuresFold(KEEP["failures"] if bound else None)
@@ -186,6 +188,12 @@ class DigestFold:
             self.plan = (call, mark)
         if call.get("todos") and call.succeeded:
             self.todo = (call, mark)
+        elif call.get("taskId"):
+            todos = task_list.step(self.task_table, call)
+            if todos is not None:
+                # The task list as a TodoWrite would have carried it, on this call.
+                self.todo = (Call(call.id, call.kind, call.session, call.ts, call.last_ts,
+                                  dict(call.facts, todos=todos)), mark)
         if mark == TASK:
             self.tasks.add(call)
         elif mark == RECENT:
@@ -323,6 +331,7 @@ class DigestFold:
             {k: _pack_said(v) for k, v in self.last_said.items()},
             self.outcomes.packed(_pack_said),
             None if self.turn_end is None else _pack_said(self.turn_end), self.after_failure,
+            self.task_table,
         ]
 
     @classmethod
@@ -331,7 +340,7 @@ class DigestFold:
          titles, subagent_results, rewound, meta, meta_texts, calls_since, prompts_since,
          last_actions, plan, todo, unfinished, runs, failures, failure_marks, git,
          merge_marks, files, reads, tasks, recent, last_said, outcomes, turn_end,
-         after_failure) = packed
+         after_failure, task_table) = packed
         fold = cls(tail)
         fold.sessions = set(sessions)
         fold.cwd = cwd
@@ -364,4 +373,5 @@ class DigestFold:
         fold.outcomes = Latest.unpacked(outcomes, _said)
         fold.turn_end = None if turn_end is None else _said(turn_end)
         fold.after_failure = after_failure
+        fold.task_table = {k: list(v) for k, v in task_table.items()}
         return fold

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "10"
+FACTS_VERSION = "11"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -195,6 +195,10 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
                 facts["target"] = clip(", ".join(paths), TARGET_CHARS)
     if tool == "ExitPlanMode" and isinstance(value, dict) and isinstance(value.get("plan"), str):
         facts["plan"] = clip(value["plan"], PLAN_CHARS)
+    if tool in ("TaskCreate", "TaskUpdate"):
+        from agent_journal.core.recovery.task_list import task_facts
+
+        facts.update(task_facts(tool, value, output_text(data.get("output"))))
     if tool == "TodoWrite" and isinstance(value, dict) and isinstance(value.get("todos"), list):
         facts["todos"] = [[str(t.get("status")), clip(str(t.get("content")), 160)]
                           for t in value["todos"][:20] if isinstance(t, dict)]
