@@ -162,8 +162,15 @@ def _journal(ws: Workspace, event: Event, deadline: float) -> None:
 
     try:
         _patiently(lambda: ws.append([event]), deadline)
-    except (BusyError, StorageError):
+    except BusyError:
+        spool.put(ws, event)  # (load, not a fault: nothing to log)
+        return
+    except StorageError as exc:
         spool.put(ws, event)
+        # The journal refused the write (a damaged segment, a full disk): the event is
+        # safe, and the fault is logged where doctor looks.
+        log_line(ws.root.path, f"hook: the journal refused an event, kept in the spool: "
+                 f"{exc.__class__.__name__}: {exc}")
         return
     if spool.pending(ws.root.path, ws.name):
         try:
@@ -303,12 +310,27 @@ def session_context(ws: Workspace, max_chars: int = MAX_CONTEXT_CHARS) -> str:
     budget = max_chars - len(USAGE_NOTE) - 2
     if budget <= 0:
         return _cut(USAGE_NOTE, max_chars)
+    health = _capture_health(ws)
+    budget -= len(health)
     try:
         text = digest.session_markdown(ws, budget)
     except Exception as exc:  # the context must not stop the session from starting
         text = (f"agent-journal workspace `{ws.name}`: the digest could not be built "
                 f"({exc.__class__.__name__}); run `agent-journal digest` to see why.")
-    return _cut(text, budget) + "\n\n" + USAGE_NOTE
+    return health + _cut(text, budget) + "\n\n" + USAGE_NOTE
+
+
+def _capture_health(ws: Workspace) -> str:
+    """A first line when captured events are still in the spool (the journal stayed locked
+    past the hooks' budget): the digest below does not hold them yet."""
+    from agent_journal.storage import spool
+
+    waiting = len(spool.pending(ws.root.path, ws.name))
+    if not waiting:
+        return ""
+    return (f"_Capture: {waiting} event(s) hooks captured are waiting in the spool (the "
+            "journal was locked); the next hook journals them, and this digest does not "
+            "show them yet._\n\n")
 
 
 def _cut(text: str, max_chars: int) -> str:

@@ -940,16 +940,23 @@ def _read(ws: Workspace, *, cached: bool, as_of: str | None = None
 SETTLE = 64
 
 
-def _fold_on(source: Any, d: Derived, fold: DigestFold, cursor: tuple[str, str] | None
-             ) -> DigestFold:
+class Abandoned(Exception):
+    """A digest given up on by its caller (session_markdown's deadline passed)."""
+
+
+def _fold_on(source: Any, d: Derived, fold: DigestFold, cursor: tuple[str, str] | None,
+             stop: Any = None) -> DigestFold:
     """`fold` (folded up to `cursor`) with every visible call after it folded in; the
-    fold up to the calls settled kept in `source` at the way."""
+    fold up to the calls settled kept in `source` at the way. Raises Abandoned once
+    `stop` (a threading.Event) is set."""
     from collections import deque
 
     tombstoned = d.tombstones
     pending: deque[Call] = deque()
     settled = cursor or ("", "")
-    for obs, span in source.spans(cursor):
+    for n, (obs, span) in enumerate(source.spans(cursor)):
+        if stop is not None and not n & 1023 and stop.is_set():
+            raise Abandoned
         if obs in tombstoned:
             continue
         pending.append(Call(obs, span[4], span[5], span[0], span[2], span[6]))
@@ -968,7 +975,7 @@ def _fold_on(source: Any, d: Derived, fold: DigestFold, cursor: tuple[str, str] 
     return fold
 
 
-def _cached_digest(ws: Workspace, *, max_chars: int, strict: bool = True
+def _cached_digest(ws: Workspace, *, max_chars: int, strict: bool = True, stop: Any = None
                    ) -> tuple[str, dict[str, Any], ReadResult] | None:
     """The digest of every session through the digest cache: the calls folded on from
     the fold kept at a verified point (or from nothing), one stream of spans in order,
@@ -990,11 +997,12 @@ def _cached_digest(ws: Workspace, *, max_chars: int, strict: bool = True
                 except (ValueError, TypeError, KeyError, IndexError, AttributeError):
                     kept = None  # not a fold this version kept: fold everything again
                 try:
-                    fold = None if kept is None else _fold_on(source, d, kept, state[0])
+                    fold = None if kept is None else _fold_on(source, d, kept, state[0],
+                                                              stop)
                 except digest_cache.Stale:
                     fold = None
             if fold is None:
-                fold = _fold_on(source, d, DigestFold(), None)
+                fold = _fold_on(source, d, DigestFold(), None, stop)
             if not fold.sufficient():
                 return None
             markdown, report = build(d, workspace=ws.name, session=None,
@@ -1006,14 +1014,14 @@ def _cached_digest(ws: Workspace, *, max_chars: int, strict: bool = True
 
 
 def _markdown_and_report(ws: Workspace, *, session: str | None, max_chars: int,
-                         as_of: str | None = None, strict: bool = True
+                         as_of: str | None = None, strict: bool = True, stop: Any = None
                          ) -> tuple[str, dict[str, Any], ReadResult]:
     from agent_journal.ops.context import damage_lists
     from agent_journal.storage.segment_reader import PausedGC
 
     with PausedGC():
         if session is None and as_of is None:
-            done = _cached_digest(ws, max_chars=max_chars, strict=strict)
+            done = _cached_digest(ws, max_chars=max_chars, strict=strict, stop=stop)
             if done is not None:
                 return done
         result, d, _ = _read(ws, cached=as_of is None, as_of=as_of)
@@ -1039,6 +1047,13 @@ def digest(ctx: Context, *, session: str | None = None, max_chars: int | None = 
                                 as_of=as_of)
 
 
+# How long the session-start digest may take before one of the newest work is given
+# instead (Claude Code gives up on a hook after 60 s; the agent would start with nothing).
+SESSION_BUDGET_S = 20.0
+ENV_SESSION_BUDGET = "AGENT_JOURNAL_SESSION_BUDGET_S"
+NEWEST_SEGMENTS = 2  # what the digest of the newest work reads whole
+
+
 def session_markdown(ws: Workspace, max_chars: int) -> str:
     """The digest the Claude Code hook prints at session start and after compaction.
 
@@ -1046,5 +1061,62 @@ def session_markdown(ws: Workspace, max_chars: int) -> str:
     `max_chars`; the hook cuts it to Claude Code's limit. The live segment the hooks
     append to is taken on the census rule (storage/digest_cache.py): the session starts
     without re-verifying its older rows, which the next `digest` a person runs does.
+    It answers within SESSION_BUDGET_S ($AGENT_JOURNAL_SESSION_BUDGET_S): when the
+    whole digest is not ready by then, it is abandoned and a digest of the newest work
+    (`newest_markdown`) is given, saying what it left out.
     """
-    return _markdown_and_report(ws, session=None, max_chars=max_chars, strict=False)[0]
+    import threading
+
+    budget = _session_budget()
+    if budget == 0:
+        return newest_markdown(ws, max_chars, budget)  # (no wait at all: what tests use)
+    done: list[str] = []
+    failed: list[BaseException] = []
+    stop = threading.Event()
+
+    def whole() -> None:
+        try:
+            done.append(_markdown_and_report(ws, session=None, max_chars=max_chars,
+                                             strict=False, stop=stop)[0])
+        except Abandoned:
+            pass
+        except BaseException as exc:  # handed to the caller, as if run here
+            failed.append(exc)
+
+    worker = threading.Thread(target=whole, name="digest", daemon=True)
+    worker.start()
+    worker.join(budget)
+    if done:
+        return done[0]
+    if failed:
+        raise failed[0]
+    stop.set()
+    return newest_markdown(ws, max_chars, budget)
+
+
+def _session_budget() -> float:
+    import os
+
+    raw = os.environ.get(ENV_SESSION_BUDGET)
+    try:
+        return max(0.0, float(raw)) if raw else SESSION_BUDGET_S
+    except ValueError:
+        return SESSION_BUDGET_S
+
+
+def newest_markdown(ws: Workspace, max_chars: int, budget: float) -> str:
+    """A digest of the newest work alone: the NEWEST_SEGMENTS most recently written
+    segments whole, and every entry, invalidation and tombstone of the others (so
+    nothing erased or retracted shows), with a first line saying what it left out."""
+    from agent_journal.core.derive import derive
+    from agent_journal.ops.context import damage_lists
+
+    result = ws.read_newest(NEWEST_SEGMENTS)
+    note = (f"_Built from the newest work only ({NEWEST_SEGMENTS} most recently written "
+            f"segment(s) of {len(result.segments)}, and every entry): the whole digest was "
+            f"not ready within {budget:g} s. Older calls, prompts and runs are left out; "
+            f"`agent-journal digest` prints the whole one._\n\n")
+    markdown, _ = build(derive(result.events), workspace=ws.name, session=None,
+                        max_chars=max(1, max_chars - len(note)),
+                        damage=damage_lists(result))
+    return note + markdown

@@ -208,6 +208,34 @@ def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
     return scan
 
 
+def read_entries(path: str) -> SegmentScan:
+    """Every row of one segment but its observations (entries, invalidations,
+    tombstones, checkpoints), each verified; SQLite skips the observation rows
+    without handing them to Python. Damage is recorded, never raised."""
+    scan = SegmentScan()
+    try:
+        conn = open_segment_for_read(path)
+    except sqlite3.Error as exc:
+        scan.unreadable = describe_sqlite_error(exc)
+        return scan
+    try:
+        if never_initialised(conn):
+            return scan
+        rows = conn.execute("SELECT seq, event_id, body, checksum, type, subject, ts "
+                            "FROM events WHERE type != 'observation' ORDER BY seq")
+        for seq, event_id, body, digest, type_, subject, ts in rows:
+            try:
+                scan.events.append(codec.decode_checked(body, digest, event_id, type_,
+                                                        subject, ts))
+            except codec.MalformedEvent as exc:
+                scan.malformed.append((seq, str(exc)))
+    except sqlite3.Error as exc:
+        scan.unreadable = describe_sqlite_error(exc)
+    finally:
+        conn.close()
+    return scan
+
+
 def _read_peeked(conn: sqlite3.Connection, peek: Peek, after: int, scan: SegmentScan
                  ) -> None:
     decode_lazy = codec.decode_lazy

@@ -25,6 +25,7 @@ from agent_journal.storage.segment_reader import (
     PausedGC,
     Peek,
     ReadResult,
+    read_entries,
     read_segment,
     structure_damage,
 )
@@ -270,6 +271,22 @@ class Workspace:
             result.events.extend(result.take(rel, scan))
         return result
 
+    def read_newest(self, segments: int) -> ReadResult:
+        """Every event of the `segments` most recently written segments, and every event
+        but the observations of the others (so every tombstone, entry and invalidation):
+        what a digest of the newest work needs when the whole one cannot wait."""
+        paths = self.segment_paths()
+        newest = set(sorted(paths, key=_mtime)[-segments:])
+        result = ReadResult()
+        with PausedGC():
+            for path in paths:
+                rel = self.rel(path)
+                result.segments.append(rel)
+                scan = read_segment(path, lazy=True) if path in newest else \
+                    read_entries(path)
+                result.events.extend(result.take(rel, scan))
+        return result
+
     def structure_damage(self) -> list[dict[str, str]]:
         """{path, reason} of every segment SQLite's structural check fails on
         (segment_reader.structure_damage), in segment order."""
@@ -291,6 +308,13 @@ class Workspace:
             yield ("unreadable", 0, scan.unreadable)
         else:
             yield ("high", scan.high, "")
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
 
 
 def observation_phases(ws: Workspace, ids: Iterable[str]) -> dict[str, tuple[set[Any], str]]:

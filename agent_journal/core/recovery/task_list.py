@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import re
 
-from agent_journal.core.recovery.calls import Call
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from agent_journal.core.recovery.calls import Call  # (facts loads this module)
 
 _CREATED = re.compile(r"Task #(\w+) created")
 MAX_TASKS = 40
