@@ -781,6 +781,29 @@ def _fixed_md(workspace: str, session: str | None, collected: dict[str, Any],
     return "".join(out)
 
 
+def _assemble(fixed: str, body: str, note: str, max_chars: int) -> str:
+    """The digest's parts put together within `max_chars`: with the note saying what was
+    left out, or a short one, or none when even that does not fit."""
+    short = (f"_More was left out to fit --max-chars {max_chars}: `agent-journal digest` "
+             "prints more._\n")
+    markdown = ""
+    for tail in (note, short if note else "", ""):
+        markdown = (fixed + body + tail).rstrip("\n") + "\n"
+        if len(markdown) <= max_chars:
+            break
+    return markdown
+
+
+def _cut_lines(text: str, max_chars: int) -> str:
+    """`text`'s whole lines that fit in `max_chars` (at least its first line, cut)."""
+    kept = ""
+    for line in text.splitlines(keepends=True):
+        if len(kept) + len(line) > max_chars:
+            break
+        kept += line
+    return kept or text[:max_chars]
+
+
 def _trim_note(sections: list[Section], shown: list[int], max_chars: int,
                workspace: str = "") -> str:
     """What was left out to fit the bound, and, whenever anything is not shown, the
@@ -878,13 +901,22 @@ def build(d: Derived, *, workspace: str, session: str | None, max_chars: int,
     shown = fit(fixed, sections, max_chars, workspace)
     body = "".join(s.render(n) for s, n in zip(sections, shown, strict=True))
     note = _trim_note(sections, shown, max_chars, workspace)
-    markdown = (fixed + body + note).rstrip("\n") + "\n"
+    markdown = _assemble(fixed, body, note, max_chars)
+    if len(markdown) > max_chars and collected["goal"] is not None and not (
+            collected["objectives"] or collected["liveConstraints"]):
+        # Under a bound this tight the first prompt goes too: the bound is hard.
+        collected["goal"] = None
+        fixed = _fixed_md(workspace, session, collected, damage, goal_chars)
+        markdown = _assemble(fixed, body, note, max_chars)
     over = len(markdown) > max_chars
-    if over and len(fixed) > max_chars:
+    if over and len(fixed) > max_chars and (
+            collected["objectives"] or collected["liveConstraints"]):
         markdown += (f"_The objectives and live constraints alone exceed --max-chars "
                      f"{max_chars}; they are printed whole._\n")
     elif over:
-        markdown += f"_This digest exceeds --max-chars {max_chars}: the bound is too small._\n"
+        # (Only the digest's own header is left: it is cut, a line at a time.)
+        markdown = _cut_lines(markdown, max_chars)
+        over = len(markdown) > max_chars
     report: dict[str, Any] = {
         "workspace": workspace,
         "session": session,
