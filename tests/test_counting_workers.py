@@ -121,9 +121,9 @@ def test_coverage_and_decay_with_workers_are_the_direct_read(tmp_path: Path, mon
         monkeypatch.setattr(compaction_workers, "_SegmentQueue", Recorded)
         monkeypatch.setattr(counting_workers, "count_segment", slow_here)
     ctx = context.Context(str(root), "ws")
-    assert coverage(ctx)[0] == _direct_coverage(root)
-    os.remove(root / "cache" / "counts" / "ws.sqlite")
-    assert decay(ctx)[0] == _direct_decay(root)
+    assert coverage(ctx)[0] == _direct_coverage(root)  # counted, nothing kept
+    assert not (root / "cache" / "counts").exists()
+    assert decay(ctx)[0] == _direct_decay(root)  # counted again, and kept
     assert coverage(ctx)[0] == _direct_coverage(root)  # from what was kept
 
 

@@ -115,7 +115,9 @@ def prepare(ws: Workspace, *, entry_ttl_days: int | None, observation_ttl_days: 
     # at the ages of the rest, folded segment by segment as they are read.
     now = now or clock.now()
     ages = observation_ages(now, observation_ttl_days)
-    read = compaction_read.read_projected(ws, ages=ages)
+    # A dry run writes nothing under the root: it reads the projection a run kept, and
+    # keeps none itself.
+    read = compaction_read.read_projected(ws, ages=ages, keep=not dry_run)
     if read.damaged:
         raise DamagedJournalError(refusal(read))
     pending = read_compact_intent(ws) or {}

@@ -112,7 +112,8 @@ def coverage(ctx: Context) -> tuple[dict[str, Any], ReadResult]:
     with PausedGC():
         # Counted segment by segment (from the read projection where it holds):
         # no observation is kept, only its id.
-        got = read_counted(ctx.open(create=False))
+        # A read that promises no writes: it uses the counts another run kept, keeps none.
+        got = read_counted(ctx.open(create=False), keep=False)
         counts, observed, d = derive_counted(got)
         counted = coverage_counted(counts, d, observed)
         result = got.result

@@ -90,7 +90,8 @@ def read_located(ws: Workspace, *, every_observation: bool = True) -> Compaction
     return result
 
 
-def read_projected(ws: Workspace, *, ages: AgeFold | None = None) -> CompactionRead:
+def read_projected(ws: Workspace, *, ages: AgeFold | None = None, keep: bool = True
+                   ) -> CompactionRead:
     """`read_located`, from the read projection where it holds
     (storage/read_projection.py): only segments that changed are read whole,
     only rows above a segment's verified mark are read, and the projection
@@ -109,7 +110,7 @@ def read_projected(ws: Workspace, *, ages: AgeFold | None = None) -> CompactionR
     compaction_workers([])  # a bad worker count is refused before any file is touched
     if not ws.segment_paths():
         return read_located(ws, every_observation=ages is not None)
-    with read_projection.open_projection(ws) as projection:
+    with read_projection.open_projection(ws, keep=keep) as projection:
         if projection is None:
             return read_located(ws, every_observation=ages is not None)
         fast = _FastPath()
@@ -152,11 +153,13 @@ def read_projected(ws: Workspace, *, ages: AgeFold | None = None) -> CompactionR
                 s.part.rows.extend(r for r in about.rows if not r[8])  # not already kept
             else:  # the segment changed after all: read it whole
                 s.part = _read_segment_for_compaction(s.path, s.part.rel, fast)
-    result = CompactionRead()
-    result.plain = plain
-    result.judged = judged
-    for s in seen:
-        _add_part(result, s.part.made_events(named))
+        result = CompactionRead()
+        result.plain = plain
+        result.judged = judged
+        for s in seen:
+            _add_part(result, s.part.made_events(named))
+        if result.damaged:
+            projection.forget()  # the run is refused: it keeps nothing
     return result
 
 

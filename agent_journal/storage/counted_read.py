@@ -49,7 +49,7 @@ class Counted:
         self.structure: list[dict[str, str]] = []
 
 
-def read_counted(ws: Workspace) -> Counted:
+def read_counted(ws: Workspace, *, keep: bool = True) -> Counted:
     """Every segment counted, from the read projection where its marks hold;
     the segments it cannot answer for are counted whole, shared with worker
     processes when there is much to count (storage/counting_workers.py)."""
@@ -61,7 +61,7 @@ def read_counted(ws: Workspace) -> Counted:
     read_workers([])  # a bad worker count is refused before any file is touched
     got = Counted()
     result = got.result
-    with _maybe_projection(ws) as projection:
+    with _maybe_projection(ws, keep) as projection:
         segments = [(path, ws.rel(path), os.path.basename(path)) for path in ws.segment_paths()]
         # Every signature is taken, and every mark checked, before any row is read.
         plans = [_plan(projection, path, name) for path, _, name in segments]
@@ -138,12 +138,12 @@ def _kept(projection: Projection | None, name: str, before: Before, part: CountP
 
 
 @contextmanager
-def _maybe_projection(ws: Workspace) -> Iterator[Projection | None]:
+def _maybe_projection(ws: Workspace, keep: bool = True) -> Iterator[Projection | None]:
     """The projection, unless the workspace has no segment (nothing is then
     made under the root)."""
     if not ws.segment_paths():
         yield None
         return
-    with open_projection(ws, COUNTS_AREA) as projection:
+    with open_projection(ws, COUNTS_AREA, keep=keep) as projection:
         yield projection
 

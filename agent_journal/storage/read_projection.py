@@ -32,6 +32,10 @@ Invariants:
 - Only an accelerator: a projection that cannot be opened, locked (within
   LOCK_WAIT_S) or written makes `open_projection` give None, and callers read
   the segments directly.
+- A read that promises no writes (`keep=False`: a compact dry run, coverage) uses
+  what another run kept, read-only, and writes nothing: no record, no lock file.
+  Any other run writes what it keeps only when it ends (`flush`, under the lock),
+  and a run refused on damage (`forget`) writes nothing either.
 """
 
 from __future__ import annotations
@@ -114,15 +118,21 @@ class Record:
 class Projection:
     """An open projection, held under its lock for one run."""
 
-    def __init__(self, ws: Workspace, area: str, conn: sqlite3.Connection | None) -> None:
+    def __init__(self, ws: Workspace, area: str, conn: sqlite3.Connection | None,
+                 keep: bool = True) -> None:
         """`conn` None: there is no projection file yet; it is made by the first
-        `store` (so a run that keeps nothing, a refused one, leaves none)."""
+        `store` (so a run that keeps nothing, a refused one, leaves none). Without
+        `keep` nothing is ever written: `conn`, if any, is read-only."""
         self.ws = ws
         self.area = area
         self._conn = conn
         # Noted before anything is read: a compaction meanwhile drops every store.
         self.generation = erasure_generation.noted(ws)
-        self.writable = True
+        self.writable = keep
+        self.keep = keep
+        # What this run would keep, written only by `flush` (a run refused on damage
+        # calls `forget` instead: nothing under the root is created or changed).
+        self.pending: list[tuple[str, Any]] = []
         self.records: dict[str, Record] = {}
         if conn is None:
             return
@@ -138,6 +148,8 @@ class Projection:
     @property
     def conn(self) -> sqlite3.Connection:
         if self._conn is None:
+            if not self.keep:
+                raise sqlite3.OperationalError("no projection to read")
             self._conn = _open(self.ws, self.area)
         return self._conn
 
@@ -174,33 +186,50 @@ class Projection:
         self.put(name, mark, head, part.rows, subjects, ages)
 
     def put(self, name: str, mark: Mark, *values: Any) -> None:
-        """Keep a record: its mark and its columns (COLUMNS after `mark`).
+        """Keep a record: its mark and its columns (COLUMNS after `mark`), at `flush`.
         Best effort: a record that cannot be written is only read again."""
-        if not self.writable:
-            return
-        blobs = [marshal.dumps(v, _MARSHAL) for v in (mark.packed(), *values)]
-        digest = ":".join(xxh3_128_hexdigest(b) for b in blobs)
-        try:
-            with erasure_generation.Storing(self.ws, self.generation) as unchanged:
-                if not unchanged:
-                    self.writable = False
-                    return
-                run_write(self.conn, lambda c: c.execute(
-                    "INSERT OR REPLACE INTO segments(name, mark, head, others, subjects, "
-                    "plain, digest) VALUES (?, ?, ?, ?, ?, ?, ?)", (name, *blobs, digest)))
-        except (sqlite3.Error, OSError, JournalError):
-            self.writable = False
+        if self.writable:
+            # (Lists copied, not their items: a caller may extend a part's rows after.)
+            kept = tuple(list(v) if isinstance(v, list) else v for v in values)
+            self.pending.append((name, (mark, kept)))
 
     def drop(self, *names: str) -> None:
         for name in names:
             self.records.pop(name, None)
-        if not self.writable or not names or self._conn is None:
+        if self.writable and names and self._conn is not None:
+            self.pending.extend((n, None) for n in names)
+
+    def forget(self) -> None:
+        """Keep nothing of this run (it was refused)."""
+        self.pending = []
+
+    def flush(self) -> None:
+        """Write what this run keeps, under the projection's lock, unless a compaction
+        moved the erasure generation since the run noted it (then nothing is kept)."""
+        pending, self.pending = self.pending, []
+        if not pending or not self.writable:
             return
         try:
-            run_write(self.conn, lambda c: c.executemany(
-                "DELETE FROM segments WHERE name = ?", [(n,) for n in names]))
-        except (sqlite3.Error, JournalError):
+            with FileLock(cache_lock_path(self.ws.root, self.area, self.ws.name),
+                          wait_s=LOCK_WAIT_S), \
+                    erasure_generation.Storing(self.ws, self.generation) as unchanged:
+                if unchanged:
+                    for name, record in pending:
+                        self._write(name, record)
+        except (sqlite3.Error, OSError, JournalError):
             self.writable = False
+
+    def _write(self, name: str, record: Any) -> None:
+        if record is None:
+            run_write(self.conn, lambda c: c.execute(
+                "DELETE FROM segments WHERE name = ?", (name,)))
+            return
+        mark, values = record
+        blobs = [marshal.dumps(v, _MARSHAL) for v in (mark.packed(), *values)]
+        digest = ":".join(xxh3_128_hexdigest(b) for b in blobs)
+        run_write(self.conn, lambda c: c.execute(
+            "INSERT OR REPLACE INTO segments(name, mark, head, others, subjects, "
+            "plain, digest) VALUES (?, ?, ?, ?, ?, ?, ?)", (name, *blobs, digest)))
 
 
 def _part_of(rel: str, head: Any, others: list[Any]) -> SegmentRead:
@@ -231,34 +260,59 @@ def _open(ws: Workspace, area: str) -> sqlite3.Connection:
     return conn
 
 
+def _open_read_only(ws: Workspace, area: str) -> sqlite3.Connection | None:
+    """The kept projection opened read-only, when there is one of this format for this
+    workspace; else None (every segment is then read)."""
+    from agent_journal.storage.connection import quote_path
+
+    path = path_of(ws, area)
+    if not os.path.isfile(path) or os.path.islink(path):
+        return None
+    conn = None
+    try:
+        conn = sqlite3.connect(f"file:{quote_path(path)}?mode=ro", uri=True,
+                               isolation_level=None, timeout=LOCK_WAIT_S)
+        have = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        if have == _identity(ws, area):
+            return conn
+    except sqlite3.Error:
+        pass
+    if conn is not None:
+        conn.close()
+    return None
+
+
 def discard(ws: Workspace, area: str = AREA) -> None:
     """Delete the workspace's projection: it is read again from the segments."""
     remove_cache_files(path_of(ws, area))
 
 
 @contextmanager
-def open_projection(ws: Workspace, area: str = AREA) -> Iterator[Projection | None]:
+def open_projection(ws: Workspace, area: str = AREA, *, keep: bool = True
+                    ) -> Iterator[Projection | None]:
     """The workspace's projection, locked for this run; None when it cannot be
-    used (the caller then reads the segments directly)."""
-    lock = FileLock(cache_lock_path(ws.root, area, ws.name), wait_s=LOCK_WAIT_S)
-    try:
-        lock.__enter__()
-    except (OSError, JournalError):
-        yield None
-        return
-    try:
-        try:
-            exists = os.path.exists(path_of(ws, area))
-            projection = Projection(ws, area, _open(ws, area) if exists else None)
-        except (OSError, sqlite3.Error, JournalError):
-            yield None
-            return
+    used (the caller then reads the segments directly). Without `keep` (a read
+    that promises to write nothing: a dry run, coverage) the projection another
+    run kept is read as it is, read-only and unlocked, and nothing under the root is
+    created or changed (SQLite's own locking keeps the read consistent)."""
+    if not keep:
+        projection = Projection(ws, area, _open_read_only(ws, area), keep=False)
         try:
             yield projection
         finally:
             projection.close()
+        return
+    try:
+        exists = os.path.exists(path_of(ws, area))
+        projection = Projection(ws, area, _open(ws, area) if exists else None)
+    except (OSError, sqlite3.Error, JournalError):
+        yield None
+        return
+    try:
+        yield projection
+        projection.flush()  # (not after an exception: a run that failed keeps nothing)
     finally:
-        lock.__exit__(None, None, None)
+        projection.close()
 
 
 def segment_names(ws: Workspace) -> list[tuple[str, str, str]]:
