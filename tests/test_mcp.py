@@ -254,6 +254,63 @@ def test_exact_outputs_are_bounded_read_on_by_offset_and_refused_when_damaged(cl
     run(scenario)
 
 
+def test_requests_written_at_once_then_stdin_closed_are_all_answered(journal, root):
+    """Issue 32: a client that writes its calls and closes stdin at once gets every answer;
+    the SDK used to cancel the calls still running when its input ended."""
+    def request(rid: int, method: str, params: dict[str, Any] | None = None) -> str:
+        return json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
+                           **({"params": params} if params is not None else {})})
+
+    lines = [
+        request(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                  "clientInfo": {"name": "pipe", "version": "1"}}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        request(2, "tools/list"),
+        request(3, "tools/call", {"name": "search", "arguments": {"query": "timestamps"}}),
+        request(4, "tools/call", {"name": "get", "arguments": {"ids": ["call1"]}}),
+        request(5, "tools/call", {"name": "timeline", "arguments": {}}),
+    ]
+    # Everything is written and stdin closed before the first answer is read; stdout is
+    # then read to its end (the server's exit), under a timeout rather than any sleep.
+    proc = subprocess.run([CLI, "mcp"], input="\n".join(lines) + "\n", capture_output=True,
+                          text=True, timeout=120,
+                          env=clean_env(AGENT_JOURNAL_ROOT=str(root),
+                                        AGENT_JOURNAL_WORKSPACE="ws"))
+    assert proc.returncode == 0, proc.stderr
+    answers = {a["id"]: a for a in map(json.loads, proc.stdout.splitlines())}
+    assert sorted(answers) == [1, 2, 3, 4, 5], proc.stdout
+    assert all("result" in a for a in answers.values()), proc.stdout
+    assert [t["name"] for t in answers[2]["result"]["tools"]] == TOOLS
+    found = answers[3]["result"]["content"][0]["text"]
+    assert {line.split()[0] for line in found.splitlines()} == {"utc", "iso"}
+    got = answers[4]["result"]
+    assert not got.get("isError") and \
+        got["content"][0]["text"] == "FAIL test_timestamps: expected Z suffix\n"
+    assert answers[5]["result"]["content"][0]["text"].endswith("id iso")
+
+
+def test_search_never_returns_the_servers_own_calls(journal, root):
+    """Issue 28: the hook journals each MCP call before it runs, so the search call itself
+    was the top hit of `search`; the server's own tools' calls are never returned."""
+    own = f"{mcp_recall.OWN_TOOLS}search"
+    assert own == "mcp__agent-journal__search"  # Claude Code's name for the installed server
+    for i, tool in enumerate([own, f"{mcp_recall.OWN_TOOLS}get", "mcp__other__lookup"]):
+        assert journal("observe", "--kind", "tool_call", "--id", f"mcp{i}", "--tool", tool,
+                       "--input", json.dumps({"query": "timestamps timestamps"})).code == 0
+    session = mcp_recall.Journal(str(root), "ws", None)
+    hits = [line.split()[0] for line in
+            mcp_recall.call(session, "search", {"query": "timestamps"}).text.splitlines()]
+    assert sorted(hits) == ["iso", "mcp2", "utc"]  # another server's calls stay
+    # Left out before the limit: the page is filled by what is kept.
+    for limit in (1, 2, 3):
+        page = mcp_recall.call(session, "search", {"query": "timestamps", "limit": limit})
+        assert len(page.text.splitlines()) == limit
+        assert not {"mcp0", "mcp1"} & {line.split()[0] for line in page.text.splitlines()}
+    # The command line's search is the whole journal, the server's calls included.
+    cli_hits = journal("search", "timestamps", "--json").json()["hits"]
+    assert {"mcp0", "mcp1"} <= {h["id"] for h in cli_hits}
+
+
 def test_without_the_extra_one_line_names_it(root):
     probe = ("import sys; sys.modules['mcp'] = None\n"
              "from agent_journal.cli.main import main\n"

@@ -769,6 +769,40 @@ def test_cli_reports_damage_with_the_floor_warning(cli, root):
     assert "floor, not a total" in result.err
 
 
+@pytest.mark.parametrize("edit", [
+    "UPDATE events SET subject = 'n2' WHERE type = 'tombstone'",
+    "UPDATE events SET type = 'entry' WHERE type = 'tombstone'",
+    "UPDATE events SET type = 'tombstone' WHERE subject = 'n2'",
+])
+@pytest.mark.parametrize("indexed_first", [True, False])
+def test_cli_reports_a_row_whose_lookup_column_was_edited(cli, root, edit, indexed_first):
+    """Issue 32: a tombstone row whose lookup column lies is malformed to every read;
+    search reports it too, and hides (or shows) just what `show` does, never going by
+    the column."""
+    assert cli("record", "--kind", "note", "--id", "n1", "--text", "secret apple").code == 0
+    assert cli("record", "--kind", "note", "--id", "n2", "--text", "other apple").code == 0
+    assert cli("tombstone", "n1", "--reason", "held a secret").code == 0
+    if indexed_first:  # the index already holds the tombstone's verdict
+        assert [h["id"] for h in cli("search", "apple", "--json").json()["hits"]] == ["n2"]
+    [segment] = (root / "workspaces" / "ws" / "segments").glob("*.sqlite")
+    with contextlib.closing(sqlite3.connect(segment)) as conn:
+        conn.execute(edit)
+        conn.commit()
+    shown = cli("show", "--json").json()
+    assert len(shown["malformed"]) == 1
+    assert shown["malformed"][0]["reason"] == "indexed columns do not match body"
+    found = cli("search", "apple", "--json")
+    assert found.code == 0
+    assert found.json()["malformed"] == shown["malformed"]
+    assert "1 malformed row(s)" in found.err and "floor, not a total" in found.err
+    assert sorted(h["id"] for h in found.json()["hits"]) == \
+        sorted(e["id"] for e in shown["entries"])
+    human = cli("search", "apple")
+    assert human.code == 0
+    assert "1 malformed row(s)" in human.err and "floor, not a total" in human.err
+    assert cli("search", "apple", "--json").json() == found.json()  # and again, unchanged
+
+
 def test_cli_concurrent_first_searches_agree(cli, root):
     for i in range(20):
         assert cli("observe", "--kind", "tool_call", "--id", f"o{i}", "--tool", "Bash",

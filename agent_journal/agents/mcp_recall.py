@@ -15,6 +15,10 @@ Invariants:
   saying what was cut and how to ask for the rest.
 - Arguments are checked against the tool's schema before anything is read or
   written; a bad one is a one-line error answer, never a write.
+- `search` never returns an observation of this server's own tools (a tool name
+  starting with OWN_TOOLS, the name the installer registers the server under): the
+  hook journals each call before it runs, so a search's top hit was the search itself.
+  They are left out before the limit, so the page is filled by other hits.
 - Each call reads the journal afresh: nothing is kept between calls, so an event
   anyone writes (a tombstone from the CLI) holds from the very next call.
 - Writes are authored as the agent, with the server's session; without a session
@@ -28,6 +32,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from agent_journal.agents.mcp_installer import SERVER
 from agent_journal.core.errors import JournalError, UsageError
 from agent_journal.core.model import ENTRY_FIELDS, ENTRY_KINDS, validate_id
 from agent_journal.ops.context import Context
@@ -48,6 +53,9 @@ INSTRUCTIONS = ("This project's journal of findings, decisions and tool calls. S
                 "before re-deriving something; get returns exact outputs; record what you "
                 "establish, anchored to its evidence.")
 TEXT_FIELDS = ("claim", "question", "chosen", "text")
+# Claude Code names an MCP tool mcp__<server>__<tool> (Codex's capture names its calls the
+# same way, capture/codex.py); the server is registered as SERVER (mcp_installer.py).
+OWN_TOOLS = f"mcp__{SERVER}__"
 NO_SESSION = ("writes need the agent's session: start the server with --session ID or "
               "$AGENT_JOURNAL_SESSION")
 
@@ -268,7 +276,8 @@ def _search(journal: Journal, args: dict[str, Any]) -> Answer:
     # Retracted entries are returned, marked: an agent that does not find a retracted
     # decision would take it up again.
     report = search.search(journal.reads, args["query"], limit=args.get("limit", SEARCH_LIMIT),
-                           kind=args.get("kind"), include_retracted=True)
+                           kind=args.get("kind"), include_retracted=True,
+                           exclude_tools=(OWN_TOOLS,))
     lines = []
     for hit in report["hits"]:
         mark = f" [{hit['outcome']}]" if hit["outcome"] not in (None, "live") else ""

@@ -10,6 +10,10 @@ Invariants:
   result, never a traceback.
 - Calls are answered one at a time, in the order they arrive: the journal's writes
   take locks that are per process, so two calls of one server must not overlap.
+- Every request read before the client closes stdin is answered before the server
+  exits (a client may write its calls and close at once): the SDK cancels the calls
+  still running when its input ends, so its input ends only once each request read has
+  its response, or was cancelled by the client, or the SDK stopped serving.
 """
 
 from __future__ import annotations
@@ -68,9 +72,82 @@ def serve(root: str | None, workspace: str, session: str | None) -> None:
         from mcp.server.stdio import stdio_server
 
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            await answer_before_eof(read_stream, write_stream, lambda r, w: server.run(
+                r, w, server.create_initialization_options()))
 
     anyio.run(main)
+
+
+async def answer_before_eof(read_stream: Any, write_stream: Any, run: Any) -> None:
+    """`run(reads, writes)` (the SDK serving a connection) between the transport's streams,
+    with the end of its input held back until every request read was answered.
+
+    Requests are counted by id as they pass in, and counted off as their response (or
+    error) passes out, or when the client cancels them (no response is due then).
+    """
+    from collections import Counter
+
+    import anyio
+    import mcp_types as types
+
+    to_server, server_reads = anyio.create_memory_object_stream[Any](0)
+    server_writes, from_server = anyio.create_memory_object_stream[Any](0)
+    unanswered: Counter[str] = Counter()
+    at_eof = False
+    drained = anyio.Event()
+    reading = anyio.CancelScope()
+
+    def settle(request_id: Any) -> None:
+        key = str(request_id)
+        if unanswered[key] > 0:
+            unanswered[key] -= 1
+        if at_eof and not +unanswered:
+            drained.set()
+
+    async def pass_in() -> None:
+        nonlocal at_eof
+        with reading:
+            async with to_server:
+                try:
+                    async with read_stream:
+                        async for item in read_stream:
+                            message = getattr(item, "message", None)
+                            if isinstance(message, types.JSONRPCRequest):
+                                unanswered[str(message.id)] += 1
+                            await to_server.send(item)
+                            if isinstance(message, types.JSONRPCNotification) and \
+                                    message.method == "notifications/cancelled":
+                                settle((message.params or {}).get("requestId"))
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    return  # the SDK stopped reading: nothing more can be answered
+                at_eof = True
+                if not +unanswered:
+                    drained.set()
+                await drained.wait()  # then the SDK's input ends, with nothing in flight
+
+    async def pass_out() -> None:
+        async with write_stream, from_server:
+            async for item in from_server:
+                await write_stream.send(item)
+                message = getattr(item, "message", None)
+                if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+                    settle(message.id)
+        # The SDK closed its output and its last answer passed on: no more input is
+        # wanted (should the SDK have stopped before the client did).
+        reading.cancel()
+
+    async def serve() -> None:
+        try:
+            await run(server_reads, server_writes)
+        finally:
+            # The SDK closes what it was handed; closing again is harmless, and sure.
+            server_reads.close()
+            server_writes.close()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pass_in)
+        tg.start_soon(pass_out)
+        tg.start_soon(serve)
 
 
 def build_server(journal: mcp_recall.Journal) -> Any:

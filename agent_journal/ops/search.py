@@ -42,8 +42,10 @@ def boost_from_env() -> float:
 
 
 def search(ctx: Context, query: str, *, limit: int | None = None, kind: str | None = None,
-           include_retracted: bool = False) -> dict[str, Any]:
-    """Ranked hits for `query` plus the damage lists every read reports."""
+           include_retracted: bool = False, exclude_tools: tuple[str, ...] = ()
+           ) -> dict[str, Any]:
+    """Ranked hits for `query` plus the damage lists every read reports. Observations of
+    a tool whose name starts with one of `exclude_tools` are left out (before `limit`)."""
     terms = query_terms(query)
     if kind is not None:
         validate_id(kind, "--kind")
@@ -58,5 +60,5 @@ def search(ctx: Context, query: str, *, limit: int | None = None, kind: str | No
         return report  # nothing to search, and no index to bring up to date
     report["hits"], report["unreadable"], report["malformed"] = answer(
         ws, terms, limit=limit, kind=kind, include_retracted=include_retracted,
-        now_ms=instant_millis(clock.now()), boost=boost)
+        now_ms=instant_millis(clock.now()), boost=boost, exclude_tools=exclude_tools)
     return report

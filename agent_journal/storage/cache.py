@@ -233,10 +233,13 @@ def iter_segment_after(path: str, after: int, batch: int = 2000
     """Rows with seq > after, in seq order, as tagged tuples.
 
     ("event", seq, Event, mark) for a trusted row, ("malformed", seq, reason,
-    mark) for a row that fails its checksum or shape (mark is `row_mark` of the
-    row's columns, as stored), and at most one ("unreadable", 0, reason,
-    None) when SQLite gives up part way (what was yielded before stands, as
-    in `Workspace.iter_segment`). Rows are fetched in short batches, so no
+    mark) for a row that fails its checksum or shape or whose lookup columns
+    (event_id, type, subject, ts) disagree with its body: the verdict every
+    read gives (`codec.decode_checked`), so a tombstone whose subject column
+    was edited is malformed here as in `show`, and hides nothing. mark is
+    `row_mark` of the row's columns, as stored. At most one ("unreadable", 0,
+    reason, None) when SQLite gives up part way (what was yielded before
+    stands, as in `Workspace.iter_segment`). Rows are fetched in short batches, so no
     read lock is held while the caller works and writers are never kept
     waiting on a long scan.
     """
@@ -246,7 +249,7 @@ def iter_segment_after(path: str, after: int, batch: int = 2000
         yield ("unreadable", 0, describe_sqlite_error(exc), None)
         return
     try:
-        decode = codec.decode
+        decode = codec.decode_checked
         malformed = codec.MalformedEvent
         last = after
         while True:
@@ -254,23 +257,20 @@ def iter_segment_after(path: str, after: int, batch: int = 2000
                 if last == after and never_initialised(conn):
                     return
                 rows = conn.execute(
-                    "SELECT seq, event_id, body, checksum FROM events WHERE seq > ? "
-                    "ORDER BY seq LIMIT ?", (last, batch)).fetchall()
+                    "SELECT seq, event_id, body, checksum, type, subject, ts FROM events "
+                    "WHERE seq > ? ORDER BY seq LIMIT ?", (last, batch)).fetchall()
             except sqlite3.Error as exc:
                 yield ("unreadable", 0, describe_sqlite_error(exc), None)
                 return
             if not rows:
                 return
-            for seq, event_id, body, digest in rows:
+            for seq, event_id, body, digest, type_, subject, ts in rows:
                 last = seq
                 mark = row_mark(event_id, digest)
                 try:
-                    ev = decode(body, digest)
+                    ev = decode(body, digest, event_id, type_, subject, ts)
                 except malformed as exc:
                     yield ("malformed", seq, str(exc), mark)
-                    continue
-                if ev.event_id != event_id:
-                    yield ("malformed", seq, "event_id column does not match body", mark)
                     continue
                 yield ("event", seq, ev, mark)
     finally:

@@ -6,6 +6,10 @@ Invariants:
   scratch answers every query exactly as the incrementally kept index does
   (every fold below is order-free: sets, a minimum by `Event.sort_key`, parts
   sorted by sort key).
+- A row is folded in only when it verifies as every read verifies it (checksum,
+  shape, and lookup columns that agree with its body, `codec.decode_checked`);
+  any other row is listed as malformed and folded into nothing, so an edited
+  column neither hides nor shows content otherwise than `show` does.
 - Tombstoned content is never in the searchable tables: a document is deleted
   the moment its tombstone is indexed, and a target whose tombstone came first
   is never inserted. So it is never returned and never counts in N or in a
@@ -78,7 +82,7 @@ INDEX_AREA = "search"
 
 # Bump when the schema, the text extraction or the tokenisation changes: an
 # index of another format is rebuilt, never read.
-INDEX_FORMAT = "agent-journal-search/3"
+INDEX_FORMAT = "agent-journal-search/4"
 
 
 # A segment fingerprint taken this close to the segment's newest mtime could
@@ -132,6 +136,7 @@ CREATE TABLE docs (
     ts TEXT NOT NULL,
     ts_ms INTEGER NOT NULL,
     outcome TEXT,
+    tool TEXT,
     UNIQUE (type, subject)
 );
 CREATE TABLE texts (id INTEGER PRIMARY KEY, parts TEXT NOT NULL, text TEXT NOT NULL);
@@ -245,12 +250,12 @@ class _Index:
                 self._observation(subject, by_id, inserts)
         if inserts:
             c = self.conn
-            c.executemany("INSERT INTO docs(id, type, subject, kind, ts, ts_ms, outcome) "
-                          "VALUES (?, ?, ?, ?, ?, ?, ?)", [row[:7] for row in inserts])
+            c.executemany("INSERT INTO docs(id, type, subject, kind, ts, ts_ms, outcome, tool) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [row[:8] for row in inserts])
             c.executemany("INSERT INTO texts(id, parts, text) VALUES (?, ?, ?)",
-                          [(row[0], row[7], row[8]) for row in inserts])
+                          [(row[0], row[8], row[9]) for row in inserts])
             c.executemany("INSERT INTO wordindex(rowid, words) VALUES (?, ?)",
-                          [(row[0], _words_of(row[8])) for row in inserts])
+                          [(row[0], _words_of(row[9])) for row in inserts])
             self.n_docs += len(inserts)
 
     def _tombstone(self, subjects: set[str]) -> None:
@@ -303,7 +308,7 @@ class _Index:
             return
         text = entry_text(ev)
         parts = json.dumps([[ev.ts, ev.event_id, ev.kind, len(text)]])
-        self._put(ENTRY, subject, ev.kind, ev.ts, parts, text, LIVE, inserts,
+        self._put(ENTRY, subject, ev.kind, ev.ts, parts, text, LIVE, None, inserts,
                   self._doc(ENTRY, subject))
 
     def _doc(self, type_: str, subject: str) -> tuple[int, str, str] | None:
@@ -328,7 +333,9 @@ class _Index:
             if event_id in pieces:
                 continue
             text = observation_text(ev)
-            pieces[event_id] = ([ev.ts, event_id, ev.kind, len(text)], text)
+            tool = ev.data.get("tool")
+            pieces[event_id] = ([ev.ts, event_id, ev.kind, len(text),
+                                 tool if isinstance(tool, str) else None], text)
             changed = True
         if not changed:
             return
@@ -336,22 +343,24 @@ class _Index:
         parts = [p for p, _ in ordered]
         text = "\n".join(piece for _, piece in ordered)
         first = parts[0]
+        # The call's tool: the first its events name, in sort order (order-free, as parts are).
+        tool = next((p[4] for p in parts if len(p) > 4 and p[4] is not None), None)
         self._put(OBSERVATION, subject, first[2], first[0], json.dumps(parts), text, None,
-                  inserts, existing)
+                  tool, inserts, existing)
 
     def _put(self, type_: str, subject: str, kind: str, ts: str, parts: str, text: str,
-             outcome: str | None, inserts: list[tuple[Any, ...]],
+             outcome: str | None, tool: str | None, inserts: list[tuple[Any, ...]],
              existing: tuple[int, str, str] | None) -> None:
         if existing is None:
             inserts.append((self.next_id, type_, subject, kind, ts, ts_millis(ts), outcome,
-                            parts, text))
+                            tool, parts, text))
             self.next_id += 1
             return
         c = self.conn
         doc_id, _, old_text = existing
         self._drop_words(doc_id, old_text)
-        c.execute("UPDATE docs SET kind = ?, ts = ?, ts_ms = ? WHERE id = ?",
-                  (kind, ts, ts_millis(ts), doc_id))
+        c.execute("UPDATE docs SET kind = ?, ts = ?, ts_ms = ?, tool = ? WHERE id = ?",
+                  (kind, ts, ts_millis(ts), tool, doc_id))
         c.execute("UPDATE texts SET parts = ?, text = ? WHERE id = ?", (parts, text, doc_id))
         c.execute("INSERT INTO wordindex(rowid, words) VALUES (?, ?)", (doc_id, _words_of(text)))
 
@@ -487,7 +496,8 @@ class _Index:
     # -- ranking ------------------------------------------------------------------------
 
     def query(self, terms: list[str], *, limit: int, kind: str | None, include_retracted: bool,
-              now_ms: int, boost: float, prune: bool = True) -> list[dict[str, Any]]:
+              now_ms: int, boost: float, prune: bool = True,
+              exclude_tools: tuple[str, ...] = ()) -> list[dict[str, Any]]:
         c = self.conn
         n = int(c.execute("SELECT value FROM meta WHERE key = 'docs'").fetchone()[0])
         params: dict[str, Any] = {"now": now_ms, "boost": float(boost), "limit": limit}
@@ -510,6 +520,10 @@ class _Index:
         if kind is not None:
             where.append("d.kind = :kind")
             params["kind"] = kind
+        for i, prefix in enumerate(exclude_tools):
+            # Left out before the limit, so the page is still filled by what is kept.
+            where.append(f"(d.tool IS NULL OR substr(d.tool, 1, {len(prefix)}) != :xt{i})")
+            params[f"xt{i}"] = prefix
         weight = " + ".join(f"(CASE WHEN m.mask & {1 << i} THEN :w{i} ELSE 0.0 END)"
                             for i in active)
         head = (f"SELECT d.id, d.type, d.subject, d.kind, d.ts, d.outcome, m.mask, "
@@ -682,14 +696,17 @@ def discard(ws: Workspace) -> None:
 
 
 def answer(ws: Workspace, terms: list[str], *, limit: int, kind: str | None,
-           include_retracted: bool, now_ms: int, boost: float
+           include_retracted: bool, now_ms: int, boost: float,
+           exclude_tools: tuple[str, ...] = ()
            ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """(hits, unreadable, malformed) from an index brought up to date first."""
+    """(hits, unreadable, malformed) from an index brought up to date first; observations
+    of a tool whose name starts with one of `exclude_tools` are never hits."""
     for attempt in range(2):
         index = refresh(ws)
         try:
             hits = index.query(terms, limit=limit, kind=kind,
-                               include_retracted=include_retracted, now_ms=now_ms, boost=boost)
+                               include_retracted=include_retracted, now_ms=now_ms, boost=boost,
+                               exclude_tools=exclude_tools)
             unreadable, malformed = index.damage(ws)
             return hits, unreadable, malformed
         except sqlite3.Error as exc:
