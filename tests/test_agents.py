@@ -6,6 +6,7 @@ Everything runs the real console script from a clean HOME, the way a new user wo
 from __future__ import annotations
 
 import json
+import sqlite3
 import os
 import shlex
 import subprocess
@@ -542,3 +543,64 @@ def test_a_codex_patch_that_did_not_apply_changed_no_file(home, tmp_path):
     assert [f["path"] for f in digest["files"]] == ["hello.txt"]
     refused = [p for p in digest["openProblems"] if p["id"] == "call_patch05"]
     assert refused and refused[0]["reason"].startswith("apply_patch verification failed")
+
+
+AGENTV = DATA / "claude-code" / "codex" / "EntityProcess-agentv" / "a6" / "0726a7452e" / "0" / \
+    "full.jsonl"
+
+
+def _rollout_lines(*call_ids: str) -> list[str]:
+    """The lines of the real agentv rollout (provenance in claude-code/README.md) that
+    hold the given calls and their outputs."""
+    kept = []
+    for line in AGENTV.read_text(encoding="utf-8").splitlines():
+        payload = json.loads(line).get("payload") or {}
+        if payload.get("call_id") in call_ids:
+            kept.append(line)
+    return kept
+
+
+def test_codex_stop_reads_how_patches_and_failed_commands_ended_from_the_rollout(home,
+                                                                               tmp_path):
+    # apply_patch gets a PreToolUse and no PostToolUse; a command's PostToolUse may carry no
+    # exit code. The Stop hook reads the rollout: the patch is not left unfinished, the
+    # failed command is a failure, and reading it again adds nothing.
+    patch, failed = "call_2hzDhZRr94h9mDxH0rJeog5t", "call_CdO9OkVGJD0NyUcsTPTxqq3z"
+    rollout = tmp_path / "rollout.jsonl"
+    rollout.write_text("\n".join(_rollout_lines(patch, failed)) + "\n")
+    root = tmp_path / "j"
+    base = json.loads((CODEX_HOOKS / "PreToolUse.json").read_text())
+    base["transcript_path"] = str(rollout)
+
+    def send(event: str, **fields: Any) -> None:
+        payload = dict(base, hook_event_name=event, **fields)
+        result = aj(home, "hook", "codex", "--root", str(root), "--workspace", "w",
+                    input=json.dumps(payload).encode())
+        assert (result.code, result.err) == (0, "")
+
+    send("PreToolUse", tool_name="apply_patch", tool_use_id=patch,
+         tool_input={"command": "*** Begin Patch"})
+    send("PreToolUse", tool_name="Bash", tool_use_id=failed,
+         tool_input={"command": "gh issue view 1 --json closedByPullRequestsReferences"})
+    send("PostToolUse", tool_name="Bash", tool_use_id=failed,
+         tool_input={"command": "gh issue view 1 --json closedByPullRequestsReferences"},
+         tool_response="Unknown JSON field")
+    stop = {k: v for k, v in base.items() if k not in ("tool_name", "tool_use_id",
+                                                       "tool_input", "turn_id")}
+    for _ in range(2):
+        result = aj(home, "hook", "codex", "--root", str(root), "--workspace", "w",
+                    input=json.dumps(dict(stop, hook_event_name="Stop", stop_hook_active=False,
+                                          last_assistant_message="done")).encode())
+        assert (result.code, result.err) == (0, "")
+    report = aj(home, "digest", "--json", "--root", str(root), "--workspace", "w").json()
+    assert report["unfinishedToolCalls"] == []
+    assert [p["id"] for p in report["openProblems"]] == [failed]
+    shown = aj(home, "show", "--json", "--observations", "--root", str(root),
+               "--workspace", "w").json()
+    calls = {o["id"]: o for o in shown["entries"] if o["kind"] == "tool_call"}
+    assert calls[patch]["status"] == "ok" and calls[failed]["exitCode"] == 1
+    rows = 0
+    for seg in (root / "workspaces").rglob("*.sqlite"):
+        with sqlite3.connect(seg) as conn:
+            rows += conn.execute("SELECT count(*) FROM events").fetchone()[0]
+    assert rows == 3 + 2 + 2  # the tool events, two Stops, one ending per call

@@ -95,9 +95,11 @@ def claude_code(stdin: BinaryIO, *, root: str | None, workspace: str | None) -> 
 
 
 def journal_payload(payload: dict[str, Any], normalise: Any, *, root: str | None,
-                    workspace: str | None) -> HookResult:
+                    workspace: str | None, more: Any = None) -> HookResult:
     """Journal one parsed payload, normalised by `normalise(payload, redactor)` (each agent's
-    capture module); SessionStart also gets the workspace context printed."""
+    capture module); SessionStart also gets the workspace context printed. `more(payload,
+    redactor)`, when given, adds observations the payload implies (redacted, each with
+    its own `eventId`), journaled with it unless a tombstone names them."""
     from agent_journal.agents.hook_target import project_for, root_for, workspace_for
 
     global _chosen_root
@@ -129,15 +131,20 @@ def journal_payload(payload: dict[str, Any], normalise: Any, *, root: str | None
     # A blob the event cites stays locked until the event has committed (BlobHolds).
     holds = BlobHolds()
     try:
-        event = _event(ws, observation, payload, holds)
+        events = [_event(ws, observation, payload, holds)]
+        implied = more(payload, redactor) if more is not None else []
+        if implied:
+            stopped = _tombstoned_any(ws, [safe_id(o["id"]) for o in implied], deadline)
+            events += [_event(ws, o, payload, holds) for o in implied
+                       if safe_id(o["id"]) not in stopped]
         if not session_start:
-            _journal(ws, event, deadline)
+            _journal(ws, events, deadline)
             return HookResult()
         # The context matters more to the agent than this one record: if the write
         # fails, the context is still printed and the failure is logged afterwards.
         deferred: BaseException | None = None
         try:
-            _journal(ws, event, deadline)
+            _journal(ws, events, deadline)
         except Exception as exc:
             deferred = exc
     finally:
@@ -148,25 +155,31 @@ def journal_payload(payload: dict[str, Any], normalise: Any, *, root: str | None
 def _tombstoned(ws: Workspace, obs_id: str, deadline: float) -> bool:
     """Whether a tombstone names `obs_id`; a journal locked past the deadline answers
     no here, since the event then goes to the spool, whose drain asks again."""
+    return bool(_tombstoned_any(ws, [obs_id], deadline))
+
+
+def _tombstoned_any(ws: Workspace, ids: list[str], deadline: float) -> set[str]:
     try:
-        return bool(_patiently(lambda: ws.tombstoned_among([obs_id]), deadline))
+        return set(_patiently(lambda: ws.tombstoned_among(ids), deadline))
     except BusyError:
-        return False
+        return set()
 
 
-def _journal(ws: Workspace, event: Event, deadline: float) -> None:
-    """Append `event`, or spool it when the journal cannot take it in time (a lock
+def _journal(ws: Workspace, events: list[Event], deadline: float) -> None:
+    """Append `events`, or spool them when the journal cannot take them in time (a lock
     held past the budget, a storage failure): a captured event is never dropped.
     After an append, events spooled earlier are journaled too (storage/spool.py)."""
     from agent_journal.storage import spool
 
     try:
-        _patiently(lambda: ws.append([event]), deadline)
+        _patiently(lambda: ws.append(events), deadline)
     except BusyError:
-        spool.put(ws, event)  # (load, not a fault: nothing to log)
+        for event in events:
+            spool.put(ws, event)  # (load, not a fault: nothing to log)
         return
     except StorageError as exc:
-        spool.put(ws, event)
+        for event in events:
+            spool.put(ws, event)
         # The journal refused the write (a damaged segment, a full disk): the event is
         # safe, and the fault is logged where doctor looks.
         log_line(ws.root.path, f"hook: the journal refused an event, kept in the spool: "
@@ -250,7 +263,7 @@ def _patiently(work: Callable[[], T], deadline: float) -> T:
 
 def _event(ws: Workspace, observation: dict[str, Any], payload: dict[str, Any],
            holds: BlobHolds) -> Event:
-    event_id = new_event_id()
+    event_id = observation.get("eventId") or new_event_id()
     kind = observation["kind"]
     raw_id = observation["id"]
     obs_id = safe_id(raw_id) if raw_id else f"{kind}-{event_id}"

@@ -315,6 +315,31 @@ def _output(value: Any) -> tuple[str | None, int | None]:
     return value, _exit_code(value)
 
 
+def rollout_outcomes(lines: Iterable[str | bytes]) -> dict[str, dict[str, Any]]:
+    """What a rollout's lines say of the calls they hold: call id -> {"tool", "output",
+    "exitCode"} for every call whose output is among them (a function call's or a custom
+    tool's, such as apply_patch). Lines that are not whole JSON records are skipped (a
+    tail read from the middle of a file starts with part of one)."""
+    names: dict[str, str] = {}
+    found: dict[str, dict[str, Any]] = {}
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        payload = record.get("payload") if isinstance(record, dict) else None
+        if not isinstance(payload, dict) or not isinstance(payload.get("call_id"), str):
+            continue
+        kind, call_id = payload.get("type"), payload["call_id"]
+        if kind in ("function_call", "custom_tool_call") and isinstance(payload.get("name"),
+                                                                        str):
+            names[call_id] = payload["name"]
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            text, code = _output(payload.get("output"))
+            found[call_id] = {"tool": names.get(call_id), "output": text, "exitCode": code}
+    return found
+
+
 def _exit_code(text: Any) -> int | None:
     if not isinstance(text, str):
         return None

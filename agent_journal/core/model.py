@@ -105,6 +105,19 @@ def anchor_ref(anchor: str) -> tuple[str, str]:
     return scheme, ref
 
 
+def derived_event_id(*parts: str) -> str:
+    """A UUID-shaped event id that is the same whenever `parts` are: for an event a
+    hook may derive more than once (from the same file), so the copies are one event."""
+    import hashlib
+
+    b = bytearray(hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass"))
+                  .digest()[:16])
+    b[6] = (b[6] & 0x0F) | 0x50
+    b[8] = (b[8] & 0x3F) | 0x80
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def new_event_id() -> str:
     """A random (version 4) UUID, formatted by hand: `import uuid` pulls in
     `platform` and costs the hook path several milliseconds."""
