@@ -609,3 +609,31 @@ def test_a_repeated_push_keeps_the_artifacts_of_segments_it_reuses(
     sync.pull(ctx(b), None)
     for n, text in big.items():
         assert evidence.get(ctx(b), f"big-{n}").raw == text.encode()
+
+
+def test_a_manifest_naming_tombstones_with_no_tombstone_behind_them_withholds_nothing(
+        tmp_path: Path, s3, aws) -> None:
+    """Issue 31's withheld data: a manifest's `tombstoned` list is a summary of
+    tombstone events; one that names an id no tombstone event stands behind (a damaged or
+    hostile manifest) must not keep another replica's events out of a pull, now or after
+    the manifest is repaired."""
+    (a, b, c), bucket = replicas_with_remote(tmp_path, s3, 3)
+    note(b, "n-b", "b's finding")
+    note(a, "n-a")
+    sync.push(ctx(b), None)
+    sync.push(ctx(a), None)
+    client = s3.client()
+    rid = (a / "replica-id").read_text().strip()
+    key = f"team/ws/{rid}/manifest.json"
+    good = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    bad = json.loads(good)
+    bad["export"]["tombstoned"] = sorted(set(bad["export"]["tombstoned"]) | {"n-b"})
+    client.put_object(Bucket=bucket, Key=key, Body=json.dumps(bad).encode())
+    pulled = sync.pull(ctx(c), None)
+    assert any("no tombstone" in w for w in pulled["warnings"]), pulled["warnings"]
+    client.put_object(Bucket=bucket, Key=key, Body=good)
+    sync.pull(ctx(c), None)
+    sync.pull(ctx(b), None)
+    sync.pull(ctx(a), None)
+    assert state(c) == state(b) == state(a)
+    assert "b's finding" in state(c)

@@ -675,6 +675,7 @@ def pull(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[s
 
     merged: list[dict[str, Any]] = []
     fetched = fetched_bytes = 0
+    unbacked: set[str] = set()
     changed = [s for s in seen if s.manifest is not None]
     if changed:
         ws = ctx.open(create=True)
@@ -690,8 +691,13 @@ def pull(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[s
             # local workspace (replicas.merge_all), under the union of every
             # manifest's tombstones.
             arrived = [p for p in plans if p.files or p.artifacts]
+            # A manifest's tombstone list only summarises tombstone events: an id no
+            # event stands behind (here or in what arrived) withholds nothing.
+            backed = _tombstones_behind(ws, arrived, union)
+            unbacked = union - backed
             for p in arrived:
-                p.write_manifest(union)
+                unbacked |= set(p.export["tombstoned"]) - backed
+                p.write_manifest(union & backed, backed)
             reports = replicas.merge_all(ctx, [p.stage for p in arrived], checked=True,
                                          progress=progress, facts=facts)
             for p, report in zip(arrived, reports, strict=True):
@@ -713,6 +719,9 @@ def pull(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[s
         write_file_atomic(state_path, json.dumps(state, indent=1, sort_keys=True).encode())
 
     warnings = []
+    if unbacked:
+        warnings.append(f"{len(unbacked)} tombstone(s) a manifest names have no tombstone "
+                        "event behind them here or in what arrived; they withheld nothing")
     if refused:
         warnings.append(f"{len(refused)} remote object(s) or manifest(s) failed verification "
                         "and were not imported")
@@ -769,14 +778,36 @@ class _Fetching:
         return {self.objects[f["name"]] for f in self.files} | \
             {self.objects[a["path"]] for a in self.artifacts}
 
-    def write_manifest(self, union: set[str]) -> None:
+    def write_manifest(self, union: set[str], backed: set[str]) -> None:
         staged = dict(self.export, files=self.files, artifacts=self.artifacts,
-                      tombstoned=sorted(union | set(self.export["tombstoned"])))
+                      tombstoned=sorted(union | (set(self.export["tombstoned"]) & backed)))
         # Written once into this pull's fresh private stage, read by this process
         # alone: nothing to make durable (a crash leaves a stage the next pull or
         # compaction removes), so no fsync waits behind the fetched bytes.
         with open_private_new(os.path.join(self.stage, merge_plan.MANIFEST_NAME)) as out:
             out.write(json.dumps(staged, sort_keys=True).encode("utf-8"))
+
+
+def _tombstones_behind(ws: Workspace, arrived: list[_Fetching], union: set[str]) -> set[str]:
+    """Of the tombstones the manifests name, those a tombstone event stands behind: in a
+    local segment, or in a segment that arrived."""
+    from agent_journal.core.model import TOMBSTONE
+    from agent_journal.storage.replica_source import Unreadable, subjects_present
+
+    claimed = set(union).union(*(p.export["tombstoned"] for p in arrived))
+    if not claimed:
+        return set()
+    backed = ws.tombstoned_among(claimed)
+    for p in arrived:
+        for f in p.files:
+            if claimed <= backed:
+                return backed
+            try:
+                backed |= subjects_present(os.path.join(p.stage, f["name"]), claimed - backed,
+                                           (TOMBSTONE,))
+            except Unreadable:
+                continue  # the merge reports it
+    return backed
 
 
 def _fetch_all(remote: Remote, workspace: str, plans: list[_Fetching],
