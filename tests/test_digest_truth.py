@@ -163,3 +163,16 @@ def test_unrelated_calls_never_change_a_verdict(data):
                for r in runs_of(base)}
     assert {r.command: (r.passing, r.unresolved, r.maybe_covered_by is not None)
             for r in runs_of(noisy)} == verdict
+
+
+def test_biome_and_a_fix_script_are_one_history():
+    lint_fail = ("$ biome check --error-on-warnings\nChecked 277 files in 114ms. No fixes "
+                 "applied.\nFound 1 error.\nerror: script \"lint\" exited with code 1")
+    fix_fail = "$ biome check --write\nChecked 278 files in 128ms. Fixed 3 files.\nFound 1 error."
+    clean = "$ biome check --error-on-warnings\nChecked 278 files in 106ms. No fixes applied."
+    calls = [call(1, "bun run lint 2>&1", status="error", output=lint_fail),
+             call(2, "bun run lint:fix 2>&1", status="error", output=fix_fail),
+             call(3, "bun run lint 2>&1", output=clean)]
+    run = _run(calls, "bun run lint")
+    assert run.passing and run.fixed and run.runs == 3
+    assert all(f.resolved for f in failures(calls))

@@ -5,7 +5,7 @@ ids it lists as failing, the first failure line it prints); text that matches no
 summary gives None, never a guess. Recognised: pytest, unittest, go test (with its
 benchmark lines), cargo test, jest, vitest, mocha, rspec, minitest (`rails test`),
 Playwright, bun test (and npm/yarn/pnpm test, which print one of these), mypy, pyright,
-pyrefly, ruff (check, --fix and format), tsc, eslint, golangci-lint; and, only when none of
+pyrefly, ruff (check, --fix and format), biome, tsc, eslint, golangci-lint; and, only when none of
 these is there, a bare tally line a script prints ("Passed: 254, Failed: 0", runner
 "tests").
 """
@@ -89,6 +89,11 @@ _BUN_FAIL = re.compile(r"^\(fail\) (.+?)(?: \[[\d.]+m?s\])?$")
 # "Passed: 254, Failed: 0", "passed=254 failed=0", or the plain "254 passed, 0 failed".
 _TALLY = re.compile(r"^\W*pass(?:ed|es)?\s*[:=]\s*(\d+)[,;]?\s+fail(?:ed|ures?|s)?\s*[:=]\s*"
                     r"(\d+)\b|^(\d+) passed, (\d+) failed(?:, \d+ skipped)?\.?$", re.I)
+# Biome: "Checked 277 files in 102ms. No fixes applied." and, when it found any,
+# "Found 4 errors." (warnings too); a rule's diagnostic names it ("lint/suspicious/...").
+_BIOME = re.compile(r"^Checked (\d+) files? in [\d.]+(?:ms|s|µs)\.")
+_BIOME_FOUND = re.compile(r"^Found (\d+) (errors?|warnings?)\.$")
+_BIOME_RULE = re.compile(r"\s((?:lint|assist|format)/[\w/]+)\s")
 # golangci-lint: "3 issues:" then "* errcheck: 2" per linter; "0 issues." when clean.
 _GOLANGCI = re.compile(r"^(\d+) issues?[.:]$")
 _GOLANGCI_LINTER = re.compile(r"^\* ([\w-]+): \d+$|^\S+\.go:\d+:\d+: .+ \(([\w-]+)\)$")
@@ -113,7 +118,8 @@ _GATE = re.compile(
     r"|information|All checks passed!|reformatted|left unchanged|already formatted"
     r"|INFO \d+ error|error TS\d|\u2716|\d runs, \d+ assertions"
     r"|\d (?:passed|failed|flaky|skipped|did not run|interrupted) \([\d.]+(?:ms|s|m|h)\)"
-    r"|(?i:pass(?:ed|es)?\s*[:=]\s*\d)|\d passed, \d+ failed|\d issues?[.:]")
+    r"|(?i:pass(?:ed|es)?\s*[:=]\s*\d)|\d passed, \d+ failed|\d issues?[.:]"
+    r"|Checked \d+ files? in ")
 
 
 def _plain(text: str) -> str:
@@ -142,8 +148,8 @@ def parse_run(text: str | None) -> RunSummary | None:
 def _parse_lines(lines: list[str]) -> RunSummary | None:
     found: list[RunSummary] = []
     for parse in (_pytest, _unittest, _go, _cargo, _jest, _vitest, _mocha, _rspec, _minitest,
-                  _playwright, _bun, _mypy, _pyright, _pyrefly, _ruff, _tsc, _eslint,
-                  _golangci):
+                  _playwright, _bun, _mypy, _pyright, _pyrefly, _ruff, _biome, _tsc,
+                  _eslint, _golangci):
         run = parse(lines)
         if run is not None:
             found.append(run)
@@ -479,6 +485,21 @@ def _bun(lines: list[str]) -> RunSummary | None:
     return RunSummary("bun test", failed == 0, f"{summary} ({ran.group(0).rstrip('.')})",
                       passed=counts.get("pass"), failed=failed, skipped=counts.get("skip"),
                       failing=failing, first_failure=first if failed else None)
+
+
+def _biome(lines: list[str]) -> RunSummary | None:
+    checked = next((line.strip() for line in lines if _BIOME.match(line.strip())), None)
+    if checked is None:
+        return None
+    errors = 0
+    for line in lines:
+        m = _BIOME_FOUND.match(line.strip())
+        if m and m.group(2).startswith("error"):
+            errors += int(m.group(1))
+    rules = list(dict.fromkeys(m.group(1) for line in lines
+                               if (m := _BIOME_RULE.search(line))))[:_MAX_IDS]
+    summary = checked + (f" Found {errors} error(s)." if errors else "")
+    return RunSummary("biome", errors == 0, summary, errors=errors, failing=rules)
 
 
 def _tally(lines: list[str]) -> RunSummary | None:

@@ -4,7 +4,8 @@ Invariants: a run is a shell call whose output holds a runner's summary
 (checks.parse_run). Runs of the same command (`command_key`) are one history: its latest
 run is its state, and a failing run followed by a passing one counts as fixed. A
 package manager's way of running a script or tool is the same command whichever manager
-ran it (`npm test`, `pnpm test`, `yarn run test`; `npx tsc`, `pnpm tsc`: `run_key`), and
+ran it (`npm test`, `pnpm test`, `yarn run test`; `npx tsc`, `pnpm tsc`: `run_key`), a
+script's `:fix` variant is the script (`lint:fix` fixes what `lint` checks), and
 its options do not make it another command (`pytest -x -q` is `pytest`: `check_key`). A
 later successful call of a command that has a run history, printing no summary, is a
 passing run (tsc and eslint print nothing when clean; their exit status is the verdict).
@@ -55,9 +56,16 @@ SILENT_PASS = "exit 0, no summary printed"
 TALLY = "tests"
 
 
+# A script that fixes what its checker finds is that checker (`lint:fix`, `format-fix`),
+# as `--fix` does not make `eslint --fix` another command.
+_FIX_SCRIPT = re.compile(r"^(js \S+?)[:-]fix\b")
+
+
 def run_key(command: str) -> str:
-    """The command with a JavaScript package manager's runner prefix made uniform."""
-    return _PACKAGE_RUNNER.sub("js ", command, count=1)
+    """The command with a JavaScript package manager's runner prefix made uniform (and a
+    script's `:fix` variant taken for the script)."""
+    keyed = _PACKAGE_RUNNER.sub("js ", command, count=1)
+    return _FIX_SCRIPT.sub(r"\1", keyed, count=1) if keyed.startswith("js ") else keyed
 
 
 # The keys are pure functions of a command's text, and a session runs the same few
