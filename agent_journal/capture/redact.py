@@ -8,7 +8,10 @@ keyword heuristics, on purpose: a name alone never redacts, and ids, hashes and 
 `token: ORDER-4471-ZULU` must survive verbatim, because a redactor that guesses once destroyed
 the very objective a journal exists to keep. Anything that does not match a rule is returned
 unchanged, and an input with no match is returned as the same object; in JSON-like values
-that holds for object keys as much as for the strings under them.
+that holds for object keys as much as for the strings under them. A match whose secret is a
+placeholder of the secret's shape (a run of x or X, as in `sk-xxxx...` or Slack's documented
+`T00000000/B00000000/XXXX...`, or a word starting `your_`/`your-`, as in `Bearer
+YOUR_ACCESS_TOKEN`) is kept too: no real key holds one (see _PLACEHOLDER).
 """
 
 from __future__ import annotations
@@ -39,8 +42,10 @@ def _lit(prefix: str, width: int) -> str:
     # literal scan; the boundary check comes after it as a lookbehind, because a leading
     # lookbehind makes every position a candidate (measured: 30x slower on transcript text).
     # Every other vendor prefix is a key wherever it starts, glued to a word (`keyghp_...`)
-    # or to an escape (`\\nghp_...`) as much as after a blank.
-    return f"{prefix}(?<![A-Za-z0-9_-].{{{width}}})"
+    # or to an escape (`\\nghp_...`) as much as after a blank. These too count after an
+    # escaped line break or tab (`\\nsk-proj-...`, in JSON text inside a JSON string), whose
+    # `n` is no word's end.
+    return f"{prefix}(?:(?<![A-Za-z0-9_-].{{{width}}})|(?<=\\\\[nrt].{{{width}}}))"
 
 
 _TAIL = r"(?![A-Za-z0-9_-])"
@@ -64,7 +69,25 @@ _AWS_SECRET = r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])"
 # Real session tokens run to hundreds of base64 characters: a minimum of 100 keeps uuids,
 # hashes and short values under a `"Token"` key.
 _AWS_SESSION = r"[A-Za-z0-9/+]{100,}={0,2}"
+# In a presigned URL's query the same token is URL-encoded (X-Amz-Security-Token=...%2F...).
+_AWS_SESSION_URL = r"(?:[A-Za-z0-9/+]|%2[BbFf]){100,}(?:=|%3[Dd]){0,2}"
 _TWILIO_KEY = r"SK[0-9a-fA-F]{32}(?![A-Za-z0-9])"
+# An API key's secret: 32 letters and digits.
+_TWILIO_SECRET = r"[A-Za-z0-9]{32}(?![A-Za-z0-9_+/=-])"
+_HEX32 = r"[0-9a-fA-F]{32}(?![A-Za-z0-9])"
+# A storage or Cosmos DB account key is 64 bytes: 86 base64 characters and `==`. The same
+# shape is a SHA-512 digest in base64 (`"integrity": "sha512-..."`), so only a key's name
+# anchors it.
+_AZURE_KEY = r"[A-Za-z0-9+/]{86}==(?![A-Za-z0-9+/=])"
+# A WireGuard (Curve25519) private key: 32 bytes, 43 base64 characters and `=`.
+_WG_KEY = r"[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=(?![A-Za-z0-9+/=])"
+# What stands for a password in a URL without being one: a shell or template variable
+# (`${DB_PASSWORD}`, `$PASS`, `{{ pw }}` without blanks, `%s`, `%(password)s`) or a mask
+# (`***`, `...`), as printed by SQLAlchemy and most loggers.
+_URL_PLACEHOLDER = (
+    r"(?:\$\{[^\s{}@]{0,100}\}|\$\([^\s()@]{0,100}\)|\$[A-Za-z_][A-Za-z0-9_]*|\{\{[^\s@{}]{0,64}\}\}"
+    r"|%(?:\([A-Za-z_]+\))?s|\*+|\.\.\.|\u2026)"
+)
 
 # (name, pattern), applied in this order, each to the output of the one before. A name may
 # appear more than once (one pattern per literal prefix). A pattern with a group named "secret"
@@ -90,7 +113,16 @@ BUILTIN_RULES: tuple[tuple[str, str], ...] = (
         # browsers, so a password holding a raw @ is covered too. Quotes, brackets and
         # backslashes end it, so JSON such as "http://host:3000","a@b" is not a password.
         r"://(?<=[A-Za-z0-9+.-]://)[^\s:/?#@\"'`<>\\\[\]]*"
-        r":(?P<secret>[^\s/?#\"'`<>\\\[\]]+)@",
+        r":(?P<secret>(?!" + _URL_PLACEHOLDER + r"@)[^\s/?#\"'`<>\\\[\]]+)@",
+    ),
+    (
+        # A password as a URL's query parameter (JDBC and MySQL URLs, `?password=`), or in a
+        # JDBC or ADO.NET `;password=`: only after ?, &, ; (`&amp;` too) or Go's JSON \u0026.
+        "url-password",
+        r"(?:assword|ASSWORD)=(?:(?<=[?&;][Pp]assword=)|(?<=[?&;]PASSWORD=)"
+        r"|(?<=u0026[Pp]assword=))"
+        r"(?P<secret>(?!" + _URL_PLACEHOLDER + r"(?![^\s&;#\"'`<>\\\[\]]))"
+        r"[^\s&;#\"'`<>\\\[\]]+)",
     ),
     (
         "slack-webhook",
@@ -106,24 +138,83 @@ BUILTIN_RULES: tuple[tuple[str, str], ...] = (
     #
     # An AWS secret key is exactly 40 base64 characters. The name may carry any prefix (AWS_,
     # TF_VAR_aws_, rclone's bare `secret_access_key`): the value's exact shape makes it AWS's.
-    ("aws-secret-key", _keyed("secret_access_key", _AWS_SECRET)),
-    ("aws-secret-key", _keyed("SECRET_ACCESS_KEY", _AWS_SECRET)),
-    ("aws-secret-key", _keyed("ecretAccessKey", _AWS_SECRET)),
+    # The shorter `secret_key` is Terraform's and s3cmd's, `AWS_SECRET_KEY` the Java SDK's,
+    # `"SecretKey"` the .NET configuration's.
+    ("aws-secret-key", _keyed("secret_(?:access_)?key", _AWS_SECRET)),
+    ("aws-secret-key", _keyed("SECRET_(?:ACCESS_)?KEY", _AWS_SECRET)),
+    ("aws-secret-key", _keyed("ecret(?:Access)?Key", _AWS_SECRET)),
     # The names AWS's tools give a session token: AWS_SECURITY_TOKEN is boto's older one, still
     # set by aws-vault; `"Token"` is the instance and container metadata endpoints' JSON.
     ("aws-session-token", _keyed("aws_se(?:ssion|curity)_token", _AWS_SESSION)),
     ("aws-session-token", _keyed("AWS_SE(?:SSION|CURITY)_TOKEN", _AWS_SESSION)),
     ("aws-session-token", _keyed("essionToken", _AWS_SESSION)),
     ("aws-session-token", _keyed('"Token', _AWS_SESSION)),
+    # A presigned URL's query parameter, or the request header of the same name.
+    ("aws-session-token", _keyed("-(?:Amz-Security-Token|amz-security-token)", _AWS_SESSION_URL)),
     # A Twilio API key sid (SK and 32 hex) is redacted only under an API key's name (Twilio's
     # TWILIO_API_KEY, its CLI config's apiKey, api_key_sid): bare, the same shape could be
-    # anything's. The auth token is 32 hex, under the name Twilio's docs give it.
+    # anything's.
     ("twilio-api-key", _keyed("api_key(?:_sid)?", _TWILIO_KEY)),
     ("twilio-api-key", _keyed("API_KEY(?:_SID)?", _TWILIO_KEY)),
     ("twilio-api-key", _keyed("piKey(?:Sid)?", _TWILIO_KEY)),
-    ("twilio-auth-token", _keyed("TWILIO_AUTH_TOKEN", r"[0-9a-fA-F]{32}(?![A-Za-z0-9])")),
+    # The key's secret, 32 letters and digits, under the names Twilio's docs, helper libraries
+    # and CLI give it (TWILIO_API_SECRET, api_secret, apiSecret; API_KEY_SECRET too) ...
+    ("twilio-api-key", _keyed("api[_-](?:key[_-])?secret", _TWILIO_SECRET)),
+    ("twilio-api-key", _keyed("API_(?:KEY_)?SECRET", _TWILIO_SECRET)),
+    ("twilio-api-key", _keyed("pi(?:Key)?Secret", _TWILIO_SECRET)),
+    # ... or right after the key's sid: `curl -u SK...:secret`, `Client("SK...", "secret")`,
+    # and the JSON Twilio answers a key's creation with ("sid" first, "secret" last).
+    (
+        "twilio-api-key",
+        r"SK[0-9a-fA-F]{32}(?::|\\?[\"'][ \t]*,[ \t]*\\?[\"']"
+        r"|\\?\"[^{}]{0,400}?\\?\"secret\\?\"[ \t]*:[ \t]*\\?\")(?P<secret>" + _TWILIO_SECRET + ")",
+    ),
+    # The account's auth token is 32 hex, under the names Twilio's docs and quickstarts give it
+    # (TWILIO_AUTH_TOKEN, auth_token, authToken), or after the account sid, as in the docs'
+    # `curl -u AC...:token` and `Client("AC...", "token")`.
+    ("twilio-auth-token", _keyed("AUTH_TOKEN", _HEX32)),
+    ("twilio-auth-token", _keyed("auth_token", _HEX32)),
+    ("twilio-auth-token", _keyed("uthToken", _HEX32)),
+    (
+        "twilio-auth-token",
+        r"AC[0-9a-fA-F]{32}(?::|\\?[\"'][ \t]*,[ \t]*\\?[\"'])(?P<secret>" + _HEX32 + ")",
+    ),
     # A connection string's account key (Storage, Cosmos DB): 64 bytes, 88 base64 characters.
     ("azure-storage-key", r"AccountKey=(?P<secret>[A-Za-z0-9+/]{40,}={0,2})"),
+    # Under a key's name (AZURE_STORAGE_KEY, account_key=, accountKey, --account-key,
+    # primary_access_key, Cosmos DB's primaryMasterKey), in its exact shape.
+    (
+        "azure-storage-key",
+        _keyed("(?:STORAGE|ACCOUNT|ACCESS|MASTER|COSMOS(?:_?DB)?)_KEY", _AZURE_KEY),
+    ),
+    (
+        "azure-storage-key",
+        _keyed("(?:storage|account|access|master|cosmos(?:_?db)?)_key", _AZURE_KEY),
+    ),
+    ("azure-storage-key", _keyed("(?:torage|ccount|ccess|aster)Key", _AZURE_KEY)),
+    ("azure-storage-key", _keyed("ccount-?key", _AZURE_KEY)),
+    # `az storage account keys list`: in JSON ("keyName" before "value", as az sorts keys) ...
+    (
+        "azure-storage-key",
+        r"keyName\\?\"[ \t]*:[ \t]*\\?\"key[12]\\?\"[^{}]{0,300}?"
+        r"\\?\"value\\?\"[ \t]*:[ \t]*\\?\"(?P<secret>" + _AZURE_KEY + ")",
+    ),
+    # ... and as a table or TSV row.
+    (
+        "azure-storage-key",
+        r"key[12][ \t]+(?:FULL|Full|READ|Read)[ \t]+(?P<secret>" + _AZURE_KEY + ")",
+    ),
+    # Private keys that are not PEM: a WireGuard key under its config's name (PrivateKey =,
+    # "privateKey", private_key, WIREGUARD_PRIVATE_KEY=), and a PuTTY key file's private
+    # lines, up to the line that is not base64 (Private-MAC:).
+    ("private-key", _keyed("rivate(?:Key|_key)", _WG_KEY)),
+    ("private-key", _keyed("PRIVATE_KEY", _WG_KEY)),
+    (
+        "private-key",
+        r"Private-Lines:[ \t]*[0-9]+(?:\r?\n|\\r?\\n)"
+        r"(?P<secret>[A-Za-z0-9+/=]+(?=\r?\n|\\r?\\n|\Z)"
+        r"(?:(?:\r?\n|\\r?\\n)[A-Za-z0-9+/=]+(?=\r?\n|\\r?\\n|\Z))*)",
+    ),
     (
         # A SAS signature: an HMAC-SHA256 in base64, URL-encoded or not, as a query parameter
         # (after ?, &, &amp; or Go's JSON \u0026) or first in `SharedAccessSignature=sig=`.
@@ -140,16 +231,19 @@ BUILTIN_RULES: tuple[tuple[str, str], ...] = (
     (
         "basic-auth",
         r"uthorization(?<=[Aa]uthorization)(?<![A-Za-z0-9_].{13})"
-        r"[\"']?[ \t]*[:=][ \t]*[\"']?[Bb]asic[ \t]+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})",
+        r"(?:\\?[\"'])?[ \t]*[:=][ \t]*(?:\\?[\"'])?[Bb]asic[ \t]+"
+        r"(?P<secret>[A-Za-z0-9+/]{8,}={0,2})",
     ),
     ("anthropic-key", _lit("sk-ant-", 7) + r"[A-Za-z0-9_-]{20,250}"),
     # Glued to a word, an Anthropic key is known by its type and version (`api03-`).
     ("anthropic-key", r"sk-ant-[a-z]{2,8}[0-9]{2}-[A-Za-z0-9_-]{20,250}"),
     (
         "openai-key",
-        # Project, service-account and admin keys carry a type segment and may contain - and _;
-        # legacy keys are one run of letters and digits, so hyphenated words never match.
-        _lit("sk-", 3) + r"(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,250}|[A-Za-z0-9]{32,250})",
+        # Project, service-account, admin and user (`sk-None-`) keys carry a type segment and
+        # may contain - and _; legacy keys are one run of letters and digits, so hyphenated
+        # words never match.
+        _lit("sk-", 3)
+        + r"(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,250}|[A-Za-z0-9]{32,250})",
     ),
     # Glued to a word (`tokensk-...`), an OpenAI key is known by the mark OpenAI puts in it
     # (`T3BlbkFJ`, "OpenAI" in base64: 20 characters in, on a legacy key; after the type
@@ -157,7 +251,7 @@ BUILTIN_RULES: tuple[tuple[str, str], ...] = (
     # after a word is `task-`, `disk-`, `risk-`. The mark is looked for only so far in, so
     # a long run of `sk-` costs each start a bounded look.
     ("openai-key", r"sk-(?:[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20,250}"
-                   r"|(?:proj|admin)-[A-Za-z0-9_-]{0,100}?T3BlbkFJ[A-Za-z0-9_-]{0,250}"
+                   r"|(?:proj|admin|None)-[A-Za-z0-9_-]{0,100}?T3BlbkFJ[A-Za-z0-9_-]{0,250}"
                    r"|svcacct-[A-Za-z0-9_-]{20,250})"),
     # A key id glued to a lowercase word is still one; after a capital or a digit it is part
     # of a longer run of them, which no key id is.
@@ -174,6 +268,11 @@ BUILTIN_RULES: tuple[tuple[str, str], ...] = (
     ),
     # An app-level token: version, app id, a numeric id, then the secret part.
     ("slack-token", r"xapp-[0-9]+-[A-Z0-9]{6,32}-[0-9]{6,}-[A-Za-z0-9]{32,250}"),
+    # An app's signing secret and client secret: 32 hex, under the names Slack's docs and Bolt
+    # give them (SLACK_SIGNING_SECRET, signing_secret, signingSecret, SLACK_CLIENT_SECRET).
+    ("slack-token", _keyed("(?:SIGNING|SLACK_CLIENT)_SECRET", _HEX32)),
+    ("slack-token", _keyed("signing_secret", _HEX32)),
+    ("slack-token", _keyed("igningSecret", _HEX32)),
     ("stripe-key", _lit("sk_", 3) + r"(?:live|test)_[A-Za-z0-9]{16,247}"),
     ("stripe-key", _lit("rk_", 3) + r"(?:live|test)_[A-Za-z0-9]{16,247}"),
     ("stripe-webhook-secret", r"whsec_[A-Za-z0-9+/=]{24,250}"),
@@ -185,12 +284,16 @@ BUILTIN_RULES: tuple[tuple[str, str], ...] = (
         # followed by token characters ends a sentence, and is kept.
         _lit(r"ya29\.", 5) + r"(?=[A-Za-z0-9_.-]{30})[A-Za-z0-9_-]+(?:\.+[A-Za-z0-9_-]+)*",
     ),
+    # A refresh token (application_default_credentials.json, a token endpoint's answer).
+    ("google-oauth-token", _lit("1//0", 4) + r"[A-Za-z0-9_-]{40,}"),
     ("huggingface-token", r"hf_[A-Za-z0-9]{34,40}" + _TAIL),
     ("npm-token", r"npm_[A-Za-z0-9]{36}" + _TAIL),
     # Every PyPI token is a macaroon whose serialisation starts with these bytes.
     ("pypi-token", r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}"),
     ("sendgrid-key", r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}" + _TAIL),
     ("jwt", _lit("eyJ", 3) + r"[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
+    # An age identity: the prefix, then 58 characters of uppercase bech32.
+    ("private-key", r"AGE-SECRET-KEY-1[02-9AC-HJ-NP-Z]{58}(?![A-Za-z0-9])"),
 )
 
 RULE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(name for name, _ in BUILTIN_RULES))
@@ -202,19 +305,37 @@ RULE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(name for name, _ in BUILTIN_RU
 _TRIGGERS: tuple[tuple[str, ...], ...] = (
     ("-----BEGIN",),
     ("://",),
+    ("assword=", "ASSWORD="),
     ("hooks.slack.com/",),
-    ("secret_access_key",),
-    ("SECRET_ACCESS_KEY",),
-    ("ecretAccessKey",),
+    ("secret_",),
+    ("SECRET_",),
+    ("ecret",),
     ("aws_session_token", "aws_security_token"),
     ("AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"),
     ("essionToken",),
     ('"Token',),
+    ("-Amz-Security-Token", "-amz-security-token"),
     ("api_key",),
     ("API_KEY",),
     ("piKey",),
-    ("TWILIO_AUTH_TOKEN",),
+    ("secret",),
+    ("API_",),
+    ("Secret",),
+    ("SK",),
+    ("AUTH_TOKEN",),
+    ("auth_token",),
+    ("uthToken",),
+    ("AC",),
     ("AccountKey=",),
+    ("_KEY",),
+    ("_key",),
+    ("torageKey", "ccountKey", "ccessKey", "asterKey"),
+    ("ccount-key", "ccountkey"),
+    ("keyName",),
+    ("key1", "key2"),
+    ("rivateKey", "rivate_key"),
+    ("PRIVATE_KEY",),
+    ("Private-Lines:",),
     ("sig=",),
     ("earer",),
     ("BEARER",),
@@ -229,17 +350,22 @@ _TRIGGERS: tuple[tuple[str, ...], ...] = (
     ("glpat-",),
     ("xox",),
     ("xapp-",),
+    ("_SECRET",),
+    ("signing_secret",),
+    ("igningSecret",),
     ("sk_",),
     ("rk_",),
     ("whsec_",),
     ("AIza",),
     ("GOCSPX-",),
     ("ya29.",),
+    ("1//0",),
     ("hf_",),
     ("npm_",),
     ("pypi-AgEIcHlwaS5vcmc",),
     ("SG.",),
     ("eyJ",),
+    ("AGE-SECRET-KEY-1",),
 )
 
 # A plain string, compiled by re's cache only when a Redactor is given extra patterns.
@@ -446,7 +572,9 @@ class _Rule:
         if self._compiled is None:
             self._compiled = re.compile(self.source)
         if self._replace is None:
-            self._replace = _replacer(self.name, self._compiled)
+            # A user's pattern redacts whatever it matches; a built-in one keeps placeholders.
+            keeps = self.triggers is not None and self.name != "private-key"
+            self._replace = _replacer(self.name, self._compiled, keeps)
         return self._compiled, self._replace
 
 
@@ -464,14 +592,28 @@ def _builtin_rules() -> list[_Rule]:
     return _builtin
 
 
-def _replacer(name: str, compiled: re.Pattern[str]) -> Callable[[re.Match[str]], str]:
+# A placeholder in a secret's shape: a run of x or X (`sk-xxxx...`, `AKIAXXXXXXXXXXXXXXXX`,
+# Slack's documented `T00000000/B00000000/XXXX...`) or a word that starts `your_`/`your-`
+# (`Bearer YOUR_ACCESS_TOKEN`, `sk-proj-your-key-here`). Neither turns up in a random key: eight
+# x in a row, or `your-` at a word's start, have odds under one in 10^12 in a real one. Not
+# applied to private keys, whose match can run over the prose after a truncated block.
+_PLACEHOLDER = r"[xX]{8}|(?<![A-Za-z0-9])(?:your|YOUR|Your)[_-]"
+
+
+def _replacer(name: str, compiled: re.Pattern[str],
+              keep_placeholders: bool = False) -> Callable[[re.Match[str]], str]:
     text = marker(name)
+    placeholder = re.compile(_PLACEHOLDER).search if keep_placeholders else None
     if "secret" not in compiled.groupindex:
 
         def replace_whole(match: re.Match[str]) -> str:
             # An extra pattern may match the empty string somewhere (a bare lookaround);
             # marking nothing would litter the text with markers.
-            return text if match.end() > match.start() else ""
+            if match.end() == match.start():
+                return ""
+            if placeholder is not None and placeholder(match.group()):
+                return match.group()
+            return text
 
         return replace_whole
 
@@ -480,6 +622,8 @@ def _replacer(name: str, compiled: re.Pattern[str]) -> Callable[[re.Match[str]],
         if start < 0:
             return text if match.end() > match.start() else ""
         whole, offset = match.group(), match.start()
+        if placeholder is not None and placeholder(whole[start - offset : end - offset]):
+            return whole
         return whole[: start - offset] + text + whole[end - offset :]
 
     return replace_secret
