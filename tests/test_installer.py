@@ -347,3 +347,64 @@ def test_an_install_in_other_formatting_is_left_alone(cli, project):
     before = path.read_bytes()
     result = run(cli, "install", "claude-code", "--project", str(project))
     assert "already installed" in result.out and path.read_bytes() == before
+
+
+# -- issue 32: a settings path that is not a regular file; a large settings file -----------
+
+def _hooks_quickly(project: Path, *args: str) -> subprocess.CompletedProcess:
+    """The real script, with a timeout: a read that waits on a pipe fails the test."""
+    return subprocess.run([CLI, "hooks", *args, "claude-code", "--project", str(project)],
+                          capture_output=True, text=True, timeout=30,
+                          env=clean_env(HOME=str(project.parent)))
+
+
+@pytest.mark.parametrize("what, make", [
+    ("a named pipe (FIFO)", os.mkfifo),
+    ("a folder", os.mkdir),
+])
+@pytest.mark.parametrize("name", [".claude/settings.json", ".agent-journal.toml"])
+def test_a_path_that_is_not_a_regular_file_is_refused_at_once(project, what, make, name):
+    (project / ".claude").mkdir()
+    make(str(project / name))
+    before = sorted(str(p.relative_to(project)) for p in project.rglob("*"))
+    actions = ("install", "uninstall") if name.startswith(".claude") else ("install",)
+    for action in actions:
+        result = _hooks_quickly(project, action)
+        assert result.returncode == 1, (action, result.stderr)
+        assert result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
+        assert result.stderr.startswith(f"error: refusing to edit {project / name}: it is "
+                                        f"{what}, not a regular file; nothing was written")
+        assert sorted(str(p.relative_to(project)) for p in project.rglob("*")) == before
+
+
+def big_settings(size: int) -> str:
+    """About `size` bytes of settings.json, hand-formatted (escapes, ` ,`, `1.50`, other
+    indentation) so that only an edit in place, not a re-serialisation, gives it back."""
+    line = '      "Bash(npm run task-%07d --name \\u00e9t\\u00e9)" ,\n'
+    head = '{\n  "model": "opus",\n  "permissions": {\n    "allow": [\n'
+    tail = ('      "Read(*)"\n    ],\n    "deny": []\n  },\n'
+            '  "hooks": {\n    "PreToolUse": [\n      {"matcher": "Bash", "hooks": '
+            '[{"type": "command", "command": "echo \\u00e9"}]}\n    ]\n  },\n'
+            '  "env": {"A": 1.50, "B": [1,2,3]}\n}\n')
+    return head + "".join(line % i for i in range(size // len(line % 0))) + tail
+
+
+def test_a_20_mb_settings_file_round_trips_quickly(project):
+    import resource
+
+    path = settings_path(project)
+    path.parent.mkdir()
+    path.write_text(big_settings(20_000_000))
+    before = path.read_bytes()
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    installed = _hooks_quickly(project, "install")
+    assert installed.returncode == 0, installed.stderr
+    text = path.read_text()
+    assert text.startswith(before.decode()[:4096]) and '"A": 1.50' in text
+    assert len(ours(json.loads(text))) == len(EVENTS)
+    removed = _hooks_quickly(project, "uninstall")
+    assert removed.returncode == 0, removed.stderr
+    assert path.read_bytes() == before
+    done = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (done.ru_utime - used.ru_utime) + (done.ru_stime - used.ru_stime)
+    assert cpu < 8, f"install and uninstall took {cpu:.1f} s of CPU"  # (was 50 s)

@@ -11,7 +11,8 @@ Invariants:
   file, and an empty folder, when install created them), so install then uninstall gives
   the file back byte for byte.
 - A file that is not strict JSON or not shaped as a hooks file is refused with its path (and
-  line, where the parser says), never rewritten.
+  line, where the parser says), never rewritten; so is a path that is not a regular file (a
+  named pipe, a socket, a device, a folder), before it is read: nothing waits on it.
 - Every check runs before the first write: a folder that cannot be written, or a file that
   is a symlink out of the project, is refused with nothing written. Files are replaced
   atomically (temp file, fsync, rename) and keep their permissions.
@@ -196,8 +197,7 @@ def load(path: str, *, allowed_top: tuple[str, ...] | None = None
     from agent_journal.capture.strictjson import StrictJSONError, loads
 
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        raw = _read_regular(path)
     except FileNotFoundError:
         return None, {}, "  "
     except OSError as exc:
@@ -220,6 +220,31 @@ def load(path: str, *, allowed_top: tuple[str, ...] | None = None
                                f"{' and '.join(allowed_top)} at its top level, not "
                                f"{', '.join(extra)}")
     return text, settings, _indent_of(text)
+
+
+def refuse_irregular(path: str, mode: int) -> None:
+    """Refuse a path that is there but is not a regular file: reading a named pipe waits
+    for a writer forever, and a socket, a device or a folder is no settings file."""
+    import stat
+
+    if stat.S_ISREG(mode):
+        return
+    what = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a folder" if stat.S_ISDIR(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file")
+    raise JournalError(f"refusing to edit {path}: it is {what}, not a regular file; nothing "
+                       "was written")
+
+
+def _read_regular(path: str) -> bytes:
+    """The bytes of the regular file at `path` (a symlink to one is followed), never
+    blocking: anything else is refused before it is opened, and again by what was opened
+    (O_NONBLOCK, so a pipe put there in between cannot hold the open)."""
+    refuse_irregular(path, os.stat(path).st_mode)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        refuse_irregular(path, os.fstat(fd).st_mode)
+        return fh.read()
 
 
 def add_handlers(path: str, settings: dict[str, Any], handlers: dict[str, dict[str, Any]],
@@ -330,6 +355,10 @@ def project_file_change(folder: str, workspace: str | None, root: str | None,
     from agent_journal.core.model import validate_id
 
     path = os.path.join(folder, project_file.NAME)
+    try:
+        refuse_irregular(path, os.stat(path).st_mode)  # a pipe there would hold the read
+    except OSError:
+        pass  # absent, or unreadable: project_file.load says so
     existing = project_file.load(path) if os.path.lexists(path) else None
     chosen = workspace or (existing.workspace if existing else None) or default_workspace
     validate_id(chosen, "workspace")
@@ -577,9 +606,11 @@ def _ours_left(folder: str, changing: str) -> bool:
 
 
 # -- the same edits on the text, so that every other byte stays ---------------------------
+# Every edit lies inside the top-level "hooks" value (or adds or removes that member): its
+# text is found once and edited alone, so the rest of the file, however large, is read once.
 
-def _ours_at(data: Any, event: str, ours: Callable[[Any], bool]) -> list[tuple[int, int]]:
-    groups = data.get("hooks", {}).get(event)
+def _ours_at(hooks: Any, event: str, ours: Callable[[Any], bool]) -> list[tuple[int, int]]:
+    groups = hooks.get(event)
     found = []
     for gi, group in enumerate(groups if isinstance(groups, list) else []):
         for hi, handler in enumerate(group.get("hooks", []) if isinstance(group, dict) else []):
@@ -590,64 +621,78 @@ def _ours_at(data: Any, event: str, ours: Callable[[Any], bool]) -> list[tuple[i
 
 def splice_install(text: str, handlers: dict[str, dict[str, Any]],
                    ours: Callable[[Any], bool], indent: str) -> str:
+    from agent_journal.agents import json_splice as js
+
+    node = js.find(text, ["hooks"])
+    if node is None:
+        return js.append(text, [], {e: [{"hooks": [h]}] for e, h in handlers.items()}, indent,
+                         key="hooks")
+    start, end = node.start, node.end
+    return text[:start] + _install_in_hooks(text[start:end], handlers, ours, indent) + text[end:]
+
+
+def _install_in_hooks(text: str, handlers: dict[str, dict[str, Any]],
+                      ours: Callable[[Any], bool], indent: str) -> str:
+    """splice_install on the text of the "hooks" object alone (one level deep)."""
     import json
 
     from agent_journal.agents import json_splice as js
 
-    events = list(handlers)
-    for n, event in enumerate(events):
-        data = json.loads(text)
-        if "hooks" not in data:
-            rest = {e: [{"hooks": [handlers[e]]}] for e in events[n:]}
-            return js.append(text, [], rest, indent, key="hooks")
-        if event not in data["hooks"]:
-            text = js.append(text, ["hooks"], [{"hooks": [handlers[event]]}], indent,
-                             key=event)
+    for event, handler in handlers.items():
+        hooks = json.loads(text)
+        if event not in hooks:
+            text = js.append(text, [], [{"hooks": [handler]}], indent, key=event, depth=1)
             continue
-        found = _ours_at(data, event, ours)
+        found = _ours_at(hooks, event, ours)
         if not found:
-            text = js.append(text, ["hooks", event], {"hooks": [handlers[event]]}, indent)
+            text = js.append(text, [event], {"hooks": [handler]}, indent, depth=1)
             continue
         gi, hi = found[0]
-        if data["hooks"][event][gi]["hooks"][hi] != handlers[event]:
-            text = js.replace(text, ["hooks", event, gi, "hooks", hi], handlers[event], indent)
+        if hooks[event][gi]["hooks"][hi] != handler:
+            text = js.replace(text, [event, gi, "hooks", hi], handler, indent, depth=1)
         for gi, hi in reversed(found[1:]):
-            text = _remove_handler(text, event, gi, hi)
+            text, _ = _remove_handler(text, event, gi, hi)
     return text
 
 
 def splice_uninstall(text: str, ours: Callable[[Any], bool]) -> str:
     import json
 
+    from agent_journal.agents import json_splice as js
+
+    node = js.find(text, ["hooks"])
+    if node is None or node.kind != "object":
+        return text
+    start, end = node.start, node.end
+    hooks_text, emptied = text[start:end], False
     while True:
-        data = json.loads(text)
-        hooks = data.get("hooks")
-        if not isinstance(hooks, dict):
-            return text
+        hooks = json.loads(hooks_text)
         hit = next(((event, *found[0]) for event in hooks
-                    if (found := _ours_at(data, event, ours))), None)
+                    if (found := _ours_at(hooks, event, ours))), None)
         if hit is None:
-            return text
-        text = _remove_handler(text, *hit, prune=True)
+            break
+        hooks_text, emptied = _remove_handler(hooks_text, *hit, prune=True)
+    if emptied:
+        return js.remove(text, ["hooks"])
+    return text[:start] + hooks_text + text[end:]
 
 
-def _remove_handler(text: str, event: str, gi: int, hi: int, *, prune: bool = False) -> str:
-    """Remove one handler, its group when that empties it, and (with `prune`, as uninstall
-    does) the event list and the hooks object when that empties them."""
+def _remove_handler(text: str, event: str, gi: int, hi: int, *, prune: bool = False
+                    ) -> tuple[str, bool]:
+    """Remove one handler from the text of the "hooks" object, its group when that empties
+    it, and (with `prune`, as uninstall does) the event list when that empties it; and say
+    whether that emptied the "hooks" object itself (then the caller removes it)."""
     import json
 
     from agent_journal.agents import json_splice as js
 
-    data = json.loads(text)
-    if len(data["hooks"][event][gi]["hooks"]) > 1:
-        return js.remove(text, ["hooks", event, gi, "hooks", hi])
-    text = js.remove(text, ["hooks", event, gi])
-    if not prune or data["hooks"][event][gi + 1:] or data["hooks"][event][:gi]:
-        return text
-    text = js.remove(text, ["hooks", event])
-    if len(data["hooks"]) == 1:
-        text = js.remove(text, ["hooks"])
-    return text
+    hooks = json.loads(text)
+    if len(hooks[event][gi]["hooks"]) > 1:
+        return js.remove(text, [event, gi, "hooks", hi]), False
+    text = js.remove(text, [event, gi])
+    if not prune or hooks[event][gi + 1:] or hooks[event][:gi]:
+        return text, False
+    return js.remove(text, [event]), len(hooks) == 1
 
 
 def kept_text(before: str | None, after: str | None, settings: dict[str, Any],

@@ -275,10 +275,10 @@ def cmd_get(a: dict[str, Any]) -> int:
     if found.record is not None and a["json"]:
         output.emit_json(found.record)
     elif found.record is not None:
-        from agent_journal.cli.render_reads import entry_lines, event_text
+        from agent_journal.cli.render_reads import entry_text, event_text
 
         output.emit_text(event_text(found.record) if found.event
-                         else "\n".join(entry_lines(found.record)) + "\n")
+                         else entry_text(found.record))
     else:
         output.emit_raw(found.raw or b"")
     for warning in found.warnings:
@@ -326,7 +326,9 @@ def cmd_digest(a: dict[str, Any]) -> int:
 
     markdown, report, result = digest(_read_context(a), session=a["session"],
                                       max_chars=a["max_chars"], as_of=a["as_of"])
-    return _emit_read(a, report, result, lambda r: markdown)
+    from agent_journal.core.bidi import visible
+
+    return _emit_read(a, report, result, lambda r: visible(markdown))
 
 
 def cmd_coverage(a: dict[str, Any]) -> int:

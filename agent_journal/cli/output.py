@@ -4,7 +4,8 @@ Invariant: machine-facing output is JSON with the camelCase keys documented in
 spec/cli-json.md, printed as one document; human lines are short and exact;
 warnings and errors go to stderr, never mixed into a JSON document, each one
 line: a control character a message quotes (a path holding a newline, an
-escape sequence) is written escaped.
+escape sequence) is written escaped, and a bidi control as a `<U+XXXX>` marker
+(core/bidi.py), as in every text for people (search hits too); JSON keeps them.
 A closed stdout (`>&-`) is a JournalError naming it, never an AttributeError; a
 closed stderr silences warnings and errors rather than failing the command.
 """
@@ -156,12 +157,18 @@ def emit_lines(lines: Any) -> None:
 _ONE_LINE = {code: repr(chr(code))[1:-1] for code in (*range(32), *range(127, 160))}
 
 
+def _one_line(text: str) -> str:
+    from agent_journal.core.bidi import visible  # (loaded here: off the hook's path)
+
+    return visible(text).translate(_ONE_LINE)
+
+
 def warn(text: str) -> None:
-    _stderr_write(f"WARNING: {text.translate(_ONE_LINE)}\n")
+    _stderr_write(f"WARNING: {_one_line(text)}\n")
 
 
 def error(text: str) -> None:
-    _stderr_write(f"error: {text.translate(_ONE_LINE)}\n")
+    _stderr_write(f"error: {_one_line(text)}\n")
 
 
 def floor_warning(unreadable: list[Any], malformed: list[Any]) -> None:
@@ -175,15 +182,17 @@ def floor_warning(unreadable: list[Any], malformed: list[Any]) -> None:
 
 def search_lines(report: dict[str, Any]) -> None:
     """One line per hit (score, id, type/kind, ts, retraction mark), its snippet below."""
+    from agent_journal.core.bidi import visible
+
     hits = report["hits"]
     if not hits:
         emit_line("no matches")
         return
     for hit in hits:
         mark = f"  [{hit['outcome']}]" if hit["outcome"] not in (None, "live") else ""
-        emit_line(f"{hit['score']:8.3f}  {hit['id']}  {hit['type']}/{hit['kind']}  "
-                  f"{hit['ts']}{mark}")
-        emit_line(f"          {hit['snippet']}")
+        emit_line(visible(f"{hit['score']:8.3f}  {hit['id']}  {hit['type']}/{hit['kind']}  "
+                          f"{hit['ts']}{mark}"))
+        emit_line(f"          {visible(hit['snippet'])}")
 
 
 # -- capture ----------------------------------------------------------------------------

@@ -6,8 +6,9 @@ Invariants:
   that allows nothing else (the script by its hash), so the page works from
   a file URL and even a failure of escaping could not run stored text.
 - Every stored text (targets, inputs, outputs, entry fields, reasons, ids,
-  session names) goes through `html.escape`: a tool output holding
-  `<script>` shows as text.
+  session names) goes through `escape`: `html.escape` after bidi controls
+  are made visible markers (core/bidi.py), so a tool output holding
+  `<script>` shows as text and a command holding U+202E reads as it ran.
 - Tombstoned content is never written: the page is made from the same lines
   as the text timeline (ops/timeline.py), which never yield it.
 - All or nothing: the page is written to a temporary file beside FILE and
@@ -21,9 +22,10 @@ import base64
 import hashlib
 import json
 import os
-from html import escape
+from html import escape as _html_escape
 from typing import Any, TextIO
 
+from agent_journal.core.bidi import visible
 from agent_journal.core.errors import JournalError, UsageError
 from agent_journal.core.timeline import Line
 
@@ -100,6 +102,11 @@ TOOL_CLASSES = {
     "Bash": "k-bash", "Grep": "k-search", "Glob": "k-search", "WebFetch": "k-search",
     "WebSearch": "k-search",
 }
+
+
+def escape(text: str, quote: bool = True) -> str:
+    """The one escape of the page: bidi controls as markers, then HTML's own."""
+    return _html_escape(visible(text), quote)
 
 
 def check_destination(path: str, root: str | None) -> str:

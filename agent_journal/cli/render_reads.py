@@ -5,13 +5,17 @@ Invariant: each renderer takes the very report `--json` prints and only
 formats it: nothing is looked up, derived or left out that the report
 decides, so the text and the JSON can never disagree about what the journal
 holds (tombstoned content is absent from both). Stored text is printed as it
-is, on its own indented lines, never folded into a column.
+is, on its own indented lines, never folded into a column, except that bidi
+controls are shown as `<U+XXXX>` markers (core/bidi.py): each renderer's lines
+pass through `visible` on their way out, so no stored text reads as other text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+
+from agent_journal.core.bidi import visible
 
 INDENT = "    "
 
@@ -72,6 +76,11 @@ def entry_lines(entry: dict[str, Any]) -> list[str]:
     return out
 
 
+def entry_text(entry: dict[str, Any]) -> str:
+    """One entry (`get ID`) for people."""
+    return _text(entry_lines(entry))
+
+
 def observation_line(obs: dict[str, Any]) -> list[str]:
     from agent_journal.core.timeline import is_failed, target_of
 
@@ -104,6 +113,11 @@ def damage_lines(report: dict[str, Any]) -> list[str]:
     return out
 
 
+def _text(lines: list[str]) -> str:
+    """The lines of a renderer as its text, stored bidi controls shown as markers."""
+    return visible("\n".join(lines) + "\n")
+
+
 def show_text(report: dict[str, Any]) -> str:
     return "\n".join(show_lines(report)) + "\n"
 
@@ -111,6 +125,10 @@ def show_text(report: dict[str, Any]) -> str:
 def show_lines(report: dict[str, Any]) -> Iterator[str]:
     """`show` for people, line by line as the report's items come (ops/show.py
     streams them; the counts of the summary are known before the first)."""
+    return map(visible, _show_lines(report))
+
+
+def _show_lines(report: dict[str, Any]) -> Iterator[str]:
     constraints = report.get("liveConstraints") or []
     yield f"Live constraints: {len(constraints)}"
     for c in constraints:
@@ -151,7 +169,7 @@ def event_text(event: dict[str, Any]) -> str:
 
         text = json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True)
         out += _text_lines(text)
-    return "\n".join(out) + "\n"
+    return _text(out)
 
 
 def trace_text(target: str, report: dict[str, Any]) -> str:
@@ -160,7 +178,7 @@ def trace_text(target: str, report: dict[str, Any]) -> str:
     out = [f"trace {target}: {len(matched)} matched, {len(chain)} in the chain"]
     if not chain:
         out.append("(no entry cites it)")
-        return "\n".join(out + damage_lines(report)) + "\n"
+        return _text(out + damage_lines(report))
     via_of = {row["id"]: row["via"] for row in matched}
     children: dict[str, list[dict[str, Any]]] = {}
     roots = []
@@ -185,7 +203,7 @@ def trace_text(target: str, report: dict[str, Any]) -> str:
 
     for root in roots:
         walk(root, "", True, True)
-    return "\n".join(out + damage_lines(report)) + "\n"
+    return _text(out + damage_lines(report))
 
 
 def coverage_text(report: dict[str, Any]) -> str:
@@ -214,7 +232,7 @@ def coverage_text(report: dict[str, Any]) -> str:
     for t in tombs:
         out.append(f"  {t['target']}  {t['ts']}  {'purged' if t['purged'] else 'not purged'}"
                    f": {t['reason']}")
-    return "\n".join(out + damage_lines(report)) + "\n"
+    return _text(out + damage_lines(report))
 
 
 def decay_text(report: dict[str, Any]) -> str:
@@ -230,7 +248,7 @@ def decay_text(report: dict[str, Any]) -> str:
         out.append(f"  {e['kind']} {e['id']} ({e['ts']})")
         for a in e["anchors"]:
             out.append(f"    {a['anchor']}: {a['reason']}")
-    return "\n".join(out + damage_lines(report)) + "\n"
+    return _text(out + damage_lines(report))
 
 
 def checkpoints_text(report: dict[str, Any]) -> str:
@@ -245,4 +263,4 @@ def checkpoints_text(report: dict[str, Any]) -> str:
         if c["conflicts"]:
             line += f"  ({len(c['conflicts'])} later record(s) of this name ignored)"
         out.append(line)
-    return "\n".join(out + damage_lines(report)) + "\n"
+    return _text(out + damage_lines(report))

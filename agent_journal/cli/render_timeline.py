@@ -10,6 +10,8 @@ Invariants:
 - Stored text never breaks a line: control characters in a target are
   shown escaped, so each timeline line is one line of output. The whole
   output under `--failures-only` is printed as stored, each line indented.
+- Stored text never reads as other text: bidi controls (core/bidi.py) are
+  shown as `<U+XXXX>` markers, in the lines, the header and the whole output.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import re
 from typing import Any, TextIO
 
+from agent_journal.core.bidi import BIDI_CONTROLS, visible
 from agent_journal.core.timeline import Line
 
 RED = "\033[31m"
@@ -39,16 +42,17 @@ def _width(stream: TextIO) -> int:
     return PIPE_WIDTH
 
 
-# What one_line escapes; text without any is printed as it is.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+# What one_line escapes or marks; text without any is printed as it is.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f" + "".join(sorted(BIDI_CONTROLS)) + "]")
 
 
 def one_line(text: str) -> str:
-    """Control characters escaped, so stored text cannot end or rewrite a line."""
+    """Control characters escaped, so stored text cannot end or rewrite a line, and bidi
+    controls shown as markers, so it cannot read as other text."""
     if _CONTROL.search(text) is None:
         return text
     out = []
-    for ch in text:
+    for ch in visible(text):
         if ch == "\n":
             out.append("⏎ ")
         elif ord(ch) < 32 or ord(ch) == 127 or 0x80 <= ord(ch) < 0xA0:
@@ -128,7 +132,8 @@ def line_duration(line: Line) -> int | None:
 def format_line(line: Line, width: int, colour: bool) -> str:
     # Target last: it is the only column of unbounded width.
     ts = line.ts[:19].replace("T", " ")
-    left = (f"{ts}  {short_session(line.session):<8}  {label(line)[:12]:<12}  "
+    session, tool = one_line(short_session(line.session)), one_line(label(line))
+    left = (f"{ts}  {session:<8}  {tool[:12]:<12}  "
             f"{status_text(line)[:14]:<14} {duration(line_duration(line)):>6}  ")
     room = max(20, width - len(left))
     target = one_line(target_text(line))
@@ -221,7 +226,7 @@ def _write_lines(stream: Any, timeline: Any, head: Any, *, colour: bool | None =
                 stream.write("    (no output recorded)\n")
             else:
                 for text in output.splitlines():
-                    stream.write(f"    │ {text}\n")
+                    stream.write(f"    │ {visible(text)}\n")
             stream.write("\n")
     if count == 0:
         stream.write("(no events match)\n")
