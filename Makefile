@@ -35,8 +35,10 @@ bench: $(STAMP)
 	$(BIN)/python -m compileall -q agent_journal
 	$(BIN)/python scripts/bench.py $(BENCH)
 
+# The long concurrency runs, and every Hypothesis test with many more, random, examples
+# (the "soak" profile in tests/conftest.py; CI and `make test` use the fixed "ci" one).
 soak: $(STAMP)
-	$(BIN)/python -m pytest -q -m soak
+	HYPOTHESIS_PROFILE=soak $(BIN)/python -m pytest -q -m 'soak or hypothesis'
 
 clean:
 	rm -rf $(VENV)

@@ -11,12 +11,50 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, is_hypothesis_test, settings
 
 BIN = Path(sys.executable).parent
 CLI = str(BIN / "agent-journal")
 REPO = Path(__file__).resolve().parents[1]
 # Real public test material, copied into the repo with its provenance (tests/data/README.md).
 DATA = REPO / "tests" / "data"
+
+
+# -- Hypothesis profiles (issue 32) ------------------------------------------------------
+#
+# "ci", the default (and what CI=true gets): the same examples on every run
+# (derandomize, no example database), no deadline and no too_slow health check, since a
+# loaded machine must not fail a law, and a failure's blob printed so it can be replayed.
+# "soak" (`make soak`, or HYPOTHESIS_PROFILE=soak): random examples, SOAK_SCALE times as
+# many, for every Hypothesis test, those that set their own max_examples included.
+# Loaded here, before any test module builds its @settings, which inherit from it.
+SOAK_SCALE = int(os.environ.get("AJ_SOAK_SCALE", "10"))
+settings.register_profile("ci", deadline=None, derandomize=True, database=None,
+                          print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("soak", deadline=None, max_examples=100 * SOAK_SCALE,
+                          print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or "ci")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test's own @settings replaces the profile's health-check list and example count:
+    add the profile's suppressed checks back (a test that suppresses another check would
+    otherwise fail too_slow on a loaded machine), and under "soak" scale an explicit
+    max_examples up. (Hypothesis's pytest plugin adjusts the same attribute the same way.)"""
+    profile = settings.get_profile(settings.get_current_profile_name())
+    soak = settings.get_current_profile_name() == "soak"
+    for item in items:
+        fn = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+        if fn is None or not is_hypothesis_test(fn) or getattr(fn, "_aj_profiled", False):
+            continue
+        own = fn._hypothesis_internal_use_settings
+        changes: dict[str, Any] = {"suppress_health_check": sorted(
+            set(own.suppress_health_check) | set(profile.suppress_health_check),
+            key=lambda check: check.value)}
+        if soak and own.max_examples != profile.max_examples:
+            changes["max_examples"] = own.max_examples * SOAK_SCALE
+        fn._hypothesis_internal_use_settings = settings(own, **changes)
+        fn._aj_profiled = True
 
 
 @dataclass

@@ -6,9 +6,9 @@ Everything runs the real console script from a clean HOME, the way a new user wo
 from __future__ import annotations
 
 import json
-import sqlite3
 import os
 import shlex
+import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any

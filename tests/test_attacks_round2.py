@@ -150,7 +150,7 @@ def test_a_killed_merges_temporary_import_does_not_outlive_compact(cli, root, tm
     blocker = subprocess.Popen(
         [sys.executable, "-c", "import fcntl, os, sys, time\n"
          "fd = os.open(sys.argv[1], os.O_RDWR)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
-         "print('held', flush=True)\ntime.sleep(60)\n",
+         "print('held', flush=True)\ntime.sleep(60)\n",  # held until killed (synced on "held")
          str(root / "workspaces" / "ws" / ".merge.lock")], stdout=subprocess.PIPE)
     try:
         assert blocker.stdout is not None and blocker.stdout.readline() == b"held\n"

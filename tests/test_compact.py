@@ -113,18 +113,26 @@ def test_tombstone_then_compact_purges_f1_and_flips_only_its_tombstone(cli, root
     assert ok(cli("compact", "--apply", **ws)).json() == full(True)
 
 
+# A zero TTL expires what is older than now: the writes are stamped at one fixed instant
+# and the compaction runs at a later one ($AGENT_JOURNAL_NOW), rather than sleeping so
+# the real clock moves on.
+WRITTEN = {"AGENT_JOURNAL_NOW": "2026-05-01T12:00:00Z"}
+LATER = {"AGENT_JOURNAL_NOW": "2026-05-01T12:00:01Z"}
+LATER_STILL = {"AGENT_JOURNAL_NOW": "2026-05-01T12:00:02Z"}
+
+
 def pin_setup(cli) -> None:
     ok(cli("observe", "--kind", "tool_call", "--id", "obs-migrate", "--tool", "Bash",
-           "--callId", "call-1"))
+           "--callId", "call-1", env=WRITTEN))
     ok(cli("record", "--kind", "decision", "--id", "d-migrate", "--question",
            "how do we backfill the new column?", "--chosen",
-           "a one-off script run under a maintenance window", "--anchor", "tool_use:obs-migrate"))
+           "a one-off script run under a maintenance window", "--anchor", "tool_use:obs-migrate",
+           env=WRITTEN))
 
 
 def test_a_live_entrys_anchor_pins_its_observation_past_the_ttl(cli):
     pin_setup(cli)
-    time.sleep(0.01)
-    report = ok(cli("compact", "--observation-ttl-days", "0", "--apply")).json()
+    report = ok(cli("compact", "--observation-ttl-days", "0", "--apply", env=LATER)).json()
     assert report == full(True, obs_ttl=0, pinned=["obs-migrate"])
     shown = ok(cli("show", "--json", "--id", "obs-migrate")).json()
     assert [e["id"] for e in shown["entries"]] == \
@@ -133,10 +141,9 @@ def test_a_live_entrys_anchor_pins_its_observation_past_the_ttl(cli):
 
 def test_an_expired_entry_stops_pinning_and_both_go(cli):
     pin_setup(cli)
-    ok(cli("compact", "--observation-ttl-days", "0", "--apply"))
-    time.sleep(0.01)
+    ok(cli("compact", "--observation-ttl-days", "0", "--apply", env=LATER))
     report = ok(cli("compact", "--entry-ttl-days", "0", "--observation-ttl-days", "0",
-                    "--apply")).json()
+                    "--apply", env=LATER_STILL)).json()
     assert report == full(True, entry_ttl=0, obs_ttl=0, expired=["obs-migrate", "d-migrate"])
     assert ok(cli("show", "--json", "--observations")).json()["entries"] == []
 
@@ -159,12 +166,11 @@ def test_tombstoned_evidence_downgrades_the_live_entry_citing_it(cli):
 
 def test_the_same_plan_printed_dry_is_the_one_applied(cli):
     pin_setup(cli)
-    ok(cli("record", "--kind", "note", "--id", "n1", "--text", "old note"))
-    ok(cli("tombstone", "n1", "--reason", "named a person"))
-    time.sleep(0.01)
+    ok(cli("record", "--kind", "note", "--id", "n1", "--text", "old note", env=WRITTEN))
+    ok(cli("tombstone", "n1", "--reason", "named a person", env=WRITTEN))
     args = ("compact", "--entry-ttl-days", "0", "--observation-ttl-days", "0")
-    dry = ok(cli(*args)).json()
-    applied = ok(cli(*args, "--apply")).json()
+    dry = ok(cli(*args, env=LATER)).json()
+    applied = ok(cli(*args, "--apply", env=LATER)).json()
     assert dry.pop("apply") is False and applied.pop("apply") is True
     assert dry == applied and dry["expired"] and dry["tombstoned"] == ["n1"]
 
@@ -839,6 +845,12 @@ def _writers_and_compactions(root: Path, tmp_path: Path, rounds: int) -> None:
             else:
                 assert "skipped" not in report
             codes.append(result.returncode)
+        # Enough acknowledged writes for the check below, however seldom a loaded
+        # machine scheduled the writers during the rounds.
+        deadline = time.monotonic() + 120
+        while sum(len(log.read_text().split()) for log in logs if log.exists()) <= 20:
+            assert time.monotonic() < deadline, "the writers barely wrote"
+            time.sleep(0.01)  # polling, with the deadline above
     finally:
         stop.write_text("")
         for w in writers:
@@ -887,7 +899,7 @@ def _kill_rounds(root: Path, tmp_path: Path, *, rounds: int, segments_: int,
         subprocess.run(["cp", "-a", str(template), str(root)], check=True)
         proc = subprocess.Popen([CLI, "compact", "--apply"], env=_env(root),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.05, full_time))
+        time.sleep(rng.uniform(0.05, full_time))  # a kill at a random point: the test
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         ctx = ctx_for(root)
@@ -1492,28 +1504,47 @@ def test_without_a_temporary_file_for_the_queue_the_read_is_done_here(root, monk
 
 
 def _claimed_by_workers(monkeypatch) -> Any:
-    """A wait for the shared segment queue to be empty: every segment this
-    process did not claim first has been claimed by a worker. Waiting for it,
-    instead of sleeping a fixed time, keeps the tests below true on a loaded
-    machine where a worker takes seconds to start."""
+    """A wait for the workers to have claimed, read and sent every segment this
+    process did not claim first: the shared segment queue is empty and each
+    worker of this read has sent "claimed all" (or its stream ended). Waiting
+    for that, instead of sleeping a fixed time, keeps the tests below true on a
+    loaded machine where a worker takes seconds to start or to read."""
+    import marshal
+
     queues: list[Any] = []
+    workers: list[Any] = []
+    first_of_read: list[int] = []  # where each queue's workers start in `workers`
+    claimed_all = marshal.dumps("claimed all", 2)
 
     class Recorded(compaction_workers._SegmentQueue):
         def __init__(self, order: list[int]) -> None:
             super().__init__(order)
             self.size = len(order) * compaction_workers._CLAIM
             queues.append(self)
+            first_of_read.append(len(workers))
+
+    real_init = compaction_workers._ReadWorker.__init__
+
+    def recording(self: Any, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        workers.append(self)
 
     monkeypatch.setattr(compaction_workers, "_SegmentQueue", Recorded)
+    monkeypatch.setattr(compaction_workers._ReadWorker, "__init__", recording)
+
+    def sent_everything(worker: Any) -> bool:
+        # The collecting thread appends each frame as it arrives; None ends the stream.
+        frames = list(worker.frames)
+        return worker.proc is None or claimed_all in frames or None in frames
 
     def wait() -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if queues and os.lseek(queues[-1].fd, 0, os.SEEK_CUR) >= queues[-1].size:
-                time.sleep(0.05)  # the claim is made; its read has begun
+            if queues and os.lseek(queues[-1].fd, 0, os.SEEK_CUR) >= queues[-1].size \
+                    and all(sent_everything(w) for w in workers[first_of_read[-1]:]):
                 return
-            time.sleep(0.01)
-        raise AssertionError("no worker claimed the rest of the queue")
+            time.sleep(0.01)  # polling, with the deadline above
+        raise AssertionError("no worker claimed, read and sent the rest of the queue")
 
     return wait
 
@@ -1912,7 +1943,7 @@ import fcntl, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
 fcntl.flock(fd, fcntl.LOCK_EX)
 print("held", flush=True)
-time.sleep(60)
+time.sleep(60)  # holds the lock until the test kills it (it waits on "held", not on time)
 """
 
 

@@ -72,7 +72,7 @@ def test_sigkilled_writers_lose_no_acknowledged_event(root):
         first = procs[0].stderr.readline().decode()
         assert first.startswith("ack "), first
         acknowledged.add(first.split()[1])
-        time.sleep(rnd.uniform(0.0, 0.4))
+        time.sleep(rnd.uniform(0.0, 0.4))  # a kill at a random point: the test
         for proc in procs:
             proc.send_signal(signal.SIGKILL)
         for proc in procs:

@@ -639,8 +639,16 @@ def _race(tmp_path: Path, seconds: float, writers: int, seed: int) -> None:
     procs = {f"w{n}": start(a, f"w{n}") for n in range(writers)}
     procs["b0"] = start(b, "b0")
     started, born, tombstoned, failed = time.monotonic(), writers, set(), []
+
+    def acknowledged_so_far() -> int:
+        return sum(len(f.read_text().split()) for f in acks.iterdir())
+
     try:
-        while time.monotonic() - started < seconds:
+        # At least `seconds` of chaos, and on until the writers have acknowledged enough
+        # for the checks below to mean something: a loaded machine may schedule them
+        # seldom in the first seconds (bounded, so a writer that never writes fails).
+        while time.monotonic() - started < seconds or acknowledged_so_far() <= 20:
+            assert time.monotonic() - started < seconds + 300, "the writers barely wrote"
             action = rnd.choice(["compact", "kill compact", "merge", "pull", "push",
                                  "tombstone", "kill writer"])
             if action in ("compact", "merge", "pull"):
@@ -657,7 +665,7 @@ def _race(tmp_path: Path, seconds: float, writers: int, seed: int) -> None:
                 proc = subprocess.Popen([CLI, "compact", "--apply"], env=clean_env(
                     AGENT_JOURNAL_ROOT=str(a), AGENT_JOURNAL_WORKSPACE=WS, **small),
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                time.sleep(rnd.uniform(0.1, 1.0))
+                time.sleep(rnd.uniform(0.1, 1.0))  # a kill at a random point: the test
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
             elif action == "tombstone":
@@ -669,7 +677,7 @@ def _race(tmp_path: Path, seconds: float, writers: int, seed: int) -> None:
                         tombstoned.add(oid)
             else:
                 name = rnd.choice(sorted(n for n in procs if n.startswith("w")))
-                time.sleep(rnd.uniform(0, 0.2))
+                time.sleep(rnd.uniform(0, 0.2))  # a kill at a random point: the test
                 procs.pop(name).send_signal(signal.SIGKILL)
                 procs[f"w{born}"] = start(a, f"w{born}")
                 born += 1

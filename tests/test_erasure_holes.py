@@ -54,7 +54,7 @@ from agent_journal.storage.workspace import Workspace
 root, name, folder, delay = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 real_append = Workspace.append
 def slow_append(self, *a, **kw):
-    time.sleep(delay)
+    time.sleep(delay)  # the slow commit is the test: a capture cited late, mid-compaction
     return real_append(self, *a, **kw)
 Workspace.append = slow_append
 ctx = context.Context(root, "ws", session=name)
@@ -64,7 +64,7 @@ while True:
         break
     path = os.path.join(folder, f"round-{done + 1}")
     if not os.path.exists(path):
-        time.sleep(0.005)
+        time.sleep(0.005)  # polling for the next round's file (or "stop")
         continue
     done += 1
     output = open(path).read()

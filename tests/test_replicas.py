@@ -901,16 +901,21 @@ def test_export_while_four_writers_append(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(root), f"w{i}", str(stop)],
                               env=env, stderr=subprocess.PIPE) for i in range(4)]
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             acked = _acked(ctl)
             if len(acked) >= 200:
                 break
-            time.sleep(0.05)
+            time.sleep(0.05)  # polling, with the deadline above
         before = _acked(ctl)  # every event acknowledged before the export began
         assert len(before) >= 200
         report = export(root, tmp_path / "exp")
-        time.sleep(0.2)
+        # The writers append on past the export: wait until one has acknowledged a write
+        # the export may not have seen (not a fixed sleep that a loaded machine outlasts).
+        deadline = time.monotonic() + 120
+        while len(_acked(ctl)) <= len(before):
+            assert time.monotonic() < deadline, "the writers stopped appending"
+            time.sleep(0.01)
     finally:
         stop.write_text("")
         errs = [p.communicate(timeout=60)[1] for p in procs]
