@@ -48,8 +48,7 @@ from agent_journal.core.recovery.test_runs import (
     test_runs,
 )
 from agent_journal.core.recovery.text import clip_middle
-from agent_journal.ops.digest import (
-    CAPS,
+from agent_journal.ops.digest_lines import (
     CHANGED_LINES,
     DIAGNOSIS_CHARS,
     GIT_OPERATIONS,
@@ -68,7 +67,6 @@ from agent_journal.ops.digest import (
     SUMMARY_CHARS,
     TARGET_CHARS,
     WATERMARK,
-    Section,
     _call_item,
     _call_line,
     _change_md,
@@ -88,6 +86,7 @@ from agent_journal.ops.digest import (
     run_item,
 )
 from agent_journal.ops.digest_md import code, hhmm, one_line, quote
+from agent_journal.ops.digest_page import CAPS, Section
 
 
 def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:

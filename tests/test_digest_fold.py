@@ -231,16 +231,18 @@ def _small_caps():
     keep = {"asked": 3, "rejections": 3, "assistant": 5, "outcomes": 2, "summaries": 2,
             "subagents": 2,
             "rewound": 2, "meta": 1, "failures": 3, "git": 4, "recent": 4}
-    saved = (dict(dg.CAPS), dict(digest_fold.KEEP), dg.GIT_OPERATIONS)
+    from agent_journal.ops import digest_lines
+
+    saved = (dict(dg.CAPS), dict(digest_fold.KEEP), digest_lines.GIT_OPERATIONS)
     dg.CAPS.update(caps)
     digest_fold.KEEP.update(keep)
-    dg.GIT_OPERATIONS = digest_oracle.GIT_OPERATIONS = 2
+    digest_lines.GIT_OPERATIONS = digest_oracle.GIT_OPERATIONS = 2
     try:
         yield
     finally:
         dg.CAPS.update(saved[0])
         digest_fold.KEEP.update(saved[1])
-        dg.GIT_OPERATIONS = digest_oracle.GIT_OPERATIONS = saved[2]
+        digest_lines.GIT_OPERATIONS = digest_oracle.GIT_OPERATIONS = saved[2]
 
 
 @settings(max_examples=50, deadline=None)

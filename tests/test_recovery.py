@@ -180,7 +180,7 @@ def test_package_managers_share_one_run_history_and_silent_passes_count():
 
 
 def test_rejection_shows_the_users_words_and_runs_their_first_failure():
-    from agent_journal.ops.digest import _failure_line
+    from agent_journal.ops.digest_lines import _failure_line
 
     rejected = call(1, "Edit", "m/1.sql", status="error",
                     output="The user doesn't want to proceed with this tool use. The tool use "
