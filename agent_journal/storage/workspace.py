@@ -202,39 +202,21 @@ class Workspace:
         """Which of `subjects` some tombstone names, in any segment this replica can open.
 
         Every write of content checks this first: a tombstoned id is never
-        written again, whatever the path (the subject index answers it; a row
-        stored as a tombstone counts even if its bytes are damaged, so doubt
-        means "do not write"). A segment that cannot be opened is skipped, as in
-        every writer's lookup (the reads report it); one that stays locked
+        written again, whatever the path (a row stored as a tombstone counts even
+        if its bytes are damaged, so doubt means "do not write"). Only segments
+        that changed since the tombstone index last asked them are opened
+        (storage/tombstone_index.py). A segment that cannot be opened is skipped, as
+        in every writer's lookup (the reads report it); one that stays locked
         raises BusyError, as an append would.
         """
-        wanted = sorted(set(subjects))
-        found: set[str] = set()
+        from agent_journal.storage import tombstone_index
+
+        wanted = set(subjects)
         if not wanted:
-            return found
-        for path in self.segment_paths():
-            try:
-                conn = connect(path)
-            except sqlite3.Error:
-                continue
-            try:
-                for start in range(0, len(wanted), 500):
-                    chunk = wanted[start:start + 500]
-                    marks = ",".join("?" * len(chunk))
-                    found.update(row[0] for row in conn.execute(
-                        "SELECT subject FROM events WHERE type = 'tombstone' "
-                        f"AND subject IN ({marks})", chunk))
-            except sqlite3.OperationalError as exc:
-                if is_busy(exc):
-                    # A locked segment is not an answer: the caller waits or gives up.
-                    raise BusyError("the journal stayed locked by other writers; "
-                                    "retry") from None
-                continue
-            except sqlite3.Error:
-                continue
-            finally:
-                conn.close()
-        return found
+            return set()
+        return tombstone_index.tombstoned_among(self.root.path, self.name,
+                                                self.segment_paths(), wanted,
+                                                _tombstone_subjects)
 
     def holds_subject(self, subject: str, types: tuple[str, ...]) -> bool:
         """Whether any readable segment has an event of one of `types` about `subject`."""
@@ -308,6 +290,28 @@ class Workspace:
             yield ("unreadable", 0, scan.unreadable)
         else:
             yield ("high", scan.high, "")
+
+
+def _tombstone_subjects(path: str) -> set[str] | None:
+    """Every subject a row of the segment stored as a tombstone names (the type column
+    alone decides: doubt means "do not write"); None when it cannot be opened or read.
+    Raises BusyError when it stays locked."""
+    try:
+        conn = connect(path)
+    except sqlite3.Error:
+        return None
+    try:
+        return {str(row[0]) for row in conn.execute(
+            "SELECT subject FROM events WHERE type = 'tombstone'")}
+    except sqlite3.OperationalError as exc:
+        if is_busy(exc):
+            # A locked segment is not an answer: the caller waits or gives up.
+            raise BusyError("the journal stayed locked by other writers; retry") from None
+        return None
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
 
 
 def _mtime(path: str) -> float:

@@ -1,0 +1,101 @@
+"""Which subjects each segment's tombstone rows name, kept so a writer need not open
+every segment to ask.
+
+Every write of content first asks whether a tombstone names its subject
+(Workspace.tombstoned_among). With a hundred segments that was a hundred SQLite opens per
+hook. The index, `<root>/cache/tombstones/<ws>.json`, keeps per segment the subjects its
+rows stored as tombstones name, under the segment's signature (verified_mark.signature:
+its file, its WAL, its inode's change time).
+
+Invariants:
+- The answer is the one asking every segment gives: a segment whose signature differs from
+  the one kept (it gained rows, was checkpointed, compacted or replaced), or that the index
+  does not know, is asked again; the signature is taken before the rows are read, and one
+  taken within RACY_NS of the file's newest change is not kept (the next writer asks
+  again), so a row that landed meanwhile is never missed.
+- A disposable projection: a missing, damaged or foreign file is an empty index; it is
+  rewritten whole (atomically, private) only when it changed, and a failure to write it
+  costs only time. It holds tombstone subjects alone, which outlive every compaction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from agent_journal.core.errors import JournalError
+from agent_journal.storage.files import FILE_MODE, make_private_dirs, unlink_quietly
+from agent_journal.storage.verified_mark import RACY_NS, signature
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+AREA = "tombstones"
+FORMAT = 1
+
+
+def path_of(root_path: str, workspace: str) -> str:
+    return os.path.join(root_path, "cache", AREA, workspace + ".json")
+
+
+def tombstoned_among(root_path: str, workspace: str, paths: list[str], wanted: set[str],
+                     ask: Callable[[str], set[str] | None]) -> set[str]:
+    """Which of `wanted` a tombstone row of the segments at `paths` names. `ask(path)`
+    gives every subject a segment's tombstone rows name (None: the segment could not be
+    opened, which answers nothing, as a writer's look-up has always done)."""
+    kept = _load(root_path, workspace)
+    fresh: dict[str, list[object]] = {}
+    found: set[str] = set()
+    for path in paths:
+        name = os.path.basename(path)
+        taken = time.time_ns()
+        sig = signature(path)
+        held = kept.get(name)
+        if sig is not None and isinstance(held, list) and len(held) == 2 \
+                and held[0] == sig[0] and isinstance(held[1], list):
+            subjects = held[1]
+        else:
+            asked = ask(path)
+            if asked is None:
+                continue
+            subjects = sorted(asked)
+            if sig is not None and taken - sig[1] >= RACY_NS:
+                fresh[name] = [sig[0], subjects]
+        found.update(wanted.intersection(subjects))
+        if name not in fresh and isinstance(held, list) and subjects is held[1]:
+            fresh[name] = held
+    if fresh != kept:
+        _save(root_path, workspace, fresh)
+    return found
+
+
+def _load(root_path: str, workspace: str) -> dict[str, object]:
+    try:
+        with open(path_of(root_path, workspace), "rb") as fh:
+            data = json.loads(fh.read())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("format") != FORMAT or \
+            not isinstance(data.get("segments"), dict):
+        return {}
+    return data["segments"]
+
+
+def _save(root_path: str, workspace: str, segments: dict[str, list[object]]) -> None:
+    """Written whole under a temporary name and renamed over the old file; not fsynced:
+    a file a crash tears is an empty index, which costs only time."""
+    path = path_of(root_path, workspace)
+    body = json.dumps({"format": FORMAT, "segments": segments}, sort_keys=True).encode()
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        make_private_dirs(os.path.dirname(path))
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
+        try:
+            os.write(fd, body)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except (OSError, JournalError):
+        unlink_quietly(tmp)  # only an accelerator: the next writer asks the segments again
