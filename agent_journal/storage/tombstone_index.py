@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 
 from agent_journal.core.errors import JournalError
@@ -51,7 +52,8 @@ def tombstoned_among(root_path: str, workspace: str, paths: list[str], wanted: s
     for path in paths:
         name = os.path.basename(path)
         taken = time.time_ns()
-        sig = signature(path)
+        # (Only a regular file has a signature: opening a FIFO to read one would block.)
+        sig = signature(path) if _regular(path) else None
         held = kept.get(name)
         if sig is not None and isinstance(held, list) and len(held) == 2 \
                 and held[0] == sig[0] and isinstance(held[1], list):
@@ -69,6 +71,13 @@ def tombstoned_among(root_path: str, workspace: str, paths: list[str], wanted: s
     if fresh != kept:
         _save(root_path, workspace, fresh)
     return found
+
+
+def _regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _load(root_path: str, workspace: str) -> dict[str, object]:
