@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
 
+_COMMENTS = re.compile(r"^(?:[ \t]*#[^\n]*\n)+")
 # Output plumbing that does not change what ran: `2>&1`, and a pipe into a pager-like tail.
 _PLUMBING = re.compile(r"\s+2>&1|\s*\|\s*(?:tail|head|less|more|cat)\b[^|]*$")
 
@@ -103,7 +104,9 @@ def chain_keys(command: str) -> list[str]:
 
 @lru_cache(maxsize=8192)
 def command_key(command: str) -> str:
-    """The command with output plumbing removed and blanks collapsed."""
+    """The command with leading comment lines and output plumbing removed and blanks
+    collapsed (a comment is gone before its line end is)."""
+    command = _COMMENTS.sub("", command)
     previous = None
     while previous != command:
         previous = command
