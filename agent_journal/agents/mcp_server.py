@@ -10,6 +10,9 @@ Invariants:
   result, never a traceback.
 - Calls are answered one at a time, in the order they arrive: the journal's writes
   take locks that are per process, so two calls of one server must not overlap.
+- A line the SDK cannot read (nesting, numbers or escapes its JSON parser refuses, or
+  not a JSON-RPC message) is answered with a JSON-RPC error to the id it carries: the
+  SDK drops such a line without a word, and its sender would wait for ever.
 - Every request read before the client closes stdin is answered before the server
   exits (a client may write its calls and close at once): the SDK cancels the calls
   still running when its input ends, so its input ends only once each request read has
@@ -111,6 +114,13 @@ async def answer_before_eof(read_stream: Any, write_stream: Any, run: Any) -> No
                 try:
                     async with read_stream:
                         async for item in read_stream:
+                            if isinstance(item, Exception):
+                                # A line the SDK could not read: it drops these without a
+                                # word, so the request's sender would wait for ever.
+                                owed = unreadable_answer(item)
+                                if owed is not None:
+                                    await write_stream.send(owed)
+                                continue
                             message = getattr(item, "message", None)
                             if isinstance(message, types.JSONRPCRequest):
                                 unanswered[str(message.id)] += 1
@@ -148,6 +158,91 @@ async def answer_before_eof(read_stream: Any, write_stream: Any, run: Any) -> No
         tg.start_soon(pass_in)
         tg.start_soon(pass_out)
         tg.start_soon(serve)
+
+
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+
+
+def unreadable_answer(exc: Exception) -> Any | None:
+    """The JSON-RPC error owed for a line the SDK could not read (its JSON parser refuses
+    what Python's accepts: nesting past 200 levels, numbers past 64 bits, lone surrogates;
+    or the line is not a JSON-RPC message), to the id the line carries (null when it has
+    none the reader can find), or None for a notification (nothing is owed to one)."""
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+
+    listed = getattr(exc, "errors", None)  # a pydantic ValidationError's
+    errors = listed() if callable(listed) else []
+    first = errors[0] if errors and isinstance(errors[0], dict) else {}
+    raw = first.get("input")
+    if first.get("type") == "json_invalid":
+        code, request_id = PARSE_ERROR, _request_id(raw) if isinstance(raw, str) else None
+        message = f"unreadable message: {first.get('msg', 'not JSON')}"
+    else:
+        # The message itself is the input of an error about it as a whole (its type, a
+        # member it lacks); the first errors are often about one member's value.
+        whole = next((e.get("input") for e in errors if isinstance(e, dict) and (
+            len(e.get("loc", ())) <= 1 or (e.get("type") == "missing"
+                                           and len(e.get("loc", ())) == 2))), None)
+        if isinstance(whole, dict):
+            notification = "method" in whole and "id" not in whole
+            response = "method" not in whole and ("result" in whole or "error" in whole)
+            if notification or response:
+                return None  # nothing is owed to either
+        code = INVALID_REQUEST
+        request_id = _usable_id(whole.get("id")) if isinstance(whole, dict) else None
+        message = "not a JSON-RPC request this server reads"
+    error = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(
+        code=code, message=" ".join(message.split())[:300]))
+    return SessionMessage(error)
+
+
+def _usable_id(value: Any) -> int | str | None:
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    return None
+
+
+def _request_id(text: str) -> int | str | None:
+    """The top-level "id" of a JSON object's text, even when the whole does not parse
+    (a value elsewhere too deep or too large for any parser): the object's members are
+    walked at the first level, skipping strings and counting brackets."""
+    import json
+
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        pass
+    else:
+        return _usable_id(obj.get("id")) if isinstance(obj, dict) else None
+    decoder = json.JSONDecoder()
+    depth, i, n = 0, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            try:
+                key, i = decoder.raw_decode(text, i)
+            except ValueError:
+                return None
+            if depth == 1 and key == "id":
+                j = i
+                while j < n and text[j] in " \t\r\n":
+                    j += 1
+                if j < n and text[j] == ":":
+                    j += 1
+                    while j < n and text[j] in " \t\r\n":
+                        j += 1
+                    try:
+                        return _usable_id(decoder.raw_decode(text, j)[0])
+                    except (ValueError, RecursionError):
+                        return None
+            continue
+        if c in "[{":
+            depth += 1
+        elif c in "]}":
+            depth -= 1
+        i += 1
+    return None
 
 
 def build_server(journal: mcp_recall.Journal) -> Any:

@@ -31,7 +31,11 @@ def parse_instant(text: str) -> datetime:
             raise UsageError(f"not an ISO 8601 instant: {text!r}") from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+05:00 is before year 1 in UTC
+        raise UsageError(f"not an ISO 8601 instant between years 1 and 9999 in UTC: "
+                         f"{text!r}") from None
 
 
 def now() -> datetime:

@@ -52,6 +52,9 @@ _OWN_SEGMENT = re.compile(r"^(?P<replica>[A-Za-z0-9_][A-Za-z0-9_.-]*)-(?P<number
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}$")
 _SAFE_REPLICA = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.]{0,63}$")
 _REF = re.compile(r"^(?P<algo>[a-z0-9][a-z0-9-]{0,31}):(?P<digest>[0-9a-f]{8,128})$")
+# A file's or artifact's checksum (`xxh3-64:<hex>`, files.file_digest): an algorithm and
+# hex digits, so a key made of one (sync.segment_key) holds no '/' or '..'.
+_CHECKSUM = re.compile(r"[a-z0-9][a-z0-9-]{0,31}:[0-9a-f]{1,128}")
 
 
 class ManifestError(ValueError):
@@ -326,7 +329,9 @@ def check_manifest(obj: Any, *, workspace: str) -> dict[str, Any]:
         names.add(name)
         _require(_count(f.get("bytes")) and _count(f.get("events")),
                  f"segment {name}: bytes and events must be counts")
-        _require(isinstance(f.get("checksum"), str), f"segment {name}: no checksum")
+        _require(isinstance(f.get("checksum"), str)
+                 and bool(_CHECKSUM.fullmatch(f["checksum"])),
+                 f"segment {name}: no checksum of the form ALGO:HEX")
         bad = f.get("malformed")
         _require(isinstance(bad, list) and all(
             isinstance(m, dict) and _count(m.get("row")) and isinstance(m.get("reason"), str)
@@ -341,8 +346,9 @@ def check_manifest(obj: Any, *, workspace: str) -> dict[str, Any]:
                  f"artifact {a['ref']}: unexpected path {a.get('path')!r}")
         _require(a["ref"] not in paths, f"artifact {a['ref']} listed twice")
         paths.add(a["ref"])
-        _require(_count(a.get("bytes")) and isinstance(a.get("checksum"), str),
-                 f"artifact {a['ref']}: bytes and checksum required")
+        _require(_count(a.get("bytes")) and isinstance(a.get("checksum"), str)
+                 and bool(_CHECKSUM.fullmatch(a["checksum"])),
+                 f"artifact {a['ref']}: bytes and a checksum of the form ALGO:HEX required")
         _require(_strings(a.get("observations")),
                  f"artifact {a['ref']}: observations must list ids")
     _require(_strings(obj.get("tombstoned")), "manifest tombstoned must list ids")

@@ -46,7 +46,10 @@ def parse_when(text: str, flag: str) -> datetime:
         raise UsageError(f"{flag} is not a valid ISO 8601 instant: {text!r}") from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+05:00 is before year 1 in UTC
+        raise UsageError(f"{flag} {text!r} is outside years 1 to 9999 in UTC") from None
 
 
 def ts_of(value: datetime) -> str:

@@ -41,7 +41,7 @@ from agent_journal.core.merge_plan import (
 )
 from agent_journal.core.model import OBSERVATION, TOMBSTONE, Event
 from agent_journal.ops.context import Context, damage_summary
-from agent_journal.storage.artifacts import artifact_path, blob_present
+from agent_journal.storage.artifacts import artifact_path, blob_matches_ref, blob_present
 from agent_journal.storage.files import (
     confine_to,
     copy_file_verified,
@@ -181,6 +181,9 @@ def _open_export(path: str, workspace: str, checked: bool = False) -> Source:
         manifest = merge_plan.check_manifest(obj, workspace=workspace)
     except (OSError, ValueError) as exc:
         raise IntegrityError(f"refusing to merge {path}: {exc}") from None
+    except RecursionError:
+        raise IntegrityError(f"refusing to merge {path}: its manifest nests too deeply"
+                             ) from None
     mismatched: list[str] = []
     segs: list[tuple[str, str]] = []
     def matches(full: str, size: int, checksum: str) -> bool:
@@ -745,8 +748,10 @@ def _merge_artifacts(ws: Workspace, src: Source,
             already += 1
             continue
         origin = src.artifact_file(ref)
-        if origin is not None and copy_file_verified(origin, dest, size=art["bytes"],
-                                                           checksum=art["checksum"]):
+        # The blob's name is the digest of its bytes: an export's manifest (anyone's
+        # writing) vouches only for their size and checksum.
+        if origin is not None and blob_matches_ref(origin, ref) and copy_file_verified(
+                origin, dest, size=art["bytes"], checksum=art["checksum"]):
             copied += 1
         else:
             missing.append(ref)

@@ -15,7 +15,10 @@ The contract is spec/SYNC.md. Invariants:
   the own segments, scrubbed of every tombstoned subject this replica knows.
 - Pull trusts nothing it reads: manifests are checked for shape, replica and
   workspace; every object is checked for size and checksum as it lands (in a
-  private staging folder), and one that fails is reported and left out.
+  private staging folder), each segment is then read as a local reader reads it
+  (a file it could not read, or a malformed row its manifest does not list) and
+  each artifact against its reference, and one that fails is reported and left
+  out.
   Merging is `replicas.merge_all` of one staged export folder per replica,
   each with a tombstone list that is the union of every manifest's, so
   content any replica tombstoned is never written here, whichever object
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Container, Iterable
 from typing import Any
@@ -51,10 +55,16 @@ from agent_journal.storage.files import (
     write_file_atomic,
 )
 from agent_journal.storage.locks import FileLock
-from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Remote
+from agent_journal.storage.remote import (
+    ObjectMissing,
+    ObjectUnusable,
+    PreconditionFailed,
+    Remote,
+)
 from agent_journal.storage.replica_source import (
     SealedFacts,
     Unreadable,
+    fetched_segment_fault,
     read_sealed_facts,
     subjects_present,
 )
@@ -183,14 +193,24 @@ def _alive(pid: int) -> bool:
 
 # -- manifests ----------------------------------------------------------------------------
 
+# clock.now_ts(): what push writes as pushedTs (years before 1000 unpadded).
+_PUSHED_TS = re.compile(r"[0-9]{1,4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
+
+
 def _check_sync_manifest(raw: bytes, *, workspace: str, replica: str) -> dict[str, Any]:
     """A remote manifest, validated; raises JournalError with the reason."""
+    from agent_journal.capture.strictjson import StrictJSONError, loads
+
     try:
-        obj = json.loads(raw)
-    except ValueError as exc:
+        # Strict: no NaN or Infinity (which no JSON report could carry on), no duplicate
+        # keys; nesting too deep for the parser is a refusal, not a crash.
+        obj = loads(raw)
+    except StrictJSONError as exc:
         raise JournalError(f"not JSON: {exc}") from None
     if not isinstance(obj, dict) or obj.get("syncFormat") != SYNC_FORMAT:
         raise JournalError(f"syncFormat is not {SYNC_FORMAT}")
+    if not isinstance(obj.get("pushedTs"), str) or not _PUSHED_TS.fullmatch(obj["pushedTs"]):
+        raise JournalError("pushedTs is not a time this journal writes")
     if obj.get("workspace") != workspace:
         raise JournalError(f"it is of workspace {obj.get('workspace')!r}")
     if obj.get("replica") != replica:
@@ -587,7 +607,7 @@ def _load_push_cache(path: str) -> dict[str, Any]:
     try:
         with open(path, "rb") as fh:
             cache = json.loads(fh.read())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}  # lost or damaged: every segment is snapshotted again, nothing else
     return cache if isinstance(cache, dict) and isinstance(cache.get("segments"), dict) else {}
 
@@ -620,7 +640,7 @@ def _read_state(path: str) -> dict[str, Any]:
             state = json.loads(fh.read())
     except FileNotFoundError:
         return {"replicas": {}}
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {"replicas": {}}  # a lost memory costs one full fetch, never data
     if not isinstance(state, dict) or not isinstance(state.get("replicas"), dict):
         return {"replicas": {}}
@@ -644,6 +664,9 @@ def _read_manifests(remote: Remote, workspace: str, me: str | None,
             got = remote.get_bytes(key, if_none_match=remembered.get("etag"))
         except ObjectMissing:
             continue  # a first push that has not written its manifest yet
+        except ObjectUnusable as exc:
+            refused.append({"replica": replica, "key": key, "reason": f"bad manifest: {exc}"})
+            continue
         if got is None:
             seen.append(_Seen(replica, None, remembered.get("etag"),
                               list(remembered.get("tombstoned", []))))
@@ -823,6 +846,9 @@ def _fetch_all(remote: Remote, workspace: str, plans: list[_Fetching],
     jobs = [(p, item) for p in plans for item in p.wanted]
     if not jobs:
         return 0, 0
+    entry_of = {(id(p), path): entry for p, (path, _, _, entry, _) in jobs}
+    # Why an object that arrived whole must still not be merged (dest -> one line).
+    faults: dict[str, str] = {}
 
     def fetch(p: _Fetching, path: str, size: int, checksum: str,
               is_segment: bool) -> tuple[str, int]:
@@ -833,18 +859,28 @@ def _fetch_all(remote: Remote, workspace: str, plans: list[_Fetching],
             got = remote.download(key, dest)
         except ObjectMissing:
             return "missing", 0
+        except ObjectUnusable as exc:
+            faults[dest] = str(exc)
+            return "unusable", 0
         if got != (size, checksum):
             os.unlink(dest)
             return "refused", got[0]
         if is_segment:
-            landed.append(landers.submit(land, dest))
+            listed = {m["row"] for m in entry_of[(id(p), path)]["malformed"]}
+            landed.append(landers.submit(land, dest, listed))
+        elif (why := _artifact_fault(dest, entry_of[(id(p), path)]["ref"])) is not None:
+            faults[dest] = why
         return "ok", size
 
-    def land(dest: str) -> None:
+    def land(dest: str, listed: set[int]) -> None:
         # The merge may publish this very file as an import (ImportWriter.adopt):
         # its bytes go to the disk here, and what the merge reads of it before
         # deciding is read here too, while other objects are on the wire.
         fsync_path(dest)
+        why = fetched_segment_fault(dest, listed)
+        if why is not None:
+            faults[dest] = why
+            return
         ahead = read_sealed_facts(dest)
         if ahead is not None:
             facts[os.path.realpath(dest)] = ahead
@@ -873,15 +909,35 @@ def _fetch_all(remote: Remote, workspace: str, plans: list[_Fetching],
             missing.append({"replica": p.seen.replica, "key": key})
             p.complete = False
             continue
-        count += 1
-        total += got
+        if outcome != "unusable":
+            count += 1
+            total += got
         if outcome == "refused":
             refused.append({"replica": p.seen.replica, "key": key,
                             "reason": "size or checksum does not match its manifest"})
             p.complete = False
             continue
+        dest = os.path.join(p.stage, *path.split("/"))
+        if dest in faults:
+            refused.append({"replica": p.seen.replica, "key": key, "reason": faults[dest]})
+            p.complete = False
+            if outcome != "unusable":
+                os.unlink(dest)
+            continue
         (p.files if segment else p.artifacts).append(entry)
     return count, total
+
+
+def _artifact_fault(path: str, ref: str) -> str | None:
+    """Why a fetched artifact must not be merged, or None: a blob's reference is the
+    digest of its bytes (storage/artifacts.py), which its size and checksum in a
+    manifest written by anyone do not prove. A reference this version cannot place is
+    left to the merge (it reports the blob missing)."""
+    from agent_journal.storage.artifacts import ARTIFACT_ALGO, blob_matches_ref
+
+    if not ref.startswith(ARTIFACT_ALGO + ":") or blob_matches_ref(path, ref):
+        return None
+    return "its bytes are not the ones its artifact reference names"
 
 
 # -- sync, status -------------------------------------------------------------------------
@@ -980,6 +1036,9 @@ def _scan_objects(remote: Remote, workspace: str, s: _Seen, unseen: set[str],
                     got = remote.download(key, dest)
                 except ObjectMissing:
                     continue  # replaced by a newer push since the manifest was read
+                except ObjectUnusable as exc:
+                    refused.append({"replica": s.replica, "key": key, "reason": str(exc)})
+                    continue
                 if got != (f["bytes"], f["checksum"]):
                     refused.append({"replica": s.replica, "key": key,
                                     "reason": "size or checksum does not match its manifest"})

@@ -42,6 +42,24 @@ def artifact_ref(data: bytes) -> str:
     return f"{ARTIFACT_ALGO}:{xxhash.xxh3_128_hexdigest(data)}"
 
 
+def blob_matches_ref(path: str, ref: str) -> bool:
+    """Whether the file at `path` holds the bytes `ref` names (a blob that arrived from
+    elsewhere, before it is stored under that name)."""
+    import xxhash
+
+    algo, sep, hexdigest = ref.partition(":") if isinstance(ref, str) else ("", "", "")
+    if not sep or algo != ARTIFACT_ALGO or not _ARTIFACT_HEX.fullmatch(hexdigest):
+        return False
+    digest = xxhash.xxh3_128()
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return False
+    return digest.hexdigest() == hexdigest
+
+
 def artifact_path(ws: Workspace, ref: str) -> str:
     """Where the blob with reference `ref` lives; JournalError for anything but a valid ref."""
     algo, sep, hexdigest = ref.partition(":") if isinstance(ref, str) else ("", "", "")

@@ -7,7 +7,8 @@ Invariants:
   are created whole or not at all (`put_file` never replaces a key).
 - Every failure of the service or the folder is a `RemoteError` carrying one
   line; a key that is not there is `ObjectMissing`, so callers can tell "gone"
-  from "broken".
+  from "broken", and one whose object is not a plain file is `ObjectUnusable`
+  (the caller refuses that object and goes on).
 - URLs are checked here, before any backend is loaded (ops.remotes.open_remote
   picks the backend): a malformed one is a UsageError.
 """
@@ -29,6 +30,11 @@ _ENDPOINT = re.compile(r"^https?://[^\s/?#]+(:\d+)?/?$")
 
 class ObjectMissing(RemoteError):
     """A key that is not in the remote."""
+
+
+class ObjectUnusable(RemoteError):
+    """A key whose object cannot be one this journal wrote (in a shared folder: a folder,
+    a FIFO, a device or a symbolic link where a file should be): refused, not read."""
 
 
 class PreconditionFailed(RemoteError):

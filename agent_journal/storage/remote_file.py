@@ -10,16 +10,29 @@ Invariants:
 - Files and folders get the permission bits of the remote folder (less the
   execute bits for files): who may read the share is its owner's choice.
 - The remote folder itself must exist; it is never created here.
+- Reading a key opens only a regular file, never through a symbolic link in its
+  last part and without waiting on a FIFO: anyone who can write the share could
+  put a FIFO or a link to /dev/zero where an object belongs (ObjectUnusable).
+  Replica folders that are symbolic links are not listed.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
+from typing import BinaryIO
 
 from agent_journal.core.errors import RemoteError
 from agent_journal.storage.files import RunningDigest, open_private_new
 from agent_journal.storage.locks import FileLock
-from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Progress, Remote
+from agent_journal.storage.remote import (
+    ObjectMissing,
+    ObjectUnusable,
+    PreconditionFailed,
+    Progress,
+    Remote,
+)
 
 _CHUNK = 1 << 20
 
@@ -37,6 +50,28 @@ class FolderRemote(Remote):
 
     def _path(self, key: str) -> str:
         return os.path.join(self.folder, *key.split("/"))
+
+    def _open_object(self, key: str) -> BinaryIO:
+        """The regular file at `key`, open for reading. Raises ObjectMissing,
+        ObjectUnusable or RemoteError."""
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | \
+            getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(self._path(key), flags)
+        except FileNotFoundError:
+            raise ObjectMissing(f"remote {self.url} has no {key}") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise ObjectUnusable(f"remote {self.url}: {key} is a symbolic link") from None
+            raise self._fail(f"read {key}", exc) from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ObjectUnusable(f"remote {self.url}: {key} is not a regular file")
+            os.set_blocking(fd, True)
+            return os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
 
     def _fail(self, what: str, exc: OSError) -> RemoteError:
         return RemoteError(f"remote {self.url}: cannot {what}: {exc.strerror or exc}")
@@ -83,7 +118,8 @@ class FolderRemote(Remote):
     def list_dirs(self, prefix: str) -> list[str]:
         try:
             with os.scandir(self._path(prefix)) as it:
-                return sorted(e.name for e in it if e.is_dir() and not e.name.startswith("."))
+                return sorted(e.name for e in it if e.is_dir(follow_symlinks=False)
+                              and not e.name.startswith("."))
         except FileNotFoundError:
             return []
         except OSError as exc:
@@ -91,25 +127,18 @@ class FolderRemote(Remote):
 
     def get_bytes(self, key: str, *, if_none_match: str | None = None
                   ) -> tuple[bytes, str] | None:
-        path = self._path(key)
+        fh = self._open_object(key)
         try:
-            with open(path, "rb") as fh:
+            with fh:
                 etag = _etag(os.fstat(fh.fileno()))
                 if if_none_match is not None and etag == if_none_match:
                     return None
                 return fh.read(), etag
-        except FileNotFoundError:
-            raise ObjectMissing(f"remote {self.url} has no {key}") from None
         except OSError as exc:
             raise self._fail(f"read {key}", exc) from None
 
     def download(self, key: str, dest: str, *, progress: Progress = None) -> tuple[int, str]:
-        try:
-            src = open(self._path(key), "rb")
-        except FileNotFoundError:
-            raise ObjectMissing(f"remote {self.url} has no {key}") from None
-        except OSError as exc:
-            raise self._fail(f"read {key}", exc) from None
+        src = self._open_object(key)
         digest = RunningDigest()
         try:
             with src, open_private_new(dest) as out:

@@ -191,6 +191,47 @@ def read_sealed_facts(path: str) -> SealedFacts | None:
         conn.close()
 
 
+def fetched_segment_fault(path: str, listed: set[int]) -> str | None:
+    """Why a segment fetched from a remote, whole and as its manifest describes it, must
+    still not be merged, or None; `listed` are the rows its manifest calls malformed.
+
+    Its writer's manifest is all that vouches for its rows, so they are read as a local
+    reader reads them: a file this journal could not read (structural damage, `events`
+    or `meta` not a table), or a row a reader would call malformed that the manifest
+    does not list, would otherwise be imported as it is and leave the local workspace
+    damaged. The structure is read through an immutable connection (the merge may
+    publish this very file); the rows as every reader reads them."""
+    from agent_journal.storage.segment_reader import quick_check, read_segment
+
+    try:
+        conn = _open_for_reading(path, immutable=True)
+        try:
+            if never_initialised(conn):
+                return None  # an empty segment: it holds no event
+            damage = quick_check(conn)
+            kinds = dict(conn.execute("SELECT name, type FROM sqlite_master "
+                                      "WHERE name IN ('events', 'meta')").fetchall())
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        damage = describe_sqlite_error(exc)
+    else:
+        if damage is None and (kinds.get("events") != "table"
+                               or kinds.get("meta", "table") != "table"):
+            damage = "its events or meta is not a table"
+    if damage is None:
+        scan = read_segment(path, observations=False)
+        damage = scan.unreadable
+    if damage is not None:
+        return f"not a segment this journal can read: {' '.join(str(damage).split())}"
+    unlisted = [(seq, why) for seq, why in scan.malformed if seq not in listed]
+    if unlisted:
+        seq, why = unlisted[0]
+        return (f"{len(unlisted)} malformed row(s) its manifest does not list "
+                f"(row {seq}: {why})")
+    return None
+
+
 def event_ids(path: str) -> list[str]:
     """A segment's event ids, from one read transaction, without reading the
     bodies: for learning which events a workspace holds. Raises Unreadable."""
