@@ -65,6 +65,8 @@ class Journal:
                      ["export", str(self.export)]):
             result = self.run(argv + ["--workspace", WS])
             assert result.code == 0, (argv, result.err)
+        # The root's thesaurus (no workspace): `alias remove n1` has something to remove.
+        assert self.run(["alias", "add", "n1", "n1"]).code == 0
         # The same journal, but others may write to its root folder.
         shutil.copytree(self.root, self.base / "shared-root", symlinks=True)
         os.chmod(self.base / "shared-root", 0o770)
@@ -294,7 +296,8 @@ def shape_cases(journal: Journal, name: str) -> list[Case]:
     """Unknown options, stray and missing arguments, missing required options."""
     cmd = COMMANDS[name]
     positional, options = journal.valid(name)
-    full = len(positional) == len(cmd.args)
+    # (A last argument taking every remaining word has no stray one.)
+    full = len(positional) == len(cmd.args) and not any(arg.many for arg in cmd.args)
     out = [Case(name, "unknown option", argv_of(name, positional, options,
                                                 ("--no-such-option",))),
            Case(name, "unknown option=value", argv_of(name, positional, options,

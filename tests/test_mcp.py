@@ -353,3 +353,34 @@ def test_answers_are_bounded_with_a_note(cli, root, monkeypatch):
 def test_argument_checks(root, args, message):
     answer = mcp_recall.call(mcp_recall.Journal(str(root), "ws", None), "search", args)
     assert answer.is_error and answer.text == message
+
+
+def test_search_uses_the_thesaurus_and_names_words_that_match_nothing(journal, root):
+    """Issue 34: the MCP search reads the root's thesaurus afresh and, like the CLI, returns
+    what holds some of the words, saying which matched nothing."""
+    session = mcp_recall.Journal(str(root), "ws", None)
+    answer = mcp_recall.call(session, "search", {"query": "zulu timestamps"}).text
+    lines = answer.splitlines()
+    assert lines[0] == "no document holds: zulu"
+    assert {line.split()[0] for line in lines[1:]} == {"utc", "iso"}
+    assert mcp_recall.call(session, "search", {"query": "zulu"}).text == (
+        "no document holds: zulu\nno matches")
+    (root / "thesaurus.json").write_text('{"zulu": ["UTC"]}')
+    lines = mcp_recall.call(session, "search", {"query": "zulu"}).text.splitlines()
+    assert lines[:2] == ["thesaurus: zulu also searched as utc", "no document holds: zulu"]
+    assert [line.split()[0] for line in lines[2:]] == ["utc"]
+    (root / "thesaurus.json").write_text('{"zulu": ["UTC"], "zulu": []}')  # broken: ignored
+    lines = mcp_recall.call(session, "search", {"query": "zulu"}).text.splitlines()
+    assert lines[:2] == ["no document holds: zulu", "no matches"]
+    assert "thesaurus" in lines[2] and "broken" in lines[2]
+
+
+def test_a_weak_search_is_logged_as_the_agent_and_only_with_a_session(journal, root):
+    (root / "config.json").write_text('{"search": {"missLog": true}}')
+    mcp_recall.call(mcp_recall.Journal(str(root), "ws", None), "search", {"query": "zulu"})
+    assert journal("search", "--misses", "--json").json()["misses"] == []
+    mcp_recall.call(mcp_recall.Journal(str(root), "ws", "sess-9"), "search", {"query": "zulu"})
+    (miss,) = journal("search", "--misses", "--json").json()["misses"]
+    assert miss["query"] == "zulu" and miss["count"] == 1
+    shown = journal("show", "--id", miss["ids"][0], "--json").json()["entries"][0]
+    assert shown["author"] == "agent" and shown["session"] == "sess-9"

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from agent_journal.core import errors, ranking
 from agent_journal.core.derive import derive
 from agent_journal.core.errors import UsageError
-from agent_journal.ops import context, search, writes
+from agent_journal.ops import context, search, search_misses, writes
 from agent_journal.ops.context import Context
 from agent_journal.storage import search_index
 from agent_journal.storage.cache import publish_cache, segment_signature
@@ -34,6 +34,7 @@ from agent_journal.storage.root import Root
 from agent_journal.storage.segment import init_segment, insert_events
 
 NOW = "2025-03-10T12:00:00.000Z"
+EMPTY_SHA = "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"  # sha256("{}")
 
 
 @pytest.fixture
@@ -731,13 +732,17 @@ def test_cli_human_list_and_json(cli, root):
         "          «migration» doubles latency\n")
     out = cli("search", "Migration", "--json", env=env)
     doc = out.json()
-    assert list(doc) == ["query", "terms", "hits", "unreadable", "malformed"]
+    assert list(doc) == ["query", "terms", "expansions", "unmatched", "thesaurusSha256",
+                         "hits", "warnings", "unreadable", "malformed"]
+    assert doc["expansions"] == {} and doc["unmatched"] == [] and doc["warnings"] == []
+    assert doc["thesaurusSha256"] == EMPTY_SHA
     assert doc["query"] == "Migration" and doc["terms"] == ["migration"]
     assert doc["hits"] == [{
         "id": "d1", "type": "entry", "kind": "decision", "ts": "2025-03-10T10:00:00.000Z",
         "score": expected([w], 26), "outcome": "live", "terms": ["migration"],
         "snippet": "Which queue? RabbitMQ for the «migration»"}]
-    assert cli("search", "nothing-like-it", env=env).out == "no matches\n"
+    assert cli("search", "nothing-like-it", env=env).out == (
+        "no document holds: nothing like it\nno matches\n")
 
 
 @pytest.mark.parametrize("args", [
@@ -877,3 +882,232 @@ def test_an_index_that_cannot_be_written_says_why(j, monkeypatch):
         j.search("walrus")
     assert "database or disk is full" in caught.value.message
     assert "kept changing" not in caught.value.message
+
+
+# -- the thesaurus, the fallback, the weak-query log (issue 34) ------------------------------
+
+def _thesaurus(j: J, text: str) -> None:
+    j.root.mkdir(mode=0o700, exist_ok=True)
+    (j.root / "thesaurus.json").write_text(text)
+
+
+def test_thesaurus_parse_canonical_form_and_expansion():
+    from agent_journal.core import thesaurus as th
+
+    a, problem = th.parse(b'{"Firmware": ["fwupd", "UEFI  capsule", "fwupd"], "x": []}')
+    assert problem is None and a == {"firmware": ["fwupd", "uefi capsule"]}
+    b, _ = th.parse(b'{"firmware": ["uefi-capsule", "FWUPD"]}')
+    assert th.sha256(a) == th.sha256(b) != th.sha256({})  # same expansions, same hash
+    assert th.sha256({}) == EMPTY_SHA
+    for bad in (b'{"a": ["b"], "a": ["c"]}', b'{"two words": ["b"]}', b'{"a": "b"}',
+                b'{"a": ["!!"]}', b'["a"]', b'{"a": [NaN]}', b'{', b'\xff{}'):
+        assert th.parse(bad)[0] == {} and th.parse(bad)[1], bad
+    searched, added = th.expand(["login", "page"], {"login": ["oauth callback", "page"]})
+    assert searched == ["login", "page", "oauth", "callback"]
+    assert added == {"login": ["oauth", "callback"]}
+    many = {"w": [f"t{i}" for i in range(40)]}
+    searched, added = th.expand(["w"], many)
+    assert len(searched) == ranking.MAX_TERMS and len(added["w"]) == ranking.MAX_TERMS - 1
+
+
+def test_a_casual_word_finds_documents_holding_only_its_canonical_term(j):
+    j.note("n1", "fwupd refused the capsule update")
+    j.note("n2", "lunch order for friday")
+    assert j.ids("firmware") == []
+    _thesaurus(j, '{"firmware": ["fwupd"]}')
+    report = j.search("firmware")
+    assert [h["id"] for h in report["hits"]] == ["n1"]
+    assert report["expansions"] == {"firmware": ["fwupd"]}
+    assert report["unmatched"] == ["firmware"]
+    assert report["hits"][0]["terms"] == ["fwupd"]
+    assert report["hits"][0]["snippet"] == "«fwupd» refused the capsule update"
+    # Additive: the casual word itself still finds what holds it, ranked with the rest.
+    j.note("n3", "firmware of the dock")
+    assert sorted(j.ids("firmware")) == ["n1", "n3"]
+
+
+def test_an_edit_to_the_thesaurus_changes_the_next_answer_and_its_hash(j):
+    j.note("n1", "fwupd refused the capsule update")
+    j.note("n2", "the bios setup screen")
+    _thesaurus(j, '{"firmware": ["fwupd"]}')
+    first = j.search("firmware")
+    _thesaurus(j, '{"firmware": ["bios"]}')
+    second = j.search("firmware")
+    assert [h["id"] for h in first["hits"]] == ["n1"]
+    assert [h["id"] for h in second["hits"]] == ["n2"]
+    assert first["thesaurusSha256"] != second["thesaurusSha256"]
+    assert EMPTY_SHA not in (first["thesaurusSha256"], second["thesaurusSha256"])
+    (j.root / "thesaurus.json").unlink()
+    third = j.search("firmware")
+    assert third["hits"] == [] and third["thesaurusSha256"] == EMPTY_SHA
+
+
+def test_a_broken_thesaurus_counts_as_empty_warns_and_doctor_reports_it(j, cli):
+    from agent_journal.agents import doctor
+
+    j.note("n1", "fwupd refused the capsule update")
+    _thesaurus(j, '{"firmware": ["fwupd"], "firmware": ["bios"]}')
+    report = j.search("firmware")
+    assert report["hits"] == [] and report["thesaurusSha256"] == EMPTY_SHA
+    assert len(report["warnings"]) == 1 and "duplicate key" in report["warnings"][0]
+    result = cli("search", "firmware")
+    assert result.code == 0 and "broken" in result.err
+    checks = {c.name: c for c in doctor.run_checks(project=str(j.root), root=str(j.root))}
+    assert not checks["thesaurus"].ok and "duplicate key" in checks["thesaurus"].detail
+    _thesaurus(j, '{"firmware": ["fwupd"]}')
+    checks = {c.name: c for c in doctor.run_checks(project=str(j.root), root=str(j.root))}
+    assert checks["thesaurus"].ok
+
+
+def test_alias_commands_round_trip(cli, root):
+    assert cli("record", "--kind", "note", "--id", "n1", "--text", "OAuth callback fails"
+               ).code == 0
+    added = cli("alias", "add", "Login", "oauth-callback", "SSO", "--json")
+    assert added.code == 0, added.err
+    assert added.json()["aliases"] == {"login": ["oauth callback", "sso"]}
+    path = root / "thesaurus.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert path.read_text() == '{\n  "login": ["oauth callback", "sso"]\n}\n'
+    listed = cli("alias", "list", "--json").json()
+    assert listed["aliases"] == added.json()["aliases"]
+    from agent_journal.core import thesaurus as th
+
+    assert listed["thesaurusSha256"] == th.sha256(listed["aliases"])
+    assert listed["thesaurusSha256"] == cli("search", "login", "--json").json()[
+        "thesaurusSha256"]
+    assert cli("alias", "list").out == "login: oauth callback, sso\n"
+    assert [h["id"] for h in cli("search", "login", "--json").json()["hits"]] == ["n1"]
+    assert cli("alias", "add", "login", "sso").code == 0  # already there: nothing new
+    assert cli("alias", "remove", "login", "SSO").code == 0
+    assert cli("alias", "list", "--json").json()["aliases"] == {"login": ["oauth callback"]}
+    assert cli("alias", "remove", "login").code == 0
+    assert cli("alias", "list", "--json").json()["aliases"] == {}
+    assert cli("search", "login", "--json").json()["thesaurusSha256"] == EMPTY_SHA
+    # Usage errors (exit 2) and refusals (exit 1) write nothing.
+    before = path.read_bytes()
+    for args, code in ((["alias", "add", "two words", "x"], 2), (["alias", "add", "w"], 2),
+                       (["alias", "add", "w", "!!"], 2), (["alias", "add", "w", "--json", "x"], 2),
+                       (["alias", "remove", "nothere"], 1),
+                       (["alias", "remove", "", "x"], 2)):
+        result = cli(*args)
+        assert result.code == code and result.out == "", (args, result)
+        assert path.read_bytes() == before
+    path.write_text("{oops")
+    assert cli("alias", "add", "w", "x").code == 1 and path.read_text() == "{oops"
+    assert "broken" in cli("alias", "list").err
+
+
+def test_a_word_that_occurs_nowhere_does_not_hide_the_others(j, cli):
+    j.note("n1", "clock drift between the runners")
+    j.note("n2", "the clock in the status bar")
+    j.note("n3", "unrelated text")
+    report = j.search("clock skew")
+    assert sorted(h["id"] for h in report["hits"]) == ["n1", "n2"]
+    assert report["unmatched"] == ["skew"]
+    assert all(h["terms"] == ["clock"] for h in report["hits"])
+    # Documents matching more (and rarer) of the words rank first.
+    assert j.ids("clock drift skew")[0] == "n1"
+    text = cli("search", "clock skew", env={"AGENT_JOURNAL_NOW": NOW}).out
+    assert text.splitlines()[0] == "no document holds: skew"
+    assert "«clock»" in text
+
+
+def _miss_log(j: J, on: bool) -> None:
+    j.root.mkdir(mode=0o700, exist_ok=True)
+    (j.root / "config.json").write_text(json.dumps({"search": {"missLog": on}}))
+
+
+def _segment_bytes(j: J) -> dict[str, bytes]:
+    folder = j.root / "workspaces" / j.ws / "segments"
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_the_miss_log_records_weak_queries_only_when_on(j, cli):
+    j.note("n1", "the deploy script needs the staging token")
+    for i in range(8):
+        j.note(f"pad{i}", f"filler note number {i}")
+    before = _segment_bytes(j)
+    assert j.search("kubernetes")["hits"] == []  # off (no config): nothing is recorded
+    _miss_log(j, False)
+    assert j.search("kubernetes")["hits"] == []
+    assert _segment_bytes(j) == before
+    assert cli("search", "--misses", "--json").json()["misses"] == []
+    _miss_log(j, True)
+    strong = j.search("deploy staging")
+    assert strong["hits"][0]["score"] >= search_misses.MISS_SCORE
+    weak = j.search("Kubernetes  pods")
+    assert weak["hits"] == []
+    j.search("kubernetes pods", now="2025-03-10T13:00:00.000Z")
+    j.search("filler", now="2025-03-10T14:00:00.000Z")  # held by 8 of 9: weak, not empty
+    listed = cli("search", "--misses", "--json", env={"AGENT_JOURNAL_NOW": NOW}).json()
+    assert listed["missLog"] is True
+    assert [(m["query"], m["count"]) for m in listed["misses"]] == [
+        ("filler", 1), ("kubernetes pods", 2)]
+    assert listed["misses"][0]["bestScore"] == j.search("filler")["hits"][0]["score"] or \
+        listed["misses"][0]["bestScore"] < search_misses.MISS_SCORE
+    assert all(i.startswith("search-miss-") for m in listed["misses"] for i in m["ids"])
+    # A logged query never finds its own record.
+    assert j.search("kubernetes")["hits"] == []
+    text = cli("search", "--misses").out.splitlines()
+    assert text[0].split()[0] == "2" or text[0].split()[0] == "1"
+    assert "kubernetes pods" in "\n".join(text)
+    assert cli("search", "x", "--misses").code == 2
+
+
+def test_a_logged_query_is_redacted_and_erased_by_tombstone_and_compact(j, cli):
+    _miss_log(j, True)
+    j.note("n1", "something else entirely")
+    secret = "sk-ant-api03-" + "Q" * 40
+    j.search(f"zanzibarquux {secret}")
+    listed = cli("search", "--misses", "--json").json()["misses"]
+    assert len(listed) == 1 and "zanzibarquux" in listed[0]["query"]
+    assert secret not in listed[0]["query"]
+
+    def holders(needle: bytes) -> list[str]:
+        return [str(p) for p in j.root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+    assert holders(b"zanzibarquux") and not holders(secret.encode())
+    (obs_id,) = listed[0]["ids"]
+    assert cli("tombstone", obs_id, "--reason", "private query").code == 0
+    assert cli("search", "--misses", "--json").json()["misses"] == []
+    assert cli("compact", "--apply").code == 0
+    assert holders(b"zanzibarquux") == []
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_the_readme_tour_search_finds_what_it_shows(cli, tmp_path):
+    """The tour's commands, run as written; each `search` line of it finds the id its
+    comment names."""
+    import re
+    import shlex
+
+    text = README.read_text()
+    tour = text[text.index("## A tour"):text.index("### Auditing")]
+    blocks = re.findall(r"```sh\n(.*?)```", tour, flags=re.S)
+    commands = []
+    for block in blocks:
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split("  #")[0].strip()
+            if line.startswith("agent-journal "):
+                commands.append(line)
+    searches = [c for c in commands if c.startswith("agent-journal search ")]
+    assert searches
+    (tmp_path / "test-output.txt").write_text("FAILED tests/test_sync.py\n")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        for command in commands:
+            args = shlex.split(command)[1:]
+            if args[0] == "search":
+                continue
+            assert cli(*args).code == 0, command
+        for command in searches:
+            line = next(line for line in tour.splitlines() if line.startswith(command))
+            shown = re.findall(r"finds ([\w-]+)", line)
+            assert shown, line
+            doc = cli(*shlex.split(command)[1:], "--json").json()
+            assert {h["id"] for h in doc["hits"]} >= set(shown), (command, doc)
+    finally:
+        os.chdir(cwd)

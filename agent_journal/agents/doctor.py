@@ -54,6 +54,7 @@ def run_checks(*, project: str | None, root: str | None) -> list[Check]:
     _guard(checks, "hooks", lambda: _hooks(checks, hooks_folder))
     if root_path is not None:
         _guard(checks, "redaction config", lambda: _redaction(checks, root_path))
+        _guard(checks, "thesaurus", lambda: _thesaurus(checks, root_path))
         _guard(checks, "hook log", lambda: _hook_log(checks, root_path))
         _guard(checks, "capture spool", lambda: _spool(checks, root_path))
     _guard(checks, "sqlite", lambda: _sqlite(checks, root_path, found))
@@ -191,6 +192,23 @@ def _redaction(checks: list[Check], root: str) -> None:
                             f"correct the pattern in {os.path.join(root, 'config.json')}"))
         return
     checks.append(Check("redaction config", True, "built-in rules and config load"))
+
+
+def _thesaurus(checks: list[Check], root: str) -> None:
+    """The search thesaurus (<root>/thesaurus.json): a broken one is searched as empty."""
+    from agent_journal.ops import thesaurus
+
+    loaded = thesaurus.load(root)
+    if loaded.problem is not None:
+        checks.append(Check("thesaurus", False, f"{loaded.path} is broken ({loaded.problem}); "
+                            "every search ignores it", "correct it by hand, or remove it and "
+                            "add the aliases again with `agent-journal alias add`"))
+    elif not loaded.present:
+        checks.append(Check("thesaurus", True, "none (agent-journal alias add WORD TERM "
+                            "makes one)"))
+    else:
+        checks.append(Check("thesaurus", True, f"{loaded.path}: {len(loaded.mapping)} "
+                            f"word(s), sha256 {loaded.sha256[:12]}"))
 
 
 def _hook_log(checks: list[Check], root: str) -> None:

@@ -22,7 +22,8 @@ Invariants:
 - Each call reads the journal afresh: nothing is kept between calls, so an event
   anyone writes (a tombstone from the CLI) holds from the very next call.
 - Writes are authored as the agent, with the server's session; without a session
-  they are refused rather than recorded as a person's.
+  they are refused rather than recorded as a person's (a weak search is then not
+  logged either, whatever config.json says).
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ SEARCH_LIMIT, SEARCH_MAX = 10, 50
 GET_MAX_IDS = 20
 TIMELINE_LAST, TIMELINE_MAX = 30, 500
 TARGET_CHARS = 80  # a timeline line's target (command, path, text) is cut to this
+# A snippet is a few words, but one word can be a megabyte long: a hit's line is cut to
+# this, so no single hit outgrows the answer and leaves it empty.
+SNIPPET_CHARS = 400
 
 DIGEST_URI = "agent-journal://digest"
 DIGEST_NAME = "digest"
@@ -277,17 +281,24 @@ def _search(journal: Journal, args: dict[str, Any]) -> Answer:
     # decision would take it up again.
     report = search.search(journal.reads, args["query"], limit=args.get("limit", SEARCH_LIMIT),
                            kind=args.get("kind"), include_retracted=True,
-                           exclude_tools=(OWN_TOOLS,))
-    lines = []
+                           exclude_tools=(OWN_TOOLS,), log_as=journal.writes,
+                           log_misses=journal.writes is not None)
+    # What the thesaurus added and which words matched nothing, as the CLI says it.
+    lines = [f"thesaurus: {word} also searched as {' '.join(added)}"
+             for word, added in report["expansions"].items()]
+    if report["unmatched"]:
+        lines.append(f"no document holds: {' '.join(report['unmatched'])}")
+    notes = len(lines)
     for hit in report["hits"]:
         mark = f" [{hit['outcome']}]" if hit["outcome"] not in (None, "live") else ""
         lines.append(f"{hit['id']}  {hit['type']}/{hit['kind']}  {hit['ts']}{mark}  "
-                     f"{_one_line(hit['snippet'])}")
+                     f"{_one_line(hit['snippet'], SNIPPET_CHARS)}")
     shown, cut = _fit_lines(lines)
-    if not lines:
-        shown = ["no matches"]
+    if len(lines) == notes:
+        shown = lines + ["no matches"]
     if cut:
         shown.append(f"note: {cut} more hit(s) cut to fit; ask with a smaller limit")
+    shown += [f"note: {text}" for text in report["warnings"]]
     return Answer(["\n".join(shown + _damage_note(report["unreadable"], report["malformed"]))])
 
 
@@ -308,8 +319,8 @@ def _get(journal: Journal, args: dict[str, Any]) -> Answer:
         except JournalError as exc:
             failures.append(exc.message)
     if failures:
-        # Never a part: an answer is whole and verified, or it is an error.
-        return Answer.error("\n".join(failures))
+        # Never a part: an answer is whole and verified, or it is an error (of one line).
+        return Answer.error("; ".join(failures))
     blocks: list[str] = []
     notes: list[str] = []
     budget = MAX_CHARS
@@ -353,8 +364,13 @@ def since_ts(text: str) -> str:
     from agent_journal.core import clock
 
     match = _RELATIVE.match(text)
+    if match and len(match.group(1)) > 12:  # past any span back to year 1; int() refuses
+        raise UsageError(f"since {text.strip()[:40]!r}… reaches before year 1")
     if match:
-        instant = clock.now() - timedelta(seconds=int(match.group(1)) * _SECONDS[match[2]])
+        try:
+            instant = clock.now() - timedelta(seconds=int(match.group(1)) * _SECONDS[match[2]])
+        except OverflowError:
+            raise UsageError(f"since {text.strip()!r} reaches before year 1") from None
     else:
         try:
             instant = clock.parse_instant(text)

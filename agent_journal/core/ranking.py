@@ -33,6 +33,12 @@ SNIPPET_WORDS = 16
 SNIPPET_OPEN, SNIPPET_CLOSE, ELLIPSIS = "\u00ab", "\u00bb", "\u2026"
 
 
+# Observation kinds that are not searched: the weak-query log (ops/search_misses.py), so a
+# logged query never finds its own record.
+SEARCH_MISS = "search_miss"
+UNINDEXED_KINDS = frozenset({SEARCH_MISS})
+
+
 # Observation fields that are bookkeeping, not content worth finding.
 OBSERVATION_SKIP = frozenset({"callId", "status", "exitCode", "durationMs", "artifact"})
 

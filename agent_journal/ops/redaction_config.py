@@ -9,7 +9,9 @@ every configured pattern that is usable, with the problems, which the hook logs.
 
 Config file: <root>/config.json, strict JSON (no duplicate keys, no NaN):
     {"redact": {"patterns": [{"name": "order-code", "regex": "ORDER-[0-9]{4}"}]}}
-No other top-level key is known: one is reported as a likely misspelling.
+`remotes` belongs to sync (ops/remotes.py) and `search` to the weak-query log
+({"search": {"missLog": true}}, ops/search_misses.py); its shape is checked here with the
+rest. No other top-level key is known: one is reported as a likely misspelling.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ if TYPE_CHECKING:
 # Keys config.json may hold at its top level. Any other is most likely a misspelling
 # (`"redcat"`), which would silently drop what it holds, so it is reported. `remotes`
 # belongs to sync (ops/remotes.py).
-KNOWN_KEYS = frozenset({"redact", "remotes"})
+KNOWN_KEYS = frozenset({"redact", "remotes", "search"})
+SEARCH_KEYS = frozenset({"missLog"})
 
 _cache: dict[str, tuple[Redactor, list[str]]] = {}
 
@@ -79,6 +82,7 @@ def _from_config(path: str, raw: bytes) -> tuple[Redactor, list[str]]:
         return bad("expected a JSON object")
     problems = [f'bad config {path}: unknown key "{key}" (known: '
                 f'{", ".join(sorted(KNOWN_KEYS))})' for key in sorted(set(config) - KNOWN_KEYS)]
+    problems += _search_problems(path, config.get("search"))
     section = config.get("redact")
     if section is None:
         return default_redactor(), problems
@@ -108,3 +112,16 @@ def _from_config(path: str, raw: bytes) -> tuple[Redactor, list[str]]:
         return (Redactor(good) if good else default_redactor()), problems
     except ValueError as exc:  # two good patterns that clash (a repeated name)
         return default_redactor(), problems + [f"bad config {path}: {exc}"]
+
+
+def _search_problems(path: str, section: Any) -> list[str]:
+    """What is wrong with the "search" section (a misspelt key would leave the log off)."""
+    if section is None:
+        return []
+    if not isinstance(section, dict):
+        return [f'bad config {path}: "search" must be an object']
+    problems = [f'bad config {path}: unknown key "search.{key}" (known: '
+                f'{", ".join(sorted(SEARCH_KEYS))})' for key in sorted(set(section) - SEARCH_KEYS)]
+    if "missLog" in section and not isinstance(section["missLog"], bool):
+        problems.append(f'bad config {path}: "search.missLog" must be true or false')
+    return problems

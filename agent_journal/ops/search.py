@@ -1,9 +1,18 @@
 """`search`: ranked recall over what still holds, answered from a disposable index.
 
-Invariant: every search first brings the index (storage/search_index.py) up to
-date with the segments, so an answer reflects every event written before it,
-tombstones included; ranking is the formula in spec/SEARCH.md, in a total,
-deterministic order, and the damage lists every read reports come with it.
+Invariants:
+- Every search first brings the index (storage/search_index.py) up to date with the
+  segments, so an answer reflects every event written before it, tombstones included;
+  ranking is the formula in spec/SEARCH.md, in a total, deterministic order, and the
+  damage lists every read reports come with it.
+- The root's thesaurus (ops/thesaurus.py) is read afresh for every search; its words
+  are added to the query's (never put in their place), and the answer names the hash
+  of the version it used.
+- A document holding any searched word is a candidate, so a query with a word no
+  document holds still returns the documents holding the others; the answer lists the
+  words that matched nothing.
+- With the weak-query log on (ops/search_misses.py), a weak answer is recorded; off,
+  a search writes nothing.
 """
 
 from __future__ import annotations
@@ -13,11 +22,13 @@ import os
 from typing import Any
 
 from agent_journal.core import clock
-from agent_journal.core.errors import UsageError
+from agent_journal.core.errors import JournalError, UsageError
 from agent_journal.core.model import (
     validate_id,
 )
 from agent_journal.core.ranking import instant_millis, query_terms
+from agent_journal.core.thesaurus import expand
+from agent_journal.ops import search_misses, thesaurus
 from agent_journal.ops.context import Context
 from agent_journal.storage.search_index import answer, index_path
 
@@ -42,10 +53,12 @@ def boost_from_env() -> float:
 
 
 def search(ctx: Context, query: str, *, limit: int | None = None, kind: str | None = None,
-           include_retracted: bool = False, exclude_tools: tuple[str, ...] = ()
-           ) -> dict[str, Any]:
+           include_retracted: bool = False, exclude_tools: tuple[str, ...] = (),
+           log_as: Context | None = None, log_misses: bool = True) -> dict[str, Any]:
     """Ranked hits for `query` plus the damage lists every read reports. Observations of
-    a tool whose name starts with one of `exclude_tools` are left out (before `limit`)."""
+    a tool whose name starts with one of `exclude_tools` are left out (before `limit`).
+    A weak answer is logged (when the log is on and `log_misses`) as written by `log_as`,
+    else by `ctx`'s session."""
     terms = query_terms(query)
     if kind is not None:
         validate_id(kind, "--kind")
@@ -53,12 +66,26 @@ def search(ctx: Context, query: str, *, limit: int | None = None, kind: str | No
     if limit < 1:
         raise UsageError("--limit must be at least 1")
     boost = boost_from_env()
-    report: dict[str, Any] = {"query": query, "terms": terms, "hits": [],
-                              "unreadable": [], "malformed": []}
     ws = ctx.open(create=False)
-    if not ws.segment_paths() and not os.path.exists(index_path(ws)):
-        return report  # nothing to search, and no index to bring up to date
-    report["hits"], report["unreadable"], report["malformed"] = answer(
-        ws, terms, limit=limit, kind=kind, include_retracted=include_retracted,
-        now_ms=instant_millis(clock.now()), boost=boost, exclude_tools=exclude_tools)
+    loaded = thesaurus.load(ws.root.path)
+    searched, added = expand(terms, loaded.mapping)
+    warning = loaded.warning()
+    report: dict[str, Any] = {"query": query, "terms": terms, "expansions": added,
+                              "unmatched": list(searched), "thesaurusSha256": loaded.sha256,
+                              "hits": [], "warnings": [warning] if warning else [],
+                              "unreadable": [], "malformed": []}
+    if ws.segment_paths() or os.path.exists(index_path(ws)):
+        # (Otherwise there is nothing to search, and no index to bring up to date.)
+        (report["hits"], report["unmatched"], report["unreadable"],
+         report["malformed"]) = answer(
+            ws, searched, limit=limit, kind=kind, include_retracted=include_retracted,
+            now_ms=instant_millis(clock.now()), boost=boost, exclude_tools=exclude_tools)
+    if (log_misses and search_misses.is_weak(report["hits"])
+            and search_misses.enabled(ws.root.path)):
+        writer = log_as or Context(ctx.root_arg, ctx.workspace_name, ctx.session)
+        try:
+            search_misses.record(writer, report)
+        except JournalError as exc:
+            # The answer stands; only its log entry is missing, and the caller is told.
+            report["warnings"].append(f"the weak query could not be logged: {exc.message}")
     return report

@@ -1,7 +1,9 @@
-"""The root's own files besides the journal: config.json and the private logs.
+"""The root's own files besides the journal: config.json, thesaurus.json and the private logs.
 
 Invariants:
 - A missing config costs one failed open (the hook asks on every call).
+- thesaurus.json (spec/SEARCH.md) is read whole on every search and replaced whole
+  (temporary file, fsync, rename, 0600) by `alias`: a search sees one version or the next.
 - Logs are 0600, append-only lines, and keep one previous file past 1 MiB.
 """
 
@@ -18,6 +20,7 @@ from agent_journal.storage.files import (
 )
 
 CONFIG_NAME = "config.json"
+THESAURUS_NAME = "thesaurus.json"
 LOGS_DIR = "logs"
 LOG_MAX_BYTES = 1024 * 1024
 
@@ -45,6 +48,28 @@ def write_root_config(root_path: str, data: bytes) -> None:
     try:
         write_file_atomic(path, data)
     except OSError as exc:  # a read-only root, a full disk: one line, the old file kept
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def read_thesaurus(root_path: str) -> tuple[str, bytes | None]:
+    """(path, bytes) of <root>/thesaurus.json; None for the bytes when there is none.
+    A file that cannot be read raises OSError (the caller counts it as broken)."""
+    path = os.path.join(root_path, THESAURUS_NAME)
+    check_confined(path)
+    try:
+        with open(path, "rb") as fh:
+            return path, fh.read()
+    except FileNotFoundError:
+        return path, None
+
+
+def write_thesaurus(root_path: str, data: bytes) -> None:
+    """Replace <root>/thesaurus.json whole and privately (the root is made if need be)."""
+    path = os.path.join(root_path, THESAURUS_NAME)
+    try:
+        make_private_dirs(root_path)
+        write_file_atomic(path, data)
+    except OSError as exc:
         raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 

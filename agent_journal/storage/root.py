@@ -103,7 +103,8 @@ def check_root(path: str, *, create: bool) -> bool:
 
 # What every command may touch directly under a root. Checked up front, so a planted link
 # is refused before a command starts, whichever helper it would have reached first.
-_LAYOUT = ("workspaces", "logs", "logs/hook.log", "cache", "config.json", "replica-id")
+_LAYOUT = ("workspaces", "logs", "logs/hook.log", "cache", "config.json", "thesaurus.json",
+           "replica-id")
 
 
 def check_layout(path: str) -> None:

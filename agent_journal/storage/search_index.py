@@ -53,6 +53,7 @@ from agent_journal.core.model import (
 from agent_journal.core.outcomes import LIVE
 from agent_journal.core.ranking import (
     PERIOD_MS,
+    UNINDEXED_KINDS,
     entry_text,
     idf,
     observation_text,
@@ -82,7 +83,7 @@ INDEX_AREA = "search"
 
 # Bump when the schema, the text extraction or the tokenisation changes: an
 # index of another format is rebuilt, never read.
-INDEX_FORMAT = "agent-journal-search/4"
+INDEX_FORMAT = "agent-journal-search/5"
 
 
 # A segment fingerprint taken this close to the segment's newest mtime could
@@ -169,6 +170,8 @@ class _Index:
         self.outcomes_dirty = False
         # Set only while building from empty: keys of everything inserted so far.
         self.known: set[str] | None = None
+        # Document frequencies the last query counted, by term (for `unmatched`).
+        self.dfs: dict[str, int] = {}
 
     # -- format -------------------------------------------------------------------------
 
@@ -211,6 +214,8 @@ class _Index:
             if subject is None:
                 continue
             if t == OBSERVATION:
+                if ev.kind in UNINDEXED_KINDS:
+                    continue  # the search log itself: a logged query must not find itself
                 observations.setdefault(subject, {})[ev.event_id] = ev
             elif t == ENTRY:
                 best = entries.get(subject)
@@ -504,9 +509,11 @@ class _Index:
         active: list[int] = []
         weights: dict[int, float] = {}
         dfs: dict[int, int] = {}
+        self.dfs = {}
         for i, term in enumerate(terms):
             df = c.execute("SELECT count(*) FROM wordindex WHERE wordindex MATCH ?",
                            (_phrase(term),)).fetchone()[0]
+            self.dfs[term] = df
             if df:
                 active.append(i)
                 dfs[i] = df
@@ -698,17 +705,20 @@ def discard(ws: Workspace) -> None:
 def answer(ws: Workspace, terms: list[str], *, limit: int, kind: str | None,
            include_retracted: bool, now_ms: int, boost: float,
            exclude_tools: tuple[str, ...] = ()
-           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """(hits, unreadable, malformed) from an index brought up to date first; observations
-    of a tool whose name starts with one of `exclude_tools` are never hits."""
+           ) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]],
+                      list[dict[str, Any]]]:
+    """(hits, unmatched, unreadable, malformed) from an index brought up to date first:
+    `unmatched` are the terms no indexed document holds. Observations of a tool whose
+    name starts with one of `exclude_tools` are never hits."""
     for attempt in range(2):
         index = refresh(ws)
         try:
             hits = index.query(terms, limit=limit, kind=kind,
                                include_retracted=include_retracted, now_ms=now_ms, boost=boost,
                                exclude_tools=exclude_tools)
+            unmatched = [t for t in terms if not index.dfs.get(t)]
             unreadable, malformed = index.damage(ws)
-            return hits, unreadable, malformed
+            return hits, unmatched, unreadable, malformed
         except sqlite3.Error as exc:
             # Damage only a query reaches (say, a bad FTS page) is not trusted
             # either: the index is thrown away and built again.
