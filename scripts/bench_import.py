@@ -157,7 +157,7 @@ with open(sys.argv[1], "rb") as fh:
 
 
 def _import_cmd(agent: str, root: str, workspace: str, path: str) -> list[str]:
-    return [CLI, "import", agent, path, "--root", root, "--workspace", workspace]
+    return [CLI, "import", agent, path, "--json", "--root", root, "--workspace", workspace]
 
 
 def run(ctx: Ctx) -> None:

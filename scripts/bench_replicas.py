@@ -130,7 +130,7 @@ def ours(local: str, source: str, work: str) -> tuple[float, str]:
     target = os.path.join(work, "target")
     shutil.copytree(local, target)
     start = time.perf_counter()
-    proc = subprocess.run([CLI, "merge", source, "--root", target, "--workspace", WS],
+    proc = subprocess.run([CLI, "merge", source, "--json", "--root", target, "--workspace", WS],
                           capture_output=True, check=True)
     elapsed = time.perf_counter() - start
     import json

@@ -140,7 +140,7 @@ def run(ctx: Ctx) -> None:
             # Interleaved, floor first, so load from other processes hits both alike.
             put, _ = _timed([PY, "-c", PLAIN, endpoint, bucket, f"plain{n}/", seg_dir, "put"],
                             root_env)
-            push, _ = _timed([CLI, "push", "b", "--root", source], root_env)
+            push, _ = _timed([CLI, "push", "b", "--json", "--root", source], root_env)
             target = os.path.join(base, f"target{n}")
             plain_dir = os.path.join(base, f"plain{n}")
             os.makedirs(plain_dir, mode=0o700)
@@ -148,8 +148,8 @@ def run(ctx: Ctx) -> None:
                              "get"], root_env)
             subprocess.run([CLI, "remote", "add", "b", url, "--endpoint-url", endpoint,
                             "--root", target], check=True, capture_output=True, env=root_env)
-            pull, _ = _timed([CLI, "pull", "b", "--root", target], root_env)
-            again, out = _timed([CLI, "pull", "b", "--root", target], root_env)
+            pull, _ = _timed([CLI, "pull", "b", "--json", "--root", target], root_env)
+            again, out = _timed([CLI, "pull", "b", "--json", "--root", target], root_env)
             fetched_again = json.loads(out)["fetched"]
             # One more segment: push and pull only what is new.
             added = os.path.join(seg_dir, f"{REPLICA}-{SEGMENTS + 1 + n:06d}.sqlite")
@@ -160,11 +160,11 @@ def run(ctx: Ctx) -> None:
             shutil.copyfile(added, os.path.join(one_dir, os.path.basename(added)))
             put1, _ = _timed([PY, "-c", PLAIN, endpoint, bucket, f"one{n}/", one_dir, "put"],
                              root_env)
-            push1, out = _timed([CLI, "push", "b", "--root", source], root_env)
+            push1, out = _timed([CLI, "push", "b", "--json", "--root", source], root_env)
             snapshotted = json.loads(out)["snapshotted"]
             get1, _ = _timed([PY, "-c", PLAIN, endpoint, bucket, f"one{n}/", one_dir, "get"],
                              root_env)
-            pull1, _ = _timed([CLI, "pull", "b", "--root", target], root_env)
+            pull1, _ = _timed([CLI, "pull", "b", "--json", "--root", target], root_env)
             shutil.rmtree(one_dir)
             for key, value in (("put1", put1), ("push1", push1), ("get1", get1),
                                ("pull1", pull1)):

@@ -333,13 +333,13 @@ def test_codex_hook_fails_open_on_garbage(home, tmp_path):
 def test_import_codex_exec_streams_and_session_files(home, tmp_path):
     root = tmp_path / "j"
     common = ("--root", str(root), "--workspace", "w")
-    reports = [aj(home, "import", "codex", str(path), *common).json()
+    reports = [aj(home, "import", "codex", str(path), "--json", *common).json()
                for path in sorted(CODEX_STREAMS.glob("*.jsonl"))]
     assert [r["calls"] for r in reports] == [1, 1]
     assert reports[0]["sessions"] == ["019a2d7a-6455-7170-a661-c6d8b94c630a"]
-    rollout = aj(home, "import", "codex", str(ROLLOUT), *common).json()
+    rollout = aj(home, "import", "codex", str(ROLLOUT), "--json", *common).json()
     assert (rollout["calls"], rollout["unfinished"]) == (4, 1)
-    again = aj(home, "import", "codex", str(ROLLOUT), *common).json()
+    again = aj(home, "import", "codex", str(ROLLOUT), "--json", *common).json()
     assert again["eventsWritten"] == 0
     shown = aj(home, "show", "--json", "--observations", *common).json()["entries"]
     by_id = {o["id"]: o for o in shown}
@@ -538,7 +538,7 @@ def test_a_codex_patch_that_did_not_apply_changed_no_file(home, tmp_path):
     rollout = tmp_path / "rollout-2025-10-29T00-59-38-failed-patch.jsonl"
     rollout.write_text("\n".join(lines) + "\n")
     common = ("--root", str(tmp_path / "j"), "--workspace", "w")
-    assert aj(home, "import", "codex", str(rollout), *common).json()["calls"] == 4
+    assert aj(home, "import", "codex", str(rollout), "--json", *common).json()["calls"] == 4
     digest = aj(home, "digest", "--json", *common).json()
     assert [f["path"] for f in digest["files"]] == ["hello.txt"]
     refused = [p for p in digest["openProblems"] if p["id"] == "call_patch05"]

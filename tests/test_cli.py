@@ -134,7 +134,9 @@ def test_tombstone_hides_at_once_and_purges_nothing(cli, root):
     result = cli("tombstone", "f1", "--reason", "leaked a key")
     assert (result.code, result.out, result.err) == (0, "tombstoned f1\n", "")
     assert cli("show", "--json").json()["entries"] == []
-    assert cli("show", "--json", "--id", "f1").json()["entries"] == []
+    hidden = cli("show", "--json", "--id", "f1")  # a tombstoned id names nothing
+    assert (hidden.code, hidden.out) == (1, "")
+    assert hidden.err == "error: no entry or observation with id f1 in workspace ws\n"
     raw = b"".join(p.read_bytes() for p in root.rglob("*.sqlite"))
     assert b"SECRET-MARKER-1" in raw  # suppression now, destruction only by compact
 

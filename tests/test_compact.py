@@ -98,19 +98,19 @@ def test_tombstone_then_compact_purges_f1_and_flips_only_its_tombstone(cli, root
                 "preemptive; the entry is coming from another replica", **ws)
     assert ghost.code == 0 and ghost.out == "tombstoned ghost\n"
     assert "no entry with id ghost is present in this workspace" in ghost.err
-    assert len(ok(cli("show", "--json", "--id", "f1", **ws)).out) > 0  # tombstone purges nothing
+    assert cli("show", "--json", "--id", "f1", **ws).code == 1  # hidden at once: names nothing
 
     expected = {"expired": [], "tombstoned": ["f1"], "pinned": [], "downgraded": [],
                 "unclassified": [], "tombstonesMarkedPurged": [f1_tomb]}
-    dry = ok(cli("compact", **ws))
+    dry = ok(cli("compact", "--json", **ws))
     assert dry.json() == full(False, **expected)
-    applied = ok(cli("compact", "--apply", **ws))
+    applied = ok(cli("compact", "--json", "--apply", **ws))
     assert applied.json() == full(True, **expected)
-    assert ok(cli("show", "--json", "--id", "f1", **ws)).json() == {
-        "entries": [], "liveConstraints": [], "unreadable": [], "malformed": []}
+    gone = cli("show", "--json", "--id", "f1", **ws)
+    assert (gone.code, gone.out) == (1, "") and "no entry or observation with id f1" in gone.err
     flags = {e: d["purged"] for e, d in stored_tombstones(root, "retention-demo").items()}
     assert flags[f1_tomb] is True and sorted(flags.values()) == [False, True]
-    assert ok(cli("compact", "--apply", **ws)).json() == full(True)
+    assert ok(cli("compact", "--json", "--apply", **ws)).json() == full(True)
 
 
 # A zero TTL expires what is older than now: the writes are stamped at one fixed instant
@@ -132,7 +132,8 @@ def pin_setup(cli) -> None:
 
 def test_a_live_entrys_anchor_pins_its_observation_past_the_ttl(cli):
     pin_setup(cli)
-    report = ok(cli("compact", "--observation-ttl-days", "0", "--apply", env=LATER)).json()
+    report = ok(cli("compact", "--json", "--observation-ttl-days", "0", "--apply",
+                    env=LATER)).json()
     assert report == full(True, obs_ttl=0, pinned=["obs-migrate"])
     shown = ok(cli("show", "--json", "--id", "obs-migrate")).json()
     assert [e["id"] for e in shown["entries"]] == \
@@ -141,8 +142,8 @@ def test_a_live_entrys_anchor_pins_its_observation_past_the_ttl(cli):
 
 def test_an_expired_entry_stops_pinning_and_both_go(cli):
     pin_setup(cli)
-    ok(cli("compact", "--observation-ttl-days", "0", "--apply", env=LATER))
-    report = ok(cli("compact", "--entry-ttl-days", "0", "--observation-ttl-days", "0",
+    ok(cli("compact", "--json", "--observation-ttl-days", "0", "--apply", env=LATER))
+    report = ok(cli("compact", "--json", "--entry-ttl-days", "0", "--observation-ttl-days", "0",
                     "--apply", env=LATER_STILL)).json()
     assert report == full(True, entry_ttl=0, obs_ttl=0, expired=["obs-migrate", "d-migrate"])
     assert ok(cli("show", "--json", "--observations")).json()["entries"] == []
@@ -154,21 +155,21 @@ def test_tombstoned_evidence_downgrades_the_live_entry_citing_it(cli):
     ok(cli("record", "--kind", "finding", "--id", "f-vendor-latency", "--claim",
            "the vendor call adds 40ms p50", "--anchor", "tool_use:obs-vendor-call"))
     t = tombstone_id(cli, "obs-vendor-call", "the callId embeds an internal vendor account id")
-    report = ok(cli("compact", "--apply")).json()
+    report = ok(cli("compact", "--json", "--apply")).json()
     assert report == full(True, tombstoned=["obs-vendor-call"], downgraded=["f-vendor-latency"],
                           tombstonesMarkedPurged=[t])
-    assert ok(cli("show", "--json", "--id", "obs-vendor-call")).json()["entries"] == []
+    assert cli("show", "--json", "--id", "obs-vendor-call").code == 1  # names nothing
     [kept] = ok(cli("show", "--json", "--id", "f-vendor-latency")).json()["entries"]
     assert kept["anchors"] == ["tool_use:obs-vendor-call"] and kept["live"] is True
     # Computed fresh each run: the earlier purge is not reported again.
-    assert ok(cli("compact")).json() == full(False)
+    assert ok(cli("compact", "--json")).json() == full(False)
 
 
 def test_the_same_plan_printed_dry_is_the_one_applied(cli):
     pin_setup(cli)
     ok(cli("record", "--kind", "note", "--id", "n1", "--text", "old note", env=WRITTEN))
     ok(cli("tombstone", "n1", "--reason", "named a person", env=WRITTEN))
-    args = ("compact", "--entry-ttl-days", "0", "--observation-ttl-days", "0")
+    args = ("compact", "--json", "--entry-ttl-days", "0", "--observation-ttl-days", "0")
     dry = ok(cli(*args, env=LATER)).json()
     applied = ok(cli(*args, "--apply", env=LATER)).json()
     assert dry.pop("apply") is False and applied.pop("apply") is True
@@ -194,7 +195,7 @@ def test_bad_flags_exit_2_and_touch_nothing(cli, root, args, message):
     ok(cli("record", "--kind", "finding", "--id", "f1", "--claim", "x"))
     ok(cli("tombstone", "f1", "--reason", "r"))
     before = snapshot(root)
-    result = cli("compact", *args, "--apply")
+    result = cli("compact", "--json", *args, "--apply")
     assert result.code == 2 and message in result.err and result.out == ""
     assert snapshot(root) == before
 
@@ -205,8 +206,8 @@ def test_a_dry_run_changes_no_byte(cli, root):
     # The read projection under cache/ is disposable and may be brought up to
     # date; no byte of the journal itself changes.
     before = journal_snapshot(root)
-    assert ok(cli("compact", "--entry-ttl-days", "0", "--observation-ttl-days", "0")).json()[
-        "tombstoned"] == ["obs-migrate"]
+    assert ok(cli("compact", "--json", "--entry-ttl-days", "0", "--observation-ttl-days",
+                  "0")).json()["tombstoned"] == ["obs-migrate"]
     assert journal_snapshot(root) == before
 
 
@@ -233,7 +234,7 @@ def test_a_damaged_journal_is_refused_even_with_apply(cli, root, damage, counts)
     damage(root)
     before = journal_snapshot(root)
     for extra in ([], ["--apply"], ["--apply", "--entry-ttl-days", "0"]):
-        result = cli("compact", *extra)
+        result = cli("compact", "--json", *extra)
         assert result.code == 1 and result.out == ""
         assert counts in result.err and "partial read" in result.err
     # (The read projection under cache/ is not the journal: it may be brought
@@ -244,13 +245,13 @@ def test_a_damaged_journal_is_refused_even_with_apply(cli, root, damage, counts)
 def test_compacting_an_empty_workspace_reports_nothing(cli, root):
     # A workspace that is not there is refused, as by every read (a typo in a scheduled
     # compaction would otherwise report an empty plan for ever), and nothing is made.
-    missing = cli("compact", "--apply", workspace="nothing-here")
+    missing = cli("compact", "--json", "--apply", workspace="nothing-here")
     assert (missing.code, missing.out) == (1, "")
     assert missing.err.startswith("error: no journal root at ")
     assert not root.exists()
     (root / "workspaces" / "nothing-here").mkdir(mode=0o700, parents=True)
     os.chmod(root, 0o700)
-    assert ok(cli("compact", "--apply", workspace="nothing-here")).json() == full(True)
+    assert ok(cli("compact", "--json", "--apply", workspace="nothing-here")).json() == full(True)
 
 
 # -- erasure: no byte of a purged event anywhere under the root --------------------------------
@@ -319,7 +320,7 @@ def test_no_byte_of_a_purged_event_survives_anywhere_under_the_root(cli, root, t
     for marker in (SECRET_CLAIM, SECRET_OUTPUT, SECRET_INVAL, SECRET_OLD, SECRET_BLOB, KEPT):
         assert marker in everything  # the scan can see them: this test can fail
 
-    report = ok(cli("compact", "--observation-ttl-days", "365", "--apply")).json()
+    report = ok(cli("compact", "--json", "--observation-ttl-days", "365", "--apply")).json()
     assert report["tombstoned"] == ["o-blob", "o-secret", "f-secret"]
     assert report["expired"] == ["o-old"]
     everything = all_bytes_under(root)
@@ -429,12 +430,17 @@ def test_without_ttls_every_read_is_unchanged_and_a_second_run_purges_nothing(cl
     reads = [("show", "--json"), ("show", "--json", "--observations"),
              ("show", "--json", "--id", "leaf"),
              ("show", "--json", "--id", "mid"), ("show", "--json", "--id", "o2")]
-    before = [ok(cli(*r)).json() for r in reads]
-    assert before[2]["entries"][0]["outcome"] == "suppressed"
-    report = ok(cli("compact", "--apply")).json()
+
+    def answers() -> list[tuple[int, str, str]]:
+        return [(res.code, res.out, res.err) for res in (cli(*r) for r in reads)]
+
+    before = answers()
+    assert json.loads(before[2][1])["entries"][0]["outcome"] == "suppressed"
+    assert [code for code, _, _ in before] == [0, 0, 0, 1, 1]  # tombstoned: names nothing
+    report = ok(cli("compact", "--json", "--apply")).json()
     assert report["tombstoned"] == ["o2", "mid"] and report["downgraded"] == ["rule"]
-    assert [ok(cli(*r)).json() for r in reads] == before
-    assert ok(cli("compact", "--apply")).json() == full(True)
+    assert answers() == before
+    assert ok(cli("compact", "--json", "--apply")).json() == full(True)
 
 
 # -- segments left alone ------------------------------------------------------------------------
@@ -526,7 +532,7 @@ def test_the_cli_prints_the_report_and_exits_1_when_it_skipped(root, monkeypatch
         return prepared
 
     monkeypatch.setattr(compact, "prepare", prepare_then_write)
-    code = main.main(["compact", "--apply", "--root", str(root), "--workspace", "ws"])
+    code = main.main(["compact", "--json", "--apply", "--root", str(root), "--workspace", "ws"])
     out, err = capsys.readouterr()
     assert code == 1
     report = json.loads(out)
@@ -836,7 +842,7 @@ def _writers_and_compactions(root: Path, tmp_path: Path, rounds: int) -> None:
                             call_id="d", input_value=None, output=secret.decode(),
                             status="ok", exit_code=0, duration_ms=1)
             writes.tombstone(ctx, f"doomed-{round_}", "must go")
-            result = subprocess.run([CLI, "compact", "--apply"], env=_env(root),
+            result = subprocess.run([CLI, "compact", "--json", "--apply"], env=_env(root),
                                     capture_output=True, timeout=120)
             report = json.loads(result.stdout)
             assert result.returncode in (0, 1), result.stderr
@@ -863,7 +869,8 @@ def _writers_and_compactions(root: Path, tmp_path: Path, rounds: int) -> None:
     # The segment nobody was writing was purged while the writers ran.
     assert secret not in (seg_dir / "imported-a.sqlite").read_bytes()
     # With the writers gone, a last run finishes what busy rounds left.
-    final = subprocess.run([CLI, "compact", "--apply"], env=_env(root), capture_output=True)
+    final = subprocess.run([CLI, "compact", "--json", "--apply"], env=_env(root),
+                           capture_output=True)
     assert final.returncode == 0, final.stderr
     assert secret not in all_bytes_under(root)
     assert set(codes) <= {0, 1}
@@ -891,13 +898,14 @@ def _kill_rounds(root: Path, tmp_path: Path, *, rounds: int, segments_: int,
     rng = random.Random(seed)
     start = time.perf_counter()
     subprocess.run(["cp", "-a", str(template), str(root)], check=True)
-    ok_run = subprocess.run([CLI, "compact", "--apply"], env=_env(root), capture_output=True)
+    ok_run = subprocess.run([CLI, "compact", "--json", "--apply"], env=_env(root),
+                            capture_output=True)
     assert ok_run.returncode == 0, ok_run.stderr
     full_time = time.perf_counter() - start
     for _ in range(rounds):
         subprocess.run(["rm", "-rf", str(root)], check=True)
         subprocess.run(["cp", "-a", str(template), str(root)], check=True)
-        proc = subprocess.Popen([CLI, "compact", "--apply"], env=_env(root),
+        proc = subprocess.Popen([CLI, "compact", "--json", "--apply"], env=_env(root),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.05, full_time))  # a kill at a random point: the test
         proc.send_signal(signal.SIGKILL)
@@ -909,13 +917,15 @@ def _kill_rounds(root: Path, tmp_path: Path, *, rounds: int, segments_: int,
             conn = sqlite3.connect(seg)
             assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
             conn.close()
-        rerun = subprocess.run([CLI, "compact", "--apply"], env=_env(root), capture_output=True)
+        rerun = subprocess.run([CLI, "compact", "--json", "--apply"], env=_env(root),
+                               capture_output=True)
         assert rerun.returncode == 0, rerun.stderr
         assert secret not in all_bytes_under(root)
         tombs = stored_tombstones(root)
         assert len(tombs) == segments_ * per_segment // 4
         assert all(d["purged"] for d in tombs.values())
-        done = subprocess.run([CLI, "compact", "--apply"], env=_env(root), capture_output=True)
+        done = subprocess.run([CLI, "compact", "--json", "--apply"], env=_env(root),
+                              capture_output=True)
         assert json.loads(done.stdout) == full(True)
 
 
@@ -1351,7 +1361,7 @@ def test_data_nested_deeper_than_python_parses_is_malformed_to_both_reads(root, 
     _compare_reads(root)
     ws = ctx_for(root).open(create=False)
     assert [m["reason"] for m in ws.read().malformed] == ["body nests too deeply to parse"]
-    refused = cli("compact", "--apply")
+    refused = cli("compact", "--json", "--apply")
     assert refused.code == 1 and "1 malformed row(s)" in refused.err
 
 
@@ -1737,7 +1747,8 @@ def test_the_number_of_read_workers(monkeypatch):
 def test_a_bad_worker_count_is_a_usage_error_that_changes_nothing(root, cli):
     _mixed_workspace(root)
     before = all_bytes_under(root)
-    result = cli("compact", "--apply", env={compaction_workers.ENV_COMPACT_WORKERS: "many"})
+    result = cli("compact", "--json", "--apply",
+                 env={compaction_workers.ENV_COMPACT_WORKERS: "many"})
     assert result.code == 2 and "AGENT_JOURNAL_COMPACT_WORKERS" in result.err
     assert "Traceback" not in result.err and all_bytes_under(root) == before
 
@@ -1929,11 +1940,11 @@ def test_events_of_unknown_types_are_listed_and_never_removed(cli, root):
                   ts="2020-01-01T00:00:00.000Z", author="agent", session="s", replica="r9",
                   data={"note": "written by a newer replica"})
     build_segment(segments(root)[0].parent / "imported-newer.sqlite", [newer])
-    report = ok(cli("compact", "--entry-ttl-days", "0", "--observation-ttl-days", "0",
+    report = ok(cli("compact", "--json", "--entry-ttl-days", "0", "--observation-ttl-days", "0",
                     "--apply")).json()
     assert report["unclassified"] == [newer.event_id] and report["tombstoned"] == ["f1"]
     assert newer.event_id in {e.event_id for e in ctx_for(root).open(create=False).read().events}
-    assert ok(cli("compact", "--apply")).json()["unclassified"] == [newer.event_id]
+    assert ok(cli("compact", "--json", "--apply")).json()["unclassified"] == [newer.event_id]
 
 
 # -- one applied compaction at a time -------------------------------------------------------------
@@ -1961,7 +1972,7 @@ def test_a_second_applied_compaction_refuses_while_one_runs(cli, root, monkeypat
         # A dry run needs no lock.
         dry = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=False)
         assert dry.report["tombstoned"] == ["f-secret"]
-        refused = cli("compact", "--apply")  # waits its full 5 s, then refuses
+        refused = cli("compact", "--json", "--apply")  # waits its full 5 s, then refuses
         assert refused.code == 1 and refused.out == ""
         assert "another compact --apply is running" in refused.err
         assert {p: p.read_bytes() for p in segments(root)} == before

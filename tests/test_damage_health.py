@@ -145,7 +145,7 @@ def test_flipped_bytes_never_end_in_an_internal_error(tmp_path, cli, root, seed)
         res = cli(*args)
         assert "internal error" not in res.err and "Traceback" not in res.err, (args, res.err)
     dest = tmp_path / "exp"
-    res = cli("export", str(dest))
+    res = cli("export", str(dest), "--json")
     assert "internal error" not in res.err, res.err
     if res.code == 0:
         manifest = json.loads((dest / "manifest.json").read_text())
@@ -219,7 +219,7 @@ def test_allow_damaged_imports_around_rows_that_cannot_be_tombstones(tmp_path, c
     assert res.code == 1 and "1 malformed row(s)" in res.err and "--allow-damaged" in res.err
     assert not (dst / "workspaces" / WS / "segments").exists() or \
         not list((dst / "workspaces" / WS / "segments").glob("*.sqlite"))
-    res = cli("merge", str(src), "--allow-damaged", env=env_for(dst))
+    res = cli("merge", str(src), "--allow-damaged", "--json", env=env_for(dst))
     assert res.code == 0, res.err
     assert res.json()["imported"] == 2 and len(res.json()["malformed"]) == 1
     assert "were not imported" in res.err
@@ -250,7 +250,7 @@ def test_allow_damaged_from_an_export_names_the_sealed_rows(tmp_path, cli):
     assert res.code == 0 and "floor, not a total" in res.err
     res = cli("merge", str(exp), env=env_for(dst))
     assert res.code == 1 and "1 malformed row(s)" in res.err
-    res = cli("merge", str(exp), "--allow-damaged", env=env_for(dst))
+    res = cli("merge", str(exp), "--allow-damaged", "--json", env=env_for(dst))
     assert res.code == 0 and res.json()["imported"] == 1
 
 

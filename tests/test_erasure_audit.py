@@ -532,7 +532,7 @@ def _killed_at(journal: Path, call: int, reads: bool = True, **env: str) -> list
     doc = json.loads(_run(root, "show", "--observations", "--json").stdout)
     if len(doc["entries"]) != 120 or doc["malformed"] or doc["unreadable"]:
         problems.append(f"holds {len(doc['entries'])} of 120, {doc['malformed']}")
-    plan = json.loads(_run(root, "compact").stdout)
+    plan = json.loads(_run(root, "compact", "--json").stdout)
     if plan["tombstoned"] or plan["tombstonesMarkedPurged"]:
         problems.append(f"a third run still plans {plan}")
     return problems

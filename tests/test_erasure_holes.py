@@ -32,7 +32,7 @@ def _observe(ctx: context.Context, obs_id: str, output: str | None) -> None:
 
 
 def _compact(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([CLI, "compact", "--apply", *args], env=_env(root),
+    return subprocess.run([CLI, "compact", "--apply", "--json", *args], env=_env(root),
                           capture_output=True, timeout=120)
 
 
@@ -370,7 +370,7 @@ WRITE_PATHS = {
     "import": (
         lambda cli, tmp: cli("import", "claude-code", str(_transcript(tmp)), env=THRESHOLD),
         "toolu_erase1",
-        lambda cli, tmp: [(cli("import", "claude-code", str(_transcript(tmp)),
+        lambda cli, tmp: [(cli("import", "claude-code", str(_transcript(tmp)), "--json",
                                env=THRESHOLD), "ok")]),
     "merge": (
         lambda cli, tmp: cli("merge", str(_other_root(tmp))),
@@ -427,7 +427,7 @@ def test_tombstoned_content_never_comes_back_through_any_write_path(
         assert report["tombstoned"] == 1 and report["eventsWritten"] == 0
     assert MARK.encode() not in all_bytes_under(root)
     # and a run afterwards has nothing of it to erase
-    again = cli("compact").json()
+    again = cli("compact", "--json").json()
     assert again["tombstoned"] == [] and again["expired"] == []
 
 
@@ -461,7 +461,7 @@ def test_merging_a_stale_replica_again_after_a_ttl_run_works_and_brings_nothing_
         # The same stale replica, merged again: every one of its rows was imported
         # here once and expired, so none is written back.
         for _ in range(2):
-            again = cli("merge", source)
+            again = cli("merge", source, "--json")
             assert again.code == 0, again.err
             report = again.json()
             assert report["imported"] == 0 and report["segmentsTouched"] == []
@@ -470,7 +470,7 @@ def test_merging_a_stale_replica_again_after_a_ttl_run_works_and_brings_nothing_
     # What arrives new from it still comes in.
     subprocess.run([CLI, "observe", "--kind", "tool_call", "--id", "fresh", "--output", "-"],
                    input=b"fresh", env=_env(stale), check=True, capture_output=True)
-    later = cli("merge", str(stale))
+    later = cli("merge", str(stale), "--json")
     assert later.code == 0 and later.json()["imported"] == 1
     assert "fresh" in {e.id for e in _ctx(root).open(create=False).read().events}
 
@@ -484,10 +484,10 @@ def test_an_own_event_expired_here_never_comes_back_from_a_replica_that_copied_i
     _observe(_ctx(root), "kept", "still here")
     other = tmp_path / "private" / "other"
     assert cli("merge", str(root), env={"AGENT_JOURNAL_ROOT": str(other)}).code == 0
-    expired = cli("compact", "--apply", "--observation-ttl-days", "30")
+    expired = cli("compact", "--apply", "--observation-ttl-days", "30", "--json")
     assert expired.code == 0 and len(expired.json()["expired"]) == 3, expired.err
     for _ in range(2):
-        again = cli("merge", str(other))
+        again = cli("merge", str(other), "--json")
         assert again.code == 0, again.err
         report = again.json()
         assert report["imported"] == 0, report
@@ -496,7 +496,7 @@ def test_an_own_event_expired_here_never_comes_back_from_a_replica_that_copied_i
     assert {e.id for e in _ctx(root).open(create=False).read().events} >= {"kept"}
     # A later compaction keeps the list; nothing else changes what it names.
     assert cli("compact", "--apply", "--observation-ttl-days", "30").code == 0
-    assert cli("merge", str(other)).json()["imported"] == 0
+    assert cli("merge", str(other), "--json").json()["imported"] == 0
 
 def test_an_import_name_already_taken_gets_a_sibling(root, tmp_path, monkeypatch):
     """Whatever compaction did to an earlier import (here: every row removed by a path

@@ -34,7 +34,7 @@ COUNTS = [
 
 
 def import_(cli, path: Path, **kw: Any):
-    return cli("import", "claude-code", str(path), **kw)
+    return cli("import", "claude-code", str(path), "--json", **kw)
 
 
 def observations(cli) -> dict[str, dict[str, Any]]:
@@ -252,7 +252,8 @@ def test_missing_file_is_a_usage_error(cli, root, tmp_path):
 def test_progress_is_shown_only_on_a_terminal(cli, root):
     assert import_(cli, MAIN).err == ""  # piped: silent
     env = clean_env(AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="tty")
-    proc, seen = run_on_a_terminal([CLI, "import", "claude-code", str(MAIN)], env, 120)
+    proc, seen = run_on_a_terminal([CLI, "import", "claude-code", str(MAIN), "--json"], env,
+                                   120)
     assert proc.returncode == 0
     report = json.loads(proc.stdout)
     written = report["eventsWritten"]

@@ -35,7 +35,7 @@ def memory(root: Path) -> Path:
 
 
 def import_(cli, path: Path) -> dict:
-    result = cli("import", "claude-code", str(path))
+    result = cli("import", "claude-code", str(path), "--json")
     assert result.code == 0, result.err
     return result.json()
 

@@ -22,7 +22,8 @@ NOW = "2026-06-01T12:00:00Z"
 
 # Objects whose keys are data, not names the spec defines: a tool's input, an event's
 # data, counts by type or kind, counts by digest section.
-DATA_MAPS = {"input", "data", "byType", "byKind", "notShown", "trimmedToFit"}
+DATA_MAPS = {"input", "data", "byType", "byKind", "notShown", "trimmedToFit", "expansions",
+             "aliases"}
 
 SHARED = "Shared by the audit reads (trace, digest, coverage, decay)"
 SYNC = "Sync: `remote add|list|remove|status`, `push`, `pull`, `sync`"
@@ -37,24 +38,29 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "coverage": (["coverage", "--json"], ["coverage", SHARED]),
     "decay": (["decay", "--json"], ["decay", SHARED]),
     "search": (["search", "tests", "--json", "--include-retracted"], ["search"]),
+    # The miss log is on (the fixture turns it on): a weak query, then the log.
+    "search weak": (["search", "nowhere-at-all", "--json"], ["search"]),
+    "search misses": (["search", "--misses", "--json"], ["search"]),
+    "alias list": (["alias", "list", "--json"], ["search"]),
     "get": (["get", "d1", "--json"], ["`get`", "`show`"]),
     "get event": (["get", "{ev}", "--json"], ["`get`"]),
-    "compact": (["compact", "--observation-ttl-days", "0"], ["compact"]),
+    "compact": (["compact", "--observation-ttl-days", "0", "--json"], ["compact"]),
     "checkpoints": (["checkpoints", "--json"], ["`checkpoint`, `checkpoints`"]),
     "checkpoint": (["checkpoint", "cp2", "--json"], ["`checkpoint`, `checkpoints`"]),
     "record": (["record", "--kind", "note", "--id", "n8", "--text", "x", "--json"], [WRITES]),
-    "remote add": (["remote", "add", "r2", "file://{dest}-r2"], [SYNC]),
-    "remote remove": (["remote", "remove", "r2"], [SYNC]),
-    "remote list": (["remote", "list"], [SYNC]),
-    "push": (["push"], [SYNC]),
-    "remote status": (["remote", "status"], [SYNC]),
-    "pull": (["pull"], [SYNC, "`merge`"]),
-    "sync": (["sync"], [SYNC, "`merge`"]),
-    "export": (["export", "{dest}"], ["`export`"]),
-    "merge": (["merge", "{dest}"], ["`merge`"]),
+    "remote add": (["remote", "add", "r2", "file://{dest}-r2", "--json"], [SYNC]),
+    "remote remove": (["remote", "remove", "r2", "--json"], [SYNC]),
+    "remote list": (["remote", "list", "--json"], [SYNC]),
+    "push": (["push", "--json"], [SYNC]),
+    "remote status": (["remote", "status", "--json"], [SYNC]),
+    "pull": (["pull", "--json"], [SYNC, "`merge`"]),
+    "sync": (["sync", "--json"], [SYNC, "`merge`"]),
+    "export": (["export", "{dest}", "--json"], ["`export`"]),
+    "merge": (["merge", "{dest}", "--json"], ["`merge`"]),
     "timeline": (["timeline", "--json"], ["`timeline`"]),
     "timeline failures": (["timeline", "--json", "--failures-only"], ["`timeline`"]),
-    "import claude-code": (["import", "claude-code", "{transcript}"], ["`import claude-code`"]),
+    "import claude-code": (["import", "claude-code", "{transcript}", "--json"],
+                           ["`import claude-code`"]),
     "doctor": (["doctor", "--json"], ["`doctor`"]),
     "hook claude-code": (["hook", "claude-code"], ["`hook claude-code`"]),
 }
@@ -181,6 +187,8 @@ def printed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
         assert result.code == 0, (argv, result.err)
     event = json.loads(run("record", "--kind", "note", "--id", "n9", "--text", "x",
                            "--json").out)["eventId"]
+    config = json.loads((root / "config.json").read_text())
+    (root / "config.json").write_text(json.dumps(config | {"search": {"missLog": True}}))
     out: dict[str, list[Any]] = {}
     for name, (argv, _) in RUNS.items():
         filled = [a.format(ev=event, dest=base / "export", transcript=transcript)

@@ -672,7 +672,7 @@ def test_damaged_source_is_reported_never_imported(tmp_path, cli):
     junk.unlink()
     res = cli("merge", str(b), env={"AGENT_JOURNAL_ROOT": str(a)})
     assert res.code == 1 and "1 malformed row(s)" in res.err and "--allow-damaged" in res.err
-    res = cli("merge", str(b), "--allow-damaged", env={"AGENT_JOURNAL_ROOT": str(a)})
+    res = cli("merge", str(b), "--allow-damaged", "--json", env={"AGENT_JOURNAL_ROOT": str(a)})
     assert res.code == 0
     report = res.json()
     assert report["imported"] == 4
@@ -754,7 +754,7 @@ def test_export_manifest_and_round_trip(tmp_path, cli):
     assert cli("observe", "--kind", "tool_call", "--id", "o1", "--tool", "Bash",
                env={"AGENT_JOURNAL_ROOT": str(a)}).code == 0
     dest = tmp_path / "out" / "exp"
-    res = cli("export", str(dest), env={"AGENT_JOURNAL_ROOT": str(a)})
+    res = cli("export", str(dest), "--json", env={"AGENT_JOURNAL_ROOT": str(a)})
     assert res.code == 0 and res.err == ""
     report = res.json()
     assert (report["files"], report["events"], report["withheld"]) == (1, 2, 0)
@@ -771,7 +771,7 @@ def test_export_manifest_and_round_trip(tmp_path, cli):
     again = cli("export", str(dest), env={"AGENT_JOURNAL_ROOT": str(a)})
     assert again.code == 1 and "not empty" in again.err
     b = make_root(tmp_path, "b")
-    merged = cli("merge", str(dest), env={"AGENT_JOURNAL_ROOT": str(b)})
+    merged = cli("merge", str(dest), "--json", env={"AGENT_JOURNAL_ROOT": str(b)})
     assert merged.code == 0 and merged.json()["imported"] == 2
     shown_a = cli("show", "--json", "--observations", env={"AGENT_JOURNAL_ROOT": str(a)}).out
     shown_b = cli("show", "--json", "--observations", env={"AGENT_JOURNAL_ROOT": str(b)}).out
@@ -950,7 +950,7 @@ def test_two_merges_at_once_import_each_event_once(tmp_path):
     b = make_root(tmp_path, "b", "rbbbbbbbbbbbbbbb")
     fast_put(b, [observation(f"o{i}", replica="rb") for i in range(3000)])
     env = clean_env(AGENT_JOURNAL_ROOT=str(a), AGENT_JOURNAL_WORKSPACE=WS)
-    procs = [subprocess.Popen([CLI, "merge", str(b)], stdout=subprocess.PIPE,
+    procs = [subprocess.Popen([CLI, "merge", str(b), "--json"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, env=env) for _ in range(3)]
     reports = []
     for p in procs:
@@ -972,7 +972,7 @@ def test_progress_only_on_a_terminal(tmp_path):
     b = make_root(tmp_path, "b", "rbbbbbbbbbbbbbbb")
     put(b, [entry("x", replica="rb")])
     env = clean_env(AGENT_JOURNAL_ROOT=str(a), AGENT_JOURNAL_WORKSPACE=WS)
-    proc, seen = run_on_a_terminal([CLI, "merge", str(b)], env, 60)
+    proc, seen = run_on_a_terminal([CLI, "merge", str(b), "--json"], env, 60)
     assert proc.returncode == 0 and json.loads(proc.stdout)["imported"] == 1
     assert b"merge: importing 1/1" in seen
 

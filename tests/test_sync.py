@@ -142,7 +142,7 @@ def test_s3_without_boto3_names_the_extra(tmp_path: Path) -> None:
     share.mkdir(mode=0o700)
     remotes.add(ctx(root), "nas", f"file://{share}", endpoint_url=None)
     note(root, "n")
-    proc = run_cli(root, "push", "nas", env={"PYTHONPATH": str(shim)})
+    proc = run_cli(root, "push", "nas", "--json", env={"PYTHONPATH": str(shim)})
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["uploaded"] == 1
 
@@ -439,7 +439,7 @@ def test_status_warns_when_the_bucket_keeps_versions(tmp_path: Path, s3, aws) ->
                                       VersioningConfiguration={"Status": "Enabled"})
     note(a, "n")
     sync.push(ctx(a), None)
-    proc = run_cli(a, "remote", "status")
+    proc = run_cli(a, "remote", "status", "--json")
     assert proc.returncode == 0
     assert json.loads(proc.stdout)["versioning"] == "Enabled"
     assert "versioning is Enabled" in proc.stderr

@@ -189,7 +189,7 @@ def test_colour_on_a_terminal_and_never_with_no_color(journal, root):
 
 
 def test_real_imported_session(cli):
-    report = cli("import", "claude-code", str(TRANSCRIPT)).json()
+    report = cli("import", "claude-code", str(TRANSCRIPT), "--json").json()
     result = cli("timeline")
     rows = lines_of(result)
     objects = [json.loads(x) for x in cli("timeline", "--json").out.splitlines()]

@@ -15,6 +15,8 @@ Invariants:
   empty variable standing in for an option, or an $AGENT_JOURNAL_NOW that is not an
   instant, is a usage error, not a default (the fail-open hook checks its own).
 - Nothing is written before parsing succeeds (parsing happens first).
+- A command or option that does not exist is a usage error naming the nearest
+  that does, when one is near (`did you mean ...`).
 It imports nothing heavy, so the hook and write paths stay fast.
 """
 
@@ -43,6 +45,52 @@ def find_command(argv: list[str]) -> tuple[Command | None, list[str]]:
         if len(argv) >= width and name in COMMANDS:
             return COMMANDS[name], argv[width:]
     return None, argv
+
+
+def _nearest(typed: str, known: list[str]) -> str | None:
+    from difflib import get_close_matches  # (loaded here: only a mistake needs it)
+
+    found = get_close_matches(typed, known, n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def unknown_command(argv: list[str], prog: str) -> str:
+    """The message for argv that names no command: the nearest command (or group of
+    commands) when one is near, the commands of a group named without one."""
+    words: list[str] = []
+    for token in argv[:3]:
+        if token.startswith("-"):
+            break
+        words.append(token)
+    if not words:
+        return f"no command given; see {prog} --help"
+    typed = " ".join(words)
+    under = [name for name in COMMANDS if name.startswith(typed + " ")]
+    if under:
+        return f"{typed!r} needs a command: {', '.join(under)}"
+    best: tuple[float, str, str] | None = None
+    from difflib import SequenceMatcher
+
+    for width in range(1, len(words) + 1):
+        phrase = " ".join(words[:width])
+        known = [name for name in COMMANDS if len(name.split()) == width]
+        if width == len(words):  # a group's name is a fair answer to the whole phrase
+            known += sorted({" ".join(name.split()[:width]) for name in COMMANDS
+                             if len(name.split()) > width})
+        near = _nearest(phrase, known)
+        if near is not None:
+            ratio = SequenceMatcher(None, phrase, near).ratio()
+            if best is None or ratio > best[0]:
+                best = (ratio, phrase, near)
+    if best is None:
+        return f"no such command {words[0]!r}; see {prog} --help"
+    return f"no such command {best[1]!r}; did you mean {best[2]!r}? (see {prog} --help)"
+
+
+def _unknown_option(flag: str, cmd: Command) -> UsageError:
+    near = _nearest(flag, [opt.flag for opt in cmd.opts] + ["--help"])
+    hint = f"; did you mean {near}?" if near is not None else ""
+    return UsageError(f"no such option {flag} for {cmd.name}{hint}")
 
 
 def _convert(opt: Opt, raw: str, what: str | None = None) -> Any:
@@ -98,11 +146,18 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
             if token == "--" and not only_positionals:
                 only_positionals = True
                 continue
-            if len(positionals) >= len(cmd.args):
-                if after_bare is not None:
-                    raise UsageError(f"{after_bare} takes no value; pass it as a bare flag")
-                raise UsageError(f"unexpected argument {token!r}")
-            arg = cmd.args[len(positionals)]
+            # (A last argument taking many words takes none right after a bare flag:
+            # `--json true` is a mistake, not a word.)
+            if after_bare is not None and (len(positionals) >= len(cmd.args)
+                                           or cmd.args[len(positionals)].many):
+                raise UsageError(f"{after_bare} takes no value; pass it as a bare flag")
+            if len(positionals) >= len(cmd.args) and not (cmd.args and cmd.args[-1].many):
+                near = None
+                if token.startswith("-") and not only_positionals:  # `-json` for `--json`
+                    near = _nearest("-" + token.partition("=")[0], list(by_flag))
+                hint = f"; did you mean {near}?" if near is not None else ""
+                raise UsageError(f"unexpected argument {token!r}{hint}")
+            arg = cmd.args[min(len(positionals), len(cmd.args) - 1)]
             _check_utf8(arg.metavar, token)
             positionals.append(validate_id(token, arg.metavar) if arg.type == "id" else token)
             after_bare = None
@@ -110,7 +165,7 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
         flag, has_eq, inline = token.partition("=")
         found = by_flag.get(flag)
         if found is None:
-            raise UsageError(f"no such option {flag} for {cmd.name}")
+            raise _unknown_option(flag, cmd)
         opt = found
         after_bare = None
         if opt.kind == BARE:
@@ -156,7 +211,11 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
     if not cmd.fail_open and any(opt.dest == "root" for opt in cmd.opts):
         _check_clock()
     for index, arg in enumerate(cmd.args):
-        if index < len(positionals):
+        if arg.many:
+            values[arg.dest] = positionals[index:]
+            if arg.required and not values[arg.dest]:
+                raise UsageError(f"missing argument {arg.metavar}")
+        elif index < len(positionals):
             values[arg.dest] = positionals[index]
         elif arg.required:
             raise UsageError(f"missing argument {arg.metavar}")

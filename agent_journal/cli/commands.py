@@ -46,15 +46,18 @@ class Opt:
 
 
 class Arg:
-    __slots__ = ("dest", "metavar", "help", "required", "type")
+    __slots__ = ("dest", "metavar", "help", "required", "type", "many")
 
     def __init__(self, dest: str, help: str, *, metavar: str | None = None,
-                 required: bool = True, type: str = "str") -> None:
+                 required: bool = True, type: str = "str", many: bool = False) -> None:
         self.dest = dest
         self.metavar = metavar or dest.upper()
         self.help = help
         self.required = required
         self.type = type
+        # The last argument only: it takes every remaining word, as a list (one at
+        # least when required).
+        self.many = many
 
 
 class Command:
@@ -111,6 +114,7 @@ GROUP_HELP = {
     "hooks uninstall": "Remove the hook from an agent's settings.",
     "import": "Replay an agent's session transcript as observations.",
     "remote": "The remotes (a bucket or a shared folder) this workspace syncs through.",
+    "alias": "The root's search thesaurus: casual words and the terms they stand for.",
 }
 
 
@@ -184,10 +188,15 @@ _add(Command(
 # -- search (issue 7) -------------------------------------------------------------------
 
 _add(Command(
-    "search", "Find entries and observations by their words, ranked by term rarity and "
-    "recency; tombstoned content is never returned.", "cmd_search",
-    args=(Arg("query", "Words to look for (quote several words as one argument)."),),
+    "search", "Find entries and observations by their words (and the words the root's "
+    "thesaurus adds), ranked by term rarity and recency; tombstoned content is never "
+    "returned.", "cmd_search",
+    args=(Arg("query", "Words to look for (quote several words as one argument).",
+              required=False),),
     opts=(
+        Opt("misses", "--misses", "Instead of searching, list the weak queries the miss log "
+            "recorded (config.json: \"search\": {\"missLog\": true}), with counts, newest "
+            "first.", kind=BARE),
         Opt("limit", "--limit", "At most N hits (default 10).", type="int", metavar="N",
             minimum=1),
         Opt("kind", "--kind", "Only hits of this kind (finding, decision, tool_call, ...).",
@@ -196,6 +205,31 @@ _add(Command(
             "suppressed entries, marked as such.", kind=BARE),
         Opt("json", "--json", "Print JSON instead of a list.", kind=BARE),
     ) + READ_COMMON,
+))
+
+
+ALIAS_WORD = Arg("word", "The casual word (one word).", metavar="WORD")
+
+_add(Command(
+    "alias add", "Make WORD also search for each TERM, in the root's thesaurus "
+    "(<root>/thesaurus.json; spec/SEARCH.md).", "cmd_alias_add",
+    args=(ALIAS_WORD, Arg("terms", "Canonical terms it stands for (a term of several words "
+                          "adds each of them).", metavar="TERM", many=True)),
+    opts=(ROOT, Opt("json", "--json", "Print the thesaurus as JSON.", kind=BARE)),
+))
+
+_add(Command(
+    "alias remove", "Forget WORD in the thesaurus, or only the given TERMs of it.",
+    "cmd_alias_remove",
+    args=(ALIAS_WORD, Arg("terms", "Only these of its terms.", metavar="TERM", many=True,
+                          required=False)),
+    opts=(ROOT, Opt("json", "--json", "Print the thesaurus as JSON.", kind=BARE)),
+))
+
+_add(Command(
+    "alias list", "List the thesaurus: each word and the terms it adds to a search.",
+    "cmd_alias_list",
+    opts=(ROOT, READ_JSON),
 ))
 
 
@@ -274,7 +308,7 @@ _add(Command(
     "import claude-code", "Replay a Claude Code session transcript's tool calls as "
     "observations (re-importing adds nothing).", "cmd_import_claude_code",
     args=(Arg("transcript", "The session's .jsonl file.", metavar="TRANSCRIPT"),),
-    opts=READ_COMMON,
+    opts=(READ_JSON,) + READ_COMMON,
 ))
 
 _add(Command(
@@ -283,7 +317,7 @@ _add(Command(
     "cmd_import_codex",
     args=(Arg("transcript", "The rollout .jsonl file or the saved stream.",
               metavar="FILE"),),
-    opts=READ_COMMON,
+    opts=(READ_JSON,) + READ_COMMON,
 ))
 
 _add(Command(
@@ -391,7 +425,7 @@ _add(Command(
 
 _add(Command(
     "compact", "Erase tombstoned content and, with TTLs, expired entries and observations. "
-    "Prints the plan as JSON and changes nothing unless --apply is given.", "cmd_compact",
+    "Prints the plan and changes nothing unless --apply is given.", "cmd_compact",
     opts=(
         Opt("entry_ttl_days", "--entry-ttl-days", "Expire entries whose latest event is at "
             "least N days old (omitted: entries never expire).", type="int", metavar="N",
@@ -401,6 +435,7 @@ _add(Command(
             "observations never expire).", type="int", metavar="N", minimum=0),
         Opt("apply", "--apply", "Carry out the plan (deletes for real). Takes no value.",
             kind=BARE),
+        READ_JSON,
     ) + READ_COMMON,
 ))
 
@@ -412,8 +447,7 @@ _add(Command(
     "DEST, while writers keep appending. Refuses, leaving nothing, when a segment cannot be "
     "read whole.", "cmd_export",
     args=(Arg("dest", "Folder to create (or an empty one), outside the journal root."),),
-    opts=(Opt("json", "--json", "Accepted for symmetry; export always prints JSON.",
-              kind=BARE),) + READ_COMMON,
+    opts=(READ_JSON,) + READ_COMMON,
 ))
 
 _add(Command(
@@ -425,8 +459,7 @@ _add(Command(
               "skipping and listing its malformed ones, when none of them could be a "
               "tombstone (unreadable segments and a damaged local side still refuse). "
               "Takes no value.", kind=BARE),
-          Opt("json", "--json", "Accepted for symmetry; merge always prints JSON.",
-              kind=BARE),) + READ_COMMON,
+          READ_JSON) + READ_COMMON,
 ))
 
 
@@ -434,8 +467,6 @@ _add(Command(
 
 REMOTE_NAME = Arg("name", "Remote name (may be omitted when the workspace has one remote).",
                   required=False)
-JSON_ONLY = Opt("json", "--json", "Accepted for symmetry; this command always prints JSON.",
-                kind=BARE)
 
 _add(Command(
     "remote add", "Add a remote for this workspace: s3://BUCKET/PREFIX (the prefix is "
@@ -446,18 +477,18 @@ _add(Command(
                                            metavar="URL")),
     opts=(Opt("endpoint_url", "--endpoint-url", "The S3 service's address when it is not "
               "AWS (MinIO, R2, SeaweedFS, Ceph...).", metavar="URL"),
-          JSON_ONLY) + READ_COMMON,
+          READ_JSON) + READ_COMMON,
 ))
 
 _add(Command(
     "remote list", "List this workspace's remotes.", "cmd_remote_list",
-    opts=(JSON_ONLY,) + READ_COMMON,
+    opts=(READ_JSON,) + READ_COMMON,
 ))
 
 _add(Command(
     "remote remove", "Forget a remote (nothing in the remote is touched).", "cmd_remote_remove",
     args=(Arg("name", "Remote name."),),
-    opts=(JSON_ONLY,) + READ_COMMON,
+    opts=(READ_JSON,) + READ_COMMON,
 ))
 
 _add(Command(
@@ -465,7 +496,7 @@ _add(Command(
     "not seen and the objects still holding their content (fetched and checked), and a "
     "warning when the bucket keeps old versions.", "cmd_remote_status",
     args=(REMOTE_NAME,),
-    opts=(JSON_ONLY,) + READ_COMMON,
+    opts=(READ_JSON,) + READ_COMMON,
 ))
 
 _add(Command(
@@ -475,20 +506,20 @@ _add(Command(
     "by a copy of this root, or before this root was restored from a backup).",
     "cmd_push",
     args=(REMOTE_NAME,),
-    opts=(JSON_ONLY,) + READ_COMMON,
+    opts=(READ_JSON,) + READ_COMMON,
 ))
 
 _add(Command(
     "pull", "Fetch the other replicas' new objects from the remote, verify them, and merge "
     "them (the same union merge, never importing tombstoned content).", "cmd_pull",
     args=(REMOTE_NAME,),
-    opts=(JSON_ONLY,) + READ_COMMON,
+    opts=(READ_JSON,) + READ_COMMON,
 ))
 
 _add(Command(
     "sync", "pull, then push.", "cmd_sync",
     args=(REMOTE_NAME,),
-    opts=(JSON_ONLY,) + READ_COMMON,
+    opts=(READ_JSON,) + READ_COMMON,
 ))
 
 # -- checks and conventions: doctor, completion ------------------------------------------

@@ -22,7 +22,7 @@ def _callback(cmd: Command) -> Any:
             arg.dest, inspect.Parameter.POSITIONAL_OR_KEYWORD,
             default=typer.Argument(... if arg.required else None, metavar=arg.metavar,
                                    help=arg.help, show_default=False),
-            annotation=str))
+            annotation=list[str] if arg.many else str))
     for opt in cmd.opts:
         if opt.kind == BARE:
             annotation: Any = bool
@@ -68,15 +68,30 @@ def build_app() -> Any:
     return app
 
 
+def _bare_help_options(command: Any) -> None:
+    """Show `--help` itself as the bare flag it is: newer typer gives the help option of
+    every command and group the `<bool>` placeholder, as it did our own bare flags."""
+    option = command.get_help_option(command.context_class(command))
+    if option is not None:  # the object help renders (click caches it on the command)
+        option.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _bare_help_options(sub)
+
+
 def show_help(argv: list[str]) -> int:
-    app = build_app()
+    import typer
+
+    command = typer.main.get_command(build_app())
+    _bare_help_options(command)
     words = ["--help" if t == "-h" else t for t in argv if t not in ("help",)]
     if not any(t in ("--help", "-h") for t in words):
         words.append("--help")
     try:
-        app(args=words, prog_name="agent-journal", standalone_mode=False)
+        command.main(args=words, prog_name="agent-journal", standalone_mode=False)
     except SystemExit as exc:
         return int(exc.code or 0)
+    except BrokenPipeError:
+        raise  # the reader left early: cli.main ends quietly
     except Exception as exc:
         import sys
 

@@ -6,6 +6,8 @@ Invariants:
 - Exit codes are decided in one place, `run`: 0 ok, 1 refused or failed
   (JournalError), 2 usage error (UsageError, raised before anything is written).
 - No traceback reaches the user: unexpected exceptions become a one-line error.
+- A reader that leaves early (`| head`) ends the command quietly: exit 1, nothing on
+  stderr, whatever was printing (a result, help, the version).
 - The hot path (write commands, the hook) imports neither typer nor click:
   typer is loaded only to render --help.
 """
@@ -154,13 +156,68 @@ def _as_of_note(a: dict[str, Any]) -> str:
 def cmd_search(a: dict[str, Any]) -> int:
     from agent_journal.ops import search
 
+    if a["misses"]:
+        return _search_misses(a)
+    if a["query"] is None:
+        raise UsageError("missing argument QUERY (or --misses)")
     report = search.search(_existing_context(a), a["query"], limit=a["limit"], kind=a["kind"],
                            include_retracted=a["include_retracted"])
     if a["json"]:
         output.emit_json(report)
     else:
         output.search_lines(report)
+    for text in report["warnings"]:
+        output.warn(text)
     output.floor_warning(report["unreadable"], report["malformed"])
+    return 0
+
+
+def _search_misses(a: dict[str, Any]) -> int:
+    from agent_journal.ops import search_misses
+
+    given = [flag for flag, dest in (("QUERY", "query"), ("--limit", "limit"),
+                                     ("--kind", "kind"),
+                                     ("--include-retracted", "include_retracted"))
+             if a[dest] not in (None, False)]
+    if given:
+        raise UsageError(f"--misses lists the logged queries; it takes no {given[0]}")
+    report = search_misses.misses(_existing_context(a))
+    if a["json"]:
+        output.emit_json(report)
+    else:
+        output.misses_lines(report)
+    output.floor_warning(report["unreadable"], report["malformed"])
+    return 0
+
+
+def _alias(a: dict[str, Any], report: dict[str, Any]) -> int:
+    if a["json"]:
+        output.emit_json(report)
+    else:
+        output.alias_lines(report)
+    return 0
+
+
+def cmd_alias_add(a: dict[str, Any]) -> int:
+    from agent_journal.ops import thesaurus
+
+    return _alias(a, thesaurus.add(a["root"], a["word"], a["terms"]))
+
+
+def cmd_alias_remove(a: dict[str, Any]) -> int:
+    from agent_journal.ops import thesaurus
+
+    return _alias(a, thesaurus.remove(a["root"], a["word"], a["terms"]))
+
+
+def cmd_alias_list(a: dict[str, Any]) -> int:
+    from agent_journal.ops import thesaurus
+
+    report = thesaurus.listing(a["root"])
+    _alias(a, report)
+    if report["problem"] is not None:
+        output.warn(f"thesaurus {report['path']} is broken ({report['problem']}); search "
+                    "treats it as empty")
     return 0
 
 
@@ -254,8 +311,9 @@ def cmd_hook_codex(a: dict[str, Any]) -> int:
 def cmd_import_codex(a: dict[str, Any]) -> int:
     from agent_journal.agents import codex_import
 
-    progress = output.progress if sys.stderr.isatty() else None
-    output.emit_json(codex_import.import_codex(_context(a), a["transcript"], progress=progress))
+    progress = output.progress if sys.stderr is not None and sys.stderr.isatty() else None
+    report = codex_import.import_codex(_context(a), a["transcript"], progress=progress)
+    _emit_action(a, report, "import_text")
     return 0
 
 
@@ -264,7 +322,7 @@ def cmd_import_claude_code(a: dict[str, Any]) -> int:
 
     progress = output.progress if sys.stderr is not None and sys.stderr.isatty() else None
     report = claude_code_import.import_claude_code(_context(a), a["transcript"], progress=progress)
-    output.emit_json(report)
+    _emit_action(a, report, "import_text")
     return 0
 
 
@@ -316,7 +374,7 @@ def _read_context(a: dict[str, Any]) -> Any:
 def cmd_trace(a: dict[str, Any]) -> int:
     from agent_journal.ops.trace import trace
 
-    report, result = trace(_read_context(a), a["id"], as_of=a["as_of"])
+    report, result = trace(_read_context(a), a["id"], as_of=a["as_of"], must_name=True)
     return _emit_read(a, report, result,
                       lambda r: _as_of_note(a) + _render("trace_text")(a["id"], r))
 
@@ -350,6 +408,17 @@ def _render(name: str) -> Any:
     from agent_journal.cli import render_reads
 
     return getattr(render_reads, name)
+
+
+def _emit_action(a: dict[str, Any], report: Any, renderer: str) -> None:
+    """What a command that does something did: its JSON with --json, else the text of
+    cli/render_actions.py `renderer` (loaded only then)."""
+    if a["json"]:
+        output.emit_json(report)
+    else:
+        from agent_journal.cli import render_actions
+
+        output.emit_text(getattr(render_actions, renderer)(report))
 
 
 def _emit_read(a: dict[str, Any], report: Any, result: Any, text: Any) -> int:
@@ -430,10 +499,13 @@ def cmd_compact(a: dict[str, Any]) -> int:
     outcome = compact.compact(_existing_context(a), entry_ttl_days=a["entry_ttl_days"],
                               observation_ttl_days=a["observation_ttl_days"],
                               apply=a["apply"])
-    # Its lists are of ids, a million of them for a large TTL run: written as
-    # they are encoded (a list of strings streams to the same bytes).
-    output.emit_json({key: iter(value) if isinstance(value, list) else value
-                      for key, value in outcome.report.items()})
+    if a["json"]:
+        # Its lists are of ids, a million of them for a large TTL run: written as
+        # they are encoded (a list of strings streams to the same bytes).
+        output.emit_json({key: iter(value) if isinstance(value, list) else value
+                          for key, value in outcome.report.items()})
+    else:
+        _emit_action(a, outcome.report, "compact_text")
     for text in outcome.warnings:
         output.warn(text)
     if outcome.skipped:
@@ -452,7 +524,7 @@ def cmd_export(a: dict[str, Any]) -> int:
         report = export.export(_existing_context(a), a["dest"], progress=progress)
     finally:
         output.progress_done(progress)
-    output.emit_json(report)
+    _emit_action(a, report, "export_text")
     output.floor_warning(report["unreadable"], report["malformed"])
     if report["artifactsMissing"]:
         output.warn(f"{len(report['artifactsMissing'])} artifact(s) could not be exported "
@@ -469,7 +541,7 @@ def cmd_merge(a: dict[str, Any]) -> int:
                                 progress=progress)
     finally:
         output.progress_done(progress)
-    output.emit_json(report)
+    _emit_action(a, report, "merge_text")
     if report["unreadable"] or report["malformed"]:
         output.warn(f"the source has {len(report['unreadable'])} unreadable segment(s) and "
                     f"{len(report['malformed'])} malformed row(s); they were not imported "
@@ -485,22 +557,22 @@ def cmd_merge(a: dict[str, Any]) -> int:
 def cmd_remote_add(a: dict[str, Any]) -> int:
     from agent_journal.ops import remotes
 
-    output.emit_json(remotes.add(_context(a), a["name"], a["url"],
-                                 endpoint_url=a["endpoint_url"]))
+    _emit_action(a, remotes.add(_context(a), a["name"], a["url"],
+                                endpoint_url=a["endpoint_url"]), "remote_add_text")
     return 0
 
 
 def cmd_remote_list(a: dict[str, Any]) -> int:
     from agent_journal.ops import remotes
 
-    output.emit_json(remotes.list_remotes(_context(a)))
+    _emit_action(a, remotes.list_remotes(_context(a)), "remote_list_text")
     return 0
 
 
 def cmd_remote_remove(a: dict[str, Any]) -> int:
     from agent_journal.ops import remotes
 
-    output.emit_json(remotes.remove(_context(a), a["name"]))
+    _emit_action(a, remotes.remove(_context(a), a["name"]), "remote_remove_text")
     return 0
 
 
@@ -508,7 +580,7 @@ def cmd_remote_status(a: dict[str, Any]) -> int:
     from agent_journal.ops import sync
 
     report = sync.status(_context(a), a["name"])
-    output.emit_json(report)
+    _emit_action(a, report, "remote_status_text")
     for text in report["warnings"]:
         output.warn(text)
     return 1 if report["refused"] else 0
@@ -522,7 +594,7 @@ def _sync_command(a: dict[str, Any], what: str) -> int:
         report = getattr(sync, what)(_context(a), a["name"], progress=progress)
     finally:
         output.progress_done(progress)
-    output.emit_json(report)
+    _emit_action(a, report, f"{what}_text")
     for text in report["warnings"]:
         output.warn(text)
     # Something the remote holds failed verification: the run did what it
@@ -605,7 +677,9 @@ def run(argv: list[str]) -> int:
         return 0
     try:
         if cmd is None:
-            raise UsageError(f"no such command {argv[0]!r}; see {PROG} --help")
+            from agent_journal.cli.argv import unknown_command
+
+            raise UsageError(unknown_command(argv, PROG))
         values = parse(cmd, rest)
         handler = globals()[cmd.handler]
         code = int(handler(values))
@@ -619,7 +693,6 @@ def run(argv: list[str]) -> int:
         return 130
     except BrokenPipeError:
         _discard_stdout()
-        output.error("the output was closed before it was all read (broken pipe)")
         return 1
     except Exception as exc:  # never a traceback in front of a user
         output.error(f"internal error: {exc.__class__.__name__}: {exc}")
@@ -732,4 +805,19 @@ def main(argv: list[str] | None = None) -> int:
     # Files and folders the journal creates are private whatever the caller's umask.
     os.umask(0o077)
     _hold_standard_fds()
-    return run(list(sys.argv[1:] if argv is None else argv))
+    try:
+        code = run(list(sys.argv[1:] if argv is None else argv))
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, where a closed pipe can still be caught
+    except BrokenPipeError:
+        _discard_stdout()
+        return 1
+    except JournalError as exc:  # `--version > /dev/full`: what run could not catch
+        _discard_stdout()
+        output.error(exc.message)
+        return exc.exit_code
+    except OSError as exc:
+        _discard_stdout()
+        output.error(f"cannot print the result: {exc.strerror or exc}")
+        return 1
+    return code

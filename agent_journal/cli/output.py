@@ -185,6 +185,10 @@ def search_lines(report: dict[str, Any]) -> None:
     from agent_journal.core.bidi import visible
 
     hits = report["hits"]
+    for word, added in report["expansions"].items():
+        emit_line(visible(f"thesaurus: {word} also searched as {' '.join(added)}"))
+    if report["unmatched"]:
+        emit_line(visible(f"no document holds: {' '.join(report['unmatched'])}"))
     if not hits:
         emit_line("no matches")
         return
@@ -193,6 +197,34 @@ def search_lines(report: dict[str, Any]) -> None:
         emit_line(visible(f"{hit['score']:8.3f}  {hit['id']}  {hit['type']}/{hit['kind']}  "
                           f"{hit['ts']}{mark}"))
         emit_line(f"          {visible(hit['snippet'])}")
+
+
+
+def misses_lines(report: dict[str, Any]) -> None:
+    """One line per logged weak query: count, last time, best score, query; its ids below."""
+    from agent_journal.core.bidi import visible
+
+    if not report["missLog"]:
+        emit_line('the miss log is off (config.json: "search": {"missLog": true} turns it on)')
+    if not report["misses"]:
+        emit_line("no weak queries logged")
+        return
+    for miss in report["misses"]:
+        score = miss["bestScore"] if isinstance(miss["bestScore"], (int, float)) else 0.0
+        emit_line(visible(f"{miss['count']:5d}  {miss['lastTs']}  {score:6.3f}  "
+                          f"{miss['query']}"))
+        emit_line(visible(f"       ids: {' '.join(miss['ids'])}"))
+
+
+def alias_lines(report: dict[str, Any]) -> None:
+    """One line per thesaurus word: the word, then the terms it adds."""
+    from agent_journal.core.bidi import visible
+
+    if not report["aliases"]:
+        emit_line(f"no aliases ({report['path']})")
+        return
+    for word, terms in report["aliases"].items():
+        emit_line(visible(f"{word}: " + ", ".join(terms)))
 
 
 # -- capture ----------------------------------------------------------------------------

@@ -25,6 +25,8 @@ TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as
 if TYPE_CHECKING:
     from typing import Any
 
+    from agent_journal.core.errors import NotFoundError
+
 
 class Context:
     """Where a command acts and who is acting."""
@@ -87,6 +89,19 @@ def read_workspace(ctx: Context, *, lazy: bool = True, as_of: str | None = None,
 
 def damage_lists(result: ReadResult) -> dict[str, Any]:
     return {"unreadable": result.unreadable, "malformed": result.malformed}
+
+
+def not_found(some_id: str, workspace: str, result: ReadResult, more: str = ""
+              ) -> NotFoundError:
+    """The refusal of a read asked for an id the workspace does not show (unknown or
+    tombstoned), saying so when the read met damage that could hide it."""
+    from agent_journal.core.errors import NotFoundError
+
+    floor = "" if not result.damaged else (
+        f" (the read met {len(result.unreadable)} unreadable segment(s) and "
+        f"{len(result.malformed)} malformed row(s): it may be among them)")
+    return NotFoundError(f"no entry or observation with id {some_id} in workspace "
+                         f"{workspace}{more}{floor}")
 
 
 

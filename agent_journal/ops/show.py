@@ -4,6 +4,8 @@ Invariants:
 - Tombstoned ids never appear; invalidated and suppressed entries appear
   with their outcome and `live: false`; live constraints are always listed;
   damage met by the read is reported beside the answer.
+- `only_id` names one thing: an id that is not an entry or observation here
+  (unknown or tombstoned) is refused (NotFoundError), never an empty answer.
 - Memory does not grow with the observations shown: `show --observations`
   reads each observation row once, in time order (storage/time_order.py),
   and builds each view as its events arrive, holding only the views whose
@@ -218,7 +220,12 @@ def _show(ctx: Context, only_id: str | None, observations: bool, as_of: str | No
     # The derivation holds what the report needs; the read's own list of every
     # event would keep each one alive until the last item was written.
     result.events = []
-    return _report(d, ShowItems(d, only_id, observations), result)
+    items = ShowItems(d, only_id, observations)
+    if only_id is not None and not items.entries + items.observations:
+        from agent_journal.ops.context import not_found
+
+        raise not_found(only_id, ctx.workspace_name, result)
+    return _report(d, items, result)
 
 
 def _report(d: Derived, items: ShowItems | StreamedShowItems, result: ReadResult

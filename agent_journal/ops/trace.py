@@ -12,6 +12,9 @@ Invariants:
   never drags in `tool_use:f10`.
 - The output is a function of the event set; every order is settled by
   (ts, id).
+- With `must_name`, an ID that no entry cites and that names no entry or
+  observation here (unknown or tombstoned) is refused (NotFoundError), not
+  answered with an empty chain.
 
 `trace_derived` is pure; `trace` is the operation the CLI calls.
 """
@@ -94,7 +97,7 @@ def trace_derived(d: Derived, target: str) -> dict[str, Any]:
     return {"matched": matched, "chain": chain}
 
 
-def trace(ctx: Context, target: str, *, as_of: str | None = None
+def trace(ctx: Context, target: str, *, as_of: str | None = None, must_name: bool = False
           ) -> tuple[dict[str, Any], ReadResult]:
     from agent_journal.core.model import validate_id
     from agent_journal.ops.checkpoints import parse_as_of
@@ -108,5 +111,22 @@ def trace(ctx: Context, target: str, *, as_of: str | None = None
         # reported) but none is kept.
         result, d = read_workspace(ctx, as_of=as_of, observations=False)
         report = trace_derived(d, target)
+        if must_name and not report["matched"] and not _names(ctx, d, target, as_of):
+            from agent_journal.ops.context import not_found
+
+            raise not_found(target, ctx.workspace_name, result, ", and no entry cites it")
     report.update(damage_lists(result))
     return report, result
+
+
+def _names(ctx: Context, d: Derived, target: str, as_of: str | None) -> bool:
+    """Whether `target` is an entry or observation here that is not tombstoned. (A visible
+    entry always matches itself, so only an observation can name it without a match.)"""
+    if d.is_tombstoned(target):
+        return False
+    if as_of is not None:  # an as-of read keeps the observations inside its cut
+        return target in d.observation_events
+    from agent_journal.core.model import OBSERVATION
+
+    return next(ctx.open(create=False).events_with_subjects([target], OBSERVATION),
+                None) is not None
