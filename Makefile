@@ -4,40 +4,49 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
+DEV := $(VENV)/.dev-installed
+
 .PHONY: demo test lint bench soak clean browser
 
+# The package alone (what `make demo` needs). compat mode: a plain path entry, not an
+# import hook that costs every process pathlib at start-up; compileall because this
+# machine sets PYTHONDONTWRITEBYTECODE, and the hook path should not compile itself.
 $(STAMP): pyproject.toml
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	# compat mode: a plain path entry, not an import hook that costs every
-	# process pathlib at start-up; compileall because this machine sets
-	# PYTHONDONTWRITEBYTECODE, and the hook path should not compile itself.
+	@$(PY) -m venv $(VENV)
+	@$(BIN)/pip install -qq --disable-pip-version-check -e . \
+		--config-settings editable_mode=compat
+	@$(BIN)/python -m compileall -q agent_journal
+	@touch $(STAMP)
+
+# The development toolchain on top (tests, lint, bench): only what needs it installs it.
+$(DEV): $(STAMP) pyproject.toml
+	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
 	$(BIN)/python -m compileall -q agent_journal
-	touch $(STAMP)
+	touch $(DEV)
 
 demo: $(STAMP)
-	$(BIN)/python scripts/demo.py
+	@$(BIN)/python scripts/demo.py
 
 # The HTML timeline test opens its page in headless Chromium (Debian's package).
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium)
 
-test: $(STAMP) browser
+test: $(DEV) browser
 	$(BIN)/python -m compileall -q agent_journal
 	$(BIN)/python -m pytest -q -n 2
 
-lint: $(STAMP)
+lint: $(DEV)
 	$(BIN)/ruff check agent_journal tests scripts
 	$(BIN)/mypy agent_journal
 
-bench: $(STAMP)
+bench: $(DEV)
 	$(BIN)/python -m compileall -q agent_journal
 	$(BIN)/python scripts/bench.py $(BENCH)
 
 # The long concurrency runs, and every Hypothesis test with many more, random, examples
 # (the "soak" profile in tests/conftest.py; CI and `make test` use the fixed "ci" one).
-soak: $(STAMP)
+soak: $(DEV)
 	HYPOTHESIS_PROFILE=soak $(BIN)/python -m pytest -q -m 'soak or hypothesis'
 
 clean:

@@ -17,7 +17,8 @@ CLI = str(Path(sys.executable).parent / "agent-journal")
 
 
 def step(title: str, *args: str, stdin: str | None = None, show: bool = True) -> str:
-    print(f"\n# {title}\n$ agent-journal {shlex.join(args)}")
+    # A step that goes on with the one before has no caption of its own.
+    print((f"\n# {title}\n" if title else "") + f"$ agent-journal {shlex.join(args)}")
     proc = subprocess.run([CLI, *args], input=stdin, capture_output=True, text=True)
     if show:
         sys.stdout.write(proc.stdout)
