@@ -245,6 +245,7 @@ def test_a_folder_that_cannot_be_written_is_refused_before_anything_is_written(
 
     real_access = os.access
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", f"{BIN}:/usr/bin:/bin")
     monkeypatch.setattr(os, "access", lambda p, mode: False if str(p) == str(project)
                         else real_access(p, mode))
     with pytest.raises(JournalError, match="is not writable; nothing was written"):
@@ -253,19 +254,61 @@ def test_a_folder_that_cannot_be_written_is_refused_before_anything_is_written(
     assert sorted(p.name for p in project.iterdir()) == ["app"]
 
 
-def test_a_path_inside_a_checkout_is_not_written_silently_into_a_shared_file(home, project):
-    env_path = "/usr/bin:/bin"  # not on PATH: the absolute path of this checkout's script
+def test_a_shared_file_is_refused_when_the_command_is_not_on_path(home, project):
+    env_path = "/usr/bin:/bin"  # not on PATH: only this checkout's absolute path would do
     result = subprocess.run([CLI, "hooks", "install", "claude-code"], cwd=project,
                             capture_output=True, env=clean_env(HOME=str(home), PATH=env_path))
-    assert result.returncode == 0
-    assert b"inside the checkout" in result.stderr
-    commands = {h["command"] for h in handlers(project / ".claude" / "settings.json")}
-    assert commands == {f"{shlex.quote(CLI)} hook claude-code"}
-    # At the personal scope it is no-one else's problem: no warning.
+    assert result.returncode == 1 and result.stderr.count(b"\n") == 1
+    assert b"not on PATH" in result.stderr and b"--scope local" in result.stderr
+    assert sorted(p.name for p in project.iterdir()) == ["app"]
+    # At the personal scope this machine's path is no-one else's problem: no warning.
     local = subprocess.run([CLI, "hooks", "install", "claude-code", "--scope", "local"],
                            cwd=project, capture_output=True,
                            env=clean_env(HOME=str(home), PATH=env_path))
     assert local.returncode == 0 and local.stderr == b""
+    commands = {h["command"] for h in handlers(project / ".claude" / "settings.local.json")}
+    assert commands == {f"{shlex.quote(CLI)} hook claude-code"}
+
+
+def test_doctor_recognises_every_route_and_its_fixes_work(home, project, tmp_path):
+    # The plugin, enabled in the user's settings; the MCP server at project and user scope.
+    (home / ".claude").mkdir()
+    (home / ".claude" / "settings.json").write_text(
+        '{"enabledPlugins": {"agent-journal@agent-journal": true}}\n')
+    assert aj(home, "hooks", "install", "claude-code", "--mcp", cwd=project).code == 0
+    assert aj(home, "hooks", "install", "claude-code", "--mcp", "--scope", "user",
+              cwd=project).code == 0
+    doctor = aj(home, "doctor", cwd=project)
+    assert doctor.code == 0, doctor.out
+    names = [line.split(":")[0].split(None, 1)[1] for line in doctor.out.splitlines()]
+    for name in ("claude-code plugin (user)", "claude-code hooks (project)",
+                 "claude-code hooks (user)", "MCP server (project)", "MCP server (user)"):
+        assert name in names, doctor.out
+    # What older installs wrote: a machine's path in the shared file, a pinned workspace at
+    # user scope. Doctor reports both, and running its fix clears both.
+    mcp_json = project / ".mcp.json"
+    mcp_json.write_text(json.dumps({"mcpServers": {"agent-journal": {
+        "type": "stdio", "command": CLI, "args": ["mcp", "--workspace", "shop"]}}}))
+    claude_json = home / ".claude.json"
+    config = json.loads(claude_json.read_text())
+    config["mcpServers"]["agent-journal"]["args"] += ["--workspace", "shop"]
+    claude_json.write_text(json.dumps(config))
+    report = aj(home, "doctor", "--json", cwd=project).json()
+    problems = {c["name"]: c["fix"] for c in report["checks"] if not c["ok"]}
+    assert set(problems) == {"MCP server (project)", "MCP server (user)"}, report
+    for fix in problems.values():
+        command = fix.split("`")[1]
+        proc = subprocess.run(["bash", "-c", command], cwd=project, capture_output=True,
+                              env=env_for(home))
+        assert proc.returncode == 0, proc
+    again = aj(home, "doctor", cwd=project)
+    assert all(line.startswith("ok ") for line in again.out.splitlines()), again.out
+    # The plugin's hooks run agent-journal from PATH: without it there, doctor says so.
+    proc = subprocess.run([CLI, "doctor", "--json"], cwd=project, capture_output=True,
+                          env={**env_for(home), "PATH": "/usr/bin:/bin"})
+    lost = json.loads(proc.stdout)
+    plugin = next(c for c in lost["checks"] if c["name"] == "claude-code plugin (user)")
+    assert not plugin["ok"] and "pipx install agent-journal" in plugin["fix"]
 
 
 def test_scope_is_limited_to_each_agents_scopes(home, project):

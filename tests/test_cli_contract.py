@@ -87,7 +87,10 @@ class Journal:
         full: dict[str, str | None] = {
             "AGENT_JOURNAL_ROOT": str(self.root), "AGENT_JOURNAL_NOW": "2026-06-01T12:00:00Z",
             "XDG_DATA_HOME": str(self.base / "xdg"), "HOME": str(self.base / "home"),
-            "CODEX_HOME": str(self.base / "home" / ".codex")}
+            "CODEX_HOME": str(self.base / "home" / ".codex"),
+            # This installation's command on PATH, as after pipx install (a shared file
+            # gets the PATH command, and is refused without it).
+            "PATH": f"{Path(CLI).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
         full.update(env or {})
         return run_here(argv, full)
 
@@ -503,7 +506,10 @@ def process_runner(journal: Journal, entry: list[str], prefix: list[str] | None 
         full: dict[str, str | None] = {
             "AGENT_JOURNAL_ROOT": str(journal.root), "AGENT_JOURNAL_NOW": "2026-06-01T12:00:00Z",
             "XDG_DATA_HOME": str(journal.base / "xdg"), "HOME": str(journal.base / "home"),
-            "CODEX_HOME": str(journal.base / "home" / ".codex")}
+            "CODEX_HOME": str(journal.base / "home" / ".codex"),
+            # This installation's command on PATH, as after pipx install: a shared file
+            # (a project's settings.json) gets the PATH command, and is refused without it.
+            "PATH": f"{Path(CLI).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
         full.update(env or {})
         environ = clean_env(**{k: v for k, v in full.items() if v is not None})
         proc = subprocess.run([*(prefix or []), *entry, *argv], capture_output=True,

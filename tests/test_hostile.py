@@ -397,7 +397,8 @@ def test_broken_pipe_ends_quietly(journal, tmp_path, argv):
     project = tmp_path / "project"
     project.mkdir()
     env = clean_env(AGENT_JOURNAL_ROOT=str(journal), AGENT_JOURNAL_WORKSPACE="ws",
-                    HOME=str(tmp_path))
+                    HOME=str(tmp_path),  # (and this installation's command on PATH)
+                    PATH=f"{Path(CLI).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the first byte
     proc = subprocess.run([CLI, *(a.format(project=project) for a in argv)], stdout=write_end,

@@ -28,9 +28,13 @@ def project(tmp_path: Path) -> Path:
     return folder
 
 
+ON_PATH = f"{BIN}:/usr/bin:/bin"  # this installation's command on PATH, as after pipx install
+
+
 def run(cli, *args: str, **kw: Any):
     kw.setdefault("workspace", None)
     kw.setdefault("use_root", False)
+    kw["env"] = {"PATH": ON_PATH, **(kw.get("env") or {})}
     return cli("hooks", *args, **kw)
 
 
@@ -64,9 +68,7 @@ def strip_ours(settings: dict[str, Any]) -> dict[str, Any]:
 
 def test_fresh_install(cli, project):
     result = run(cli, "install", "claude-code", "--project", str(project))
-    assert result.code == 0
-    # This test runs a checkout's .venv script, not one on PATH: install says so.
-    assert result.err.startswith("WARNING: the hook command in ") and "checkout" in result.err
+    assert (result.code, result.err) == (0, "")
     assert "installed agent-journal hooks (workspace my-project)" in result.out
     assert (project / ".agent-journal.toml").read_text().endswith('workspace = "my-project"\n')
     settings = json.loads(settings_path(project).read_text())
@@ -76,9 +78,8 @@ def test_fresh_install(cli, project):
         assert handler["type"] == "command"
         assert isinstance(handler["timeout"], int) and 10 <= handler["timeout"] <= 60
         words = shlex.split(handler["command"])
-        assert words == [SCRIPT, "hook", "claude-code"]
-        assert os.path.isabs(words[0]) and os.access(words[0], os.X_OK)
-        assert "shims" not in words[0].split(os.sep)
+        # A shared file: the PATH command, never this machine's path.
+        assert words == ["agent-journal", "hook", "claude-code"]
     # Each handler sits in its own group with no matcher: every tool, every source.
     assert all(group == {"hooks": [ours(settings)[event][0]]}
                for event, groups in settings["hooks"].items() for group in groups)
@@ -221,7 +222,7 @@ def test_installed_command_really_journals(cli, project, root):
                "PreToolUse.json").read_bytes()
     # Claude Code runs it through a shell, from the project, with its own environment.
     proc = subprocess.run(["bash", "-c", command], input=payload, cwd=project,
-                          capture_output=True, env=clean_env(PATH="/usr/bin:/bin"))
+                          capture_output=True, env=clean_env(PATH=ON_PATH))
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
     shown = cli("show", "--json", "--observations", "--root", str(root),
                 workspace="my-project").json()
@@ -355,7 +356,7 @@ def _hooks_quickly(project: Path, *args: str) -> subprocess.CompletedProcess:
     """The real script, with a timeout: a read that waits on a pipe fails the test."""
     return subprocess.run([CLI, "hooks", *args, "claude-code", "--project", str(project)],
                           capture_output=True, text=True, timeout=30,
-                          env=clean_env(HOME=str(project.parent)))
+                          env=clean_env(HOME=str(project.parent), PATH=ON_PATH))
 
 
 @pytest.mark.parametrize("what, make", [
@@ -408,3 +409,36 @@ def test_a_20_mb_settings_file_round_trips_quickly(project):
     done = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (done.ru_utime - used.ru_utime) + (done.ru_stime - used.ru_stime)
     assert cpu < 8, f"install and uninstall took {cpu:.1f} s of CPU"  # (was 50 s)
+
+
+@pytest.mark.parametrize("agent, rel", [("claude-code", ".claude/settings.json"),
+                                        ("codex", ".codex/hooks.json")])
+@pytest.mark.parametrize("path", ["/usr/bin:/bin", "OTHER"])
+def test_a_shared_file_never_gets_this_machines_path(cli, project, tmp_path, agent, rel, path):
+    if path == "OTHER":  # another installation's agent-journal is first on PATH
+        other = tmp_path / "other-bin"
+        other.mkdir()
+        (other / "agent-journal").write_text("#!/bin/sh\necho agent-journal 0.0.1\n")
+        os.chmod(other / "agent-journal", 0o755)
+        path = f"{other}:/usr/bin:/bin"
+    result = run(cli, "install", agent, "--project", str(project), "--root",
+                 str(tmp_path / "j"), env={"PATH": path})
+    assert result.code == 1 and result.err.count("\n") == 1, result
+    assert "a file shared with the project" in result.err
+    assert "pipx install agent-journal" in result.err and "--scope local" in result.err
+    assert list(project.iterdir()) == []  # nothing written, not even the project file
+    # A personal scope may name this machine's path (Codex has none but user).
+    scope = "local" if agent == "claude-code" else "user"
+    env = {"PATH": path, "HOME": str(tmp_path / "home"), "CODEX_HOME": str(tmp_path / "cx")}
+    assert run(cli, "install", agent, "--project", str(project), "--scope", scope,
+               env=env).code == 0
+
+
+def test_user_scope_never_pins_a_workspace(cli, project, tmp_path):
+    env = {"HOME": str(tmp_path / "home")}
+    result = run(cli, "install", "claude-code", "--scope", "user", "--workspace", "pinned",
+                 env=env)
+    assert result.code == 0 and "not pinned at user scope" in result.err
+    settings = json.loads((tmp_path / "home" / ".claude" / "settings.json").read_text())
+    for (handler,) in ours(settings).values():
+        assert "--workspace" not in shlex.split(handler["command"])

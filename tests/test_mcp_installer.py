@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import CLI
+from conftest import BIN
 from mcp import Client, StdioServerParameters
 
 from agent_journal.agents import mcp_installer
@@ -54,7 +54,11 @@ def project(tmp_path: Path) -> Path:
 def hooks(cli, project: Path, *args: str, **kw: Any):
     kw.setdefault("workspace", None)
     kw.setdefault("use_root", False)
+    kw["env"] = {"PATH": ON_PATH, **(kw.get("env") or {})}
     return cli("hooks", *args, "--project", str(project), **kw)
+
+
+ON_PATH = f"{BIN}:/usr/bin:/bin"  # this installation's command on PATH, as after pipx install
 
 
 def test_install_registers_the_server_and_uninstall_takes_it_out(cli, project):
@@ -67,7 +71,8 @@ def test_install_registers_the_server_and_uninstall_takes_it_out(cli, project):
     config = json.loads(mcp_json.read_text())
     assert list(config["mcpServers"]) == ["github", "agent-journal"]
     assert config["mcpServers"]["agent-journal"] == {
-        "type": "stdio", "command": CLI, "args": ["mcp", "--workspace", "my-project"], "env": {}}
+        "type": "stdio", "command": "agent-journal", "args": ["mcp", "--workspace", "my-project"],
+        "env": {}}
     assert mcp_json.read_text().startswith('{\n    "mcpServers"')  # its indentation kept
     installed = mcp_json.read_bytes()
     again = hooks(cli, project, "install", "claude-code", "--mcp")
@@ -120,19 +125,19 @@ def test_dry_run_shows_the_entry_and_writes_nothing(cli, project):
     assert list(project.iterdir()) == []
 
 
-def test_the_root_is_passed_when_given(cli, project, root):
+def test_the_root_reaches_the_server_through_the_project_file(cli, project, root):
     assert cli("record", "--kind", "note", "--id", "n1", "--text", "registered servers read "
                "the hook's journal").code == 0
-    assert hooks(cli, project, "install", "claude-code", "--mcp", "--root", str(root)).code == 0
+    assert hooks(cli, project, "install", "claude-code", "--mcp", "--root", str(root),
+                 "--workspace", "ws").code == 0
     entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["agent-journal"]
-    assert entry["args"] == ["mcp", "--workspace", "my-project", "--root", str(root)]
+    # The shared file names neither this machine's script nor its root.
+    assert entry["command"] == "agent-journal" and entry["args"] == ["mcp", "--workspace", "ws"]
 
     # What was registered really serves: run it as Claude Code would, from the entry alone.
-    entry["args"][2] = "ws"
-
     async def scenario() -> None:
         params = StdioServerParameters(command=entry["command"], args=entry["args"],
-                                       env=entry["env"], cwd=str(project))
+                                       env={"PATH": ON_PATH, **entry["env"]}, cwd=str(project))
         async with Client(params, cache=None, read_timeout_seconds=60) as client:
             result = await client.call_tool("search", {"query": "registered"})
             assert result.content[0].text.startswith("n1  entry/note  ")
@@ -179,3 +184,49 @@ def test_unknown_scope_is_a_usage_error(project):
 ])
 def test_is_ours(entry, expected):
     assert mcp_installer.is_ours(entry) is expected
+
+
+def test_no_path_command_no_registration_in_the_shared_file(cli, project):
+    result = hooks(cli, project, "install", "claude-code", "--mcp",
+                   env={"PATH": "/usr/bin:/bin"})
+    assert result.code == 1 and result.err.count("\n") == 1
+    assert "refusing to write" in result.err and "pipx install agent-journal" in result.err
+    assert list(project.iterdir()) == []
+
+
+def test_user_scope_names_no_workspace(project, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    change = mcp_installer.register(project=str(project), workspace="pinned", root=None,
+                                    dry_run=False, scope="user")
+    entry = json.loads(open(change.path).read())["mcpServers"]["agent-journal"]
+    assert "--workspace" not in entry["args"] and entry["args"][-1] == "mcp"
+    assert "workspace" not in change.message
+
+
+def test_a_user_scope_server_serves_the_folder_it_is_started_in(cli, project, root):
+    # No --workspace and no project file: the folder the client starts it in names it.
+    assert cli("record", "--kind", "note", "--id", "n1", "--text", "found by folder",
+               workspace="my-project").code == 0
+
+    async def scenario() -> None:
+        params = StdioServerParameters(command=str(BIN / "agent-journal"),
+                                       args=["mcp", "--root", str(root)], env={},
+                                       cwd=str(project))
+        async with Client(params, cache=None, read_timeout_seconds=60) as client:
+            result = await client.call_tool("search", {"query": "folder"})
+            assert result.content[0].text.startswith("n1  entry/note  ")
+
+    anyio.run(scenario)
+
+
+def test_no_registration_without_the_mcp_extra(cli, project, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "mcp", None)  # `import mcp` fails, as without the extra
+    for scope in mcp_installer.SCOPES:
+        with pytest.raises(JournalError, match=r"pip install 'agent-journal\[mcp\]'") as exc:
+            mcp_installer.register(project=str(project), workspace=None, root=None,
+                                   dry_run=False, scope=scope)
+        assert "\n" not in exc.value.message
+    assert list(project.iterdir()) == [] and list(tmp_path.glob(".claude*")) == []

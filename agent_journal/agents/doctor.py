@@ -117,6 +117,8 @@ def _root(checks: list[Check], root: str | None, found: Any) -> str | None:
 
 
 def _hooks(checks: list[Check], folder: str) -> None:
+    """Every route a Claude Code or Codex session can reach us by: the hooks at each scope,
+    the plugin (enabled in any settings file), the MCP server at each scope."""
     import agent_journal
     from agent_journal.agents import claude_code_installer, codex_installer, hook_settings
 
@@ -135,15 +137,121 @@ def _hooks(checks: list[Check], folder: str) -> None:
             except JournalError as exc:
                 checks.append(Check(name, False, exc.message, f"fix {target.path} by hand"))
                 continue
+            if spec.name == claude_code_installer.AGENT:
+                installed += _plugin(checks, scope, target.path, settings, version)
             commands = _our_commands(settings, spec.ours)
             if not commands:
                 continue
             installed += 1
-            checks.append(_command_check(name, target.path, sorted(commands), version,
-                                         spec.name, scope))
+            fix = _install_fix(spec.name, scope, folder)
+            if target.shared and any(os.path.isabs(shlex.split(c)[0]) for c in commands):
+                checks.append(Check(name, False, f"{target.path} (shared with the project) "
+                                    "runs a command by this machine's path", fix))
+                continue
+            checks.append(_command_check(name, target.path, sorted(commands), version, fix,
+                                         "hook"))
+    installed += _mcp(checks, folder, version)
     if not installed:
-        checks.append(Check("hooks", True, "no agent-journal hook installed for this project "
-                            "or user (agent-journal hooks install claude-code|codex adds one)"))
+        checks.append(Check("hooks", True, "no agent-journal hook, plugin or MCP server "
+                            "installed for this project or user (agent-journal hooks install "
+                            "claude-code|codex adds one)"))
+
+
+def _cli() -> str:
+    """How to run this installation's CLI from any shell."""
+    from agent_journal.agents.hook_settings import stable_executable
+
+    return " ".join(shlex.quote(w) for w in stable_executable())
+
+
+def _install_fix(agent: str, scope: str, folder: str, *, mcp: bool = False) -> str:
+    """The install command that rewrites the entry doctor found wrong, as it will work
+    here: a shared file needs this installation on PATH first."""
+    from agent_journal.agents.hook_settings import FIX_PATH, path_problem
+
+    args = f"hooks install {agent} --scope {scope}"
+    if scope != "user":
+        args += f" --project {shlex.quote(folder)}"
+    if mcp:
+        args += " --mcp"
+    if scope == "project" and path_problem() is not None:
+        return f"{FIX_PATH}, then run `agent-journal {args}`"
+    return f"run `{_cli()} {args}`"
+
+
+def _plugin(checks: list[Check], scope: str, path: str, settings: dict[str, Any],
+            version: str) -> int:
+    """The agent-journal plugin, when a Claude Code settings file enables it: its hooks run
+    `agent-journal` from PATH."""
+    from agent_journal.agents.claude_code_installer import hook_command
+    from agent_journal.agents.hook_settings import FIX_PATH
+
+    enabled = settings.get("enabledPlugins")
+    if not isinstance(enabled, dict) or not any(
+            isinstance(k, str) and k.split("@")[0] == "agent-journal" and v is True
+            for k, v in enabled.items()):
+        return 0
+    checks.append(_command_check(f"claude-code plugin ({scope})", path, [hook_command()],
+                                 version, FIX_PATH, "hook"))
+    return 1
+
+
+def _mcp(checks: list[Check], folder: str, version: str) -> int:
+    """Our MCP server entry at each scope: runnable, this version, with the [mcp] extra,
+    no machine path in the shared .mcp.json and no workspace pinned at user scope."""
+    import sys
+
+    from agent_journal.agents import hook_settings, mcp_installer
+    from agent_journal.agents.mcp_server import EXTRA, sdk_missing
+
+    found = 0
+    for scope in mcp_installer.SCOPES:
+        path = mcp_installer.config_path(scope, folder)
+        if not os.path.isfile(path):
+            continue
+        name = f"MCP server ({scope})"
+        try:
+            _, holder, _ = hook_settings.load(path)
+        except JournalError as exc:
+            checks.append(Check(name, False, exc.message, f"fix {path} by hand"))
+            continue
+        entry: Any = holder
+        for key in mcp_installer.servers_path(scope, folder):
+            entry = entry.get(key) if isinstance(entry, dict) else None
+        entry = entry.get(mcp_installer.SERVER) if isinstance(entry, dict) else None
+        if not mcp_installer.is_ours(entry):
+            continue
+        found += 1
+        fix = _install_fix("claude-code", scope, folder, mcp=True)
+        words = [entry["command"], *entry.get("args", [])]
+        if scope == "project" and (os.path.isabs(words[0]) or "--root" in words):
+            checks.append(Check(name, False, f"{path} (shared with the project) names this "
+                                "machine's path", fix))
+            continue
+        if scope == "user" and "--workspace" in words:
+            checks.append(Check(name, False, f"{path} pins one workspace for every project",
+                                fix))
+            continue
+        check = _command_check(name, path, [shlex.join(words)], version, fix, "mcp")
+        if check.ok and sdk_missing() and _is_this_installation(words[0]):
+            check = Check(name, False, f"{path} registers a server this installation cannot "
+                          "start: the mcp package is missing",
+                          f"{shlex.quote(sys.executable)} -m pip install '{EXTRA}'")
+        checks.append(check)
+    return found
+
+
+def _is_this_installation(command: str) -> bool:
+    import shutil
+    import sys
+
+    from agent_journal.agents.hook_settings import hook_executable
+
+    exe = command if os.path.isabs(command) else shutil.which(command)
+    if exe is None:
+        return False
+    ours = {os.path.realpath(hook_executable()[0]), os.path.realpath(sys.executable)}
+    return os.path.realpath(exe) in ours
 
 
 def _our_commands(settings: dict[str, Any], ours: Callable[[Any], bool]) -> set[str]:
@@ -156,19 +264,20 @@ def _our_commands(settings: dict[str, Any], ours: Callable[[Any], bool]) -> set[
     return found
 
 
-def _command_check(name: str, path: str, commands: list[str], version: str, agent: str,
-                   scope: str) -> Check:
+def _command_check(name: str, path: str, commands: list[str], version: str, fix: str,
+                   marker: str) -> Check:
+    """Whether the one command `path` runs is runnable and this version (the words before
+    `marker` are the CLI it runs)."""
     import shutil
     import subprocess
 
-    fix = f"agent-journal hooks install {agent} --scope {scope}"
     if len(commands) > 1:
         return Check(name, False, f"{path} runs {len(commands)} different commands", fix)
     words = shlex.split(commands[0])
     exe = words[0] if os.path.isabs(words[0]) else shutil.which(words[0])
     if exe is None or not os.access(exe, os.X_OK):
         return Check(name, False, f"{words[0]} (in {path}) cannot be run", fix)
-    prefix = words[: words.index("hook")]
+    prefix = words[: words.index(marker)]
     try:
         proc = subprocess.run(prefix + ["--version"], capture_output=True, timeout=30)
         theirs = proc.stdout.decode("utf-8", "replace").strip().rpartition(" ")[2]

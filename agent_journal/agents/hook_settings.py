@@ -17,8 +17,9 @@ Invariants:
   is a symlink out of the project, is refused with nothing written. Files are replaced
   atomically (temp file, fsync, rename) and keep their permissions.
 - The command written is stable: the bare script name when the `agent-journal` on PATH is
-  this installation, else an absolute path; a path inside a source checkout written into a
-  shared file is said out loud.
+  this installation, else an absolute path. A shared (committed) file only ever gets the
+  bare name: when the one on PATH is not this installation, install there is refused with
+  the fix. A user-scope command never names a workspace.
 """
 
 from __future__ import annotations
@@ -104,32 +105,39 @@ def stable_executable() -> list[str]:
     return own
 
 
-def checkout_of(path: str) -> str | None:
-    """The source checkout (a folder holding .git) that `path` lies in, if any."""
-    folder = os.path.dirname(os.path.abspath(path))
-    while True:
-        if os.path.exists(os.path.join(folder, ".git")):
-            return folder
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
+FIX_PATH = ("put this installation's command on PATH (pipx install agent-journal, or uv "
+            "tool install agent-journal; README \"Installing the command\")")
 
 
-def command_for(agent: str, target: Target, extra: list[str]) -> tuple[str, list[str]]:
-    """The hook command for `agent`, and the warnings a person should see about it."""
-    words = stable_executable()
-    warnings = []
-    if target.shared and os.path.isabs(words[0]):
-        checkout = checkout_of(words[0])
-        if checkout is not None:
-            warnings.append(
-                f"the hook command in {target.path} is {words[0]}, inside the checkout "
-                f"{checkout}: it breaks if the checkout moves and is wrong on teammates' "
-                "machines; put agent-journal on PATH (pipx install / uv tool install) and "
-                "install again, or use --scope local")
-    command = " ".join(shlex.quote(w) for w in words + ["hook", agent] + extra)
-    return command, warnings
+def path_problem() -> str | None:
+    """Why a shared file cannot name the bare `agent-journal` (None when it can): the one
+    on PATH is missing or is another installation."""
+    import shutil
+
+    if stable_executable() == [SCRIPT]:
+        return None
+    found = shutil.which(SCRIPT)
+    if found is None:
+        return f"{SCRIPT} is not on PATH"
+    return f"the {SCRIPT} on PATH ({found}) is not this installation"
+
+
+def shared_command(path: str) -> list[str]:
+    """[SCRIPT] for a file every teammate shares (never this machine's path), or a
+    one-line refusal naming the fix."""
+    problem = path_problem()
+    if problem is not None:
+        raise JournalError(f"refusing to write {path}, a file shared with the project: "
+                           f"{problem}; {FIX_PATH}, or use --scope local or --scope user "
+                           "(they may name this machine's path); nothing was written")
+    return [SCRIPT]
+
+
+def command_for(agent: str, target: Target, extra: list[str]) -> str:
+    """The hook command for `agent`: the PATH command in a shared file, else the stable
+    command of this installation."""
+    words = shared_command(target.path) if target.shared else stable_executable()
+    return " ".join(shlex.quote(w) for w in words + ["hook", agent] + extra)
 
 
 def is_ours_for(agent: str, handler: Any) -> bool:
@@ -513,14 +521,18 @@ def install_hooks(spec: AgentSpec, *, project: str | None, scope: str, workspace
     if workspace is not None:
         validate_id(workspace, "workspace")
     extra: list[str] = []
+    warnings: list[str] = []
     if scope == "user":
-        # One file for every project: only what was asked for explicitly is fixed in the
-        # command; each project's own .agent-journal.toml (or folder name) does the rest.
+        # One file for every project: never a workspace (each project's own
+        # .agent-journal.toml, else its folder name, names it at run time); a root only when
+        # one was asked for (this user's own file may name this machine's path).
         if workspace is not None:
-            extra += ["--workspace", workspace]
+            warnings.append(f"workspace {workspace} is not pinned at user scope: each "
+                            "project's .agent-journal.toml (else its folder name) names its "
+                            "workspace; use --scope project or local to write one")
         if root_path is not None:
             extra += ["--root", root_path]
-    command, warnings = command_for(spec.name, target, extra)
+    command = command_for(spec.name, target, extra)
     before, settings, indent = load(target.path, allowed_top=spec.allowed_top)
     original = deep(settings)
     if before is None:
@@ -538,8 +550,6 @@ def install_hooks(spec: AgentSpec, *, project: str | None, scope: str, workspace
         described = f" (workspace {chosen})"
         changes.append((Change(path, pf_before, pf_after,
                                f"wrote {path}" if pf_after != pf_before else ""), folder))
-    elif workspace is not None:
-        described = f" (workspace {workspace})"
     message = (f"installed agent-journal hooks{described} in {target.path}" if after != before
                else f"agent-journal hooks already installed in {target.path}; nothing changed")
     if note:

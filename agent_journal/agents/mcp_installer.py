@@ -13,6 +13,10 @@ Invariants:
 - Install is idempotent (a second run changes no byte); uninstall removes exactly our
   entry, plus the objects that removal left empty, and the file when nothing is left in
   it, so install then uninstall gives back what was there.
+- The shared .mcp.json gets the PATH command (`agent-journal`), never this machine's path
+  or root: when the one on PATH is not this installation, registering there is refused
+  with the fix. A user-scope entry names no workspace. Nothing is registered when this
+  installation cannot import the `mcp` package (the `[mcp]` extra).
 - A file that is not strict JSON, or not shaped as MCP config, is refused, never rewritten;
   files are replaced atomically (temp file, fsync, rename) and keep their permissions.
 """
@@ -23,7 +27,7 @@ import copy
 import os
 from typing import Any
 
-from agent_journal.agents.claude_code_installer import Change, hook_executable
+from agent_journal.agents.claude_code_installer import Change
 from agent_journal.core.errors import JournalError, UsageError
 
 SERVER = "agent-journal"
@@ -32,12 +36,30 @@ PROJECT_FILE = ".mcp.json"
 USER_FILE = ".claude.json"
 
 
-def server_entry(workspace: str, root: str | None) -> dict[str, Any]:
-    words = hook_executable()
-    args = words[1:] + ["mcp", "--workspace", workspace]
-    if root is not None:
+def server_entry(workspace: str, root: str | None, scope: str = "local",
+                 path: str = PROJECT_FILE) -> dict[str, Any]:
+    """The entry for `scope`: in the shared .mcp.json the PATH command and no root (the
+    project file names it); at user scope no workspace (the project file or the folder
+    the client starts the server in names it); at local scope this installation."""
+    from agent_journal.agents.hook_settings import shared_command, stable_executable
+
+    words = shared_command(path) if scope == "project" else stable_executable()
+    args = words[1:] + ["mcp"]
+    if scope != "user":
+        args += ["--workspace", workspace]
+    if root is not None and scope != "project":
         args += ["--root", root]
     return {"type": "stdio", "command": words[0], "args": args, "env": {}}
+
+
+def check_extra() -> None:
+    """Refuse to register a server this installation cannot start (no `mcp` package)."""
+    from agent_journal.agents.mcp_server import EXTRA, sdk_missing
+
+    if sdk_missing():
+        raise JournalError(f"refusing to register the MCP server: this installation cannot "
+                           f"import the mcp package; install the extra first: pip install "
+                           f"'{EXTRA}' (nothing was written)")
 
 
 def is_ours(entry: Any) -> bool:
@@ -58,7 +80,7 @@ def config_path(scope: str, folder: str) -> str:
     return os.path.join(os.path.expanduser("~"), USER_FILE)
 
 
-def _servers_path(scope: str, folder: str) -> list[str]:
+def servers_path(scope: str, folder: str) -> list[str]:
     """The keys leading to the `mcpServers` object our entry lives in."""
     return ["projects", folder, "mcpServers"] if scope == "local" else ["mcpServers"]
 
@@ -72,6 +94,7 @@ def register(*, project: str | None, workspace: str | None, root: str | None,
     from agent_journal.storage import project_file
     from agent_journal.storage.root import ENV_ROOT, check_root, resolve_root
 
+    check_extra()
     folder = project_folder(project)
     if workspace is None:
         # The workspace the project's hooks write to: the project file's (which install
@@ -108,7 +131,7 @@ def install(*, scope: str, folder: str, workspace: str, root: str | None,
     before, config, indent = _load(path)
     original = copy.deepcopy(config)
     servers = config
-    for key in _servers_path(scope, folder):
+    for key in servers_path(scope, folder):
         servers = servers.setdefault(key, {})
         if not isinstance(servers, dict):
             raise JournalError(f"refusing to edit {path}: {key!r} is not an object")
@@ -116,11 +139,12 @@ def install(*, scope: str, folder: str, workspace: str, root: str | None,
     if existing is not None and not is_ours(existing):
         raise JournalError(f"refusing to edit {path}: its MCP server {SERVER!r} is not "
                            "agent-journal's; rename or remove it first")
-    servers[SERVER] = server_entry(workspace, root)
+    servers[SERVER] = server_entry(workspace, root, scope, path)
     after = before if config == original else _dump(config, indent)
+    named = "" if scope == "user" else f", workspace {workspace}"
     return _finish(path, before, after, dry_run,
-                   done=f"registered the agent-journal MCP server ({scope} scope, workspace "
-                        f"{workspace}) in {path}",
+                   done=f"registered the agent-journal MCP server ({scope} scope{named}) in "
+                        f"{path}",
                    same=f"agent-journal MCP server already registered in {path}; nothing "
                         "changed")
 
@@ -136,7 +160,7 @@ def uninstall(*, scope: str, folder: str, dry_run: bool) -> Change:
     original = copy.deepcopy(config)
     chain: list[tuple[dict[str, Any], str]] = []
     holder: Any = config
-    for key in _servers_path(scope, folder):
+    for key in servers_path(scope, folder):
         if not isinstance(holder, dict) or not isinstance(holder.get(key), dict):
             holder = None
             break

@@ -333,7 +333,10 @@ _add(Command(
     "mcp", "Serve one workspace's journal to an agent over MCP on stdio: search, get, "
     "timeline, trace, record, invalidate, and the digest as a resource and a prompt "
     "(needs the package's optional mcp extra).", "cmd_mcp",
-    opts=(WORKSPACE, ROOT,
+    opts=(Opt("workspace", "--workspace", "Workspace id (default: $AGENT_JOURNAL_WORKSPACE, "
+              "else the workspace of the nearest .agent-journal.toml, else the name of the "
+              "folder the client starts it in).", env=ENV_WORKSPACE, metavar="ID",
+              project="workspace", type="id"), ROOT,
           Opt("session", "--session", "The agent session its writes belong to (default: "
               "$AGENT_JOURNAL_SESSION, else $CLAUDE_CODE_SESSION_ID; with none, writes are "
               "refused).", env=ENV_SESSION, metavar="ID", type="id")),

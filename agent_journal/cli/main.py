@@ -349,8 +349,11 @@ def cmd_get(a: dict[str, Any]) -> int:
 
 def cmd_mcp(a: dict[str, Any]) -> int:
     from agent_journal.agents import mcp_server
+    from agent_journal.capture.claude_code import sanitise_workspace_id
 
-    mcp_server.serve(a["root"], a["workspace"], a["session"])
+    # A user-scope registration names no workspace: the folder the client starts us in does.
+    workspace = a["workspace"] or sanitise_workspace_id(os.getcwd())
+    mcp_server.serve(a["root"], workspace, a["session"])
     return 0
 
 
