@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from agent_journal.ops import writes
 from agent_journal.ops.context import Context
 from agent_journal.storage import verified_mark
+from agent_journal.storage import workspace as workspace_module
 from agent_journal.storage.workspace import _tombstone_subjects
 
 IDS = [f"o{n}" for n in range(6)]
@@ -28,13 +29,16 @@ def _direct(ws, wanted: set[str]) -> set[str]:
 @settings(max_examples=25, deadline=None)
 @given(steps=st.lists(st.tuples(st.sampled_from(["note", "tombstone", "rotate", "ask"]),
                                 st.sampled_from(IDS)), min_size=1, max_size=14),
-       trusted=st.booleans())
-def test_the_index_answers_what_every_segment_answers(tmp_path_factory, steps, trusted):
+       trusted=st.booleans(), directly=st.sampled_from([0, 4]))
+def test_the_index_answers_what_every_segment_answers(tmp_path_factory, steps, trusted,
+                                                       directly):
     root = tmp_path_factory.mktemp("idx") / "journal"
     ctx = Context(str(root), "ws")
     writes.record(ctx, kind="note", entry_id="first", fields={"text": "x"}, anchors=[],
                   depends_on=[], subject=None)
     with pytest.MonkeyPatch.context() as mp:
+        # 0: the index always (4: up to four segments are asked directly, as by default)
+        mp.setattr(workspace_module, "ASK_DIRECTLY", directly)
         if trusted:  # every signature trusted at once: the index is used as soon as kept
             mp.setattr(verified_mark, "RACY_NS", -10**18)
             import agent_journal.storage.tombstone_index as ti
@@ -59,6 +63,7 @@ def test_a_tombstone_written_by_hand_into_an_older_segment_is_seen(tmp_path: Pat
     import agent_journal.storage.tombstone_index as ti
 
     monkeypatch.setattr(ti, "RACY_NS", -10**18)
+    monkeypatch.setattr(workspace_module, "ASK_DIRECTLY", 0)
     root = tmp_path / "journal"
     ctx = Context(str(root), "ws")
     writes.record(ctx, kind="note", entry_id="a", fields={"text": "x"}, anchors=[],

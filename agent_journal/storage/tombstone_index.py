@@ -42,10 +42,13 @@ def path_of(root_path: str, workspace: str) -> str:
 
 
 def tombstoned_among(root_path: str, workspace: str, paths: list[str], wanted: set[str],
-                     ask: Callable[[str], set[str] | None]) -> set[str]:
-    """Which of `wanted` a tombstone row of the segments at `paths` names. `ask(path)`
-    gives every subject a segment's tombstone rows name (None: the segment could not be
-    opened, which answers nothing, as a writer's look-up has always done)."""
+                     ask: Callable[[str, set[str] | None], set[str] | None]) -> set[str]:
+    """Which of `wanted` a tombstone row of the segments at `paths` names. `ask(path,
+    subjects)` gives the subjects among `subjects` (None: all of them) that a segment's
+    tombstone rows name (None: the segment could not be opened, which answers nothing,
+    as a writer's look-up has always done). A segment whose answer will not be kept (its
+    signature is too fresh: the one being written to) is asked about `wanted` alone,
+    through its subject index; one whose answer is kept is asked for all."""
     kept = _load(root_path, workspace)
     fresh: dict[str, list[object]] = {}
     found: set[str] = set()
@@ -59,11 +62,12 @@ def tombstoned_among(root_path: str, workspace: str, paths: list[str], wanted: s
                 and held[0] == sig[0] and isinstance(held[1], list):
             subjects = held[1]
         else:
-            asked = ask(path)
+            keep = sig is not None and taken - sig[1] >= RACY_NS
+            asked = ask(path, None if keep else wanted)
             if asked is None:
                 continue
             subjects = sorted(asked)
-            if sig is not None and taken - sig[1] >= RACY_NS:
+            if keep and sig is not None:
                 fresh[name] = [sig[0], subjects]
         found.update(wanted.intersection(subjects))
         if name not in fresh and isinstance(held, list) and subjects is held[1]:

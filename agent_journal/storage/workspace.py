@@ -203,19 +203,25 @@ class Workspace:
 
         Every write of content checks this first: a tombstoned id is never
         written again, whatever the path (a row stored as a tombstone counts even
-        if its bytes are damaged, so doubt means "do not write"). Only segments
-        that changed since the tombstone index last asked them are opened
-        (storage/tombstone_index.py). A segment that cannot be opened is skipped, as
+        if its bytes are damaged, so doubt means "do not write"). Past ASK_DIRECTLY
+        segments, only those that changed since the tombstone index last asked them
+        are opened (storage/tombstone_index.py). A segment that cannot be opened is skipped, as
         in every writer's lookup (the reads report it); one that stays locked
         raises BusyError, as an append would.
         """
-        from agent_journal.storage import tombstone_index
-
         wanted = set(subjects)
         if not wanted:
             return set()
-        return tombstone_index.tombstoned_among(self.root.path, self.name,
-                                                self.segment_paths(), wanted,
+        paths = self.segment_paths()
+        if len(paths) <= ASK_DIRECTLY:
+            # A few segments are asked faster than the index is read and checked.
+            found: set[str] = set()
+            for path in paths:
+                found |= _tombstone_subjects(path, wanted) or set()
+            return found
+        from agent_journal.storage import tombstone_index
+
+        return tombstone_index.tombstoned_among(self.root.path, self.name, paths, wanted,
                                                 _tombstone_subjects)
 
     def holds_subject(self, subject: str, types: tuple[str, ...]) -> bool:
@@ -292,17 +298,32 @@ class Workspace:
             yield ("high", scan.high, "")
 
 
-def _tombstone_subjects(path: str) -> set[str] | None:
-    """Every subject a row of the segment stored as a tombstone names (the type column
-    alone decides: doubt means "do not write"); None when it cannot be opened or read.
-    Raises BusyError when it stays locked."""
+# Up to this many segments, a writer asks each one rather than the tombstone index.
+ASK_DIRECTLY = 4
+
+
+def _tombstone_subjects(path: str, among: set[str] | None = None) -> set[str] | None:
+    """The subjects (of `among`, through the subject index; None: every one) that a row
+    of the segment stored as a tombstone names (the type column alone decides: doubt
+    means "do not write"); None when it cannot be opened or read. Raises BusyError when
+    it stays locked."""
     try:
         conn = connect(path)
     except sqlite3.Error:
         return None
     try:
-        return {str(row[0]) for row in conn.execute(
-            "SELECT subject FROM events WHERE type = 'tombstone'")}
+        if among is None:
+            return {str(row[0]) for row in conn.execute(
+                "SELECT subject FROM events WHERE type = 'tombstone'")}
+        wanted = sorted(among)
+        found: set[str] = set()
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(str(row[0]) for row in conn.execute(
+                "SELECT subject FROM events WHERE type = 'tombstone' "
+                f"AND subject IN ({marks})", chunk))
+        return found
     except sqlite3.OperationalError as exc:
         if is_busy(exc):
             # A locked segment is not an answer: the caller waits or gives up.
