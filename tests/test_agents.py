@@ -405,6 +405,50 @@ def test_import_codex_refuses_what_is_not_codex_and_writes_nothing(home, tmp_pat
     assert not root.exists()
 
 
+
+TRANSCRIPTS = DATA / "claude-code" / "transcripts"
+
+
+def test_import_refuses_a_session_from_another_project_unless_told(home, tmp_path):
+    root = tmp_path / "j"
+    common = ("--root", str(root), "--workspace", "w")
+    first = TRANSCRIPTS / "daaain-claude-code-log" / "2b4ed4c0-b905-41de-9238-273db3ec737a.jsonl"
+    other = TRANSCRIPTS / "DRMacIver-claude-reliability" / "coverage-test-fix" / "transcript.jsonl"
+    report = aj(home, "import", "claude-code", str(first), "--json", *common).json()
+    assert report["project"]["cwd"] == "/src/experiments/claude_p"
+    assert report["otherProject"] is None
+    before = snapshot(root)
+    for agent, path, cwd in (("claude-code", other, "/tmp/tmpw6sk2trg"),
+                             ("codex", ROLLOUT, "/home/user/project")):
+        refused = aj(home, "import", agent, str(path), *common)
+        assert refused.code == 1 and refused.out == "", refused
+        (line,) = refused.err.splitlines()
+        assert "/src/experiments/claude_p" in line and cwd in line
+        assert "--other-project" in line and "nothing imported" in line
+        assert snapshot(root) == before
+    accepted = aj(home, "import", "claude-code", str(other), "--other-project", *common)
+    assert accepted.code == 0, accepted
+    (warning,) = accepted.err.splitlines()
+    assert warning.startswith("WARNING:") and "/tmp/tmpw6sk2trg" in warning
+    assert "/src/experiments/claude_p" in warning
+    assert "project /tmp/tmpw6sk2trg (master)" in accepted.out
+    assert snapshot(root) != before
+    again = aj(home, "import", "codex", str(ROLLOUT), "--other-project", "--json", *common)
+    assert again.code == 0 and again.json()["otherProject"] is not None
+    assert again.json()["project"] == {"cwd": "/home/user/project", "branch": None,
+                                       "repository": None}
+
+
+def test_import_of_the_same_projects_sessions_does_not_warn(home, tmp_path):
+    common = ("--root", str(tmp_path / "j"), "--workspace", "w")
+    sessions = sorted((TRANSCRIPTS / "PackmindHub-context-evaluator").rglob("*.jsonl"))[:2]
+    for path in sessions:
+        result = aj(home, "import", "claude-code", str(path), "--json", *common)
+        assert result.code == 0 and result.err == "", result
+        assert result.json()["otherProject"] is None
+        assert result.json()["project"]["cwd"] == "/Users/cedricteyton/Code/agents-md-evaluator"
+
+
 # -- doctor ------------------------------------------------------------------------------
 
 def test_doctor_names_a_pattern_that_does_not_compile(home, tmp_path):

@@ -143,6 +143,7 @@ def printed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     transcript = base / "session.jsonl"
     transcript.write_text("\n".join(json.dumps(line) for line in (
         {"type": "assistant", "sessionId": "s2", "uuid": "a1", "timestamp": NOW,
+         "cwd": "/home/me/app", "gitBranch": "main",
          "message": {"role": "assistant", "content": [
              {"type": "tool_use", "id": "toolu_1", "name": "Bash",
               "input": {"command": "ls"}}]}},

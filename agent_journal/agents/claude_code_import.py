@@ -19,6 +19,10 @@ Invariants:
   the transcript it came from.
 - A re-import of a file the import memory (storage/import_memory.py) is sure holds
   nothing new returns the report a full re-run would give, without reading the file.
+- One project per workspace unless told otherwise: the transcript's project (its first
+  cwd, with the branch and repository it names) is reported, and a workspace whose latest
+  observations come from another project (a cwd neither the same folder nor inside or
+  above it) refuses the import, writing nothing, unless `other_project` accepts it.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import xxhash
 
 from agent_journal.capture.claude_code import NotATranscriptError, read_transcript, safe_id
 from agent_journal.core import clock
-from agent_journal.core.errors import JournalError, UsageError
+from agent_journal.core.errors import ConflictError, JournalError, UsageError
 from agent_journal.core.model import (
     AUTHOR_AGENT,
     OBSERVATION,
@@ -47,7 +51,7 @@ from agent_journal.storage import import_memory
 from agent_journal.storage.artifacts import BlobHolds
 from agent_journal.storage.root import Root
 from agent_journal.storage.segment_reader import PausedGC
-from agent_journal.storage.workspace import observation_phases
+from agent_journal.storage.workspace import latest_cwds, observation_phases
 
 Progress = Callable[[int, int, str], None]
 
@@ -62,8 +66,8 @@ SAID = "said"
 _UNKNOWN: tuple[frozenset[Any], str] = (frozenset(), "")  # no phase of the call is held
 
 
-def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = None
-                       ) -> dict[str, Any]:
+def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = None,
+                       other_project: bool = False) -> dict[str, Any]:
     try:
         fh = open(path, "rb")
     except OSError as exc:
@@ -82,7 +86,8 @@ def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = N
                                             conversation=True))
         except NotATranscriptError as exc:
             raise JournalError(f"{path}: {exc}; nothing imported") from None
-        return write_calls(ctx, path, replayed, progress=progress, memory_key=key)
+        return write_calls(ctx, path, replayed, progress=progress, memory_key=key,
+                           other_project=other_project)
 
 
 def recalled(ctx: Context, path: str, fh: BinaryIO, importer: str
@@ -105,13 +110,22 @@ def recalled(ctx: Context, path: str, fh: BinaryIO, importer: str
 
 
 def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
-                progress: Progress | None = None, memory_key: str | None = None
-                ) -> dict[str, Any]:
+                progress: Progress | None = None, memory_key: str | None = None,
+                other_project: bool = False) -> dict[str, Any]:
     """Write replayed calls, and what the session said, (each agent's capture shape,
     redacted) and report what came of it; shared by every agent's import.
 
     With `memory_key`, what a re-import of the same file would report is remembered
-    once every batch has committed (storage/import_memory.py)."""
+    once every batch has committed (storage/import_memory.py). A workspace holding
+    another project refuses the import before anything is written, unless
+    `other_project` (then the report names that project in `otherProject`)."""
+    project = transcript_project(replayed)
+    other = _other_project(ctx, project)
+    if other is not None and not other_project:
+        raise ConflictError(
+            f"{path} is from project {_project_name(project)} but workspace "
+            f"{ctx.workspace_name} holds observations from {other}; nothing "
+            "imported (pass --other-project to import it anyway)")
     ids = [safe_id(c["id"]) for c in replayed]
     calls = [(c, i) for c, i in zip(replayed, ids, strict=True) if c["kind"] == "tool_call"]
     said = [(c, i) for c, i in zip(replayed, ids, strict=True) if c["kind"] != "tool_call"]
@@ -213,12 +227,75 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
         "alreadyPresent": recognised + len(planned) - written,
         "tombstoned": skipped,
         "artifacts": artifacts,
+        "project": project,
+        "otherProject": other,
     }
     if memory_key is not None:
         import_memory.remember(ws, memory_key, ids, tombstoned, {
             **report, "messages": 0, "eventsWritten": 0, "alreadyPresent": present_after,
-            "artifacts": 0})
+            "artifacts": 0, "otherProject": None})
     return report
+
+
+# How many of a segment's newest events are looked at for the project it holds: an
+# indexed walk back from the newest row, never a read of the whole segment.
+PROJECT_WINDOW = 1_000
+
+
+def transcript_project(replayed: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The session's project: the cwd it started in (the earliest item naming one), with
+    the git branch and repository the transcript names there; None when none is named."""
+    first: tuple[str, dict[str, Any]] | None = None
+    for item in replayed:
+        data = item.get("data")
+        if not isinstance(data, dict) or not isinstance(data.get("cwd"), str) \
+                or not data["cwd"]:
+            continue
+        ts = item["ts"] if isinstance(item.get("ts"), str) else ""
+        if first is None or (ts and (not first[0] or ts < first[0])):
+            first = (ts, data)
+    if first is None:
+        return None
+    data = first[1]
+    return {"cwd": data["cwd"],
+            "branch": data.get("gitBranch") if isinstance(data.get("gitBranch"), str)
+            and data.get("gitBranch") else None,
+            "repository": data.get("gitRepository")
+            if isinstance(data.get("gitRepository"), str) and data.get("gitRepository")
+            else None}
+
+
+def _project_name(project: dict[str, Any] | None) -> str:
+    if project is None:
+        return "(unknown)"
+    extra = [v for v in (project.get("repository"), project.get("branch")) if v]
+    return project["cwd"] + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _folder(cwd: str) -> str:
+    return cwd.replace("\\", "/").rstrip("/") or "/"
+
+
+def related(a: str, b: str) -> bool:
+    """Whether two cwds are one project: the same folder, or one inside the other
+    (drive paths compared with either separator)."""
+    a, b = _folder(a), _folder(b)
+    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
+
+
+def _other_project(ctx: Context, project: dict[str, Any] | None) -> str | None:
+    """The cwd of another project the workspace's latest observations come from, or None
+    (no project named, no workspace yet, or every project found is related)."""
+    if project is None:
+        return None
+    try:
+        ws = ctx.open(create=False)  # a refused import must leave nothing behind
+    except JournalError:
+        return None
+    found = latest_cwds(ws, PROJECT_WINDOW)
+    if not found or any(related(project["cwd"], cwd) for cwd in found):
+        return None
+    return found[0]
 
 
 def _event(replica: str, session: str | None, obs_id: str, call: dict[str, Any], phase: str,

@@ -3,7 +3,8 @@
 Invariants: those of claude_code_import, whose writing it shares (`write_calls`): all or
 nothing on input (the whole file is parsed and redacted before the first write), re-importing
 adds nothing (event ids derived from the call), the same redactor and artifact rules as the
-hook; a file remembered as imported whole (storage/import_memory.py) is not read again.
+hook, and the same refusal of a workspace holding another project; a file remembered as
+imported whole (storage/import_memory.py) is not read again.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from agent_journal.storage.segment_reader import PausedGC
 Progress = Callable[[int, int, str], None]
 
 
-def import_codex(ctx: Context, path: str, *, progress: Progress | None = None
-                 ) -> dict[str, Any]:
+def import_codex(ctx: Context, path: str, *, progress: Progress | None = None,
+                 other_project: bool = False) -> dict[str, Any]:
     try:
         fh = open(path, "rb")
     except OSError as exc:
@@ -37,4 +38,5 @@ def import_codex(ctx: Context, path: str, *, progress: Progress | None = None
             calls = list(read_codex_session(fh, redactor))
         except NotATranscriptError as exc:
             raise JournalError(f"{path}: {exc}; nothing imported") from None
-        return write_calls(ctx, path, calls, progress=progress, memory_key=key)
+        return write_calls(ctx, path, calls, progress=progress, memory_key=key,
+                           other_project=other_project)

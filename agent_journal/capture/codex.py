@@ -169,6 +169,8 @@ def _rollout(records: Iterator[tuple[int, dict[str, Any]]]) -> Iterator[dict[str
             git = payload.get("git")
             if isinstance(git, dict) and _str(git.get("branch")):
                 context["gitBranch"] = git["branch"]
+            if isinstance(git, dict) and _str(git.get("repository_url")):
+                context["gitRepository"] = git["repository_url"]
             continue
         if record["type"] == "compacted":
             said.add(COMPACT, payload.get("message"), ts, "compacted")

@@ -257,6 +257,9 @@ CODEX_SCOPE = Opt("scope", "--scope", "project: .codex/hooks.json; user: ~/.code
 MCP = Opt("mcp", "--mcp", "Also register `agent-journal mcp` as an MCP server at the same "
           "scope (.mcp.json for project, ~/.claude.json for local and user); uninstall "
           "removes it with the hooks.", kind=BARE)
+OTHER_PROJECT = Opt("other_project", "--other-project", "Import even when the workspace "
+                    "already holds observations from another project (a cwd neither the "
+                    "same folder nor inside or above it); a warning names both.", kind=BARE)
 CLAUDE_INSTALL = (PROJECT, CLAUDE_SCOPE, INSTALL_WORKSPACE, PLAIN_ROOT, DRY_RUN, MCP)
 CODEX_INSTALL = (PROJECT, CODEX_SCOPE, INSTALL_WORKSPACE, PLAIN_ROOT, DRY_RUN)
 
@@ -308,7 +311,7 @@ _add(Command(
     "import claude-code", "Replay a Claude Code session transcript's tool calls as "
     "observations (re-importing adds nothing).", "cmd_import_claude_code",
     args=(Arg("transcript", "The session's .jsonl file.", metavar="TRANSCRIPT"),),
-    opts=(READ_JSON,) + READ_COMMON,
+    opts=(READ_JSON, OTHER_PROJECT) + READ_COMMON,
 ))
 
 _add(Command(
@@ -317,7 +320,7 @@ _add(Command(
     "cmd_import_codex",
     args=(Arg("transcript", "The rollout .jsonl file or the saved stream.",
               metavar="FILE"),),
-    opts=(READ_JSON,) + READ_COMMON,
+    opts=(READ_JSON, OTHER_PROJECT) + READ_COMMON,
 ))
 
 _add(Command(

@@ -312,7 +312,9 @@ def cmd_import_codex(a: dict[str, Any]) -> int:
     from agent_journal.agents import codex_import
 
     progress = output.progress if sys.stderr is not None and sys.stderr.isatty() else None
-    report = codex_import.import_codex(_context(a), a["transcript"], progress=progress)
+    report = codex_import.import_codex(_context(a), a["transcript"], progress=progress,
+                                       other_project=bool(a["other_project"]))
+    _warn_other_project(report)
     _emit_action(a, report, "import_text")
     return 0
 
@@ -321,9 +323,19 @@ def cmd_import_claude_code(a: dict[str, Any]) -> int:
     from agent_journal.agents import claude_code_import
 
     progress = output.progress if sys.stderr is not None and sys.stderr.isatty() else None
-    report = claude_code_import.import_claude_code(_context(a), a["transcript"], progress=progress)
+    report = claude_code_import.import_claude_code(_context(a), a["transcript"], progress=progress,
+                                                   other_project=bool(a["other_project"]))
+    _warn_other_project(report)
     _emit_action(a, report, "import_text")
     return 0
+
+
+def _warn_other_project(report: dict[str, Any]) -> None:
+    from agent_journal.cli.render_actions import other_project_warning
+
+    warning = other_project_warning(report)
+    if warning is not None:
+        output.warn(warning)
 
 
 def cmd_get(a: dict[str, Any]) -> int:

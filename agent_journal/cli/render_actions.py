@@ -61,7 +61,23 @@ def import_text(report: dict[str, Any]) -> str:
     sessions = report.get("sessions") or []
     if sessions:
         out.append(f"{INDENT}" + _ids("sessions", sessions))
+    project = report.get("project")
+    if project:
+        extra = [v for v in (project.get("repository"), project.get("branch")) if v]
+        out.append(f"{INDENT}project {project['cwd']}"
+                   + (f" ({', '.join(extra)})" if extra else ""))
     return _text(out)
+
+
+def other_project_warning(report: dict[str, Any]) -> str | None:
+    """The line warning that an import mixed projects into one workspace, or None."""
+    other = report.get("otherProject")
+    if not other:
+        return None
+    project = report.get("project") or {}
+    return (f"{report['transcript']} is from project {project.get('cwd')} but workspace "
+            f"{report['workspace']} already held observations from {other}; imported "
+            "anyway (--other-project)")
 
 
 # -- compact -------------------------------------------------------------------------------

@@ -356,3 +356,31 @@ def observation_phases(ws: Workspace, ids: Iterable[str]) -> dict[str, tuple[set
         statuses.add(ev.data.get("status"))
         found[subject] = (statuses, max(latest, ev.ts))
     return found
+
+
+def latest_cwds(ws: Workspace, window: int) -> list[str]:
+    """The distinct cwds (`data.cwd` of a hook's capture, `data.transcript.cwd` of an
+    import's) named by each segment's `window` newest observations, the most recent
+    first: a walk back from the newest row, never a read of the whole segment. A segment
+    that cannot be read names none (read commands report it)."""
+    seen: dict[str, str] = {}
+    for segment in ws.segment_paths():
+        try:
+            conn = connect(segment, readonly=True)
+        except (sqlite3.Error, OSError):
+            continue
+        try:
+            rows = conn.execute(
+                "SELECT cwd, ts FROM (SELECT ts, coalesce("
+                "json_extract(CAST(body AS TEXT), '$.data.transcript.cwd'), "
+                "json_extract(CAST(body AS TEXT), '$.data.cwd')) AS cwd FROM events "
+                "WHERE type = 'observation' ORDER BY seq DESC LIMIT ?) "
+                "WHERE typeof(cwd) = 'text' AND cwd != ''", (window,)).fetchall()
+        except sqlite3.Error:
+            rows = []
+        finally:
+            conn.close()
+        for cwd, ts in rows:
+            if ts > seen.get(cwd, ""):
+                seen[cwd] = ts
+    return sorted(seen, key=lambda c: seen[c], reverse=True)
