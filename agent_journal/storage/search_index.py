@@ -719,9 +719,10 @@ def answer(ws: Workspace, terms: list[str], *, limit: int, kind: str | None,
             unmatched = [t for t in terms if not index.dfs.get(t)]
             unreadable, malformed = index.damage(ws)
             return hits, unmatched, unreadable, malformed
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, MemoryError) as exc:
             # Damage only a query reaches (say, a bad FTS page) is not trusted
-            # either: the index is thrown away and built again.
+            # either: the index is thrown away and built again. (A garbled FTS record
+            # can make SQLite answer SQLITE_NOMEM, which Python raises as MemoryError.)
             index.conn.close()
             discard(ws)
             if attempt:
