@@ -546,8 +546,14 @@ def test_a_damaged_index_is_rebuilt(j, damage):
 def test_a_corrupt_fts_record_met_by_a_query_is_rebuilt(j, where):
     _populate(j)
     good = _all_results(j)
+    import random
+
     conn = sqlite3.connect(j.index_file)
-    conn.execute(f"UPDATE wordindex_data SET block = randomblob(length(block)) WHERE {where}")
+    garble = random.Random(7)  # the same garbled bytes on every run
+    rows = conn.execute(f"SELECT id, length(block) FROM wordindex_data WHERE {where}").fetchall()
+    for row_id, size in rows:
+        conn.execute("UPDATE wordindex_data SET block = ? WHERE id = ?",
+                     (garble.randbytes(size or 0), row_id))
     conn.commit()
     conn.close()
     assert _all_results(j) == good
