@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -637,21 +638,29 @@ def test_a_failure_is_logged_under_this_hooks_root_not_an_earlier_ones(inproc, t
 
 # -- the spool: nothing captured is dropped ----------------------------------------------
 
-def test_a_hook_locked_out_spools_its_event_and_the_next_hook_journals_it(
-        inproc, cli, root, monkeypatch):
+@contextmanager
+def locked_out(inproc, root, monkeypatch):
+    """A journal whose one segment another writer keeps locked past the hooks' budget
+    (0.2 s here) for as long as the block runs."""
     from agent_journal.agents import claude_code_hook as hook_module
 
     assert inproc("hook", "claude-code", input=json.dumps(docs_payload("PreToolUse"))).code == 0
     segment = next((root / "workspaces").rglob("*.sqlite"))
     monkeypatch.setattr(hook_module, "WRITE_BUDGET_S", 0.2)
     holder = sqlite3.connect(segment, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")  # a writer that keeps the journal past the budget
+    holder.execute("BEGIN IMMEDIATE")
     try:
-        locked_out = docs_payload("PostToolUse") | {"tool_use_id": "toolu_spooled"}
-        assert inproc("hook", "claude-code", input=json.dumps(locked_out)).code == 0
+        yield
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def test_a_hook_locked_out_spools_its_event_and_the_next_hook_journals_it(
+        inproc, cli, root, monkeypatch):
+    with locked_out(inproc, root, monkeypatch):
+        spooled_call = docs_payload("PostToolUse") | {"tool_use_id": "toolu_spooled"}
+        assert inproc("hook", "claude-code", input=json.dumps(spooled_call)).code == 0
     spooled = list((root / "spool" / "ws").iterdir())
     assert len(spooled) == 1 and spooled[0].name.endswith(".event")
     assert spooled[0].stat().st_mode & 0o777 == 0o600
@@ -667,20 +676,10 @@ def test_a_hook_locked_out_spools_its_event_and_the_next_hook_journals_it(
 
 def test_a_spooled_event_whose_call_was_tombstoned_meanwhile_is_never_written(
         inproc, cli, root, monkeypatch):
-    from agent_journal.agents import claude_code_hook as hook_module
-
-    assert inproc("hook", "claude-code", input=json.dumps(docs_payload("PreToolUse"))).code == 0
-    segment = next((root / "workspaces").rglob("*.sqlite"))
-    monkeypatch.setattr(hook_module, "WRITE_BUDGET_S", 0.2)
-    holder = sqlite3.connect(segment, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    try:
+    with locked_out(inproc, root, monkeypatch):
         leak = docs_payload("PostToolUse") | {"tool_use_id": "toolu_leak",
                                               "tool_response": {"stdout": "LEAKMARKER"}}
         assert inproc("hook", "claude-code", input=json.dumps(leak)).code == 0
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
     assert cli("tombstone", "toolu_leak", "--reason", "leaked").code == 0
     later = docs_payload("PostToolUse") | {"tool_use_id": "toolu_after"}
     assert inproc("hook", "claude-code", input=json.dumps(later)).code == 0
@@ -716,19 +715,9 @@ def test_session_start_past_its_budget_gives_the_newest_work_and_says_so(cli, ro
 
 def test_session_start_says_when_captured_events_wait_in_the_spool(inproc, cli, root,
                                                                    monkeypatch):
-    from agent_journal.agents import claude_code_hook as hook_module
-
-    assert inproc("hook", "claude-code", input=json.dumps(docs_payload("PreToolUse"))).code == 0
-    segment = next((root / "workspaces").rglob("*.sqlite"))
-    monkeypatch.setattr(hook_module, "WRITE_BUDGET_S", 0.2)
-    holder = sqlite3.connect(segment, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    try:
+    with locked_out(inproc, root, monkeypatch):
         assert inproc("hook", "claude-code",
                       input=json.dumps(docs_payload("PostToolUse"))).code == 0
         start = inproc("hook", "claude-code", input=json.dumps(docs_payload("SessionStart")))
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
     context = json.loads(start.out)["hookSpecificOutput"]["additionalContext"]
     assert context.startswith("_Capture: ")

@@ -54,7 +54,7 @@ from agent_journal.storage.files import (
     open_private_new,
     write_file_atomic,
 )
-from agent_journal.storage.locks import FileLock
+from agent_journal.storage.locks import FileLock, process_alive
 from agent_journal.storage.remote import (
     ObjectMissing,
     ObjectUnusable,
@@ -142,7 +142,7 @@ def _stage(ws: Workspace, name: str, what: str) -> str:
     for entry in os.listdir(folder):
         if entry.startswith(f".{what}-"):
             pid = entry.split("-")[1]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not process_alive(int(pid)):
                 shutil.rmtree(os.path.join(folder, entry), ignore_errors=True)
     path = os.path.join(folder, f".{what}-{os.getpid()}-{os.urandom(4).hex()}")
     make_private_dirs(path)
@@ -173,22 +173,12 @@ def remove_dead_stages(ws: Workspace) -> list[str]:
     removed = []
     for path in found:
         pid = os.path.basename(path).split("-")[1]
-        if pid.isdigit() and _alive(int(pid)):
+        if pid.isdigit() and process_alive(int(pid)):
             continue
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # -- manifests ----------------------------------------------------------------------------

@@ -167,3 +167,15 @@ def remove_import_leftovers(ws: Workspace) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` still runs here (one this user may not signal counts as
+    running): what a claim or a staging folder named after its process is judged by."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -153,7 +153,7 @@ class Peek:
 
 def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
                  after: int = 0, marked: bool = False, cut: Cut | None = None,
-                 observations: bool = True) -> SegmentScan:
+                 observations: bool = True, entries_only: bool = False) -> SegmentScan:
     """Read and verify every row of one segment; damage is recorded, never raised.
 
     Rows read before a mid-file error are kept (a floor), and the segment is
@@ -164,6 +164,7 @@ def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
     `cut` (not with `peek`) reads only the rows inside it (storage/cut.py).
     `observations=False` (not with `peek`) verifies observation rows as a lazy
     read does but keeps none of them, so a damaged one is still reported.
+    `entries_only` (not with `peek` or `cut`) reads no observation row at all.
     """
     scan = SegmentScan()
     try:
@@ -186,6 +187,8 @@ def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
             _read_marked(conn, after, scan)
             return scan
         where, params = ("", ()) if cut is None else cut.sql(conn, path)
+        if entries_only:  # (not with `cut`)
+            where = "type != 'observation'"
         rows = conn.execute("SELECT seq, event_id, body, checksum, type, subject, ts "
                             f"FROM events {'WHERE ' + where if where else ''} ORDER BY seq",
                             params)
@@ -212,28 +215,7 @@ def read_entries(path: str) -> SegmentScan:
     """Every row of one segment but its observations (entries, invalidations,
     tombstones, checkpoints), each verified; SQLite skips the observation rows
     without handing them to Python. Damage is recorded, never raised."""
-    scan = SegmentScan()
-    try:
-        conn = open_segment_for_read(path)
-    except sqlite3.Error as exc:
-        scan.unreadable = describe_sqlite_error(exc)
-        return scan
-    try:
-        if never_initialised(conn):
-            return scan
-        rows = conn.execute("SELECT seq, event_id, body, checksum, type, subject, ts "
-                            "FROM events WHERE type != 'observation' ORDER BY seq")
-        for seq, event_id, body, digest, type_, subject, ts in rows:
-            try:
-                scan.events.append(codec.decode_checked(body, digest, event_id, type_,
-                                                        subject, ts))
-            except codec.MalformedEvent as exc:
-                scan.malformed.append((seq, str(exc)))
-    except sqlite3.Error as exc:
-        scan.unreadable = describe_sqlite_error(exc)
-    finally:
-        conn.close()
-    return scan
+    return read_segment(path, entries_only=True)
 
 
 def _read_peeked(conn: sqlite3.Connection, peek: Peek, after: int, scan: SegmentScan

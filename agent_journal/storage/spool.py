@@ -22,6 +22,7 @@ import os
 from agent_journal.core import codec
 from agent_journal.core.errors import SpoolFullError
 from agent_journal.storage.files import make_private_dirs, write_file_atomic
+from agent_journal.storage.locks import process_alive
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def _claim(where: str, name: str) -> str | None:
     base = name
     if name.startswith(CLAIM):
         pid, _, base = name[len(CLAIM):].partition("-")
-        if not pid.isdigit() or _alive(int(pid)):
+        if not pid.isdigit() or process_alive(int(pid)):
             return None
     mine = os.path.join(where, f"{CLAIM}{os.getpid()}-{base}")
     try:
@@ -147,15 +148,3 @@ def damaged(root_path: str, workspace: str) -> list[str]:
         return sorted(n for n in os.listdir(folder(root_path, workspace)) if n.endswith(".bad"))
     except (FileNotFoundError, NotADirectoryError):
         return []
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
