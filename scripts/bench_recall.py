@@ -137,14 +137,15 @@ def plain_command(command: str) -> str:
 
 
 def open_problem_lines(digest: str) -> list[str]:
-    """The lines of the digest's "Open problems" section, lowercased."""
+    """What each item of the digest's "Open problems" section says is failing (its line
+    up to ` -> `; not what it says was done since, nor the agent's words), lowercased."""
     lines, inside = [], False
     for line in digest.splitlines():
         if line.startswith("## "):
             inside = line.strip() == "## Open problems"
             continue
-        if inside:
-            lines.append(line.lower())
+        if inside and line.startswith("- "):
+            lines.append(line.split(" -> ")[0].lower())
     return lines
 
 

@@ -24,6 +24,10 @@ section, and the earlier messages leave those out. A file's line names what its 
 defined (files_touched `defines`). A failure's line (and an open run's) carries the first
 thing the agent said after it, before its next tool call (its diagnosis). The latest task
 list is a TodoWrite's or the one TaskCreate/TaskUpdate calls build (task_list.step).
+A resolved failure's line, and a fixed run's, say what was done after it until the call
+that resolved it (remedies.action_of: the first ACTIONS distinct actions); a fixed run's
+line says how its latest failing run failed and what the agent said right after it. The
+agent's messages, outcomes and diagnoses are condensed (condense.py), not clipped.
 """
 
 from __future__ import annotations
@@ -34,12 +38,15 @@ from agent_journal.core.derive import Derived
 from agent_journal.core.recovery import task_list
 from agent_journal.core.recovery.calls import Call, Ordered
 from agent_journal.core.recovery.commits import commits
+from agent_journal.core.recovery.condense import condense
 from agent_journal.core.recovery.conversation import conversation
 from agent_journal.core.recovery.failures import Failure, failures, is_lookup
 from agent_journal.core.recovery.files_touched import files_read, files_touched
 from agent_journal.core.recovery.instructions import standing_instructions
+from agent_journal.core.recovery.remedies import ACTIONS, action_of
 from agent_journal.core.recovery.test_runs import (
     SILENT_PASS,
+    FailedRun,
     RunMark,
     check_key,
     command_key,
@@ -196,6 +203,7 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     # A failure's diagnosis: the first assistant message after it with no tool call between.
     by_id = {f.call_id: f for f in problems}
     latest_call: str | None = None
+    said_after: dict[str, str] = {}  # a tool call -> the first message right after it
     steps = sorted([(c.ts, c.id, None) for c in tool_calls]
                    + [(m.ts, m.id, m.text) for m in said.assistant])
     for _, step_id, text in steps:
@@ -204,6 +212,8 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
         elif latest_call in by_id:
             if by_id[latest_call].diagnosis is None:
                 by_id[latest_call].diagnosis = clip_middle(text, 600)
+        if text is not None and latest_call is not None:
+            said_after.setdefault(latest_call, clip_middle(text, 600))
     open_ = Section("openProblems", "Open problems", "open problems")
     resolved = Section("resolvedProblems", "Resolved problems", "resolved problems",
                        "Failed, then a later run of the same call succeeded.")
@@ -217,7 +227,7 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
                 line += f"; first failure: {one_line(latest.first_failure, REASON_CHARS)}"
             told = by_id[r.call_id].diagnosis if r.call_id in by_id else None
             line += f" [{r.call_id}]\n" + (
-                f"  - the agent then: {one_line(told, DIAGNOSIS_CHARS)}\n" if told else "")
+                f"  - the agent then: {condense(told, DIAGNOSIS_CHARS)}\n" if told else "")
             open_.add({"kind": "testRun", "command": r.command, "callId": r.call_id,
                        "ts": r.ts, **latest.as_dict(), "diagnosis": told}, line)
     open_fails: list[Failure] = []
@@ -234,7 +244,21 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     lookups = Section("failedLookups", "Failed lookups", "failed lookups",
                       "Reads, searches and listings that found nothing; not problems.")
     lookups.fill(misses, lambda f: (_failure_item(f), _failure_line(f, with_id=True)))
-    resolved.fill(resolved_fails, lambda f: (_failure_item(f), _failure_line(f, with_id=False)))
+    order = {c.id: i for i, c in enumerate(tool_calls)}
+
+    def remedies(failed_id: str, until: str | None) -> list[str]:
+        """What was done after call `failed_id`, up to the call `until` (the end: None)."""
+        end = order[until] if until is not None else len(tool_calls)
+        actions: list[str] = []
+        for c in tool_calls[order[failed_id] + 1:end]:
+            action = action_of(c)
+            if action is not None and action not in actions and len(actions) < ACTIONS:
+                actions.append(action)
+        return actions
+
+    resolved.fill(resolved_fails, lambda f: (
+        _failure_item(f, remedies(f.call_id, f.resolved_by)),
+        _failure_line(f, with_id=False, then=remedies(f.call_id, f.resolved_by))))
     shown.update(f.call_id for f in open_fails[-CAPS["openProblems"]:])
     shown.update(f.call_id for f in resolved_fails[-CAPS["resolvedProblems"]:])
 
@@ -249,12 +273,20 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
                                               _run_mark(passes[-1]) if passes else None)
         latest = own[-1]
         before = own[-2] if len(own) > 1 else None
+        failing = [c for c in own if c.check is not None and not c.check.ok]
+        then = None
+        if failing:
+            last = failing[-1]
+            r.last_failed = FailedRun(last.check.summary, last.check.first_failure, last.ts,
+                                      last.id, said_after.get(last.id))
+            fixed_by = next((c.id for c in own if order[c.id] > order[last.id]), None)
+            then = remedies(last.id, fixed_by)
         r.passed_on_rerun = (
             before is not None and (latest.check is None or latest.check.ok)
             and check_key(command_key(latest.target or "")) == check_key(r.command)
             and before.check is not None and not before.check.ok
             and all(quiet(c) for c in everything[position[before.id] + 1:position[latest.id]]))
-        tests.add(*run_item(r))
+        tests.add(*run_item(r, then))
         shown.update(r.call_ids)
 
     git = commits(calls)
@@ -355,13 +387,13 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     outcomes = Section("outcomes", "What each request came to", "turns",
                        "The agent's last message before the user's next prompt.")
     for msg in turn_ends:
-        outcomes.add(_said_item(msg), f"- {hhmm(msg.ts)} {one_line(msg.text, OUTCOME_CHARS)}\n")
+        outcomes.add(_said_item(msg), f"- {hhmm(msg.ts)} {condense(msg.text, OUTCOME_CHARS)}\n")
     told = {m.id for m in turn_ends[-CAPS["outcomes"]:]}
     earlier = Section("earlierMessages", "Earlier assistant messages", "assistant messages")
     for msg in said.assistant[:-1]:
         if msg.id not in told:
             earlier.add(_said_item(msg),
-                        f"- {hhmm(msg.ts)} {one_line(msg.text, MESSAGE_CHARS)}\n")
+                        f"- {hhmm(msg.ts)} {condense(msg.text, MESSAGE_CHARS)}\n")
 
     rewound = Section("rewound", "Rewound prompts", "rewound prompts", REWOUND_NOTE)
     for p in said.abandoned_prompts:
@@ -373,8 +405,8 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
                             "result": _result_of(c)}, _call_line(c)))
 
     # Priority order, most important first: trimming starts from the end.
-    sections = [rules, asked, stopped, unfinished, open_, tests, commit_section, files,
-                live, outcomes, retracted, resolved, subagents, summaries, read_only,
+    sections = [rules, asked, stopped, unfinished, open_, outcomes, tests, commit_section,
+                files, live, retracted, resolved, subagents, summaries, read_only,
                 session_messages, earlier, rewound, recent, lookups]
     for section in sections:
         section.keep_latest()

@@ -247,6 +247,12 @@ def busy_journal(n: int = 120) -> list:
     return events
 
 
+def short_note(bound: int) -> str:
+    """The shortest note of what was left out (digest_page._assemble)."""
+    return (f"_More was left out to fit --max-chars {bound}: `agent-journal digest` "
+            "prints more._\n")
+
+
 def test_trims_least_important_first_and_says_so():
     events = busy_journal()
     full, full_report = build(events, max_chars=10**6)
@@ -263,7 +269,7 @@ def test_trims_least_important_first_and_says_so():
             # the note says what was left out, or (a bound too small for it) that more was
             assert (f"_Left out to fit --max-chars {bound}, least important first:" in markdown
                     or f"_More was left out to fit --max-chars {bound}" in markdown
-                    or len(markdown) + 60 > bound)
+                    or len(markdown) + len(short_note(bound)) > bound)
         # a section loses items above its floor only once every less important one is
         # down to its floor, and below its floor only once every less important one is empty
         for i, key in enumerate(order):

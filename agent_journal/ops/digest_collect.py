@@ -20,6 +20,7 @@ from agent_journal.core.codec import PeekOnlyEvent
 from agent_journal.core.derive import Derived
 from agent_journal.core.observation_fold import merge_spans, span_order
 from agent_journal.core.recovery.calls import Call, ordered
+from agent_journal.core.recovery.condense import condense
 from agent_journal.core.recovery.digest_fold import RECENT, TAIL, TASK, DigestFold
 from agent_journal.core.recovery.facts import event_facts
 from agent_journal.core.recovery.failures import is_lookup
@@ -144,7 +145,7 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
     commits, branch = _commits(fold)
     # Priority order, most important first: trimming starts from the end.
     sections = [_rules(fold), _asked(fold), _stopped(fold), _unfinished(fold), open_,
-                _tests(runs), commits, files, live, outcomes, retracted, resolved,
+                outcomes, _tests(fold, runs), commits, files, live, retracted, resolved,
                 _subagents(fold, shown), _summaries(fold), read_only, session_messages,
                 earlier, rewound, recent, lookups]
     for section in sections:
@@ -263,6 +264,7 @@ def _problems(fold: DigestFold, runs: list[Any]) -> tuple[Section, Section, Sect
     kept_open = fold.open_failures()
     problems = [f for f in kept_open if not is_lookup(f.tool, f.target)]
     misses = [f for f in kept_open if is_lookup(f.tool, f.target)]
+    then = fold.remedies.of
     open_.fill(problems, lambda f: (_failure_item(f), _failure_line(f, with_id=True)))
     lookups = Section("failedLookups", "Failed lookups", "failed lookups",
                       "Reads, searches and listings that found nothing; not problems.")
@@ -270,7 +272,8 @@ def _problems(fold: DigestFold, runs: list[Any]) -> tuple[Section, Section, Sect
     lookups.total = len(misses) + fold.failures.lookups_dropped()
     open_.total = fold.failures.visible_open + open_runs - lookups.total
     resolved.fill(fold.failures.resolved_failures(),
-                  lambda f: (_failure_item(f), _failure_line(f, with_id=False)))
+                  lambda f: (_failure_item(f, then(f.call_id)),
+                             _failure_line(f, with_id=False, then=then(f.call_id))))
     resolved.total = fold.failures.resolved_total
     return open_, resolved, lookups
 
@@ -282,17 +285,19 @@ def _open_run(fold: DigestFold, r: Any) -> tuple[dict[str, Any], str]:
         line += "; failing: " + ", ".join(latest.failing[:8])
     if latest.first_failure:
         line += f"; first failure: {one_line(latest.first_failure, REASON_CHARS)}"
-    said = fold.failures.diagnosis_of(r.call_id)
+    said = fold.failures.diagnosis_of(r.call_id) or (
+        r.last_failed.diagnosis if r.last_failed is not None else None)
     line += f" [{r.call_id}]\n" + (
-        f"  - the agent then: {one_line(said, DIAGNOSIS_CHARS)}\n" if said else "")
+        f"  - the agent then: {condense(said, DIAGNOSIS_CHARS)}\n" if said else "")
     return ({"kind": "testRun", "command": r.command, "callId": r.call_id, "ts": r.ts,
              **latest.as_dict(), "diagnosis": said}, line)
 
 
-def _tests(runs: list[Any]) -> Section:
+def _tests(fold: DigestFold, runs: list[Any]) -> Section:
     tests = Section("testRuns", "Test and check runs", "commands")
     for r in runs:
-        tests.add(*run_item(r))
+        failed = r.last_failed
+        tests.add(*run_item(r, fold.remedies.of(failed.call_id) if failed else None))
     return tests
 
 
@@ -400,13 +405,13 @@ def _said_by_the_agent(fold: DigestFold) -> tuple[Section, Section]:
     outcomes = Section("outcomes", "What each request came to", "turns",
                        "The agent's last message before the user's next prompt.")
     for msg in fold.outcomes.items:
-        outcomes.add(_said_item(msg), f"- {hhmm(msg.ts)} {one_line(msg.text, OUTCOME_CHARS)}\n")
+        outcomes.add(_said_item(msg), f"- {hhmm(msg.ts)} {condense(msg.text, OUTCOME_CHARS)}\n")
     outcomes.total = fold.outcomes.total
     told = {m.id for m in fold.outcomes.items[-CAPS["outcomes"]:]} - {last.id if last else ""}
     earlier = Section("earlierMessages", "Earlier assistant messages", "assistant messages")
     for msg in fold.assistant.items[:-1]:
         if msg.id not in told:
             earlier.add(_said_item(msg),
-                        f"- {hhmm(msg.ts)} {one_line(msg.text, MESSAGE_CHARS)}\n")
+                        f"- {hhmm(msg.ts)} {condense(msg.text, MESSAGE_CHARS)}\n")
     earlier.total = max(fold.assistant.total - 1 - len(told), 0)
     return outcomes, earlier

@@ -17,6 +17,7 @@ from __future__ import annotations
 from agent_journal.core.anchors import EXTERNAL, PURGED, TOMBSTONED, UNKNOWN, anchor_report
 from agent_journal.core.derive import INVALIDATED, Derived
 from agent_journal.core.model import ENTRY_FIELDS
+from agent_journal.core.recovery.condense import condense
 from agent_journal.ops.digest_md import clip, code, hhmm, one_line, quote
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
@@ -210,9 +211,11 @@ def _said_item(said: Any) -> dict[str, Any]:
             "text": said.text, "chars": said.chars, "agent": said.agent}
 
 
-def run_item(r: TestRun) -> tuple[dict[str, Any], str, Any, str]:
+def run_item(r: TestRun, then: list[str] | None = None
+             ) -> tuple[dict[str, Any], str, Any, str]:
     """A command's run line (item, Markdown, no shrink, the line without earlier runs):
-    its latest run, then the earlier runs it keeps (test_runs.earlier_runs)."""
+    its latest run, then the earlier runs it keeps (test_runs.earlier_runs); a run fixed
+    since it failed says how it failed, what was done after, and what the agent said."""
     state = "passing" if r.passing else "FAILING"
     extra = f"; fixed after {r.failed_runs} failing run(s)" if r.fixed else ""
     if r.passed_on_rerun:
@@ -226,7 +229,7 @@ def run_item(r: TestRun) -> tuple[dict[str, Any], str, Any, str]:
                 f"{hhmm(r.ts)} ({one_line(r.latest.summary, 120)}); "
                 f"{code(one_line(maybe.summary, TARGET_CHARS))} passed at {hhmm(maybe.ts)}, "
                 f"which may cover it ({r.runs} run(s))\n")
-    earlier = ""
+    earlier = _fixed_md(r, then) if r.fixed and r.last_failed is not None else ""
     if r.last_passed is not None:
         earlier += (f"  - last passing run ({hhmm(r.last_passed.ts)}): "
                     f"{one_line(r.last_passed.summary, HISTORY_CHARS)}\n")
@@ -239,9 +242,25 @@ def run_item(r: TestRun) -> tuple[dict[str, Any], str, Any, str]:
             "lastPassed": None if r.last_passed is None else r.last_passed.as_dict(),
             "firstRun": None if r.first is None else r.first.as_dict(),
             "passedOnRerun": r.passed_on_rerun,
+            "lastFailed": None if r.last_failed is None else {
+                **r.last_failed.as_dict(), "then": list(then or ())},
             "maybeCoveredBy": None if maybe is None else {
                 "command": maybe.summary, "ts": maybe.ts, "callId": maybe.call_id}}
     return item, line + earlier, None, line
+
+
+def _fixed_md(r: TestRun, then: list[str] | None) -> str:
+    """How a fixed run last failed (its first failure line, else its summary), what was
+    done after, and the agent's words right after it."""
+    failed = r.last_failed
+    assert failed is not None
+    what = failed.first_failure or failed.summary
+    line = f"  - was failing ({hhmm(failed.ts)}): {one_line(what, REASON_CHARS)}"
+    if then:
+        line += "; then: " + "; ".join(then)
+    if failed.diagnosis:
+        line += f"; the agent said: {condense(failed.diagnosis, DIAGNOSIS_CHARS)}"
+    return line + "\n"
 
 
 def _change_md(change: list[str | None] | None) -> str:
@@ -317,13 +336,14 @@ def _call_item(c: Call) -> dict[str, Any]:
             "exitCode": c.get("exit"), "ts": c.ts, "session": c.session}
 
 
-def _failure_item(f: Failure) -> dict[str, Any]:
+def _failure_item(f: Failure, then: list[str] | None = None) -> dict[str, Any]:
     return {"id": f.call_id, "tool": f.tool, "target": f.target, "kind": f.kind,
             "reason": f.reason, "exitCode": f.exit_code, "ts": f.ts, "words": f.words,
-            "resolvedBy": f.resolved_by, "failing": list(f.failing), "diagnosis": f.diagnosis}
+            "resolvedBy": f.resolved_by, "failing": list(f.failing), "diagnosis": f.diagnosis,
+            "then": list(then or ())}
 
 
-def _failure_line(f: Failure, *, with_id: bool) -> str:
+def _failure_line(f: Failure, *, with_id: bool, then: list[str] | None = None) -> str:
     tool = f.tool or "call"
     what = f"{tool} {code(one_line(f.target, TARGET_CHARS))}" if f.target else tool
     if f.description and f.tool == "Bash":
@@ -340,7 +360,9 @@ def _failure_line(f: Failure, *, with_id: bool) -> str:
         reason += "; failing: " + one_line(", ".join(f.failing[:6]), REASON_CHARS)
     if f.first_failure and f.first_failure != f.reason:
         reason += f"; first failure: {one_line(f.first_failure, REASON_CHARS)}"
+    if then:
+        reason += "; then: " + "; ".join(then)
     ident = f" [{f.call_id}]" if with_id else ""
-    said = f"\n  - the agent then: {one_line(f.diagnosis, DIAGNOSIS_CHARS)}" if f.diagnosis \
+    said = f"\n  - the agent then: {condense(f.diagnosis, DIAGNOSIS_CHARS)}" if f.diagnosis \
         else ""
     return f"- {hhmm(f.ts)} {what} -> {head}{reason}{ident}{said}\n"

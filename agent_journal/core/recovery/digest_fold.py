@@ -22,6 +22,7 @@ from agent_journal.core.recovery.conversation import Said, repeats, said_of
 from agent_journal.core.recovery.failures import FailuresFold
 from agent_journal.core.recovery.files_touched import FilesFold, ReadsFold
 from agent_journal.core.recovery.instructions import InstructionsFold
+from agent_journal.core.recovery.remedies import RemediesFold
 from agent_journal.core.recovery.test_runs import TestRunsFold
 
 TYPE_CHECKING = False
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 # Bump whenever what `packed` holds or how `step` folds changes: a fold kept by another
 # version is thrown away with the cache that kept it (storage/digest_cache.py).
-FOLD_VERSION = "11"
+FOLD_VERSION = "12"
 TAIL = 200
 # How many of each the digest can show (ops.digest.CAPS keeps to these).
 # (The assistant messages kept cover the earlier ones shown after the outcomes shown are
@@ -131,6 +132,7 @@ class DigestFold:
         self.runs = TestRunsFold(keep_ids=False)
         self.failures = FailuresFold(KEEP["failures"] if bound else None)
         self.failure_marks: dict[str, int] = {}  # failure call id -> SHOWN | TASK | RECENT
+        self.remedies = RemediesFold()  # what was done after each failure and failing run
         self.git = GitFold(KEEP["git"] if bound else None)
         self.merge_marks: dict[str, int] = {}  # merge call id -> its mark, while it waits
         self.files = FilesFold(keep_ids=False)
@@ -161,6 +163,7 @@ class DigestFold:
         joined = self.runs.step(call)
         # An open failure of a test or check run shows with its run.
         failure = self.failures.step(call, hidden=joined, covered=self.runs.covered)
+        self._remedies(call, failure)
         listed = self.git.step(call)
         for merge in self.git.named:
             self._shown_later(merge)
@@ -178,6 +181,8 @@ class DigestFold:
             self.failure_marks[call.id] = mark
             self.after_failure = call.id
             self._prune_failures()
+        elif self.runs.just_failed is not None:
+            self.after_failure = call.id
         if call.get("merged"):
             self.merge_marks[call.id] = mark
             if len(self.merge_marks) > 64:
@@ -224,6 +229,7 @@ class DigestFold:
                 self.turn_end = said
                 if self.after_failure is not None:
                     self.failures.diagnose(self.after_failure, said.text)
+                    self.runs.diagnose(said.text)
         elif kind == "compact_summary":
             if said.source == "summary":
                 self.titles.append(said)
@@ -239,6 +245,22 @@ class DigestFold:
             if self.tail is not None and len(self.meta) > KEEP["meta"]:
                 # Only the latest texts show; one said again counts once all the same.
                 del self.meta[next(iter(self.meta))]
+
+    def _remedies(self, call: Call, failure: Failure | None) -> None:
+        """What was done after each failure: a failure (or failing run) the call resolved
+        is no longer watched; the call is an action of those still open; a new one is
+        watched from now on."""
+        remedies = self.remedies
+        for settled in (self.failures.settled, self.runs.settled):
+            for failure_id in settled:
+                remedies.settle(failure_id)
+        remedies.step(call)
+        if failure is not None or self.runs.just_failed is not None:
+            remedies.watch(call.id)
+            if len(remedies) > 4 * KEEP["failures"] + len(self.runs.failing) + 64:
+                keep = set(self.failures.open) | self.runs.failed_ids() | {
+                    f.call_id for f in self.failures.resolved_failures()}
+                remedies.forget(keep)
 
     def _shown_later(self, call_id: str) -> None:
         """A merge a later listing named: its call is shown with its commit from now on."""
@@ -331,7 +353,7 @@ class DigestFold:
             {k: _pack_said(v) for k, v in self.last_said.items()},
             self.outcomes.packed(_pack_said),
             None if self.turn_end is None else _pack_said(self.turn_end), self.after_failure,
-            self.task_table,
+            self.task_table, self.remedies.packed(),
         ]
 
     @classmethod
@@ -340,7 +362,7 @@ class DigestFold:
          titles, subagent_results, rewound, meta, meta_texts, calls_since, prompts_since,
          last_actions, plan, todo, unfinished, runs, failures, failure_marks, git,
          merge_marks, files, reads, tasks, recent, last_said, outcomes, turn_end,
-         after_failure, task_table) = packed
+         after_failure, task_table, remedies) = packed
         fold = cls(tail)
         fold.sessions = set(sessions)
         fold.cwd = cwd
@@ -374,4 +396,5 @@ class DigestFold:
         fold.turn_end = None if turn_end is None else _said(turn_end)
         fold.after_failure = after_failure
         fold.task_table = {k: list(v) for k, v in task_table.items()}
+        fold.remedies = RemediesFold.unpacked(remedies)
         return fold

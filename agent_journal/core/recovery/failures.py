@@ -28,7 +28,7 @@ from agent_journal.core.recovery.test_runs import (
     core,
     run_key,
 )
-from agent_journal.core.recovery.text import clip_middle
+from agent_journal.core.recovery.text import DIAGNOSIS_CHARS, clip_middle
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 ERROR = "error"
-DIAGNOSIS_CHARS = 600  # of the agent's words kept after a failure
 TRACEBACK = "traceback"
 _RUNS_PYTHON = re.compile(r"\bpython[\d.]*\b|\b(?:uv|poetry|pipenv|pdm|hatch) run\b")
 
@@ -142,7 +141,7 @@ class FailuresFold:
     of its key does not); of the resolved ones the latest N by their own (ts, id)."""
 
     __slots__ = ("open", "waiting", "stuck", "dropped", "visible_open", "resolved",
-                 "resolved_total", "keep", "n", "chains")
+                 "resolved_total", "keep", "n", "chains", "settled")
 
     def __init__(self, keep: int | None = None) -> None:
         # call id -> [order, failure, hidden, key]: the open failures kept
@@ -159,11 +158,13 @@ class FailuresFold:
         # open failure of an `a && b` chain -> the run keys of its commands that have not
         # succeeded since: it is resolved once each of them has.
         self.chains: dict[str, list[str]] = {}
+        self.settled: list[str] = []  # the failures the latest step resolved
 
     def step(self, call: Call, hidden: bool = False, covered: Iterable[str] = ()
              ) -> Failure | None:
         """Fold in one call; the failure it is, if it is one. `covered` holds the run keys
         of the failing commands this passing run counts for (TestRunsFold.covered)."""
+        self.settled = []
         if not call.is_tool_call or call.unfinished:
             return None
         if call.failed and call.get("noop"):
@@ -223,6 +224,7 @@ class FailuresFold:
         order, failure, was_hidden, _ = self.open.pop(call_id)
         self.chains.pop(call_id, None)
         failure.resolved_by = by
+        self.settled.append(call_id)
         self._resolve(order, failure, was_hidden)
 
     def _chains_step(self, succeeded: set[str | None], by: str) -> None:

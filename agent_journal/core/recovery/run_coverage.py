@@ -153,6 +153,39 @@ def covers_any(broad: str, narrow: str) -> bool:
     return all(any(b == n or covers(b, n) for b in b_runs) for n in n_runs)
 
 
+# Where a command's text divides into the commands it runs: chains, pipes, sequences,
+# subshells and command substitutions; a redirection is no part of an invocation.
+_PIECES = re.compile(r"&&|\|\||[;|\n()`]|\$\(|\bdo\b|\bthen\b|\belse\b")
+_REDIRECT = re.compile(r"\s\d?>&?\d?\S*|\s\d?>\s*\S+")
+_QUOTED = re.compile(r"\"[^\"\n]*\"|'[^'\n]*'")
+_RUNNER_HINT = re.compile(r"\b(?:pytest|py\.test|go test|cargo test|bun test|jest|vitest|"
+                          r"(?:npm|pnpm|yarn) (?:run )?test)\b")
+
+
+def embedded_runs(command: str) -> list[str]:
+    """The plain runner invocations anywhere in a shell command: in a loop, a command
+    substitution, a subshell, a pipeline (`out=$(cd src && go test ./... | grep FAIL)`
+    holds `go test ./...`), redirections dropped, each quoted word read as one word `Q`
+    (a quoted `-run "A|B"` filters, whatever it says). A part with globs or anything
+    else that is no plain invocation is left out."""
+    if not _RUNNER_HINT.search(command):
+        return []
+    runs = []
+    for part in _PIECES.split(_QUOTED.sub("Q", command)):
+        part = " ".join(_REDIRECT.sub(" ", " " + part).split())
+        if part and _selection(part) is not None:
+            runs.append(part)
+    return runs
+
+
+def holds_runs(broad: list[str], narrow: str) -> bool:
+    """Whether the runs `broad` holds take in every plain run of the command `narrow`
+    (the same invocation, or one whose selection holds it); False when `narrow` holds
+    no plain run."""
+    wanted = embedded_runs(narrow)
+    return bool(wanted) and all(any(b == n or covers(b, n) for b in broad) for n in wanted)
+
+
 def _runs_in(command: str, *, chained: bool) -> tuple[str | None, list[str]]:
     """(the folder a leading `cd` moves to, the plain runner invocations). With `chained`
     only an `a && b` chain (or a pipeline's head) counts: what ran after a `;` or `||`

@@ -33,6 +33,7 @@ from functools import lru_cache
 from agent_journal.core.recovery.calls import Call, ordered
 from agent_journal.core.recovery.record import Record
 from agent_journal.core.recovery.run_summary import RunSummary
+from agent_journal.core.recovery.text import DIAGNOSIS_CHARS, clip_middle
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -169,15 +170,34 @@ def quiet(call: Call) -> bool:
     return call.tool == "Bash" and bool(call.get("reads")) and not call.get("fileOps")
 
 
+class FailedRun(Record):
+    """A command's latest failing run: what it reported, its first failure line, and
+    what the agent said right after it (its diagnosis), if anything."""
+
+    __slots__ = ("summary", "first_failure", "ts", "call_id", "diagnosis")
+    DEFAULTS = {"diagnosis": None}
+    summary: str
+    first_failure: str | None
+    ts: str
+    call_id: str
+    diagnosis: str | None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"summary": self.summary, "firstFailure": self.first_failure, "ts": self.ts,
+                "callId": self.call_id, "diagnosis": self.diagnosis}
+
+
 class TestRun(Record):
     """The history of one command that ran tests or a checker; `last_passed` and
     `first` are the earlier runs its line shows (earlier_runs); `passed_on_rerun` says
-    its latest run passed right after a failing one with only quiet calls between."""
+    its latest run passed right after a failing one with only quiet calls between;
+    `last_failed` is its latest failing run."""
 
     __slots__ = ("command", "latest", "call_id", "ts", "runs", "failed_runs", "fixed",
-                 "call_ids", "last_passed", "first", "passed_on_rerun", "maybe_covered_by")
+                 "call_ids", "last_passed", "first", "passed_on_rerun", "maybe_covered_by",
+                 "last_failed")
     DEFAULTS = {"call_ids": list, "last_passed": None, "first": None,
-                "passed_on_rerun": False, "maybe_covered_by": None}
+                "passed_on_rerun": False, "maybe_covered_by": None, "last_failed": None}
 
     command: str
     latest: RunSummary
@@ -193,6 +213,7 @@ class TestRun(Record):
     # A wrapper (make test, mise run test...) that passed after the latest failing run:
     # suggestive, not proof (wrappers.py). Its summary is the wrapper's command.
     maybe_covered_by: RunMark | None
+    last_failed: FailedRun | None
 
     @property
     def passing(self) -> bool:
@@ -215,13 +236,15 @@ class TestRunsFold:
     first and latest passing runs as RunMarks); with `keep_ids` each history also keeps
     every call id that took part in it."""
 
-    __slots__ = ("history", "keys", "shown", "keep_ids", "covered", "changes", "failing")
+    __slots__ = ("history", "keys", "shown", "keep_ids", "covered", "changes", "failing",
+                 "just_failed", "settled")
 
     def __init__(self, keep_ids: bool = True) -> None:
         # run key -> [latest call, runs, failed runs, call ids, runner, first run, latest
         # passing run, `changes` after its latest run when that failed (else None), whether
         # the latest run passed on a re-run, the wrapper run that may cover its latest
-        # failing run (else None)]; a summary is built for the latest run only (a busy
+        # failing run (else None), its latest failing run as FailedRun fields (else
+        # None)]; a summary is built for the latest run only (a busy
         # journal holds many runs of few commands), the runs as [summary, ts, id, ok].
         self.history: dict[str, list[Any]] = {}
         # The keys whose latest run failed, in no particular order: what a passing run
@@ -233,16 +256,22 @@ class TestRunsFold:
         # The run keys the latest step counted as passing runs by coverage (not state).
         self.covered: list[str] = []
         self.changes = 0  # how many calls so far were not quiet
+        # The run key whose latest run the latest tool call was, when that run failed:
+        # what the agent says next is its diagnosis (diagnose).
+        self.just_failed: str | None = None
+        self.settled: list[str] = []  # the failing runs the latest step made pass
 
     def step(self, call: Call) -> bool:
         """Fold in one call (or something said); whether it took part in some command's
         run history."""
         self.covered = []
+        self.settled = []
         before = self.changes
         if not quiet(call):
             self.changes += 1
         if not call.is_tool_call:
             return False
+        self.just_failed = None
         raw = call.facts.get("check")
         if not isinstance(raw, dict) and not call.succeeded:
             return False
@@ -279,9 +308,11 @@ class TestRunsFold:
             mark = _mark(call)
             history[key] = [call, 1, 0 if ok else 1, [call.id] if self.keep_ids else [],
                             runner, mark, mark if ok else None,
-                            None if ok else self.changes, False, None]
+                            None if ok else self.changes, False, None,
+                            None if ok else _failed(call)]
             if not ok:
                 self.failing[key] = None
+                self.just_failed = key
             return True
         rerun = ok and seen[7] == before  # seen[7] is None unless its latest run failed
         self._add(key, seen, call, ok)
@@ -297,11 +328,14 @@ class TestRunsFold:
         if ok:
             seen[6] = _mark(call)
             seen[7] = None
-            self.failing.pop(key, None)
+            if self.failing.pop(key, 0) is None and seen[10] is not None:
+                self.settled.append(seen[10][3])
         else:
             seen[2] += 1
             seen[7] = self.changes
+            seen[10] = _failed(call)
             self.failing[key] = None
+            self.just_failed = key
         if self.keep_ids:
             seen[3].append(call.id)
 
@@ -332,13 +366,22 @@ class TestRunsFold:
 
     def _maybe_cover(self, call: Call, key: str, command: str) -> None:
         """A passing wrapper (`make test`, `mise run test:integration`) may cover the
-        failing runs of its kind in its directory or below: noted, never counted as a
-        pass (wrappers.py)."""
+        failing runs of its kind in its directory or below, and so may a passing command
+        that printed no runner summary but holds runs of the same runner taking in the
+        failing one's (`for c in ...; do out=$(go test ./... | grep FAIL); ...`): noted,
+        never counted as a pass (wrappers.py)."""
         from agent_journal.core.recovery.wrappers import may_cover, wrapper_scope
 
         scope = wrapper_scope(command)
+        held: list[str] = []
         if scope is None:
-            return
+            if isinstance(call.facts.get("check"), dict):
+                return  # it printed its own verdict: that counts, or it does not
+            from agent_journal.core.recovery.run_coverage import embedded_runs
+
+            held = embedded_runs(call.target or "")
+            if not held:
+                return
         cwd = call.get("cwd") or ""
         for other in self.failing:
             seen = self.history[other]
@@ -348,13 +391,32 @@ class TestRunsFold:
             where = latest.get("cwd") or ""
             if cwd and where and where != cwd and not where.startswith(cwd.rstrip("/") + "/"):
                 continue
-            if may_cover(scope, latest.check.runner):
+            if scope is not None and may_cover(scope, latest.check.runner) or \
+                    held and self._holds(held, latest):
                 seen[9] = [command, call.ts, call.id, True]
+
+    @staticmethod
+    def _holds(held: list[str], latest: Call) -> bool:
+        from agent_journal.core.recovery.run_coverage import holds_runs
+
+        return holds_runs(held, latest.target or "")
+
+    def diagnose(self, text: str) -> None:
+        """What the agent said right after the latest tool call, a failing run: kept on
+        that run as its diagnosis (the first said)."""
+        key = self.just_failed
+        failed = self.history[key][10] if key is not None else None
+        if failed is not None and failed[4] is None:
+            failed[4] = clip_middle(text, DIAGNOSIS_CHARS)
+
+    def failed_ids(self) -> set[str]:
+        """The call ids of each command's latest failing run."""
+        return {h[10][3] for h in self.history.values() if h[10] is not None}
 
     def result(self) -> list[TestRun]:
         runs = []
-        for key, (call, count, failed, ids, runner, first, passed, _, rerun, maybe) in \
-                self.history.items():
+        for key, (call, count, failed, ids, runner, first, passed, _, rerun, maybe, last_failed
+                  ) in self.history.items():
             latest = call.check
             if latest is None:  # a silent successful run of a command with a history
                 latest = RunSummary(str(runner), True, SILENT_PASS)
@@ -362,17 +424,18 @@ class TestRunsFold:
                 latest, call.id, RunMark(*first), None if passed is None else RunMark(*passed))
             runs.append(TestRun(self.shown[key], latest, call.id, call.ts, count, failed,
                                 latest.ok and failed > 0, list(ids), last_passed, first_run,
-                                rerun, None if maybe is None else RunMark(*maybe)))
+                                rerun, None if maybe is None else RunMark(*maybe),
+                                None if last_failed is None else FailedRun(*last_failed)))
         return sorted(runs, key=lambda r: (r.ts, r.call_id))
 
     def packed(self) -> list[Any]:
         return [{k: [v[0].fields(), *v[1:]] for k, v in self.history.items()}, self.shown,
-                self.changes]
+                self.changes, self.just_failed]
 
     @classmethod
     def unpacked(cls, packed: list[Any]) -> TestRunsFold:
         fold = cls(keep_ids=False)
-        history, fold.shown, fold.changes = packed
+        history, fold.shown, fold.changes, fold.just_failed = packed
         fold.history = {k: [Call(*v[0]), *v[1:]] for k, v in history.items()}
         fold.failing = {k: None for k, v in fold.history.items() if _failing(v[0])}
         return fold
@@ -386,6 +449,16 @@ def same_runner_files(broad: str, narrow: str) -> bool:
     from agent_journal.core.recovery.run_coverage import same_files
 
     return same_files(broad, narrow)
+
+
+def _failed(call: Call) -> list[Any]:
+    """A failing run as kept in the state: FailedRun's fields, no diagnosis yet."""
+    raw = call.facts.get("check")
+    if not isinstance(raw, dict):
+        return [str(call.get("reason") or "failed"), None, call.ts, call.id, None]
+    first = raw.get("firstFailure")
+    return [str(raw["summary"]), None if first is None else str(first), call.ts, call.id,
+            None]
 
 
 def _mark(call: Call) -> list[Any]:

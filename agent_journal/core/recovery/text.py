@@ -8,6 +8,8 @@ between them (the tail a third of the room), never longer than the limit.
 
 from __future__ import annotations
 
+DIAGNOSIS_CHARS = 600  # of the agent's words kept after a failure (its diagnosis)
+
 
 def clip(text: str, limit: int) -> str:
     """`text` cut at a word boundary to at most `limit` characters, marked with `…`."""

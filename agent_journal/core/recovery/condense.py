@@ -1,0 +1,67 @@
+"""An agent's long message cut to a bound by keeping its densest sentences, not its head.
+
+Invariants: `condense(text, limit)` returns the text on one line unchanged when it fits;
+else whole sentences of it (a line, a list item, or a sentence of a paragraph), in their
+order, joined by ` … `, never longer than `limit`. The first sentence is always kept (it
+says what the message is about, clipped to a third of the room); the rest
+are chosen by density: the names a reader can look up (code spans, paths, identifiers
+with a dot, an underscore, inner capitals or digits, hashes, numbers) per character, the
+densest first, so a sentence that names `setConfigFlag` in `config_export_image.go` wins
+over one that says "Getting there turned up two things worth reporting." Pure: the same
+text and limit give the same answer.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent_journal.core.recovery.text import clip
+
+JOIN = " … "
+_LINE = re.compile(r"\s*\n\s*")
+_SENTENCE = re.compile(r"(?<=[.!?:])\s+(?=[A-Z`*\[(\"'])")
+_CODE = re.compile(r"`[^`\n]+`")
+_NAME = re.compile(r"[A-Za-z0-9_$-]*(?:[._/\\:#][A-Za-z0-9_$-]+)+|[a-z]+[A-Z]\w*|[A-Z]{2,}\w*"
+                   r"|\w*_\w+|\b[0-9a-f]{7,40}\b|\b\d[\d.,]*%?")
+_MARKUP = re.compile(r"^(?:[-*+]|\d+[.)]|#+)\s+")
+
+
+def condense(text: str, limit: int) -> str:
+    """`text` within `limit` characters: its first sentence and its densest others."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    pieces = sentences(text)
+    if len(pieces) < 2:
+        return clip(flat, limit)
+    first = clip(pieces[0], max(limit // 3, 1))
+    room = limit - len(first)
+    order = sorted(range(1, len(pieces)), key=lambda i: (-density(pieces[i]), i))
+    chosen: list[int] = []
+    for i in order:
+        cost = len(pieces[i]) + len(JOIN)
+        if cost <= room and density(pieces[i]) > 0:
+            chosen.append(i)
+            room -= cost
+    kept = [first] + [pieces[i] for i in sorted(chosen)]
+    return JOIN.join(kept) if chosen else clip(flat, limit)
+
+
+def sentences(text: str) -> list[str]:
+    """The message's lines (list markers and heading marks dropped), each split into its
+    sentences; empty ones left out."""
+    out: list[str] = []
+    for line in _LINE.split(text.strip()):
+        line = _MARKUP.sub("", line.strip())
+        if not line or set(line) <= set("-*_=`#> |"):
+            continue
+        out.extend(s.strip() for s in _SENTENCE.split(line) if s.strip())
+    return out
+
+
+def density(sentence: str) -> float:
+    """Names a reader can look up, per character (code spans count double)."""
+    codes = _CODE.findall(sentence)
+    rest = _CODE.sub(" ", sentence)
+    names = len(_NAME.findall(rest))
+    return (2 * len(codes) + names) / (len(sentence) + 40)
