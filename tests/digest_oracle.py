@@ -89,7 +89,7 @@ from agent_journal.ops.digest_lines import (
     _retracted_entry,
     _said_item,
     _todo_line,
-    path_base,
+    list_bases,
     run_item,
 )
 from agent_journal.ops.digest_md import code, hhmm, one_line, quote
@@ -330,7 +330,7 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     read = files_read(tool_calls, touched)
     # Paths are shown relative to where the work is (the session's folder, or the one
     # folder every file lies in: a worktree elsewhere).
-    base = path_base(cwd, [f.path for f in touched] + [f.path for f in read])
+    base, read_base = list_bases(cwd, [f.path for f in touched], [f.path for f in read])
     files.intro = f"Paths relative to {code(base)}." if base else None
     files.fill(touched, lambda f: (
         {"path": f.path, "state": f.state, "changes": f.changes, "lastTs": f.last_ts,
@@ -342,10 +342,11 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
         + (f"; defines {', '.join(f.defines)}" if f.defines else "")
         + (_change_md(f.last_change) if f.path in with_change else "") + "\n"))
 
-    read_only = Section("filesRead", "Files read, not changed", "lines of files", files.intro)
-    read_only.fill(_read_lines(read, base), lambda group: (
+    read_only = Section("filesRead", "Files read, not changed", "lines of files",
+                        f"Paths relative to {code(read_base)}." if read_base else None)
+    read_only.fill(_read_lines(read, read_base), lambda group: (
         {"files": [f.path for f in group], "lastTs": group[-1].last_ts},
-        "- " + ", ".join(_relative(f.path, base) for f in group) + "\n"))
+        "- " + ", ".join(_relative(f.path, read_base) for f in group) + "\n"))
 
     subagents = Section("subagents", "Subagent results", "subagent results")
     for res in said.subagent_results:

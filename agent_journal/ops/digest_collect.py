@@ -58,7 +58,7 @@ from agent_journal.ops.digest_lines import (
     _retracted_entry,
     _said_item,
     _todo_line,
-    path_base,
+    list_bases,
     run_item,
 )
 from agent_journal.ops.digest_md import code, hhmm, one_line, quote
@@ -337,14 +337,14 @@ def _commits(fold: DigestFold) -> tuple[Section, str | None]:
 
 
 def _files(fold: DigestFold) -> tuple[Section, Section]:
-    """Files changed and files only read, relative to where the work is (the session's
-    folder, or the one folder every file lies in: a worktree elsewhere)."""
+    """Files changed and files only read, each list relative to where its files are (the
+    session's folder, or the one folder every file of it lies in: a worktree elsewhere)."""
     files = Section("files", "Files changed", "files")
     touched = fold.files.result()
     # What the latest edit did, for the files changed last (where a resuming agent looks).
     with_change = {f.path for f in touched[-CHANGED_LINES:]}
     read = fold.reads.result(fold.files.files)
-    base = path_base(fold.cwd, [f.path for f in touched] + [f.path for f in read])
+    base, read_base = list_bases(fold.cwd, [f.path for f in touched], [f.path for f in read])
     files.intro = f"Paths relative to {code(base)}." if base else None
     files.fill(touched, lambda f: (
         {"path": f.path, "state": f.state, "changes": f.changes, "lastTs": f.last_ts,
@@ -355,10 +355,11 @@ def _files(fold: DigestFold) -> tuple[Section, Section]:
         f"({f.changes} change(s), last {hhmm(f.last_ts)})"
         + (f"; defines {', '.join(f.defines)}" if f.defines else "")
         + (_change_md(f.last_change) if f.path in with_change else "") + "\n"))
-    read_only = Section("filesRead", "Files read, not changed", "lines of files", files.intro)
-    read_only.fill(_read_lines(read, base), lambda group: (
+    read_only = Section("filesRead", "Files read, not changed", "lines of files",
+                        f"Paths relative to {code(read_base)}." if read_base else None)
+    read_only.fill(_read_lines(read, read_base), lambda group: (
         {"files": [f.path for f in group], "lastTs": group[-1].last_ts},
-        "- " + ", ".join(_relative(f.path, base) for f in group) + "\n"))
+        "- " + ", ".join(_relative(f.path, read_base) for f in group) + "\n"))
     return files, read_only
 
 

@@ -52,6 +52,7 @@ MESSAGE_CHARS = 300
 
 
 DIAGNOSIS_CHARS = 300  # of the agent's words after a failure, on the failure's line
+FIXED_CHARS = 160  # of them on a fixed run's line, where the run's own line says the rest
 
 
 OUTCOME_CHARS = 450
@@ -229,7 +230,12 @@ def run_item(r: TestRun, then: list[str] | None = None
                 f"{hhmm(r.ts)} ({one_line(r.latest.summary, 120)}); "
                 f"{code(one_line(maybe.summary, TARGET_CHARS))} passed at {hhmm(maybe.ts)}, "
                 f"which may cover it ({r.runs} run(s))\n")
-    earlier = _fixed_md(r, then) if r.fixed and r.last_failed is not None else ""
+    lean = line
+    if r.fixed and r.last_failed is not None:
+        # How it failed stays when earlier runs go; what was done and said after does not.
+        lean += _fixed_md(r, None, brief=True)
+        line += _fixed_md(r, then)
+    earlier = ""
     if r.last_passed is not None:
         earlier += (f"  - last passing run ({hhmm(r.last_passed.ts)}): "
                     f"{one_line(r.last_passed.summary, HISTORY_CHARS)}\n")
@@ -246,20 +252,20 @@ def run_item(r: TestRun, then: list[str] | None = None
                 **r.last_failed.as_dict(), "then": list(then or ())},
             "maybeCoveredBy": None if maybe is None else {
                 "command": maybe.summary, "ts": maybe.ts, "callId": maybe.call_id}}
-    return item, line + earlier, None, line
+    return item, line + earlier, None, lean
 
 
-def _fixed_md(r: TestRun, then: list[str] | None) -> str:
+def _fixed_md(r: TestRun, then: list[str] | None, *, brief: bool = False) -> str:
     """How a fixed run last failed (its first failure line, else its summary), what was
-    done after, and the agent's words right after it."""
+    done after, and the agent's words right after it (`brief`: how it failed alone)."""
     failed = r.last_failed
     assert failed is not None
     what = failed.first_failure or failed.summary
     line = f"  - was failing ({hhmm(failed.ts)}): {one_line(what, REASON_CHARS)}"
     if then:
         line += "; then: " + "; ".join(then)
-    if failed.diagnosis:
-        line += f"; the agent said: {condense(failed.diagnosis, DIAGNOSIS_CHARS)}"
+    if failed.diagnosis and not brief:
+        line += f"; the agent said: {condense(failed.diagnosis, FIXED_CHARS)}"
     return line + "\n"
 
 
@@ -308,6 +314,22 @@ def path_base(cwd: str | None, paths: list[str]) -> str | None:
     if common in absolute:
         common = posixpath.dirname(common)
     return common if common.count("/") >= 2 else cwd
+
+
+def list_bases(cwd: str | None, changed: list[str], read: list[str]
+               ) -> tuple[str | None, str | None]:
+    """The folders the files changed and the files only read are shown relative to: each
+    list's own (path_base) when it holds two absolute paths or more, else both lists'
+    together; the read ones share the changed ones' folder when they all lie in it."""
+    joint = path_base(cwd, changed + read)
+
+    def own(paths: list[str]) -> str | None:
+        return path_base(cwd, paths) if sum(p.startswith("/") for p in paths) >= 2 else joint
+
+    base = own(changed)
+    if base and all(p.startswith(base.rstrip("/") + "/") for p in read):
+        return base, base
+    return base, own(read)
 
 
 def _relative(path: str, cwd: str | None) -> str:

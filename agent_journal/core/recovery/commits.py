@@ -81,10 +81,22 @@ def merge_message(command: str) -> str | None:
     return _message(command)
 
 
+# `git commit -m "$(cat <<'EOF'` then the message's lines, then `EOF`: how Claude Code
+# writes a commit message.
+# (The command a call keeps may be cut before the closing line: the first line is enough.)
+_HEREDOC = re.compile(r"git commit\b[^\n]*?-m\s+\"\$\(cat\s+<<-?\s*'?\w+'?\s*\n\s*([^\n]+)")
+
+
 def commit_message(command: str) -> str | None:
-    """The first line of the message a plain `git commit -m MSG` (maybe after `git add
-    ... &&`) gives its commit, or None (no -m, a heredoc, anything else)."""
-    if not re.search(r"(?:^|&& |rtk )git commit\b", command) or "$(" in command:
+    """The first line of the message a `git commit -m MSG` (maybe after `git add ...
+    &&`), or a `-m "$(cat <<'EOF' ... EOF)"` heredoc, gives its commit, or None (no
+    message, a substitution of anything else)."""
+    if not re.search(r"(?:^|&& |rtk )git commit\b", command):
+        return None
+    heredoc = _HEREDOC.search(command)
+    if heredoc is not None:
+        return heredoc.group(1).strip().rstrip("…").strip() or None
+    if "$(" in command:
         return None
     message = _message(command.split("git commit", 1)[1])
     return message.splitlines()[0].strip() if message else None
