@@ -1,0 +1,60 @@
+"""SessionStart's bound (issue 27): past its budget the newest work is given at once and
+the whole digest is finished in a detached process, so the next start reads it warm."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from agent_journal.ops import digest, digest_warm
+from agent_journal.storage.root import Root
+
+
+def journal(cli) -> None:
+    cli("record", "--kind", "objective", "--id", "obj", "--text", "ship the parser")
+    for n in range(5):
+        cli("observe", "--kind", "tool_call", "--id", f"c{n}", "--tool", "Bash",
+            "--input", json.dumps({"command": f"echo CALL{n}"}), "--status", "ok")
+
+
+def test_past_its_budget_the_start_gives_the_newest_work_and_warms_the_cache(
+        cli, root, monkeypatch):
+    journal(cli)
+    ws = Root(str(root)).workspace("ws")
+    release = threading.Event()
+    whole = digest._markdown_and_report
+
+    def slow(*args, **kw):  # the whole digest, held until the test lets it go
+        release.wait(60)
+        return whole(*args, **kw)
+
+    warmed: list[str] = []
+    monkeypatch.setattr(digest, "_markdown_and_report", slow)
+    monkeypatch.setattr(digest_warm, "warm_later", lambda w: warmed.append(w.name))
+    monkeypatch.setenv("AGENT_JOURNAL_SESSION_BUDGET_S", "0.05")
+    try:
+        text = digest.session_markdown(ws, 10_000)
+    finally:
+        release.set()
+    assert text.startswith("_Built from the newest work only")
+    assert "ship the parser" in text and "CALL4" in text
+    assert warmed == ["ws"]
+
+
+def test_within_its_budget_nothing_is_started(cli, root, monkeypatch):
+    journal(cli)
+    warmed: list[str] = []
+    monkeypatch.setattr(digest_warm, "warm_later", lambda w: warmed.append(w.name))
+    monkeypatch.setenv("AGENT_JOURNAL_SESSION_BUDGET_S", "120")
+    text = digest.session_markdown(Root(str(root)).workspace("ws"), 10_000)
+    assert not text.startswith("_Built") and "CALL4" in text and warmed == []
+
+
+def test_the_detached_digest_keeps_the_whole_digest_in_the_cache(cli, root):
+    journal(cli)
+    cache = root / "cache" / "digest"
+    assert not cache.exists() or not any(cache.iterdir())
+    process = digest_warm.warm_later(Root(str(root)).workspace("ws"))
+    assert process is not None
+    assert process.wait(timeout=120) == 0
+    assert any(cache.iterdir())
