@@ -688,7 +688,8 @@ def test_a_spooled_event_whose_call_was_tombstoned_meanwhile_is_never_written(
         assert b"LEAKMARKER" not in seg.read_bytes()
 
 
-def test_session_start_past_its_budget_gives_the_newest_work_and_says_so(cli, root):
+def test_session_start_past_its_budget_gives_the_newest_work_and_says_so(cli, root,
+                                                                        monkeypatch):
     # Three segments: the oldest holds a tombstoned call and an objective, the newest
     # the latest calls. With no time to build the whole digest, the context is the
     # newest work's, the objective and the tombstone still apply, and it says so.
@@ -707,7 +708,16 @@ def test_session_start_past_its_budget_gives_the_newest_work_and_says_so(cli, ro
     context = json.loads(start.out)["hookSpecificOutput"]["additionalContext"]
     assert context.startswith("_Built from the newest work only")
     assert "NEWCALL" in context and "ship the parser" in context
-    assert "OLDCALL2" not in context and "OLDCALL0" not in context
+    assert "OLDCALL2" not in context
+    # Its cost is bounded by rows, not segments: with room for the newest two rows only,
+    # older calls are left out, and the objective and the tombstone still hold.
+    from agent_journal.ops import digest
+    from agent_journal.storage.root import Root
+
+    monkeypatch.setattr(digest, "NEWEST_ROWS", 2)
+    few = digest.newest_markdown(Root(str(root)).workspace("ws"), 10_000, 0)
+    assert "NEWCALL" in few and "ship the parser" in few
+    assert "OLDCALL0" not in few and "OLDCALL2" not in few
     whole = hook(cli, docs_payload("SessionStart"))
     assert "newest work only" not in json.loads(whole.out)["hookSpecificOutput"][
         "additionalContext"]

@@ -58,3 +58,16 @@ def test_the_detached_digest_keeps_the_whole_digest_in_the_cache(cli, root):
     assert process is not None
     assert process.wait(timeout=120) == 0
     assert any(cache.iterdir())
+
+
+def test_one_detached_digest_at_a_time(cli, root):
+    journal(cli)
+    ws = Root(str(root)).workspace("ws")
+    first = digest_warm.warm_later(ws)
+    assert first is not None
+    try:
+        assert digest_warm.warm_later(ws) is None  # the first still holds the lock
+    finally:
+        assert first.wait(timeout=120) == 0
+    again = digest_warm.warm_later(ws)
+    assert again is not None and again.wait(timeout=120) == 0

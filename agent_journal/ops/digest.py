@@ -264,7 +264,7 @@ SESSION_BUDGET_S = 3.0
 ENV_SESSION_BUDGET = "AGENT_JOURNAL_SESSION_BUDGET_S"
 
 
-NEWEST_SEGMENTS = 2  # what the digest of the newest work reads whole
+NEWEST_ROWS = 20_000  # the rows whose observations the digest of the newest work reads
 
 
 def session_markdown(ws: Workspace, max_chars: int) -> str:
@@ -322,16 +322,16 @@ def _session_budget() -> float:
 
 
 def newest_markdown(ws: Workspace, max_chars: int, budget: float) -> str:
-    """A digest of the newest work alone: the NEWEST_SEGMENTS most recently written
-    segments whole, and every entry, invalidation and tombstone of the others (so
-    nothing erased or retracted shows), with a first line saying what it left out."""
+    """A digest of the newest work alone: the observations among the NEWEST_ROWS newest
+    rows, and every entry, invalidation and tombstone (so nothing erased or retracted
+    shows), with a first line saying what it left out."""
     from agent_journal.core.derive import derive
     from agent_journal.ops.context import damage_lists
 
-    result = ws.read_newest(NEWEST_SEGMENTS)
-    note = (f"_Built from the newest work only ({NEWEST_SEGMENTS} most recently written "
-            f"segment(s) of {len(result.segments)}, and every entry): the whole digest was "
-            f"not ready within {budget:g} s. Older calls, prompts and runs are left out; "
+    result = ws.read_newest(NEWEST_ROWS)
+    note = (f"_Built from the newest work only (the calls among the newest {NEWEST_ROWS:,} "
+            f"rows of {len(result.segments)} segment(s), and every entry): the whole digest "
+            f"was not ready within {budget:g} s. Older calls, prompts and runs are left out; "
             f"`agent-journal digest` prints the whole one._\n\n")
     markdown, _ = build(derive(result.events), workspace=ws.name, session=None,
                         max_chars=max(1, max_chars - len(note)),

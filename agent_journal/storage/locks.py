@@ -179,3 +179,26 @@ def process_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def warm_lock(ws: Workspace) -> int | None:
+    """The lock a detached digest of `ws` holds for as long as it runs (the caller hands
+    the descriptor to that process and closes its own): a file descriptor with the lock
+    taken, or None when another such process holds it (or the lock cannot be made)."""
+    import fcntl
+
+    from agent_journal.storage.cache import cache_lock_path
+
+    path = cache_lock_path(ws.root, "digest", ws.name + ".warm")
+    try:
+        check_confined(path)
+        make_private_dirs(os.path.dirname(path))
+        fd = _open_lock_file(path)
+    except (OSError, StorageError):
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd

@@ -211,6 +211,25 @@ def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
     return scan
 
 
+def segment_extent(path: str) -> tuple[int, int]:
+    """(the highest seq, how many rows) of a segment; (0, 0) when it cannot be read (its
+    damage is reported by the read that follows)."""
+    try:
+        conn = open_segment_for_read(path)
+    except sqlite3.Error:
+        return 0, 0
+    try:
+        if never_initialised(conn):
+            return 0, 0
+        high, count = conn.execute("SELECT coalesce(max(seq), 0), count(*) FROM events"
+                                   ).fetchone()
+        return int(high), int(count)
+    except sqlite3.Error:
+        return 0, 0
+    finally:
+        conn.close()
+
+
 def read_entries(path: str) -> SegmentScan:
     """Every row of one segment but its observations (entries, invalidations,
     tombstones, checkpoints), each verified; SQLite skips the observation rows

@@ -259,20 +259,34 @@ class Workspace:
             result.events.extend(result.take(rel, scan))
         return result
 
-    def read_newest(self, segments: int) -> ReadResult:
-        """Every event of the `segments` most recently written segments, and every event
-        but the observations of the others (so every tombstone, entry and invalidation):
-        what a digest of the newest work needs when the whole one cannot wait."""
+    def read_newest(self, rows: int) -> ReadResult:
+        """Every event but the observations of every segment (so every tombstone, entry and
+        invalidation), and the observations among the newest `rows` rows of the most
+        recently written segments: what a digest of the newest work needs when the whole
+        one cannot wait. Its cost is bounded by `rows`, whatever the journal's size."""
+        from agent_journal.storage.segment_reader import segment_extent
+
         paths = self.segment_paths()
-        newest = set(sorted(paths, key=_mtime)[-segments:])
+        tails: dict[str, int] = {}  # segment -> the seq its newest rows start above
+        left = rows
+        for path in sorted(paths, key=_mtime, reverse=True):
+            if left <= 0:
+                break
+            high, count = segment_extent(path)
+            tails[path] = max(0, high - left)
+            left -= min(count, left)
         result = ReadResult()
         with PausedGC():
             for path in paths:
                 rel = self.rel(path)
                 result.segments.append(rel)
-                scan = read_segment(path, lazy=True) if path in newest else \
-                    read_entries(path)
-                result.events.extend(result.take(rel, scan))
+                events = result.take(rel, read_entries(path))
+                if path in tails:
+                    tail = read_segment(path, lazy=True, marked=True, after=tails[path])
+                    result.malformed.extend({"segment": rel, "row": seq, "reason": why}
+                                            for seq, why in tail.malformed)
+                    events = events + [e for e in tail.events if e.type == "observation"]
+                result.events.extend(events)
         return result
 
     def structure_damage(self) -> list[dict[str, str]]:
