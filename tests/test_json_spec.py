@@ -37,6 +37,7 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "digest": (["digest", "--json"], ["digest", SHARED, "`show`"]),
     "coverage": (["coverage", "--json"], ["coverage", SHARED]),
     "decay": (["decay", "--json"], ["decay", SHARED]),
+    "stats": (["stats", "--json"], ["stats", SHARED]),
     "search": (["search", "tests", "--json", "--include-retracted"], ["search"]),
     # The miss log is on (the fixture turns it on): a weak query, then the log.
     "search weak": (["search", "nowhere-at-all", "--json"], ["search"]),

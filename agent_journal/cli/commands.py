@@ -379,6 +379,13 @@ _add(Command(
 ))
 
 _add(Command(
+    "stats", "Calls per tool, failures per command, time per session (tombstoned calls "
+    "not counted). Keeps what it folded under <root>/cache/stats, so the next run reads "
+    "only new rows.", "cmd_stats",
+    opts=(READ_JSON,) + READ_COMMON,
+))
+
+_add(Command(
     "decay", "Re-validate every live entry's anchors: list those citing ids that no longer "
     "stand here (tombstoned, purged or absent). Read-only.", "cmd_decay",
     opts=(READ_JSON,) + READ_COMMON,

@@ -411,6 +411,13 @@ def cmd_coverage(a: dict[str, Any]) -> int:
     return _emit_read(a, report, result, _render("coverage_text"))
 
 
+def cmd_stats(a: dict[str, Any]) -> int:
+    from agent_journal.ops.stats import stats
+
+    report, result = stats(_read_context(a))
+    return _emit_read(a, report, result, _render("stats_text"))
+
+
 def cmd_decay(a: dict[str, Any]) -> int:
     from agent_journal.ops.decay import decay
 

@@ -235,6 +235,34 @@ def coverage_text(report: dict[str, Any]) -> str:
     return _text(out + damage_lines(report))
 
 
+def stats_text(report: dict[str, Any]) -> str:
+    out = [f"Calls: {report['calls']}", "", "Calls per tool:"]
+    out += [f"  {t['tool'] or '(none)'}: {t['calls']}"
+            + (f" ({t['failed']} failed)" if t["failed"] else "") for t in report["tools"]]
+    failing = [c for c in report["commands"] if c["failed"]]
+    out += ["", "Failures per command:" if failing else "Failures per command: none"]
+    out += [f"  {c['command']}: {c['failed']} of {c['runs']} run(s)" for c in failing[:20]]
+    if len(failing) > 20:
+        out.append(f"  ... and {len(failing) - 20} more")
+    out += ["", "Time per session:"]
+    for s in report["sessions"]:
+        out.append(f"  {s['session'] or '(no session)'}: {s['first'][:16].replace('T', ' ')}"
+                   f" .. {s['last'][:16].replace('T', ' ')} ({_span(s['first'], s['last'])}), "
+                   f"{s['calls']} call(s)")
+    return _text(out + damage_lines(report))
+
+
+def _span(first: str, last: str) -> str:
+    from agent_journal.core.clock import parse_instant
+
+    try:
+        seconds = int((parse_instant(last) - parse_instant(first)).total_seconds())
+    except ValueError:
+        return "?"
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
 def decay_text(report: dict[str, Any]) -> str:
     entries = report["entries"]
     out = [f"Live entries checked: {report['liveEntriesChecked']}, tool_use anchors checked: "

@@ -94,12 +94,13 @@ def path_of(ws: Workspace, area: str = AREA) -> str:
 AREA_LAYOUTS = {COUNTS_AREA: "counted/2"}  # 2: kinds as the header reads them
 
 
-def _identity(ws: Workspace, area: str) -> dict[str, str]:
+def _identity(ws: Workspace, area: str, layout: str | None = None) -> dict[str, str]:
     # The exact decoder's verdicts depend on these limits (see compaction_rows).
     identity = {"format": FORMAT, "area": area, "workspace": ws.name,
                 "limits": f"{sys.getrecursionlimit()}:{sys.get_int_max_str_digits()}"}
-    if area in AREA_LAYOUTS:
-        identity["layout"] = AREA_LAYOUTS[area]
+    layout = layout or AREA_LAYOUTS.get(area)
+    if layout is not None:
+        identity["layout"] = layout
     return identity
 
 
@@ -119,12 +120,13 @@ class Projection:
     """An open projection, held under its lock for one run."""
 
     def __init__(self, ws: Workspace, area: str, conn: sqlite3.Connection | None,
-                 keep: bool = True) -> None:
+                 keep: bool = True, layout: str | None = None) -> None:
         """`conn` None: there is no projection file yet; it is made by the first
         `store` (so a run that keeps nothing, a refused one, leaves none). Without
         `keep` nothing is ever written: `conn`, if any, is read-only."""
         self.ws = ws
         self.area = area
+        self.layout = layout
         self._conn = conn
         # Noted before anything is read: a compaction meanwhile drops every store.
         self.generation = erasure_generation.noted(ws)
@@ -150,7 +152,7 @@ class Projection:
         if self._conn is None:
             if not self.keep:
                 raise sqlite3.OperationalError("no projection to read")
-            self._conn = _open(self.ws, self.area)
+            self._conn = _open(self.ws, self.area, self.layout)
         return self._conn
 
     def close(self) -> None:
@@ -249,10 +251,10 @@ def counts_of(head: Any) -> dict[tuple[str, str], int]:
     return counts
 
 
-def _open(ws: Workspace, area: str) -> sqlite3.Connection:
+def _open(ws: Workspace, area: str, layout: str | None = None) -> sqlite3.Connection:
     # No sync per record: a record a crash tears fails its digest and is read
     # again, and a file SQLite cannot open is started afresh.
-    conn = open_identified_cache(path_of(ws, area), SCHEMA, _identity(ws, area),
+    conn = open_identified_cache(path_of(ws, area), SCHEMA, _identity(ws, area, layout),
                                  what="read projection", no_sync=True)
     # Each record is read once a run, so pages kept in memory are never read
     # again: a small page cache (not tens of MiB of a large projection).
@@ -260,7 +262,8 @@ def _open(ws: Workspace, area: str) -> sqlite3.Connection:
     return conn
 
 
-def _open_read_only(ws: Workspace, area: str) -> sqlite3.Connection | None:
+def _open_read_only(ws: Workspace, area: str, layout: str | None = None
+                    ) -> sqlite3.Connection | None:
     """The kept projection opened read-only, when there is one of this format for this
     workspace; else None (every segment is then read)."""
     from agent_journal.storage.connection import quote_path
@@ -273,7 +276,7 @@ def _open_read_only(ws: Workspace, area: str) -> sqlite3.Connection | None:
         conn = sqlite3.connect(f"file:{quote_path(path)}?mode=ro", uri=True,
                                isolation_level=None, timeout=LOCK_WAIT_S)
         have = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        if have == _identity(ws, area):
+        if have == _identity(ws, area, layout):
             return conn
     except sqlite3.Error:
         pass
@@ -288,15 +291,16 @@ def discard(ws: Workspace, area: str = AREA) -> None:
 
 
 @contextmanager
-def open_projection(ws: Workspace, area: str = AREA, *, keep: bool = True
-                    ) -> Iterator[Projection | None]:
+def open_projection(ws: Workspace, area: str = AREA, *, keep: bool = True,
+                    layout: str | None = None) -> Iterator[Projection | None]:
     """The workspace's projection, locked for this run; None when it cannot be
     used (the caller then reads the segments directly). Without `keep` (a read
     that promises to write nothing: a dry run, coverage) the projection another
     run kept is read as it is, read-only and unlocked, and nothing under the root is
     created or changed (SQLite's own locking keeps the read consistent)."""
     if not keep:
-        projection = Projection(ws, area, _open_read_only(ws, area), keep=False)
+        projection = Projection(ws, area, _open_read_only(ws, area, layout), keep=False,
+                                layout=layout)
         try:
             yield projection
         finally:
@@ -304,7 +308,8 @@ def open_projection(ws: Workspace, area: str = AREA, *, keep: bool = True
         return
     try:
         exists = os.path.exists(path_of(ws, area))
-        projection = Projection(ws, area, _open(ws, area) if exists else None)
+        projection = Projection(ws, area, _open(ws, area, layout) if exists else None,
+                                layout=layout)
     except (OSError, sqlite3.Error, JournalError):
         yield None
         return
