@@ -10,6 +10,7 @@ import os
 import shlex
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -691,3 +692,79 @@ def test_codex_stop_reads_how_patches_and_failed_commands_ended_from_the_rollout
         with sqlite3.connect(seg) as conn:
             rows += conn.execute("SELECT count(*) FROM events").fetchone()[0]
     assert rows == 3 + 2 + 2  # the tool events, two Stops, one ending per call
+
+
+def test_doctor_hook_failures_can_be_acknowledged_once_fixed(home, tmp_path):
+    """Issue 33: a fixed hook failure stayed red for a day. `--ack-hook-log` marks the
+    failures logged so far as dealt with; a later one is reported again."""
+    root = tmp_path / "j"
+    aj(home, "hook", "claude-code", "--root", str(root), input=b"{",
+       AGENT_JOURNAL_NOW="2026-12-07T10:00:00Z")
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    aj(home, "hook", "claude-code", "--root", str(root), input=b"{", AGENT_JOURNAL_NOW=now)
+    result = aj(home, "doctor", "--root", str(root))
+    assert result.code == 1 and "doctor --ack-hook-log" in result.out
+    acked = aj(home, "doctor", "--root", str(root), "--ack-hook-log")
+    assert acked.code == 0, acked.out
+    assert "none since they were acknowledged" in acked.out
+    assert (root / "logs" / "hook.log.ack").read_text().strip() == now.replace("Z", ".000Z")
+    assert oct((root / "logs" / "hook.log.ack").stat().st_mode & 0o777) == "0o600"
+    assert aj(home, "doctor", "--root", str(root)).code == 0
+    later = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 5))
+    aj(home, "hook", "claude-code", "--root", str(root), input=b"{", AGENT_JOURNAL_NOW=later)
+    again = aj(home, "doctor", "--root", str(root))
+    assert again.code == 1 and "1 hook failure(s) in the last day since the last " \
+        "acknowledged" in again.out
+
+
+def test_doctor_fix_for_a_root_in_a_shared_folder_is_not_a_chmod_of_nothing(home, tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    result = aj(home, "doctor", "--root", str(shared / "journal"))
+    (line,) = [ln for ln in result.out.splitlines() if "journal root" in ln]
+    assert line.startswith("problem") and "chmod" not in line.split("fix:")[1]
+    assert "--root DIR" in line
+
+
+def test_uninstall_at_user_scope_keeps_the_agents_home_folder(home):
+    """Issue 33: uninstall removed an empty ~/.codex it had not created."""
+    (home / ".codex").mkdir()
+    for verb in ("install", "uninstall"):
+        result = aj(home, "hooks", verb, "codex", "--scope", "user")
+        assert result.code == 0, result.err
+    assert (home / ".codex").is_dir() and list((home / ".codex").iterdir()) == []
+
+
+def test_local_scope_makes_sure_git_ignores_the_personal_file(home, project):
+    """Issue 33: --scope local wrote .claude/settings.local.json without making sure git
+    ignores it. Install adds it to .git/info/exclude (nothing committed changes) when no
+    rule ignores it already; uninstall takes the line back."""
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    exclude = project / ".git" / "info" / "exclude"
+    original = exclude.read_text()
+
+    def untracked() -> str:
+        return subprocess.run(["git", "-C", str(project), "status", "--porcelain",
+                               "--untracked-files=all"], capture_output=True, text=True,
+                              check=True).stdout
+
+    dry = aj(home, "hooks", "install", "claude-code", "--scope", "local", "--dry-run",
+             cwd=project)
+    assert dry.code == 0 and "+/.claude/settings.local.json" in dry.out
+    assert exclude.read_text() == original
+    result = aj(home, "hooks", "install", "claude-code", "--scope", "local", cwd=project)
+    assert result.code == 0, result.err
+    assert "git now ignores .claude/settings.local.json" in result.out
+    assert (project / ".claude" / "settings.local.json").is_file()
+    assert "settings.local.json" not in untracked()
+    again = aj(home, "hooks", "install", "claude-code", "--scope", "local", cwd=project)
+    assert again.code == 0 and exclude.read_text().count("settings.local.json") == 1
+    assert aj(home, "hooks", "uninstall", "claude-code", "--scope", "local",
+              cwd=project).code == 0
+    assert exclude.read_text() == original
+    # Already ignored by the project's own rule: nothing added.
+    (project / ".gitignore").write_text(".claude/settings.local.json\n")
+    assert aj(home, "hooks", "install", "claude-code", "--scope", "local",
+              cwd=project).code == 0
+    assert exclude.read_text() == original

@@ -58,6 +58,7 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "sync": (["sync", "--json"], [SYNC, "`merge`"]),
     "export": (["export", "{dest}", "--json"], ["`export`"]),
     "merge": (["merge", "{dest}", "--json"], ["`merge`"]),
+    "export sqlite": (["export", "--sqlite", "{dest}.db", "--json"], ["`export --sqlite`"]),
     "timeline": (["timeline", "--json"], ["`timeline`"]),
     "timeline failures": (["timeline", "--json", "--failures-only"], ["`timeline`"]),
     "import claude-code": (["import", "claude-code", "{transcript}", "--json"],

@@ -335,3 +335,159 @@ def test_last_n_is_the_tail_of_the_whole_timeline(plan, last, failures):
         assert run(last) == whole[-last:]
     finally:
         shutil.rmtree(base)
+
+
+# -- issue 33: calls run in parallel, columns that fit, sessions told apart ---------------
+
+def _observe(cli, obs_id: str, second: int, status: str, *, session: str = "sess-aaaa1111",
+             command: str | None = None, kind: str = "tool_call", exit_code: int = 0) -> None:
+    args = ["observe", "--kind", kind, "--id", obs_id, "--status", status, "--session", session]
+    if kind == "tool_call":
+        args += ["--tool", "Bash"]
+    if command is not None:
+        args += ["--input", json.dumps({"command": command})]
+    if status not in ("started", "ok") or exit_code:
+        args += ["--exit-code", str(exit_code)]
+    assert cli(*args, env=at(second)).code == 0
+
+
+def test_calls_run_in_parallel_are_one_line_each(cli):
+    """Two calls started together and finished in turn (Claude Code runs independent
+    calls in parallel): two lines, each its start and finish, at the starts' places."""
+    _observe(cli, "a", 0, "started", command="pytest tests/test_a.py")
+    _observe(cli, "b", 1, "started", command="pytest tests/test_b.py")
+    _observe(cli, "a", 5, "ok")
+    _observe(cli, "b", 7, "error", exit_code=1)
+    objects = [json.loads(x) for x in cli("timeline", "--json").out.splitlines()]
+    assert [(o["id"], o["status"], o["target"], o["durationMs"] is None, len(o["eventIds"]),
+             o["ts"][17:19], o["endTs"][17:19]) for o in objects] == [
+        ("a", "ok", "pytest tests/test_a.py", True, 2, "00", "05"),
+        ("b", "error", "pytest tests/test_b.py", True, 2, "01", "07")]
+    rows = lines_of(cli("timeline"))
+    assert len(rows) == 2 and "5.0s" in rows[0] and "error exit 1" in rows[1]
+    for n in (1, 2):
+        assert [json.loads(x)["id"] for x in cli("timeline", "--json", "--last", str(n))
+                .out.splitlines()] == ["a", "b"][-n:]
+
+
+def test_kinds_statuses_and_durations_are_never_cut(cli):
+    _observe(cli, "s1", 0, "ok", kind="session_start")
+    _observe(cli, "p1", 1, "ok", kind="user_prompt")
+    _observe(cli, "x1", 2, "cancelled", command="sleep 100", exit_code=130)
+    assert cli("record", "--kind", "assumption", "--id", "a1", "--text", "CI is Linux",
+               env=at(3)).code == 0
+    rows = lines_of(cli("timeline"))
+    assert [r.split()[3] for r in rows] == ["session_start", "user_prompt", "Bash",
+                                           "assumption"]
+    assert "cancelled exit 130" in rows[2]
+    # One column each: the kinds line up, so the targets start in one column.
+    starts = {r.index(word) for r, word in zip(rows, ("session_start", "user_prompt", "Bash",
+                                                      "assumption"), strict=True)}
+    assert len(starts) == 1
+    assert len({r.index("sleep 100") for r in rows[2:3]} | {rows[3].index("a1:")}) == 1
+
+
+def test_codex_sessions_begun_together_are_told_apart(cli):
+    """Codex's session ids are UUIDv7: their first 8 characters are a clock, the same
+    for sessions begun within a minute. They show as their last characters, and
+    --session takes that form."""
+    first = "019a2d7a-41c4-78b1-b7cc-a45d62a89cd5"
+    second = "019a2d7a-6455-7170-a661-c6d8b94c630a"
+    _observe(cli, "c1", 0, "ok", session=first, command="ls")
+    _observe(cli, "c2", 1, "ok", session=second, command="ls -la")
+    _observe(cli, "c3", 2, "ok", session="sess-aaaa1111", command="make")
+    _observe(cli, "c4", 3, "ok", session="sess-aaaa2222", command="make test")
+    rows = lines_of(cli("timeline"))
+    assert [r.split()[2] for r in rows] == ["…62a89cd5", "…b94c630a", "sess-aaaa1",
+                                           "sess-aaaa2"]
+    for typed, expected in (("…62a89cd5", ["c1"]), ("b94c630a", ["c2"]),
+                           ("019a2d7a", ["c1", "c2"]), ("sess-aaaa2", ["c4"]),
+                           (second, ["c2"])):
+        out = cli("timeline", "--json", "--session", typed).out.splitlines()
+        assert [json.loads(x)["id"] for x in out] == expected, typed
+
+
+def test_short_sessions_are_the_shortest_that_differ():
+    from agent_journal.core.timeline import short_session, short_sessions
+
+    table = short_sessions(["abcdefgh-1", "abcdefgh-2", "zz", "0123456789abcdef",
+                            "019a2d7a-41c4-78b1-b7cc-a45d62a89cd5",
+                            "019a2d7a-6455-7170-a661-c6d862a89cd5",
+                            "019a2d7b-0000-7000-8000-00000000abcd"])
+    assert table["abcdefgh-1"] == "abcdefgh-1" and table["zz"] == "zz"
+    assert table["0123456789abcdef"] == "01234567"
+    # Two tails alike in their last 8: one more character each.
+    assert table["019a2d7a-41c4-78b1-b7cc-a45d62a89cd5"] == "…d62a89cd5"
+    assert table["019a2d7a-6455-7170-a661-c6d862a89cd5"] == "…862a89cd5"
+    assert table["019a2d7b-0000-7000-8000-00000000abcd"] == "…0000abcd"
+    assert short_session(None) == "-"
+    assert short_session("c64cc478-3430-40fe-8e9c-4ee9986e9754") == "c64cc478"  # v4
+
+
+def _interleaved_journal(base: Path, plan: list[tuple[int, int, bool]], tombstoned: set[int]):
+    """Calls from a plan of (how many later starts come before its finish, skew, fails):
+    finishes land several events after their starts, some before them (clock skew), and
+    the events of a tombstoned call are hidden."""
+    from agent_journal.core import model
+    from agent_journal.storage.root import Root
+
+    ws = Root.open(str(base / "j"), create=True).workspace("ws")
+    slots: list[tuple[int, str, str, int | None]] = []  # (millis, obs, status, exit)
+    for i, (delay, skew, fails) in enumerate(plan):
+        start = 10 * i
+        finish = start + 10 * delay + 5 - (7 if skew and delay == 0 else 0)
+        slots.append((start, f"o{i}", "started", None))
+        slots.append((finish, f"o{i}", "error" if fails else "ok", 1 if fails else 0))
+    events = []
+    for millis, obs_id, status, exit_code in slots:
+        millis += 1_000_000
+        events.append(model.Event(
+            event_id=model.new_event_id(), type="observation", kind="tool_call", id=obs_id,
+            ts=f"2026-05-01T12:{millis // 60000 % 60:02d}:{millis // 1000 % 60:02d}."
+               f"{millis % 1000:03d}Z", author="agent", session="s", replica=ws.root.replica_id,
+            data={"tool": "Bash", "input": {"command": f"run {obs_id}"} if status == "started"
+                  else None, "status": status, "exitCode": exit_code}))
+    for i in sorted(tombstoned):
+        events.append(model.Event(
+            event_id=model.new_event_id(), type="tombstone", kind="tombstone", id=f"o{i}",
+            ts="2026-05-01T13:00:00.000Z", author="human", session=None,
+            replica=ws.root.replica_id, data={"reason": "r", "purged": False}))
+    ws.append(events)
+    return str(base / "j")
+
+
+@settings(max_examples=40, deadline=None)
+@given(plan=st.lists(st.tuples(st.integers(0, 6), st.booleans(), st.booleans()), min_size=3,
+                     max_size=30),
+       hidden=st.sets(st.integers(0, 29), max_size=5), window=st.integers(1, 4),
+       failures=st.booleans())
+def test_last_n_is_the_tail_with_calls_far_apart(plan, hidden, window, failures):
+    """With a small merge window, so that calls finish both inside and outside it and the
+    backward read's chunks cut between a start and its finish: --last N is still the tail
+    of the forward timeline, for every N."""
+    import shutil
+    import tempfile
+    from unittest import mock
+
+    from agent_journal.core import timeline as core_timeline
+    from agent_journal.ops import timeline as ops_timeline
+    from agent_journal.ops.context import Context
+    from agent_journal.ops.timeline import Filters, Timeline
+
+    base = Path(tempfile.mkdtemp())
+    try:
+        root = _interleaved_journal(base, plan, hidden)
+
+        def run(n: int | None) -> list[tuple]:
+            with Timeline(Context(root, "ws"), Filters(failures_only=failures),
+                          last=n) as timeline:
+                return [(ln.id, ln.status, ln.target, tuple(ln.event_ids))
+                        for ln in timeline.lines()]
+
+        with mock.patch.object(core_timeline, "MERGE_WINDOW", window), \
+                mock.patch.object(ops_timeline, "MERGE_WINDOW", window):
+            whole = run(None)
+            for n in range(1, len(whole) + 2):
+                assert run(n) == whole[-n:], n
+    finally:
+        shutil.rmtree(base)

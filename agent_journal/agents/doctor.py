@@ -1,8 +1,11 @@
 """`doctor`: is this installation, its project and its journal set up to work?
 
 Invariant: read-only (it creates no root, no log, no cache), and every check gives one line:
-`ok` with what was found, or `problem` with what is wrong and how to fix it. A check that
-cannot run is itself a problem, never a traceback.
+`ok` with what was found, or `problem` with what is wrong and how to fix it (a fix that
+answers that very problem). A check that cannot run is itself a problem, never a
+traceback. The one write is asked for by name: `--ack-hook-log` marks the hook failures
+logged so far as dealt with (<root>/logs/hook.log.ack, the instant of the last of them),
+so the check reports only failures logged after it.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ def as_json(checks: list[Check]) -> dict[str, Any]:
     return {"ok": all(c.ok for c in checks), "checks": [c.as_json() for c in checks]}
 
 
-def run_checks(*, project: str | None, root: str | None) -> list[Check]:
+def run_checks(*, project: str | None, root: str | None, ack_hook_log: bool = False
+               ) -> list[Check]:
     checks: list[Check] = []
     folder = os.path.abspath(project if project is not None else ".")
     found = _guard(checks, "project file", lambda: _project(checks, folder))
@@ -55,7 +59,7 @@ def run_checks(*, project: str | None, root: str | None) -> list[Check]:
     if root_path is not None:
         _guard(checks, "redaction config", lambda: _redaction(checks, root_path))
         _guard(checks, "thesaurus", lambda: _thesaurus(checks, root_path))
-        _guard(checks, "hook log", lambda: _hook_log(checks, root_path))
+        _guard(checks, "hook log", lambda: _hook_log(checks, root_path, ack_hook_log))
         _guard(checks, "capture spool", lambda: _spool(checks, root_path))
     _guard(checks, "sqlite", lambda: _sqlite(checks, root_path, found))
     _guard(checks, "disk space", lambda: _disk(checks, root_path or folder))
@@ -102,7 +106,12 @@ def _root(checks: list[Check], root: str | None, found: Any) -> str | None:
     try:
         exists = check_root(path, create=False)
     except UnsafeRootError as exc:
-        checks.append(Check("journal root", False, exc.message, f"chmod go-w {path}"))
+        if os.path.lexists(path):
+            fix = f"chmod go-w {shlex.quote(path)}"
+        else:  # it would be made in a folder others can write (/tmp, say)
+            fix = ("choose a root in a folder only you can write (--root DIR or "
+                   "$AGENT_JOURNAL_ROOT), or make the folder private first")
+        checks.append(Check("journal root", False, exc.message, fix))
         return None
     if not exists:
         checks.append(Check("journal root", True, f"{path} (not created yet; the first write "
@@ -320,23 +329,60 @@ def _thesaurus(checks: list[Check], root: str) -> None:
                             f"word(s), sha256 {loaded.sha256[:12]}"))
 
 
-def _hook_log(checks: list[Check], root: str) -> None:
+HOOK_LOG_ACK = "hook.log.ack"
+
+
+def _hook_log(checks: list[Check], root: str, ack: bool = False) -> None:
+    """Hook failures logged in the last day and not acknowledged (`--ack-hook-log`
+    records the instant of the last failure logged so far)."""
     from agent_journal.storage.config import LOGS_DIR
 
     path = os.path.join(root, LOGS_DIR, "hook.log")
+    ack_path = os.path.join(root, LOGS_DIR, HOOK_LOG_ACK)
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             lines = fh.read().splitlines()
     except FileNotFoundError:
         checks.append(Check("hook log", True, "no hook failure logged"))
         return
+    if ack and lines:
+        _acknowledge(ack_path, _instant(lines[-1]))
+    seen = _acknowledged(ack_path)
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - RECENT_S))
     recent = [line for line in lines if line[:19] >= since]
-    if not recent:
-        checks.append(Check("hook log", True, f"no hook failure in the last day ({path})"))
+    new = [line for line in recent if seen is None or _instant(line) > seen]
+    if not new:
+        said = f"no hook failure in the last day ({path})"
+        if recent:
+            said = (f"{len(recent)} hook failure(s) in the last day, none since they were "
+                    f"acknowledged ({path})")
+        checks.append(Check("hook log", True, said))
         return
-    checks.append(Check("hook log", False, f"{len(recent)} hook failure(s) in the last day, "
-                        f"the last: {recent[-1][:300]}", f"read {path}"))
+    checks.append(Check("hook log", False, f"{len(new)} hook failure(s) in the last day"
+                        + ("" if seen is None else " since the last acknowledged")
+                        + f", the last: {new[-1][:300]}",
+                        f"read {path} and fix the cause; then `{_cli()} doctor "
+                        "--ack-hook-log` marks these as dealt with"))
+
+
+def _instant(line: str) -> str:
+    """When a hook.log line was logged: its first word."""
+    return line.partition(" ")[0]
+
+
+def _acknowledged(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read().strip()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    return text or None
+
+
+def _acknowledge(path: str, instant: str) -> None:
+    from agent_journal.storage.files import write_file_atomic
+
+    write_file_atomic(path, (instant + "\n").encode("utf-8"))
 
 
 def _spool(checks: list[Check], root: str) -> None:
@@ -384,7 +430,10 @@ def _sqlite(checks: list[Check], root: str | None, found: Any) -> None:
             mode = diagnostics.segment_journal_mode(os.path.join(folder, names[-1]))
             if mode is None:
                 checks.append(Check("sqlite", False, f"{names[-1]} cannot be read",
-                                    "agent-journal coverage shows what a read can see"))
+                                    f"run `{_cli()} coverage` to see what is damaged; "
+                                    "restore the segment from a backup or replica "
+                                    "(`merge`) and move the damaged file out of "
+                                    f"{folder}"))
                 return
             detail += f"; {names[-1]} is in {mode}"
     checks.append(Check("sqlite", True, detail))

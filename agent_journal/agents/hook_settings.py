@@ -8,8 +8,9 @@ Invariants:
 - Everything that is not one of our handlers is kept: every other key, every other hook,
   their order, and the file's indentation. Install is idempotent; uninstall removes exactly
   our handlers, plus any group, event list or `hooks` object that removal emptied (and the
-  file, and an empty folder, when install created them), so install then uninstall gives
-  the file back byte for byte.
+  file, when install created it, and a project's .claude or .codex folder left empty; never
+  the agent's home, ~/.claude or ~/.codex, which the agent may have made and need), so
+  install then uninstall gives the file back byte for byte.
 - A file that is not strict JSON or not shaped as a hooks file is refused with its path (and
   line, where the parser says), never rewritten; so is a path that is not a regular file (a
   named pipe, a socket, a device, a folder), before it is read: nothing waits on it.
@@ -556,6 +557,12 @@ def install_hooks(spec: AgentSpec, *, project: str | None, scope: str, workspace
         message += f" ({note})"
     changes.insert(0, (Change(target.path, before, after, message, warnings=warnings,
                               prune=True), target.boundary))
+    if target.boundary is not None and not target.shared:
+        ignore = git_ignore_change(target.path, target.boundary, add=True)
+        if isinstance(ignore, str):
+            changes[0][0].warnings.append(ignore)
+        elif ignore is not None:
+            changes.append((ignore, None))
     return finish(changes, dry_run)
 
 
@@ -583,14 +590,74 @@ def uninstall_hooks(spec: AgentSpec, *, project: str | None, scope: str,
                    else f"no agent-journal hooks in {target.path}; nothing changed")
         if note:
             message += f" ({note})"
-        changes.append((Change(target.path, before, after, message, prune=True),
+        # A project's folder (.claude, .codex) left empty goes with the file; an agent's
+        # own home (~/.claude, ~/.codex) stays, whoever made it: the agent may need it.
+        changes.append((Change(target.path, before, after, message, prune=scope != "user"),
                         target.boundary))
+        if after is None and target.boundary is not None and not target.shared:
+            ignore = git_ignore_change(target.path, target.boundary, add=False)
+            if isinstance(ignore, Change):
+                changes.append((ignore, None))
     if folder is not None and scope != "user" and not _ours_left(folder, target.path):
         path, pf_before, pf_after = project_file_removal(folder)
         if pf_before is not None:
             changes.append((Change(path, pf_before, pf_after,
                                    f"removed {path}" if pf_after is None else ""), folder))
     return finish(changes, dry_run)
+
+
+# The line `hooks install --scope local` adds to the repository's .git/info/exclude (never a
+# committed .gitignore) when git would otherwise offer the personal file for a commit.
+EXCLUDE_NOTE = "# agent-journal hooks install --scope local: a personal settings file"
+
+
+def git_ignore_change(path: str, folder: str, *, add: bool) -> Change | str | None:
+    """Making sure git ignores a personal settings file inside the project (`add`), or
+    taking back the line that did (uninstall): the change to the repository's
+    .git/info/exclude, a warning when git cannot tell, None when there is nothing to do
+    (not a repository, or already ignored by some other rule)."""
+    import subprocess
+
+    def git(*args: str) -> subprocess.CompletedProcess[str] | None:
+        try:
+            return subprocess.run(["git", "-C", folder, *args], capture_output=True,
+                                  text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    top = git("rev-parse", "--show-toplevel", "--git-path", "info/exclude")
+    if top is None:
+        return (f"could not run git to make sure it ignores {path} (a personal file): "
+                "add it to .gitignore or .git/info/exclude yourself") if add else None
+    if top.returncode != 0:
+        return None  # not a git repository: nothing would commit the file
+    toplevel, exclude = (top.stdout.splitlines() + ["", ""])[:2]
+    exclude = os.path.join(folder, exclude) if not os.path.isabs(exclude) else exclude
+    line = "/" + os.path.relpath(os.path.realpath(path),
+                                 os.path.realpath(toplevel)).replace(os.sep, "/")
+    try:
+        with open(exclude, encoding="utf-8") as fh:
+            before: str | None = fh.read()
+    except FileNotFoundError:
+        before = None
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"cannot read {exclude} ({exc}): make sure git ignores {path}" if add else None
+    ours = f"{EXCLUDE_NOTE}\n{line}\n"
+    if not add:
+        if before is None or ours not in before:
+            return None
+        return Change(exclude, before, before.replace(ours, "", 1),
+                      f"git no longer ignores {line[1:]} for us ({exclude})")
+    if before is not None and ours in before:
+        return None
+    ignored = git("check-ignore", "-q", "--no-index", "--", path)
+    if ignored is not None and ignored.returncode == 0:
+        return None
+    text = before or ""
+    if text and not text.endswith("\n"):
+        text += "\n"
+    return Change(exclude, before, text + ours,
+                  f"git now ignores {line[1:]} ({exclude}; not a committed .gitignore)")
 
 
 def entry_points(spec: AgentSpec) -> tuple[Callable[..., list[Change]],

@@ -406,7 +406,9 @@ def _fields_line(fields: Any) -> str:
 
 
 def _timeline_line(row: dict[str, Any]) -> str:
-    parts = [row["ts"], (row["session"] or "-")[:8], str(row["what"])]
+    from agent_journal.core.timeline import short_session
+
+    parts = [row["ts"], short_session(row["session"]), str(row["what"])]
     if row["target"]:
         parts.append(_one_line(row["target"], TARGET_CHARS))
     status = [str(row["status"])] if row["status"] else []

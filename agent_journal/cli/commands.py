@@ -396,12 +396,14 @@ _add(Command(
 
 _add(Command(
     "timeline", "What happened, one line per event in time order (a call's start and finish "
-    "are one line), under a header of counts, span, files changed and latest test results.",
+    "are one line, also when other calls ran meanwhile), under a header of counts, span, "
+    "files changed and latest test results.",
     "cmd_timeline",
     opts=(
         Opt("last", "--last", "Only the last N lines.", type="int", metavar="N", minimum=1),
-        Opt("session", "--session", "Only events of this session (its id or the first "
-            "characters of it, as shown).", metavar="ID", type="id"),
+        Opt("session", "--session", "Only events of this session: its id, its first "
+            "characters, or the form shown (…4f2a9c1d, the last characters of a Codex "
+            "session's id).", metavar="ID", type="id"),
         Opt("since", "--since", "Only events at or after this instant (ISO 8601, or an age "
             "such as 2h, 3d).", metavar="WHEN"),
         Opt("until", "--until", "Only events at or before this instant.", metavar="WHEN"),
@@ -457,10 +459,17 @@ _add(Command(
 
 _add(Command(
     "export", "Write a verifiable snapshot of a workspace (segments, artifacts, manifest) into "
-    "DEST, while writers keep appending. Refuses, leaving nothing, when a segment cannot be "
+    "DEST, while writers keep appending; or, with --sqlite FILE, one SQLite database of it "
+    "for Datasette or sqlite-utils. Refuses, leaving nothing, when a segment cannot be "
     "read whole.", "cmd_export",
-    args=(Arg("dest", "Folder to create (or an empty one), outside the journal root."),),
-    opts=(READ_JSON,) + READ_COMMON,
+    args=(Arg("dest", "Folder to create (or an empty one), outside the journal root (not "
+              "with --sqlite).", required=False),),
+    opts=(Opt("sqlite", "--sqlite", "Instead of a snapshot folder, write one SQLite database "
+              "to FILE: a row per event, per observation and per entry, readable columns, "
+              "full-text search; nothing tombstoned (spec/cli-json.md).", metavar="FILE"),
+          Opt("overwrite", "--overwrite", "With --sqlite: replace FILE when it exists "
+              "(without it, an existing FILE is refused).", kind=BARE),
+          READ_JSON) + READ_COMMON,
 ))
 
 _add(Command(
@@ -541,6 +550,9 @@ _add(Command(
     "doctor", "Check this installation and the journal it would use: one line per check (ok "
     "or the problem and how to fix it); exit 1 when a problem was found.", "cmd_doctor",
     opts=(PROJECT, PLAIN_ROOT,
+          Opt("ack_hook_log", "--ack-hook-log", "Mark the hook failures logged so far as "
+              "dealt with (once their cause is fixed): the check reports only later ones. "
+              "The one thing doctor writes.", kind=BARE),
           Opt("json", "--json", "Print the checks as JSON.", kind=BARE)),
 ))
 

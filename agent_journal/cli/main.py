@@ -539,6 +539,12 @@ def cmd_compact(a: dict[str, Any]) -> int:
 # -- replicas: export, merge ----------------------------------------------------------
 
 def cmd_export(a: dict[str, Any]) -> int:
+    if a["sqlite"] is not None:
+        return _export_sqlite(a)
+    if a["overwrite"]:
+        raise UsageError("--overwrite goes with --sqlite FILE")
+    if a["dest"] is None:
+        raise UsageError("missing argument DEST (or --sqlite FILE)")
     from agent_journal.ops import export
 
     progress = output.progress_for_terminal()
@@ -551,6 +557,21 @@ def cmd_export(a: dict[str, Any]) -> int:
     if report["artifactsMissing"]:
         output.warn(f"{len(report['artifactsMissing'])} artifact(s) could not be exported "
                     "(missing or not matching their checksum)")
+    return 0
+
+
+def _export_sqlite(a: dict[str, Any]) -> int:
+    from agent_journal.ops import export_sqlite
+
+    if a["dest"] is not None:
+        raise UsageError("--sqlite FILE takes no DEST folder")
+    progress = output.progress_for_terminal()
+    try:
+        report = export_sqlite.export_sqlite(_existing_context(a), a["sqlite"],
+                                             overwrite=a["overwrite"], progress=progress)
+    finally:
+        output.progress_done(progress)
+    _emit_action(a, report, "export_sqlite_text")
     return 0
 
 
@@ -642,7 +663,8 @@ def cmd_sync(a: dict[str, Any]) -> int:
 def cmd_doctor(a: dict[str, Any]) -> int:
     from agent_journal.agents import doctor
 
-    checks = doctor.run_checks(project=a["project"], root=a["root"])
+    checks = doctor.run_checks(project=a["project"], root=a["root"],
+                               ack_hook_log=a["ack_hook_log"])
     if a["json"]:
         output.emit_json(doctor.as_json(checks))
     else:

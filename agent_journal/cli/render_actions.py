@@ -123,6 +123,21 @@ def export_text(report: dict[str, Any]) -> str:
     return _text(out)
 
 
+def export_sqlite_text(report: dict[str, Any]) -> str:
+    path = report["path"]
+    quoted = path if all(c.isalnum() or c in "/._-+@%=:," for c in path) else repr(path)
+    return _text([
+        f"{'replaced' if report['replaced'] else 'wrote'} {path}: workspace "
+        f"{report['workspace']} as one SQLite database",
+        f"{INDENT}{_plural(report['events'], 'event')}, "
+        f"{_plural(report['observations'], 'observation')}, "
+        f"{_plural(report['entries'], 'entry', 'entries')}; {report['withheld']} withheld "
+        "(tombstoned)",
+        f"{INDENT}tables: {', '.join(report['tables'])} (full-text search on their text); "
+        f"views: {', '.join(report['views'])}",
+        f"{INDENT}open it: datasette {quoted}   or: sqlite-utils tables {quoted} --counts"])
+
+
 def _not_imported(items: list[dict[str, Any]]) -> str:
     if not items:
         return "0 not imported"

@@ -21,7 +21,7 @@ import re
 from typing import Any, TextIO
 
 from agent_journal.core.bidi import BIDI_CONTROLS, visible
-from agent_journal.core.timeline import Line
+from agent_journal.core.timeline import Line, short_session, short_sessions
 
 RED = "\033[31m"
 DIM = "\033[2m"
@@ -86,10 +86,6 @@ def span(first: str | None, last: str | None) -> str:
     return f"{first} .. {last} ({duration(ms) or '0ms'})"
 
 
-def short_session(session: str | None) -> str:
-    return "-" if session is None else session[:8]
-
-
 def status_text(line: Line) -> str:
     if line.type == "observation":
         status = line.status or "-"
@@ -129,21 +125,76 @@ def line_duration(line: Line) -> int | None:
         return None
 
 
-def format_line(line: Line, width: int, colour: bool) -> str:
+class Columns:
+    """The widths of the text columns, fitted to what the lines hold: a tool or kind,
+    a status or a duration is never cut (one longer than the cap widens only its own
+    line), and each session shows in the shortest form that tells it from the others
+    (core/timeline.py short_sessions)."""
+
+    LABEL_CAP = 24
+    STATUS_CAP = 24
+
+    def __init__(self) -> None:
+        self.label = 4
+        self.status = 1
+        self.duration = 1
+        self.sessions: set[str] = set()
+        self.table: dict[str, str] | None = None
+
+    def add(self, label_text: str, status: str, duration_text: str,
+            session: str | None) -> None:
+        self.label = max(self.label, min(len(label_text), self.LABEL_CAP))
+        self.status = max(self.status, min(len(status), self.STATUS_CAP))
+        self.duration = max(self.duration, len(duration_text))
+        if session is not None and len(self.sessions) < MAX_SESSIONS:
+            self.sessions.add(session)
+
+    def session_text(self, session: str | None) -> str:
+        if self.table is None:
+            self.table = short_sessions(self.sessions)
+        return one_line(short_session(session, self.table))
+
+    @property
+    def session(self) -> int:
+        if self.table is None:
+            self.table = short_sessions(self.sessions)
+        return max([1, *(len(v) for v in self.table.values())])
+
+
+# Sessions whose forms are fitted to each other; any beyond show their default form.
+MAX_SESSIONS = 100_000
+
+
+def format_line(line: Line, width: int, colour: bool, columns: Columns | None = None) -> str:
+    """One line of text. Without `columns`, the widths that fit this line alone."""
+    if columns is None:
+        columns = Columns()
+        columns.add(label(line), status_text(line), duration(line_duration(line)), line.session)
+    return _format(_fields(line), width, colour, columns)
+
+
+def _fields(line: Line) -> list[str]:
+    """What a text line shows, each field free of control characters (so of tabs)."""
+    return ["1" if line.failed else "0", "1" if line.type == "observation" else "0",
+            line.ts[:19].replace("T", " "), one_line(line.session or ""),
+            one_line(label(line)), one_line(status_text(line)),
+            duration(line_duration(line)), one_line(target_text(line))]
+
+
+def _format(fields: list[str], width: int, colour: bool, columns: Columns) -> str:
     # Target last: it is the only column of unbounded width.
-    ts = line.ts[:19].replace("T", " ")
-    session, tool = one_line(short_session(line.session)), one_line(label(line))
-    left = (f"{ts}  {session:<8}  {tool[:12]:<12}  "
-            f"{status_text(line)[:14]:<14} {duration(line_duration(line)):>6}  ")
+    failed, observation, ts, session, tool, status, took, target = fields
+    shown = columns.session_text(session or None)
+    left = (f"{ts}  {shown:<{columns.session}}  {tool:<{columns.label}}  "
+            f"{status:<{columns.status}} {took:>{columns.duration}}  ")
     room = max(20, width - len(left))
-    target = one_line(target_text(line))
     if len(target) > room:
         target = target[:room - 1] + "…"
     text = f"{left}{target}".rstrip()
     if colour:
-        if line.failed:
+        if failed == "1":
             return f"{RED}{text}{RESET}"
-        if line.type != "observation":
+        if observation == "0":
             return f"{BOLD}{text}{RESET}"
     return text
 
@@ -181,55 +232,65 @@ def header_lines(workspace: str, head: dict[str, Any], colour: bool) -> list[str
 
 # Spooled lines stay in memory up to this size, then move to a temporary file.
 _SPOOL_MEMORY = 4 * 1024 * 1024
-_COPY_CHARS = 1024 * 1024
 
 
 def write_text(stream: TextIO, workspace: str, timeline: Any, header: bool) -> int:
-    if not header:
-        return _write_lines(stream, timeline, None)
-    import shutil
+    """The lines (under the header when `header`), from one read of the journal: each
+    line's fields go to a spool as the read makes them, while the header and the
+    column widths are folded; the lines are formatted as they are copied out."""
     import tempfile
 
     from agent_journal.core.timeline import Header
 
-    head = Header()
+    head = Header() if header else None
+    colour, width = use_colour(stream), _width(stream)
+    columns = Columns()
     # Every str round-trips through the spool (surrogatepass), so the stream
     # receives exactly the text it would have been given directly.
     with tempfile.SpooledTemporaryFile(_SPOOL_MEMORY, mode="w+", encoding="utf-8",
                                        errors="surrogatepass", newline="") as spool:
-        count = _write_lines(spool, timeline, head, colour=use_colour(stream),
-                             width=_width(stream))
-        for text in header_lines(workspace, timeline.header_of(head), use_colour(stream)):
-            stream.write(text + "\n")
-        stream.write("\n")
+        count = _spool_lines(spool, timeline, head, columns)
+        if head is not None:
+            for text in header_lines(workspace, timeline.header_of(head), colour):
+                stream.write(text + "\n")
+            stream.write("\n")
         spool.seek(0)
-        shutil.copyfileobj(spool, stream, _COPY_CHARS)
+        for record in spool:
+            what, _, rest = record[:-1].partition("\t")
+            if what == "L":
+                stream.write(_format(rest.split("\t"), width, colour, columns) + "\n")
+            elif what == "O":
+                stream.write(f"    │ {rest}\n")
+            else:
+                stream.write(rest + "\n")
     return count
 
 
-def _write_lines(stream: Any, timeline: Any, head: Any, *, colour: bool | None = None,
-                 width: int | None = None) -> int:
-    colour = use_colour(stream) if colour is None else colour
-    width = _width(stream) if width is None else width
+def _spool_lines(spool: Any, timeline: Any, head: Any, columns: Columns) -> int:
+    """Write each line's fields to `spool` as one tab-separated record (the fields hold
+    no control character: one_line), its whole output under --failures-only as records
+    of their own, and fold the header and the widths."""
     count = 0
     whole = timeline.filters.failures_only
     for line in timeline.lines():
         count += 1
         if head is not None:
             head.add(line)
-        stream.write(format_line(line, width, colour) + "\n")
+        fields = _fields(line)
+        columns.add(fields[4], fields[5], fields[6], line.session)
+        spool.write("L\t" + "\t".join(fields) + "\n")
         if whole:
             output, problem = timeline.whole_output(line)
             if problem is not None:
-                stream.write(f"    (whole output not shown: {problem})\n")
+                spool.write(f"T\t    (whole output not shown: {one_line(problem)})\n")
             elif output is None or output == "":
-                stream.write("    (no output recorded)\n")
+                spool.write("T\t    (no output recorded)\n")
             else:
                 for text in output.splitlines():
-                    stream.write(f"    │ {visible(text)}\n")
-            stream.write("\n")
+                    spool.write(f"O\t{visible(text)}\n")
+            spool.write("T\t\n")
     if count == 0:
-        stream.write("(no events match)\n")
+        spool.write("T\t(no events match)\n")
     return count
 
 

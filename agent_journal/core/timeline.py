@@ -2,16 +2,19 @@
 
 Invariants:
 - One line per event, in the order the events arrive ((ts, eventId) order
-  from the reader), except that a tool call's start immediately followed by
-  its own finishing event is one line: the call, timed from its start, with
-  the finish's status, exit code and duration. A finish stamped before its
-  own start (the two hook processes' clocks disagree) arrives first; when
-  its start follows at once, the two are one line too, at the finish's
-  place, with the finish's status (a start never undoes a finish, as in
+  from the reader), except that a tool call's start and its own finishing
+  event are one line, also when other events came between them (calls run
+  in parallel), as long as the finish comes within MERGE_WINDOW events of
+  the start: the call, at its start's place, timed from its start, with the
+  finish's status, exit code and duration. A finish stamped before its own
+  start (the two hook processes' clocks disagree) arrives first; when its
+  start follows at once, the two are one line too, at the finish's place,
+  with the finish's status (a start never undoes a finish, as in
   core/observation_fold.py) and, unless a duration was recorded, 0 ms.
-  Nothing is reordered, so the lines stream: memory holds one pending line
-  and the targets of calls still open (bounded by the calls that never
-  finished).
+  Lines keep the order of their first events, so they stream: memory holds
+  the lines after a call still waiting for its finish (at most
+  MERGE_WINDOW of them) and the targets of calls still open (bounded by the
+  calls that never finished).
 - A line is a function of its events (and, for a finish read apart from its
   start, the start's target): the same events give the same line.
 - `failed` means status `error` or `cancelled`, or a non-zero exit code,
@@ -26,6 +29,8 @@ Invariants:
 from __future__ import annotations
 
 import json
+import re
+from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -67,6 +72,9 @@ def target_of(tool: Any, kind: str, data: dict[str, Any]) -> str | None:
     found = call_target(tool if isinstance(tool, str) else None, value)
     if found:
         return cut(found, TARGET_CHARS)
+    found = task_list_summary(tool, value)
+    if found:
+        return cut(found, TARGET_CHARS)
     hook = data.get("hook")
     if isinstance(hook, dict):
         for key in ("prompt", "last_assistant_message", "message", "source", "trigger"):
@@ -83,6 +91,27 @@ def target_of(tool: Any, kind: str, data: dict[str, Any]) -> str | None:
         return first_words(value) if kind != "tool_call" else cut(value, TARGET_CHARS)
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return cut(text, TARGET_CHARS)
+
+
+def task_list_summary(tool: Any, value: Any) -> str | None:
+    """A task list (TodoWrite's todos, Codex's update_plan) in a few words: how many
+    tasks, how many done, and the one in progress (else the next one)."""
+    if not isinstance(value, dict):
+        return None
+    items = value.get("todos") if tool == "TodoWrite" else (
+        value.get("plan") if tool == "update_plan" else None)
+    if not isinstance(items, list):
+        return None
+    tasks = [(t.get("status"), t.get("content") or t.get("step") or t.get("activeForm"))
+             for t in items if isinstance(t, dict)]
+    done = sum(1 for status, _ in tasks if status == "completed")
+    text = f"{len(tasks)} task{'' if len(tasks) == 1 else 's'}, {done} done"
+    for wanted, word in (("in_progress", "now"), ("pending", "next")):
+        found = next((str(what) for status, what in tasks
+                      if status == wanted and isinstance(what, str)), None)
+        if found is not None:
+            return f"{text}; {word}: {found}"
+    return text
 
 
 def first_words(text: str) -> str:
@@ -107,7 +136,7 @@ class Line:
 
     __slots__ = ("ts", "end_ts", "type", "kind", "id", "session", "author", "replica", "tool",
                  "target", "status", "exit_code", "duration_ms", "failed", "event_ids",
-                 "text", "input", "output", "artifact")
+                 "text", "input", "output", "artifact", "pos")
 
     def __init__(self, ev: Event) -> None:
         self.ts = ev.ts
@@ -131,6 +160,8 @@ class Line:
         # `artifact` says the whole is a blob), for the failures view and HTML.
         self.output: Any = None
         self.artifact: Any = None
+        # The position of its first event in the events `lines` was given.
+        self.pos = 0
 
     def as_json(self) -> dict[str, Any]:
         return {"ts": self.ts, "endTs": self.end_ts, "type": self.type, "kind": self.kind,
@@ -193,49 +224,93 @@ def line_of(ev: Event) -> Line:
     return line
 
 
+# How far apart (in events, counted in the order read) a call's start and its finish may
+# be and still make one line: calls run in parallel interleave their events, and a line
+# waits at most this long for its finish before it is shown as started.
+MERGE_WINDOW = 32
+
+
 def lines(events: Iterable[Event], hidden: set[str] | frozenset[str] = frozenset()
           ) -> Iterator[Line]:
     """Lines of `events` (already in time order). Events about a `hidden`
-    (tombstoned) id, other than the tombstones themselves, give nothing."""
-    # A start waiting for its finish, or a finish (no start seen) for its late start.
-    pending: Line | None = None
+    (tombstoned) id, other than the tombstones themselves, give nothing.
+
+    A call's start waits for its finish: the lines after it are held until it
+    finishes or MERGE_WINDOW events have passed since it started (then it is
+    shown as started, and its finish is a line of its own). Each line's `pos`
+    is the position of its first event among `events` (hidden ones counted).
+    Which events make a line is decided within MERGE_WINDOW events of its first
+    one (of the events about one id, which mostly are a start and a finish), so
+    a part of the events gives the same lines as the whole, but near its ends
+    (ops/timeline.py reads `--last N` backward on that promise)."""
+    held: deque[Line] = deque()
+    # id -> its started line, held until its finish arrives.
+    waiting: dict[str, Line] = {}
+    # id -> (tool, target) of a start shown before its finish arrived.
     open_targets: dict[str, tuple[str | None, str | None]] = {}
+    # The newest line, when it is a finish no start was seen for: its own start,
+    # stamped later (the two hook processes' clocks disagree), may follow at once.
+    late: Line | None = None
+    previous = None
+    pos = -1
     for ev in events:
+        pos += 1
+        yield from _release(held, waiting, open_targets, pos, late)
+        if ev.event_id == previous:
+            continue  # a second copy of one event (two segments hold it)
+        previous = ev.event_id
         if ev.id in hidden and ev.type in (ENTRY, OBSERVATION, INVALIDATION):
             continue
-        if pending is not None:
-            if ev.type == OBSERVATION and ev.id == pending.id:
-                if pending.status == STARTED:
-                    _observe(pending, ev)
-                    pending.event_ids.append(ev.event_id)
-                    pending.end_ts = ev.ts
-                    if pending.status != STARTED:
-                        open_targets.pop(str(pending.id), None)
-                        yield pending
-                        pending = None
-                    continue
-                if ev.data.get("status") == STARTED:
-                    yield _late_start(pending, ev)
-                    pending = None
-                    continue
-            yield pending
-            pending = None
+        finish, late = late, None
+        if ev.type == OBSERVATION:
+            key = str(ev.id)
+            started = ev.data.get("status") == STARTED
+            line = waiting.get(key)
+            if line is not None and not started:
+                _observe(line, ev)
+                line.event_ids.append(ev.event_id)
+                line.end_ts = ev.ts
+                if line.status != STARTED:
+                    del waiting[key]
+                continue
+            if finish is not None and finish.id == ev.id and started \
+                    and pos - finish.pos <= MERGE_WINDOW:
+                _late_start(finish, ev)
+                continue
         line = line_of(ev)
+        line.pos = pos
         if ev.type == OBSERVATION and line.status == STARTED:
-            open_targets[str(ev.id)] = (line.tool, line.target)
-            pending = line
-            continue
-        if ev.type == OBSERVATION and line.status is not None:
+            # (A second start of an id still waiting is a call of its own: the
+            # first is let go, shown as started.)
+            waiting[str(ev.id)] = line
+        elif ev.type == OBSERVATION and line.status is not None:
             known = open_targets.pop(str(ev.id), None)
             if known is not None:
                 line.tool = line.tool or known[0]
                 line.target = line.target or known[1]
             else:
-                pending = line  # its start may follow, stamped later
-                continue
-        yield line
-    if pending is not None:
-        yield pending
+                late = line
+        held.append(line)
+    while held:
+        yield held.popleft()
+
+
+def _release(held: deque[Line], waiting: dict[str, Line],
+             open_targets: dict[str, tuple[str | None, str | None]], pos: int,
+             late: Line | None) -> Iterator[Line]:
+    """The held lines that may go before the event at `pos`: those before the oldest
+    call still waiting for its finish (a call that has waited MERGE_WINDOW events goes,
+    shown as started) and before a finish whose own start may still follow."""
+    while held:
+        head = held[0]
+        if head is late:
+            return
+        if head.status == STARTED and waiting.get(str(head.id)) is head:
+            if pos - head.pos <= MERGE_WINDOW:
+                return
+            del waiting[str(head.id)]
+            open_targets[str(head.id)] = (head.tool, head.target)
+        yield held.popleft()
 
 
 def _late_start(finish: Line, start: Event) -> Line:
@@ -246,6 +321,74 @@ def _late_start(finish: Line, start: Event) -> Line:
     if finish.duration_ms is None:
         finish.duration_ms = 0  # the stamps say nothing of how long it ran
     return finish
+
+
+# -- session ids as people tell them apart ------------------------------------------------
+
+SESSION_CHARS = 8
+# A UUID whose first characters are a clock (versions 1, 6 and 7): Codex's session and
+# thread ids are version 7, so sessions started in the same minute or so share their
+# first eight characters. Their last characters are random.
+_CLOCK_FIRST = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[167][0-9a-fA-F]{3}-"
+                          r"[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+TAIL_MARK = "…"
+
+
+def clock_first(session: str) -> bool:
+    return _CLOCK_FIRST.fullmatch(session) is not None
+
+
+def short_session(session: str | None, table: dict[str, str] | None = None) -> str:
+    """How a session id is shown: its form in `table` (short_sessions), else its first
+    SESSION_CHARS characters, or for a clock-first UUID `…` and its last ones."""
+    if session is None:
+        return "-"
+    if table is not None and session in table:
+        return table[session]
+    if clock_first(session):
+        return TAIL_MARK + session[-SESSION_CHARS:]
+    return session[:SESSION_CHARS]
+
+
+def short_sessions(sessions: Iterable[str]) -> dict[str, str]:
+    """Each session's shortest form of at least SESSION_CHARS characters that no other
+    of `sessions` shares (as git shortens hashes): a prefix, or for a clock-first UUID
+    `…` and a suffix."""
+    out: dict[str, str] = {}
+    heads = sorted({s for s in sessions if not clock_first(s)})
+    tails = sorted({s[::-1] for s in sessions if clock_first(s)})
+    for keys, tail in ((heads, False), (tails, True)):
+        for i, key in enumerate(keys):
+            need = SESSION_CHARS
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(keys):
+                    need = max(need, _shared(key, keys[j]) + 1)
+            part = key[:need]
+            if tail:
+                out[key[::-1]] = TAIL_MARK + part[::-1] if need < len(key) else key[::-1]
+            else:
+                out[key] = part
+    return out
+
+
+def _shared(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def session_matches(session: str | None, given: str) -> bool:
+    """`--session` as the help says: the id, its first characters, or the form shown
+    (`…` and the last characters of a clock-first UUID, with or without the mark)."""
+    if session is None:
+        return False
+    if session.startswith(given):
+        return True
+    tail = given[len(TAIL_MARK):] if given.startswith(TAIL_MARK) else given
+    return len(tail) >= 4 and clock_first(session) and session.endswith(tail)
 
 
 # -- header facts: the seam to the digest's derivations -----------------------------------

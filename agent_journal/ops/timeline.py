@@ -24,7 +24,14 @@ from typing import Any
 
 from agent_journal.core.errors import IntegrityError, UsageError
 from agent_journal.core.model import OBSERVATION, TOMBSTONE, validate_id
-from agent_journal.core.timeline import STARTED, Header, Line, lines
+from agent_journal.core.timeline import (
+    MERGE_WINDOW,
+    STARTED,
+    Header,
+    Line,
+    lines,
+    session_matches,
+)
 from agent_journal.ops.checkpoints import AsOf
 from agent_journal.ops.context import Context
 from agent_journal.storage.time_order import TimeOrder
@@ -51,8 +58,7 @@ class Filters:
     def match(self, line: Line) -> bool:
         if self.failures_only and not line.failed:
             return False
-        if self.session is not None and (line.session is None
-                                         or not line.session.startswith(self.session)):
+        if self.session is not None and not session_matches(line.session, self.session):
             return False
         if self.tool is not None and line.tool != self.tool:
             return False
@@ -141,41 +147,43 @@ class Timeline:
     def _last(self) -> list[Line]:
         """The last N matching lines, reading backward only as far as needed.
 
-        The backward order is taken in chunks and each chunk made into lines
-        on its own, so memory holds one chunk and N lines however far back
-        the matches lie. Only adjacent events about one observation make one
-        line (a start and its finish, or a finish and its start stamped after
-        it), so a chunk hands its oldest run of events about one observation
-        to the next, older chunk, where the rest of that run may be: no pair
-        is split.
+        The backward order is taken in chunks, each made into lines with the
+        chunks after it that the lines may reach into, so memory holds a chunk
+        and N lines however far back the matches lie. A line is decided by the
+        events within MERGE_WINDOW of its first (core/timeline.py), so of the
+        lines a chunk makes only those whose first event lies more than twice
+        that far from the chunk's older end are taken (unless the chunk reaches
+        the first event); the older lines are made again with the next, older
+        chunk, which keeps the events they may reach: no call is split.
         """
         assert self.last is not None
         want = self.last
         match = self.filters.match
         found: list[Line] = []
-        carry: list[Any] = []
+        margin = 2 * MERGE_WINDOW + 2
+        chunk: list[Any] = []  # in time order
+        bound: int | None = None  # lines starting at or after it are taken already
         backward = self.reader.backward()
         size = 2 * want + 2
         exhausted = False
         while len(found) < want and not exhausted:
-            chunk = carry  # newest first
-            carry = []
-            while len(chunk) < size:
+            older: list[Any] = []
+            while len(older) < size:
                 ev = next(backward, None)
                 if ev is None:
                     exhausted = True
                     break
-                chunk.append(ev)
-            if not exhausted and chunk and chunk[-1].type == OBSERVATION:
-                cut = len(chunk) - 1
-                while cut > 0 and chunk[cut - 1].type == OBSERVATION \
-                        and chunk[cut - 1].id == chunk[-1].id:
-                    cut -= 1
-                carry = chunk[cut:]
-                del chunk[cut:]
-            built = [ln for ln in lines(reversed(chunk), self.hidden) if match(ln)]
-            found = built + found
-            size = max(min(size * 2, 8192), len(carry) + 2)
+                older.append(ev)
+            older.reverse()
+            chunk = older + chunk
+            bound = len(chunk) if bound is None else bound + len(older)
+            low = 0 if exhausted else margin
+            if low < bound:
+                found = [ln for ln in lines(chunk, self.hidden)
+                         if low <= ln.pos < bound and match(ln)] + found
+                del chunk[low + MERGE_WINDOW:]
+                bound = low
+            size = min(size * 2, 8192)
         return [self._complete(ln) for ln in found[-want:]]
 
     def lines(self) -> Iterator[Line]:
