@@ -45,12 +45,14 @@ from agent_journal.core.recovery.files_touched import files_read, files_touched
 from agent_journal.core.recovery.instructions import standing_instructions
 from agent_journal.core.recovery.remedies import ACTIONS, action_of
 from agent_journal.core.recovery.test_runs import (
+    FAILURES_KEPT,
     SILENT_PASS,
     FailedRun,
     RunMark,
     check_key,
     command_key,
     earlier_runs,
+    failure_text,
     quiet,
     test_runs,
 )
@@ -277,10 +279,17 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
         then = None
         if failing:
             last = failing[-1]
+            fixed_by = next((c for c in own if order[c.id] > order[last.id]), None)
+            # How each failing run failed, distinct, by the order of its latest run.
+            texts = [failure_text(c.check.as_dict()) for c in failing]
+            last_at = {t: i for i, t in enumerate(texts)}
+            failed_texts = sorted(last_at, key=last_at.__getitem__)[-FAILURES_KEPT:]
             r.last_failed = FailedRun(last.check.summary, last.check.first_failure, last.ts,
-                                      last.id, said_after.get(last.id))
-            fixed_by = next((c.id for c in own if order[c.id] > order[last.id]), None)
-            then = remedies(last.id, fixed_by)
+                                      last.id, said_after.get(last.id),
+                                      None if fixed_by is None else
+                                      command_key(fixed_by.target or fixed_by.tool or ""),
+                                      failed_texts)
+            then = remedies(last.id, None if fixed_by is None else fixed_by.id)
         r.passed_on_rerun = (
             before is not None and (latest.check is None or latest.check.ok)
             and check_key(command_key(latest.target or "")) == check_key(r.command)

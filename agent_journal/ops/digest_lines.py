@@ -52,6 +52,7 @@ MESSAGE_CHARS = 300
 
 
 DIAGNOSIS_CHARS = 300  # of the agent's words after a failure, on the failure's line
+EARLIER_CHARS = 120  # of how each earlier failing run of a fixed run failed
 FIXED_CHARS = 160  # of them on a fixed run's line, where the run's own line says the rest
 
 
@@ -262,6 +263,11 @@ def _fixed_md(r: TestRun, then: list[str] | None, *, brief: bool = False) -> str
     assert failed is not None
     what = failed.first_failure or failed.summary
     line = f"  - was failing ({hhmm(failed.ts)}): {one_line(what, REASON_CHARS)}"
+    if failed.fixed_by and failed.fixed_by != r.command:
+        line += f"; fixed by {code(one_line(failed.fixed_by, TARGET_CHARS))}"
+    if failed.earlier and not brief:
+        line += "; earlier failing runs: " + "; ".join(
+            one_line(w, EARLIER_CHARS) for w in failed.earlier)
     if then:
         line += "; then: " + "; ".join(then)
     if failed.diagnosis and not brief:

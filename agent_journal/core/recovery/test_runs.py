@@ -171,20 +171,43 @@ def quiet(call: Call) -> bool:
 
 
 class FailedRun(Record):
-    """A command's latest failing run: what it reported, its first failure line, and
-    what the agent said right after it (its diagnosis), if anything."""
+    """A command's latest failing run: what it reported, its first failure line, what
+    the agent said right after it (its diagnosis), if anything, and the command of the
+    first run that passed after it (`fixed_by`, as command_key has it), once one did."""
 
-    __slots__ = ("summary", "first_failure", "ts", "call_id", "diagnosis")
-    DEFAULTS = {"diagnosis": None}
+    __slots__ = ("summary", "first_failure", "ts", "call_id", "diagnosis", "fixed_by",
+                 "failures")
+    DEFAULTS = {"diagnosis": None, "fixed_by": None, "failures": list}
     summary: str
     first_failure: str | None
     ts: str
     call_id: str
     diagnosis: str | None
+    fixed_by: str | None
+    # What each failing run of the command said (failure_text), distinct, in the order of
+    # their latest run, this one's last; at most FAILURES_KEPT.
+    failures: list[str]
+
+    @property
+    def earlier(self) -> list[str]:
+        """How earlier failing runs failed, where that differs from this one's."""
+        return self.failures[:-1][-(FAILURES_KEPT - 1):]
 
     def as_dict(self) -> dict[str, object]:
         return {"summary": self.summary, "firstFailure": self.first_failure, "ts": self.ts,
-                "callId": self.call_id, "diagnosis": self.diagnosis}
+                "callId": self.call_id, "diagnosis": self.diagnosis, "fixedBy": self.fixed_by,
+                "earlier": self.earlier}
+
+
+FAILURES_KEPT = 4
+
+
+def failure_text(check: dict[str, Any]) -> str:
+    """What a failing run said, in a line: the tests it names failing, and its first
+    failure line (else its summary)."""
+    failing = check.get("failing") or []
+    named = ", ".join(str(f) for f in failing[:4]) + ": " if failing else ""
+    return named + str(check.get("firstFailure") or check.get("summary") or "failed")
 
 
 class TestRun(Record):
@@ -330,10 +353,12 @@ class TestRunsFold:
             seen[7] = None
             if self.failing.pop(key, 0) is None and seen[10] is not None:
                 self.settled.append(seen[10][3])
+                target = call.target or call.tool or ""
+                seen[10][5] = self.keys.get(target) or command_key(target)
         else:
             seen[2] += 1
             seen[7] = self.changes
-            seen[10] = _failed(call)
+            seen[10] = _failed(call, seen[10])
             self.failing[key] = None
             self.just_failed = key
         if self.keep_ids:
@@ -451,14 +476,17 @@ def same_runner_files(broad: str, narrow: str) -> bool:
     return same_files(broad, narrow)
 
 
-def _failed(call: Call) -> list[Any]:
-    """A failing run as kept in the state: FailedRun's fields, no diagnosis yet."""
+def _failed(call: Call, before: list[Any] | None = None) -> list[Any]:
+    """A failing run as kept in the state: FailedRun's fields, no diagnosis yet, and the
+    failures of the command's earlier failing runs (`before`: the previous one's)."""
     raw = call.facts.get("check")
     if not isinstance(raw, dict):
-        return [str(call.get("reason") or "failed"), None, call.ts, call.id, None]
+        raw = {"summary": str(call.get("reason") or "failed")}
     first = raw.get("firstFailure")
+    what = failure_text(raw)
+    failures = [w for w in (before[6] if before is not None else []) if w != what] + [what]
     return [str(raw["summary"]), None if first is None else str(first), call.ts, call.id,
-            None]
+            None, None, failures[-FAILURES_KEPT:]]
 
 
 def _mark(call: Call) -> list[Any]:
