@@ -65,6 +65,7 @@ from agent_journal.ops.digest_lines import (
     LAST_MESSAGE_CHARS,
     MESSAGE_CHARS,
     META_CHARS,
+    OPERATION_CHARS,
     OUTCOME_CHARS,
     PLAN_CHARS,
     PROMPT_CHARS,
@@ -301,6 +302,9 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     git = commits(calls)
     commit_section = Section("commits", "Commits", "commits")
     pushed = {p.destination for p in git.pushes}
+    for operation, call_id, ts in git.operations[-GIT_OPERATIONS:]:
+        commit_section.add({"gitOperation": operation, "callId": call_id, "ts": ts},
+                           f"- {hhmm(ts)} ran {code(one_line(operation, OPERATION_CHARS))}\n")
     for cm in git.commits:
         who = f", by agent {cm.agent}" if cm.agent else ""
         commit_section.add({"hash": cm.hash, "subject": cm.subject, "branch": cm.branch,
@@ -322,9 +326,6 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
                             "ts": rej.ts},
                            f"- {hhmm(rej.ts)} push of {rej.source} -> {rej.destination}{to} "
                            f"rejected ({one_line(rej.why, 80)})\n")
-    for operation, call_id, ts in git.operations[-GIT_OPERATIONS:]:
-        commit_section.add({"gitOperation": operation, "callId": call_id, "ts": ts},
-                           f"- {hhmm(ts)} ran {code(one_line(operation, TARGET_CHARS + 40))}\n")
     if git.log:
         listing = "; ".join(f"{h} {one_line(s, 70)}" for h, s in git.log[:10])
         commit_section.add({"log": [list(x) for x in git.log], "callId": git.log_call},

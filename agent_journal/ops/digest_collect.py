@@ -306,6 +306,12 @@ def _commits(fold: DigestFold) -> tuple[Section, str | None]:
     and the branch."""
     git = fold.git.result()
     section = Section("commits", "Commits", "commits")
+    # The git operations first: the bound drops a section's first items first, and a
+    # commit says more than a reset or a stash that came before or after it.
+    operations = git.operations[-lines.GIT_OPERATIONS:]
+    for operation, call_id, ts in operations:
+        section.add({"gitOperation": operation, "callId": call_id, "ts": ts},
+                    f"- {hhmm(ts)} ran {code(one_line(operation, lines.OPERATION_CHARS))}\n")
     for cm in git.commits:
         who = f", by agent {cm.agent}" if cm.agent else ""
         section.add({"hash": cm.hash, "subject": cm.subject, "branch": cm.branch,
@@ -324,10 +330,6 @@ def _commits(fold: DigestFold) -> tuple[Section, str | None]:
                      "ts": rej.ts},
                     f"- {hhmm(rej.ts)} push of {rej.source} -> {rej.destination}{to} "
                     f"rejected ({one_line(rej.why, 80)})\n")
-    operations = git.operations[-lines.GIT_OPERATIONS:]
-    for operation, call_id, ts in operations:
-        section.add({"gitOperation": operation, "callId": call_id, "ts": ts},
-                    f"- {hhmm(ts)} ran {code(one_line(operation, TARGET_CHARS + 40))}\n")
     if git.log:
         listing = "; ".join(f"{h} {one_line(s, 70)}" for h, s in git.log[:10])
         section.add({"log": [list(x) for x in git.log], "callId": git.log_call},

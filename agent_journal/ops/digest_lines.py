@@ -52,6 +52,7 @@ MESSAGE_CHARS = 300
 
 
 DIAGNOSIS_CHARS = 300  # of the agent's words after a failure, on the failure's line
+OPERATION_CHARS = 90  # of a git operation's command (a reset, a stash, a rebase)
 EARLIER_CHARS = 120  # of how each earlier failing run of a fixed run failed
 FIXED_CHARS = 160  # of them on a fixed run's line, where the run's own line says the rest
 
