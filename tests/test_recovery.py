@@ -489,3 +489,19 @@ def test_a_failure_told_in_content_blocks_or_a_result_field_has_its_reason():
         assert facts is not None and "connection refused" in facts.get("reason", ""), facts
     assert output_text([{"type": "image"}]) is None
     assert output_text({"content": [], "stdout": "ok"}) == "ok"
+
+
+def test_compaction_whose_logical_parent_is_not_in_the_file_is_not_a_rewind():
+    # Claude Code 2.1.x can name as a boundary's logical parent a record it never wrote
+    # (seen in a real transcript): the conversation before it is still the current one.
+    import json
+
+    from agent_journal.capture.claude_code import read_transcript
+
+    boundary = json.dumps({"type": "system", "subtype": "compact_boundary", "uuid": "u2",
+                           "parentUuid": None, "logicalParentUuid": "never-written",
+                           "sessionId": "s", "timestamp": "2026-01-01T00:00:02.000Z",
+                           "content": "Conversation compacted"})
+    lines = [_said(1, "first task"), boundary, _said(3, "second task")]
+    said = [o for o in read_transcript(lines, conversation=True) if o["kind"] == "prompt"]
+    assert [o["data"].get("branch") for o in said] == [None, None]

@@ -373,7 +373,8 @@ class _Conversation:
 
     A rewind (or an edited prompt) starts a new branch from an earlier record: records
     chain by `parentUuid` (across a compaction by `logicalParentUuid`, or, when that is
-    missing, to the record before the compaction boundary), and the current
+    missing or names no record of the file, to the record before the compaction
+    boundary), and the current
     branch is the chain that ends at the last user or assistant record of the file.
     What was said off that branch is kept, marked `"branch": "abandoned"` in `data`.
     A sidechain's (subagent's) last assistant message is its result (`subagent_result`).
@@ -383,6 +384,9 @@ class _Conversation:
     def __init__(self) -> None:
         self.items: list[tuple[dict[str, Any], str, str]] = []
         self.parents: dict[str, str | None] = {}
+        # compaction boundary -> the record written before it: its parent when its logical
+        # parent names no record of the file (Claude Code does not always write that one)
+        self.before_boundary: dict[str, str | None] = {}
         self.leaf: str | None = None
         self.previous: str | None = None
         self.first_ts: str | None = None
@@ -395,10 +399,12 @@ class _Conversation:
             parent = record.get("parentUuid")
             if parent is None:
                 parent = record.get("logicalParentUuid")
-            if parent is None and record.get("subtype") == "compact_boundary":
+            if record.get("subtype") == "compact_boundary":
                 # A compaction continues the conversation, never rewinds it: without its
                 # logical parent it follows the record before it.
-                parent = self.previous
+                self.before_boundary[uuid] = self.previous
+                if parent is None:
+                    parent = self.previous
             self.parents[uuid] = parent if isinstance(parent, str) else None
             self.previous = uuid
             if kind in ("user", "assistant"):
@@ -451,7 +457,10 @@ class _Conversation:
         node = self.leaf
         while node is not None and node not in seen:
             seen.add(node)
-            node = self.parents.get(node)
+            parent = self.parents.get(node)
+            if parent is not None and parent not in self.parents:
+                parent = self.before_boundary.get(node, parent)
+            node = parent
         return seen
 
     def observations(self, redact: Any) -> Iterator[dict[str, Any]]:
