@@ -41,7 +41,11 @@ from agent_journal.core.recovery.commits import commits
 from agent_journal.core.recovery.condense import condense
 from agent_journal.core.recovery.conversation import conversation
 from agent_journal.core.recovery.failures import Failure, failures, is_lookup
-from agent_journal.core.recovery.files_touched import files_read, files_touched
+from agent_journal.core.recovery.files_touched import (
+    MAX_INSTALLED,
+    files_read,
+    files_touched,
+)
 from agent_journal.core.recovery.instructions import standing_instructions
 from agent_journal.core.recovery.remedies import ACTIONS, action_of
 from agent_journal.core.recovery.test_runs import (
@@ -92,6 +96,7 @@ from agent_journal.ops.digest_lines import (
     _retracted_entry,
     _said_item,
     _todo_line,
+    installed_item,
     list_bases,
     run_item,
 )
@@ -352,6 +357,14 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
         + (f"; defines {', '.join(f.defines)}" if f.defines else "")
         + (_change_md(f.last_change) if f.path in with_change else "") + "\n"))
 
+    installed: dict[str, str] = {}
+    for c in tool_calls:
+        if c.succeeded:
+            for package in c.get("installs") or ():
+                installed.pop(package, None)
+                installed[package] = c.ts
+    if installed:
+        files.add(*installed_item(dict(list(installed.items())[-MAX_INSTALLED:])))
     read_only = Section("filesRead", "Files read, not changed", "lines of files",
                         f"Paths relative to {code(read_base)}." if read_base else None)
     read_only.fill(_read_lines(read, read_base), lambda group: (

@@ -82,3 +82,19 @@ def test_a_quiet_pass_holding_the_failing_run_may_cover_it_and_an_unrelated_one_
     fold.step(call("Bash", "go test ./svg/ 2>&1 | grep -v ok"))
     (run,) = fold.result()
     assert run.maybe_covered_by is None and run.unresolved
+
+
+def test_packages_are_named_as_their_manager_printed_them_and_nothing_else_is():
+    from agent_journal.core.recovery.dependencies import installed
+
+    assert installed("bun add @chakra-ui/react", "installed @chakra-ui/react@3.33.0\n") == [
+        "@chakra-ui/react@3.33.0"]
+    assert installed("pnpm add zod", "dependencies:\n+ zod 3.23.8\n") == ["zod@3.23.8"]
+    assert installed(None, "Successfully installed certifi-2024.2.2 requests-2.31.0") == [
+        "certifi-2024.2.2", "requests-2.31.0"]
+    assert installed("npm install lodash -D", "added 1 package in 1s") == ["lodash"]
+    assert installed("cargo add serde", "      Adding serde v1.0.219 to dependencies") == [
+        "serde@1.0.219"]
+    assert installed("go get x.org/y", "go: added x.org/y v0.1.0") == ["x.org/y@v0.1.0"]
+    assert installed("git diff", "@@ -1 +1 @@\n+ item 5 of the list\n") is None
+    assert installed("ls", "added 3 packages") is None  # counted, and the command names none

@@ -58,6 +58,7 @@ from agent_journal.ops.digest_lines import (
     _retracted_entry,
     _said_item,
     _todo_line,
+    installed_item,
     list_bases,
     run_item,
 )
@@ -357,6 +358,8 @@ def _files(fold: DigestFold) -> tuple[Section, Section]:
         f"({f.changes} change(s), last {hhmm(f.last_ts)})"
         + (f"; defines {', '.join(f.defines)}" if f.defines else "")
         + (_change_md(f.last_change) if f.path in with_change else "") + "\n"))
+    if fold.files.installed:
+        files.add(*installed_item(fold.files.installed))
     read_only = Section("filesRead", "Files read, not changed", "lines of files",
                         f"Paths relative to {code(read_base)}." if read_base else None)
     read_only.fill(_read_lines(read, read_base), lambda group: (

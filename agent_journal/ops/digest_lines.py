@@ -323,6 +323,14 @@ def path_base(cwd: str | None, paths: list[str]) -> str | None:
     return common if common.count("/") >= 2 else cwd
 
 
+def installed_item(installed: dict[str, str]) -> tuple[dict[str, Any], str]:
+    """The packages installed (package -> when, the latest last) as one line of the files
+    changed, the last of them (kept longest under the bound)."""
+    last = max(installed.values())
+    return ({"installed": list(installed), "lastTs": last},
+            f"- packages installed: {', '.join(installed)} (last {hhmm(last)})\n")
+
+
 def list_bases(cwd: str | None, changed: list[str], read: list[str]
                ) -> tuple[str | None, str | None]:
     """The folders the files changed and the files only read are shown relative to: each

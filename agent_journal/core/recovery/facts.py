@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "12"
+FACTS_VERSION = "13"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -307,6 +307,12 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
                 facts["log"] = [list(x) for x in listed[:12]]
         if not failed and "Merge made by" in text:
             facts["merged"] = True
+        if not failed:
+            from agent_journal.core.recovery.dependencies import installed
+
+            packages = installed(target, text)
+            if packages:
+                facts["installs"] = packages
     elif (tool in ANSWERING_TOOLS or (tool or "").startswith("mcp__")) and isinstance(
             output, str) and not failed:
         # A subagent's or other tool's answer: its opening is what a reader needs.

@@ -12,6 +12,8 @@ state is its latest change; a file created in the journal's span stays `created`
 later edits (it is new work); its `last_change` is the latest change's first added and
 removed line when that change was an edit, and `defines` the latest MAX_DEFINES names its
 changes defined (symbols.py; a patch's names count only when it changed that one file).
+The packages successful calls installed (dependencies.py) are kept apart, the latest
+MAX_INSTALLED by their latest install.
 A file is "only read" when a successful Read
 (or a plain shell read, facts `reads`) named it and no successful call changed it.
 """
@@ -33,6 +35,7 @@ _GIT_CLEAN = re.compile(r"\bgit clean\b")
 READERS = frozenset({"Read", "NotebookRead"})
 DELETED, MOVED, REVERTED = "deleted", "moved", "reverted"
 MAX_DEFINES = 8  # names kept per file
+MAX_INSTALLED = 20  # packages kept (dependencies.py), the latest installed last
 
 
 class FileState(Record):
@@ -53,11 +56,13 @@ class FilesFold:
     """files_touched as a step-and-state fold over calls in (ts, id) order: one state per
     distinct file changed (with `keep_ids`, every call id that changed it too)."""
 
-    __slots__ = ("files", "keep_ids")
+    __slots__ = ("files", "keep_ids", "installed")
 
     def __init__(self, keep_ids: bool = True) -> None:
         self.files: dict[str, FileState] = {}
         self.keep_ids = keep_ids
+        # package (as its manager printed it) -> when it was last installed, the latest last
+        self.installed: dict[str, str] = {}
 
     def _touch(self, path: str, state: str, call: Call) -> None:
         entry = self.files.get(path)
@@ -113,6 +118,11 @@ class FilesFold:
         names = call.get("defines")
         if names:
             self._defines(call, names)
+        for package in call.get("installs") or ():
+            self.installed.pop(package, None)
+            self.installed[package] = call.ts
+            if len(self.installed) > MAX_INSTALLED:
+                del self.installed[next(iter(self.installed))]
         for op in call.get("fileOps") or ():
             if op[0] == REVERTED and len(op) == 2:
                 self._revert(op[1], call)
@@ -133,12 +143,14 @@ class FilesFold:
         return sorted(self.files.values(), key=lambda f: (f.last_ts, f.path))
 
     def packed(self) -> list[Any]:
-        return [list(f.fields()) for f in self.files.values()]
+        return [[list(f.fields()) for f in self.files.values()], self.installed]
 
     @classmethod
     def unpacked(cls, packed: list[Any]) -> FilesFold:
+        files, installed = packed
         fold = cls(keep_ids=False)
-        fold.files = {f[0]: FileState(*f) for f in packed}
+        fold.files = {f[0]: FileState(*f) for f in files}
+        fold.installed = dict(installed)
         return fold
 
 
