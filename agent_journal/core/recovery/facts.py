@@ -145,6 +145,7 @@ def _said_facts(kind: str, data: dict[str, Any], hook: dict[str, Any] | None,
 
 
 def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
+    """A tool call's facts: what its input says, then what its output says."""
     tool = data.get("tool") if isinstance(data.get("tool"), str) else None
     if tool is not None:
         facts["tool"] = tool
@@ -155,6 +156,33 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
     if isinstance(exit_code, int) and not isinstance(exit_code, bool):
         facts["exit"] = exit_code
     value = data.get("input")
+    output = data.get("output")
+    text = output_text(output)
+    _target_facts(tool, value, facts)
+    _input_facts(tool, value, text, facts)
+    artifact = data.get("artifact")
+    if text is not None and isinstance(artifact, dict) and isinstance(artifact.get("tail"), str):
+        text = text + "\n" + artifact["tail"]
+    if tool == "Write":
+        kind = _write_kind(output, text)
+        if kind:
+            facts["write"] = kind
+    if text is None:
+        return
+    failed = (isinstance(status, str) and status in FAILED_STATUSES) or (
+        isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0)
+    failed = _failure_facts(tool, text, failed, facts)
+    if tool in SHELL_TOOLS:
+        _shell_output_facts(text, failed, facts)
+    elif (tool in ANSWERING_TOOLS or (tool or "").startswith("mcp__")) and isinstance(
+            output, str) and not failed:
+        # A subagent's or other tool's answer: its opening is what a reader needs.
+        facts["result"] = clip(output, 600)
+
+
+def _target_facts(tool: str | None, value: Any, facts: dict[str, Any]) -> None:
+    """What the call acted on (`target`), where a shell call ran, and the files a shell
+    call moves, removes or reads."""
     target = target_of(tool, value)
     # A shell call that names the directory it ran in (Codex's `workdir`), when that is
     # not the session's, says so.
@@ -164,20 +192,27 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         workdir = None
     if workdir is not None:
         facts["workdir"] = workdir
-    if target is not None:
-        facts["target"] = clip(target, TARGET_CHARS)
-        if tool == "Bash":
-            # The relative paths a shell call names are resolved in the directory it ran
-            # in (so `rm a.py` and an Edit of /w/a.py are one file), unless it changed
-            # directory on the way.
-            base = None if _CD.search(target) else workdir or facts.get("cwd")
-            ops = shell_file_ops(target) if re.search(_MAY_MOVE, target) else None
-            if ops:
-                facts["fileOps"] = [[op[0], *(_within(base, p) for p in op[1:])]
-                                    for op in ops]
-            read = shell_reads(target) if _MAY_READ.match(target) else None
-            if read:
-                facts["reads"] = [_within(base, p) for p in read]
+    if target is None:
+        return
+    facts["target"] = clip(target, TARGET_CHARS)
+    if tool == "Bash":
+        # The relative paths a shell call names are resolved in the directory it ran
+        # in (so `rm a.py` and an Edit of /w/a.py are one file), unless it changed
+        # directory on the way.
+        base = None if _CD.search(target) else workdir or facts.get("cwd")
+        ops = shell_file_ops(target) if re.search(_MAY_MOVE, target) else None
+        if ops:
+            facts["fileOps"] = [[op[0], *(_within(base, p) for p in op[1:])]
+                                for op in ops]
+        read = shell_reads(target) if _MAY_READ.match(target) else None
+        if read:
+            facts["reads"] = [_within(base, p) for p in read]
+
+
+def _input_facts(tool: str | None, value: Any, text: str | None, facts: dict[str, Any]
+                 ) -> None:
+    """What an edit changed and defined, a patch's files, a plan, a task list, a
+    description."""
     if tool in WRITERS and tool != "Write":
         change = edit_change(value)
         if change:
@@ -190,15 +225,23 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         ops = patch_file_ops(value)
         if ops:
             facts["fileOps"] = ops
-            if target is None:
+            if facts.get("target") is None:
                 paths = dict.fromkeys(op[-1] for op in ops)
                 facts["target"] = clip(", ".join(paths), TARGET_CHARS)
     if tool == "ExitPlanMode" and isinstance(value, dict) and isinstance(value.get("plan"), str):
         facts["plan"] = clip(value["plan"], PLAN_CHARS)
+    _todo_facts(tool, value, text, facts)
+    if isinstance(value, dict) and isinstance(value.get("description"), str):
+        facts["desc"] = clip(value["description"], DESCRIPTION_CHARS)
+
+
+def _todo_facts(tool: str | None, value: Any, text: str | None, facts: dict[str, Any]
+                ) -> None:
+    """A task list: TaskCreate/TaskUpdate's task, TodoWrite's or Codex's update_plan's."""
     if tool in ("TaskCreate", "TaskUpdate"):
         from agent_journal.core.recovery.task_list import task_facts
 
-        facts.update(task_facts(tool, value, output_text(data.get("output"))))
+        facts.update(task_facts(tool, value, text))
     if tool == "TodoWrite" and isinstance(value, dict) and isinstance(value.get("todos"), list):
         facts["todos"] = [[str(t.get("status")), clip(str(t.get("content")), 160)]
                           for t in value["todos"][:20] if isinstance(t, dict)]
@@ -207,22 +250,72 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         # Codex's todo list: {"plan": [{"step", "status"}], "explanation"}.
         facts["todos"] = [[str(t.get("status")), clip(str(t.get("step")), 160)]
                           for t in value["plan"][:20] if isinstance(t, dict)]
-    if isinstance(value, dict) and isinstance(value.get("description"), str):
-        facts["desc"] = clip(value["description"], DESCRIPTION_CHARS)
-    output = data.get("output")
-    text = output_text(output)
-    artifact = data.get("artifact")
-    if text is not None and isinstance(artifact, dict) and isinstance(artifact.get("tail"), str):
-        text = text + "\n" + artifact["tail"]
-    if tool == "Write":
-        kind = _write_kind(output, text)
-        if kind:
-            facts["write"] = kind
-    if text is None:
-        return
+
+
+def _failure_facts(tool: str | None, text: str, failed: bool, facts: dict[str, Any]) -> bool:
+    """Why a failed call failed, a refusal told apart, a patch Codex did not apply; whether
+    the call failed (such a patch did, whatever its status)."""
+    from agent_journal.core.recovery.reasons import (
+        REJECTED,
+        benign,
+        error_reason,
+        refusal,
+        rejection_words,
+    )
+
+    refused_patch = patch_refused(text) if tool in PATCH_TOOLS and not failed else None
+    if refused_patch:
+        # Codex reports a patch that did not apply in its output, with no exit code: the
+        # call failed and changed no file, whatever the patch names.
+        failed = True
+        facts["status"] = "error"
+        facts.pop("fileOps", None)
+        facts["reason"] = clip(refused_patch, 300)
+    if not failed:
+        return False
+    reason = error_reason(text)
+    if reason:
+        facts["reason"] = reason
+        if benign(reason):
+            facts["noop"] = True
+    refused = refusal(text)
+    if refused:
+        facts["refusal"] = refused
+        if refused == REJECTED:
+            # Claude Code's fixed wording says only that the user said no, which the
+            # refusal says; what the user said, when they said something, is `words`.
+            facts.pop("reason", None)
+        words = rejection_words(text)
+        if words:
+            facts["words"] = clip(words, 1000)
+    return True
+
+
+def _shell_output_facts(text: str, failed: bool, facts: dict[str, Any]) -> None:
+    """What a shell call's output says: a test or check run, a traceback, commits, pushes,
+    a branch switched, files git removed, a `git log` listing, a merge, packages."""
     # The parsers compile their patterns on import: a digest served from its cache never
     # needs them, so they load only when an output is read.
     from agent_journal.core.recovery.checks import parse_run
+    from agent_journal.core.recovery.reasons import printed_traceback
+
+    run = parse_run(text)
+    if run is not None:
+        facts["check"] = run.as_dict()
+    elif not failed:
+        crashed = printed_traceback(text)
+        if crashed:
+            facts["traceback"] = crashed
+    _git_facts(text, failed, facts)
+    if not failed:
+        from agent_journal.core.recovery.dependencies import installed
+
+        packages = installed(facts.get("target"), text)
+        if packages:
+            facts["installs"] = packages
+
+
+def _git_facts(text: str, failed: bool, facts: dict[str, Any]) -> None:
     from agent_journal.core.recovery.git_output import (
         commits_in,
         log_lines,
@@ -232,91 +325,39 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         removed_by_git_rm,
         switched_branch,
     )
-    from agent_journal.core.recovery.reasons import (
-        REJECTED,
-        benign,
-        error_reason,
-        printed_traceback,
-        refusal,
-        rejection_words,
-    )
 
-    failed = (isinstance(status, str) and status in FAILED_STATUSES) or (
-        isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0)
-    refused_patch = patch_refused(text) if tool in PATCH_TOOLS and not failed else None
-    if refused_patch:
-        # Codex reports a patch that did not apply in its output, with no exit code: the
-        # call failed and changed no file, whatever the patch names.
-        failed = True
-        facts["status"] = "error"
-        facts.pop("fileOps", None)
-        facts["reason"] = clip(refused_patch, 300)
-    if failed:
-        reason = error_reason(text)
-        if reason:
-            facts["reason"] = reason
-            if benign(reason):
-                facts["noop"] = True
-        refused = refusal(text)
-        if refused:
-            facts["refusal"] = refused
-            if refused == REJECTED:
-                # Claude Code's fixed wording says only that the user said no, which the
-                # refusal says; what the user said, when they said something, is `words`.
-                facts.pop("reason", None)
-            words = rejection_words(text)
-            if words:
-                facts["words"] = clip(words, 1000)
-    if tool in SHELL_TOOLS:
-        run = parse_run(text)
-        if run is not None:
-            facts["check"] = run.as_dict()
-        elif not failed:
-            crashed = printed_traceback(text)
-            if crashed:
-                facts["traceback"] = crashed
-        made = commits_in(text)
-        if made:
-            facts["commits"] = [list(c) for c in made]
-        pushed = pushes_in(text)
-        if pushed:
-            facts["pushes"] = [list(p) for p in pushed]
-        refused_refs = push_rejections_in(text)
-        if refused_refs:
-            facts["pushRejected"] = [list(p) for p in refused_refs]
-        switched = switched_branch(text)
-        if switched:
-            facts["switched"] = switched
-        # git names the files it removed relative to the directory it ran in.
-        base = facts.get("workdir") or facts.get("cwd")
-        removed = removed_by_git_rm(text)
-        if removed:
-            facts["removed"] = [_within(base, p) for p in removed]
-        # `Removing path` is git clean's; the output alone cannot say it was git clean
-        # (an import keeps the command on the call's start), so files_touched checks.
-        cleaned = removed_by_git_clean(text) if not failed else None
-        if cleaned:
-            facts["cleaned"] = [_within(base, p) for p in cleaned]
-        # An import keeps a call's command on its start and its output on its end: the
-        # end's listing is kept whatever its target, and commits() reads it only for a
-        # call whose command ran `git log`.
-        target = facts.get("target")
-        if not failed and (target is None or "git log" in target):
-            listed = log_lines(text)
-            if listed:
-                facts["log"] = [list(x) for x in listed[:12]]
-        if not failed and "Merge made by" in text:
-            facts["merged"] = True
-        if not failed:
-            from agent_journal.core.recovery.dependencies import installed
-
-            packages = installed(target, text)
-            if packages:
-                facts["installs"] = packages
-    elif (tool in ANSWERING_TOOLS or (tool or "").startswith("mcp__")) and isinstance(
-            output, str) and not failed:
-        # A subagent's or other tool's answer: its opening is what a reader needs.
-        facts["result"] = clip(output, 600)
+    made = commits_in(text)
+    if made:
+        facts["commits"] = [list(c) for c in made]
+    pushed = pushes_in(text)
+    if pushed:
+        facts["pushes"] = [list(p) for p in pushed]
+    refused_refs = push_rejections_in(text)
+    if refused_refs:
+        facts["pushRejected"] = [list(p) for p in refused_refs]
+    switched = switched_branch(text)
+    if switched:
+        facts["switched"] = switched
+    # git names the files it removed relative to the directory it ran in.
+    base = facts.get("workdir") or facts.get("cwd")
+    removed = removed_by_git_rm(text)
+    if removed:
+        facts["removed"] = [_within(base, p) for p in removed]
+    # `Removing path` is git clean's; the output alone cannot say it was git clean
+    # (an import keeps the command on the call's start), so files_touched checks.
+    cleaned = removed_by_git_clean(text) if not failed else None
+    if cleaned:
+        facts["cleaned"] = [_within(base, p) for p in cleaned]
+    # An import keeps a call's command on its start and its output on its end: the
+    # end's listing is kept whatever its target, and commits() reads it only for a
+    # call whose command ran `git log`.
+    target = facts.get("target")
+    if not failed and (target is None or "git log" in target):
+        listed = log_lines(text)
+        if listed:
+            facts["log"] = [list(x) for x in listed[:12]]
+    if not failed and "Merge made by" in text:
+        facts["merged"] = True
 
 
 def _write_kind(output: Any, text: str | None) -> str | None:
