@@ -400,7 +400,9 @@ _add(Command(
     "files changed and latest test results.",
     "cmd_timeline",
     opts=(
-        Opt("last", "--last", "Only the last N lines.", type="int", metavar="N", minimum=1),
+        Opt("last", "--last", "Only the last N lines (the text default: the last 200; "
+            "--json and --html give every line).", type="int", metavar="N", minimum=1),
+        Opt("all", "--all", "Every line in text too (not only the last 200).", kind=BARE),
         Opt("session", "--session", "Only events of this session: its id, its first "
             "characters, or the form shown (…4f2a9c1d, the last characters of a Codex "
             "session's id).", metavar="ID", type="id"),

@@ -455,6 +455,9 @@ def _emit_read(a: dict[str, Any], report: Any, result: Any, text: Any) -> int:
 
 # -- audit views for people: timeline, checkpoints ------------------------------------
 
+TIMELINE_WINDOW = 200  # the lines `timeline` prints as text unless told otherwise
+
+
 def cmd_timeline(a: dict[str, Any]) -> int:
     from agent_journal.ops.timeline import Filters, Timeline
 
@@ -467,7 +470,14 @@ def cmd_timeline(a: dict[str, Any]) -> int:
         if a["json"]:
             raise UsageError("--html and --json cannot be combined")
         html_path = render_html.check_destination(a["html"], a["root"])
-    timeline = Timeline(_read_context(a), filters, last=a["last"], as_of=a["as_of"])
+    last = a["last"]
+    if a["all"] and last is not None:
+        raise UsageError("--all and --last cannot be combined")
+    # Text is for a person: a window, unless every line is asked for (issue 30).
+    window = last is None and not a["all"] and not a["json"] and html_path is None
+    if window:
+        last = TIMELINE_WINDOW
+    timeline = Timeline(_read_context(a), filters, last=last, as_of=a["as_of"])
     with timeline:
         if html_path is not None:
             count = render_html.write_file(html_path, timeline.ctx.workspace_name, timeline)
@@ -479,7 +489,10 @@ def cmd_timeline(a: dict[str, Any]) -> int:
         else:
             from agent_journal.cli.render_timeline import write_text
 
-            write_text(sys.stdout, timeline.ctx.workspace_name, timeline, header=True)
+            shown = write_text(sys.stdout, timeline.ctx.workspace_name, timeline, header=True)
+            if window and shown >= TIMELINE_WINDOW:
+                output.emit_line(f"(the last {TIMELINE_WINDOW} lines: `--last N` for more, "
+                                 "`--all` for every line)")
         sys.stdout.flush()
         output.floor_warning(timeline.unreadable, timeline.malformed)
     return 0
