@@ -142,8 +142,10 @@ def test_every_command_that_does_something_prints_text_and_json_only_with_json(
     assert lines[0] == "remote nas (file://TMP/share), workspace ws: 2 replicas, 1 tombstoned id"
     assert sorted(re.sub(r"pushed \S+,", "pushed TS,", line) for line in lines[1:]) == [
         "  REPLICA (this root): pushed TS, 1 file, 4 events, 24576 bytes",
-        "  REPLICA: pushed TS, 1 file, 1 event, 24576 bytes"]
+        "  REPLICA: pushed TS, 1 file, 1 event, 24576 bytes",
+        "  not pushed yet from this root: 0 events (0 bytes) in 0 segments"]
     assert sorted(r["self"] for r in doc["replicas"]) == [False, True]
+    assert doc["unpushed"] == {"segments": 0, "events": 0, "bytes": 0}
 
     removed = cli("remote", "remove", "nas", env=NOW)
     assert _plain(removed.out, tmp_path) == \

@@ -222,6 +222,12 @@ def remote_status_text(report: dict[str, Any]) -> str:
     out = [f"remote {_where(report)}, workspace {report['workspace']}: "
            f"{_plural(len(replicas), 'replica')}, "
            f"{_plural(report['tombstones'], 'tombstoned id')}"]
+    unpushed = report.get("unpushed")
+    if unpushed is not None:
+        out.append(f"{INDENT}not pushed yet from this root: "
+                   f"{_plural(unpushed['events'], 'event')} "
+                   f"({_plural(unpushed['bytes'], 'byte')}) in "
+                   f"{_plural(unpushed['segments'], 'segment')}")
     for r in replicas:
         me = " (this root)" if r["self"] else ""
         out.append(f"{INDENT}{r['replica']}{me}: pushed {r['pushedTs']}, "

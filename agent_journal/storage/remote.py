@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import NamedTuple
 
 from agent_journal.core.errors import RemoteError, UsageError
 
@@ -41,6 +42,13 @@ class PreconditionFailed(RemoteError):
     """A conditional write found the key changed (or present) since it was read."""
 
 
+class Tops(NamedTuple):
+    """What `Remote.list_tops` found."""
+
+    etags: dict[str, str | None]  # key -> its etag
+    rolled: list[str]  # the prefixes the other keys rolled up into
+
+
 class Remote:
     """What sync needs from a remote. Keys are relative to the URL's prefix."""
 
@@ -54,8 +62,12 @@ class Remote:
         """Every key below `prefix` (a folder-like path ending in '/') -> its size."""
         raise NotImplementedError
 
-    def list_dirs(self, prefix: str) -> list[str]:
-        """The names one level below `prefix` that hold keys."""
+    def list_tops(self, prefix: str, delimiter: str) -> Tops:
+        """One listing below `prefix` that rolls keys up at `delimiter`, as S3's
+        ListObjectsV2 does: the keys in which `delimiter` does not occur after `prefix`
+        (with their etags, None for an object that is not a plain file), and each
+        prefix up to and including the first `delimiter` of every other key. A
+        service that refuses the delimiter answers as for '/', which rolls up more."""
         raise NotImplementedError
 
     def get_bytes(self, key: str, *, if_none_match: str | None = None

@@ -32,6 +32,7 @@ from agent_journal.storage.remote import (
     PreconditionFailed,
     Progress,
     Remote,
+    Tops,
 )
 
 _CHUNK = 1 << 20
@@ -115,15 +116,38 @@ class FolderRemote(Remote):
             raise self._fail(f"list {prefix}", exc) from None
         return out
 
-    def list_dirs(self, prefix: str) -> list[str]:
+    def list_tops(self, prefix: str, delimiter: str) -> Tops:
+        # The keys S3 would list, found by walking only folders whose path holds no
+        # `delimiter` (a rolled-up folder is named, never entered). Names starting
+        # with '.' (temporary files, the lock) are skipped, and a link is not followed.
+        etags: dict[str, str | None] = {}
+        rolled: set[str] = set()
+
+        def walk(under: str) -> None:
+            try:
+                with os.scandir(self._path(under)) as it:
+                    entries = [e for e in it if not e.name.startswith(".")]
+            except FileNotFoundError:
+                return  # removed while listed, as a key may be
+            for e in entries:
+                path = under + e.name + ("/" if e.is_dir(follow_symlinks=False) else "")
+                cut = path.find(delimiter, len(prefix))
+                if cut >= 0:
+                    rolled.add(path[:cut + len(delimiter)])
+                elif path.endswith("/"):
+                    walk(path)
+                else:
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    etags[path] = _etag(st) if stat.S_ISREG(st.st_mode) else None
+
         try:
-            with os.scandir(self._path(prefix)) as it:
-                return sorted(e.name for e in it if e.is_dir(follow_symlinks=False)
-                              and not e.name.startswith("."))
-        except FileNotFoundError:
-            return []
+            walk(prefix)
         except OSError as exc:
             raise self._fail(f"list {prefix}", exc) from None
+        return Tops(etags, sorted(rolled))
 
     def get_bytes(self, key: str, *, if_none_match: str | None = None
                   ) -> tuple[bytes, str] | None:

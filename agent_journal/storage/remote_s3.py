@@ -24,7 +24,13 @@ from typing import Any
 
 from agent_journal.core.errors import RemoteError
 from agent_journal.storage.files import RunningDigest, open_private_new
-from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Progress, Remote
+from agent_journal.storage.remote import (
+    ObjectMissing,
+    PreconditionFailed,
+    Progress,
+    Remote,
+    Tops,
+)
 
 EXTRA_HINT = "s3:// remotes need boto3: pip install 'agent-journal[s3]'"
 _CHUNK = 1 << 20
@@ -145,18 +151,27 @@ class S3Remote(Remote):
             raise self._fail(f"list {full}", exc) from None
         return out
 
-    def list_dirs(self, prefix: str) -> list[str]:
+    def list_tops(self, prefix: str, delimiter: str) -> Tops:
         full = self.prefix + prefix
-        names = []
+        etags: dict[str, str | None] = {}
+        rolled: list[str] = []
         try:
             pages = self.client.get_paginator("list_objects_v2").paginate(
-                Bucket=self.bucket, Prefix=full, Delimiter="/")
+                Bucket=self.bucket, Prefix=full, Delimiter=delimiter)
             for page in pages:
-                for item in page.get("CommonPrefixes", []):
-                    names.append(item["Prefix"][len(full):].rstrip("/"))
-        except self._errors() as exc:
+                for item in page.get("Contents", []):
+                    etags[item["Key"][len(self.prefix):]] = str(item["ETag"])
+                rolled += [item["Prefix"][len(self.prefix):]
+                           for item in page.get("CommonPrefixes", [])]
+        except self._exc.ClientError as exc:
+            if delimiter != "/" and self._code(exc) in ("InvalidArgument", *_NOT_IMPLEMENTED):
+                # A service that takes only '/' rolls up more: what it does not list
+                # the caller reads key by key.
+                return self.list_tops(prefix, "/")
             raise self._fail(f"list {full}", exc) from None
-        return sorted(n for n in names if n)
+        except self._exc.BotoCoreError as exc:
+            raise self._fail(f"list {full}", exc) from None
+        return Tops(etags, rolled)
 
     def get_bytes(self, key: str, *, if_none_match: str | None = None
                   ) -> tuple[bytes, str] | None:

@@ -1,0 +1,335 @@
+"""Push planning, pure: what a push keeps of the last one, the manifest it publishes,
+what it remembers, and which of its keys it deletes.
+
+Invariants:
+- A remembered snapshot is reused only when its segment's file and WAL are
+  unchanged (the signature), its object and every artifact object its rows cite
+  are still in the remote, and the tombstones are those it was scrubbed under
+  (the caller compares `tombstones_digest`).
+- The manifest names every file and shipped artifact of its export once, each
+  under a key that is a function of its bytes; a reused snapshot's artifacts
+  are named again, so a push never drops what an unchanged segment cites.
+- The push memory (`pushed.json`) is read tolerantly: what it cannot use is
+  forgotten, which costs a snapshot or a check, never an event.
+- Only keys the new manifest does not name are stale: never the manifest, never
+  a lock file.
+No I/O here: ops/sync_push.py lists, snapshots, uploads and writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Container, Iterable, Mapping
+from collections.abc import Set as AbstractSet
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+import xxhash
+
+from agent_journal.core import merge_plan
+
+SYNC_FORMAT = 1
+MANIFEST_KEY = "manifest.json"
+
+# What changes when a segment does: its file's and its WAL's (inode, size, mtime).
+Signature = tuple[int, ...]
+# An export manifest's entry (a segment file, an artifact), kept as the JSON it is.
+Entry = dict[str, Any]
+
+
+def segment_key(name: str, checksum: str) -> str:
+    """`segments/<stem>.<16 hex>.sqlite`: the key is a function of the bytes."""
+    stem = name[: -len(merge_plan.SEGMENT_SUFFIX)]
+    digest = checksum.partition(":")[2]
+    return f"segments/{stem}.{digest}{merge_plan.SEGMENT_SUFFIX}"
+
+
+def tombstones_digest(ids: AbstractSet[str]) -> str:
+    return xxhash.xxh3_64_hexdigest("\n".join(sorted(ids)).encode("utf-8"))
+
+
+def manifest_digest(body: bytes) -> str:
+    """What the memory keeps of a manifest's bytes to know it again."""
+    return xxhash.xxh3_128_hexdigest(body)
+
+
+class Scanned(NamedTuple):
+    """The subjects one segment's tombstone rows name, under the signature it had."""
+
+    sig: Signature | None
+    ids: tuple[str, ...]
+
+    def holds_for(self, sig: Signature | None) -> bool:
+        return sig is not None and self.sig == sig
+
+
+class Remembered(NamedTuple):
+    """One segment's snapshot as the last push published it."""
+
+    sig: Signature | None
+    entry: Entry
+    artifacts: tuple[Entry, ...] | None  # None: not kept (an older version) or unusable
+    high: int | None = None  # the highest seq the snapshot holds (None: not known)
+
+
+_NONE: Mapping[str, Any] = MappingProxyType({})
+
+
+class PushMemory(NamedTuple):
+    """`remotes/<name>/pushed.json`: what a push remembers for the next one."""
+
+    url: str | None = None
+    tombstones: str | None = None  # tombstones_digest of the last manifest's tombstones
+    scans: Mapping[str, Scanned] = _NONE
+    owned: frozenset[str] = frozenset()  # segment snapshot keys this root wrote
+    segments: Mapping[str, Remembered] = _NONE
+    manifests: frozenset[str] = frozenset()  # manifest_digest of the manifests it wrote
+
+    @classmethod
+    def parse(cls, obj: Any) -> PushMemory:
+        """The memory in a loaded `pushed.json`; empty when it is not one."""
+        if not isinstance(obj, dict) or not isinstance(obj.get("segments"), dict):
+            return cls()
+        scans = obj.get("tombstonesBySegment")
+        return cls(
+            url=obj.get("url") if isinstance(obj.get("url"), str) else None,
+            tombstones=obj.get("tombstones") if isinstance(obj.get("tombstones"), str)
+            else None,
+            scans={name: got for name, held in _items(scans)
+                   if (got := _scanned(held)) is not None},
+            owned=_strings(obj.get("owned")),
+            segments={name: seg for name, held in obj["segments"].items()
+                      if (seg := _remembered(held)) is not None},
+            manifests=_strings(obj.get("manifests")))
+
+    def about(self, url: str) -> PushMemory:
+        """The memory for a push to `url`: one about another URL (a remote removed and
+        added again under the same name) keeps only what the segments' tombstones are."""
+        return self if self.url == url else PushMemory(scans=self.scans)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "url": self.url, "tombstones": self.tombstones,
+            "tombstonesBySegment": {name: {"sig": _listed(s.sig), "ids": list(s.ids)}
+                                    for name, s in self.scans.items()},
+            "owned": sorted(self.owned),
+            "segments": {name: {"sig": _listed(r.sig), "entry": r.entry,
+                                "artifacts": list(r.artifacts or ()), "high": r.high}
+                         for name, r in self.segments.items()},
+            "manifests": sorted(self.manifests),
+        }
+
+
+def _items(value: Any) -> Iterable[tuple[Any, Any]]:
+    return value.items() if isinstance(value, dict) else ()
+
+
+def _strings(value: Any) -> frozenset[str]:
+    return frozenset(v for v in value if isinstance(v, str)) if isinstance(value, list) \
+        else frozenset()
+
+
+def _signature(value: Any) -> Signature | None:
+    if isinstance(value, list) and all(type(v) is int for v in value):
+        return tuple(value)
+    return None
+
+
+def _listed(sig: Signature | None) -> list[int] | None:
+    return None if sig is None else list(sig)
+
+
+def _scanned(held: Any) -> Scanned | None:
+    if not isinstance(held, dict) or not isinstance(held.get("ids"), list) \
+            or not all(isinstance(i, str) for i in held["ids"]):
+        return None
+    sig = _signature(held.get("sig"))
+    return None if sig is None else Scanned(sig, tuple(held["ids"]))
+
+
+def _remembered(held: Any) -> Remembered | None:
+    entry = held.get("entry") if isinstance(held, dict) else None
+    if not isinstance(entry, dict):
+        return None
+    cited = held.get("artifacts")
+    usable = isinstance(cited, list) and all(
+        isinstance(a, dict) and isinstance(a.get("ref"), str)
+        and isinstance(a.get("observations"), list) for a in cited)
+    high = held.get("high")
+    return Remembered(_signature(held.get("sig")), entry, tuple(cited) if usable else None,
+                      high if type(high) is int else None)
+
+
+# -- before the snapshots ----------------------------------------------------------------
+
+def reusable(memory: PushMemory, signatures: Mapping[str, Signature | None], prefix: str,
+             present: Container[str]) -> dict[str, Remembered]:
+    """The remembered snapshots a push may name again without taking them, provided
+    the tombstones did not change: the segment is unchanged, and the remote still
+    holds its object and every artifact object its rows cite."""
+    out = {}
+    for name, held in memory.segments.items():
+        checksum = held.entry.get("checksum")
+        if (held.artifacts is not None and held.entry.get("name") == name
+                and isinstance(checksum, str) and held.sig is not None
+                and signatures.get(name) == held.sig
+                and prefix + segment_key(name, checksum) in present
+                and all(not a.get("path") or prefix + a["path"] in present
+                        for a in held.artifacts)):
+            out[name] = held
+    return out
+
+
+def owned_keys(memory: PushMemory) -> set[str]:
+    """The segment snapshots this root wrote to the remote, as far as the memory
+    (already about this remote's URL) remembers: its `owned` list, and the entries of
+    the last push (all a version before `owned` kept)."""
+    owned = set(memory.owned)
+    for name, held in memory.segments.items():
+        checksum = held.entry.get("checksum")
+        if isinstance(checksum, str) and merge_plan.own_segment(name) is not None:
+            owned.add(segment_key(name, checksum))
+    return owned
+
+
+# -- after the snapshots -----------------------------------------------------------------
+
+class Assembly(NamedTuple):
+    """The export a push publishes, and what its memory keeps of it."""
+
+    export: dict[str, Any]  # the export manifest, reused entries and tombstones added
+    objects: dict[str, str]  # export-relative path -> key below the own prefix
+    artifacts_by_file: dict[str, list[Entry]]  # what each segment's rows cite
+    fresh: frozenset[str]  # segments snapshotted by this push
+    kept: frozenset[str]  # reused entries still good for the next push
+
+
+def assemble(staged: Mapping[str, Any], reused: Mapping[str, Remembered],
+             known: AbstractSet[str], cited: Mapping[str, list[Entry]]) -> Assembly:
+    """The export manifest of the snapshots just taken (`staged`, their artifacts by
+    file `cited`), with the reused entries, under every tombstone `known` before the
+    snapshots and those the snapshots read themselves."""
+    export = dict(staged)
+    export["files"] = sorted([*staged["files"], *(r.entry for r in reused.values())],
+                             key=lambda f: f["name"])
+    tombstoned = set(staged["tombstoned"]) | set(known)
+    export["tombstoned"] = sorted(tombstoned)
+    by_file = dict(cited)
+    by_file.update({name: list(r.artifacts or ()) for name, r in reused.items()})
+    export["artifacts"] = union_artifacts(staged["artifacts"], by_file.values())
+    objects = {f["name"]: segment_key(f["name"], f["checksum"]) for f in export["files"]}
+    objects.update({a["path"]: a["path"] for a in export["artifacts"] if a["path"]})
+    # A tombstone that came while the snapshots were taken: the reused entries were
+    # scrubbed without it, so the next push takes them again.
+    kept = frozenset() if reused and tombstoned != set(known) else frozenset(reused)
+    fresh = frozenset(f["name"] for f in export["files"]) - frozenset(reused)
+    return Assembly(export, objects, by_file, fresh, kept)
+
+
+def unchanged(in_place: Mapping[str, Any] | None, own: AbstractSet[str],
+              reused: Mapping[str, Remembered], known: AbstractSet[str]) -> Assembly | None:
+    """The assembly of a push with nothing to snapshot: every own segment reused, under
+    tombstones `known`, and the manifest in place saying just that. None otherwise:
+    the export takes the snapshots."""
+    if in_place is None or set(reused) != set(own):
+        return None
+    staged = dict(in_place["export"], files=[], artifacts=[], tombstoned=[])
+    got = assemble(staged, reused, known, {})
+    return got if same_content({"objects": got.objects, "export": got.export}, in_place) \
+        else None
+
+
+def union_artifacts(listed: list[Entry], more: Iterable[list[Entry]]) -> list[Entry]:
+    """One manifest entry per artifact, citing every observation any file cites it by,
+    and naming its object when any file's entry does: a blob this push could not ship
+    (gone here since) stays named while a reused snapshot's entry says the remote
+    holds it, so the clean-up does not delete its last copy."""
+    by_ref: dict[str, Entry] = {a["ref"]: dict(a) for a in listed}
+    for entries in more:
+        for a in entries:
+            got = by_ref.get(a["ref"])
+            if got is None:
+                by_ref[a["ref"]] = dict(a)
+                continue
+            if got["path"] is None and a["path"] is not None:
+                got.update(path=a["path"], bytes=a["bytes"], checksum=a["checksum"])
+            got["observations"] = sorted(set(got["observations"]) | set(a["observations"]))
+    return [by_ref[ref] for ref in sorted(by_ref)]
+
+
+def manifest(workspace: str, replica: str, pushed_ts: str, assembly: Assembly
+             ) -> dict[str, Any]:
+    return {"syncFormat": SYNC_FORMAT, "workspace": workspace, "replica": replica,
+            "pushedTs": pushed_ts, "export": assembly.export, "objects": assembly.objects}
+
+
+def encode(manifest: Mapping[str, Any]) -> bytes:
+    return json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8") + b"\n"
+
+
+def same_content(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+    """Whether two manifests name the same objects and say the same of them (when each
+    was written and when its export was made aside): a push whose manifest would be
+    the one in place writes none."""
+    return _comparable(a) == _comparable(b)
+
+
+def _comparable(manifest: Mapping[str, Any] | None) -> Any:
+    if manifest is None:
+        return None
+    export = dict(manifest["export"])
+    export.pop("createdTs", None)
+    return manifest["objects"], export
+
+
+def segment_keys(manifest: Mapping[str, Any]) -> set[str]:
+    return {manifest["objects"][f["name"]] for f in manifest["export"]["files"]}
+
+
+def next_memory(url: str, assembly: Assembly, signatures: Mapping[str, Signature | None],
+                highs: Mapping[str, int | None], scans: Mapping[str, Scanned],
+                owned: AbstractSet[str], manifests: AbstractSet[str]) -> PushMemory:
+    """What the next push needs, saved before the manifest is written: the entries this
+    push took or could keep (with the highest seq of each, `highs`), under its
+    tombstones; `owned` and `manifests` name the snapshots and manifests of this push
+    and of the manifest in place."""
+    segments = {f["name"]: Remembered(signatures.get(f["name"]), f,
+                                      tuple(assembly.artifacts_by_file.get(f["name"], ())),
+                                      highs.get(f["name"]))
+                for f in assembly.export["files"]
+                if f["name"] in assembly.kept or f["name"] in assembly.fresh}
+    return PushMemory(url=url, tombstones=tombstones_digest(set(assembly.export["tombstoned"])),
+                      scans=dict(scans), owned=frozenset(owned), segments=segments,
+                      manifests=frozenset(manifests))
+
+
+class Mark(NamedTuple):
+    """Where the remote's copy of one own segment ends: the rows above seq `above`
+    are not in it, but for the first `skip` of them."""
+
+    done: bool  # the remote holds the segment as it is: nothing to read
+    above: int
+    skip: int
+
+
+def remote_mark(named: Entry | None, held: Remembered | None, sig: Signature | None) -> Mark:
+    """For one own segment with signature `sig`: `named`, the entry the remote's
+    manifest has for it (None: none), and `held`, what the push memory remembers of
+    it. The memory is about that entry only when their checksums agree; without it,
+    the seq the snapshot ends at is not known, and the first `events` rows the
+    scrub keeps are taken to be the ones it holds."""
+    if named is None:
+        return Mark(False, 0, 0)
+    if held is not None and held.entry.get("checksum") == named.get("checksum"):
+        if held.sig is not None and held.sig == sig:
+            return Mark(True, 0, 0)
+        if held.high is not None:
+            return Mark(False, held.high, 0)
+    return Mark(False, 0, int(named.get("events") or 0))
+
+
+def stale_keys(listed: Iterable[str], prefix: str, objects: Mapping[str, str]) -> list[str]:
+    """The keys below the own prefix that the manifest written (or in place) does not
+    name: older snapshots, objects of an interrupted push; never a lock file."""
+    keep = {prefix + MANIFEST_KEY} | {prefix + k for k in objects.values()}
+    return sorted(k for k in set(listed) - keep if k.rsplit("/", 1)[-1] != ".lock")

@@ -1,0 +1,171 @@
+"""The replicas' manifests in a remote, as pull and remote status read them, and the
+pull's memory of them.
+
+Invariants:
+- A manifest is trusted for nothing until it is checked: strict JSON, this
+  sync format, a time this journal writes, this workspace, the replica its
+  key names, an export manifest as `merge` checks it, and objects naming
+  exactly the export's files by their content.
+- Which manifests changed since the last pull is known from one listing of
+  the workspace with the objects' etags (rolled up so that each replica shows
+  little but its manifest), whatever the number of replicas; a manifest whose
+  listed etag is the one the last pull merged is not asked for. Any other is
+  asked for conditionally (`If-None-Match`).
+- The pull state (`remotes/<name>/state.json`) is a memory: lost or damaged, it
+  costs one full fetch, never data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from agent_journal.core import merge_plan
+from agent_journal.core.errors import JournalError
+from agent_journal.core.push_plan import MANIFEST_KEY, SYNC_FORMAT, segment_key
+from agent_journal.ops.sync_common import replica_prefix
+from agent_journal.storage.remote import ObjectMissing, ObjectUnusable, Remote
+
+# clock.now_ts(): what push writes as pushedTs (years before 1000 unpadded).
+_PUSHED_TS = re.compile(r"[0-9]{1,4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
+# Where a listing of a workspace rolls a key up: both `segments/` and `artifacts/`
+# end in it, and no `<replica>/manifest.json` holds it (a replica id this journal
+# writes ends in a hex digit), so each replica lists as its manifest and two prefixes.
+ROLLUP = "s/"
+
+Refused = list[dict[str, Any]]
+
+
+def check_sync_manifest(raw: bytes, *, workspace: str, replica: str) -> dict[str, Any]:
+    """A remote manifest, validated; raises JournalError with the reason."""
+    from agent_journal.capture.strictjson import StrictJSONError, loads
+
+    try:
+        # Strict: no NaN or Infinity (which no JSON report could carry on), no duplicate
+        # keys; nesting too deep for the parser is a refusal, not a crash.
+        obj = loads(raw)
+    except StrictJSONError as exc:
+        raise JournalError(f"not JSON: {exc}") from None
+    if not isinstance(obj, dict) or obj.get("syncFormat") != SYNC_FORMAT:
+        raise JournalError(f"syncFormat is not {SYNC_FORMAT}")
+    if not isinstance(obj.get("pushedTs"), str) or not _PUSHED_TS.fullmatch(obj["pushedTs"]):
+        raise JournalError("pushedTs is not a time this journal writes")
+    if obj.get("workspace") != workspace:
+        raise JournalError(f"it is of workspace {obj.get('workspace')!r}")
+    if obj.get("replica") != replica:
+        raise JournalError(f"it says it is replica {obj.get('replica')!r}")
+    try:
+        export = merge_plan.check_manifest(obj.get("export"), workspace=workspace)
+    except merge_plan.ManifestError as exc:
+        raise JournalError(str(exc)) from None
+    if export["sourceReplica"] != replica:
+        raise JournalError(f"its export is of replica {export['sourceReplica']!r}")
+    for f in export["files"]:
+        own = merge_plan.own_segment(f["name"])
+        if own is None or own[0] != replica:
+            raise JournalError(f"{f['name']} is not one of replica {replica}'s own segments")
+    objects = obj.get("objects")
+    if not isinstance(objects, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in objects.items()):
+        raise JournalError("objects must map paths to keys")
+    wanted = {f["name"]: segment_key(f["name"], f["checksum"]) for f in export["files"]}
+    wanted.update({a["path"]: a["path"] for a in export["artifacts"] if a["path"] is not None})
+    if objects != wanted:
+        raise JournalError("objects do not name exactly the export's files by their content")
+    return obj
+
+
+class Seen:
+    """One replica's manifest as this pull found it."""
+
+    def __init__(self, replica: str, manifest: dict[str, Any] | None, etag: str | None,
+                 tombstoned: list[str]) -> None:
+        self.replica = replica
+        self.manifest = manifest  # None: unchanged since the last pull
+        self.etag = etag
+        self.tombstoned = tombstoned
+
+
+def load_state(path: str, url: str) -> dict[str, Any]:
+    """What earlier pulls from this remote merged; empty when it was about another URL
+    (a remote removed and added again under the same name)."""
+    state = read_state(path)
+    if state.get("url") != url:
+        return {"url": url, "replicas": {}}
+    return state
+
+
+def read_state(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            state = json.loads(fh.read())
+    except FileNotFoundError:
+        return {"replicas": {}}
+    except (OSError, ValueError, RecursionError):
+        return {"replicas": {}}  # a lost memory costs one full fetch, never data
+    if not isinstance(state, dict) or not isinstance(state.get("replicas"), dict):
+        return {"replicas": {}}
+    return state
+
+
+def manifest_etags(remote: Remote, workspace: str) -> dict[str, str | None]:
+    """Each replica folder of the workspace in the remote -> the etag its manifest is
+    listed with (None: none listed), in one listing."""
+    base = f"{workspace}/"
+    tops = remote.list_tops(base, ROLLUP)
+    found: dict[str, str | None] = {}
+    for key in [*tops.etags, *tops.rolled]:
+        replica, slash, _ = key[len(base):].partition("/")
+        if replica and slash:  # (a key right below the workspace is no replica's)
+            found.setdefault(replica, None)
+    for key, etag in tops.etags.items():
+        replica, _, rest = key[len(base):].partition("/")
+        if replica and rest == MANIFEST_KEY:
+            found[replica] = etag
+    return dict(sorted(found.items()))
+
+
+def read_manifests(remote: Remote, workspace: str, me: str | None,
+                   state: dict[str, Any], refused: Refused,
+                   *, conditional: bool = True) -> list[Seen]:
+    """Every other replica's manifest, checked; with `conditional`, those the state
+    says were merged as they are come back with no manifest (unchanged)."""
+    seen = []
+    for replica, listed in manifest_etags(remote, workspace).items():
+        if replica == me:
+            continue
+        if merge_plan.safe_replica(replica) != replica:
+            refused.append({"replica": replica, "key": None,
+                            "reason": "not a replica id this journal would write"})
+            continue
+        remembered = state["replicas"].get(replica, {}) if conditional else {}
+        if listed is not None and listed == remembered.get("etag"):
+            seen.append(Seen(replica, None, listed, list(remembered.get("tombstoned", []))))
+            continue
+        got = _read_one(remote, workspace, replica, remembered, refused)
+        if got is not None:
+            seen.append(got)
+    return seen
+
+
+def _read_one(remote: Remote, workspace: str, replica: str, remembered: dict[str, Any],
+              refused: Refused) -> Seen | None:
+    key = replica_prefix(workspace, replica) + MANIFEST_KEY
+    try:
+        got = remote.get_bytes(key, if_none_match=remembered.get("etag"))
+    except ObjectMissing:
+        return None  # a first push that has not written its manifest yet
+    except ObjectUnusable as exc:
+        refused.append({"replica": replica, "key": key, "reason": f"bad manifest: {exc}"})
+        return None
+    if got is None:
+        return Seen(replica, None, remembered.get("etag"),
+                    list(remembered.get("tombstoned", [])))
+    raw, etag = got
+    try:
+        manifest = check_sync_manifest(raw, workspace=workspace, replica=replica)
+    except JournalError as exc:
+        refused.append({"replica": replica, "key": key, "reason": f"bad manifest: {exc}"})
+        return None
+    return Seen(replica, manifest, etag, list(manifest["export"]["tombstoned"]))

@@ -1,0 +1,441 @@
+"""push: this replica's own segments into its prefix of a remote.
+
+The plan is core/push_plan.py; this is its executor. Invariants (spec/SYNC.md,
+"The order of writes"):
+- Push writes only below this replica's own prefix, and in this order:
+  objects (created, never replaced), then the manifest (conditionally
+  replacing the one it read), then deletes of its keys the new manifest does
+  not name. Killed anywhere, the remote's manifest names only objects that
+  exist, and the next push completes the work.
+- Push replaces only a manifest this root wrote. It refuses, before writing
+  anything, a manifest naming a tombstone this root does not hold; one its
+  memory (pushed.json, saved before each manifest write) does not know as its
+  own; and, without that memory, one naming a snapshot this root did not
+  write holding an event its own segments neither hold nor removed
+  themselves (a copied root, or one restored from a backup).
+- What push uploads is `export_op.export_own` (ops/export.py): consistent SQLite
+  snapshots of the own segments (or, held still, the sealed files themselves),
+  scrubbed of every tombstoned subject this replica knows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from agent_journal.core import clock, merge_plan, push_plan
+from agent_journal.core.errors import (
+    ConflictError,
+    DamagedJournalError,
+    JournalError,
+    NotFoundError,
+)
+from agent_journal.core.push_plan import MANIFEST_KEY, PushMemory, Remembered, Scanned
+from agent_journal.ops.context import Context
+from agent_journal.ops.sync_common import (
+    PUSH_CACHE,
+    STATE_DIR,
+    Killer,
+    LoadedMemory,
+    Opened,
+    Progress,
+    load_push_memory,
+    new_stage,
+    open_checked,
+    replica_prefix,
+    say,
+    segment_signature,
+    state_dir,
+)
+from agent_journal.ops.sync_manifests import check_sync_manifest
+from agent_journal.storage.files import write_file_atomic
+from agent_journal.storage.locks import FileLock
+from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Remote
+from agent_journal.storage.replica_source import Unreadable
+from agent_journal.storage.sealed_hold import SealedHold
+from agent_journal.storage.segment_tail import highest_seq
+from agent_journal.storage.workspace import Workspace
+
+# The way on that every refusal of a copied root names.
+_WAY_ON = ("to go on from this one, make a new root, `merge` this root into it and `pull` "
+           "there (spec/SYNC.md, \"A root copied or restored\")")
+
+
+def push(ctx: Context, name: str | None, *, progress: Progress = None,
+         opened: Opened | None = None) -> dict[str, Any]:
+    spec, remote = opened or open_checked(ctx, name)
+    ws = ctx.open(create=False)
+    if not os.path.isdir(ws.segments_dir):
+        raise NotFoundError(f"workspace {ws.name} has no segments in {ws.root.path}; "
+                            "nothing to push")
+    with FileLock(os.path.join(state_dir(ws.path, spec.name), "push.lock")):
+        stage = new_stage(ws, spec.name, "push")
+        try:
+            return _Push(ws, Opened(spec, remote), stage, progress).run()
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+# What the export reports of a push that snapshots nothing.
+_NOTHING_EXPORTED: dict[str, Any] = {"withheld": 0, "artifactsMissing": [], "malformed": [],
+                                     "artifactsByFile": {}}
+
+
+class _Current(NamedTuple):
+    """The own manifest as the push found it; its etag is the write's condition."""
+
+    manifest: dict[str, Any] | None  # None: none, or one this journal cannot use
+    etag: str | None
+    digest: str | None  # push_plan.manifest_digest of its bytes
+
+
+class _Push:
+    """One push, step by step: read, refuse, snapshot and upload, publish, clean up."""
+
+    def __init__(self, ws: Workspace, opened: Opened, stage: str, progress: Progress) -> None:
+        self.ws, self.spec, self.remote = ws, opened.spec, opened.remote
+        self.stage, self.progress = stage, progress
+        self.me = ws.root.replica_id
+        self.prefix = replica_prefix(ws.name, self.me)
+        self.memory_path = os.path.join(state_dir(ws.path, self.spec.name), PUSH_CACHE)
+        self.killer = Killer()
+        # The highest seq each snapshot holds: `remote status` counts the rows above it.
+        self.highs: dict[str, int | None] = {}
+
+    def run(self) -> dict[str, Any]:
+        say(self.progress, "push: reading the remote")
+        present = set(self.remote.list_keys(self.prefix))
+        # The manifest is read once, first: the push replaces exactly this one (its
+        # etag is the write's condition), so another root pushing meanwhile is refused.
+        current = self._read_current()
+        loaded = load_push_memory(self.memory_path)
+        memory = loaded.memory.about(self.spec.url)
+        signatures = {os.path.basename(p): segment_signature(p)
+                      for p in self.ws.segment_paths()}
+        scans = _TombstoneScans(self.ws, memory.scans)
+        # A segment unchanged since the last push, under the same tombstones, would
+        # snapshot to the same bytes: its entry is reused, the others snapshotted again.
+        reusable = push_plan.reusable(memory, signatures, self.prefix, present)
+        self._refuse_another_roots(current, memory, scans)
+        # An entry is reused only under the very tombstones it was scrubbed under,
+        # which takes knowing every segment's; with nothing to reuse, the export
+        # reads them itself (of its snapshots, then of the other segments).
+        known: set[str] = set()
+        reused: dict[str, Remembered] = {}
+        if reusable:
+            known = scans.of(self.ws.segment_paths())
+            if memory.tombstones == push_plan.tombstones_digest(known):
+                reused = reusable
+        self.highs.update({name: held.high for name, held in reused.items()})
+        uploader = _Uploader(self.remote, self.prefix, self.stage, present, self.killer)
+        own = {n for n in signatures if (found := merge_plan.own_segment(n)) is not None
+               and found[0] == self.me}
+        unchanged = push_plan.unchanged(current.manifest, own, reused, known)
+        if unchanged is None:
+            exported, assembly = self._snapshot(uploader, reused, known, scans, signatures)
+        else:
+            exported, assembly = _NOTHING_EXPORTED, unchanged
+        for a in assembly.export["artifacts"]:
+            if a["path"] and os.path.exists(os.path.join(self.stage, *a["path"].split("/"))):
+                say(self.progress, f"push: uploading {a['path']}")
+                uploader.upload(a["path"], a["path"])
+        manifest = push_plan.manifest(self.ws.name, self.me, clock.now_ts(), assembly)
+        written = self._publish(current, manifest, assembly, loaded, signatures, scans)
+        deleted = self._delete_stale(self.remote.list_keys(self.prefix) if written else present,
+                                     assembly.objects)
+        return self._report(exported, assembly, uploader, len(reused), written, deleted)
+
+    def _read_current(self) -> _Current:
+        try:
+            got = self.remote.get_bytes(self.prefix + MANIFEST_KEY)
+        except ObjectMissing:
+            return _Current(None, None, None)
+        assert got is not None
+        raw, etag = got
+        try:
+            found: dict[str, Any] | None = check_sync_manifest(raw, workspace=self.ws.name,
+                                                               replica=self.me)
+        except JournalError:
+            found = None  # replaced below; an unusable manifest names nothing to keep
+        return _Current(found, etag, push_plan.manifest_digest(raw))
+
+    def _refuse_another_roots(self, current: _Current, memory: PushMemory,
+                              scans: _TombstoneScans) -> None:
+        """ConflictError, nothing written, when the manifest in place was written by
+        another root with this replica id and replacing it could lose its work."""
+        if current.manifest is None:
+            return
+        where = f"refusing to push to {self.spec.url}: replica {self.me}'s manifest there"
+        if current.manifest["export"]["tombstoned"]:
+            # Tombstones are never removed, so a manifest this root wrote names only
+            # tombstones it still holds. One naming others was written by another root
+            # with this replica id (a copy made before a purge): replacing it would
+            # publish again what that root erased, and drop what it wrote since.
+            foreign = set(current.manifest["export"]["tombstoned"]) - scans.of(
+                self.ws.segment_paths())
+            if foreign:
+                raise ConflictError(
+                    f"{where} names {len(foreign)} tombstone(s) this root does not hold, "
+                    "so another root with this replica id (a copy of this root?) pushed "
+                    "it; pushing from here would publish again what that root erased. "
+                    "Nothing was pushed")
+        if memory.manifests:
+            if current.digest not in memory.manifests and \
+                    not self._written_under_another_name(current.digest):
+                raise ConflictError(
+                    f"{where} is not one this root wrote, so another root with this "
+                    "replica id pushed it (a copy of this root, or this root restored "
+                    "from a backup older than its last push) and pushing from here would "
+                    f"replace it. Nothing was pushed. Keep pushing from the root that wrote it; "
+                    f"{_WAY_ON}")
+            return
+        # No memory of the manifests this root wrote (lost, or of an older version):
+        # only this root's own history may leave the manifest. A snapshot there that
+        # this root did not write, holding events its own segments lack, was pushed by
+        # another root with this replica id.
+        lacking = _events_not_held(self.ws, self.remote, self.prefix, current.manifest,
+                                   push_plan.owned_keys(memory), self.stage)
+        if lacking:
+            raise ConflictError(
+                f"{where} names {lacking} event(s) this root does not hold, so another "
+                "root with this replica id pushed them (a copy of this root, or this root "
+                "restored from a backup older than its last push) and pushing from here "
+                "would drop them. Nothing was pushed. Keep pushing from the root that wrote "
+                f"them; {_WAY_ON}")
+
+    def _written_under_another_name(self, digest: str | None) -> bool:
+        """Whether the push memory of another remote name with this URL wrote it."""
+        folder = os.path.join(self.ws.path, STATE_DIR)
+        for name in sorted(os.listdir(folder)):
+            if name != self.spec.name:
+                other = load_push_memory(os.path.join(folder, name, PUSH_CACHE)).memory
+                if other.url == self.spec.url and digest in other.manifests:
+                    return True
+        return False
+
+    def _snapshot(self, uploader: _Uploader, reused: Mapping[str, Remembered],
+                  known: set[str], scans: _TombstoneScans,
+                  signatures: Mapping[str, push_plan.Signature | None]
+                  ) -> tuple[dict[str, Any], push_plan.Assembly]:
+        """Snapshot (or hold) every own segment not reused, each uploaded (one at a
+        time, in order) while the next is taken and checked."""
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        from agent_journal.ops import export as export_op
+
+        pending: list[Future[None]] = []
+        in_snapshot: dict[str, set[str]] = {}
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            def on_file(entry: dict[str, Any]) -> None:
+                say(self.progress, f"push: uploading {entry['name']}")
+                self.highs[entry["name"]] = _highest_seq(os.path.join(self.stage,
+                                                                      entry["name"]))
+                key = push_plan.segment_key(entry["name"], entry["checksum"])
+                pending.append(pool.submit(uploader.upload, entry["name"], key))
+
+            try:
+                exported = export_op.export_own(
+                    self.ws, self.stage, progress=self.progress, skip=frozenset(reused),
+                    on_file=on_file, tombstones=lambda paths: known | scans.of(paths),
+                    durable=False, snapshot_tombstones=in_snapshot, holds=uploader.holds)
+            finally:
+                try:
+                    for job in pending:
+                        job.result()
+                finally:
+                    uploader.release()
+        with open(os.path.join(self.stage, merge_plan.MANIFEST_NAME), "rb") as fh:
+            staged = json.loads(fh.read())
+        scans.settle(in_snapshot, signatures)
+        return exported, push_plan.assemble(staged, reused, known, exported["artifactsByFile"])
+
+    def _publish(self, current: _Current, manifest: dict[str, Any],
+                 assembly: push_plan.Assembly, loaded: LoadedMemory,
+                 signatures: Mapping[str, push_plan.Signature | None],
+                 scans: _TombstoneScans) -> bool:
+        """Save the memory (unless the file already says it), then write the manifest
+        unless the one in place says the same. Saved first: whether or not the write
+        lands (or this process dies right after it), the next push finds the manifest
+        in place naming only snapshots, and being a manifest, remembered here as this
+        root's own."""
+        body = push_plan.encode(manifest)
+        write = not push_plan.same_content(manifest, current.manifest)
+        owned = push_plan.segment_keys(manifest)
+        ours: set[str] = set()
+        if current.manifest is not None:
+            owned |= push_plan.segment_keys(current.manifest)
+            ours.add(str(current.digest))
+        if write:
+            ours.add(push_plan.manifest_digest(body))
+        saved = push_plan.next_memory(self.spec.url, assembly, signatures, self.highs,
+                                      scans.found, owned, ours)
+        raw = json.dumps(saved.as_json(), sort_keys=True).encode("utf-8")
+        if raw != loaded.raw:
+            write_file_atomic(self.memory_path, raw)
+        self.killer.point("before-manifest")
+        if not write:
+            return False
+        self.killer.step()
+        try:
+            self.remote.put_bytes(self.prefix + MANIFEST_KEY, body, if_match=current.etag)
+        except PreconditionFailed:
+            raise ConflictError(
+                f"refusing to replace replica {self.me}'s manifest in {self.spec.url}: it "
+                "changed while this push ran (another root with the same replica id, a "
+                "copied root?); nothing was replaced, run push again") from None
+        self.killer.point("after-manifest")
+        return True
+
+    def _delete_stale(self, listed: Iterable[str], objects: Mapping[str, str]) -> list[str]:
+        deleted = []
+        for key in push_plan.stale_keys(listed, self.prefix, objects):
+            self.killer.step()
+            self.remote.delete(key)
+            deleted.append(key)
+        return deleted
+
+    def _report(self, exported: dict[str, Any], assembly: push_plan.Assembly,
+                uploader: _Uploader, reused: int, written: bool,
+                deleted: list[str]) -> dict[str, Any]:
+        warnings = []
+        if exported["artifactsMissing"]:
+            warnings.append(f"{len(exported['artifactsMissing'])} artifact(s) could not be "
+                            "pushed (missing or not matching their checksum)")
+        if exported["malformed"]:
+            warnings.append(f"{len(exported['malformed'])} malformed row(s) were pushed as "
+                            "stored; readers skip them")
+        files = assembly.export["files"]
+        return {
+            "remote": self.spec.name, "url": self.spec.url, "workspace": self.ws.name,
+            "replica": self.me, "files": len(files), "snapshotted": len(assembly.fresh),
+            "events": sum(f["events"] for f in files), "withheld": exported["withheld"],
+            "uploaded": uploader.uploaded, "uploadedBytes": uploader.bytes,
+            "alreadyPresent": uploader.already + reused, "manifestWritten": written,
+            "deleted": deleted, "warnings": warnings,
+        }
+
+
+class _Uploader:
+    """Creates the objects the remote lacks, one at a time, and counts them. A sealed
+    segment the export linked rather than snapshotted is held still until its upload
+    is done (storage/sealed_hold.py)."""
+
+    def __init__(self, remote: Remote, prefix: str, stage: str, present: set[str],
+                 killer: Killer) -> None:
+        self.remote, self.prefix, self.stage = remote, prefix, stage
+        self.present, self.killer = present, killer
+        self.holds: dict[str, SealedHold] = {}
+        self.uploaded = self.already = self.bytes = 0
+
+    def upload(self, path: str, key: str) -> None:
+        try:
+            if self.prefix + key in self.present:
+                self.already += 1
+                return
+            self.killer.step()
+            local = os.path.join(self.stage, *path.split("/"))
+            if self.remote.put_file(self.prefix + key, local):
+                self.uploaded += 1
+                self.bytes += os.path.getsize(local)
+            else:
+                self.already += 1
+        finally:
+            if (hold := self.holds.pop(path, None)) is not None:
+                hold.close()
+
+    def release(self) -> None:
+        for hold in list(self.holds.values()):
+            hold.close()
+
+
+class _TombstoneScans:
+    """The subjects each segment's tombstone rows name, read again only from segments
+    whose file changed since the push memory (or this push) read them."""
+
+    def __init__(self, ws: Workspace, remembered: Mapping[str, Scanned]) -> None:
+        self.ws = ws
+        self.remembered = remembered
+        self.found: dict[str, Scanned] = {}
+
+    def of(self, paths: list[str]) -> set[str]:
+        ids: set[str] = set()
+        stale: list[tuple[str, push_plan.Signature | None, str]] = []
+        for path in paths:
+            name = os.path.basename(path)
+            sig = segment_signature(path)
+            held = self.found.get(name) or self.remembered.get(name)
+            if held is not None and held.holds_for(sig):
+                self.found[name] = held
+                ids.update(held.ids)
+            else:
+                stale.append((name, sig, path))
+        if not stale:
+            return ids
+        from agent_journal.ops import export as export_op
+
+        fresh = export_op.segment_tombstones(self.ws, [path for _, _, path in stale])
+        for (name, sig, _), got in zip(stale, fresh, strict=True):
+            self.found[name] = Scanned(sig, tuple(sorted(got)))
+            ids.update(got)
+        return ids
+
+    def settle(self, in_snapshot: Mapping[str, set[str]],
+               signatures: Mapping[str, push_plan.Signature | None]) -> None:
+        """A segment unchanged while it was snapshotted holds the tombstones its
+        snapshot held."""
+        for name, ids in in_snapshot.items():
+            sig = signatures.get(name)
+            path = os.path.join(self.ws.segments_dir, name)
+            if sig is not None and segment_signature(path) == sig:
+                self.found[name] = Scanned(sig, tuple(sorted(ids)))
+
+
+def _events_not_held(ws: Workspace, remote: Remote, prefix: str, manifest: dict[str, Any],
+                     owned: set[str], stage: str) -> int:
+    """How many events the manifest's segment snapshots hold that this root's own
+    segments neither hold nor removed themselves (compaction), counting only the
+    snapshots this root does not remember writing (none, usually: then nothing is
+    fetched). A snapshot gone from the remote, or failing its size and checksum,
+    holds nothing a reader would import, so it is not counted."""
+    from agent_journal.storage.replica_source import event_ids, ids_held, imported_then_removed
+
+    ids: set[str] = set()
+    for f in manifest["export"]["files"]:
+        key = manifest["objects"][f["name"]]
+        if key in owned:
+            continue
+        dest = os.path.join(stage, f".held-{f['name']}")
+        try:
+            got = remote.download(prefix + key, dest)
+        except ObjectMissing:
+            continue
+        try:
+            if got == (f["bytes"], f["checksum"]):
+                ids.update(event_ids(dest))
+        except Unreadable:
+            pass  # readers refuse it as well
+        finally:
+            os.unlink(dest)
+    me = ws.root.replica_id
+    for path in ws.segment_paths() if ids else ():
+        own = merge_plan.own_segment(os.path.basename(path))
+        if own is None or own[0] != me:
+            continue  # an import is never pushed: what it holds would leave the remote
+        try:
+            ids -= ids_held(path, ids) | imported_then_removed(path)
+        except Unreadable as exc:
+            raise DamagedJournalError(f"refusing to push: {ws.rel(path)} is unreadable "
+                                      f"({exc}); nothing was pushed") from None
+        if not ids:
+            break
+    return len(ids)
+
+
+def _highest_seq(path: str) -> int | None:
+    try:
+        return highest_seq(path)
+    except Unreadable:
+        return None  # the export refuses it, or reports its damage
