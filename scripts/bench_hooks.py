@@ -246,6 +246,7 @@ def _session_start(ctx: Ctx) -> None:
         after_scans.extend(ctx.time_process(lambda _: scan, runs=1))
         after.extend(ctx.time_process(lambda _: start_cmd, runs=1,
                                       stdin=_session_start_payload()))
+    _wait_for_warm_up(root_s)  # (a detached digest must not outlive the scratch folder)
     ctx.report("SessionStart after a compaction that purged one segment", median(after),
                median(after_scans), goal=GOAL_COLD,
                extra=f"compact --apply {median(compacted) * 1000:.0f} ms")
