@@ -1,9 +1,10 @@
 """Packages a shell call installed, as its package manager printed them.
 
 Invariant: `installed(command, output)` names only what the output of a successful call
-says was installed or added, with its version when printed (bun `installed x@1.2`, pnpm
-`+ x 1.2` under its `dependencies:` heading, yarn `└─ x@1.2`, pip `Successfully installed x-1.2`, uv ` + x==1.2`, cargo
-`Adding x v1.2 to dependencies`, go `go: added x v1.2`), or, when the output counts
+says was installed or added, with its version when printed (bun `installed x@1.2`,
+pnpm `+ x 1.2` under its `dependencies:` heading, yarn `└─ x@1.2`, pip `Successfully
+installed x-1.2`, uv ` + x==1.2`, cargo `Adding x v1.2 to dependencies`, go `go: added
+x v1.2`), or, when the output counts
 packages without naming them (npm `added 3 packages`), the packages the command itself
 names after `npm install`/`add`; at most PACKAGES per call, in the order printed. None
 when the call installed nothing it can name. Pure.
