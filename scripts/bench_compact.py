@@ -4,8 +4,11 @@ The workspace is written straight through the store (a million CLI calls
 would take hours): 100 segments of 10,000 events, of which 10% are
 observations named by a tombstone. The floor is `VACUUM INTO` of every
 segment, timed in the same run on the same files; the goal is compact within
-3x of it. `BENCH_COMPACT_SCALE=0.1` (or `--scale 0.1` when run on its own)
-shrinks the workspace for slow machines.
+3x of it. Floor and command alternate on copies of the workspace (A, B, A,
+B, ...: PAIRS pairs), and both the wall and the CPU ratio (of the medians)
+are printed, so a loaded machine can neither fake nor hide a result.
+`BENCH_COMPACT_SCALE=0.1` (or `--scale 0.1` when run on its own) shrinks the
+workspace for slow machines.
 
 Then cost that grows with what is new (issue 19): on a workspace of 100
 segments (1M events at scale 1; tombstones among them), `compact` (dry run,
@@ -95,13 +98,19 @@ NIGHTLY = ["compact", "--apply", "--observation-ttl-days", "30"]
 
 def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
     """(seconds, peak RSS in KiB) of one whole process."""
+    took, _cpu, rss = _timed_cpu(cmd, env)
+    return took, rss
+
+
+def _timed_cpu(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, peak RSS in KiB) of one whole process."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     took = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) not in (0, 1):
         raise SystemExit(f"{' '.join(cmd)} failed")
-    return took, usage.ru_maxrss
+    return took, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
 def _append_events(root: Path, workspace: str, start: int, count: int) -> None:
@@ -167,44 +176,72 @@ def incremental(ctx: Ctx, scale: float) -> None:
                goal=INCREMENTAL_GOAL, extra=f"(floor: the first run) peak {rss / 1024:.0f} MiB")
 
 
-def vacuum_into(paths: list[Path], dest: Path) -> float:
+def _cpu_here() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def vacuum_into(paths: list[Path], dest: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of `VACUUM INTO` of every segment."""
     import sqlite3
 
     dest.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_here()
     for p in paths:
         conn = sqlite3.connect(p)
         conn.execute("VACUUM INTO ?", (str(dest / p.name),))
         conn.close()
-    took = time.perf_counter() - start
+    took, cpu = time.perf_counter() - start, _cpu_here() - cpu
     for p in paths:
         os.unlink(dest / p.name)
-    return took
+    return took, cpu
+
+
+PAIRS = 3
 
 
 def run(ctx: Ctx, scale: float | None = None) -> None:
+    import shutil
+    import statistics
+
     if scale is None:
         scale = float(os.environ.get("BENCH_COMPACT_SCALE") or os.environ.get("BENCH_SCALE") or 1.0)
-    root = ctx.path("compact") / "root"
+    base = ctx.path("compact")
+    root = base / "root"
     start = time.perf_counter()
     paths = build(root, scale)
     events = len(paths) * shape(scale)[1]
     print(f"   built {len(paths)} segments, {events} events in "
           f"{time.perf_counter() - start:.1f} s", flush=True)
-    # The floor is taken before and after (on the compacted segments, a little
-    # smaller) and the lower kept: on a shared machine the load moves.
-    before = vacuum_into(paths, ctx.path("compact") / "vacuum")
-    env = dict(os.environ, AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="bench")
-    start = time.perf_counter()
-    result = subprocess.run([CLI, "compact", "--apply"], env=env, capture_output=True)
-    took = time.perf_counter() - start
-    if result.returncode != 0:
-        raise SystemExit(f"compact failed: {result.stderr.decode()}")
-    after = vacuum_into(paths, ctx.path("compact") / "vacuum")
-    floor = min(before, after)
-    print(f"   VACUUM INTO before {before:.2f} s, after {after:.2f} s", flush=True)
-    ctx.report(f"compact --apply, {events} events, 10% tombstoned", took, floor, goal=GOAL,
-               extra="(floor: VACUUM INTO of the same segments)")
+    # One copy of the workspace per pair: the floor (A) and the command (B) on
+    # the same files, alternating.
+    roots = [root] + [base / f"root-{k}" for k in range(1, PAIRS)]
+    for copy in roots[1:]:
+        shutil.copytree(root, copy, symlinks=True)
+    floors: list[tuple[float, float]] = []
+    runs: list[tuple[float, float]] = []
+    peak = 0
+    for copy in roots:
+        copy_paths = [copy / p.relative_to(root) for p in paths]
+        floors.append(vacuum_into(copy_paths, base / "vacuum"))
+        env = dict(os.environ, AGENT_JOURNAL_ROOT=str(copy), AGENT_JOURNAL_WORKSPACE="bench")
+        took, cpu, rss = _timed_cpu([CLI, "compact", "--apply"], env)
+        runs.append((took, cpu))
+        peak = max(peak, rss)
+        print(f"   pair: VACUUM INTO {floors[-1][0]:.2f} s ({floors[-1][1]:.2f} s CPU), "
+              f"compact --apply {took:.2f} s ({cpu:.2f} s CPU)", flush=True)
+    wall = statistics.median(t for t, _ in runs)
+    floor = statistics.median(t for t, _ in floors)
+    cpu = statistics.median(c for _, c in runs)
+    cpu_floor = statistics.median(c for _, c in floors)
+    ctx.report(f"compact --apply, {events} events, 10% tombstoned", wall, floor, goal=GOAL,
+               extra=f"(floor: VACUUM INTO of the same segments; {PAIRS} pairs) CPU "
+                     f"{cpu / cpu_floor:.2f}x ({cpu:.2f} s vs {cpu_floor:.2f} s), "
+                     f"peak {peak / 1024:.0f} MiB")
+    for copy in roots[1:]:
+        shutil.rmtree(copy, ignore_errors=True)
     incremental(ctx, scale)
 
 

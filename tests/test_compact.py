@@ -32,6 +32,7 @@ from agent_journal.storage import (
     compaction_workers,
     erasure,
     locks,
+    parallel,
 )
 from agent_journal.storage.artifacts import artifact_path
 from agent_journal.storage.connection import connect, run_write
@@ -1395,11 +1396,11 @@ def test_a_read_shared_with_worker_processes_is_the_serial_read(root, monkeypatc
     _mixed_workspace(root)
     ws = ctx_for(root).open(create=False)
     started: list[Any] = []
-    real = compaction_workers._ReadWorker.__init__
+    real = parallel.Worker.__init__
 
-    def counting(self: Any, paths: list[str], rels: list[str], *rest: Any) -> None:
-        started.append(rels)
-        real(self, paths, rels, *rest)
+    def counting(self: Any, *args: Any) -> None:
+        started.append(args)
+        real(self, *args)
 
     for every in (True, False):
         monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "0")
@@ -1408,7 +1409,7 @@ def test_a_read_shared_with_worker_processes_is_the_serial_read(root, monkeypatc
             monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, workers)
             started.clear()
             with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(compaction_workers._ReadWorker, "__init__", counting)
+                mp.setattr(parallel.Worker, "__init__", counting)
                 shared = _read_state(compaction_read.read_located(ws, every_observation=every))
             assert len(started) == int(workers)
             assert shared == serial
@@ -1507,7 +1508,7 @@ def test_without_a_temporary_file_for_the_queue_the_read_is_done_here(root, monk
 
     monkeypatch.setattr(tempfile, "TemporaryFile", no_room)
     started: list[Any] = []
-    monkeypatch.setattr(compaction_workers._ReadWorker, "__init__",
+    monkeypatch.setattr(parallel.Worker, "__init__",
                         lambda self, *a: started.append(a))  # never reached
     assert _read_state(compaction_read.read_located(ws)) == serial
     assert started == []
@@ -1526,21 +1527,21 @@ def _claimed_by_workers(monkeypatch) -> Any:
     first_of_read: list[int] = []  # where each queue's workers start in `workers`
     claimed_all = marshal.dumps("claimed all", 2)
 
-    class Recorded(compaction_workers._SegmentQueue):
+    class Recorded(parallel.Queue):
         def __init__(self, order: list[int]) -> None:
             super().__init__(order)
-            self.size = len(order) * compaction_workers._CLAIM
+            self.size = len(order) * parallel.CLAIM
             queues.append(self)
             first_of_read.append(len(workers))
 
-    real_init = compaction_workers._ReadWorker.__init__
+    real_init = parallel.Worker.__init__
 
     def recording(self: Any, *args: Any, **kwargs: Any) -> None:
         real_init(self, *args, **kwargs)
         workers.append(self)
 
-    monkeypatch.setattr(compaction_workers, "_SegmentQueue", Recorded)
-    monkeypatch.setattr(compaction_workers._ReadWorker, "__init__", recording)
+    monkeypatch.setattr(parallel, "Queue", Recorded)
+    monkeypatch.setattr(parallel.Worker, "__init__", recording)
 
     def sent_everything(worker: Any) -> bool:
         # The collecting thread appends each frame as it arrives; None ends the stream.
@@ -1567,9 +1568,8 @@ def test_a_compaction_read_worker_yields_the_cores_to_hooks():
         with open(f"/proc/{pid}/stat") as fh:
             return int(fh.read().rpartition(")")[2].split()[16])
 
-    queue = compaction_workers._SegmentQueue([])
-    proc = compaction_workers.start_worker("agent_journal.storage.compaction_workers",
-                                           "compaction_read_worker", queue.fd)
+    queue = parallel.Queue([])
+    proc = parallel.start_worker(queue.fd, background=True)
     try:
         deadline = time.monotonic() + 60
         while nice_of(proc.pid) == nice_of(os.getpid()) and time.monotonic() < deadline:
@@ -1586,7 +1586,7 @@ def test_a_worker_that_ends_before_this_process_is_waited_for_once(root, monkeyp
     own: it must not then wait for another."""
     ws, serial = _serial_reads(root, monkeypatch)
     monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "1")
-    real = compaction_read._read_segment_for_compaction
+    real = compaction_workers.read_segment_for_compaction
     calls: list[str] = []
     claimed = _claimed_by_workers(monkeypatch)
 
@@ -1596,7 +1596,7 @@ def test_a_worker_that_ends_before_this_process_is_waited_for_once(root, monkeyp
             claimed()  # the worker claims and sends every other segment meanwhile
         return real(path, rel, fast)
 
-    monkeypatch.setattr(compaction_read, "_read_segment_for_compaction", slow_here)
+    monkeypatch.setattr(compaction_workers, "read_segment_for_compaction", slow_here)
     import threading
 
     for every in (True, False):
@@ -1636,7 +1636,7 @@ def test_a_part_that_a_later_tombstone_adds_to_comes_in_a_second_round(root, mon
     monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "0")
     serial = _read_state(compaction_read.read_located(ws, every_observation=False))
     assert "o1" in {e["id"] for e in serial[0]}
-    real_read = compaction_read._read_segment_for_compaction
+    real_read = compaction_workers.read_segment_for_compaction
     here: list[str] = []
     claimed = _claimed_by_workers(monkeypatch)
 
@@ -1646,21 +1646,21 @@ def test_a_part_that_a_later_tombstone_adds_to_comes_in_a_second_round(root, mon
             claimed()  # the worker reads the small segment meanwhile
         return real_read(path, rel, fast)
 
-    monkeypatch.setattr(compaction_read, "_read_segment_for_compaction", slow_here)
+    monkeypatch.setattr(compaction_workers, "read_segment_for_compaction", slow_here)
     monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "1")
     dies = root.parent / "dies-in-round-two"
     dies.write_text(f"""#!{sys.executable}
 import sys
-from agent_journal.storage import compaction_workers
-first = compaction_workers._read_frame
+from agent_journal.storage import parallel
+first = parallel.read_frame
 asked = []
 def once(stream):
     asked.append(stream)
     if len(asked) > 1:
         sys.exit(3)
     return first(stream)
-compaction_workers._read_frame = once
-compaction_workers.compaction_read_worker()
+parallel.read_frame = once
+parallel.serve(background=True)
 """)
     dies.chmod(0o700)
     for executable, read_here in ((sys.executable, 1), (str(dies), 2)):
@@ -1687,7 +1687,7 @@ def test_a_part_read_here_that_a_workers_tombstone_adds_to_is_made_again(root, m
     monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "0")
     serial = _read_state(compaction_read.read_located(ws, every_observation=False))
     assert "big-7" in {e["id"] for e in serial[0] if e["type"] == "observation"}
-    real_read = compaction_read._read_segment_for_compaction
+    real_read = compaction_workers.read_segment_for_compaction
     here: list[str] = []
     claimed = _claimed_by_workers(monkeypatch)
 
@@ -1697,7 +1697,7 @@ def test_a_part_read_here_that_a_workers_tombstone_adds_to_is_made_again(root, m
         claimed()  # the worker reads the small segment meanwhile
         return part
 
-    monkeypatch.setattr(compaction_read, "_read_segment_for_compaction", slow_here)
+    monkeypatch.setattr(compaction_workers, "read_segment_for_compaction", slow_here)
     monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "1")
     assert _read_state(compaction_read.read_located(ws, every_observation=False)) == serial
     assert len(here) == 1 and "imported-small" not in here[0]
@@ -1709,7 +1709,7 @@ def test_a_read_that_stops_early_leaves_no_worker_waiting(root, monkeypatch):
     ws, _ = _serial_reads(root, monkeypatch)
     monkeypatch.setenv(compaction_workers.ENV_COMPACT_WORKERS, "2")
     started: list[Any] = []
-    real_init = compaction_workers._ReadWorker.__init__
+    real_init = parallel.Worker.__init__
 
     def keeping(self: Any, *args: Any) -> None:
         real_init(self, *args)
@@ -1718,8 +1718,8 @@ def test_a_read_that_stops_early_leaves_no_worker_waiting(root, monkeypatch):
     def boom(*args: Any) -> Any:
         raise RuntimeError("stopped early")
 
-    monkeypatch.setattr(compaction_workers._ReadWorker, "__init__", keeping)
-    monkeypatch.setattr(compaction_read, "_read_missing", boom)
+    monkeypatch.setattr(parallel.Worker, "__init__", keeping)
+    monkeypatch.setattr(parallel.Pool, "received", boom)
     with pytest.raises(RuntimeError, match="stopped early"):
         compaction_read.read_located(ws, every_observation=False)
     assert len(started) == 2

@@ -29,8 +29,7 @@ from agent_journal.core.errors import UsageError
 from agent_journal.ops import context
 from agent_journal.ops.coverage import coverage
 from agent_journal.ops.decay import decay
-from agent_journal.storage import compaction_workers, count_rows, counting_workers
-from agent_journal.storage.compaction_workers import _CLAIM, _SegmentQueue
+from agent_journal.storage import count_rows, counting_workers, parallel
 
 
 def _journal(root: Path) -> list[tuple[str, str]]:
@@ -53,15 +52,17 @@ def _journal(root: Path) -> list[tuple[str, str]]:
 def test_a_worker_counts_what_a_serial_read_counts(tmp_path: Path) -> None:
     items = _journal(tmp_path / "journal")
     serial = [count_rows.packed(count_rows.count_segment(*item)) for item in items]
-    queue = _SegmentQueue(list(range(len(items))))
-    worker = counting_workers._CountWorker(items, queue.fd)
-    parts: list[Any] = [None] * len(items)
+    queue = parallel.Queue(list(range(len(items))))
+    task = parallel.Task("agent_journal.storage.counting_workers:Counter", items, "", 0)
+    worker = parallel.Worker(task, queue.fd, count_rows.unpacked)
     try:
-        worker.take(parts)  # this process claims nothing: the worker counts every one
+        worker.poll(block=True)  # this process claims nothing: the worker counts every one
     finally:
         queue.close()
         worker.stop()
-    assert [None if p is None else count_rows.packed(p) for p in parts] == serial
+    assert worker.done and not worker.failed
+    parts = [worker.parts[k] for k in range(len(items))]
+    assert [count_rows.packed(p) for p in parts] == serial
     assert parts[1].malformed and parts[3].unreadable
 
 
@@ -70,13 +71,13 @@ def test_a_worker_counts_what_a_serial_read_counts(tmp_path: Path) -> None:
 _CLAIMS_AND_DIES = """#!/bin/sh
 exec {python} -c '
 import marshal, sys
-from agent_journal.storage.compaction_workers import _claims, _read_frame, _write_frame
+from agent_journal.storage.parallel import claims, read_frame, write_frame
 from agent_journal.storage.count_rows import count_segment, packed
-items, fd = marshal.loads(_read_frame(sys.stdin.buffer))[:2]
-claimed = list(_claims(fd))
+items, fd = marshal.loads(read_frame(sys.stdin.buffer))[1:3]
+claimed = list(claims(fd))
 part = packed(count_segment(*items[claimed[0]]))
 part[2].append((1, "made up"))
-_write_frame(sys.stdout.buffer, marshal.dumps((claimed[0], part), 2))
+write_frame(sys.stdout.buffer, marshal.dumps((claimed[0], part), 2))
 '
 """
 
@@ -103,10 +104,10 @@ def test_coverage_and_decay_with_workers_are_the_direct_read(tmp_path: Path, mon
         real, calls = counting_workers.count_segment, []
         queues: list[Any] = []
 
-        class Recorded(_SegmentQueue):
+        class Recorded(parallel.Queue):
             def __init__(self, order: list[int]) -> None:
                 super().__init__(order)
-                self.size = len(order) * _CLAIM
+                self.size = len(order) * parallel.CLAIM
                 queues.append(self)
 
         def slow_here(path: str, rel: str) -> count_rows.CountPart:
@@ -118,7 +119,7 @@ def test_coverage_and_decay_with_workers_are_the_direct_read(tmp_path: Path, mon
                 time.sleep(0.01)
             return real(path, rel)
 
-        monkeypatch.setattr(compaction_workers, "_SegmentQueue", Recorded)
+        monkeypatch.setattr(parallel, "Queue", Recorded)
         monkeypatch.setattr(counting_workers, "count_segment", slow_here)
     ctx = context.Context(str(root), "ws")
     assert coverage(ctx)[0] == _direct_coverage(root)  # counted, nothing kept

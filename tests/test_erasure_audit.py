@@ -578,6 +578,30 @@ def test_compact_killed_while_it_trims_the_digest_cache_soak(doomed_journal):
             assert _killed_at(journal, call, reads, **TRIM) == [], (call, reads)
 
 
+COPY = {"KILL_FROM": "agent_journal.storage.erasure.copy_survivors"}
+
+
+def test_compact_killed_while_it_copies_a_sealed_segment_is_finished_by_the_next_run(
+        doomed_journal):
+    # Between the copy of a sealed segment's surviving rows and its rename over the
+    # segment (storage/segment_copy.py): the segment is the old file or the copy, a
+    # killed copy is deleted by the next run, which erases what is left to erase.
+    import sys
+
+    journal, _ = doomed_journal
+    counted = subprocess.run([sys.executable, "-c", KILL_AT_IO_CALL, "0", "compact", "--apply"],
+                             env=clean_env(AGENT_JOURNAL_ROOT=str(_copy(journal)),
+                                           AGENT_JOURNAL_WORKSPACE=WS, **COPY),
+                             capture_output=True, text=True, timeout=120)
+    assert counted.returncode == 0 and "within " in counted.stderr, counted.stderr
+    calls = int(counted.stderr.split("within ")[1].split()[0])
+    assert calls > 10
+    for call in (calls // 4, calls // 2, calls * 3 // 4, calls):
+        assert _killed_at(journal, call, **COPY) == [], call
+        segments = journal.parent / "run" / "workspaces" / WS / "segments"
+        assert [p.name for p in segments.iterdir() if p.name.startswith(".")] == [], call
+
+
 @pytest.mark.soak
 def test_compact_killed_at_any_instant_is_finished_by_the_next_run_soak(doomed_journal):
     import random

@@ -484,3 +484,62 @@ def test_law_ages_folded_from_any_split_are_the_ages_of_the_whole(
     assert fold.due() == {o for o, ts in by_id.items() if cut.due(ts)}
     assert {o for s in summaries for o in ids_of(s)} == set(by_id)
     assert all(o in fold for o in by_id) and "zz" not in fold
+
+
+# -- the plan is one function of the events, however they come -------------------------------
+
+def _whole(p: CompactionPlan) -> tuple[Any, ...]:
+    """Everything a plan decides, order aside (a flip's events come in read order)."""
+    return (report(p), dict(p.deletions), dict(p.reasons), p.held, dict(p.citations),
+            {t: sorted(waits) for t, waits in p.flips.items()}, sorted(p.tombstone_events),
+            sorted(p.tombstone_targets), sorted(p.expired_observations))
+
+
+@settings(max_examples=100, deadline=None)
+@given(journals(), st.sampled_from([None, 0, 2, 20]), st.sampled_from([None, 0, 2, 20]),
+       st.randoms(use_true_random=False))
+def test_law_the_order_events_are_read_in_changes_no_plan(events, e_ttl, o_ttl, rnd):
+    shuffled = list(events)
+    rnd.shuffle(shuffled)
+    assert _whole(plan(shuffled, e_ttl, o_ttl)) == _whole(plan(events, e_ttl, o_ttl))
+
+
+@settings(max_examples=100, deadline=None)
+@given(journals(), st.sampled_from([None, 0, 2, 20]), st.sampled_from([0, 2, 20]),
+       st.lists(st.booleans(), max_size=25))
+def test_law_a_plan_from_ages_is_the_plan_from_every_observation(events, e_ttl, o_ttl, aged):
+    """Observations that enter the plan as their ages only (a read that keeps the
+    ages of the plain ones, segment by segment) give the same plan, once the events
+    of those it expires are added back (`delete_expired`)."""
+    from agent_journal.core.compaction_plan import observation_ages
+
+    # (Only observations no tombstone names can be read as ages: those named are read.)
+    named = {e.id for e in events if e.type == "tombstone"}
+    plain = [e for e in events if e.type == "observation" and e.id not in named]
+    as_ages = [e for e, a in zip(plain, aged, strict=False) if a]
+    ages = observation_ages(NOW, o_ttl)
+    assert ages is not None
+    ages.add(summarize([e.id for e in as_ages], [e.ts for e in as_ages]))
+    read = [e for e in events if not any(e is a for a in as_ages)]
+    p = plan_compaction(read, NOW, e_ttl, o_ttl, ages=ages)
+    p.delete_expired((e.event_id, str(e.id)) for e in as_ages)
+    assert _whole(p) == _whole(plan(events, e_ttl, o_ttl))
+
+
+@settings(max_examples=100, deadline=None)
+@given(journals(), st.sampled_from([None, 0, 20]), st.data())
+def test_law_a_run_resumed_from_its_intent_flips_only_what_it_removed(events, o_ttl, data):
+    """An interrupted run's flips (its intent) are planned again only for a tombstone
+    still unpurged whose target it saw; they wait for whatever of the target is left."""
+    tombs = [e for e in events if e.type == "tombstone" and e.data["purged"] is False]
+    unfinished = {t.event_id: str(t.id) for t in tombs if data.draw(st.booleans())}
+    # The interrupted run removed the targets' records and observations.
+    left = [e for e in events if not (e.type in ("entry", "observation")
+                                      and e.id in set(unfinished.values()))]
+    p = plan_compaction(left, NOW, None, o_ttl, unfinished)
+    fresh = plan_compaction(left, NOW, None, o_ttl)
+    for tomb_id, target in unfinished.items():
+        assert tomb_id in p.flips and tomb_id not in fresh.flips
+        assert set(p.flips[tomb_id]) == {e.event_id for e in left if e.id == target
+                                         and e.type == "invalidation"}
+    assert set(p.flips) - set(unfinished) == set(fresh.flips)

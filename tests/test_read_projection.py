@@ -30,7 +30,7 @@ from agent_journal.ops import context
 from agent_journal.ops.compact import compact
 from agent_journal.ops.coverage import coverage, coverage_derived
 from agent_journal.ops.decay import decay, decay_derived
-from agent_journal.storage import compaction_read, read_projection, verified_mark
+from agent_journal.storage import compaction_read, parallel, read_projection, verified_mark
 from agent_journal.storage.connection import connect, run_write
 from agent_journal.storage.files import create_private_file, make_private_dirs
 from agent_journal.storage.root import Root
@@ -425,7 +425,7 @@ def test_a_projection_built_by_worker_processes_is_the_same(tmp_path, monkeypatc
     monkeypatch.setenv("AGENT_JOURNAL_COMPACT_WORKERS", workers)
     with pytest.MonkeyPatch.context() as mp:
         # This process claims no segment: the workers read every one.
-        mp.setattr(compaction_read, "_claims", lambda fd: iter(()))
+        mp.setattr(parallel.Pool, "claims", lambda self: iter(()))
         _same_plans(_ws(root), afresh=True)
         _same_as_direct(root)
     monkeypatch.delenv("AGENT_JOURNAL_COMPACT_WORKERS")

@@ -30,8 +30,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import xxhash
 
@@ -51,7 +52,7 @@ from agent_journal.storage import import_memory
 from agent_journal.storage.artifacts import BlobHolds
 from agent_journal.storage.root import Root
 from agent_journal.storage.segment_reader import PausedGC
-from agent_journal.storage.workspace import latest_cwds, observation_phases
+from agent_journal.storage.workspace import Workspace, latest_cwds, observation_phases
 
 Progress = Callable[[int, int, str], None]
 
@@ -109,6 +110,33 @@ def recalled(ctx: Context, path: str, fh: BinaryIO, importer: str
     return key, report
 
 
+class Planned(NamedTuple):
+    """An event to write, as its values in slot order (model.event_values), and
+    the data field a capture fills when its batch is written ("output" of a
+    call's end, "text" of what was said; None for none), which holds the value
+    to capture until then. The events themselves are made batch by batch,
+    each once, just before they are stored."""
+
+    values: tuple[Any, ...]
+    fill: str | None
+
+
+@dataclass
+class ImportPlan:
+    """What an import writes, and what it counts of what it leaves."""
+
+    events: list[Planned] = field(default_factory=list)
+    calls: int = 0
+    messages: int = 0
+    recognised: int = 0  # a phase (or a thing said) the journal already holds
+    unfinished: int = 0
+    tombstoned: int = 0
+    # What a re-run will find already present once this one has committed: each
+    # call's start, its end unless it never finished, and each thing said.
+    present_after: int = 0
+    sessions: set[str] = field(default_factory=set)
+
+
 def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
                 progress: Progress | None = None, memory_key: str | None = None,
                 other_project: bool = False) -> dict[str, Any]:
@@ -127,22 +155,42 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
             f"{ctx.workspace_name} holds observations from {other}; nothing "
             "imported (pass --other-project to import it anyway)")
     ids = [safe_id(c["id"]) for c in replayed]
-    calls = [(c, i) for c, i in zip(replayed, ids, strict=True) if c["kind"] == "tool_call"]
-    said = [(c, i) for c, i in zip(replayed, ids, strict=True) if c["kind"] != "tool_call"]
     ws = ctx.open(create=True)
     replica = ws.root.replica_id
     known = observation_phases(ws, ids)
     tombstoned = ws.tombstoned_among(ids)
-    # Each event to write as its values in slot order (model.event_values), and the data
-    # field a capture fills when its batch is written ("output" of a call's end, "text" of
-    # what was said; None for none), which holds the value to capture until then. The
-    # events themselves are made batch by batch, each once, just before they are stored.
-    planned: list[tuple[tuple[Any, ...], str | None]] = []
-    recognised = unfinished = skipped = 0
-    # What a re-run will find already present once this one has committed: each call's
-    # start, its end unless it never finished, and each thing said.
-    present_after = 0
-    sessions: set[str] = set()
+    plan = ImportPlan()
+    items = list(zip(replayed, ids, strict=True))
+    _plan_calls(plan, [(c, i) for c, i in items if c["kind"] == "tool_call"], known,
+                tombstoned, replica)
+    _plan_said(plan, [(c, i) for c, i in items if c["kind"] != "tool_call"], known,
+               tombstoned, replica)
+    written, artifacts = _write_batches(ws, plan.events, progress)
+    report = {
+        "transcript": os.path.abspath(path),
+        "workspace": ws.name,
+        "sessions": sorted(plan.sessions),
+        "calls": plan.calls,
+        "messages": plan.messages,
+        "unfinished": plan.unfinished,
+        "eventsWritten": written,
+        "alreadyPresent": plan.recognised + len(plan.events) - written,
+        "tombstoned": plan.tombstoned,
+        "artifacts": artifacts,
+        "project": project,
+        "otherProject": other,
+    }
+    if memory_key is not None:
+        import_memory.remember(ws, memory_key, ids, tombstoned, {
+            **report, "messages": 0, "eventsWritten": 0, "alreadyPresent": plan.present_after,
+            "artifacts": 0, "otherProject": None})
+    return report
+
+
+def _plan_calls(plan: ImportPlan, calls: list[tuple[dict[str, Any], str]],
+                known: dict[str, Any], tombstoned: set[str], replica: str) -> None:
+    """Each call's start and end, unless the journal holds that phase already."""
+    plan.calls = len(calls)
     session_ids: dict[str, str] = {}  # a session id as the journal names it, made once
     for call, obs_id in calls:
         raw_session = call["session"]
@@ -151,90 +199,81 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
             session = session_ids.get(raw_session)
             if session is None:
                 session = session_ids[raw_session] = safe_id(raw_session)
-            sessions.add(session)
+            plan.sessions.add(session)
         if obs_id in tombstoned:
-            skipped += 1  # erased content is never written again, on any path
+            plan.tombstoned += 1  # erased content is never written again, on any path
             continue
-        present_after += 1 if call["status"] == STARTED else 2
+        plan.present_after += 1 if call["status"] == STARTED else 2
         statuses, latest = known.get(obs_id, _UNKNOWN)
         given_end = _ts(call["endTs"])
         start_ts = _ts(call["ts"]) or given_end or clock.now_ts()
         if statuses:
-            recognised += 1  # its start is known, from the hook or an earlier import
+            plan.recognised += 1  # its start is known, from the hook or an earlier import
         else:
-            planned.append((_event(replica, session, obs_id, call, STARTED, start_ts, {
+            plan.events.append(Planned(_event(replica, session, obs_id, call, STARTED, start_ts, {
                 "input": call["input"], "output": None, "status": STARTED, "exitCode": None,
                 "durationMs": None, "artifact": None}), None))
         if call["status"] == STARTED:
-            unfinished += 1
+            plan.unfinished += 1
             continue
         if statuses - {STARTED, None}:
-            recognised += 1
+            plan.recognised += 1
             continue
         # The end must fold after every start already held, whatever the clocks said.
         end_ts = max(given_end or start_ts, start_ts)
         if (latest and end_ts <= latest) or end_ts == start_ts:
             end_ts = _later(max(latest, start_ts))
-        planned.append((_event(replica, session, obs_id, call, "finished", end_ts, {
+        plan.events.append(Planned(_event(replica, session, obs_id, call, "finished", end_ts, {
             "input": None, "output": call["output"],
             "status": call["status"], "exitCode": call["exitCode"], "durationMs": None,
             "artifact": None}), "output"))
-    messages = 0
+
+
+def _plan_said(plan: ImportPlan, said: list[tuple[dict[str, Any], str]],
+               known: dict[str, Any], tombstoned: set[str], replica: str) -> None:
+    """What the session said, one event each, unless the journal holds it."""
     for item, obs_id in said:
         if obs_id in tombstoned:
-            skipped += 1
+            plan.tombstoned += 1
             continue
-        present_after += 1
+        plan.present_after += 1
         if obs_id in known:
-            recognised += 1  # captured live by the hook, or by an earlier import
+            plan.recognised += 1  # captured live by the hook, or by an earlier import
             continue
         session = safe_id(item["session"]) if item["session"] else None
-        messages += 1
-        planned.append(((
+        plan.messages += 1
+        plan.events.append(Planned((
             _derived_id(replica, session or "", obs_id, SAID), OBSERVATION, item["kind"],
             obs_id, _ts(item["ts"]) or clock.now_ts(), AUTHOR_AGENT, session, replica,
             {"tool": None, "callId": None, "input": None, "output": None, "status": None,
              "exitCode": None, "durationMs": None, "artifact": None, "text": item["text"],
              "transcript": item["data"]}, SCHEMA_VERSION), "text"))
+
+
+def _write_batches(ws: Workspace, planned: list[Planned], progress: Progress | None
+                   ) -> tuple[int, int]:
+    """Write the planned events in batches, one transaction each; (events
+    written, artifacts captured). A batch's blobs are written just before it
+    and stay locked until it has committed (BlobHolds), so a compaction running
+    meanwhile keeps them. A batch ends at BATCH events or at BLOBS held blobs
+    (each an open descriptor)."""
     written = artifacts = 0
     start = 0
     while start < len(planned):
-        # A batch's blobs are written just before it and stay locked until it has
-        # committed (BlobHolds), so a compaction running meanwhile keeps them. A batch
-        # ends at BATCH events or at BLOBS held blobs (each an open descriptor).
         with BlobHolds() as holds:
             end = start
             while end < len(planned) and end - start < BATCH and len(holds) < BLOBS:
-                values, field = planned[end]
-                if field is not None:
+                values, fill = planned[end]
+                if fill is not None:
                     data = values[8]  # made for this event alone (above): filled in place
-                    data[field], data["artifact"] = capture_output(ws, data[field],
-                                                                   holds=holds)
+                    data[fill], data["artifact"] = capture_output(ws, data[fill], holds=holds)
                     artifacts += data["artifact"] is not None
                 end += 1
             written += ws.append(events_from_values([v for v, _ in planned[start:end]]))
         start = end
         if progress is not None:
             progress(end, len(planned), "writing events")
-    report = {
-        "transcript": os.path.abspath(path),
-        "workspace": ws.name,
-        "sessions": sorted(sessions),
-        "calls": len(calls),
-        "messages": messages,
-        "unfinished": unfinished,
-        "eventsWritten": written,
-        "alreadyPresent": recognised + len(planned) - written,
-        "tombstoned": skipped,
-        "artifacts": artifacts,
-        "project": project,
-        "otherProject": other,
-    }
-    if memory_key is not None:
-        import_memory.remember(ws, memory_key, ids, tombstoned, {
-            **report, "messages": 0, "eventsWritten": 0, "alreadyPresent": present_after,
-            "artifacts": 0, "otherProject": None})
-    return report
+    return written, artifacts
 
 
 # How many of a segment's newest events are looked at for the project it holds: an

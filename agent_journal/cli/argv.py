@@ -130,84 +130,14 @@ def _is_own_flag(token: str, by_flag: dict[str, Opt]) -> bool:
 
 
 def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
-    by_flag = {opt.flag: opt for opt in cmd.opts}
+    """Every option's and argument's value by its `dest`, from the tokens, the
+    environment and the project's defaults; a UsageError on anything amiss."""
     values: dict[str, Any] = {}
     for opt in cmd.opts:
         values[opt.dest] = [] if opt.kind == MULTI else (False if opt.kind == BARE else None)
-    positionals: list[str] = []
-    seen: set[str] = set()
-    after_bare: str | None = None
-    only_positionals = False
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        i += 1
-        if only_positionals or not token.startswith("--") or token == "--":
-            if token == "--" and not only_positionals:
-                only_positionals = True
-                continue
-            # (A last argument taking many words takes none right after a bare flag:
-            # `--json true` is a mistake, not a word.)
-            if after_bare is not None and (len(positionals) >= len(cmd.args)
-                                           or cmd.args[len(positionals)].many):
-                raise UsageError(f"{after_bare} takes no value; pass it as a bare flag")
-            if len(positionals) >= len(cmd.args) and not (cmd.args and cmd.args[-1].many):
-                near = None
-                if token.startswith("-") and not only_positionals:  # `-json` for `--json`
-                    near = _nearest("-" + token.partition("=")[0], list(by_flag))
-                hint = f"; did you mean {near}?" if near is not None else ""
-                raise UsageError(f"unexpected argument {token!r}{hint}")
-            arg = cmd.args[min(len(positionals), len(cmd.args) - 1)]
-            _check_utf8(arg.metavar, token)
-            positionals.append(validate_id(token, arg.metavar) if arg.type == "id" else token)
-            after_bare = None
-            continue
-        flag, has_eq, inline = token.partition("=")
-        found = by_flag.get(flag)
-        if found is None:
-            raise _unknown_option(flag, cmd)
-        opt = found
-        after_bare = None
-        if opt.kind == BARE:
-            if has_eq:
-                raise UsageError(f"{flag} takes no value; pass it as a bare flag")
-            values[opt.dest] = True
-            after_bare = flag
-            continue
-        if has_eq:
-            raw = inline
-        elif i < len(tokens) and not _is_own_flag(tokens[i], by_flag):
-            raw = tokens[i]
-            i += 1
-        else:
-            raw = ""
-        if raw == "":
-            raise UsageError(f"{flag} needs a value")
-        _check_utf8(flag, raw)
-        if opt.kind == MULTI:
-            values[opt.dest].append(_convert(opt, raw))
-        else:
-            if flag in seen:
-                raise UsageError(f"{flag} was given more than once")
-            values[opt.dest] = _convert(opt, raw)
-        seen.add(flag)
+    positionals = _read_tokens(cmd, tokens, values)
     for opt in cmd.opts:
-        if opt.kind != BARE and opt.kind != MULTI and values[opt.dest] is None and opt.env:
-            env = os.environ.get(opt.env)
-            if env is not None:
-                if env == "":
-                    raise UsageError(f"{opt.flag} is not given and ${opt.env} is empty")
-                _check_utf8(f"${opt.env}", env)
-                values[opt.dest] = _convert(opt, env, f"${opt.env}")
-        if values[opt.dest] is None and opt.project is not None:
-            from agent_journal.cli.project_defaults import project_default
-
-            values[opt.dest] = project_default(opt.project)
-        if opt.required and values[opt.dest] is None:
-            hint = f" (or set ${opt.env})" if opt.env else ""
-            if opt.project is not None and hint:
-                hint = hint[:-1] + ", or run it inside a project with .agent-journal.toml)"
-            raise UsageError(f"{opt.flag} is required{hint}")
+        _fill_default(opt, values)
     if not cmd.fail_open and any(opt.dest == "root" for opt in cmd.opts):
         _check_clock()
     for index, arg in enumerate(cmd.args):
@@ -222,6 +152,100 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
         else:
             values[arg.dest] = None
     return values
+
+
+def _read_tokens(cmd: Command, tokens: list[str], values: dict[str, Any]) -> list[str]:
+    """Set the options' values the tokens give; the positional arguments, in order."""
+    by_flag = {opt.flag: opt for opt in cmd.opts}
+    positionals: list[str] = []
+    seen: set[str] = set()
+    after_bare: str | None = None
+    only_positionals = False
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if only_positionals or not token.startswith("--") or token == "--":
+            if token == "--" and not only_positionals:
+                only_positionals = True
+                continue
+            positionals.append(_positional(cmd, token, positionals, by_flag, after_bare,
+                                           only_positionals))
+            after_bare = None
+            continue
+        flag, has_eq, inline = token.partition("=")
+        opt = by_flag.get(flag)
+        if opt is None:
+            raise _unknown_option(flag, cmd)
+        after_bare = None
+        if opt.kind == BARE:
+            if has_eq:
+                raise UsageError(f"{flag} takes no value; pass it as a bare flag")
+            values[opt.dest] = True
+            after_bare = flag
+            continue
+        if has_eq:
+            raw = inline
+        elif i < len(tokens) and not _is_own_flag(tokens[i], by_flag):
+            raw = tokens[i]
+            i += 1
+        else:
+            raw = ""
+        _set_value(opt, flag, raw, values, seen)
+    return positionals
+
+
+def _positional(cmd: Command, token: str, positionals: list[str], by_flag: dict[str, Opt],
+                after_bare: str | None, only_positionals: bool) -> str:
+    """The token as the next positional argument's value."""
+    # (A last argument taking many words takes none right after a bare flag:
+    # `--json true` is a mistake, not a word.)
+    if after_bare is not None and (len(positionals) >= len(cmd.args)
+                                   or cmd.args[len(positionals)].many):
+        raise UsageError(f"{after_bare} takes no value; pass it as a bare flag")
+    if len(positionals) >= len(cmd.args) and not (cmd.args and cmd.args[-1].many):
+        near = None
+        if token.startswith("-") and not only_positionals:  # `-json` for `--json`
+            near = _nearest("-" + token.partition("=")[0], list(by_flag))
+        hint = f"; did you mean {near}?" if near is not None else ""
+        raise UsageError(f"unexpected argument {token!r}{hint}")
+    arg = cmd.args[min(len(positionals), len(cmd.args) - 1)]
+    _check_utf8(arg.metavar, token)
+    return validate_id(token, arg.metavar) if arg.type == "id" else token
+
+
+def _set_value(opt: Opt, flag: str, raw: str, values: dict[str, Any], seen: set[str]) -> None:
+    if raw == "":
+        raise UsageError(f"{flag} needs a value")
+    _check_utf8(flag, raw)
+    if opt.kind == MULTI:
+        values[opt.dest].append(_convert(opt, raw))
+    else:
+        if flag in seen:
+            raise UsageError(f"{flag} was given more than once")
+        values[opt.dest] = _convert(opt, raw)
+    seen.add(flag)
+
+
+def _fill_default(opt: Opt, values: dict[str, Any]) -> None:
+    """An option not given: from its environment variable, else the project's
+    default; a usage error when it is required and still has no value."""
+    if opt.kind != BARE and opt.kind != MULTI and values[opt.dest] is None and opt.env:
+        env = os.environ.get(opt.env)
+        if env is not None:
+            if env == "":
+                raise UsageError(f"{opt.flag} is not given and ${opt.env} is empty")
+            _check_utf8(f"${opt.env}", env)
+            values[opt.dest] = _convert(opt, env, f"${opt.env}")
+    if values[opt.dest] is None and opt.project is not None:
+        from agent_journal.cli.project_defaults import project_default
+
+        values[opt.dest] = project_default(opt.project)
+    if opt.required and values[opt.dest] is None:
+        hint = f" (or set ${opt.env})" if opt.env else ""
+        if opt.project is not None and hint:
+            hint = hint[:-1] + ", or run it inside a project with .agent-journal.toml)"
+        raise UsageError(f"{opt.flag} is required{hint}")
 
 
 def _check_clock() -> None:

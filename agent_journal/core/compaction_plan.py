@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from agent_journal.core import clock
 from agent_journal.core.derive import Derived, derive
@@ -53,11 +53,10 @@ class CompactionPlan:
         # event id -> the id (entry/observation) whose removal deletes it;
         # see `deletions`
         self._deletions: dict[str, str] = {}
-        # observation id -> its first event, and the ids of those of them that
-        # expire: their entries in `deletions`, made only when it is read (a
-        # dry run never reads it, and at a million expired ids it is most of
-        # the plan)
-        self._expired_first: tuple[Mapping[str, Event], set[str]] | None = None
+        # The expired observations' first events, whose entries in `deletions`
+        # are made only when it is read (a dry run never reads it, and at a
+        # million expired ids it is most of the plan)
+        self._unread: _Unread | None = None
         self._expired_ids: set[str] = set()  # the observation ids expired
         # removed id -> why (TOMBSTONED or EXPIRED), but for the expired
         # observations until `reasons` is read (a dry run never reads it)
@@ -109,11 +108,17 @@ class CompactionPlan:
 
     @property
     def deletions(self) -> dict[str, str]:
-        if self._expired_first is not None:
-            first, expired = self._expired_first
-            self._expired_first = None
+        """event id -> the id (entry or observation) whose removal deletes it"""
+        if self._unread is not None:
+            first, expired = self._unread
+            self._unread = None
             self._deletions.update({first[o].event_id: o for o in expired & first.keys()})
         return self._deletions
+
+    def _remove(self, item: str, events: Iterable[Event], reason: str) -> None:
+        for ev in events:
+            self._deletions[ev.event_id] = item
+        self._reasons[item] = reason
 
     @property
     def reasons(self) -> dict[str, str]:
@@ -278,63 +283,90 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
     entry_ttl_days = check_ttl(entry_ttl_days, "--entry-ttl-days")
     observation_ttl_days = check_ttl(observation_ttl_days, "--observation-ttl-days")
     plan = CompactionPlan(entry_ttl_days, observation_ttl_days)
-    records: dict[str, list[Event]] = {}
-    observations = _Observations()
-    first, more = observations.first, observations.more
-    invalidations: dict[str, list[Event]] = {}
-    unclassified: list[str] = []
     events = events if isinstance(events, list) else list(events)
-    others = [ev for ev in events if ev.type != OBSERVATION]
-    for ev in others:
-        t = ev.type
-        if t == ENTRY:
-            records.setdefault(str(ev.id), []).append(ev)
-        elif t == INVALIDATION:
-            invalidations.setdefault(str(ev.id), []).append(ev)
-        elif t not in KNOWN_TYPES:
-            unclassified.append(ev.event_id)
-    plan.unclassified = sorted(set(unclassified))
+    journal = _Journal.of(events)
+    plan.unclassified = sorted(set(journal.unclassified))
     # Observations take no part in liveness or the dependency graph, and they
     # are most of a journal: derive the rest only.
-    d = derive(others)
-    # Observations matter only as a tombstone's target, unless their TTL can
-    # expire them: their ages are folded (observation_ages.py), and their
-    # events grouped by id (a dict build bound by memory) only as far as read.
-    # Grouped with C-level list and dict builds, and only when an id repeats.
-    observed = [ev for ev in events if ev.type == OBSERVATION]
-    obs_cut = _cutoff(now, observation_ttl_days)
-    fold = None
-    if obs_cut is not None:
-        fold = obs_cut.fold() if ages is None else ages
-        if (fold.text, fold.every) != (obs_cut.text, obs_cut.now <= obs_cut.at):
-            raise ValueError("observation ages folded under another cutoff")
-        fold.add(summarize([ev.id for ev in observed], [ev.ts for ev in observed]))
-    else:
-        targets = d.tombstones
-        observed = [ev for ev in observed if ev.id in targets]
-    first.update(zip([str(ev.id) for ev in observed], observed, strict=True))
-    if len(first) != len(observed):
-        first.clear()
-        for ev in observed:
-            if first.setdefault(ev.id, ev) is not ev:  # type: ignore[arg-type]
-                more.setdefault(str(ev.id), []).append(ev)
+    d = derive(journal.others)
+    fold = journal.gather_observations(events, _cutoff(now, observation_ttl_days), ages,
+                                       d.tombstones)
+    _remove_tombstoned(plan, d, journal)
+    _resume_flips(plan, d, journal, unfinished or {})
+    due_entries = _due_entries(plan, d, journal, _cutoff(now, entry_ttl_days))
+    _expire(plan, d, journal, due_entries, fold)
+    return plan
 
-    def remove(item: str, evs: Iterable[Event], reason: str) -> None:
-        for ev in evs:
-            plan._deletions[ev.event_id] = item
-        plan._reasons[item] = reason
 
-    # -- tombstones first: nothing pins or holds back what a tombstone names -------------
-    # One rule for every target: all its events go (records, observations,
-    # invalidations), and its tombstones are flipped once those are gone, unless
-    # only invalidations were here (the target itself never was). Targets are
-    # walked in the order their tombstones were read, the order they lie in memory.
+class _Journal:
+    """The events a plan is made from, grouped by what they are about."""
+
+    __slots__ = ("records", "invalidations", "observations", "others", "unclassified")
+
+    def __init__(self) -> None:
+        self.records: dict[str, list[Event]] = {}  # entry id -> its records
+        self.invalidations: dict[str, list[Event]] = {}  # target -> its invalidations
+        self.observations = _Observations()
+        self.others: list[Event] = []  # every event but the observations
+        self.unclassified: list[str] = []  # event ids of unknown types
+
+    @classmethod
+    def of(cls, events: list[Event]) -> _Journal:
+        journal = cls()
+        journal.others = [ev for ev in events if ev.type != OBSERVATION]
+        records, invalidations = journal.records, journal.invalidations
+        for ev in journal.others:
+            t = ev.type
+            if t == ENTRY:
+                records.setdefault(str(ev.id), []).append(ev)
+            elif t == INVALIDATION:
+                invalidations.setdefault(str(ev.id), []).append(ev)
+            elif t not in KNOWN_TYPES:
+                journal.unclassified.append(ev.event_id)
+        return journal
+
+    def gather_observations(self, events: list[Event], cut: _Cutoff | None,
+                            ages: AgeFold | None, tombstoned: Container[str]
+                            ) -> AgeFold | None:
+        """Group the observations a plan looks at, and fold their ages.
+
+        Observations matter only as a tombstone's target, unless their TTL can
+        expire them (`cut`): then their ages are folded (observation_ages.py)
+        into `ages` (or a fold of their own), which is returned, and their
+        events grouped by id (a dict build bound by memory) only as far as read.
+        """
+        observed = [ev for ev in events if ev.type == OBSERVATION]
+        fold = None
+        if cut is not None:
+            fold = cut.fold() if ages is None else ages
+            if (fold.text, fold.every) != (cut.text, cut.now <= cut.at):
+                raise ValueError("observation ages folded under another cutoff")
+            fold.add(summarize([ev.id for ev in observed], [ev.ts for ev in observed]))
+        else:
+            observed = [ev for ev in observed if ev.id in tombstoned]
+        self.observations.extend(observed)
+        return fold
+
+    def about(self, target: str) -> list[Event]:
+        """Every event about `target`: records, observations, invalidations."""
+        return (self.records.get(target, []) + self.observations.get(target)
+                + self.invalidations.get(target, []))
+
+
+def _remove_tombstoned(plan: CompactionPlan, d: Derived, journal: _Journal) -> None:
+    """Tombstones first: nothing pins or holds back what a tombstone names.
+
+    One rule for every target: all its events go (records, observations,
+    invalidations), and its tombstones are flipped once those are gone, unless
+    only invalidations were here (the target itself never was). Targets are
+    walked in the order their tombstones were read, the order they lie in memory.
+    """
     deletions, reasons = plan._deletions, plan._reasons
     tombstone_events, flips = plan.tombstone_events, plan.flips
     tombstoned = d.tombstones
     plan.tombstone_targets = set(tombstoned)
-    record_get, invalidation_get = records.get, invalidations.get
-    first_get, more_get = first.get, more.get
+    record_get, invalidation_get = journal.records.get, journal.invalidations.get
+    first_get, more_get = journal.observations.first.get, journal.observations.more.get
     for target, tombs in tombstoned.items():
         recs = record_get(target)
         first_obs = first_get(target)
@@ -357,33 +389,41 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
             if tomb.data.get("purged") is False:
                 flips[tomb.event_id] = gone
 
-    tombstones_by_event = {t.event_id: t for ts in d.tombstones.values() for t in ts} \
-        if unfinished else {}
-    for tomb_id, target in sorted((unfinished or {}).items()):
+
+def _resume_flips(plan: CompactionPlan, d: Derived, journal: _Journal,
+                  unfinished: Mapping[str, str]) -> None:
+    """The flips an interrupted run meant to make (see `plan_compaction`)."""
+    if not unfinished:
+        return
+    tombstones_by_event = {t.event_id: t for ts in d.tombstones.values() for t in ts}
+    for tomb_id, target in sorted(unfinished.items()):
         left_tomb = tombstones_by_event.get(tomb_id)
         if left_tomb is None or left_tomb.id != target or tomb_id in plan.flips \
                 or left_tomb.data.get("purged") is not False:
             continue
         # The interrupted run saw the target here; whatever of it is left (an
         # invalidation in a segment it had not reached) goes in this run first.
-        left = records.get(target, []) + observations.get(target) \
-            + invalidations.get(target, [])
         plan.tombstone_events[tomb_id] = left_tomb
-        plan.flips[tomb_id] = tuple(ev.event_id for ev in left)
+        plan.flips[tomb_id] = tuple(ev.event_id for ev in journal.about(target))
 
-    # -- ages ----------------------------------------------------------------------------
-    entry_cut = _cutoff(now, entry_ttl_days)
-    due_entries = set() if entry_cut is None else {
+
+def _due_entries(plan: CompactionPlan, d: Derived, journal: _Journal,
+                 cut: _Cutoff | None) -> set[str]:
+    """The entries this run expires: past their TTL (their records' and
+    invalidations' latest stamp), untombstoned, and held back (`plan.held`)
+    when not live and a surviving entry derives its outcome through them:
+    the survivor would turn live once they are gone."""
+    records, invalidations = journal.records, journal.invalidations
+    due = set() if cut is None else {
         e for e, recs in records.items()
         if e not in d.tombstones
-        and entry_cut.due([ev.ts for ev in recs + invalidations.get(e, [])])
+        and cut.due([ev.ts for ev in recs + invalidations.get(e, [])])
     }
-    # An entry that is not live and that a surviving entry derives its outcome
-    # through must stay, or the survivor would turn live once it is gone.
+
     def not_live(node: str) -> bool:
         return node in d.roots or node in d.reached
 
-    survivors = [e for e in records if e not in d.tombstones and e not in due_entries]
+    survivors = [e for e in records if e not in d.tombstones and e not in due]
     queue = [e for e in survivors if not_live(e)]
     seen = set(queue)
     held: set[str] = set()
@@ -393,50 +433,51 @@ def plan_compaction(events: Iterable[Event], now: datetime, entry_ttl_days: int 
             if dep in seen or not not_live(dep):
                 continue
             seen.add(dep)
-            if dep in due_entries:
-                due_entries.discard(dep)
+            if dep in due:
+                due.discard(dep)
                 held.add(dep)
             queue.append(dep)
     plan.held = sorted(held)
+    return due
+
+
+def _expire(plan: CompactionPlan, d: Derived, journal: _Journal, due_entries: set[str],
+            fold: AgeFold | None) -> None:
+    """Remove the entries due and the observations due that no live survivor
+    cites (those it cites are pinned), and write the report's lists."""
+    first, more = journal.observations.first, journal.observations.more
     # Which of the removed ids so far (tombstones' targets), and of the entries
     # due, are observed too, asked before the fold is spent below.
     known: Container[str] = first if fold is None else _Either(first, fold)
-    tombstoned_here = list(reasons)  # only tombstones have removed anything so far
+    tombstoned_here = list(plan._reasons)  # only tombstones have removed anything so far
     plan.tombstoned = _report_order(tombstoned_here, known)
     observed_entries = {e for e in due_entries if e in known}
     due_obs: set[str] = set()
     if fold is not None:
         due_obs = fold.due()  # (the fold's own set, a million ids at times: changed in place)
-        due_obs.difference_update(tombstoned)
+        due_obs.difference_update(d.tombstones)
 
-    live = sorted(e for e in records if e not in d.tombstones and e not in due_entries
-                  and d.is_live(e))
-    cited: set[str] = set()
-    for e in live:
-        for anchor in _anchors(d, e):
-            scheme, ref = anchor_ref(anchor)
-            if scheme == "tool_use":
-                cited.add(ref)
-    pinned = sorted(due_obs & cited)
+    live = sorted(e for e in journal.records if e not in d.tombstones
+                  and e not in due_entries and d.is_live(e))
+    cited = {ref for e in live for scheme, ref in map(anchor_ref, _anchors(d, e))
+             if scheme == "tool_use"}
+    plan.pinned = sorted(due_obs & cited)
     due_obs -= cited
     expired_obs = due_obs
     for e in due_entries:
-        remove(e, records[e] + invalidations.get(e, []), EXPIRED)
-    plan._expired_first = (first, expired_obs)
+        plan._remove(e, journal.records[e] + journal.invalidations.get(e, []), EXPIRED)
+    plan._unread = _Unread(first, expired_obs)
     plan._expired_ids = expired_obs
     for o in expired_obs & more.keys():
-        remove(o, more[o], EXPIRED)
+        plan._remove(o, more[o], EXPIRED)
 
     for e in live:
         hits = sorted({ref for scheme, ref in map(anchor_ref, _anchors(d, e))
-                       if scheme == "tool_use" and (ref in reasons or ref in expired_obs)})
+                       if scheme == "tool_use" and (ref in plan._reasons or ref in expired_obs)})
         if hits:
             plan.citations[e] = hits
-
     plan.expired = _report_order(due_entries, observed_entries, observed=expired_obs)
-    plan.pinned = pinned
     plan.downgraded = sorted(plan.citations)
-    return plan
 
 
 class _Either:
@@ -452,6 +493,13 @@ class _Either:
         return item in self.one or item in self.other
 
 
+class _Unread(NamedTuple):
+    """The expired observations whose events are not in `deletions` yet."""
+
+    first: Mapping[str, Event]  # observation id -> its first event
+    expired: set[str]  # the observation ids expired
+
+
 class _Observations:
     """Observation events by id, in the order read. Most ids have one event, and
     a list for each of a million ids cost more than the rest of the planning:
@@ -462,6 +510,17 @@ class _Observations:
     def __init__(self) -> None:
         self.first: dict[str, Event] = {}
         self.more: dict[str, list[Event]] = {}
+
+    def extend(self, observed: list[Event]) -> None:
+        """Add these events (to an empty grouping). Grouped with C-level list and
+        dict builds, and one by one only when an id repeats."""
+        first, more = self.first, self.more
+        first.update(zip([str(ev.id) for ev in observed], observed, strict=True))
+        if len(first) != len(observed):
+            first.clear()
+            for ev in observed:
+                if first.setdefault(ev.id, ev) is not ev:  # type: ignore[arg-type]
+                    more.setdefault(str(ev.id), []).append(ev)
 
     def __contains__(self, oid: object) -> bool:
         return oid in self.first

@@ -11,7 +11,9 @@ Invariants:
 - The read comes from the read projection where its marks hold, and is the
   read a direct one gives (compaction_read.read_projected).
 - Segments are changed in place, in short transactions (an item's events in
-  one, a segment's tombstone rewrites after its deletes), each only when the
+  one, a segment's tombstone rewrites after its deletes), or, a sealed
+  segment (no append can reach it), replaced whole by a copy of the rows
+  that stay (storage/segment_copy.py); each change only when the
   segment's highest seq is still what the read (or the previous transaction)
   saw, or every row appended since is one the plan does not depend on
   (`CompactionPlan.unaffected_by`, checked under the segment's write lock).
@@ -36,12 +38,14 @@ Invariants:
 - An intent file written before the first segment is touched (blobs, cache,
   tombstones to flip, the segments it may change) lets the next run finish the
   job if this one dies anywhere in between; a run that completes removes it.
+  The copies of segments a killed run left are deleted first.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -57,41 +61,41 @@ from agent_journal.core.model import OBSERVATION, Event
 from agent_journal.ops.context import Context, damage_summary
 from agent_journal.storage import compaction_read, spool
 from agent_journal.storage.artifacts import artifact_files, erase_blobs, uncited_blobs
-from agent_journal.storage.compaction_read import CompactionRead
+from agent_journal.storage.compaction_read import CompactionRead, refs_in_rows_since
 from agent_journal.storage.erasure import (
     APPLY_THREADS,
-    SegmentGrew,
+    CompactIntent,
     apply_to_segment,
     clear_orphan_caches,
     clear_workspace_cache,
     drop_compact_intent,
     read_compact_intent,
     rebuild_marked,
-    refs_in_rows_since,
     write_compact_intent,
 )
 from agent_journal.storage.locks import compaction_lock, remove_import_leftovers
+from agent_journal.storage.segment_copy import remove_leftovers, sealed_segments
+from agent_journal.storage.segment_edit import Applied, SegmentGrew, TombstoneRewrite
 from agent_journal.storage.segment_reader import PausedGC, ReadResult
 from agent_journal.storage.workspace import Workspace
 
 
+@dataclass
 class Prepared:
     """A plan together with the read it was made from."""
 
-    def __init__(self, ws: Workspace, read: CompactionRead, plan: CompactionPlan) -> None:
-        self.ws = ws
-        self.read = read
-        self.plan = plan
+    ws: Workspace
+    read: CompactionRead
+    plan: CompactionPlan
 
 
+@dataclass
 class Outcome:
     """What `compact` returns: the report, and what the CLI must say besides it."""
 
-    def __init__(self, report: dict[str, Any], skipped: list[str],
-                 warnings: list[str]) -> None:
-        self.report = report
-        self.skipped = skipped
-        self.warnings = warnings
+    report: dict[str, Any]  # the JSON report (spec/cli-json.md)
+    skipped: list[str]  # segments left alone because they grew
+    warnings: list[str]
 
 
 def refusal(read: ReadResult) -> str:
@@ -120,11 +124,9 @@ def prepare(ws: Workspace, *, entry_ttl_days: int | None, observation_ttl_days: 
     read = compaction_read.read_projected(ws, ages=ages, keep=not dry_run)
     if read.damaged:
         raise DamagedJournalError(refusal(read))
-    pending = read_compact_intent(ws) or {}
-    flips = pending.get("flips")
-    unfinished = {str(k): str(v) for k, v in flips.items()} if isinstance(flips, dict) else {}
-    plan = plan_compaction(read.events, now, entry_ttl_days, observation_ttl_days, unfinished,
-                           ages=ages)
+    pending = read_compact_intent(ws)
+    plan = plan_compaction(read.events, now, entry_ttl_days, observation_ttl_days,
+                           pending.flips if pending is not None else {}, ages=ages)
     if not dry_run and ages is not None and read.plain:
         # What is deleted is read from the segments themselves first, and
         # must agree with the ages the plan was made from. (A dry run
@@ -177,6 +179,16 @@ def _artifact_digest(ev: Event) -> str | None:
     return ref.partition(":")[2].lower() or None
 
 
+@dataclass
+class _Job:
+    """One segment's work in a pass: rows to delete, tombstones to rewrite."""
+
+    seg: str
+    deletes: list[str]
+    rewrites: list[TombstoneRewrite] = field(default_factory=list)
+    planned: dict[str, str] = field(default_factory=dict)  # tombstone event id -> new checksum
+
+
 class _Run:
     """Book-keeping for one applied plan across segments and passes."""
 
@@ -184,14 +196,36 @@ class _Run:
         self.plan = plan = prepared.plan
         self.ws = prepared.ws
         self.expected = dict(prepared.read.high_water)
+        self._locate(prepared.read)
+        # segment -> tombstone event id -> checksum currently stored, for the
+        # tombstones the run flips there
+        self.tombs: dict[str, dict[str, str]] = {}
+        flips = plan.flips
+        for seg, stored in prepared.read.tombstone_checksums.items():
+            here = {t: digest for t, digest in stored.items() if t in flips}  # in read order
+            if here:
+                self.tombs[seg] = here
+        self.rewrites = prepared.read.tombstone_rewrites
+        # the segments no append can reach: changed by a copy of what stays
+        self.sealed = sealed_segments(self.ws)
+        # segment -> event ids whose rows there are deleted / rewritten
+        self.gone: dict[str, set[str]] = {}
+        self.flipped: dict[str, set[str]] = {}
+        self.skipped: set[str] = set()
+        self.unclean: set[str] = set()
+        self.meanwhile: Callable[[], None] | None = None
+
+    def _locate(self, read: CompactionRead) -> None:
+        """Where each wanted event is stored: one segment (nearly always), or
+        several (the same event imported twice), and each segment's deletions.
+        Set operations keep this off the per-event Python path: a large run
+        wants every tenth event."""
+        plan = self.plan
         wanted = plan.deletions.keys() | plan.tombstone_events.keys()
-        # Where each wanted event is stored: one segment (nearly always), or
-        # several (the same event imported twice). Set operations keep this
-        # off the per-event Python path: a large run wants every tenth event.
         self.segment_of: dict[str, str] = {}
         self.also_in: dict[str, list[str]] = {}
         self.todo: dict[str, set[str]] = {}
-        for seg, ids in prepared.read.located.items():
+        for seg, ids in read.located.items():
             hits = wanted.intersection(ids)
             if not hits:
                 continue
@@ -203,21 +237,6 @@ class _Run:
             doomed = plan.deletions.keys() & hits
             if doomed:
                 self.todo[seg] = doomed
-        # segment -> tombstone event id -> checksum currently stored, for the
-        # tombstones the run flips there
-        self.tombs: dict[str, dict[str, str]] = {}
-        flips = plan.flips
-        for seg, stored in prepared.read.tombstone_checksums.items():
-            here = {t: digest for t, digest in stored.items() if t in flips}  # in read order
-            if here:
-                self.tombs[seg] = here
-        self.rewrites = prepared.read.tombstone_rewrites
-        # segment -> event ids whose rows there are deleted / rewritten
-        self.gone: dict[str, set[str]] = {}
-        self.flipped: dict[str, set[str]] = {}
-        self.skipped: set[str] = set()
-        self.unclean: set[str] = set()
-        self.meanwhile: Callable[[], None] | None = None
 
     def segments_of(self, event_id: str) -> Iterable[str]:
         more = self.also_in.get(event_id)
@@ -247,7 +266,6 @@ class _Run:
         if seg in self.skipped:
             return None
         plan = self.plan
-        tombs = self.tombs.get(seg, {})
         deleting = self.todo.get(seg, set())
         # An item's events side by side: the segment's work is cut into short
         # transactions, never between two events of one item.
@@ -257,7 +275,7 @@ class _Run:
         rewrites = self.rewrites.get(seg, {})
         flips, also_in = plan.flips, self.also_in
         append, planned = job.rewrites.append, job.planned
-        for t, current in tombs.items():
+        for t, current in self.tombs.get(seg, {}).items():
             if t in flipped:
                 continue
             # Nearly always a tombstone waits for one event, stored only in
@@ -269,13 +287,13 @@ class _Run:
             # The read made the rewrite of the row it read (unless the row
             # was already purged: then it is encoded here).
             body, digest = rewrites.get(t) or codec.encode(plan.rewritten(t))
-            append((t, current, body, digest))
+            append(TombstoneRewrite(t, current, body, digest))
             planned[t] = digest
         if not job.deletes and not job.rewrites:
             return None
         return job
 
-    def finish(self, job: _Job, outcome: tuple[int, set[str], bool] | SegmentGrew) -> None:
+    def finish(self, job: _Job, outcome: Applied | SegmentGrew) -> None:
         """Book what a job's transactions did (SegmentGrew: the segment grew
         after the deletions it lists had committed, and is left alone now)."""
         seg = job.seg
@@ -303,21 +321,22 @@ class _Run:
         if not tombs:
             self.tombs.pop(seg, None)
 
-    def _apply(self, job: _Job) -> tuple[int, set[str], bool] | SegmentGrew:
+    def _apply(self, job: _Job) -> Applied | SegmentGrew:
         path = os.path.join(self.ws.root.path, job.seg)
         try:
             return apply_to_segment(path, self.expected[job.seg], job.deletes,
                                     job.rewrites, tolerate=self.plan.unaffected_by,
-                                    together=self.plan.deletions.__getitem__)
+                                    together=self.plan.deletions.__getitem__,
+                                    sealed=job.seg in self.sealed)
         except SegmentGrew as grew:
             return grew
 
     def run(self) -> None:
         """Passes over the segments with work. Within a pass each segment is one
-        job (short transactions, see `apply_to_segment`), prepared from what
-        earlier passes finished, so a pass's jobs are independent and run on a
-        few threads (SQLite works without the GIL). A tombstone whose targets sit in another segment
-        flips in the pass after their deletion commits."""
+        job (see `apply_to_segment`), prepared from what earlier passes
+        finished, so a pass's jobs are independent and run on a few threads
+        (SQLite works without the GIL). A tombstone whose targets sit in
+        another segment flips in the pass after their deletion commits."""
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=APPLY_THREADS) as pool:
@@ -335,26 +354,52 @@ class _Run:
                 if not running:
                     break
 
-
-class _Job:
-    """One segment's work in a pass: rows to delete, tombstones to rewrite."""
-
-    def __init__(self, seg: str, deletes: list[str]) -> None:
-        self.seg = seg
-        self.deletes = deletes
-        self.rewrites: list[tuple[str, str, bytes | None, str]] = []
-        self.planned: dict[str, str] = {}  # tombstone event id -> its new checksum
+    def removed(self) -> set[str]:
+        """The ids of which at least one event was deleted."""
+        deletions = self.plan.deletions
+        # With no segment skipped every planned deletion was made.
+        if not self.skipped:
+            return set(deletions.values())
+        return {deletions[e] for ids in self.gone.values() for e in ids}
 
 
-def _changed_by(pending: dict[str, Any] | None) -> set[str] | None:
-    """The segments an earlier run's intent says it may have changed; None when it
-    does not say (the intent of an older version, or a torn one)."""
+@dataclass
+class _Blobs:
+    """The artifact blobs a run accounts for, by digest."""
+
+    cited: dict[str, str]  # event id -> the blob its observation cites (of the events read)
+    purged: set[str]  # those the removed events cite
+    uncited: set[str]  # files no event read cites (a writer killed before its event)
+    earlier: set[str]  # those a killed run's intent names
+
+    @classmethod
+    def of(cls, ws: Workspace, read: CompactionRead, plan: CompactionPlan,
+           pending: CompactIntent | None) -> _Blobs:
+        # Most events have no artifact: the cheap tests come first (an
+        # observation's data here is its artifact or nothing).
+        cited = {ev.event_id: d for ev in read.events
+                 if ev.type == OBSERVATION and ev.data and (d := _artifact_digest(ev))}
+        # Blobs no event in the read cites: a writer killed between its blob and its
+        # event left them (those of writers still at work are too new to be listed).
+        # (A spooled event's blob is cited: its event is on its way into the journal.)
+        uncited = uncited_blobs(ws, set(cited.values()) | spool.cited_digests(ws))
+        return cls(cited, {d for e, d in cited.items() if e in plan.deletions}, uncited,
+                   set(pending.digests) if pending is not None else set())
+
+    @property
+    def candidates(self) -> set[str]:
+        return self.purged | self.earlier | self.uncited
+
+
+def _changed_by(pending: CompactIntent | None, run: _Run) -> set[str] | None:
+    """The segments this run may change, and those a killed run named: only their
+    rows leave the digest's cache. None when an intent names none (torn, or from an
+    older version): it could have changed any, and the whole cache goes."""
     if pending is None:
-        return set()
-    named = pending.get("segments")
-    if not isinstance(named, list) or not all(isinstance(seg, str) for seg in named):
+        return set(run.todo) | set(run.tombs)
+    if pending.segments is None:
         return None
-    return set(named)
+    return set(pending.segments) | set(run.todo) | set(run.tombs)
 
 
 def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
@@ -362,58 +407,62 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
     events, which are then freed while the first pass's transactions run
     (a million events take a third of a second to free)."""
     plan, read, ws = prepared.plan, prepared.read, prepared.ws
+    remove_leftovers(ws)  # the copies of segments a killed run was making
     run = _Run(prepared)
     read_high_water = dict(read.high_water)
     pending = read_compact_intent(ws)
-    # Most events have no artifact: the cheap tests come first (an observation's
-    # data here is its artifact or nothing).
-    artifacts = {ev.event_id: d for ev in read.events
-                 if ev.type == OBSERVATION and ev.data and (d := _artifact_digest(ev))}
+    blobs = _Blobs.of(ws, read, plan, pending)
     if release_read:
         def release() -> None:
             read.events.clear()
             read.located.clear()
 
         run.meanwhile = release
-    purged_digests = {d for e, d in artifacts.items() if e in plan.deletions}
-    # Blobs no event in the read cites: a writer killed between its blob and its
-    # event left them (those of writers still at work are too new to be listed).
-    # (A spooled event's blob is cited: its event is on its way into the journal.)
-    uncited = uncited_blobs(ws, set(artifacts.values()) | spool.cited_digests(ws))
-    if not run.has_work() and pending is None and not uncited:
+    if not run.has_work() and pending is None and not blobs.uncited:
         # A file a pull published as fetched carries the rebuild mark too, with no
         # row to delete: it is rebuilt whatever else this run has to do.
         rebuild_marked(ws)
         return Outcome(plan.report(apply=True, removed=set(), marked_purged=[]), [], [])
-    earlier = [d for d in (pending or {}).get("digests", []) if isinstance(d, str)]
-    flips = {t: str(plan.tombstone_events[t].id) for t in plan.flips}
-    # The segments this run may change, and those a killed run named: only their rows
-    # leave the digest's cache. An intent that names none (torn, or from an older
-    # version) could have changed any: the whole cache goes.
-    changed = _changed_by(pending)
-    if changed is not None:
-        changed |= set(run.todo) | set(run.tombs)
-    write_compact_intent(ws, {"digests": sorted(purged_digests | set(earlier) | uncited),
-                              "cache": True, "flips": flips,
-                              "segments": None if changed is None else sorted(changed)})
+    changed = _changed_by(pending, run)
+    write_compact_intent(ws, CompactIntent(
+        sorted(blobs.candidates), {t: str(plan.tombstone_events[t].id) for t in plan.flips},
+        None if changed is None else sorted(changed)))
     run.run()
-    # Every segment rows were deleted from (by this run or a killed one) is
-    # rebuilt, so no page keeps a stale copy of a row (erasure.rebuild_marked).
+    # Every segment rows were deleted from in place (by this run or a killed one)
+    # is rebuilt, so no page keeps a stale copy of a row (erasure.rebuild_marked).
     unrebuilt = rebuild_marked(ws)
+    busy = _erase_blobs(ws, run, blobs, read_high_water)
+    _sweep(ws, changed)
+    if busy or unrebuilt:
+        # Blobs writers kept locked: the intent keeps them for the next run,
+        # which deletes them unless an event by then cites them (and which
+        # rebuilds the segments still marked).
+        write_compact_intent(ws, CompactIntent(sorted(set(busy.values())), {}, []))
+    else:
+        drop_compact_intent(ws)
+    return _outcome(run, unrebuilt, len(busy))
 
-    # Artifact blobs: only those no event still held (or newly written) references.
-    referenced = {d for e, d in artifacts.items()
-                  if e not in plan.deletions
+
+def _erase_blobs(ws: Workspace, run: _Run, blobs: _Blobs, since: dict[str, int]
+                 ) -> dict[str, str]:
+    """Delete the blobs no event still holding (or newly written) references;
+    returns the files writers kept locked, and their digests."""
+    referenced = {d for e, d in blobs.cited.items()
+                  if e not in run.plan.deletions
                   or any(not run.is_gone(s, e) for s in run.segments_of(e))}
-    candidates = (purged_digests | set(earlier) | uncited) - referenced
+    candidates = blobs.candidates - referenced
     # Rows appended since the read may cite a candidate (a new capture of the
     # same bytes): looked for once here, and once more with each blob locked
     # against writers that have not committed yet (erase_blobs).
-    since = read_high_water
     candidates -= refs_in_rows_since(ws, since, candidates)
     files = {path: digest for digest, paths in artifact_files(ws, candidates).items()
              for path in paths}
     _removed, busy = erase_blobs(files, lambda: refs_in_rows_since(ws, since, candidates))
+    return {p: files[p] for p in busy}
+
+
+def _sweep(ws: Workspace, changed: set[str] | None) -> None:
+    """Delete every other file that may hold what the run removed."""
     clear_workspace_cache(ws, changed)
     # A workspace renamed by hand leaves its old name's projections, full of its content.
     clear_orphan_caches(ws.root.path)
@@ -423,19 +472,10 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
     from agent_journal.ops.sync import remove_dead_stages
 
     remove_dead_stages(ws)
-    if busy or unrebuilt:
-        # Blobs writers kept locked: the intent keeps them for the next run,
-        # which deletes them unless an event by then cites them (and which
-        # rebuilds the segments still marked).
-        write_compact_intent(ws, {"digests": sorted({files[p] for p in busy}),
-                                  "cache": True, "flips": {}, "segments": []})
-    else:
-        drop_compact_intent(ws)
 
-    deletions = plan.deletions
-    # With no segment skipped every planned deletion was made.
-    removed = {deletions[e] for ids in run.gone.values() for e in ids} if run.skipped \
-        else set(deletions.values())
+
+def _outcome(run: _Run, unrebuilt: list[str], busy: int) -> Outcome:
+    """The report of what the run actually did, and what to warn about."""
     marked = sorted(set().union(*run.flipped.values()))
     skipped = sorted(run.skipped)
     warnings = [f"{seg}: its write-ahead log could not be truncated while other processes "
@@ -445,8 +485,9 @@ def carry_out(prepared: Prepared, *, release_read: bool = False) -> Outcome:
                  "copies of rows may remain in it until the next compact --apply"
                  for seg in unrebuilt]
     if busy:
-        warnings.append(f"{len(busy)} artifact blob(s) stayed in use by writers and were "
+        warnings.append(f"{busy} artifact blob(s) stayed in use by writers and were "
                         "left for the next compact --apply, which deletes them unless an "
                         "event cites them by then")
-    report = plan.report(apply=True, removed=removed, marked_purged=marked, skipped=skipped)
+    report = run.plan.report(apply=True, removed=run.removed(), marked_purged=marked,
+                             skipped=skipped)
     return Outcome(report, skipped, warnings)

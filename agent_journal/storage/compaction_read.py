@@ -4,34 +4,30 @@ Invariant: the read gives exactly the events, damage, high-water marks and
 tombstone rewrites that a one-process read through the exact decoder gives
 (`codec.decode_checked`, the verdict every reader gives), whichever rows a fast
 path judged (compaction_rows.py), and however the segments were shared with
-worker processes (compaction_workers.py). It only reads; applying the plan is
+worker processes (compaction_workers.py). It only reads (as does `refs_in_rows_since`,
+its last look at what was appended meanwhile); applying the plan is
 `erasure.apply_to_segment`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from agent_journal.core.errors import IntegrityError
 from agent_journal.core.observation_ages import AgeFold, ids_of
 from agent_journal.storage.compaction_rows import (
+    FastPath,
     Rewrite,
     SegmentRead,
-    _FastPath,
-    _KeptSoFar,
-    _read_segment_for_compaction,
+    read_segment_for_compaction,
     rows_about,
     tombstone_subjects,
 )
-from agent_journal.storage.compaction_workers import (
-    _claims,
-    _ReadWorker,
-    compaction_workers,
-    file_sizes,
-    shared_queue,
-)
+from agent_journal.storage.compaction_workers import compaction_workers, read_shared
+from agent_journal.storage.connection import connect
 from agent_journal.storage.segment_reader import ReadResult
 from agent_journal.storage.workspace import Workspace
 
@@ -84,7 +80,7 @@ def read_located(ws: Workspace, *, every_observation: bool = True) -> Compaction
     result = CompactionRead()
     paths = ws.segment_paths()
     rels = [ws.rel(path) for path in paths]
-    parts = _read_for_compaction(paths, rels, every_observation=every_observation)
+    parts = read_shared(paths, rels, every_observation=every_observation)
     for part in parts:
         _add_part(result, part)
     return result
@@ -113,7 +109,7 @@ def read_projected(ws: Workspace, *, ages: AgeFold | None = None, keep: bool = T
     with read_projection.open_projection(ws, keep=keep) as projection:
         if projection is None:
             return read_located(ws, every_observation=ages is not None)
-        fast = _FastPath()
+        fast = FastPath()
         judged: set[str] = set()
 
         def whole(segments: list[tuple[str, str]]) -> Iterator[SegmentRead]:
@@ -123,14 +119,14 @@ def read_projected(ws: Workspace, *, ages: AgeFold | None = None, keep: bool = T
             judged.update(rel for _, rel in segments)
             for at in range(0, len(segments), WHOLE_BATCH):
                 batch = segments[at:at + WHOLE_BATCH]
-                yield from _read_for_compaction([p for p, _ in batch], [r for _, r in batch],
-                                                every_observation=True, made=False, split=True)
+                yield from read_shared([p for p, _ in batch], [r for _, r in batch],
+                                       every_observation=True, made=False, split=True)
 
         seen = []
         plain: dict[str, list[str]] = {}
         for s in read_projection.projected(
                 projection, ws, ages=ages is not None, read_whole=whole,
-                read_tail=lambda path, rel, mark: _read_segment_for_compaction(
+                read_tail=lambda path, rel, mark: read_segment_for_compaction(
                     path, rel, fast, mark.high, mark.fold)):
             if ages is not None and s.ages is not None:
                 # Folded as they come: only the ids of a segment's plain
@@ -152,7 +148,7 @@ def read_projected(ws: Workspace, *, ages: AgeFold | None = None, keep: bool = T
             if about.unreadable is None and not about.malformed:
                 s.part.rows.extend(r for r in about.rows if not r[8])  # not already kept
             else:  # the segment changed after all: read it whole
-                s.part = _read_segment_for_compaction(s.path, s.part.rel, fast)
+                s.part = read_segment_for_compaction(s.path, s.part.rel, fast)
         result = CompactionRead()
         result.plain = plain
         result.judged = judged
@@ -182,7 +178,7 @@ def read_expired(ws: Workspace, read: CompactionRead, expired: set[str],
     from agent_journal.storage import read_projection
     from agent_journal.storage.compaction_rows import stamps_about
 
-    fast = _FastPath()
+    fast = FastPath()
     found: list[tuple[str, str]] = []
     for rel, ids in read.plain.items():
         wanted = expired.intersection(ids)
@@ -217,6 +213,38 @@ def read_expired(ws: Workspace, read: CompactionRead, expired: set[str],
     return found
 
 
+def refs_in_rows_since(ws: Workspace, high_water: dict[str, int], needles: Iterable[str]
+                       ) -> set[str]:
+    """Which needles occur in rows appended after `high_water` (or in new segments).
+
+    Lets compaction keep an artifact blob that a writer referenced again while
+    the run was working.
+    """
+    wanted = sorted(set(needles))
+    found: set[str] = set()
+    if not wanted:
+        return found
+    for path in ws.segment_paths():
+        since = high_water.get(ws.rel(path), 0)
+        try:
+            conn = connect(path, readonly=True)
+        except sqlite3.Error:
+            return set(wanted)  # cannot tell: keep them all
+        try:
+            for needle in wanted:
+                if needle in found:
+                    continue
+                row = conn.execute("SELECT 1 FROM events WHERE seq > ? AND instr(body, ?) > 0 "
+                                   "LIMIT 1", (since, needle.encode())).fetchone()
+                if row is not None:
+                    found.add(needle)
+        except sqlite3.Error:
+            return set(wanted)
+        finally:
+            conn.close()
+    return found
+
+
 def _add_part(result: CompactionRead, part: SegmentRead) -> None:
     result.segments.append(part.rel)
     result.located[part.rel] = [ev.event_id for ev in part.events]
@@ -230,86 +258,3 @@ def _add_part(result: CompactionRead, part: SegmentRead) -> None:
         result.unreadable.append({"path": part.rel, "reason": part.unreadable})
     if part.high is not None:
         result.high_water[part.rel] = part.high
-
-
-def _read_for_compaction(paths: list[str], rels: list[str], *, every_observation: bool,
-                         made: bool = True, split: bool = False) -> list[SegmentRead]:
-    """Every segment's part, in order, its Events made: of every row, or
-    without `every_observation`, of the rows `kept_rows` keeps. Not `made`
-    (only with `every_observation`): every row, left as event values, or
-    with `split`, split where read (`SegmentRead.split_plain`)."""
-    sizes = file_sizes(paths)
-    workers = compaction_workers(sizes)
-    parts: list[SegmentRead | None] = [None] * len(paths)
-    started: list[_ReadWorker] = []
-    queue = shared_queue(sizes) if workers else None
-    if queue is not None:
-        started = [_ReadWorker(paths, rels, queue.fd, every_observation, split)
-                   for _ in range(workers)]
-        for worker in started:
-            worker.made = made
-    # Without every_observation, parts read here are cut down and made Events
-    # as they come too, like a worker's (see `_ReadWorker`).
-    so_far = _KeptSoFar()
-    kept_here: list[int] = []  # the segment numbers of so_far's parts
-    try:
-        fast = _FastPath()
-        for k in range(len(paths)) if queue is None else _claims(queue.fd):
-            part = _read_segment_for_compaction(paths[k], rels[k], fast)
-            if not every_observation:
-                part.rows = so_far.keep(part.rows)[0]
-                kept_here.append(k)
-            parts[k] = part.made_events() if made else part.split_plain() if split else part
-            for worker in started:
-                worker.take(parts, block=False)  # what the workers sent meanwhile
-        for worker in started:
-            worker.take(parts, block=True)
-        whole = _read_missing(paths, rels, parts, started, every_observation, made, split)
-        if not every_observation:
-            # Each part holds the observations named by the tombstones its
-            # reader had read; a part that others' tombstones add rows to is
-            # made again. (Only parts read again after a worker failed still
-            # hold rows.)
-            named = set().union(so_far.named, *(worker.subjects for worker in started),
-                                *(tombstone_subjects(part.rows) for part in whole))
-            for worker in started:
-                worker.ask_rows(named)
-            for n, rows in so_far.grown(named - so_far.named).items():  # while they look
-                here = parts[kept_here[n]]
-                assert here is not None
-                here.rows = rows
-                here.made_events()
-            for worker in started:
-                worker.take_rows(parts)
-            whole = _read_missing(paths, rels, parts, started, every_observation, made)
-            for part in whole:
-                if part.rows:
-                    part.made_events(named)
-        return whole
-    finally:
-        if queue is not None:
-            queue.close()
-        for worker in started:
-            worker.abandon()  # a worker still waiting, if this read stopped early
-
-
-def _read_missing(paths: list[str], rels: list[str], parts: list[SegmentRead | None],
-                  workers: list[_ReadWorker], every_observation: bool, made: bool = True,
-                  split: bool = False) -> list[SegmentRead]:
-    """Every part: read here what no worker sent, and all that a failed
-    worker sent."""
-    for worker in workers:
-        if worker.failed():
-            for k in worker.claimed:
-                parts[k] = None
-            worker.claimed.clear()
-    fast = _FastPath()
-    whole = []
-    for k, part in enumerate(parts):
-        if part is None:
-            part = _read_segment_for_compaction(paths[k], rels[k], fast)
-            if every_observation:
-                part = part.made_events() if made else part.split_plain() if split else part
-            parts[k] = part
-        whole.append(part)
-    return whole

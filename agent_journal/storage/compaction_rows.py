@@ -22,11 +22,11 @@ from agent_journal.core import codec
 from agent_journal.core.model import Event, event_values, events_from_values
 from agent_journal.core.observation_ages import Summary, summarize
 from agent_journal.storage.connection import describe_sqlite_error
-from agent_journal.storage.erasure import text_is_utf8
 from agent_journal.storage.observation_layout import ESCAPED_LETTER, layout
 from agent_journal.storage.observation_layout import PLAIN as _PLAIN
-from agent_journal.storage.observation_layout import Layouts as _FastPath
+from agent_journal.storage.observation_layout import Layouts as FastPath
 from agent_journal.storage.segment import never_initialised, open_segment_for_read
+from agent_journal.storage.segment_edit import text_is_utf8
 from agent_journal.storage.segment_reader import json_check, quick_check, strict_json_check
 from agent_journal.storage.verified_mark import Fold
 
@@ -90,7 +90,7 @@ def _checked_text(body: Any, digest: Any) -> str | None:
         return None
 
 
-def _fast_observation(fast: _FastPath, body: Any, digest: Any, event_id: Any, subject: Any,
+def _fast_observation(fast: FastPath, body: Any, digest: Any, event_id: Any, subject: Any,
                       ts: Any) -> tuple[Any, ...] | None:
     """The observation row as the exact decoder reads it (data reduced to its
     artifact), as `model.event_values`; None when only the exact decoder may
@@ -242,7 +242,7 @@ def kept_rows(rows: list[tuple[Any, ...]], named: set[str]) -> list[tuple[Any, .
     return [row for row in rows if row[1] != "observation" or row[3] in named or row[8]]
 
 
-class _KeptSoFar:
+class KeptSoFar:
     """Parts cut down by `kept_rows` as they are read, with the ids named by
     the tombstones read so far. A tombstone read later (here or elsewhere)
     may name an observation of an earlier part: `grown` finds the parts that
@@ -281,8 +281,8 @@ class _KeptSoFar:
         return grown
 
 
-def _read_segment_for_compaction(path: str, rel: str, fast: _FastPath, after: int = 0,
-                                 fold: Fold | None = None) -> SegmentRead:
+def read_segment_for_compaction(path: str, rel: str, fast: FastPath, after: int = 0,
+                                fold: Fold | None = None) -> SegmentRead:
     """The segment's part; with `after`, of its rows above that seq only (the
     whole file is still checked), their slices folded on from `fold`."""
     part = SegmentRead(rel)
@@ -361,7 +361,7 @@ def stamps_about(path: str, subjects: list[str], upto: int) -> list[tuple[Any, .
         conn.close()
 
 
-def rows_about(path: str, rel: str, fast: _FastPath, subjects: list[str], upto: int
+def rows_about(path: str, rel: str, fast: FastPath, subjects: list[str], upto: int
                ) -> SegmentRead:
     """The part of a segment's observations about these ids only, up to seq
     `upto`, each judged exactly as a whole read judges it (no fold, no
@@ -388,13 +388,13 @@ def rows_about(path: str, rel: str, fast: _FastPath, subjects: list[str], upto: 
     return part
 
 
-def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: _FastPath, sql: str, *,
+def _read_rows(conn: sqlite3.Connection, part: SegmentRead, fast: FastPath, sql: str, *,
                in_place: bool, after: int = 0) -> None:
     _judge_rows(_slices(conn, sql, after if after else float("-inf"), part.fold), part, fast,
                 in_place=in_place)
 
 
-def _judge_rows(rows: Iterable[tuple[Any, ...]], part: SegmentRead, fast: _FastPath, *,
+def _judge_rows(rows: Iterable[tuple[Any, ...]], part: SegmentRead, fast: FastPath, *,
                 in_place: bool) -> None:
     """Each row's verdict into the part, in order; `high` becomes the last seq."""
     append_event = part.rows.append

@@ -1,27 +1,24 @@
-"""Erasure: the only code that deletes journal rows and the files derived from them.
+"""Erasure: the only code that deletes journal rows and the files derived from them
+(with segment_copy.py, the deletions made by copy, and cache_sweep.py, the projections).
 
 Invariants:
 - Every deleting connection overwrites what it frees (secure_delete) and keeps
   no journal of old pages past its commit; a WAL is truncated after it. A
   row's body is overwritten in place before the row is deleted, so the
   rebalancing of pages a delete causes never carries its content elsewhere.
-- A segment rows were deleted from is rebuilt afterwards (VACUUM), so no
-  page keeps the stale copy of a row that a page rebuild left behind. The
-  first delete marks the segment (`meta` key `rebuild`, in the same
+- A segment rows were deleted from in place is rebuilt afterwards (VACUUM),
+  so no page keeps the stale copy of a row that a page rebuild left behind.
+  The first delete marks the segment (`meta` key `rebuild`, in the same
   transaction) and the rebuild clears the mark: a run killed in between
   leaves it for the next run to finish (`rebuild_marked`).
-- A segment is changed in short transactions of at most CHUNK_ROWS rows
-  stored near each other (CHUNK_SPAN), each first checking nothing was
-  appended that the plan could depend on; rows go by event id only, an
-  item's rows in one transaction, rewrites after every delete of the segment
-  committed.
-- Projections under <root>/cache are disposable: every file a workspace's
-  projections leave there, under any name, is deleted with them, and so are
-  those of a workspace whose folder is gone (renamed, removed by hand). The
-  one exception is the digest's cache after a compaction that names the
-  segments it changed: only their rows leave it, and it is written afresh
-  (digest_cache.keep_unchanged); the search index, whose documents fold
-  events of every segment together, is deleted.
+- A sealed segment (no append can reach it) loses its rows by a copy of the
+  rows that stay, which replaces the file whole (segment_copy.py), wherever
+  that can be done safely; every other segment is changed in place.
+- In place, a segment is changed in short transactions of at most CHUNK_ROWS
+  rows stored near each other (CHUNK_SPAN), each first checking nothing was
+  appended that the plan could depend on (segment_edit.check_high); rows go
+  by event id only, an item's rows in one transaction, rewrites after every
+  delete of the segment committed.
 - A compaction about to change files writes its intent first, so a killed run
   is finished (or undone) by the next one.
 """
@@ -33,13 +30,13 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-from agent_journal.core import codec
 from agent_journal.core.errors import BusyError, JournalError, StorageError
-from agent_journal.core.model import Event
-from agent_journal.storage import provenance
-from agent_journal.storage.cache import CACHE_SIDECARS
+from agent_journal.storage.cache_sweep import clear_orphan_caches as clear_orphan_caches
+from agent_journal.storage.cache_sweep import clear_workspace_cache as clear_workspace_cache
+from agent_journal.storage.cache_sweep import projection_of as projection_of
 from agent_journal.storage.connection import (
     connect,
     describe_sqlite_error,
@@ -47,28 +44,23 @@ from agent_journal.storage.connection import (
     run_write,
 )
 from agent_journal.storage.files import make_private_dirs, read_text, write_file_atomic
-from agent_journal.storage.segment import SEGMENT_SUFFIX
+from agent_journal.storage.segment_copy import copy_survivors
+from agent_journal.storage.segment_edit import (
+    REBUILD_KEY,
+    Applied,
+    SegmentGrew,
+    Tolerate,
+    TombstoneRewrite,
+    check_high,
+    keep_removed_ids,
+    max_seq,
+    rewrite_tombstones,
+    text_is_utf8,
+)
 from agent_journal.storage.workspace import Workspace
 
 WAL_CHECKPOINT_ATTEMPTS = 20
 COMPACT_INTENT = ".compact-pending.json"
-
-
-class SegmentGrew(Exception):
-    """A segment gained rows after it was read; it must be left alone.
-
-    `deleted` lists the event ids whose deletion earlier chunks of the same
-    segment committed before the growth was seen (empty when nothing changed),
-    `high` the segment's highest seq after them and `clean` whether its WAL was
-    truncated afterwards.
-    """
-
-    def __init__(self, path: str, deleted: list[str] | None = None, high: int = 0,
-                 clean: bool = True) -> None:
-        super().__init__(path)
-        self.deleted = deleted or []
-        self.high = high
-        self.clean = clean
 
 
 # Rows one transaction deletes or rewrites. Hooks append to the segment being
@@ -98,12 +90,6 @@ CHUNK_PAUSE_MAX_S = 0.05
 APPLY_THREADS = 8
 
 
-def text_is_utf8(conn: sqlite3.Connection) -> bool:
-    """SQLite reads a blob cast to text in the database's encoding: only a UTF-8
-    segment's text is the body's own."""
-    return str(conn.execute("PRAGMA encoding").fetchone()[0]).upper() == "UTF-8"
-
-
 def erasing_connection(path: str) -> sqlite3.Connection:
     """A connection whose deletes overwrite what they free.
 
@@ -127,22 +113,10 @@ def erasing_connection(path: str) -> sqlite3.Connection:
     return conn
 
 
-# The `meta` row a segment carries from its first delete until its rebuild.
-REBUILD_KEY = "rebuild"
 # A writer waiting on its busy timeout polls every 100 ms at the slowest.
 REBUILD_PAUSE_MAX_S = 0.2
 
 
-def _max_seq(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
-
-
-# A compaction's deletes and rewrites go to SQLite as one statement each over
-# a JSON list, not as one statement per row: executemany takes the GIL back
-# for every row, and with other threads busy in Python each of those waits
-# cost milliseconds. Bodies travel as text, so only where a blob cast to text
-# is its UTF-8 bytes, and only where SQLite has json_each and UPDATE FROM.
-_DELETE_LISTED = "DELETE FROM events WHERE event_id IN (SELECT value FROM json_each(?))"
 # Before its rows go, a chunk overwrites their bodies with zeros of the same
 # length: a row whose size does not change is rewritten where it lies. The
 # delete that follows rebalances the table's pages as they empty, and SQLite
@@ -150,34 +124,26 @@ _DELETE_LISTED = "DELETE FROM events WHERE event_id IN (SELECT value FROM json_e
 # leave behind (secure_delete clears only a deleted cell): a row still
 # waiting in the chunk, moved to a sibling, would otherwise leave a copy of
 # its content in the page it left once its own deletion zeroes the new one.
+# (One statement each over a JSON list where SQLite allows: see
+# `bulk_json_usable`.)
 _BLANK_LISTED = ("UPDATE events SET body = zeroblob(length(body)) "
                  "WHERE event_id IN (SELECT value FROM json_each(?))")
+_DELETE_LISTED = "DELETE FROM events WHERE event_id IN (SELECT value FROM json_each(?))"
 _BLANK_ONE = "UPDATE events SET body = zeroblob(length(body)) WHERE event_id = ?"
-_REWRITE_LISTED = (
-    "UPDATE events SET body = CAST(json_extract(j.value, '$[2]') AS BLOB), "
-    "checksum = json_extract(j.value, '$[3]') FROM json_each(?) AS j "
-    "WHERE events.event_id = json_extract(j.value, '$[0]') "
-    "AND events.checksum = json_extract(j.value, '$[1]')")
-
-
-# A rewrite whose body is None (see `Rewrite`): the flag turned in place.
-_FLIP_TEXT = ("body = CAST(replace(CAST(body AS TEXT), '\"data\":{\"purged\":false,', "
-              "'\"data\":{\"purged\":true,') AS BLOB)")
-
-
-_FLIP_LISTED = (
-    f"UPDATE events SET {_FLIP_TEXT}, checksum = json_extract(j.value, '$[2]') "
-    "FROM json_each(?) AS j WHERE events.event_id = json_extract(j.value, '$[0]') "
-    "AND events.checksum = json_extract(j.value, '$[1]')")
-
-
-_FLIP_ONE = f"UPDATE events SET {_FLIP_TEXT}, checksum = ? WHERE event_id = ? AND checksum = ?"
 
 
 _BULK_JSON: list[bool] = []
 
 
-def _bulk_json_usable(conn: sqlite3.Connection) -> bool:
+def bulk_json_usable(conn: sqlite3.Connection) -> bool:
+    """Whether a list of ids or rows can go to SQLite as one JSON text.
+
+    A compaction's deletes and rewrites go to SQLite as one statement each over
+    a JSON list, not as one statement per row: executemany takes the GIL back
+    for every row, and with other threads busy in Python each of those waits
+    cost milliseconds. Bodies travel as text, so only where a blob cast to text
+    is its UTF-8 bytes, and only where SQLite has json_each and UPDATE FROM.
+    """
     if not _BULK_JSON:
         ok = sqlite3.sqlite_version_info >= (3, 33, 0)
         if ok:
@@ -189,48 +155,40 @@ def _bulk_json_usable(conn: sqlite3.Connection) -> bool:
     return _BULK_JSON[0] and text_is_utf8(conn)
 
 
-def _rows_after(conn: sqlite3.Connection, seq: int) -> list[Event | None]:
-    """The events of the rows past `seq`; None for a row that does not decode."""
-    out: list[Event | None] = []
-    for event_id, body, digest in conn.execute(
-            "SELECT event_id, body, checksum FROM events WHERE seq > ? ORDER BY seq", (seq,)):
-        try:
-            ev = codec.decode(body, digest)
-        except codec.MalformedEvent:
-            out.append(None)
-            continue
-        out.append(ev if ev.event_id == event_id else None)
-    return out
-
-
 def apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
-                     rewrites: Iterable[tuple[str, str, bytes | None, str]],
-                     tolerate: Callable[[list[Event | None]], bool] | None = None,
-                     together: Callable[[str], object] | None = None
-                     ) -> tuple[int, set[str], bool]:
-    """Delete rows and rewrite tombstones in one segment, in short transactions.
+                     rewrites: Iterable[TombstoneRewrite], tolerate: Tolerate | None = None,
+                     together: Callable[[str], object] | None = None, *,
+                     sealed: bool = False) -> Applied:
+    """Delete rows and rewrite tombstones in one segment.
 
-    `rewrites` are (event_id, checksum as read, new body or None, new
-    checksum), as `Rewrite` says; a row whose checksum changed since it was
-    read is left alone. The work goes in chunks of at most CHUNK_ROWS rows
+    `rewrites` say which tombstones to turn purged (`TombstoneRewrite`); a
+    row whose checksum changed since it was read is left alone. A `sealed`
+    segment, one no append can reach (segment_copy.sealed_segments), with rows
+    to delete is replaced by a copy of the rows that stay, rewrites made
+    (segment_copy.copy_survivors), where that can be done safely. Otherwise
+    the work goes in place, in chunks of at most CHUNK_ROWS rows
     stored near each other (CHUNK_SPAN, see `_chunks`), in storage order,
     each its own transaction, so writers appending to the segment wait
     milliseconds, not the whole segment's work: the deletes first (adjacent
     ids with the same `together` key, an item's events, always share a
     chunk, so an item is gone whole or not at all), then the rewrites, so a
     tombstone is flipped only once the deletions in this segment committed.
-    Each chunk first checks the segment's highest seq is still the one the
-    previous chunk left (`expected_high` for the first). If it grew,
+    Each chunk (and the copy) first checks the segment's highest seq is still
+    the one the previous chunk left (`expected_high` for the first). If it grew,
     `tolerate`, shown the events appended since (under the write lock, so no
     more can arrive), may accept them: rows are deleted and rewritten by event
     id, so appends the plan does not depend on are simply left in place.
     Otherwise SegmentGrew is raised, carrying the deletions earlier chunks
-    committed (none when the first chunk saw it). Returns the new highest seq,
-    the event ids rewritten, and whether the segment is clean afterwards (a
-    WAL that could not be truncated may still hold old page images).
+    committed (none when the first chunk saw it).
     """
+    ids, rows = list(delete_ids), list(rewrites)
+    if sealed and ids:
+        copied = copy_survivors(path, expected_high, ids, rows, tolerate,
+                                bulk=bulk_json_usable)
+        if copied is not None:
+            return copied
     try:
-        return _apply_to_segment(path, expected_high, delete_ids, rewrites, tolerate, together)
+        return _apply_to_segment(path, expected_high, ids, rows, tolerate, together)
     except sqlite3.OperationalError as exc:
         if is_busy(exc):
             raise BusyError("the journal stayed locked by other writers; retry") from None
@@ -286,7 +244,7 @@ def _chunks(ids: list[str], together: Callable[[str], object] | None,
 def _stored_at(conn: sqlite3.Connection, ids: list[str]) -> dict[str, int]:
     """The seq each of `ids` is stored at in the segment (those present)."""
     found: dict[str, int] = {}
-    if _bulk_json_usable(conn):
+    if bulk_json_usable(conn):
         for start in range(0, len(ids), 50_000):
             found.update(conn.execute(
                 "SELECT event_id, seq FROM events WHERE event_id IN "
@@ -299,21 +257,17 @@ def _stored_at(conn: sqlite3.Connection, ids: list[str]) -> dict[str, int]:
     return found
 
 
-def _apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
-                      rewrites: Iterable[tuple[str, str, bytes | None, str]],
-                      tolerate: Callable[[list[Event | None]], bool] | None,
-                      together: Callable[[str], object] | None
-                      ) -> tuple[int, set[str], bool]:
-    ids = list(delete_ids)
-    rewrite_rows = list(rewrites)
+def _apply_to_segment(path: str, expected_high: int, ids: list[str],
+                      rewrite_rows: list[TombstoneRewrite], tolerate: Tolerate | None,
+                      together: Callable[[str], object] | None) -> Applied:
     conn = erasing_connection(path)
     try:
         # Where the rows lie, read before any write lock is taken: chunks are
         # cut by storage order (CHUNK_SPAN). A row appended or moved since
         # only makes its chunk a little longer.
-        seq_of = _stored_at(conn, ids + [row[0] for row in rewrite_rows])
+        seq_of = _stored_at(conn, ids + [row.event_id for row in rewrite_rows])
         delete_chunks = _chunks(ids, together, seq_of)
-        by_id = {row[0]: row for row in rewrite_rows}
+        by_id = {row.event_id: row for row in rewrite_rows}
         rewrite_chunks = [[by_id[t] for t in chunk]
                           for chunk in _chunks(list(by_id), None, seq_of)]
         wal = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal"
@@ -343,7 +297,7 @@ def _apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
             clean = _truncate_wal(conn) if wal else True
             raise SegmentGrew(path, deleted, high, clean) from None
         clean = _truncate_wal(conn) if wal else True
-        return high, done, clean
+        return Applied(high, done, clean)
     finally:
         conn.close()
 
@@ -354,20 +308,9 @@ def _pause(started: float, last: bool) -> None:
         time.sleep(min(time.perf_counter() - started, CHUNK_PAUSE_MAX_S))
 
 
-def _check_high(c: sqlite3.Connection, path: str, seen: int,
-                tolerate: Callable[[list[Event | None]], bool] | None) -> None:
-    """Under the write lock: raise SegmentGrew unless the segment's rows past
-    `seen` (none, or only ones `tolerate` accepts) leave the plan as it was."""
-    high = _max_seq(c)
-    if high != seen and (tolerate is None or high < seen
-                         or not tolerate(_rows_after(c, seen))):
-        raise SegmentGrew(path)
-
-
 def _delete_chunk(c: sqlite3.Connection, path: str, seen: int, ids: list[str],
-                  tolerate: Callable[[list[Event | None]], bool] | None,
-                  mark: bool = False) -> int:
-    _check_high(c, path, seen, tolerate)
+                  tolerate: Tolerate | None, mark: bool = False) -> int:
+    check_high(c, path, seen, tolerate)
     if ids and mark:
         # Committed with the first deletions, so no run can delete from the
         # segment and leave it unmarked for `rebuild_marked`.
@@ -376,62 +319,25 @@ def _delete_chunk(c: sqlite3.Connection, path: str, seen: int, ids: list[str],
                   (REBUILD_KEY,))
     if not ids:
         pass
-    elif _bulk_json_usable(c):
+    elif bulk_json_usable(c):
         # One statement each, so the whole loop runs inside SQLite without
-        # the GIL (see `_bulk_json_usable`).
+        # the GIL (see `bulk_json_usable`).
         listed = json.dumps(ids)
         c.execute(_BLANK_LISTED, (listed,))
         c.execute(_DELETE_LISTED, (listed,))
     else:
         c.executemany(_BLANK_ONE, [(i,) for i in ids])
         c.executemany("DELETE FROM events WHERE event_id = ?", [(i,) for i in ids])
-    if ids and provenance.kind(c) != "table":
-        # A replica's own segment keeps no provenance, so it keeps the ids it
-        # lost here instead (ids are not content): a merge then never imports
-        # them again from a replica that copied them before (INVARIANTS R3).
-        # So does an adopted import, whose provenance is a view that loses a
-        # row's slot with the row; a built import's `origin` table already
-        # names what it lost.
-        c.execute(_CREATE_REMOVED)
-        c.executemany("INSERT OR IGNORE INTO removed(event_id) VALUES (?)", [(i,) for i in ids])
-    return _max_seq(c)
-
-
-_CREATE_REMOVED = "CREATE TABLE IF NOT EXISTS removed (event_id TEXT PRIMARY KEY) WITHOUT ROWID"
+    keep_removed_ids(c, ids)
+    return max_seq(c)
 
 
 def _rewrite_chunk(c: sqlite3.Connection, path: str, seen: int,
-                   rewrite_rows: list[tuple[str, str, bytes | None, str]],
-                   tolerate: Callable[[list[Event | None]], bool] | None
+                   rewrite_rows: list[TombstoneRewrite], tolerate: Tolerate | None
                    ) -> tuple[int, set[str]]:
-    _check_high(c, path, seen, tolerate)
-    bulk = _bulk_json_usable(c)
-    before = c.total_changes
-    flips = [row for row in rewrite_rows if row[2] is None]
-    whole = [row for row in rewrite_rows if row[2] is not None]
-    if bulk and flips:
-        c.execute(_FLIP_LISTED, (json.dumps(
-            [[event_id, old, digest] for event_id, old, _, digest in flips]),))
-    elif flips:
-        c.executemany(_FLIP_ONE, [(digest, event_id, old)
-                                  for event_id, old, _, digest in flips])
-    if bulk and whole:
-        c.execute(_REWRITE_LISTED, (json.dumps(
-            [[event_id, old, body.decode(), digest]  # type: ignore[union-attr]
-             for event_id, old, body, digest in whole], ensure_ascii=False),))
-    elif whole:
-        c.executemany("UPDATE events SET body = ?, checksum = ? "
-                      "WHERE event_id = ? AND checksum = ?",
-                      [(body, digest, event_id, old)
-                       for event_id, old, body, digest in whole])
-    if c.total_changes - before == len(rewrite_rows):
-        done = {row[0] for row in rewrite_rows}
-    else:  # some row changed since it was read: find out which were rewritten
-        wanted = {row[0]: row[3] for row in rewrite_rows}
-        done = {event_id for event_id, digest in wanted.items()
-                if c.execute("SELECT 1 FROM events WHERE event_id = ? AND checksum = ?",
-                             (event_id, digest)).fetchone()}
-    return _max_seq(c), done
+    check_high(c, path, seen, tolerate)
+    done = rewrite_tombstones(c, rewrite_rows, bulk=bulk_json_usable(c))
+    return max_seq(c), done
 
 
 def _truncate_wal(conn: sqlite3.Connection) -> bool:
@@ -537,154 +443,35 @@ def _rebuild(path: str) -> bool:
         conn.close()
 
 
-def refs_in_rows_since(ws: Workspace, high_water: dict[str, int], needles: Iterable[str]
-                       ) -> set[str]:
-    """Which needles occur in rows appended after `high_water` (or in new segments).
+@dataclass(frozen=True)
+class CompactIntent:
+    """What `.compact-pending.json` says a run meant to finish, should it die
+    first: the artifact blobs to delete, the tombstones to flip (tombstone
+    event id -> target) and the segments (relative to the root) it may change,
+    None when it may have changed any (an intent torn, or of an older version).
+    The file also always says `"cache": true`: the projections must go."""
 
-    Lets compaction keep an artifact blob that a writer referenced again while
-    the run was working.
-    """
-    wanted = sorted(set(needles))
-    found: set[str] = set()
-    if not wanted:
-        return found
-    for path in ws.segment_paths():
-        since = high_water.get(ws.rel(path), 0)
-        try:
-            conn = connect(path, readonly=True)
-        except sqlite3.Error:
-            return set(wanted)  # cannot tell: keep them all
-        try:
-            for needle in wanted:
-                if needle in found:
-                    continue
-                row = conn.execute("SELECT 1 FROM events WHERE seq > ? AND instr(body, ?) > 0 "
-                                   "LIMIT 1", (since, needle.encode())).fetchone()
-                if row is not None:
-                    found.add(needle)
-        except sqlite3.Error:
-            return set(wanted)
-        finally:
-            conn.close()
-    return found
+    digests: list[str]
+    flips: dict[str, str] = field(default_factory=dict)
+    segments: list[str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"digests": self.digests, "cache": True, "flips": self.flips,
+                "segments": self.segments}
+
+    @classmethod
+    def from_json(cls, value: Any) -> CompactIntent:
+        """The intent a file's JSON holds; a torn one assumes the worst."""
+        if not isinstance(value, dict):
+            return cls([])
+        digests, flips, segments = value.get("digests"), value.get("flips"), value.get("segments")
+        return cls([d for d in digests if isinstance(d, str)] if isinstance(digests, list) else [],
+                   {str(k): str(v) for k, v in flips.items()} if isinstance(flips, dict) else {},
+                   segments if isinstance(segments, list)
+                   and all(isinstance(seg, str) for seg in segments) else None)
 
 
-def projection_of(name: str, workspace: str) -> bool:
-    """Whether a file name under <root>/cache/<kind>/ is one of `workspace`'s
-    projections or anything they leave behind.
-
-    A projection is `<ws>.sqlite`; beside it SQLite's `-journal`/`-wal`/`-shm`,
-    a build's `<ws>.sqlite.tmp` (and its sidecars), an atomic write's
-    `.<ws>.sqlite.<pid>.<random>.tmp`, or any other suffix a later version or
-    a killed process leaves. So every name that starts with the workspace's
-    projection name is its own, whatever follows, as is `<ws>.<ext>` for a
-    projection kept under another extension. Another workspace's files
-    start with another name: `a.b.sqlite` is workspace `a.b`'s, not `a`'s.
-    (Only a workspace literally named `a.sqlite...` could share the prefix;
-    clearing its cache too costs it a rebuild, never a byte of content.)
-    """
-    stem = workspace + SEGMENT_SUFFIX
-    for candidate in (name, name[1:] if name.startswith(".") else None):
-        if candidate is None:
-            continue
-        if candidate == workspace or candidate.startswith(stem):
-            return True
-        # `<ws>.<ext>` of any other single extension (a projection of another kind)
-        if candidate.startswith(workspace + ".") and "." not in candidate[len(workspace) + 1:]:
-            return True
-    return False
-
-
-def clear_workspace_cache(ws: Workspace, changed: Iterable[str] | None = None) -> list[str]:
-    """Delete every disposable projection of the workspace under <root>/cache.
-
-    Projections are named after the workspace (`cache/<kind>/<ws>.sqlite`,
-    see `projection_of` for everything counted with them); readers rebuild
-    them from the segments, so removing them loses nothing. Lock files live a
-    folder deeper (`cache/<kind>/locks/`) and are left alone.
-
-    `changed`, the segments (relative to the root) a compaction deleted rows from
-    or rewrote, keeps the digest's cache of every other segment: only the changed
-    segments' rows leave it, and it is written afresh (digest_cache.keep_unchanged),
-    so the next digest reads those segments alone. Without it, or when the cache
-    cannot be trimmed, it goes with the rest.
-    """
-
-    from agent_journal.storage.erasure_generation import bump
-
-    # First the generation moves on, so no reader that read before the deletions
-    # stores what it read once the sweep below is done (erasure_generation).
-    bump(ws)
-    kept: set[str] = set()
-    if changed is not None:
-        from agent_journal.storage import digest_cache
-
-        if digest_cache.keep_unchanged(ws, {os.path.basename(seg) for seg in changed}):
-            # The file and the sidecars of a digest that began since: it read the
-            # segments as compacted.
-            kept.add(digest_cache.path_of(ws))
-            kept.update(digest_cache.path_of(ws) + s for s in CACHE_SIDECARS)
-    cache = os.path.join(ws.root.path, "cache")
-    removed: list[str] = []
-    if not os.path.isdir(cache):
-        return removed
-    folders = [cache] + [os.path.join(cache, n) for n in sorted(os.listdir(cache))
-                         if os.path.isdir(os.path.join(cache, n))]
-    for folder in folders:
-        for name in sorted(os.listdir(folder)):
-            path = os.path.join(folder, name)
-            # A workspace named like an area (`digest`) or like the lock folder
-            # (`locks`) names no projection of its own there: those folders hold
-            # every workspace's projections, and the locks other processes hold.
-            if folder == cache and os.path.isdir(path) or name == "locks":
-                continue
-            if path not in kept and projection_of(name, ws.name) and _remove(path):
-                removed.append(ws.rel(path))
-    return removed
-
-
-def clear_orphan_caches(root_path: str) -> list[str]:
-    """Delete the projections under <root>/cache/<kind>/ of every workspace that has no
-    folder under <root>/workspaces any more (renamed or removed by hand): they hold that
-    workspace's content, and no compaction would ever clear them under their old name.
-    A workspace created meanwhile pays a rebuild, never a byte. Lock folders stay."""
-
-    cache = os.path.join(root_path, "cache")
-    workspaces = os.path.join(root_path, "workspaces")
-    try:
-        kinds = sorted(n for n in os.listdir(cache) if os.path.isdir(os.path.join(cache, n)))
-        alive = [n for n in os.listdir(workspaces)
-                 if os.path.isdir(os.path.join(workspaces, n))]
-    except FileNotFoundError:
-        return []
-    removed: list[str] = []
-    for kind in kinds:
-        folder = os.path.join(cache, kind)
-        for name in sorted(os.listdir(folder)):
-            if name == "locks" or any(projection_of(name, ws) for ws in alive):
-                continue
-            path = os.path.join(folder, name)
-            if _remove(path):
-                removed.append(path)
-    return removed
-
-
-def _remove(path: str) -> bool:
-    """Delete a file or a folder with what is in it (a link is removed, never
-    followed); False when it was already gone."""
-    import shutil
-
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-        return True
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def read_compact_intent(ws: Workspace) -> dict[str, Any] | None:
+def read_compact_intent(ws: Workspace) -> CompactIntent | None:
     """What an earlier `compact --apply` meant to finish (blobs, cache) if it died first."""
     try:
         raw = read_text(os.path.join(ws.path, COMPACT_INTENT))
@@ -693,17 +480,17 @@ def read_compact_intent(ws: Workspace) -> dict[str, Any] | None:
     try:
         value = json.loads(raw)
     except ValueError:
-        return {"digests": [], "cache": True}  # a torn intent: assume the worst
-    return value if isinstance(value, dict) else {"digests": [], "cache": True}
+        value = None  # a torn intent: assume the worst
+    return CompactIntent.from_json(value)
 
 
-def write_compact_intent(ws: Workspace, intent: dict[str, Any]) -> None:
+def write_compact_intent(ws: Workspace, intent: CompactIntent) -> None:
     make_private_dirs(ws.path)
     # Unsorted: a run over a large journal names a flip per tombstone, and
     # sorting them bought nothing a reader uses.
     path = os.path.join(ws.path, COMPACT_INTENT)
     try:
-        write_file_atomic(path, json.dumps(intent, separators=(",", ":")).encode())
+        write_file_atomic(path, json.dumps(intent.to_json(), separators=(",", ":")).encode())
     except OSError as exc:
         # A full disk, most likely. The first intent is written before anything is
         # touched, so a run stopped here changed nothing; a later one leaves the earlier

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agent_journal.core.errors import JournalError, StorageError
@@ -46,50 +46,6 @@ from agent_journal.storage.segment import (
     never_initialised,
 )
 from agent_journal.storage.workspace import Workspace
-
-
-def scrub_rows(path: str, seqs: Iterable[int], *,
-               fixes: Iterable[tuple[str, str | None, str, bytes, int]] = ()) -> int:
-    """Delete rows from a private snapshot so that no byte of them remains in the file.
-
-    secure_delete zeroes freed cells, journal_mode OFF writes no journal
-    holding the old pages, and VACUUM rebuilds the file without free pages.
-    `fixes` (type, subject, ts, body, seq) rewrite a row's lookup columns
-    (and a text body as a blob) to agree with its bytes.
-    """
-    wanted = [(s,) for s in seqs]
-    fixes = list(fixes)
-    if not wanted and not fixes:
-        return 0
-    try:
-        return _scrub(path, wanted, fixes)
-    except sqlite3.Error as exc:
-        raise StorageError(f"cannot scrub the snapshot {path}: "
-                           f"{describe_sqlite_error(exc)}") from None
-
-
-def _scrub(path: str, wanted: list[tuple[int]],
-           fixes: list[tuple[str, str | None, str, bytes, int]]) -> int:
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        conn.execute("PRAGMA secure_delete = ON")
-        conn.execute("PRAGMA journal_mode = OFF")
-        conn.execute("BEGIN")
-        conn.executemany("UPDATE events SET type = ?, subject = ?, ts = ?, body = ? "
-                         "WHERE seq = ?", fixes)
-        conn.executemany("DELETE FROM events WHERE seq = ?", wanted)
-        if provenance.kind(conn) == "table":  # (a view loses its rows with the events)
-            conn.execute("DELETE FROM origin WHERE event_id NOT IN (SELECT event_id FROM events)")
-        conn.execute("COMMIT")
-        # VACUUM's working copy stays in memory: as a temporary file it would
-        # put the scrubbed rows' bytes on disk outside anything we delete.
-        conn.execute("PRAGMA temp_store = MEMORY")
-        conn.execute("VACUUM")
-        conn.execute("PRAGMA journal_mode = DELETE")
-        return len(wanted)
-    finally:
-        conn.close()
-
 
 # Adopted files given their import meta at once (ImportWriter._finish_adoptions).
 ADOPTING_THREADS = 4
@@ -595,8 +551,8 @@ class ImportSource:
         (kept with the file for its merge's scan-points projection)."""
         self.writer._tombstones.update(subjects)
 
-    def insert(self, rows: list[tuple[str, str, str | None, str, bytes, str]],
-               origins: list[tuple[str, str, str, int]]) -> None:
+    def insert(self, rows: Sequence[tuple[str, str, str | None, str, bytes, str]],
+               origins: Sequence[tuple[str, str, str, int]]) -> None:
         """Add rows the caller rebuilt: (event_id, type, subject, ts, body, checksum)."""
         conn = self.writer._conn
         assert conn is not None

@@ -6,11 +6,14 @@ Invariants:
   failure is `Unreadable`, with a one-line reason.
 - A verified export file is opened immutable: nobody writes it, so no locks
   and no journal.
+- A row scrubbed from an export snapshot (`scrub_rows`) leaves no byte of
+  itself in the file.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from agent_journal.core.errors import BusyError, StorageError
@@ -401,6 +404,49 @@ def _snapshot_failed(dest: str, exc: sqlite3.Error) -> NoReturn:
         # would send the user to repair a segment that needs nothing.
         raise StorageError(f"cannot write the snapshot {dest}: {exc}") from None
     raise Unreadable(describe_sqlite_error(exc)) from None
+
+
+def scrub_rows(path: str, seqs: Iterable[int], *,
+               fixes: Iterable[tuple[str, str | None, str, bytes, int]] = ()) -> int:
+    """Delete rows from a private snapshot so that no byte of them remains in the file.
+
+    secure_delete zeroes freed cells, journal_mode OFF writes no journal
+    holding the old pages, and VACUUM rebuilds the file without free pages.
+    `fixes` (type, subject, ts, body, seq) rewrite a row's lookup columns
+    (and a text body as a blob) to agree with its bytes.
+    """
+    wanted = [(s,) for s in seqs]
+    fixes = list(fixes)
+    if not wanted and not fixes:
+        return 0
+    try:
+        return _scrub(path, wanted, fixes)
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot scrub the snapshot {path}: "
+                           f"{describe_sqlite_error(exc)}") from None
+
+
+def _scrub(path: str, wanted: list[tuple[int]],
+           fixes: list[tuple[str, str | None, str, bytes, int]]) -> int:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA secure_delete = ON")
+        conn.execute("PRAGMA journal_mode = OFF")
+        conn.execute("BEGIN")
+        conn.executemany("UPDATE events SET type = ?, subject = ?, ts = ?, body = ? "
+                         "WHERE seq = ?", fixes)
+        conn.executemany("DELETE FROM events WHERE seq = ?", wanted)
+        if provenance.kind(conn) == "table":  # (a view loses its rows with the events)
+            conn.execute("DELETE FROM origin WHERE event_id NOT IN (SELECT event_id FROM events)")
+        conn.execute("COMMIT")
+        # VACUUM's working copy stays in memory: as a temporary file it would
+        # put the scrubbed rows' bytes on disk outside anything we delete.
+        conn.execute("PRAGMA temp_store = MEMORY")
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA journal_mode = DELETE")
+        return len(wanted)
+    finally:
+        conn.close()
 
 
 def subjects_present(path: str, subjects: set[str], types: tuple[str, ...]) -> set[str]:

@@ -16,14 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from agent_journal.core import merge_plan
+from agent_journal.core.export_plan import Verdict
 from agent_journal.storage.replica_source import Unreadable, rows_about
 from agent_journal.storage.segment_memo import SegmentMemo
 
 PROJECTION_AREA = "verified"
 PROJECTION_FORMAT = 2  # 2: a verdict keeps the ids its snapshot's tombstones name
 ERASABLE = tuple(sorted(merge_plan.ERASABLE_TYPES))
-
-Verdict = dict[str, Any]
 
 
 class VerifiedPoints(SegmentMemo):
@@ -63,17 +62,16 @@ class VerifiedPoints(SegmentMemo):
             withheld = rows_about(path, tombstoned, ERASABLE)
         except (TypeError, ValueError, Unreadable):
             return None  # a projection that does not read right is not used
-        return {"rows": held["rows"], "owner": held.get("owner"), "withheld": withheld,
-                "fixes": [], "malformed": [], "artifacts": artifacts,
-                "tombstones": tombstones, "clean": True}
+        return Verdict(held["rows"], held.get("owner"), withheld, [], [], artifacts,
+                       tombstones, True)
 
     def remember(self, name: str, size: int, checksum: str, v: Verdict) -> None:
-        if not v["clean"]:
+        if not v.clean:
             self.forget(name)
             return
-        entry = {"bytes": size, "checksum": checksum, "rows": v["rows"], "owner": v["owner"],
-                 "artifacts": [list(a) for a in v["artifacts"]],
-                 "tombstones": list(v["tombstones"])}
+        entry = {"bytes": size, "checksum": checksum, "rows": v.rows, "owner": v.owner,
+                 "artifacts": [list(a) for a in v.artifacts],
+                 "tombstones": list(v.tombstones)}
         if self.entries.get(name) != entry:
             self.entries[name] = entry
             self.changed = True

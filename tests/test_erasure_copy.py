@@ -1,0 +1,259 @@
+"""Erasure by copy (storage/segment_copy.py): a sealed segment loses its rows by a
+copy of the rows that stay, renamed over it; the live segments are changed in
+place; whatever the copy cannot do safely leaves the old file and goes in place."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import all_bytes_under
+
+from agent_journal.core import codec
+from agent_journal.core.model import Event
+from agent_journal.ops import compact, context, show, writes
+from agent_journal.storage import segment_copy
+from agent_journal.storage.workspace import ENV_SEGMENT_MAX_BYTES
+
+SECRET = "COPIED-AWAY-SECRET-9c41"
+KEPT = "KEPT-ROW-MARKER-52aa"
+
+
+def _ctx(root: Path) -> context.Context:
+    return context.Context(str(root), "ws", session="s")
+
+
+def _event(n: int, replica: str, *, doomed: bool) -> Event:
+    text = f"{SECRET}-{n:03d}" if doomed else f"{KEPT}-{n:03d}"
+    return Event(event_id=f"00000000-0000-4000-8000-{n:012d}", type="observation",
+                 kind="tool_call", id=f"o{n}", ts="2025-01-01T00:00:00.000Z", author="agent",
+                 session="s", replica=replica,
+                 data={"tool": "Bash", "callId": f"c{n}", "input": None,
+                       "output": (text + " line\n") * (1 + n % 5), "status": "ok",
+                       "exitCode": 0, "durationMs": 1, "artifact": None})
+
+
+def _tombstone(n: int, replica: str) -> Event:
+    return Event(event_id=f"00000000-0000-4000-9000-{n:012d}", type="tombstone",
+                 kind="tombstone", id=f"o{n}", ts="2025-01-02T00:00:00.000Z", author="human",
+                 session=None, replica=replica, data={"reason": "must go", "purged": False})
+
+
+def _journal(root: Path, monkeypatch: Any) -> list[Path]:
+    """Four own segments: the first two sealed, holding observations (every third
+    tombstoned, its tombstone beside it in the first, elsewhere in the second's
+    case), the last two live."""
+    monkeypatch.setenv(ENV_SEGMENT_MAX_BYTES, "1")  # every append starts a segment
+    ws = _ctx(root).open(create=True)
+    replica = ws.root.replica_id
+    first = [_event(n, replica, doomed=n % 3 == 0) for n in range(60)]
+    first += [_tombstone(n, replica) for n in range(0, 60, 3)]
+    ws.append(first)
+    ws.append([_event(n, replica, doomed=n % 3 == 0) for n in range(60, 90)])
+    ws.append([_tombstone(n, replica) for n in range(60, 90, 3)])
+    ws.append([_event(n, replica, doomed=False) for n in range(90, 95)])
+    segments = sorted(Path(ws.segments_dir).glob("*.sqlite"))
+    assert len(segments) == 4
+    return segments
+
+
+def _rows(path: Path) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT seq, event_id, type, subject, ts, body, checksum "
+                            "FROM events ORDER BY seq").fetchall()
+    finally:
+        conn.close()
+
+
+def _file_facts(path: Path) -> dict[str, Any]:
+    conn = sqlite3.connect(path)
+    try:
+        return {
+            "schema": conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master "
+                                   "ORDER BY name").fetchall(),
+            "header": [conn.execute(f"PRAGMA {p}").fetchone()[0] for p in
+                       ("user_version", "application_id", "page_size", "encoding",
+                        "auto_vacuum")],
+            "meta": conn.execute("SELECT key, value FROM meta ORDER BY key").fetchall(),
+        }
+    finally:
+        conn.close()
+
+
+def _purged(body: bytes, digest: str) -> tuple[bytes, str]:
+    ev = codec.decode(body, digest)
+    return codec.encode(ev.purged())
+
+
+def test_a_sealed_segment_is_replaced_by_a_copy_of_its_surviving_rows(root, monkeypatch):
+    segments = _journal(root, monkeypatch)
+    before = {p: (p.stat().st_ino, _rows(p), _file_facts(p)) for p in segments}
+    outcome = compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None,
+                              apply=True)
+    assert sorted(outcome.report["tombstoned"]) == sorted(f"o{n}" for n in range(0, 90, 3))
+    assert len(outcome.report["tombstonesMarkedPurged"]) == 30 and outcome.warnings == []
+    first, second, tombs, live = segments
+    # The sealed segments rows went from were copied (a new file), the others not.
+    assert first.stat().st_ino != before[first][0]
+    assert second.stat().st_ino != before[second][0]
+    assert tombs.stat().st_ino == before[tombs][0] and live.stat().st_ino == before[live][0]
+    for seg in (first, second):
+        doomed = {f"o{n}" for n in range(0, 90, 3)}
+        expected = []
+        for seq, event_id, type_, subject, ts, body, digest in before[seg][1]:
+            if type_ == "observation" and subject in doomed:
+                continue
+            if type_ == "tombstone":
+                body, digest = _purged(body, digest)
+            expected.append((seq, event_id, type_, subject, ts, body, digest))
+        assert _rows(seg) == expected  # same seq, same order, same bytes
+        facts, old = _file_facts(seg), before[seg][2]
+        assert facts["header"] == old["header"] and facts["meta"] == old["meta"]
+        # The schema is the old one, with the `removed` table an own segment keeps.
+        assert [row for row in facts["schema"] if row[2] != "removed"] == old["schema"]
+        conn = sqlite3.connect(seg)
+        removed = {r[0] for r in conn.execute("SELECT event_id FROM removed")}
+        assert removed == {e for _, e, t, s, *_ in before[seg][1]
+                           if t == "observation" and s in doomed}
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert conn.execute("PRAGMA freelist_count").fetchone() == (0,)
+        conn.close()
+    everything = all_bytes_under(root)
+    assert SECRET.encode() not in everything and KEPT.encode() in everything
+    left = [p.name for p in Path(first.parent).iterdir()
+            if p.name.startswith(segment_copy.COPY_PREFIX) or p.name.endswith("-journal")]
+    assert left == []
+    again = compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None,
+                            apply=True)
+    assert again.report["tombstoned"] == [] and again.report["tombstonesMarkedPurged"] == []
+
+
+def test_the_copy_and_the_change_in_place_leave_the_same_journal(root, tmp_path, monkeypatch):
+    _journal(root, monkeypatch)
+    other = tmp_path / "in-place"
+    import shutil
+
+    shutil.copytree(root, other, symlinks=True)
+    copied = compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None,
+                             apply=True)
+    with monkeypatch.context() as m:
+        m.setattr(compact, "sealed_segments", lambda ws: set())
+        in_place = compact.compact(_ctx(other), entry_ttl_days=None,
+                                   observation_ttl_days=None, apply=True)
+    assert copied.report == in_place.report
+
+    def rows(where: Path) -> list[list[tuple[Any, ...]]]:
+        return [_rows(p) for p in sorted((where / "workspaces" / "ws" / "segments")
+                                         .glob("*.sqlite"))]
+
+    assert rows(root) == rows(other)
+    assert show.show(_ctx(root), observations=True)[0] == \
+        show.show(_ctx(other), observations=True)[0]
+
+
+def test_the_live_segments_are_changed_in_place(root, monkeypatch):
+    monkeypatch.setenv(ENV_SEGMENT_MAX_BYTES, "1")
+    ws = _ctx(root).open(create=True)
+    replica = ws.root.replica_id
+    ws.append([_event(n, replica, doomed=True) for n in range(10)])
+    ws.append([_event(n, replica, doomed=False) for n in range(10, 20)])
+    for n in range(0, 10):
+        writes.tombstone(_ctx(root), f"o{n}", "must go")  # a segment each: the first two sealed
+    segments = sorted(Path(ws.segments_dir).glob("*.sqlite"))
+    inodes = {p: p.stat().st_ino for p in segments}
+    compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    assert segments[0].stat().st_ino != inodes[segments[0]]  # sealed: copied
+    assert [p.stat().st_ino for p in segments[-2:]] == [inodes[p] for p in segments[-2:]]
+    assert SECRET.encode() not in all_bytes_under(root)
+
+
+def test_a_writer_still_holding_a_replaced_segment_is_refused_never_lost(root, monkeypatch):
+    segments = _journal(root, monkeypatch)
+    stale = sqlite3.connect(segments[0], isolation_level=None)
+    assert stale.execute("SELECT count(*) FROM events").fetchone()[0] == 80
+    compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    # SQLite sees the file it holds is no longer the one under its name, and refuses
+    # the write (SQLITE_READONLY_DBMOVED) rather than commit it to an unlinked file.
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        stale.execute("BEGIN IMMEDIATE")
+        stale.execute("INSERT INTO meta(key, value) VALUES ('lost?', 'x')")
+        stale.execute("COMMIT")
+    stale.close()
+
+
+def test_a_segment_linked_under_another_name_is_changed_in_place(root, monkeypatch):
+    # A push links a sealed segment into its stage and uploads the file itself
+    # (ops/export.py): a copy renamed over the segment would leave the old bytes
+    # under the stage's name. In place, both names see the rows go.
+    segments = _journal(root, monkeypatch)
+    stage = root / "workspaces" / "ws" / "remotes" / "r" / ".push-1-x"
+    stage.mkdir(parents=True, mode=0o700)
+    os.link(segments[0], stage / "linked.tmp")
+    inodes = [p.stat().st_ino for p in segments[:2]]
+    outcome = compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None,
+                              apply=True)
+    assert len(outcome.report["tombstonesMarkedPurged"]) == 30
+    assert segments[0].stat().st_ino == inodes[0]  # in place
+    assert segments[1].stat().st_ino != inodes[1]  # copied
+    assert SECRET.encode() not in all_bytes_under(root)
+
+
+def test_rows_appended_to_a_sealed_segment_after_the_read_are_copied_or_skip_it(
+        root, monkeypatch):
+    segments = _journal(root, monkeypatch)
+    ws = _ctx(root).open(create=False)
+    replica = ws.root.replica_id
+
+    def append(path: Path, events: list[Event]) -> None:
+        conn = sqlite3.connect(path, isolation_level=None)
+        for ev in events:
+            body, digest = codec.encode(ev)
+            conn.execute("INSERT INTO events(event_id, type, subject, ts, body, checksum) "
+                         "VALUES (?, ?, ?, ?, ?, ?)", (ev.event_id, ev.type, ev.id, ev.ts,
+                                                      body, digest))
+        conn.close()
+
+    prepared = compact.prepare(ws, entry_ttl_days=None, observation_ttl_days=None)
+    # A plain observation the plan does not depend on: copied with the rest.
+    append(segments[0], [_event(500, replica, doomed=False)])
+    # A tombstone: the plan may depend on it, so the second segment is left alone.
+    append(segments[1], [_tombstone(61, replica)])
+    outcome = compact.carry_out(prepared)
+    assert outcome.skipped == [ws.rel(str(segments[1]))]
+    assert "o500" in {r[3] for r in _rows(segments[0])}
+    assert f"{SECRET}-000".encode() not in segments[0].read_bytes()
+    assert f"{SECRET}-060".encode() in segments[1].read_bytes()  # skipped: next run
+    again = compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None,
+                            apply=True)
+    assert again.skipped == [] and SECRET.encode() not in all_bytes_under(root)
+
+
+def test_a_copy_a_killed_run_left_is_deleted_by_the_next(root, monkeypatch):
+    segments = _journal(root, monkeypatch)
+    leftover = segments[0].parent / f"{segment_copy.COPY_PREFIX}{segments[0].name}.4242.tmp"
+    leftover.write_bytes(segments[0].read_bytes())  # the rows a killed copy had
+    compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    assert not leftover.exists()
+    assert SECRET.encode() not in all_bytes_under(root)
+
+
+def test_a_copy_that_cannot_be_made_leaves_the_segment_to_be_changed_in_place(
+        root, monkeypatch):
+    segments = _journal(root, monkeypatch)
+    inode = segments[0].stat().st_ino
+
+    def full(*a: Any, **kw: Any) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(segment_copy, "_finish", full)
+    outcome = compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None,
+                              apply=True)
+    assert len(outcome.report["tombstonesMarkedPurged"]) == 30 and outcome.warnings == []
+    assert segments[0].stat().st_ino == inode  # changed in place, then rebuilt
+    assert SECRET.encode() not in all_bytes_under(root)
+    assert [p for p in segments[0].parent.iterdir()
+            if p.name.startswith(segment_copy.COPY_PREFIX)] == []
