@@ -226,6 +226,15 @@ def own_segment(name: str) -> tuple[str, int] | None:
     return m.group("replica"), int(m.group("number"))
 
 
+def sealed_own(names: Iterable[str], replica: str) -> frozenset[str]:
+    """Of segment file names, the replica's own ones no append can reach: all but its two
+    newest by number. Appends go to the newest; the one before is left out too, for a
+    writer that chose it just as the newest was started."""
+    own = sorted((found[1], name) for name in names
+                 if (found := own_segment(name)) is not None and found[0] == replica)
+    return frozenset(name for _, name in own[:-2])
+
+
 def safe_replica(value: Any) -> str:
     """A replica id fit to be part of a file name; anything else reads as 'unknown'."""
     if isinstance(value, str) and _SAFE_REPLICA.match(value):

@@ -133,7 +133,7 @@ def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
         report = _export(ws, dest, progress, segments=shipped, more_tombstones=other_tombstones,
                          on_file=on_file, durable=durable,
                          snapshot_tombstones=snapshot_tombstones,
-                         holds=None if durable else holds, sealed=_sealed(own))
+                         holds=None if durable else holds, sealed=_sealed(own, ws.root.replica_id))
     if report["unreadable"]:
         first = report["unreadable"][0]
         raise DamagedJournalError(f"refusing to push: {first['path']} is unreadable "
@@ -148,11 +148,9 @@ def segment_tombstones(ws: Workspace, paths: list[str]) -> list[set[str]]:
     return _in_threads(lambda path: _tombstones_in(ws, [path]), paths)
 
 
-def _sealed(own: list[str]) -> frozenset[str]:
-    """Own segments no append can reach: all but the two newest. Appends go to
-    the newest; the one before is left out too, for a writer that chose it
-    just as the newest was started."""
-    return frozenset(sorted(os.path.basename(p) for p in own)[:-2])
+def _sealed(own: list[str], replica: str) -> frozenset[str]:
+    """Own segments no append can reach (merge_plan.sealed_own), by file name."""
+    return merge_plan.sealed_own((os.path.basename(p) for p in own), replica)
 
 
 def _own_and_others(ws: Workspace) -> tuple[list[str], list[str]]:

@@ -70,19 +70,17 @@ COPY_PREFIX = ".compact-"
 
 
 def sealed_segments(ws: Workspace) -> set[str]:
-    """The segments (relative to the root) no append can reach: every one but
-    this replica's two newest own segments. Appends go to the newest; the one
-    before is left out too, for a writer that chose it just as the newest was
-    started (ops/export.py `_sealed` draws the same line)."""
-    own: list[tuple[int, str]] = []
+    """The segments (relative to the root) no append can reach: every other replica's,
+    and this replica's own but its two newest (merge_plan.sealed_own)."""
+    paths = ws.segment_paths()
+    replica = ws.root.replica_id
+    own_sealed = merge_plan.sealed_own((os.path.basename(p) for p in paths), replica)
     sealed: set[str] = set()
-    for path in ws.segment_paths():
-        found = merge_plan.own_segment(os.path.basename(path))
-        if found is not None and found[0] == ws.root.replica_id:
-            own.append((found[1], ws.rel(path)))
-        else:
+    for path in paths:
+        name = os.path.basename(path)
+        found = merge_plan.own_segment(name)
+        if found is None or found[0] != replica or name in own_sealed:
             sealed.add(ws.rel(path))
-    sealed.update(rel for _, rel in sorted(own)[:-2])
     return sealed
 
 
