@@ -35,6 +35,7 @@ from agent_journal.ops.sync_common import (
     STATE_NAME,
     Opened,
     Progress,
+    check_conditional_writes,
     new_stage,
     open_checked,
     remove_dead_stages,
@@ -77,9 +78,21 @@ LANDERS = 2
 
 def sync(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[str, Any]:
     opened = open_checked(ctx, name)
+    _probe_before_pull(ctx, opened)
     pulled = pull(ctx, name, progress=progress, opened=opened)
     pushed = push(ctx, name, progress=progress, opened=opened)
     return {"pull": pulled, "push": pushed, "warnings": pulled["warnings"] + pushed["warnings"]}
+
+
+def _probe_before_pull(ctx: Context, opened: Opened) -> None:
+    """The push's check of the server, made before the pull writes anything, when
+    there is a workspace to push (else the push makes it, after the pull)."""
+    root = Root.open(ctx.root_arg, create=False)
+    me = read_replica_id(root.path) if root.exists else None
+    if me is not None:
+        ws = root.workspace(ctx.workspace_name)
+        if os.path.isdir(ws.segments_dir):
+            check_conditional_writes(ws.path, ws.name, me, opened)
 
 
 class _Pulled:

@@ -7,6 +7,10 @@ Invariants:
 - A replica's keys are below `<workspace>/<replica>/` of the remote.
 - Every staging folder is named after the process that made it, so a later
   sync (or compact --apply) removes those a killed process left and no other.
+- No push writes to a bucket whose server does not enforce conditional writes
+  (probed once per remote, URL and endpoint, and remembered in
+  `remotes/<name>/probe.json`), unless the user opted in
+  (ENV_ALLOW_UNCONDITIONAL); a refused server leaves nothing written locally.
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ import shutil
 from collections.abc import Callable
 from typing import NamedTuple
 
+from agent_journal.core.errors import RemoteError
 from agent_journal.core.push_plan import PushMemory, Signature
 from agent_journal.ops import remotes
 from agent_journal.ops.context import Context
-from agent_journal.storage.files import make_private_dirs
+from agent_journal.storage.files import make_private_dirs, write_file_atomic
 from agent_journal.storage.locks import process_alive
 from agent_journal.storage.remote import Remote
 from agent_journal.storage.workspace import Workspace
@@ -30,6 +35,10 @@ Progress = Callable[[str], None] | None
 STATE_DIR = "remotes"
 STATE_NAME = "state.json"
 PUSH_CACHE = "pushed.json"
+PROBE_NAME = "probe.json"
+# Set to 1: push to a bucket whose server does not enforce conditional writes
+# (its manifest is then compared by reading its etag just before each write).
+ENV_ALLOW_UNCONDITIONAL = "AGENT_JOURNAL_ALLOW_UNCONDITIONAL_WRITES"
 # Tests only: SIGKILL this process just before its N-th write to the remote
 # (objects, manifest, deletes counted together), to prove every point safe; or
 # at a named point: "before-manifest" (push memory saved, manifest not written),
@@ -58,6 +67,44 @@ def open_checked(ctx: Context, name: str | None) -> Opened:
     remote = remotes.open_remote(spec)
     remote.check()
     return Opened(spec, remote)
+
+
+def check_conditional_writes(ws_path: str, workspace: str, replica: str,
+                             opened: Opened) -> None:
+    """RemoteError, nothing written here, unless the bucket's server enforces the
+    conditional writes push relies on (or the user opted in): probed under a fresh
+    key of the own prefix, once per remote, URL and endpoint."""
+    spec, remote = opened
+    if not spec.url.startswith("s3://"):
+        return  # a folder enforces them itself
+    path = os.path.join(state_dir(ws_path, spec.name), PROBE_NAME)
+    about = {"url": spec.url, "endpointUrl": spec.endpoint_url}
+    allowed = os.environ.get(ENV_ALLOW_UNCONDITIONAL) == "1"
+    remembered = _read_probe(path)
+    if remembered == dict(about, conditionalWrites="enforced"):
+        return
+    if allowed and remembered == dict(about, conditionalWrites="ignored"):
+        remote.without_conditions()
+        return
+    key = replica_prefix(workspace, replica) + f"probe/{os.getpid()}-{os.urandom(8).hex()}"
+    why = remote.probe_conditional_writes(key)
+    if why is not None and not allowed:
+        raise RemoteError(f"refusing to push: {why}, so two roots could replace each "
+                          "other's manifest unseen; nothing was pushed (set "
+                          f"{ENV_ALLOW_UNCONDITIONAL}=1 to push there anyway)")
+    if why is not None:
+        remote.without_conditions()
+    make_private_dirs(os.path.dirname(path))
+    body = dict(about, conditionalWrites="enforced" if why is None else "ignored")
+    write_file_atomic(path, json.dumps(body, sort_keys=True).encode("utf-8"))
+
+
+def _read_probe(path: str) -> object:
+    try:
+        with open(path, "rb") as fh:
+            return json.loads(fh.read())
+    except (OSError, ValueError, RecursionError):
+        return None  # lost or damaged: probed again
 
 
 class Killer:

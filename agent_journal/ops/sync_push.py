@@ -13,6 +13,9 @@ The plan is core/push_plan.py; this is its executor. Invariants (spec/SYNC.md,
   own; and, without that memory, one naming a snapshot this root did not
   write holding an event its own segments neither hold nor removed
   themselves (a copied root, or one restored from a backup).
+- Push writes nothing to a bucket whose server does not enforce conditional
+  writes (probed once per remote: sync_common.check_conditional_writes),
+  unless the user opted in.
 - What push uploads is `export_op.export_own` (ops/export.py): consistent SQLite
   snapshots of the own segments (or, held still, the sealed files themselves),
   scrubbed of every tombstoned subject this replica knows.
@@ -42,6 +45,7 @@ from agent_journal.ops.sync_common import (
     LoadedMemory,
     Opened,
     Progress,
+    check_conditional_writes,
     load_push_memory,
     new_stage,
     open_checked,
@@ -71,6 +75,7 @@ def push(ctx: Context, name: str | None, *, progress: Progress = None,
     if not os.path.isdir(ws.segments_dir):
         raise NotFoundError(f"workspace {ws.name} has no segments in {ws.root.path}; "
                             "nothing to push")
+    check_conditional_writes(ws.path, ws.name, ws.root.replica_id, Opened(spec, remote))
     with FileLock(os.path.join(state_dir(ws.path, spec.name), "push.lock")):
         stage = new_stage(ws, spec.name, "push")
         try:

@@ -99,6 +99,17 @@ class Remote:
         """'Enabled' or 'Suspended' when the service keeps old versions of keys."""
         return None
 
+    def probe_conditional_writes(self, key: str) -> str | None:
+        """Whether the service enforces the conditions of `put_bytes` and `put_file`:
+        None when it does, else one line saying what it did instead. May write and
+        then deletes `key` (a fresh key of the caller's own). A folder enforces them
+        itself (link never replaces; the manifest is compared under a lock file)."""
+        return None
+
+    def without_conditions(self) -> None:
+        """Go on with a service that does not enforce conditional writes (the user
+        chose to): each conditional replace compares the key's current etag first."""
+
 
 def check_remote_name(name: str | None) -> str:
     if name is None or not _REMOTE_NAME.match(name):

@@ -11,10 +11,13 @@ Invariants:
   jitter; AWS_MAX_ATTEMPTS, else 5 attempts); what is left is one RemoteError
   line naming the bucket and what failed.
 - Objects are created with `If-None-Match: *` and the manifest replaced with
-  `If-Match`, so no write here ever replaces bytes it did not read. A service
-  that does not implement conditional writes gets plain writes for objects
-  (their keys are their content) but the manifest comparison is then re-done
-  by reading the ETag just before the write.
+  `If-Match`, so no write here ever replaces bytes it did not read. Whether
+  the service enforces them (answers 412 where it must) is found by
+  `probe_conditional_writes`, which sync runs before a first push and which
+  refuses a service that does not, unless the user opted in. Then (and when
+  a service answers NotImplemented) objects get plain writes (their keys are
+  their content) and the manifest comparison is re-done by reading the ETag
+  just before the write.
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ from agent_journal.storage.remote import (
 EXTRA_HINT = "s3:// remotes need boto3: pip install 'agent-journal[s3]'"
 _CHUNK = 1 << 20
 _NOT_IMPLEMENTED = {"NotImplemented", "501"}
+_REFUSED_CONDITION = {"PreconditionFailed", "412", "ConditionalRequestConflict"}
+# An etag no object has (S3 etags are quoted hex digests): a write conditional on it
+# must be refused.
+_NO_SUCH_ETAG = '"00000000000000000000000000000000-0"'
 
 
 _CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
@@ -95,6 +102,7 @@ class S3Remote(Remote):
                 raise RemoteError(f"remote {url}: {exc}") from None
             _clients[key] = client
         self.client = client
+        self._endpoint = endpoint_url is not None
         self._conditional = True
 
     # -- errors -------------------------------------------------------------------------
@@ -219,7 +227,7 @@ class S3Remote(Remote):
                 self.client.put_object(Body=fh, **args)
         except self._exc.ClientError as exc:
             code = self._code(exc)
-            if code in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+            if code in _REFUSED_CONDITION:
                 return False  # the key is its content: what is there is these bytes
             if code in _NOT_IMPLEMENTED and self._conditional:
                 self._conditional = False
@@ -256,7 +264,7 @@ class S3Remote(Remote):
             return str(self.client.put_object(**args)["ETag"])
         except self._exc.ClientError as exc:
             code = self._code(exc)
-            if code in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+            if code in _REFUSED_CONDITION:
                 raise PreconditionFailed(f"remote {self.url}: {key} changed while this push "
                                          "ran") from None
             if code in _NOT_IMPLEMENTED and self._conditional:
@@ -265,6 +273,45 @@ class S3Remote(Remote):
             raise self._fail(f"upload {key}", exc) from None
         except self._exc.BotoCoreError as exc:
             raise self._fail(f"upload {key}", exc) from None
+
+    def probe_conditional_writes(self, key: str) -> str | None:
+        full = self.prefix + key
+        where = self.url + (f" at {self.client.meta.endpoint_url}" if self._endpoint else "")
+        attempts = [("If-None-Match: * of a new key", {"IfNoneMatch": "*"}, True),
+                    ("If-None-Match: * of a key that exists", {"IfNoneMatch": "*"}, False),
+                    ("If-Match of an etag the key does not have", {"IfMatch": _NO_SUCH_ETAG},
+                     False)]
+        try:
+            for what, condition, allowed in attempts:
+                try:
+                    self.client.put_object(Bucket=self.bucket, Key=full, Body=b"probe",
+                                           **condition)
+                except self._exc.ClientError as exc:
+                    code = self._code(exc)
+                    if code in _REFUSED_CONDITION and not allowed:
+                        continue
+                    if code in _NOT_IMPLEMENTED:
+                        return (f"the server of remote {where} does not implement conditional "
+                                f"writes (it answered {code} to a write with {what})")
+                    if code in _REFUSED_CONDITION:
+                        return (f"the server of remote {where} refused a write with {what} "
+                                f"({code})")
+                    raise self._fail("write a probe object", exc) from None
+                except self._exc.BotoCoreError as exc:
+                    raise self._fail("write a probe object", exc) from None
+                else:
+                    if not allowed:
+                        return (f"the server of remote {where} ignores conditional writes: it "
+                                f"accepted a write with {what}, which S3 refuses (412)")
+        finally:
+            try:
+                self.client.delete_object(Bucket=self.bucket, Key=full)
+            except self._errors():
+                pass  # left for the next push's clean-up of the own prefix
+        return None
+
+    def without_conditions(self) -> None:
+        self._conditional = False
 
     def delete(self, key: str) -> None:
         try:
