@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 DEV := $(VENV)/.dev-installed
 
-.PHONY: demo test lint bench soak clean browser
+.PHONY: demo test lint bench soak clean browser clients
 
 # The package alone (what `make demo` needs). compat mode: a plain path entry, not an
 # import hook that costs every process pathlib at start-up; compileall because this
@@ -32,7 +32,29 @@ demo: $(STAMP)
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium)
 
-test: $(DEV) browser
+# The real agent clients the end-to-end suite drives (tests/test_real_clients*.py), pinned,
+# from npm into a cache inside the repo (gitignored); installed only when missing. Bump a
+# version here to test against a newer client: a release that breaks capture fails the suite.
+CLIENTS := .cache/clients
+CLAUDE_CODE_VERSION := 2.1.337
+CODEX_VERSION := 0.171.0
+CLIENTS_STAMP := $(CLIENTS)/.installed-claude-code-$(CLAUDE_CODE_VERSION)-codex-$(CODEX_VERSION)
+
+clients: $(CLIENTS_STAMP)
+
+$(CLIENTS_STAMP):
+	@command -v npm >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq nodejs npm)
+	@rm -rf $(CLIENTS) && mkdir -p $(CLIENTS)
+	npm install --prefix $(CLIENTS) --no-audit --no-fund --loglevel=error \
+		@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION)
+	@# Claude Code's postinstall puts the native binary in place; an npm that skipped it:
+	@$(CLIENTS)/node_modules/.bin/claude --version >/dev/null 2>&1 || \
+		(cd $(CLIENTS)/node_modules/@anthropic-ai/claude-code && node install.cjs)
+	$(CLIENTS)/node_modules/.bin/claude --version
+	$(CLIENTS)/node_modules/.bin/codex --version
+	@touch $@
+
+test: $(DEV) browser clients
 	$(BIN)/python -m compileall -q agent_journal
 	$(BIN)/python -m pytest -q -n 2
 
@@ -40,7 +62,7 @@ lint: $(DEV)
 	$(BIN)/ruff check agent_journal tests scripts
 	$(BIN)/mypy agent_journal
 
-bench: $(DEV)
+bench: $(DEV) clients
 	$(BIN)/python -m compileall -q agent_journal
 	$(BIN)/python scripts/bench.py $(BENCH)
 

@@ -74,9 +74,13 @@ def test_fresh_install(cli, project):
     settings = json.loads(settings_path(project).read_text())
     found = ours(settings)
     assert list(found) == EVENTS
-    for (handler,) in found.values():
+    for event, (handler,) in found.items():
         assert handler["type"] == "command"
         assert isinstance(handler["timeout"], int) and 10 <= handler["timeout"] <= 60
+        # The per-call capture runs in the background (tests/test_real_clients.py shows
+        # the real client running it); SessionStart, whose output is the context, does not.
+        assert handler.get("async", False) is (event in (
+            "PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionDenied"))
         words = shlex.split(handler["command"])
         # A shared file: the PATH command, never this machine's path.
         assert words == ["agent-journal", "hook", "claude-code"]

@@ -22,6 +22,13 @@ Invariants:
 - No captured event is dropped: one the journal cannot take in time (locked, or a
   storage failure) is spooled durably (storage/spool.py) and journaled by the next hook
   that appends; only a full spool loses it, and that is logged.
+- No call is left half-captured by a session's end: the capture hooks run in the
+  background (claude_code_installer.ASYNC_EVENTS) and Claude Code ends those still running
+  when the session ends, so SessionEnd completes the session's calls from the end of its
+  transcript (`complete_sessions`: each call's start and end the journal lacks, under the
+  ids `import claude-code` gives them, so nothing is journaled twice). A session whose
+  SessionEnd never ran (killed, crashed, cut off) is completed by the next SessionStart in
+  the workspace, before its context is built (storage/open_sessions.py keeps which).
 """
 
 from __future__ import annotations
@@ -91,15 +98,20 @@ def claude_code(stdin: BinaryIO, *, root: str | None, workspace: str | None) -> 
     if stdin.isatty():
         raise JournalError("no hook payload: stdin is a terminal")
     payload = parse_hook_payload(read_payload(stdin))
-    return journal_payload(payload, hook_to_observation, root=root, workspace=workspace)
+    return journal_payload(payload, hook_to_observation, root=root, workspace=workspace,
+                           settle=complete_sessions)
 
 
 def journal_payload(payload: dict[str, Any], normalise: Any, *, root: str | None,
-                    workspace: str | None, more: Any = None) -> HookResult:
+                    workspace: str | None, more: Any = None, settle: Any = None
+                    ) -> HookResult:
     """Journal one parsed payload, normalised by `normalise(payload, redactor)` (each agent's
     capture module); SessionStart also gets the workspace context printed. `more(payload,
     redactor)`, when given, adds observations the payload implies (redacted, each with
-    its own `eventId`), journaled with it unless a tombstone names them."""
+    its own `eventId`), journaled with it unless a tombstone names them. `settle(ws,
+    payload, redactor)`, when given, runs after the event is journaled and before the
+    context is built (a failure of it at SessionStart is logged, the context still
+    printed)."""
     from agent_journal.agents.hook_target import project_for, root_for, workspace_for
 
     global _chosen_root
@@ -139,16 +151,25 @@ def journal_payload(payload: dict[str, Any], normalise: Any, *, root: str | None
                        if safe_id(o["id"]) not in stopped]
         if not session_start:
             _journal(ws, events, deadline)
-            return HookResult()
-        # The context matters more to the agent than this one record: if the write
-        # fails, the context is still printed and the failure is logged afterwards.
-        deferred: BaseException | None = None
-        try:
-            _journal(ws, events, deadline)
-        except Exception as exc:
-            deferred = exc
+        else:
+            # The context matters more to the agent than this one record: if the write
+            # fails, the context is still printed and the failure is logged afterwards.
+            deferred: BaseException | None = None
+            try:
+                _journal(ws, events, deadline)
+            except Exception as exc:
+                deferred = exc
     finally:
         holds.release()
+    if not session_start:
+        if settle is not None:
+            settle(ws, payload, redactor)
+        return HookResult()
+    if settle is not None:
+        try:
+            settle(ws, payload, redactor)
+        except Exception as exc:
+            deferred = deferred or exc
     return _with_context(ws, deferred)
 
 
@@ -190,6 +211,91 @@ def _journal(ws: Workspace, events: list[Event], deadline: float) -> None:
             spool.drain(ws)
         except JournalError:
             pass  # still locked: the files stay for the next hook
+
+
+# -- completing sessions from their transcripts -------------------------------------------
+
+# How much of a transcript's end is read to complete a session: the calls its capture
+# hooks may have missed are its last ones.
+TRANSCRIPT_TAIL_BYTES = 4 << 20
+
+
+def complete_sessions(ws: Workspace, payload: dict[str, Any], redactor: Any) -> None:
+    """At SessionEnd, complete this session's calls from its transcript and forget it; at
+    SessionStart, note this one, complete every other session still noted (one whose
+    SessionEnd never ran, or is running elsewhere), and forget those that are over. A
+    journal locked past the hooks' budget leaves the note for the next session start."""
+    event = payload.get("hook_event_name")
+    if event not in ("SessionStart", "SessionEnd"):
+        return
+    from agent_journal.storage import open_sessions
+
+    session = payload.get("session_id")
+    transcript = payload.get("transcript_path")
+    me = safe_id(session) if isinstance(session, str) and session else None
+    mine = transcript if isinstance(transcript, str) and transcript else None
+    root_path = ws.root.path
+    if event == "SessionEnd":
+        if me is not None and mine is not None:
+            import time
+
+            deadline = time.monotonic() + WRITE_BUDGET_S
+            try:
+                _patiently(lambda: backfill(ws, mine, redactor), deadline)
+            except BusyError:
+                return  # still noted: the next session start completes it
+            open_sessions.forget(root_path, ws.name, me)
+        return
+    import time
+
+    if me is not None and mine is not None:
+        open_sessions.note(root_path, ws.name, me, mine)
+    now = time.time()
+    for other, path in open_sessions.listed(root_path, ws.name):
+        if other == me:
+            continue
+        try:
+            backfill(ws, path, redactor)
+        except BusyError:
+            continue  # the journal stayed locked: the next session start tries again
+        except JournalError as exc:
+            log_line(root_path, f"hook: could not complete session {other} from its "
+                     f"transcript: {exc.__class__.__name__}: {exc}")
+        if open_sessions.settled(path, now):
+            open_sessions.forget(root_path, ws.name, other)
+
+
+def backfill(ws: Workspace, transcript: str, redactor: Any) -> int:
+    """Journal what the end of `transcript` holds of its tool calls and the journal lacks
+    (a start, an end), as `import claude-code` would; how many calls it read. A file that
+    is not there, or not a transcript, completes nothing."""
+    from agent_journal.capture.claude_code import NotATranscriptError, read_transcript
+
+    try:
+        with open(transcript, "rb") as fh:
+            size = fh.seek(0, 2)
+            start = max(0, size - TRANSCRIPT_TAIL_BYTES)
+            fh.seek(start)
+            lines = fh.read().splitlines(keepends=True)
+    except OSError:
+        return 0
+    if start > 0:
+        lines = lines[1:]  # begun mid-line
+    try:
+        calls = [c for c in read_transcript(lines, redactor) if c["kind"] == "tool_call"]
+    except NotATranscriptError:
+        return 0
+    if not calls:
+        return 0
+    # The import's writer: its event ids and phase checks make a call journaled live, by
+    # an earlier completion or by an import, count as held (nothing is written twice).
+    from agent_journal.agents.claude_code_import import write_calls
+    from agent_journal.ops.context import Context
+
+    # The session's own hooks already chose this workspace for it: its transcript's
+    # project is not asked about again (other_project).
+    write_calls(Context(ws.root.path, ws.name), transcript, calls, other_project=True)
+    return len(calls)
 
 
 def _with_context(ws: Workspace, deferred: BaseException | None) -> HookResult:

@@ -7,8 +7,18 @@ one was given), so the command itself names no workspace and is the same at ever
 in the plugin's hooks/hooks.json.
 
 Invariants: those of hook_settings (everything else kept, idempotent, exact uninstall,
-strict JSON, checks before writes, a stable command); the events and timeouts below are
-the only Claude Code specifics.
+strict JSON, checks before writes, a stable command); the events, timeouts and the async
+flag below are the only Claude Code specifics.
+
+The capture hooks (ASYNC_EVENTS, one or two per tool call) run with `"async": true`: Claude
+Code starts them and goes on with the call without waiting, so they cost the agent only
+their spawn. Nothing the agent reads comes from them (they print nothing). Claude Code ends
+async hooks still running when the session ends (2.1.337 sends them SIGTERM as `claude -p`
+exits), so the last call's PostToolUse may be cut off: the SessionEnd hook, and failing
+that the next SessionStart, complete the session's calls from its transcript
+(claude_code_hook; tests/test_real_clients.py runs both against the real client). The
+other events stay synchronous: SessionStart's output is the context the agent is given,
+and the rest come once per turn or session.
 """
 
 from __future__ import annotations
@@ -34,6 +44,9 @@ AGENT = "claude-code"
 EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionDenied",
           "UserPromptSubmit", "SessionStart", "PreCompact", "PostCompact", "Stop",
           "SubagentStop", "SessionEnd")
+# Run in the background: the per-call capture, which must cost the agent nothing.
+ASYNC_EVENTS = frozenset(("PreToolUse", "PostToolUse", "PostToolUseFailure",
+                          "PermissionDenied"))
 # Seconds. The hook gives up on a locked journal after ~16 s at worst (hook.py); SessionStart
 # also reads the workspace to build its context.
 TIMEOUTS = {"SessionStart": 60}
@@ -60,8 +73,11 @@ SPEC = ClaudeCode()
 
 
 def handler(event: str, command: str) -> dict[str, Any]:
-    return {"type": "command", "command": command,
-            "timeout": TIMEOUTS.get(event, DEFAULT_TIMEOUT)}
+    found: dict[str, Any] = {"type": "command", "command": command,
+                             "timeout": TIMEOUTS.get(event, DEFAULT_TIMEOUT)}
+    if event in ASYNC_EVENTS:
+        found["async"] = True
+    return found
 
 
 def hook_command(extra: list[str] | None = None) -> str:

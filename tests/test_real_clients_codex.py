@@ -1,0 +1,82 @@
+"""The real Codex CLI (`make clients` installs the pinned release) against the scripted
+model server, with `agent-journal hooks install codex` as a user runs it (issue 28).
+
+`codex exec` runs a project's hooks only in a trusted project (config.toml `projects`)
+and, in exec mode, only with `--dangerously-bypass-hook-trust`: tests/real_clients.py
+sets both. Codex's PostToolUse gives a shell command no exit code and apply_patch no
+PostToolUse at all: the Stop hook reads both off the rollout (agents/codex_hook.py), and
+this shows it against the real client.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from model_server import Call, ModelServer, Script
+from real_clients import Sandbox, clients_missing, injected
+
+MISSING = clients_missing()
+pytestmark = pytest.mark.skipif(MISSING is not None and not os.environ.get("CI"),
+                                reason=f"{MISSING}")
+
+DIGEST = "# Journal digest: workspace proj"
+UNFINISHED = "## Unfinished tool calls"
+PATCH = "*** Begin Patch\n*** Add File: notes.txt\n+hello\n*** End Patch\n"
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Sandbox:
+    if MISSING is not None:
+        pytest.fail(MISSING)  # in CI the clients must be there (`make test` installs them)
+    return Sandbox(tmp_path)
+
+
+def startup_context(server: ModelServer, since: int = 0) -> str:
+    first = next(r for r in server.requests[since:] if r["path"].endswith("/responses"))
+    text = injected(first)
+    assert DIGEST in text, "no SessionStart context in the session's first request"
+    return text[text.index(DIGEST):]
+
+
+def complete(calls: dict[str, dict[str, Any]], ids: list[str]) -> bool:
+    return all(i in calls and calls[i]["status"] not in (None, "started") for i in ids)
+
+
+def test_codex_calls_failures_and_patches_are_journaled_and_the_next_start_is_told(box):
+    box.install("codex")
+    script = Script("alpha", [[Call("exec_command", {"cmd": "echo hi"})],
+                              [Call("exec_command", {"cmd": "false"})],
+                              [Call("apply_patch", raw=PATCH)],
+                              "done"])
+    ids = script.call_ids("call_")
+    with ModelServer([script, Script("beta", ["nothing to do"])]) as server:
+        box.codex(server, "alpha: write the notes")
+        assert (box.project / "notes.txt").read_text() == "hello\n"
+        assert DIGEST in startup_context(server)
+        calls = box.wait_for_calls(lambda c: complete(c, ids))
+        assert [(calls[i]["tool"], calls[i]["status"]) for i in ids] == [
+            ("Bash", "ok"), ("Bash", "error"), ("apply_patch", "ok")]
+        assert calls[ids[1]]["exitCode"] == 1  # from the rollout: the hook payload has none
+        assert box.aj("digest").stdout.count(UNFINISHED) == 0
+        seen = len(server.requests)
+        box.codex(server, "beta: anything left?")
+        context = startup_context(server, seen)
+    assert "> alpha: write the notes" in context
+    assert "## Open problems" in context and "Bash `false`" in context
+    assert UNFINISHED not in context  # the patch finished, though no PostToolUse said so
+    assert "`notes.txt`: created" in context
+    kinds = [o["kind"] for o in box.observations()]
+    assert kinds.count("session_start") == 2 and "prompt" in kinds
+    assert box.hook_log() == ""
+
+
+def test_codex_without_hooks_journals_nothing(box):
+    """The suite's own check: what the test above sees comes from the installed hooks."""
+    script = Script("alpha", [[Call("exec_command", {"cmd": "echo hi"})], "done"])
+    with ModelServer([script]) as server:
+        box.codex(server, "alpha: say hi")
+        assert DIGEST not in injected(server.requests[0])
+    assert box.observations() == []
