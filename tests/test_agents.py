@@ -768,3 +768,13 @@ def test_local_scope_makes_sure_git_ignores_the_personal_file(home, project):
     assert aj(home, "hooks", "install", "claude-code", "--scope", "local",
               cwd=project).code == 0
     assert exclude.read_text() == original
+
+
+def test_codex_exec_output_loses_its_header_and_keeps_its_exit_code():
+    from agent_journal.capture.codex import _output
+
+    raw = ("Chunk ID: efaa97\nWall time: 0.2336 seconds\nProcess exited with code 1\n"
+           "Original token count: 65\nOutput:\nUnknown JSON field: x\n")
+    assert _output(raw) == ("Unknown JSON field: x\n", 1)
+    assert _output("Chunk ID is a phrase\nno header here") == (
+        "Chunk ID is a phrase\nno header here", None)

@@ -296,8 +296,24 @@ def _shell_text(command: Any) -> Any:
     return command
 
 
+# What Codex's exec_command puts before a command's own output: a chunk id, the wall time,
+# the exit code, a token count, then `Output:`.
+_EXEC_HEADER = re.compile(r"\AChunk ID: \S+\n(?:[^\n]*\n){0,6}?Output:\n")
+
+
+def _without_exec_header(text: str) -> str:
+    """A command's output without exec_command's header (its exit code is read before)."""
+    return _EXEC_HEADER.sub("", text, count=1) if text.startswith("Chunk ID: ") else text
+
+
 def _output(value: Any) -> tuple[str | None, int | None]:
-    """A call's output as text and the exit code it reports, if any."""
+    """A call's output as text, without exec_command's header, and the exit code it
+    reports, if any."""
+    text, code = _raw_output(value)
+    return (None if text is None else _without_exec_header(text)), code
+
+
+def _raw_output(value: Any) -> tuple[str | None, int | None]:
     if isinstance(value, dict):
         text = value.get("content", value.get("output"))
         return (text if isinstance(text, str) else json.dumps(value, ensure_ascii=False),
