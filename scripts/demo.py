@@ -5,7 +5,6 @@ Each step prints the command as a user would type it, then what it printed.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
@@ -59,14 +58,7 @@ def main() -> int:
              "invalidate", "f-dup", "--reason", "the duplicates came from a fixture")
         step("The leaked content must not exist: tombstone it (hidden at once)",
              "tombstone", "f-leak", "--reason", "contains a credential")
-        shown = json.loads(step("What show derives from those events", "show", "--json"))
-        print("\n# In short")
-        for entry in shown["entries"]:
-            why = entry["invalidation"]["reason"] if entry["invalidation"] else ""
-            through = ", ".join(entry["suppressedThrough"])
-            note = why or (f"depends on {through}" if through else "")
-            print(f"  {entry['id']:<10} {entry['kind']:<10} {entry['outcome']:<12} {note}")
-        print("  (f-leak is tombstoned: no read shows it; `compact --apply` erases its bytes)")
+        step("What show derives from those events (f-leak, tombstoned, is in no read)", "show")
         step("What an agent reads after its context was compacted", "digest")
         step("What compact would do: a dry run, nothing is deleted", "compact")
         print(f"\n  copies of the leaked password on disk before: {_count(root, b'hunter2')}")
