@@ -241,31 +241,74 @@ def emit_raw(data: bytes) -> None:
         raise OutputClosed(f"cannot print the result: {exc.strerror or exc}") from None
 
 
+class _StatusLine:
+    """One line on stderr a long command keeps rewriting (rich's Live display), refreshed
+    at most every REFRESH_S and once more when it stops, so its last state stays."""
+
+    REFRESH_S = 0.1
+
+    def __init__(self) -> None:
+        import time
+
+        from rich.console import Console
+        from rich.live import Live
+        from rich.text import Text
+
+        self._text, self._clock = Text, time.monotonic
+        self.live = Live(Text(""), console=Console(stderr=True), auto_refresh=False,
+                         transient=False)
+        self.live.start()
+        self.shown_at = 0.0
+        self.last = ""
+
+    def show(self, text: str) -> None:
+        self.last = text
+        now = self._clock()
+        if now - self.shown_at >= self.REFRESH_S:
+            self.live.update(self._text(text), refresh=True)
+            self.shown_at = now
+
+    def stop(self) -> None:
+        self.live.update(self._text(self.last), refresh=True)
+        self.live.stop()
+
+
+_COUNTER: _StatusLine | None = None  # the line `progress` is counting on, while it counts
+
+
 def progress(done: int, total: int, what: str) -> None:
-    """One rewritten status line on stderr (called only when stderr is a terminal)."""
-    end = "\n" if done >= total else ""
-    sys.stderr.write(f"\r{what}: {done}/{total}{end}")
-    sys.stderr.flush()
+    """`what: done/total` on one rewritten line on stderr (called only when stderr is a
+    terminal); the line stays once done reaches total."""
+    global _COUNTER
+    if _COUNTER is None:
+        _COUNTER = _StatusLine()
+    _COUNTER.show(f"{what}: {done}/{total}")
+    if done >= total:
+        _COUNTER.stop()
+        _COUNTER = None
 
 
 # -- progress ---------------------------------------------------------------------------
 
 def progress_for_terminal() -> Any:
-    """A progress callback for long commands when stderr is a terminal, else None.
+    """A progress callback for long commands when stderr is a terminal, else None: each
+    call shows its text on one line (rich), which `progress_done` takes away.
 
     Progress is for a person watching; in a pipe or a log it would be noise.
     """
     if sys.stderr is None or not sys.stderr.isatty():
         return None
+    line = _StatusLine()
 
     def show(text: str) -> None:
-        sys.stderr.write("\r\033[K" + text)
-        sys.stderr.flush()
+        line.show(text)
 
+    show.line = line  # type: ignore[attr-defined]
     return show
 
 
 def progress_done(progress: Any) -> None:
-    if progress is not None:
-        sys.stderr.write("\r\033[K")
-        sys.stderr.flush()
+    line = getattr(progress, "line", None)
+    if line is not None:
+        line.live.transient = True  # the work is done: its progress line goes
+        line.stop()
