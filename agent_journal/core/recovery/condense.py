@@ -20,9 +20,6 @@ from agent_journal.core.recovery.text import clip
 JOIN = " … "
 _LINE = re.compile(r"\s*\n\s*")
 _SENTENCE = re.compile(r"(?<=[.!?:])\s+(?=[A-Z`*\[(\"'])")
-_CODE = re.compile(r"`[^`\n]+`")
-_NAME = re.compile(r"[A-Za-z0-9_$-]*(?:[._/\\:#][A-Za-z0-9_$-]+)+|[a-z]+[A-Z]\w*|[A-Z]{2,}\w*"
-                   r"|\w*_\w+|\b[0-9a-f]{7,40}\b|\b\d[\d.,]*%?")
 _MARKUP = re.compile(r"^(?:[-*+]|\d+[.)]|#+)\s+")
 
 
@@ -36,11 +33,12 @@ def condense(text: str, limit: int) -> str:
         return clip(flat, limit)
     first = clip(pieces[0], max(limit // 3, 1))
     room = limit - len(first)
-    order = sorted(range(1, len(pieces)), key=lambda i: (-density(pieces[i]), i))
+    dense = [density(p) for p in pieces]
+    order = sorted(range(1, len(pieces)), key=lambda i: (-dense[i], i))
     chosen: list[int] = []
     for i in order:
         cost = len(pieces[i]) + len(JOIN)
-        if cost <= room and density(pieces[i]) > 0:
+        if cost <= room and dense[i] > 0:
             chosen.append(i)
             room -= cost
     kept = [first] + [pieces[i] for i in sorted(chosen)]
@@ -60,8 +58,28 @@ def sentences(text: str) -> list[str]:
 
 
 def density(sentence: str) -> float:
-    """Names a reader can look up, per character (code spans count double)."""
-    codes = _CODE.findall(sentence)
-    rest = _CODE.sub(" ", sentence)
-    names = len(_NAME.findall(rest))
-    return (2 * len(codes) + names) / (len(sentence) + 40)
+    """Names a reader can look up, per character: each code span counts two, and each
+    word outside them that is a path or an identifier (a dot, slash, underscore, colon or
+    hash inside it, digits, inner capitals) or a number counts one. Plain string tests,
+    no regular expression: a digest condenses dozens of messages every time it prints."""
+    parts = sentence.split("`")
+    names = 2 * ((len(parts) - 1) // 2)
+    for prose in parts[::2]:
+        for word in prose.split():
+            word = word.strip(_PUNCTUATION)
+            if word and _is_name(word):
+                names += 1
+    return names / (len(sentence) + 40)
+
+
+_PUNCTUATION = "`*()[]{}<>,;!?\"'."
+_INNER = frozenset("._/\\:#@=")
+_DIGITS = frozenset("0123456789")
+
+
+def _is_name(word: str) -> bool:
+    if not _INNER.isdisjoint(word[1:-1]) or "_" in word or not _DIGITS.isdisjoint(word):
+        return True
+    rest = word[1:]
+    # inner capitals: camelCase, or an acronym (HTTP, CI)
+    return rest != rest.lower()
