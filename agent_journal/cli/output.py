@@ -242,31 +242,23 @@ def emit_raw(data: bytes) -> None:
 
 
 class _StatusLine:
-    """One line on stderr a long command keeps rewriting (rich's Live display), refreshed
-    at most every REFRESH_S and once more when it stops, so its last state stays."""
-
-    REFRESH_S = 0.1
+    """One line on stderr a long command keeps rewriting (rich's Live display): each text
+    is drawn when it is given (the callers give one per batch or stage, not per row)."""
 
     def __init__(self) -> None:
-        import time
-
         from rich.console import Console
         from rich.live import Live
         from rich.text import Text
 
-        self._text, self._clock = Text, time.monotonic
+        self._text = Text
         self.live = Live(Text(""), console=Console(stderr=True), auto_refresh=False,
                          transient=False)
         self.live.start()
-        self.shown_at = 0.0
         self.last = ""
 
     def show(self, text: str) -> None:
         self.last = text
-        now = self._clock()
-        if now - self.shown_at >= self.REFRESH_S:
-            self.live.update(self._text(text), refresh=True)
-            self.shown_at = now
+        self.live.update(self._text(text), refresh=True)
 
     def stop(self) -> None:
         self.live.update(self._text(self.last), refresh=True)
