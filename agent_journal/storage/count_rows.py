@@ -25,9 +25,7 @@ from typing import Any
 from agent_journal.core import codec
 from agent_journal.core.model import OBSERVATION, event_values
 from agent_journal.storage.compaction_rows import READ_SLICE_ROWS
-from agent_journal.storage.connection import describe_sqlite_error
-from agent_journal.storage.segment import never_initialised, open_segment_for_read
-from agent_journal.storage.segment_reader import quick_check
+from agent_journal.storage.segment_reader import read_checked
 from agent_journal.storage.verified_mark import Fold
 
 # Rows above a seq, at most so many, in seq order: what the counting read
@@ -62,23 +60,7 @@ def count_segment(path: str, rel: str, after: int = 0, fold: Fold | None = None)
     """The counting read of a segment's rows above `after` (the whole file is
     still checked), their slices folded on from `fold`."""
     part = CountPart(rel, after, fold)
-    try:
-        conn = open_segment_for_read(path)
-    except sqlite3.Error as exc:
-        part.unreadable = describe_sqlite_error(exc)
-        return part
-    try:
-        if never_initialised(conn):
-            return part
-        damage = quick_check(conn)
-        if damage is not None:
-            part.unreadable = damage
-            return part
-        _count_rows(conn, part, after)
-    except sqlite3.Error as exc:
-        part.unreadable = describe_sqlite_error(exc)
-    finally:
-        conn.close()
+    part.unreadable = read_checked(path, lambda conn: _count_rows(conn, part, after))
     return part
 
 

@@ -29,11 +29,9 @@ import sqlite3
 from agent_journal.core import codec
 from agent_journal.core.model import OBSERVATION
 from agent_journal.storage.compaction_rows import READ_SLICE_ROWS
-from agent_journal.storage.connection import describe_sqlite_error
 from agent_journal.storage.count_rows import fetch_rows
 from agent_journal.storage.read_projection import Projection, open_projection, segment_names
-from agent_journal.storage.segment import never_initialised, open_segment_for_read
-from agent_journal.storage.segment_reader import quick_check
+from agent_journal.storage.segment_reader import read_checked
 from agent_journal.storage.verified_mark import CHANGED, SAME, Before, Fold, check
 
 TYPE_CHECKING = False
@@ -119,23 +117,7 @@ def fold_segment(path: str, rel: str, reader: Reader, kept: Part | None = None) 
     """The segment's rows above `kept`'s mark (every row without it) stepped into its
     state (or `start()`), their slices folded into its mark's Fold as fetched."""
     part = kept if kept is not None else Part(rel, reader.start())
-    try:
-        conn = open_segment_for_read(path)
-    except sqlite3.Error as exc:
-        part.unreadable = describe_sqlite_error(exc)
-        return part
-    try:
-        if never_initialised(conn):
-            return part
-        damage = quick_check(conn)
-        if damage is not None:
-            part.unreadable = damage
-            return part
-        _step_rows(conn, reader, part)
-    except sqlite3.Error as exc:
-        part.unreadable = describe_sqlite_error(exc)
-    finally:
-        conn.close()
+    part.unreadable = read_checked(path, lambda conn: _step_rows(conn, reader, part))
     return part
 
 

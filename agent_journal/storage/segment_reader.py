@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import sqlite3
+from collections.abc import Callable
 
 from agent_journal.core import codec
 from agent_journal.core.errors import BusyError
@@ -325,6 +326,28 @@ def quick_check(conn: sqlite3.Connection) -> str | None:
     if verdict == "ok":
         return None
     return "quick_check: " + " ".join(verdict.replace("*** in database main ***", "").split())
+
+
+def read_checked(path: str, read: Callable[[sqlite3.Connection], None]) -> str | None:
+    """Open a segment read-only and, once it passes SQLite's structural check
+    (`quick_check`), run `read` on it: why it could not be read, or None when it was
+    (a segment never initialised is read as empty)."""
+    try:
+        conn = open_segment_for_read(path)
+    except sqlite3.Error as exc:
+        return describe_sqlite_error(exc)
+    try:
+        if never_initialised(conn):
+            return None
+        damage = quick_check(conn)
+        if damage is not None:
+            return damage
+        read(conn)
+    except sqlite3.Error as exc:
+        return describe_sqlite_error(exc)
+    finally:
+        conn.close()
+    return None
 
 
 class PausedGC:
