@@ -130,7 +130,12 @@ class Sandbox:
                         IS_SANDBOX="1",
                         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
                         DISABLE_AUTOUPDATER="1", DISABLE_TELEMETRY="1",
-                        DISABLE_ERROR_REPORTING="1")
+                        DISABLE_ERROR_REPORTING="1",
+                        # `claude -p` connects MCP servers in the background by default:
+                        # one slow to start on a loaded machine is missing from the first
+                        # turn's deferred tools and from ToolSearch. Wait for them instead
+                        # (generously: MCP_TIMEOUT is in ms).
+                        MCP_CONNECTION_NONBLOCKING="0", MCP_TIMEOUT="120000")
 
     def claude_argv(self, prompt: str, *extra: str) -> list[str]:
         return [str(CLAUDE), "-p", prompt, "--output-format", "json",

@@ -266,7 +266,7 @@ CODEX_INSTALL = (PROJECT, CODEX_SCOPE, INSTALL_WORKSPACE, PLAIN_ROOT, DRY_RUN)
 _add(Command(
     "hook claude-code", "Journal one Claude Code hook payload read on stdin (run by Claude "
     "Code; never fails the agent: errors go to <root>/logs/hook.log and exit 0).",
-    "cmd_hook_claude_code",
+    "capture_commands:cmd_hook_claude_code",
     opts=(HOOK_WORKSPACE, PLAIN_ROOT),
     fail_open=True,
 ))
@@ -274,7 +274,7 @@ _add(Command(
 _add(Command(
     "hook codex", "Journal one Codex CLI hook payload read on stdin (run by Codex; never "
     "fails the agent: errors go to <root>/logs/hook.log and exit 0).",
-    "cmd_hook_codex",
+    "capture_commands:cmd_hook_codex",
     opts=(HOOK_WORKSPACE, PLAIN_ROOT),
     fail_open=True,
 ))
@@ -282,7 +282,7 @@ _add(Command(
 _add(Command(
     "hooks install claude-code", "Add the agent-journal hook to Claude Code's settings at a "
     "scope, keeping everything else in the file, and write the project's .agent-journal.toml.",
-    "cmd_hooks_install",
+    "capture_commands:cmd_hooks_install",
     opts=CLAUDE_INSTALL,
 ))
 
@@ -290,26 +290,26 @@ _add(Command(
     "hooks uninstall claude-code", "Remove exactly the hook entries `hooks install` added, "
     "the MCP server entry `--mcp` added, and the project file it wrote once no hook of ours "
     "is left in the project.",
-    "cmd_hooks_uninstall",
+    "capture_commands:cmd_hooks_uninstall",
     opts=CLAUDE_INSTALL,
 ))
 
 _add(Command(
     "hooks install codex", "Add the agent-journal hook to a Codex hooks.json at a scope, "
     "keeping everything else in the file, and write the project's .agent-journal.toml.",
-    "cmd_hooks_install_codex",
+    "capture_commands:cmd_hooks_install_codex",
     opts=CODEX_INSTALL,
 ))
 
 _add(Command(
     "hooks uninstall codex", "Remove exactly the hook entries `hooks install codex` added.",
-    "cmd_hooks_uninstall_codex",
+    "capture_commands:cmd_hooks_uninstall_codex",
     opts=CODEX_INSTALL,
 ))
 
 _add(Command(
     "import claude-code", "Replay a Claude Code session transcript's tool calls as "
-    "observations (re-importing adds nothing).", "cmd_import_claude_code",
+    "observations (re-importing adds nothing).", "capture_commands:cmd_import_claude_code",
     args=(Arg("transcript", "The session's .jsonl file.", metavar="TRANSCRIPT"),),
     opts=(READ_JSON, OTHER_PROJECT) + READ_COMMON,
 ))
@@ -317,7 +317,7 @@ _add(Command(
 _add(Command(
     "import codex", "Replay a Codex session file (~/.codex/sessions/.../rollout-*.jsonl) or a "
     "saved `codex exec --json` stream as observations (re-importing adds nothing).",
-    "cmd_import_codex",
+    "capture_commands:cmd_import_codex",
     args=(Arg("transcript", "The rollout .jsonl file or the saved stream.",
               metavar="FILE"),),
     opts=(READ_JSON, OTHER_PROJECT) + READ_COMMON,
@@ -325,7 +325,7 @@ _add(Command(
 
 _add(Command(
     "get", "Print an observation's exact output (verified against its checksum) or an "
-    "entry's full record.", "cmd_get",
+    "entry's full record.", "capture_commands:cmd_get",
     args=(Arg("id", "Observation, entry or event id.", metavar="ID", type="id"),),
     opts=(READ_JSON,) + READ_COMMON,
 ))
@@ -335,7 +335,7 @@ _add(Command(
 _add(Command(
     "mcp", "Serve one workspace's journal to an agent over MCP on stdio: search, get, "
     "timeline, trace, record, invalidate, and the digest as a resource and a prompt "
-    "(needs the package's optional mcp extra).", "cmd_mcp",
+    "(needs the package's optional mcp extra).", "capture_commands:cmd_mcp",
     opts=(Opt("workspace", "--workspace", "Workspace id (default: $AGENT_JOURNAL_WORKSPACE, "
               "else the workspace of the nearest .agent-journal.toml, else the name of the "
               "folder the client starts it in).", env=ENV_WORKSPACE, metavar="ID",
@@ -463,7 +463,7 @@ _add(Command(
     "export", "Write a verifiable snapshot of a workspace (segments, artifacts, manifest) into "
     "DEST, while writers keep appending; or, with --sqlite FILE, one SQLite database of it "
     "for Datasette or sqlite-utils. Refuses, leaving nothing, when a segment cannot be "
-    "read whole.", "cmd_export",
+    "read whole.", "replica_commands:cmd_export",
     args=(Arg("dest", "Folder to create (or an empty one), outside the journal root (not "
               "with --sqlite).", required=False),),
     opts=(Opt("sqlite", "--sqlite", "Instead of a snapshot folder, write one SQLite database "
@@ -477,7 +477,7 @@ _add(Command(
 _add(Command(
     "merge", "Union another replica into this workspace: an export folder (verified against "
     "its manifest) or another journal root. Refuses, importing nothing, when either side "
-    "is damaged.", "cmd_merge",
+    "is damaged.", "replica_commands:cmd_merge",
     args=(Arg("source", "Export folder or journal root."),),
     opts=(Opt("allow_damaged", "--allow-damaged", "Import a damaged source's readable rows, "
               "skipping and listing its malformed ones, when none of them could be a "
@@ -496,7 +496,7 @@ _add(Command(
     "remote add", "Add a remote for this workspace: s3://BUCKET/PREFIX (the prefix is "
     "optional) or file:///PATH (a folder outside the journal root). "
     "Kept in the root's config.json; credentials are never stored (the standard AWS "
-    "environment, profiles and config files apply).", "cmd_remote_add",
+    "environment, profiles and config files apply).", "replica_commands:cmd_remote_add",
     args=(Arg("name", "Remote name."), Arg("url", "s3://BUCKET/PREFIX or file:///PATH.",
                                            metavar="URL")),
     opts=(Opt("endpoint_url", "--endpoint-url", "The S3 service's address when it is not "
@@ -505,12 +505,13 @@ _add(Command(
 ))
 
 _add(Command(
-    "remote list", "List this workspace's remotes.", "cmd_remote_list",
+    "remote list", "List this workspace's remotes.", "replica_commands:cmd_remote_list",
     opts=(READ_JSON,) + READ_COMMON,
 ))
 
 _add(Command(
-    "remote remove", "Forget a remote (nothing in the remote is touched).", "cmd_remote_remove",
+    "remote remove", "Forget a remote (nothing in the remote is touched).",
+    "replica_commands:cmd_remote_remove",
     args=(Arg("name", "Remote name."),),
     opts=(READ_JSON,) + READ_COMMON,
 ))
@@ -518,7 +519,7 @@ _add(Command(
 _add(Command(
     "remote status", "What the remote holds: each replica's manifest, the tombstones it has "
     "not seen and the objects still holding their content (fetched and checked), and a "
-    "warning when the bucket keeps old versions.", "cmd_remote_status",
+    "warning when the bucket keeps old versions.", "replica_commands:cmd_remote_status",
     args=(REMOTE_NAME,),
     opts=(READ_JSON,) + READ_COMMON,
 ))
@@ -528,20 +529,20 @@ _add(Command(
     "own segments, then its manifest), and delete its keys that no longer hold its data. "
     "Refuses, writing nothing, when its manifest there holds events this root lacks (pushed "
     "by a copy of this root, or before this root was restored from a backup).",
-    "cmd_push",
+    "replica_commands:cmd_push",
     args=(REMOTE_NAME,),
     opts=(READ_JSON,) + READ_COMMON,
 ))
 
 _add(Command(
     "pull", "Fetch the other replicas' new objects from the remote, verify them, and merge "
-    "them (the same union merge, never importing tombstoned content).", "cmd_pull",
+    "them (the same union merge, never importing tombstoned content).", "replica_commands:cmd_pull",
     args=(REMOTE_NAME,),
     opts=(READ_JSON,) + READ_COMMON,
 ))
 
 _add(Command(
-    "sync", "pull, then push.", "cmd_sync",
+    "sync", "pull, then push.", "replica_commands:cmd_sync",
     args=(REMOTE_NAME,),
     opts=(READ_JSON,) + READ_COMMON,
 ))

@@ -18,6 +18,12 @@ import os
 import sys
 
 from agent_journal.cli import output
+from agent_journal.cli.common import context as _context
+from agent_journal.cli.common import emit_action as _emit_action
+from agent_journal.cli.common import emit_read as _emit_read
+from agent_journal.cli.common import existing_context as _existing_context
+from agent_journal.cli.common import read_context as _read_context
+from agent_journal.cli.common import render as _render
 from agent_journal.core.errors import JournalError, UsageError
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
@@ -65,19 +71,6 @@ def _parse_json_arg(flag: str, value: str | None) -> Any:
         raise UsageError(f"{flag} is not valid JSON: {exc}") from None
     except RecursionError:
         raise UsageError(f"{flag} is nested too deeply") from None
-
-
-def _context(a: dict[str, Any]) -> Any:
-    from agent_journal.ops.context import Context
-
-    return Context(a["root"], a["workspace"], a.get("session"))
-
-
-def _existing_context(a: dict[str, Any]) -> Any:
-    """The context of a read: a workspace that does not exist is refused, not made."""
-    ctx = _context(a)
-    ctx.must_exist = True
-    return ctx
 
 
 def _print_write(result: Any, verb: str, as_json: bool) -> None:
@@ -221,170 +214,7 @@ def cmd_alias_list(a: dict[str, Any]) -> int:
     return 0
 
 
-# -- capture: hook, installer, import, get ---------------------------------------------
-
-def cmd_hook_claude_code(a: dict[str, Any]) -> int:
-    from agent_journal.agents import claude_code_hook
-
-    if sys.stdin is None:
-        raise JournalError("no hook payload: stdin is closed")
-    result = claude_code_hook.claude_code(sys.stdin.buffer, root=a["root"],
-                                          workspace=a["workspace"])
-    if result.stdout is not None:
-        output.emit_line(result.stdout)
-    if result.deferred is not None:
-        raise result.deferred
-    return 0
-
-
-def _print_install(result: Any) -> None:
-    if result.diff:
-        output.emit_raw(result.diff.encode("utf-8"))
-    elif result.message:
-        output.emit_line(result.message)
-
-
-def _install_options(a: dict[str, Any]) -> dict[str, Any]:
-    return {"project": a["project"], "scope": a["scope"] or "project",
-            "workspace": a["workspace"], "root": a["root"], "dry_run": a["dry_run"]}
-
-
-def _print_changes(changes: Any) -> None:
-    for change in changes:
-        _print_install(change)
-        for text in change.warnings:
-            output.warn(text)
-
-
-def _hooks(installer: str, action: str, a: dict[str, Any]) -> int:
-    import importlib
-
-    module = importlib.import_module(f"agent_journal.agents.{installer}")
-    _print_changes(getattr(module, action)(**_install_options(a)))
-    return 0
-
-
-def cmd_hooks_install(a: dict[str, Any]) -> int:
-    if not a["mcp"]:
-        return _hooks("claude_code_installer", "install", a)
-    from agent_journal.agents import claude_code_installer, mcp_installer
-
-    options = _install_options(a)
-    register = {k: options[k] for k in ("project", "scope", "workspace", "root")}
-    # Checked first: a refusal here must leave the hooks untouched too.
-    mcp_installer.register(**register, dry_run=True)
-    _print_changes(claude_code_installer.install(**options))
-    _print_install(mcp_installer.register(**register, dry_run=a["dry_run"]))
-    return 0
-
-
-def cmd_hooks_uninstall(a: dict[str, Any]) -> int:
-    from agent_journal.agents import mcp_installer
-
-    _hooks("claude_code_installer", "uninstall", a)
-    mcp_change = mcp_installer.unregister(project=a["project"], scope=a["scope"] or "project",
-                                          dry_run=a["dry_run"])
-    if mcp_change.changed or mcp_change.diff:
-        _print_install(mcp_change)
-    return 0
-
-
-def cmd_hooks_install_codex(a: dict[str, Any]) -> int:
-    return _hooks("codex_installer", "install", a)
-
-
-def cmd_hooks_uninstall_codex(a: dict[str, Any]) -> int:
-    return _hooks("codex_installer", "uninstall", a)
-
-
-def cmd_hook_codex(a: dict[str, Any]) -> int:
-    from agent_journal.agents import codex_hook
-
-    result = codex_hook.codex(sys.stdin.buffer, root=a["root"], workspace=a["workspace"])
-    if result.stdout is not None:
-        output.emit_line(result.stdout)
-    if result.deferred is not None:
-        raise result.deferred
-    return 0
-
-
-def cmd_import_codex(a: dict[str, Any]) -> int:
-    from agent_journal.agents import codex_import
-
-    progress = output.progress if sys.stderr is not None and sys.stderr.isatty() else None
-    report = codex_import.import_codex(_context(a), a["transcript"], progress=progress,
-                                       other_project=bool(a["other_project"]))
-    _warn_other_project(report)
-    _emit_action(a, report, "import_text")
-    return 0
-
-
-def cmd_import_claude_code(a: dict[str, Any]) -> int:
-    from agent_journal.agents import claude_code_import
-
-    progress = output.progress if sys.stderr is not None and sys.stderr.isatty() else None
-    report = claude_code_import.import_claude_code(_context(a), a["transcript"], progress=progress,
-                                                   other_project=bool(a["other_project"]))
-    _warn_other_project(report)
-    _emit_action(a, report, "import_text")
-    return 0
-
-
-def _warn_other_project(report: dict[str, Any]) -> None:
-    from agent_journal.cli.render_actions import other_project_warning
-
-    warning = other_project_warning(report)
-    if warning is not None:
-        output.warn(warning)
-
-
-def cmd_get(a: dict[str, Any]) -> int:
-    from agent_journal.ops import evidence
-
-    found = evidence.get(_existing_context(a), a["id"])
-    if found.record is not None and a["json"]:
-        output.emit_json(found.record)
-    elif found.record is not None:
-        from agent_journal.cli.render_reads import entry_text, event_text
-
-        output.emit_text(event_text(found.record) if found.event
-                         else entry_text(found.record))
-    else:
-        output.emit_raw(found.raw or b"")
-    for warning in found.warnings:
-        output.warn(warning)
-    output.floor_warning(found.unreadable, found.malformed)
-    return 0
-
-
-# -- recall inside a session: the MCP server (issue 20) ---------------------------------
-
-def cmd_mcp(a: dict[str, Any]) -> int:
-    from agent_journal.agents import mcp_server
-    from agent_journal.capture.claude_code import sanitise_workspace_id
-
-    # A user-scope registration names no workspace: the folder the client starts us in does.
-    workspace = a["workspace"] or sanitise_workspace_id(os.getcwd())
-    mcp_server.serve(a["root"], workspace, a["session"])
-    return 0
-
-
 # -- audit and recovery reads: trace, digest, coverage, decay ---------------------------
-
-def _read_context(a: dict[str, Any]) -> Any:
-    import gc
-
-    from agent_journal.ops.context import Context
-
-    # This process is about to hold a whole workspace and then exit. The
-    # operations pause the cyclic collector while they work; turned off here it
-    # also skips the one full pass over everything read that re-enabling it
-    # would trigger while the result is printed. Nothing read forms a cycle.
-    gc.disable()
-    ctx = Context(a["root"], a["workspace"])
-    ctx.must_exist = True
-    return ctx
-
 
 def cmd_trace(a: dict[str, Any]) -> int:
     from agent_journal.ops.trace import trace
@@ -423,34 +253,6 @@ def cmd_decay(a: dict[str, Any]) -> int:
 
     report, result = decay(_read_context(a))
     return _emit_read(a, report, result, _render("decay_text"))
-
-
-def _render(name: str) -> Any:
-    """A text renderer of cli/render_reads.py, loaded only when text is printed."""
-    from agent_journal.cli import render_reads
-
-    return getattr(render_reads, name)
-
-
-def _emit_action(a: dict[str, Any], report: Any, renderer: str) -> None:
-    """What a command that does something did: its JSON with --json, else the text of
-    cli/render_actions.py `renderer` (loaded only then)."""
-    if a["json"]:
-        output.emit_json(report)
-    else:
-        from agent_journal.cli import render_actions
-
-        output.emit_text(getattr(render_actions, renderer)(report))
-
-
-def _emit_read(a: dict[str, Any], report: Any, result: Any, text: Any) -> int:
-    """A read's answer: its JSON with --json, else `text(report)`; then the floor warning."""
-    if a["json"]:
-        output.emit_json(report)
-    else:
-        output.emit_text(text(report))
-    output.floor_warning(result.unreadable, result.malformed)
-    return 0
 
 
 # -- audit views for people: timeline, checkpoints ------------------------------------
@@ -549,128 +351,6 @@ def cmd_compact(a: dict[str, Any]) -> int:
     return 0
 
 
-# -- replicas: export, merge ----------------------------------------------------------
-
-def cmd_export(a: dict[str, Any]) -> int:
-    if a["sqlite"] is not None:
-        return _export_sqlite(a)
-    if a["overwrite"]:
-        raise UsageError("--overwrite goes with --sqlite FILE")
-    if a["dest"] is None:
-        raise UsageError("missing argument DEST (or --sqlite FILE)")
-    from agent_journal.ops import export
-
-    progress = output.progress_for_terminal()
-    try:
-        report = export.export(_existing_context(a), a["dest"], progress=progress)
-    finally:
-        output.progress_done(progress)
-    _emit_action(a, report, "export_text")
-    output.floor_warning(report["unreadable"], report["malformed"])
-    if report["artifactsMissing"]:
-        output.warn(f"{len(report['artifactsMissing'])} artifact(s) could not be exported "
-                    "(missing or not matching their checksum)")
-    return 0
-
-
-def _export_sqlite(a: dict[str, Any]) -> int:
-    from agent_journal.ops import export_sqlite
-
-    if a["dest"] is not None:
-        raise UsageError("--sqlite FILE takes no DEST folder")
-    progress = output.progress_for_terminal()
-    try:
-        report = export_sqlite.export_sqlite(_existing_context(a), a["sqlite"],
-                                             overwrite=a["overwrite"], progress=progress)
-    finally:
-        output.progress_done(progress)
-    _emit_action(a, report, "export_sqlite_text")
-    return 0
-
-
-def cmd_merge(a: dict[str, Any]) -> int:
-    from agent_journal.ops import replicas
-
-    progress = output.progress_for_terminal()
-    try:
-        report = replicas.merge(_context(a), a["source"], allow_damaged=a["allow_damaged"],
-                                progress=progress)
-    finally:
-        output.progress_done(progress)
-    _emit_action(a, report, "merge_text")
-    if report["unreadable"] or report["malformed"]:
-        output.warn(f"the source has {len(report['unreadable'])} unreadable segment(s) and "
-                    f"{len(report['malformed'])} malformed row(s); they were not imported "
-                    "(none could be a tombstone)")
-    if report["replicaIdCollisions"]:
-        output.warn("replica id shared by two roots (a copied journal root?): "
-                    + ", ".join(report["replicaIdCollisions"]) + "; every event was kept")
-    return 0
-
-
-# -- sync through a bucket or a shared folder ----------------------------------------
-
-def cmd_remote_add(a: dict[str, Any]) -> int:
-    from agent_journal.ops import remotes
-
-    _emit_action(a, remotes.add(_context(a), a["name"], a["url"],
-                                endpoint_url=a["endpoint_url"]), "remote_add_text")
-    return 0
-
-
-def cmd_remote_list(a: dict[str, Any]) -> int:
-    from agent_journal.ops import remotes
-
-    _emit_action(a, remotes.list_remotes(_context(a)), "remote_list_text")
-    return 0
-
-
-def cmd_remote_remove(a: dict[str, Any]) -> int:
-    from agent_journal.ops import remotes
-
-    _emit_action(a, remotes.remove(_context(a), a["name"]), "remote_remove_text")
-    return 0
-
-
-def cmd_remote_status(a: dict[str, Any]) -> int:
-    from agent_journal.ops import sync
-
-    report = sync.status(_context(a), a["name"])
-    _emit_action(a, report, "remote_status_text")
-    for text in report["warnings"]:
-        output.warn(text)
-    return 1 if report["refused"] else 0
-
-
-def _sync_command(a: dict[str, Any], what: str) -> int:
-    from agent_journal.ops import sync
-
-    progress = output.progress_for_terminal()
-    try:
-        report = getattr(sync, what)(_context(a), a["name"], progress=progress)
-    finally:
-        output.progress_done(progress)
-    _emit_action(a, report, f"{what}_text")
-    for text in report["warnings"]:
-        output.warn(text)
-    # Something the remote holds failed verification: the run did what it
-    # could, but a script must not read it as complete.
-    refused = report.get("refused") or (report.get("pull") or {}).get("refused")
-    return 1 if refused else 0
-
-
-def cmd_push(a: dict[str, Any]) -> int:
-    return _sync_command(a, "push")
-
-
-def cmd_pull(a: dict[str, Any]) -> int:
-    return _sync_command(a, "pull")
-
-
-def cmd_sync(a: dict[str, Any]) -> int:
-    return _sync_command(a, "sync")
-
-
 # -- checks and conventions: doctor, completion ------------------------------------------
 
 def cmd_doctor(a: dict[str, Any]) -> int:
@@ -738,8 +418,7 @@ def run(argv: list[str]) -> int:
 
             raise UsageError(unknown_command(argv, PROG))
         values = parse(cmd, rest)
-        handler = globals()[cmd.handler]
-        code = int(handler(values))
+        code = int(_handler(cmd)(values))
         output.flush()
         return code
     except JournalError as exc:
@@ -756,6 +435,16 @@ def run(argv: list[str]) -> int:
         if os.environ.get("AGENT_JOURNAL_DEBUG"):
             raise
         return 1
+
+
+def _handler(cmd: Any) -> Any:
+    """A command's handler: a function of this module, or `module:name`, a function of
+    `agent_journal.cli.module`, imported only now."""
+    module, _, name = cmd.handler.rpartition(":")
+    if not module:
+        return globals()[name]
+    # (__import__, not importlib: importlib costs the hook path two more modules)
+    return getattr(__import__(f"agent_journal.cli.{module}", fromlist=[name]), name)
 
 
 # Options every journal command takes, accepted before the command too, like git's.
@@ -836,7 +525,7 @@ def _run_failing_open(cmd: Any, rest: list[str]) -> int:
     # A root an earlier hook in this process chose must not receive this one's failure.
     forget_chosen_root()
     try:
-        globals()[cmd.handler](parse(cmd, rest))
+        _handler(cmd)(parse(cmd, rest))
         output.flush()
     except BaseException as exc:  # all of them, KeyboardInterrupt and SystemExit included
         _log_failed_open(cmd.name, rest, exc)
