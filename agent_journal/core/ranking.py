@@ -41,6 +41,11 @@ UNINDEXED_KINDS = frozenset({SEARCH_MISS})
 
 # Observation fields that are bookkeeping, not content worth finding.
 OBSERVATION_SKIP = frozenset({"callId", "status", "exitCode", "durationMs", "artifact"})
+# Of a tool call, also the client's metadata beside it (the hook payload's cwd, event name,
+# permission mode, ids; an import's transcript context): a search for what a call did must
+# not match, nor show as its snippet, the mode it ran in. A prompt's or a session event's
+# hook fields stay: they can be what was said.
+CALL_METADATA = frozenset({"hook", "transcript"})
 
 
 _WORD = re.compile(r"\w+")
@@ -143,13 +148,16 @@ def entry_text(ev: Event) -> str:
 
 def observation_text(ev: Event) -> str:
     """One observation event's searchable text: tool, input, output, then any
-    other content it carries (prompts, previews), never ids or checksums."""
+    other content it carries (prompts, previews), never ids or checksums, nor a tool
+    call's client metadata (CALL_METADATA)."""
     data = ev.data
     out: list[str] = []
     for name in ("tool", "input", "output"):
         _strings(data.get(name), out)
+    call = ev.kind == "tool_call"
     for name in sorted(data):
-        if name not in ("tool", "input", "output") and name not in OBSERVATION_SKIP:
+        if name not in ("tool", "input", "output") and name not in OBSERVATION_SKIP and not (
+                call and name in CALL_METADATA):
             _strings(data[name], out)
     return "\n".join(out)[:MAX_PART_CHARS]
 

@@ -83,7 +83,7 @@ INDEX_AREA = "search"
 
 # Bump when the schema, the text extraction or the tokenisation changes: an
 # index of another format is rebuilt, never read.
-INDEX_FORMAT = "agent-journal-search/5"
+INDEX_FORMAT = "agent-journal-search/6"
 
 
 # A segment fingerprint taken this close to the segment's newest mtime could
