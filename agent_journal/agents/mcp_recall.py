@@ -122,21 +122,23 @@ def _object(properties: dict[str, Any], required: tuple[str, ...]) -> dict[str, 
 
 TOOLS: dict[str, dict[str, Any]] = {
     "search": {
-        "description": "Ranked search of the journal's entries and tool calls. One line per "
-                       "hit: id, type/kind, time, snippet. Fetch whole records with get.",
+        "description": "Search this project's agent memory (its journal): what earlier "
+                       "sessions did and found, tool calls, findings, decisions. Ranked; get "
+                       "reads a hit whole.",
         "inputSchema": _object({"query": _str(), "kind": _str("e.g. finding, tool_call"),
                                 "limit": _int(1, SEARCH_MAX)}, ("query",)),
         "readOnly": True,
     },
     "get": {
-        "description": "Whole entries, or tool calls' exact outputs (verified), by id. "
-                       "Long text is cut; offset skips that many characters of each.",
+        "description": "Read journal records whole by id: an entry, or a past tool call's "
+                       "exact output (verified). Long text is cut; offset skips characters.",
         "inputSchema": _object({"ids": _strs(max_items=GET_MAX_IDS), "offset": _int(0)},
                                ("ids",)),
         "readOnly": True,
     },
     "timeline": {
-        "description": "Recent journal events in time order, one line each.",
+        "description": "The project's journal history in time order: recent tool calls, "
+                       "prompts and failures of this and earlier sessions, one line each.",
         "inputSchema": _object({"since": _str("ISO time, or 30m, 2h, 3d"),
                                 "last": _int(1, TIMELINE_MAX),
                                 "failures_only": {"type": "boolean"},
@@ -144,14 +146,14 @@ TOOLS: dict[str, dict[str, Any]] = {
         "readOnly": True,
     },
     "trace": {
-        "description": "Entries citing an id (as id, subject, anchor or dependency) and "
-                       "every entry built on them.",
+        "description": "Why, from the journal: the findings and decisions citing an id (a "
+                       "call, a file, an entry) and every entry built on them.",
         "inputSchema": _object({"id": _str()}, ("id",)),
         "readOnly": True,
     },
     "record": {
-        "description": "Record an entry as this agent: finding (claim), decision (question, "
-                       "chosen), constraint, objective, assumption or note (text).",
+        "description": "Remember in the project's journal, for later sessions: a finding "
+                       "(claim), decision (question, chosen), constraint, objective, note.",
         "inputSchema": _object({
             "kind": {"type": "string", "enum": list(ENTRY_KINDS)},
             "id": _str(),
@@ -162,8 +164,8 @@ TOOLS: dict[str, dict[str, Any]] = {
         "readOnly": False,
     },
     "invalidate": {
-        "description": "Retract an entry whose reasoning was wrong; it and its dependents "
-                       "stop being live.",
+        "description": "Retract a journal finding or decision that proved wrong; it and "
+                       "the entries built on it stop being live.",
         "inputSchema": _object({"target": _str(), "reason": _str()}, ("target", "reason")),
         "readOnly": False,
     },
