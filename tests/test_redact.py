@@ -1007,14 +1007,14 @@ def _unfiltered(text: str) -> str:
 
 
 def test_triggers_line_up_with_the_rules() -> None:
-    from agent_journal.capture.redact import _TRIGGERS
+    from agent_journal.capture.redact_rules import TRIGGERS as _TRIGGERS
 
     assert len(_TRIGGERS) == len(BUILTIN_RULES)
     assert all(triggers and all(triggers) for triggers in _TRIGGERS)
 
 
 def test_every_match_of_a_rule_holds_one_of_its_triggers() -> None:
-    from agent_journal.capture.redact import _TRIGGERS
+    from agent_journal.capture.redact_rules import TRIGGERS as _TRIGGERS
 
     texts = [text for _, text, _ in POSITIVES] + NEGATIVES + [f" {s} " for s in SECRETS]
     matched = 0
@@ -1044,7 +1044,7 @@ def test_no_trigger_holds_a_line_break_or_a_marker_bracket() -> None:
     # redact_value joins a value's strings with line breaks and looks for triggers once
     # in the join; a rule's marker is what the rules after it see, and its brackets
     # keep any trigger from straddling its edge.
-    from agent_journal.capture.redact import _TRIGGERS
+    from agent_journal.capture.redact_rules import TRIGGERS as _TRIGGERS
 
     assert not any(set(t) & set("\n[]") for triggers in _TRIGGERS for t in triggers)
 
@@ -1086,7 +1086,7 @@ def test_value_prefilter_keeps_rules_a_marker_triggers() -> None:
 
 
 _ALL_TRIGGERS = [t for triggers in __import__(
-    "agent_journal.capture.redact", fromlist=["_TRIGGERS"])._TRIGGERS for t in triggers]
+    "agent_journal.capture.redact_rules", fromlist=["TRIGGERS"]).TRIGGERS for t in triggers]
 
 
 @given(st.lists(st.sampled_from(_ALL_TRIGGERS + [t[:-1] for t in _ALL_TRIGGERS]

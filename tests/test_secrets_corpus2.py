@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent_journal.capture import redact as module
+from agent_journal.capture import redact_rules as rules
 from agent_journal.capture.redact import RULE_NAMES, marker, redact_text, redact_value
 
 CORPUS = json.loads(
@@ -78,7 +79,7 @@ def test_every_match_holds_a_trigger_and_the_prefilter_changes_nothing() -> None
     # The literal triggers decide which rules run: on this corpus too, every match of a rule
     # holds one of its triggers, and running every rule regardless gives the same text.
     texts = [p["text"] for p in POSITIVES] + [n["text"] for n in NEGATIVES]
-    for (name, pattern), triggers in zip(module.BUILTIN_RULES, module._TRIGGERS, strict=True):
+    for (name, pattern), triggers in zip(rules.BUILTIN_RULES, rules.TRIGGERS, strict=True):
         for text in texts:
             for match in re.finditer(pattern, text):
                 assert any(t in match.group() for t in triggers), (name, match.group())
