@@ -231,3 +231,35 @@ def test_files_are_private(cli, root):
     for path in [root, *root.rglob("*")]:
         mode = os.stat(path).st_mode & 0o777
         assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
+
+
+def test_a_plugin_installs_workspace_is_found_from_the_folder_the_hooks_named_it_after(
+        tmp_path):
+    # The plugin route writes no project file; its hooks write to the workspace named after
+    # the project's folder. A person reading in that folder gets that workspace, and a
+    # folder whose workspace the root does not hold still needs --workspace.
+    import json as _json
+    import subprocess
+
+    from conftest import CLI, clean_env
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    project = home / "shop-api"
+    project.mkdir()
+    env = clean_env(HOME=str(home), AGENT_JOURNAL_ROOT=str(home / "journal"))
+    payload = {"session_id": "s1", "hook_event_name": "PostToolUse", "tool_name": "Bash",
+               "tool_input": {"command": "echo FROMHOOK"}, "tool_response": {"stdout": "x"},
+               "tool_use_id": "t1", "cwd": str(project)}
+    hooked = subprocess.run([CLI, "hook", "claude-code"], input=_json.dumps(payload),
+                            text=True, capture_output=True, env=env, cwd=project, timeout=60)
+    assert hooked.returncode == 0
+    shown = subprocess.run([CLI, "show", "--observations", "--json"], text=True,
+                           capture_output=True, env=env, cwd=project, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert "FROMHOOK" in shown.stdout
+    elsewhere = home / "other"
+    elsewhere.mkdir()
+    refused = subprocess.run([CLI, "show"], text=True, capture_output=True, env=env,
+                             cwd=elsewhere, timeout=60)
+    assert refused.returncode == 2 and "--workspace is required" in refused.stderr

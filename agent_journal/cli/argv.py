@@ -136,7 +136,8 @@ def parse(cmd: Command, tokens: list[str]) -> dict[str, Any]:
     for opt in cmd.opts:
         values[opt.dest] = [] if opt.kind == MULTI else (False if opt.kind == BARE else None)
     positionals = _read_tokens(cmd, tokens, values)
-    for opt in cmd.opts:
+    # The root first: a workspace the hooks named after this folder is looked for in it.
+    for opt in sorted(cmd.opts, key=lambda o: o.project == "workspace"):
         _fill_default(opt, values)
     if not cmd.fail_open and any(opt.dest == "root" for opt in cmd.opts):
         _check_clock()
@@ -229,7 +230,8 @@ def _set_value(opt: Opt, flag: str, raw: str, values: dict[str, Any], seen: set[
 
 def _fill_default(opt: Opt, values: dict[str, Any]) -> None:
     """An option not given: from its environment variable, else the project's
-    default; a usage error when it is required and still has no value."""
+    default, else (the workspace) the one the hooks named after this folder, when the root
+    holds it; a usage error when it is required and still has no value."""
     if opt.kind != BARE and opt.kind != MULTI and values[opt.dest] is None and opt.env:
         env = os.environ.get(opt.env)
         if env is not None:
@@ -241,6 +243,10 @@ def _fill_default(opt: Opt, values: dict[str, Any]) -> None:
         from agent_journal.cli.project_defaults import project_default
 
         values[opt.dest] = project_default(opt.project)
+    if values[opt.dest] is None and opt.project == "workspace":
+        from agent_journal.cli.project_defaults import folder_workspace
+
+        values[opt.dest] = folder_workspace(values.get("root"))
     if opt.required and values[opt.dest] is None:
         hint = f" (or set ${opt.env})" if opt.env else ""
         if opt.project is not None and hint:

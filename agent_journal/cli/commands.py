@@ -79,7 +79,8 @@ ROOT = Opt("root", "--root", "Journal root folder (default: $AGENT_JOURNAL_ROOT,
            "project file's root, else $XDG_DATA_HOME/agent-journal).", metavar="DIR",
            env=ENV_ROOT, project="root")
 WORKSPACE = Opt("workspace", "--workspace", "Workspace id (default: $AGENT_JOURNAL_WORKSPACE, "
-                "else the workspace of the nearest .agent-journal.toml).",
+                "else the workspace of the nearest .agent-journal.toml, else the one the "
+                "hooks named after this folder, when the root holds it).",
                 required=True, env=ENV_WORKSPACE, metavar="ID", project="workspace",
                 type="id")
 # The hook and the installers take the root only from the flag or $AGENT_JOURNAL_ROOT: the
