@@ -263,3 +263,25 @@ def test_a_plugin_installs_workspace_is_found_from_the_folder_the_hooks_named_it
     refused = subprocess.run([CLI, "show"], text=True, capture_output=True, env=env,
                              cwd=elsewhere, timeout=60)
     assert refused.returncode == 2 and "--workspace is required" in refused.stderr
+
+
+def test_digest_before_anything_was_journaled_says_so_and_creates_nothing(tmp_path):
+    # A newcomer's first `digest` (no root named anywhere, the default one not made yet)
+    # gets an empty digest saying so, exit 0; a named root that is not there is a typo
+    # (test_a_read_of_a_missing_workspace_says_so_and_creates_nothing).
+    import subprocess
+
+    from conftest import CLI, clean_env
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    env = clean_env(HOME=str(home), XDG_DATA_HOME=str(home / "data"))
+    done = subprocess.run([CLI, "digest", "--workspace", "w"], text=True, capture_output=True,
+                          env=env, cwd=home, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("_Nothing journaled yet: ") and "## Goal" in done.stdout
+    assert not (home / "data").exists()
+    as_json = subprocess.run([CLI, "digest", "--workspace", "w", "--json"], text=True,
+                             capture_output=True, env=env, cwd=home, timeout=60)
+    assert as_json.returncode == 0 and '"workspace": "w"' in as_json.stdout
+    assert not (home / "data").exists()

@@ -2,9 +2,9 @@
 
 The README's fenced shell blocks (```sh, ```bash, ```console, ```shell) are read in order
 and each command in them (a line, with its backslash continuations) is run as a real
-process, as a reader following the README in one terminal would: a private HOME, a journal
-root inside it (AGENT_JOURNAL_ROOT), a scratch git project `myproject` as the working
-folder, and this checkout's .venv/bin first on PATH. What a command exports or where it
+process, as a reader following the README in one terminal would: a private HOME, the
+default journal root inside it (under XDG_DATA_HOME), a scratch git project `myproject` as
+the working folder, and this checkout's .venv/bin first on PATH. What a command exports or where it
 `cd`s carries on to the next one (the environment also into later blocks; each block starts
 in the project folder, or in HOME when its first command is a `cd`, like a new terminal).
 
@@ -169,7 +169,8 @@ def scratch(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     project.mkdir()
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("AGENT_JOURNAL_", "XDG_", "GIT_", "CLAUDE", "CODEX"))}
-    env.update(HOME=str(home), AGENT_JOURNAL_ROOT=str(home / "journal"),
+    # The default root (no $AGENT_JOURNAL_ROOT), as a newcomer has it.
+    env.update(HOME=str(home), XDG_DATA_HOME=str(home / ".local" / "share"),
                PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
                GIT_AUTHOR_NAME="readme", GIT_AUTHOR_EMAIL="readme@example.invalid",
                GIT_COMMITTER_NAME="readme", GIT_COMMITTER_EMAIL="readme@example.invalid")

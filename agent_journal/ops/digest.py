@@ -251,8 +251,33 @@ def digest(ctx: Context, *, session: str | None = None, max_chars: int | None = 
         max_chars = DEFAULT_MAX_CHARS
     if max_chars < 1:
         raise UsageError("--max-chars must be at least 1")
+    if ctx.root_arg is None:
+        import os
+
+        from agent_journal.storage.root import resolve_root
+
+        default = resolve_root(None)
+        if not os.path.exists(default):
+            return _nothing_yet(default, ctx.workspace_name, session, max_chars)
     return _markdown_and_report(ctx.open(create=False), session=session, max_chars=max_chars,
                                 as_of=as_of)
+
+
+def _nothing_yet(root: str, workspace: str, session: str | None, max_chars: int
+                 ) -> tuple[str, dict[str, Any], ReadResult]:
+    """The digest before anything was journaled: no root was named, and the default one
+    is not there yet (a fresh install; the hooks make it at the first tool call). Nothing
+    is created; a root named by --root, $AGENT_JOURNAL_ROOT or a project file that is not
+    there is still refused (a typo)."""
+    from agent_journal.core.derive import derive
+    from agent_journal.storage.segment_reader import ReadResult
+
+    note = (f"_Nothing journaled yet: {root} does not exist. The hooks create it at the "
+            "agent's first tool call (`agent-journal doctor` checks them)._\n\n")
+    markdown, report = build(derive([]), workspace=workspace, session=session,
+                             max_chars=max(1, max_chars - len(note)),
+                             damage={"unreadable": [], "malformed": []})
+    return note + markdown, report, ReadResult()
 
 
 # How long the session-start digest may take before one of the newest work is given
