@@ -192,3 +192,14 @@ def aws(monkeypatch):
     for key, value in aws_env().items():
         if key.startswith("AWS_") or key.lower() == "no_proxy":
             monkeypatch.setenv(key, value)
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Any:
+    """One real-client scenario's Sandbox (tests/real_clients.py): its own HOME, git project
+    and journal root. In CI a missing client fails (`make test` installs them)."""
+    from real_clients import MISSING, Sandbox
+
+    if MISSING is not None:
+        pytest.fail(MISSING)
+    return Sandbox(tmp_path)

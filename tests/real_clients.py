@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from model_server import ModelServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,6 +39,17 @@ def clients_missing() -> str | None:
         if not os.access(exe, os.X_OK):
             return f"{exe} is missing: run `make clients`"
     return None
+
+
+MISSING = clients_missing()
+# Skipped only outside CI when `make clients` was not run; in CI a missing client fails.
+needs_clients = pytest.mark.skipif(MISSING is not None and not os.environ.get("CI"),
+                                   reason=f"{MISSING}")
+
+
+def agent_requests(server: ModelServer, since: int = 0) -> list[dict[str, Any]]:
+    """The agent loop's requests (those offering tools), not the client's side queries."""
+    return [r for r in server.requests[since:] if (r["body"] or {}).get("tools")]
 
 
 class Sandbox:

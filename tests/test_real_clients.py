@@ -14,33 +14,19 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
-import pytest
 from model_server import Call, ModelServer, Script
-from real_clients import WAIT_TIMEOUT, Sandbox, clients_missing, injected, kill
+from real_clients import WAIT_TIMEOUT, Sandbox, agent_requests, injected, kill, needs_clients
 
 from agent_journal.agents import claude_code_installer
 
-MISSING = clients_missing()
-pytestmark = pytest.mark.skipif(MISSING is not None and not os.environ.get("CI"),
-                                reason=f"{MISSING}")
+pytestmark = needs_clients
 
 CONTEXT = "SessionStart hook additional context:"
 UNFINISHED = "## Unfinished tool calls"
 
 
-@pytest.fixture
-def box(tmp_path: Path) -> Sandbox:
-    if MISSING is not None:
-        pytest.fail(MISSING)  # in CI the clients must be there (`make test` installs them)
-    return Sandbox(tmp_path)
-
-
-def agent_requests(server: ModelServer, since: int = 0) -> list[dict[str, Any]]:
-    """The agent loop's requests (those offering tools), not the client's side queries."""
-    return [r for r in server.requests[since:] if (r["body"] or {}).get("tools")]
 
 
 def startup_context(server: ModelServer, since: int = 0) -> str:

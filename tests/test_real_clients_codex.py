@@ -10,28 +10,17 @@ this shows it against the real client.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
-import pytest
 from model_server import Call, ModelServer, Script
-from real_clients import Sandbox, clients_missing, injected
+from real_clients import injected, needs_clients
 
-MISSING = clients_missing()
-pytestmark = pytest.mark.skipif(MISSING is not None and not os.environ.get("CI"),
-                                reason=f"{MISSING}")
+pytestmark = needs_clients
 
 DIGEST = "# Journal digest: workspace proj"
 UNFINISHED = "## Unfinished tool calls"
 PATCH = "*** Begin Patch\n*** Add File: notes.txt\n+hello\n*** End Patch\n"
 
-
-@pytest.fixture
-def box(tmp_path: Path) -> Sandbox:
-    if MISSING is not None:
-        pytest.fail(MISSING)  # in CI the clients must be there (`make test` installs them)
-    return Sandbox(tmp_path)
 
 
 def startup_context(server: ModelServer, since: int = 0) -> str:

@@ -17,19 +17,14 @@ missing from the first turn's deferred tools and from ToolSearch.)
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
-import pytest
 from model_server import Call, ModelServer, Script
-from real_clients import Sandbox, clients_missing
+from real_clients import agent_requests, needs_clients
 
 from agent_journal.agents.mcp_installer import SERVER
 
-MISSING = clients_missing()
-pytestmark = pytest.mark.skipif(MISSING is not None and not os.environ.get("CI"),
-                                reason=f"{MISSING}")
+pytestmark = needs_clients
 
 SEARCH = f"mcp__{SERVER}__search"
 # The deferred tools' announcement, and what a model would type to find a journal search.
@@ -38,16 +33,6 @@ FIND = {"query": "journal search"}
 WORD = "kestrel"  # in one journaled call only (and in the searches that look for it)
 
 
-@pytest.fixture
-def box(tmp_path: Path) -> Sandbox:
-    if MISSING is not None:
-        pytest.fail(MISSING)  # in CI the clients must be there (`make test` installs them)
-    return Sandbox(tmp_path)
-
-
-def agent_requests(server: ModelServer, since: int = 0) -> list[dict[str, Any]]:
-    """The agent loop's requests (those offering tools), not the client's side queries."""
-    return [r for r in server.requests[since:] if (r["body"] or {}).get("tools")]
 
 
 def tool_result(server: ModelServer, call: str) -> Any:

@@ -111,20 +111,20 @@ def cmd_hook_codex(a: dict[str, Any]) -> int:
 def cmd_import_codex(a: dict[str, Any]) -> int:
     from agent_journal.agents import codex_import
 
-    progress = output.progress if sys.stderr is not None and sys.stderr.isatty() else None
-    report = codex_import.import_codex(context(a), a["transcript"], progress=progress,
-                                       other_project=bool(a["other_project"]))
-    _warn_other_project(report)
-    emit_action(a, report, "import_text")
-    return 0
+    return _import(a, codex_import.import_codex)
 
 
 def cmd_import_claude_code(a: dict[str, Any]) -> int:
     from agent_journal.agents import claude_code_import
 
+    return _import(a, claude_code_import.import_claude_code)
+
+
+def _import(a: dict[str, Any], importer: Any) -> int:
+    """An agent's import: progress on a terminal, the other-project warning, the report."""
     progress = output.progress if sys.stderr is not None and sys.stderr.isatty() else None
-    report = claude_code_import.import_claude_code(context(a), a["transcript"], progress=progress,
-                                                   other_project=bool(a["other_project"]))
+    report = importer(context(a), a["transcript"], progress=progress,
+                      other_project=bool(a["other_project"]))
     _warn_other_project(report)
     emit_action(a, report, "import_text")
     return 0
