@@ -5,7 +5,7 @@ neither when they would say nothing new; under a tight bound they go before any 
 from __future__ import annotations
 
 from agent_journal.core.recovery.calls import Call
-from agent_journal.core.recovery.facts import event_facts
+from agent_journal.core.recovery.facts import event_facts, piped
 from agent_journal.core.recovery.failures import failures
 from agent_journal.core.recovery.test_runs import SILENT_PASS, figures
 from agent_journal.core.recovery.test_runs import test_runs as runs_of
@@ -150,3 +150,35 @@ def test_a_pass_on_a_bare_re_run_after_a_failure_says_so():
         call(1, "pytest tests/test_x.py", FAIL, ok=False), call(2, "pytest tests/", PASS)])}
     assert runs["pytest tests/test_x.py"].fixed
     assert not runs["pytest tests/test_x.py"].passed_on_rerun
+
+
+def test_a_pipe_that_printed_no_summary_is_no_verdict():
+    """`runner | head -40` exits with head's status: once it printed something and no
+    summary, its exit 0 says nothing, so the failing run stays failing and open (a run
+    that printed nothing, like a clean `tsc | head`, still passes)."""
+    fail = call(1, "npx playwright test a.spec.ts", "Error: boom\n  1 failed\n  9 passed (3.1s)",
+                ok=False)
+    cut = call(2, "npx playwright test a.spec.ts --reporter=line 2>&1 | head -40",
+               "Running 10 tests using 1 worker\n[1/10] a.spec.ts:3:1 > logs in")
+    [run] = runs_of([fail, cut])
+    assert not run.passing and run.call_id == "c1"
+    [failure] = failures([fail, cut])
+    assert not failure.resolved
+    quiet = call(2, "npx playwright test a.spec.ts 2>&1 | head -40", "")
+    [run] = runs_of([fail, quiet])
+    assert run.passing and run.latest.summary == SILENT_PASS
+    # Through pipefail the pipe exits with the runner's status; `||` is no pipe.
+    assert not piped("set -o pipefail; npx playwright test a.spec.ts | head -40")
+    assert not piped("pytest || true") and piped("pytest |& tail -3")
+
+
+def test_a_pipe_filtered_to_failures_may_cover_and_a_piped_lookup_still_resolves():
+    fail = call(1, "go test ./svg/", "--- FAIL: TestA (0.00s)\nFAIL\tx/svg\t0.1s", ok=False)
+    grep = call(2, 'go test ./... 2>&1 | grep -vE "^ok|no test files"; echo "=== done ==="',
+                "=== done ===")
+    [run] = runs_of([fail, grep])
+    assert not run.passing and run.maybe_covered_by is not None and run.maybe_covered_by.call_id == "c2"
+    # A failed pipeline that is no test run is resolved by its own later success.
+    jq = call(1, "curl -s https://x/api | jq '.a + 1'", "jq: error: cannot add", ok=False)
+    again = call(2, "curl -s https://x/api | jq '.a'", "1")
+    assert failures([jq, again])[0].resolved

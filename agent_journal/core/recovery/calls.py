@@ -95,6 +95,13 @@ class Call(Record):
         return self._state == OK
 
     @property
+    def masked(self) -> bool:
+        """Whether its verdict is unknown: it printed something, no runner summary, and
+        its exit status was its pipe's last command's (facts.piped)."""
+        facts = self.facts
+        return bool(facts.get("piped") and facts.get("printed")) and "check" not in facts
+
+    @property
     def check(self) -> RunSummary | None:
         if self._run is _UNSET:
             raw = self.facts.get("check")

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "13"
+FACTS_VERSION = "14"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -181,8 +181,8 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
 
 
 def _target_facts(tool: str | None, value: Any, facts: dict[str, Any]) -> None:
-    """What the call acted on (`target`), where a shell call ran, and the files a shell
-    call moves, removes or reads."""
+    """What the call acted on (`target`), where a shell call ran, whether its exit status
+    is a pipe's (`piped`), and the files a shell call moves, removes or reads."""
     target = target_of(tool, value)
     # A shell call that names the directory it ran in (Codex's `workdir`), when that is
     # not the session's, says so.
@@ -207,6 +207,8 @@ def _target_facts(tool: str | None, value: Any, facts: dict[str, Any]) -> None:
         read = shell_reads(target) if _MAY_READ.match(target) else None
         if read:
             facts["reads"] = [_within(base, p) for p in read]
+        if piped(target):
+            facts["piped"] = True
 
 
 def _input_facts(tool: str | None, value: Any, text: str | None, facts: dict[str, Any]
@@ -306,6 +308,8 @@ def _shell_output_facts(text: str, failed: bool, facts: dict[str, Any]) -> None:
         crashed = printed_traceback(text)
         if crashed:
             facts["traceback"] = crashed
+        if text.strip():
+            facts["printed"] = True  # with `piped`: a run whose verdict is unknown
     _git_facts(text, failed, facts)
     if not failed:
         from agent_journal.core.recovery.dependencies import installed
@@ -313,6 +317,16 @@ def _shell_output_facts(text: str, failed: bool, facts: dict[str, Any]) -> None:
         packages = installed(facts.get("target"), text)
         if packages:
             facts["installs"] = packages
+
+
+# A pipe (`|` or `|&`), not `||` and not the `>|` redirection.
+_PIPE = re.compile(r"(?<![|>])\|(?!\|)")
+
+
+def piped(command: str) -> bool:
+    """Whether `command`'s exit status is a pipe's last command's (`pytest | tail -5`
+    exits 0 whatever pytest did; `pipefail` aside)."""
+    return "pipefail" not in command and _PIPE.search(command) is not None
 
 
 def _git_facts(text: str, failed: bool, facts: dict[str, Any]) -> None:

@@ -9,7 +9,8 @@ is not a failure at all. A failure
 is resolved when a later call of the same tool on the same target succeeded (for a test
 or check command: when a later run of it passed, or a later passing run that
 test_runs counts as one of it: a chain that ran it, or a run whose selection holds its
-selection), or when a later `a && b` chain that succeeded ran it; it is open otherwise.
+selection), or when a later `a && b` chain that succeeded ran it; it is open otherwise. A
+success whose exit status was a pipe's (calls.Call.masked) resolves no test or check run.
 A failure's `diagnosis` is the first thing the agent said after it, before its next tool
 call: why it thinks the call failed, in its own words.
 """
@@ -196,6 +197,9 @@ class FailuresFold:
         run = call.check
         if run is not None and not run.ok:
             return None  # the command ran again and still fails
+        if run is None and call.masked:
+            self._masked_step(call)
+            return None
         keys = [_same(call), (call.tool, None)]
         if call.tool in _SHELLS and call.target:
             keys.append((call.tool, check_key(command_key(call.target))))
@@ -219,6 +223,19 @@ class FailuresFold:
         if self.chains:
             self._chains_step({k for _, k in keys}, call.id)
         return None
+
+    def _masked_step(self, call: Call) -> None:
+        """A success whose exit was its pipe's last command's, with no runner summary:
+        it resolves a failure of the same call, never a test or check run's (whose
+        verdict it does not know)."""
+        key = _same(call)
+        waiting = self.waiting.pop(key, [])
+        runs = [i for i in waiting if self.open[i][1].summary is not None]
+        if runs:
+            self.waiting[key] = runs
+        for call_id in waiting:
+            if call_id not in runs:
+                self._settle(call_id, call.id)
 
     def _settle(self, call_id: str, by: str) -> None:
         order, failure, was_hidden, _ = self.open.pop(call_id)

@@ -8,7 +8,9 @@ ran it (`npm test`, `pnpm test`, `yarn run test`; `npx tsc`, `pnpm tsc`: `run_ke
 script's `:fix` variant is the script (`lint:fix` fixes what `lint` checks), and
 its options do not make it another command (`pytest -x -q` is `pytest`: `check_key`). A
 later successful call of a command that has a run history, printing no summary, is a
-passing run (tsc and eslint print nothing when clean; their exit status is the verdict).
+passing run (tsc and eslint print nothing when clean; their exit status is the verdict),
+unless that status was a pipe's last command's and the run printed something
+(calls.Call.masked: `pytest | tail -5` says nothing when no summary shows).
 A chain `a && b` that passed is also a passing run of each command it chained whose
 latest run failed, and so is a passing run of the same runner, in the same directory,
 whose selection provably holds a failing command's (`pytest tests/` after a failing
@@ -53,6 +55,7 @@ _STAGE = re.compile(r"^(?:\s*#[^\n]*\n)+|^cd \S+ (?:&&|;) |^Set-Location \S+; |"
                     r"^sleep [\d.]+ && |"
                     r"^(?:time|rtk|nice|nohup|stdbuf -o\S*|unbuffer|command|caffeinate -i) ")
 SILENT_PASS = "exit 0, no summary printed"
+_FILTERED = re.compile(r"\|\s*(?:grep|rg|select-string)\b", re.IGNORECASE)
 # The runner name of a bare tally line ("Passed: 254, Failed: 0", checks._tally): a
 # pipeline's own count of a runner's results; the command says which runner it was.
 TALLY = "tests"
@@ -304,6 +307,12 @@ class TestRunsFold:
         if command is None:
             command = self.keys[target] = command_key(target)
         key = check_key(command)
+        if call.masked:
+            # Its exit was its pipe's: no verdict. A pipe that filters the output down to
+            # failures and showed none may cover a failing run (noted, never a pass).
+            if self.failing and _FILTERED.search(target):
+                self._maybe_cover(call, key, command)
+            return False
         seen = history.get(key)
         joined = False
         if call.succeeded and (not isinstance(raw, dict) or raw.get("ok") is True):
