@@ -432,14 +432,28 @@ class _Conversation:
         text = _texts(record["message"].get("content"), user=True)
         if not text or text.startswith(_CAVEAT):
             return
+        command = None
+        if text.startswith("<"):  # the client's own records; loaded only when one is here
+            from agent_journal.capture.client_turns import slash_command
+
+            command = slash_command(text)
         if record.get("isCompactSummary") is True:
             said = COMPACT
+        elif command is not None:
+            # `/clear` is something the session did; `/review 183` something the user asked.
+            text, said = command, PROMPT if " " in command else SESSION_EVENT
         elif record.get("isMeta") is True or text.startswith(_CLIENT_NOTES):
             # Written into the user's turn by the client (a local command's output, a
             # background task's notification): not what the user asked.
-            said = SESSION_EVENT
+            from agent_journal.capture.client_turns import local_output
+
+            note = local_output(text)
+            if note is None:
+                return
+            text, said = note, SESSION_EVENT
         else:
             said = PROMPT
+        if said == PROMPT:
             self.prompts.add(text)
         self.items.append((record, said, text))
 
