@@ -429,7 +429,7 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
                             "result": _result_of(c)}, _call_line(c)))
 
     # Priority order, most important first: trimming starts from the end.
-    sections = [rules, asked, stopped, unfinished, open_, outcomes, tests, commit_section,
+    sections = [rules, asked, stopped, unfinished, open_, commit_section, outcomes, tests,
                 files, live, retracted, resolved, subagents, summaries, read_only,
                 session_messages, earlier, rewound, recent, lookups]
     for section in sections:

@@ -146,7 +146,7 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
     commits, branch = _commits(fold)
     # Priority order, most important first: trimming starts from the end.
     sections = [_rules(fold), _asked(fold), _stopped(fold), _unfinished(fold), open_,
-                outcomes, _tests(fold, runs), commits, files, live, retracted, resolved,
+                commits, outcomes, _tests(fold, runs), files, live, retracted, resolved,
                 _subagents(fold, shown), _summaries(fold), read_only, session_messages,
                 earlier, rewound, recent, lookups]
     for section in sections:
