@@ -156,6 +156,9 @@ def _rollout(records: Iterator[tuple[int, dict[str, Any]]]) -> Iterator[dict[str
     pending: dict[str, tuple[str | None, Any, str | None]] = {}
     done: set[str] = set()
     said = _Said()
+    from agent_journal.capture.codex_exec import RunningCommands, status_of
+
+    running = RunningCommands()
     for number, record in records:
         payload = record.get("payload")
         if not isinstance(payload, dict) or not isinstance(record.get("timestamp"), str):
@@ -199,12 +202,13 @@ def _rollout(records: Iterator[tuple[int, dict[str, Any]]]) -> Iterator[dict[str
             done.add(call_id)
             tool, tool_input, started = pending.pop(call_id, (None, None, ts))
             output, code = _output(payload.get("output"))
-            status = "error" if code not in (None, 0) else "ok"
-            yield _call(call_id, session, tool, tool_input, output, status, code,
-                        dict(context), started, ts)
+            call = _call(call_id, session, tool, tool_input, output, status_of(code), code,
+                         dict(context), started, ts)
+            yield from running.step(call, _raw_output(payload.get("output"))[0])
     for call_id, (tool, tool_input, started) in pending.items():
         yield _call(call_id, session, tool, tool_input, None, "started", None, dict(context),
                     started, None)
+    yield from running.unfinished()
     yield from said.observations(session, context)
 
 

@@ -67,6 +67,14 @@ def canonical_text(value: Any) -> str:
                       allow_nan=False)
 
 
+def _summary_lines(text: str) -> str:
+    if not text:
+        return ""
+    from agent_journal.core.recovery.checks import summary_context
+
+    return summary_context(text)
+
+
 def capture_output(ws: Workspace, value: Any, *, partial: bool = False,
                    holds: BlobHolds | None = None) -> tuple[Any, dict[str, Any] | None]:
     """(the `output` to store in the event, the `artifact` record or None).
@@ -74,7 +82,9 @@ def capture_output(ws: Workspace, value: Any, *, partial: bool = False,
     Small outputs are returned as they are. A large one is written as a blob and
     replaced in the event by its first PREVIEW_CHARS characters; its last PREVIEW_CHARS
     characters go in the artifact record as `tail`, because runners print their summary
-    (counts, the failing tests) at the end, and the digest reads events, never blobs.
+    (counts, the failing tests) at the end, and the digest reads events, never blobs; the
+    lines between them that may make a runner's summary go as `middle` (a monorepo's
+    runner prints one per package).
     The caller keeps `holds` until the event citing the blob has committed, so a
     compaction running meanwhile cannot delete it (see storage/artifacts.py).
     """
@@ -91,6 +101,9 @@ def capture_output(ws: Workspace, value: Any, *, partial: bool = False,
         "status": PARTIAL if partial else COMPLETE,
         "tail": text[-PREVIEW_CHARS:],
     }
+    middle = _summary_lines(text[PREVIEW_CHARS:-PREVIEW_CHARS])
+    if middle:
+        artifact["middle"] = middle
     try:
         write_artifact(ws, data, holds)
     except OSError as exc:

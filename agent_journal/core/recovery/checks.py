@@ -122,6 +122,28 @@ _GATE = re.compile(
     r"|Checked \d+ files? in ")
 
 
+def summary_context(text: str, before: int = 3, cap: int = 4000) -> str:
+    """The lines of `text` a runner's summary can be made of: each line the gate finds,
+    with the `before` lines above it (bun's counts sit above its `Ran N tests`), in order,
+    at most `cap` characters. What a large output keeps of its middle, where a monorepo's
+    runner prints every package's summary but the last."""
+    spans: list[tuple[int, int]] = []
+    for m in _GATE.finditer(text):
+        if spans and m.start() < spans[-1][1]:
+            continue  # within the lines already kept
+        start = m.start()
+        for _ in range(before + 1):
+            start = text.rfind("\n", 0, start - 1) + 1 if start > 0 else 0
+        end = text.find("\n", m.end())
+        end = len(text) if end < 0 else end
+        if spans and start <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], end)
+        else:
+            spans.append((start, end))
+    kept = "\n".join(text[a:b] for a, b in spans)
+    return kept[-cap:] if len(kept) > cap else kept
+
+
 def _plain(text: str) -> str:
     return _ANSI.sub("", text) if "\x1b" in text else text
 
@@ -142,7 +164,44 @@ def parse_run(text: str | None) -> RunSummary | None:
     text = _plain(text)
     if _GATE.search(text) is None:
         return None
-    return _parse_lines(_lines(text))
+    lines = _lines(text)
+    packages = _by_package(lines)
+    if packages is not None:
+        # A monorepo's runner (`bun run --filter`, turbo, pnpm -r) prefixes each package's
+        # lines with its name: each package's summary is its own.
+        found = [(name, run) for name, part in packages.items()
+                 if (run := _parse_lines(part)) is not None]
+        if found:
+            # Each package's counts, its detail in parentheses left out: one line for all.
+            return _combined([(name, _brief(run)) for name, run in found])
+    return _parse_lines(lines)
+
+
+# `@scope/pkg test: ` (bun --filter, pnpm -r) or `pkg:test: ` (turbo): a package's name and
+# the script it runs, before each line that package printed.
+_PACKAGE = re.compile(r"^(@?[\w.-]+(?:/[\w.-]+)?)[ :]([A-Za-z][\w:.-]*): ?")
+
+
+def _brief(run: RunSummary) -> RunSummary:
+    """`run` with its summary's closing detail in parentheses left out."""
+    brief = RunSummary(*run.fields())
+    brief.summary = re.sub(r" \([^()]*\)$", "", run.summary)
+    return brief
+
+
+def _by_package(lines: list[str]) -> dict[str, list[str]] | None:
+    """Each package's own lines, when at least half of the lines carry a package prefix of
+    at least two packages; else None."""
+    groups: dict[str, list[str]] = {}
+    prefixed = 0
+    for line in lines:
+        m = _PACKAGE.match(line)
+        if m:
+            groups.setdefault(m.group(1), []).append(line[m.end():])
+            prefixed += 1
+    if len(groups) < 2 or prefixed * 2 < len([line for line in lines if line]):
+        return None
+    return groups
 
 
 def _parse_lines(lines: list[str]) -> RunSummary | None:
@@ -158,15 +217,20 @@ def _parse_lines(lines: list[str]) -> RunSummary | None:
         return _tally(lines)
     if len(found) == 1:
         return found[0]
-    # One output, several runners (`make check`, a CI job run locally): each one's verdict
-    # is kept, and the run passes only when every one passed.
-    failing = [run for run in found if not run.ok]
+    return _combined([(run.runner, run) for run in found])
+
+
+def _combined(found: list[tuple[str, RunSummary]]) -> RunSummary:
+    """One output, several runners (`make check`, a CI job run locally) or packages: each
+    one's verdict is kept under its name, and the run passes only when every one passed."""
+    runs = [run for _, run in found]
+    failing = [run for run in runs if not run.ok]
     first = next((r.first_failure for r in failing if r.first_failure), None)
     return RunSummary(
-        " + ".join(run.runner for run in found), not failing,
-        "; ".join(f"{run.runner}: {run.summary}" for run in found),
-        passed=_total(r.passed for r in found), failed=_total(r.failed for r in found),
-        errors=_total(r.errors for r in found), skipped=_total(r.skipped for r in found),
+        " + ".join(dict.fromkeys(run.runner for run in runs)), not failing,
+        "; ".join(f"{name}: {run.summary}" for name, run in found),
+        passed=_total(r.passed for r in runs), failed=_total(r.failed for r in runs),
+        errors=_total(r.errors for r in runs), skipped=_total(r.skipped for r in runs),
         failing=[x for r in failing for x in r.failing][:_MAX_IDS], first_failure=first)
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "14"
+FACTS_VERSION = "15"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -162,7 +162,9 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
     _input_facts(tool, value, text, facts)
     artifact = data.get("artifact")
     if text is not None and isinstance(artifact, dict) and isinstance(artifact.get("tail"), str):
-        text = text + "\n" + artifact["tail"]
+        middle = artifact.get("middle")
+        text = text + "\n" + (middle + "\n" if isinstance(middle, str) else "") + \
+            artifact["tail"]
     if tool == "Write":
         kind = _write_kind(output, text)
         if kind:
