@@ -159,7 +159,7 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
         _said_item(meta), f"- {hhmm(meta.ts)} {one_line(meta.text, META_CHARS)}\n"))
     # Items in the order the bound drops them (the first first): the last assistant message,
     # what the agent itself said about where it stopped, is kept longest.
-    for c in tool_calls[-3:]:
+    for c in tool_calls[-1:]:
         stopped.add({"id": c.id, "kind": "lastAction", "ts": c.ts, "line": _call_line(c)},
                     "- last action:" + _call_line(c)[1:])
         shown.add(c.id)

@@ -33,14 +33,14 @@ if TYPE_CHECKING:
 
 # Bump whenever what `packed` holds or how `step` folds changes: a fold kept by another
 # version is thrown away with the cache that kept it (storage/digest_cache.py).
-FOLD_VERSION = "14"
+FOLD_VERSION = "15"
 TAIL = 200
 # How many of each the digest can show (ops.digest.CAPS keeps to these).
 # (The assistant messages kept cover the earlier ones shown after the outcomes shown are
 # left out of them, and the last one: 12 + 10 + 1.)
 KEEP = {"asked": 12, "rejections": 12, "assistant": 23, "outcomes": 10, "summaries": 3,
         "subagents": 10,
-        "rewound": 6, "meta": 2, "lastActions": 3, "failures": 20, "git": 30,
+        "rewound": 6, "meta": 2, "lastActions": 1, "failures": 20, "git": 30,
         "recent": 25}
 SHOWN, TASK, RECENT = 0, 1, 2  # a tool call as the end sees it: shown for good, or a candidate
 
