@@ -38,6 +38,7 @@ from agent_journal.core.derive import Derived
 from agent_journal.core.recovery import task_list
 from agent_journal.core.recovery.calls import Call, Ordered
 from agent_journal.core.recovery.commits import commits
+from agent_journal.core.recovery.pull_requests import pull_requests
 from agent_journal.core.recovery.condense import condense
 from agent_journal.core.recovery.conversation import conversation
 from agent_journal.core.recovery.failures import Failure, failures, is_lookup
@@ -434,7 +435,8 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
                 session_messages, earlier, rewound, recent, lookups]
     for section in sections:
         section.keep_latest()
-    where = {"cwd": cwd, "branch": git.branch}
+    where = {"cwd": cwd, "branch": git.branch, "pullRequests": [
+        {"number": int(n), "url": u} for n, u in pull_requests(tool_calls).items()]}
     return {"objectives": objectives, "liveConstraints": constraints, "sections": sections,
             "goal": _said_item(goal) if goal else None, "where": where,
             "sessions": sorted({c.session for c in calls if c.session})}

@@ -74,6 +74,8 @@ CONDITIONAL = {
     "conflictVersions": "only when an id has records from two replicas",
     "endpointUrl": "only for an S3 remote given --endpoint-url",
     "skipped": "only in an applied compaction that left segments alone",
+    "number": "only in a digest whose gh calls named a pull request (test_pull_requests.py)",
+    "url": "only in a digest whose gh calls named a pull request (test_pull_requests.py)",
 }
 
 

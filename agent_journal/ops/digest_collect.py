@@ -154,7 +154,9 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
     goal = fold.goal
     return {"objectives": objectives, "liveConstraints": constraints, "sections": sections,
             "goal": _said_item(goal) if goal else None,
-            "where": {"cwd": fold.cwd, "branch": branch}, "sessions": sorted(fold.sessions)}
+            "where": {"cwd": fold.cwd, "branch": branch, "pullRequests": [
+                {"number": int(n), "url": u} for n, u in fold.pulls.named.items()]},
+            "sessions": sorted(fold.sessions)}
 
 
 def _entries(d: Derived, held: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]],

@@ -148,7 +148,8 @@ def _fixed_md(workspace: str, session: str | None, collected: dict[str, Any],
            f"Observations: {scope}. Entries: all sessions.\n"]
     where = collected["where"]
     bits = [f"cwd {code(where['cwd'])}" if where["cwd"] else "",
-            f"branch {code(where['branch'])}" if where["branch"] else ""]
+            f"branch {code(where['branch'])}" if where["branch"] else "",
+            _pulls(where.get("pullRequests") or [])]
     if any(bits):
         out.append("Where: " + ", ".join(b for b in bits if b) + ".\n")
     unreadable, malformed = damage["unreadable"], damage["malformed"]
@@ -170,6 +171,16 @@ def _fixed_md(workspace: str, session: str | None, collected: dict[str, Any],
         out.append(f"- {item['id']} ({item['author']}): {item['text']}\n")
     out.append("\n")
     return "".join(out)
+
+
+def _pulls(pulls: list[dict[str, Any]]) -> str:
+    """`PR #183 (url)`, or `PRs #12, #15 (url)`: the pull requests `gh` named, the latest
+    last, with the latest one's URL when known."""
+    if not pulls:
+        return ""
+    numbers = ", ".join(f"#{p['number']}" for p in pulls)
+    url = pulls[-1]["url"]
+    return ("PR " if len(pulls) == 1 else "PRs ") + numbers + (f" ({url})" if url else "")
 
 
 def _assemble(fixed: str, body: str, note: str, max_chars: int) -> str:

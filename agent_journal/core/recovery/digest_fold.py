@@ -22,6 +22,7 @@ from agent_journal.core.recovery.conversation import Said, repeats, said_of
 from agent_journal.core.recovery.failures import FailuresFold
 from agent_journal.core.recovery.files_touched import FilesFold, ReadsFold
 from agent_journal.core.recovery.instructions import InstructionsFold
+from agent_journal.core.recovery.pull_requests import PullRequestsFold
 from agent_journal.core.recovery.remedies import RemediesFold
 from agent_journal.core.recovery.test_runs import TestRunsFold
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 # Bump whenever what `packed` holds or how `step` folds changes: a fold kept by another
 # version is thrown away with the cache that kept it (storage/digest_cache.py).
-FOLD_VERSION = "15"
+FOLD_VERSION = "16"
 TAIL = 200
 # How many of each the digest can show (ops.digest.CAPS keeps to these).
 # (The assistant messages kept cover the earlier ones shown after the outcomes shown are
@@ -134,6 +135,7 @@ class DigestFold:
         self.failure_marks: dict[str, int] = {}  # failure call id -> SHOWN | TASK | RECENT
         self.remedies = RemediesFold()  # what was done after each failure and failing run
         self.git = GitFold(KEEP["git"] if bound else None)
+        self.pulls = PullRequestsFold()
         self.merge_marks: dict[str, int] = {}  # merge call id -> its mark, while it waits
         self.files = FilesFold(keep_ids=False)
         self.reads = ReadsFold()
@@ -169,6 +171,7 @@ class DigestFold:
             self._shown_later(merge)
         self.files.step(call)
         self.reads.step(call)
+        self.pulls.step(call)
         if joined or listed or call.unfinished:
             mark = SHOWN
         elif call.tool in ("Task", "Agent") and call.get("result"):
@@ -353,7 +356,7 @@ class DigestFold:
             {k: _pack_said(v) for k, v in self.last_said.items()},
             self.outcomes.packed(_pack_said),
             None if self.turn_end is None else _pack_said(self.turn_end), self.after_failure,
-            self.task_table, self.remedies.packed(),
+            self.task_table, self.remedies.packed(), self.pulls.packed(),
         ]
 
     @classmethod
@@ -362,7 +365,7 @@ class DigestFold:
          titles, subagent_results, rewound, meta, meta_texts, calls_since, prompts_since,
          last_actions, plan, todo, unfinished, runs, failures, failure_marks, git,
          merge_marks, files, reads, tasks, recent, last_said, outcomes, turn_end,
-         after_failure, task_table, remedies) = packed
+         after_failure, task_table, remedies, pulls) = packed
         fold = cls(tail)
         fold.sessions = set(sessions)
         fold.cwd = cwd
@@ -397,4 +400,5 @@ class DigestFold:
         fold.after_failure = after_failure
         fold.task_table = {k: list(v) for k, v in task_table.items()}
         fold.remedies = RemediesFold.unpacked(remedies)
+        fold.pulls = PullRequestsFold.unpacked(pulls)
         return fold

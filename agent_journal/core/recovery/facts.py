@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "15"
+FACTS_VERSION = "16"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -313,6 +313,12 @@ def _shell_output_facts(text: str, failed: bool, facts: dict[str, Any]) -> None:
         if text.strip():
             facts["printed"] = True  # with `piped`: a run whose verdict is unknown
     _git_facts(text, failed, facts)
+    if not failed and "github.com/" in text:
+        from agent_journal.core.recovery.pull_requests import urls_in
+
+        pulls = urls_in(text)
+        if pulls:
+            facts["pullUrls"] = pulls
     if not failed:
         from agent_journal.core.recovery.dependencies import installed
 
