@@ -97,3 +97,15 @@ def test_a_large_outputs_middle_keeps_the_summaries_the_digest_reads():
             "artifact": {"ref": "x", "bytes": 300000, "tail": tail, "middle": kept}}
     facts = event_facts("tool_call", data)
     assert "agentv: 609 pass" in facts["check"]["summary"]
+
+
+def test_an_expect_failure_says_what_it_wanted_and_what_it_got():
+    bun = ("(fail) grade > no trace [12ms]\nerror: expect(received).toBe(expected)\n\n"
+           'Expected: "No trace available for evaluation"\nReceived: "Trajectory mismatch"\n\n'
+           "      at /w/a.test.ts:10:5\n 1 pass\n 1 fail\nRan 2 tests across 1 file. [1.00s]\n")
+    assert parse_run(bun).first_failure == (
+        'error: expect(received).toBe(expected) (Expected: "No trace available for '
+        'evaluation"; Received: "Trajectory mismatch")')
+    jest = ("  ● sum › adds\n\n    expect(received).toBe(expected) // Object.is equality\n\n"
+            "    Expected: 5\n    Received: 4\n\nTests:       1 failed, 3 passed, 4 total\n")
+    assert parse_run(jest).first_failure.endswith("(Expected: 5; Received: 4)")

@@ -362,6 +362,20 @@ def _cargo(lines: list[str]) -> RunSummary | None:
                       failed=failed, skipped=ignored, failing=failing, first_failure=first)
 
 
+_VALUE = re.compile(r"^\s*(Expected|Received)(?: value)?: (.+)$")
+
+
+def _with_values(lines: list[str], start: int, first: str) -> str:
+    """An `expect(...)` failure line with the Expected and Received values printed under
+    it (bun, jest): what the assertion wanted and what it got, which the matcher's name
+    alone does not say."""
+    if "expect(" not in first:
+        return first
+    values = [f"{m.group(1)}: {m.group(2).strip()[:150]}" for line in lines[start:start + 8]
+              if (m := _VALUE.match(line))][:2]
+    return first + (" (" + "; ".join(values) + ")" if values else "")
+
+
 def _jest(lines: list[str]) -> RunSummary | None:
     summary = next((m for line in reversed(lines) if (m := _JEST.match(line.strip()))), None)
     if summary is None:
@@ -372,7 +386,7 @@ def _jest(lines: list[str]) -> RunSummary | None:
     for i, line in enumerate(lines):
         if _JEST_FAIL.match(line):
             nxt = [x.strip() for x in lines[i + 1:i + 6] if x.strip()]
-            first = nxt[0] if nxt else None
+            first = _with_values(lines, i + 1, nxt[0]) if nxt else None
             break
     return RunSummary("jest", counts.get("failed", 0) == 0, summary.group(0),
                       passed=counts.get("passed"), failed=counts.get("failed"),
@@ -543,8 +557,9 @@ def _bun(lines: list[str]) -> RunSummary | None:
     failing = list(dict.fromkeys(m.group(1) for line in lines
                                  if (m := _BUN_FAIL.match(line.strip()))))[:_MAX_IDS]
     failed = counts.get("fail", len(failing))
-    first = next((line.strip() for line in lines if re.match(r"^\s*(?:error|\w*Error):", line)),
-                 None)
+    at = next((i for i, line in enumerate(lines) if re.match(r"^\s*(?:error|\w*Error):", line)),
+              None)
+    first = None if at is None else _with_values(lines, at + 1, lines[at].strip())
     summary = ", ".join(f"{n} {word}" for word, n in counts.items()) or ran.group(0)
     return RunSummary("bun test", failed == 0, f"{summary} ({ran.group(0).rstrip('.')})",
                       passed=counts.get("pass"), failed=failed, skipped=counts.get("skip"),
