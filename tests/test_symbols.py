@@ -18,6 +18,13 @@ from agent_journal.core.recovery.symbols import MAX_NAMES, defined_names
     ("class TreeView(Base):\n    def render(self): ...", ["TreeView", "render"]),
     ("  const local = 1;\n  return local;", []),  # a local in a body is no definition
     ("x = compute()\nprint(x)\n", []),
+    # environment variables a .env file, a shell script or a Dockerfile sets
+    ("# IPFS\nIPFS_LOCAL_API_URL=http://h:5001\nexport JWT_SECRET=x\nENV NODE_ENV=production\n",
+     ["IPFS_LOCAL_API_URL", "JWT_SECRET", "NODE_ENV"]),
+    ("if X_Y == 1:\nPATH=/bin\n", []),  # a comparison; a name without an underscore
+    # the members of a union of string literals, one a line
+    ("export type Step =\n  | 'planning_error_fix'\n  | \"capturing_error_diff\";\n",
+     ["Step", "planning_error_fix", "capturing_error_diff"]),
 ])
 def test_definition_lines_name_what_they_define(added, names):
     assert defined_names(added) == names

@@ -5,7 +5,10 @@ definition line of `added` introduces and no definition line of `removed` did (a
 that only touches a function's body defines nothing new), at most MAX_NAMES. A
 definition line is a declaration keyword of a common language followed by the name
 (`def`, `class`, `function`, `func (r *T)`, `fn`, `interface`, `type`, `struct`, `enum`,
-`trait`, an `export`ed or unindented `const`/`let`/`var`). Text that is no such line gives
+`trait`, an `export`ed or unindented `const`/`let`/`var`), an environment variable set at a
+line's start (`IPFS_API_URL=`, `export X_Y=`, `ENV X_Y=`: upper case with an underscore),
+or a string literal a union lists one a line (`| 'planning_error_fix'`). Text that is no
+such line gives
 nothing; the result is words copied from the text, never a guess.
 """
 
@@ -19,7 +22,11 @@ _DEFINITION = re.compile(
     r"^(?:\s*(?:export\s+)?(?:default\s+)?(?:pub(?:\(\w+\))?\s+)?(?:async\s+)?(?:abstract\s+)?"
     r"(?:def|class|function\*?|func|fn|interface|type|struct|enum|trait|module|record)\s+"
     r"(?:\([^)]*\)\s*)?|(?:export\s+(?:declare\s+)?)(?:const|let|var)\s+|"
-    r"(?:const|let|var)\s+)([A-Za-z_$][\w$]*)", re.M)
+    r"(?:const|let|var)\s+)([A-Za-z_$][\w$]*)"
+    # an environment variable a .env file, a shell script or a Dockerfile sets
+    r"|^(?:export\s+|ENV\s+)?([A-Z][A-Z0-9]*_[A-Z0-9_]+)\s*=(?!=)"
+    # a member of a union of string literals, one a line (`| 'planning_error_fix'`)
+    r"|^\s*\|\s*['\"]([\w.:-]+)['\"]", re.M)
 
 
 def defined_names(added: str, removed: str = "") -> list[str]:
@@ -35,4 +42,4 @@ def defined_names(added: str, removed: str = "") -> list[str]:
 
 
 def _names(text: str) -> list[str]:
-    return [m.group(1) for m in _DEFINITION.finditer(text)]
+    return [m.group(m.lastindex or 1) for m in _DEFINITION.finditer(text)]
