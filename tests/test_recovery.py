@@ -505,3 +505,10 @@ def test_compaction_whose_logical_parent_is_not_in_the_file_is_not_a_rewind():
     lines = [_said(1, "first task"), boundary, _said(3, "second task")]
     said = [o for o in read_transcript(lines, conversation=True) if o["kind"] == "prompt"]
     assert [o["data"].get("branch") for o in said] == [None, None]
+    # A `progress` record just before the boundary that names the same unwritten parent
+    # (the cipher-box e2e session): the conversation still continues from the last turn.
+    progress = json.dumps({"type": "progress", "uuid": "p1", "parentUuid": "never-written",
+                           "sessionId": "s", "timestamp": "2026-01-01T00:00:01.500Z"})
+    lines = [_said(1, "first task"), progress, boundary, _said(3, "second task")]
+    said = [o for o in read_transcript(lines, conversation=True) if o["kind"] == "prompt"]
+    assert [o["data"].get("branch") for o in said] == [None, None]

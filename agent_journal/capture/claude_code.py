@@ -373,7 +373,7 @@ class _Conversation:
 
     A rewind (or an edited prompt) starts a new branch from an earlier record: records
     chain by `parentUuid` (across a compaction by `logicalParentUuid`, or, when that is
-    missing or names no record of the file, to the record before the compaction
+    missing or names no record of the file, to the last turn before the compaction
     boundary), and the current
     branch is the chain that ends at the last user or assistant record of the file.
     What was said off that branch is kept, marked `"branch": "abandoned"` in `data`.
@@ -401,10 +401,12 @@ class _Conversation:
                 parent = record.get("logicalParentUuid")
             if record.get("subtype") == "compact_boundary":
                 # A compaction continues the conversation, never rewinds it: without its
-                # logical parent it follows the record before it.
-                self.before_boundary[uuid] = self.previous
+                # logical parent it follows the last turn before it (not a `progress`
+                # record, whose own parent may be the logical parent Claude Code never
+                # wrote).
+                self.before_boundary[uuid] = self.leaf or self.previous
                 if parent is None:
-                    parent = self.previous
+                    parent = self.leaf or self.previous
             self.parents[uuid] = parent if isinstance(parent, str) else None
             self.previous = uuid
             if kind in ("user", "assistant"):
