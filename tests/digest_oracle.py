@@ -431,8 +431,8 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
 
     # Priority order, most important first: trimming starts from the end.
     sections = [rules, asked, stopped, unfinished, open_, commit_section, outcomes, tests,
-                files, live, retracted, resolved, subagents, summaries, read_only,
-                session_messages, earlier, rewound, recent, lookups]
+                files, live, retracted, resolved, subagents, summaries, earlier, read_only,
+                session_messages, rewound, recent, lookups]
     for section in sections:
         section.keep_latest()
     where = {"cwd": cwd, "branch": git.branch, "pullRequests": [

@@ -147,8 +147,8 @@ def collect(d: Derived, fold: DigestFold, held: Any = None) -> dict[str, Any]:
     # Priority order, most important first: trimming starts from the end.
     sections = [_rules(fold), _asked(fold), _stopped(fold), _unfinished(fold), open_,
                 commits, outcomes, _tests(fold, runs), files, live, retracted, resolved,
-                _subagents(fold, shown), _summaries(fold), read_only, session_messages,
-                earlier, rewound, recent, lookups]
+                _subagents(fold, shown), _summaries(fold), earlier, read_only,
+                session_messages, rewound, recent, lookups]
     for section in sections:
         section.keep_latest()
     goal = fold.goal
