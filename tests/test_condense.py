@@ -98,3 +98,26 @@ def test_packages_are_named_as_their_manager_printed_them_and_nothing_else_is():
     assert installed("go get x.org/y", "go: added x.org/y v0.1.0") == ["x.org/y@v0.1.0"]
     assert installed("git diff", "@@ -1 +1 @@\n+ item 5 of the list\n") is None
     assert installed("ls", "added 3 packages") is None  # counted, and the command names none
+
+
+def test_code_fences_and_bare_list_numbers_are_no_sentences():
+    from agent_journal.core.recovery.condense import condense, sentences
+
+    report = ("Perfect! Now I have all the information I need.\n\n### 1. Upload flow\n"
+              "```typescript\nconst x = 1;\n```\n1.\n- The API answers 500 when "
+              "`IPFS_LOCAL_API_URL` is unreachable (see `ipfs.module.ts` line 18).\n"
+              + "Filler. " * 40)
+    pieces = sentences(report)
+    assert "```typescript" not in pieces and "1." not in pieces and "Upload flow" in pieces
+    short = condense(report, 200)
+    assert "IPFS_LOCAL_API_URL" in short and "```" not in short
+
+
+def test_a_subagents_answer_keeps_its_findings_not_its_opening():
+    from agent_journal.core.recovery.facts import event_facts
+
+    answer = "Perfect! Let me write it up.\n" + "Some context here. " * 60 + \
+        "Root cause: `pinFile` in `ipfs.service.ts` throws when the node is down."
+    facts = event_facts("tool_call", {"tool": "Task", "input": {"description": "find it"},
+                                      "output": answer, "status": "ok"})
+    assert "pinFile" in facts["result"] and len(facts["result"]) <= 600

@@ -374,12 +374,14 @@ def _subagents(fold: DigestFold, shown: set[str]) -> Section:
     subagents = Section("subagents", "Subagent results", "subagent results")
     for res in fold.subagent_results.items:
         who = res.agent or "subagent"
-        text = one_line(res.text, RESULT_CHARS)
+        # Its densest sentences: a report opens with "Now I have all I need" and ends
+        # with what it found.
+        text = condense(res.text, RESULT_CHARS)
         subagents.add(_said_item(res), f"- {hhmm(res.ts)} {who}: {text}\n", same=text)
     tasks, tasks_total = fold.candidates(TASK, shown)
     for c in tasks:
         label = code(one_line(c.target or "", 80))
-        text = one_line(c.get("result"), RESULT_CHARS)
+        text = condense(c.get("result") or "", RESULT_CHARS)
         # Added after the subagents' own messages: the Task line, naming what was asked,
         # is the one kept of the two when they say the same.
         subagents.add(_call_item(c), f"- {hhmm(c.ts)} {c.tool} {label}: {text}\n", same=text)

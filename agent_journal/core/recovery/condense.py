@@ -20,7 +20,7 @@ from agent_journal.core.recovery.text import clip
 JOIN = " … "
 _LINE = re.compile(r"\s*\n\s*")
 _SENTENCE = re.compile(r"(?<=[.!?:])\s+(?=[A-Z`*\[(\"'])")
-_MARKUP = re.compile(r"^(?:[-*+]|\d+[.)]|#+)\s+")
+_MARKUP = re.compile(r"^(?:[-*+]|\d+[.)]|#+)(?:\s+|$)")
 
 
 def condense(text: str, limit: int) -> str:
@@ -46,14 +46,18 @@ def condense(text: str, limit: int) -> str:
 
 
 def sentences(text: str) -> list[str]:
-    """The message's lines (list markers and heading marks dropped), each split into its
-    sentences; empty ones left out."""
+    """The message's lines (list markers and heading marks dropped, a code fence's marker
+    line left out), each split into its sentences; ones without a letter left out."""
     out: list[str] = []
     for line in _LINE.split(text.strip()):
-        line = _MARKUP.sub("", line.strip())
+        line = line.strip()
+        if line.startswith("```"):
+            continue  # a code fence's marker line, its language named or not
+        line = _MARKUP.sub("", line)
         if not line or set(line) <= set("-*_=`#> |"):
             continue
-        out.extend(s.strip() for s in _SENTENCE.split(line) if s.strip())
+        # A piece without a letter (`1.` split off `1. Setup`) says nothing.
+        out.extend(s.strip() for s in _SENTENCE.split(line) if any(c.isalpha() for c in s))
     return out
 
 

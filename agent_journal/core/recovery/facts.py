@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "18"
+FACTS_VERSION = "19"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -178,8 +178,11 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         _shell_output_facts(text, failed, facts)
     elif (tool in ANSWERING_TOOLS or (tool or "").startswith("mcp__")) and isinstance(
             output, str) and not failed:
-        # A subagent's or other tool's answer: its opening is what a reader needs.
-        facts["result"] = clip(output, 600)
+        # A subagent's or other tool's answer: its densest sentences (a report's opening
+        # is often "Now I have everything I need"; its findings name things).
+        from agent_journal.core.recovery.condense import condense
+
+        facts["result"] = condense(output, 600)
 
 
 def _target_facts(tool: str | None, value: Any, facts: dict[str, Any]) -> None:
