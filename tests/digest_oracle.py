@@ -38,7 +38,6 @@ from agent_journal.core.derive import Derived
 from agent_journal.core.recovery import task_list
 from agent_journal.core.recovery.calls import Call, Ordered
 from agent_journal.core.recovery.commits import commits
-from agent_journal.core.recovery.pull_requests import pull_requests
 from agent_journal.core.recovery.condense import condense
 from agent_journal.core.recovery.conversation import conversation
 from agent_journal.core.recovery.failures import Failure, failures, is_lookup
@@ -48,6 +47,7 @@ from agent_journal.core.recovery.files_touched import (
     files_touched,
 )
 from agent_journal.core.recovery.instructions import standing_instructions
+from agent_journal.core.recovery.pull_requests import pull_requests
 from agent_journal.core.recovery.remedies import ACTIONS, action_of
 from agent_journal.core.recovery.test_runs import (
     FAILURES_KEPT,
@@ -62,6 +62,7 @@ from agent_journal.core.recovery.test_runs import (
     test_runs,
 )
 from agent_journal.core.recovery.text import clip_middle
+from agent_journal.core.recovery.working_tree import working_tree
 from agent_journal.ops.digest_lines import (
     CHANGED_LINES,
     DIAGNOSIS_CHARS,
@@ -100,6 +101,7 @@ from agent_journal.ops.digest_lines import (
     installed_item,
     list_bases,
     run_item,
+    tree_line,
 )
 from agent_journal.ops.digest_md import code, hhmm, one_line, quote
 from agent_journal.ops.digest_page import CAPS, Section
@@ -164,6 +166,11 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
         stopped.add({"id": c.id, "kind": "lastAction", "ts": c.ts, "line": _call_line(c)},
                     "- last action:" + _call_line(c)[1:])
         shown.add(c.id)
+    tree = working_tree(tool_calls)
+    if tree is not None:
+        stopped.add({"kind": "workingTree", "id": tree[0], "ts": tree[1],
+                     "files": [{"state": st, "path": p} for st, p in tree[2]]},
+                    tree_line(tree[1], tree[2]))
     plan = next((c for c in reversed(tool_calls) if c.get("plan") and not c.unfinished), None)
     if plan is not None:
         verdict = "approved" if plan.succeeded else "not approved"

@@ -156,8 +156,8 @@ def test_a_pipe_that_printed_no_summary_is_no_verdict():
     """`runner | head -40` exits with head's status: once it printed something and no
     summary, its exit 0 says nothing, so the failing run stays failing and open (a run
     that printed nothing, like a clean `tsc | head`, still passes)."""
-    fail = call(1, "npx playwright test a.spec.ts", "Error: boom\n  1 failed\n  9 passed (3.1s)",
-                ok=False)
+    fail = call(1, "npx playwright test a.spec.ts",
+                "Error: boom\n  1 failed\n  9 passed (3.1s)", ok=False)
     cut = call(2, "npx playwright test a.spec.ts --reporter=line 2>&1 | head -40",
                "Running 10 tests using 1 worker\n[1/10] a.spec.ts:3:1 > logs in")
     [run] = runs_of([fail, cut])
@@ -177,7 +177,8 @@ def test_a_pipe_filtered_to_failures_may_cover_and_a_piped_lookup_still_resolves
     grep = call(2, 'go test ./... 2>&1 | grep -vE "^ok|no test files"; echo "=== done ==="',
                 "=== done ===")
     [run] = runs_of([fail, grep])
-    assert not run.passing and run.maybe_covered_by is not None and run.maybe_covered_by.call_id == "c2"
+    maybe = run.maybe_covered_by
+    assert not run.passing and maybe is not None and maybe.call_id == "c2"
     # A failed pipeline that is no test run is resolved by its own later success.
     jq = call(1, "curl -s https://x/api | jq '.a + 1'", "jq: error: cannot add", ok=False)
     again = call(2, "curl -s https://x/api | jq '.a'", "1")

@@ -403,3 +403,17 @@ def _failure_line(f: Failure, *, with_id: bool, then: list[str] | None = None) -
     said = f"\n  - the agent then: {condense(f.diagnosis, DIAGNOSIS_CHARS)}" if f.diagnosis \
         else ""
     return f"- {hhmm(f.ts)} {what} -> {head}{reason}{ident}{said}\n"
+
+
+def tree_line(ts: str, files: list[list[str]]) -> str:
+    """`- working tree at 09:27 (git status): modified `a.ts`, `b.mdx`; untracked `c``:
+    what the latest `git status` listed, shown only while no git command changed it."""
+    if not files:
+        return f"- working tree at {hhmm(ts)} (git status): clean, nothing to commit\n"
+    by_state: dict[str, list[str]] = {}
+    for state, path in files:
+        by_state.setdefault(state, []).append(code(one_line(path, 100)))
+    said = "; ".join(f"{state} {', '.join(paths[:6])}"
+                     + (f" and {len(paths) - 6} more" if len(paths) > 6 else "")
+                     for state, paths in by_state.items())
+    return f"- working tree at {hhmm(ts)} (git status): {said}\n"

@@ -25,6 +25,7 @@ from agent_journal.core.recovery.instructions import InstructionsFold
 from agent_journal.core.recovery.pull_requests import PullRequestsFold
 from agent_journal.core.recovery.remedies import RemediesFold
 from agent_journal.core.recovery.test_runs import TestRunsFold
+from agent_journal.core.recovery.working_tree import WorkingTreeFold
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
 # Bump whenever what `packed` holds or how `step` folds changes: a fold kept by another
 # version is thrown away with the cache that kept it (storage/digest_cache.py).
-FOLD_VERSION = "16"
+FOLD_VERSION = "17"
 TAIL = 200
 # How many of each the digest can show (ops.digest.CAPS keeps to these).
 # (The assistant messages kept cover the earlier ones shown after the outcomes shown are
@@ -136,6 +137,7 @@ class DigestFold:
         self.remedies = RemediesFold()  # what was done after each failure and failing run
         self.git = GitFold(KEEP["git"] if bound else None)
         self.pulls = PullRequestsFold()
+        self.tree = WorkingTreeFold()
         self.merge_marks: dict[str, int] = {}  # merge call id -> its mark, while it waits
         self.files = FilesFold(keep_ids=False)
         self.reads = ReadsFold()
@@ -172,6 +174,7 @@ class DigestFold:
         self.files.step(call)
         self.reads.step(call)
         self.pulls.step(call)
+        self.tree.step(call)
         if joined or listed or call.unfinished:
             mark = SHOWN
         elif call.tool in ("Task", "Agent") and call.get("result"):
@@ -357,6 +360,7 @@ class DigestFold:
             self.outcomes.packed(_pack_said),
             None if self.turn_end is None else _pack_said(self.turn_end), self.after_failure,
             self.task_table, self.remedies.packed(), self.pulls.packed(),
+            self.tree.packed(),
         ]
 
     @classmethod
@@ -365,7 +369,7 @@ class DigestFold:
          titles, subagent_results, rewound, meta, meta_texts, calls_since, prompts_since,
          last_actions, plan, todo, unfinished, runs, failures, failure_marks, git,
          merge_marks, files, reads, tasks, recent, last_said, outcomes, turn_end,
-         after_failure, task_table, remedies, pulls) = packed
+         after_failure, task_table, remedies, pulls, tree) = packed
         fold = cls(tail)
         fold.sessions = set(sessions)
         fold.cwd = cwd
@@ -401,4 +405,5 @@ class DigestFold:
         fold.task_table = {k: list(v) for k, v in task_table.items()}
         fold.remedies = RemediesFold.unpacked(remedies)
         fold.pulls = PullRequestsFold.unpacked(pulls)
+        fold.tree = WorkingTreeFold.unpacked(tree)
         return fold

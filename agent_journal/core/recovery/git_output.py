@@ -4,7 +4,8 @@ Invariant: only git's fixed output forms are read (`[branch hash] subject` after
 commit, `old..new  src -> dst` after a push, ` ! [rejected]  src -> dst (why)` for a ref
 a push had refused, `Switched to a new branch 'x'`, `rm 'path'` after `git rm`,
 `Removing path` after `git clean` (its dry run says `Would remove`), `hash subject`
-lines of `git log --oneline`); nothing is inferred from the command alone.
+lines of `git log --oneline`, `git status` in its long or short form); nothing is
+inferred from the command alone.
 """
 
 from __future__ import annotations
@@ -95,3 +96,40 @@ def log_lines(text: str) -> list[tuple[str, str]]:
         if m:
             found.append((m.group(1), m.group(2).strip()))
     return found[:_MAX]
+
+
+_SHORT_STATUS = re.compile(r"^([ MADRCUT?!]{2}) (\S.*)$")
+_LONG_STATUS = re.compile(r"^\t(?:(modified|new file|deleted|renamed|typechange|both modified|"
+                          r"both added|deleted by us|deleted by them):\s+)?(\S.*)$")
+_SECTIONS = {"Changes to be committed:": "staged", "Changes not staged for commit:": None,
+             "Untracked files:": "untracked", "Unmerged paths:": None}
+_SHORT_STATE = {"?": "untracked", "M": "modified", "A": "added", "D": "deleted",
+                "R": "renamed", "C": "copied", "U": "unmerged", "T": "modified", "!": "ignored"}
+
+
+def working_tree(text: str) -> list[tuple[str, str]] | None:
+    """(state, path) of each file `git status` (long or short form) lists, [] for a clean
+    tree, None when `text` is no status (at most _MAX files)."""
+    if "nothing to commit" in text and "working tree clean" in text:
+        return []
+    lines = text.splitlines()
+    if any(line in _SECTIONS for line in lines):
+        found: list[tuple[str, str]] = []
+        section = ""
+        for line in lines:
+            if line in _SECTIONS:
+                section = line
+                continue
+            m = _LONG_STATUS.match(line) if section else None
+            if m:
+                word = m.group(1) or _SECTIONS[section] or "modified"
+                found.append(({"new file": "added"}.get(word, word), m.group(2).strip()))
+        return found[:_MAX]
+    listed = [line for line in lines if line.strip() and not line.startswith("## ")]
+    if not listed:  # `git status -sb` of a clean tree prints its branch line alone
+        return [] if any(line.startswith("## ") for line in lines) else None
+    matched = [m for line in listed if (m := _SHORT_STATUS.match(line))]
+    if len(matched) != len(listed):
+        return None
+    return [(_SHORT_STATE.get(m.group(1).strip()[:1] or "M", "modified"), m.group(2))
+            for m in matched][:_MAX]
