@@ -61,5 +61,4 @@ class CountFold:
 
     @staticmethod
     def unpack(packed: Any) -> list[Any]:
-        counts, subjects, others = packed
-        return [dict(counts), list(subjects), list(others)]
+        return list(packed)  # (marshal gives fresh values: nothing is shared to copy)
