@@ -17,7 +17,7 @@ from agent_journal.core.codec import PeekOnlyEvent
 from agent_journal.core.observation_fold import latest_wins
 from agent_journal.core.recovery.facts import event_facts
 from agent_journal.ops import digest
-from agent_journal.storage import digest_cache
+from agent_journal.storage import digest_cache, digest_point
 from agent_journal.storage.cache import cache_lock_path
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.root import Root
@@ -754,7 +754,7 @@ def test_a_cache_that_fails_while_a_digest_folds_through_it_is_not_needed(root, 
         yield from ()
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(digest_cache.FoldRead, "_spans", failing)
+    monkeypatch.setattr(digest_point.FoldRead, "_spans", failing)
     markdown, report, _ = digest._markdown_and_report(ws, session=None, max_chars=4000)
     assert (markdown, report) == expected
 

@@ -190,9 +190,9 @@ def _cached_digest(ws: Workspace, *, max_chars: int, strict: bool = True, stop: 
     never all of them held. None when the cache cannot serve."""
     from agent_journal.core.derive import derive
     from agent_journal.ops.context import damage_lists
-    from agent_journal.storage import digest_cache
+    from agent_journal.storage import digest_point
 
-    with digest_cache.FoldRead(ws, event_facts, strict=strict) as source:
+    with digest_point.FoldRead(ws, event_facts, strict=strict) as source:
         if source is None:
             return None
         d = derive(source.result.events)  # every event but the observations
@@ -207,7 +207,7 @@ def _cached_digest(ws: Workspace, *, max_chars: int, strict: bool = True, stop: 
                 try:
                     fold = None if kept is None else _fold_on(source, d, kept, state[0],
                                                               stop)
-                except digest_cache.Stale:
+                except digest_point.Stale:
                     fold = None
             if fold is None:
                 fold = _fold_on(source, d, DigestFold(), None, stop)
@@ -216,7 +216,7 @@ def _cached_digest(ws: Workspace, *, max_chars: int, strict: bool = True, stop: 
             markdown, report = build(d, workspace=ws.name, session=None,
                                      max_chars=max_chars, damage=damage_lists(source.result),
                                      fold=fold, held=source.held)
-        except digest_cache.Interleaved:
+        except digest_point.Interleaved:
             return None  # the caller reads the segments
         return markdown, report, source.result
 
