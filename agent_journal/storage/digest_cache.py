@@ -36,7 +36,9 @@ Invariants:
   below the mark of a segment that grew or was censused, and reads it again
   when the rows that fail verification are not the ones kept as malformed. So
   a digest a person runs reports damage as a direct read does; the context an
-  agent is given at a session start may miss it until then. A row edited into
+  agent is given at a session start may miss it until then, and says so: a
+  read names every segment it took on a census not verified since
+  (ReadResult.census), and the session-start digest shows that line. A row edited into
   another well-formed row (a new body with a recomputed checksum) is not told
   from an append by either, exactly as no reader can tell it from a genuine
   row; `show` reads every row. Our one in-place writer, `compact --apply`,
@@ -241,14 +243,17 @@ def open_cache(ws: Workspace) -> sqlite3.Connection:
 
 class Segment:
     """One segment as this read takes it: its spans and events kept in the cache under
-    `cache_id` up to seq `high`, or (`cache_id` None) `scan`, read straight from the file."""
+    `cache_id` up to seq `high`, or (`cache_id` None) `scan`, read straight from the file;
+    `census`: its rows at or below the mark were taken on the census rule alone."""
 
-    __slots__ = ("cache_id", "high", "scan")
+    __slots__ = ("cache_id", "high", "scan", "census")
 
-    def __init__(self, cache_id: int | None, high: int, scan: SegmentScan | None) -> None:
+    def __init__(self, cache_id: int | None, high: int, scan: SegmentScan | None,
+                 census: bool = False) -> None:
         self.cache_id = cache_id
         self.high = high
         self.scan = scan
+        self.census = census
 
 
 def _read_locked(ws: Workspace, project: Project, strict: bool) -> ReadResult | None:
@@ -280,7 +285,8 @@ def follow_all(conn: sqlite3.Connection, ws: Workspace, paths: list[str], projec
         sig = segment_signature(path)
         if (row is not None and sig is not None and row[1] == sig[0] and row[2]
                 and not (strict and row[7])):
-            taken[name] = Segment(row[6], row[3], None)  # unchanged since it was read
+            # unchanged since it was read (a census the read did not verify stays one)
+            taken[name] = Segment(row[6], row[3], None, bool(row[7]))
             continue
         # A signature taken before the rows are read: a write landing in
         # between shows as a changed file next time. One transaction per
@@ -366,12 +372,12 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
                   others)
     c.executemany("INSERT INTO malformed(segment, seq, reason) VALUES (?, ?, ?)",
                   ((segment, seq, why) for seq, why in scan.malformed))
+    census = bool(censused or (row is not None and not strict and row[7]))
     c.execute("UPDATE segments SET signature = ?, trusted = ?, high = ?, rows = ?, last = ?, "
               "censused = ? WHERE id = ?",
               (signature, trusted, scan.high, rows + len(scan.events) + len(scan.malformed),
-               last if scan.last is None else row_mark(*scan.last),
-               censused or (row is not None and not strict and row[7]), segment))
-    return Segment(segment, scan.high, None)
+               last if scan.last is None else row_mark(*scan.last), int(census), segment))
+    return Segment(segment, scan.high, None, census)
 
 
 def _fold_new(segment: int, seqs: list[int], events: list[Event], project: Project
@@ -478,6 +484,8 @@ def _load(conn: sqlite3.Connection, ws: Workspace, paths: list[str],
         result.malformed.extend({"segment": rel, "row": seq, "reason": why}
                                 for seq, why in conn.execute(malformed, key))
         result.high_water[rel] = seg.high
+        if seg.census:
+            result.census.append(rel)
     for parts in split.values():
         if _interleave(parts):
             return None

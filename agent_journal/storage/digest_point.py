@@ -140,6 +140,8 @@ class FoldRead:
                                         "SELECT seq, reason FROM malformed WHERE segment = ? "
                                         "ORDER BY seq", key))
             result.high_water[rel] = seg.high
+            if seg.census:
+                result.census.append(rel)
             self.highs[seg.cache_id] = seg.high
         if kept is not None and not self.new_tombstone and self._continues(kept, before):
             self.kept = ((kept[0], kept[1]), kept[3])
