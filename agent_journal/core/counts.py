@@ -54,11 +54,3 @@ class CountFold:
         for kind, n in kinds.items():
             counts[(OBSERVATION, kind)] = counts.get((OBSERVATION, kind), 0) + n
         return rest
-
-    @staticmethod
-    def pack(state: list[Any]) -> list[Any]:
-        return state
-
-    @staticmethod
-    def unpack(packed: Any) -> list[Any]:
-        return list(packed)  # (marshal gives fresh values: nothing is shared to copy)

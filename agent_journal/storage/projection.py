@@ -2,8 +2,9 @@
 
 A read that must stay fast on a large journal supplies a `Reader`: its `area` (the file
 <root>/cache/<area>/<ws>.sqlite) and `layout` (bumped when its state changes), and a pure
-fold, `start()`, `step(state, event)` for every verified row in seq order, `pack`/`unpack`
-to plain values, and optionally `sift(state, rows)`: the rows it can take as stored,
+fold, `start()`, `step(state, event)` for every verified row in seq order, optionally
+`pack`/`unpack` to and from plain values (a state of plain values needs neither: marshal
+gives it back fresh), and optionally `sift(state, rows)`: the rows it can take as stored,
 without an event built, given the verdict `step` would give them (the rest handed back, in
 order, for `step`). `project(ws, reader)` gives every segment's state, folding only what is
 new: the rows a segment gained above its kept mark, or a segment changed or never seen.
@@ -53,8 +54,6 @@ if TYPE_CHECKING:
 
         def start(self) -> Any: ...
         def step(self, state: Any, event: Any) -> Any: ...
-        def pack(self, state: Any) -> Any: ...
-        def unpack(self, packed: Any) -> Any: ...
 
 # The worker processes of a first fill: how many ($AGENT_JOURNAL_READ_WORKERS; 0 folds here
 # only), past how many bytes to fold a worker is worth its start-up, and at most.
@@ -127,7 +126,7 @@ def _kept(store: Projection | None, reader: Reader, path: str, rel: str, name: s
         store.drop(name)
         return None, False
     state, malformed = got[0]
-    part = Part(path, rel, reader.unpack(state), record.mark.high, record.mark.fold)
+    part = Part(path, rel, _unpack(reader, state), record.mark.high, record.mark.fold)
     part.malformed = [(int(seq), str(why)) for seq, why in malformed]
     return part, verdict == SAME
 
@@ -140,7 +139,7 @@ def _keep(store: Projection | None, reader: Reader, name: str, before: Before, p
     if mark is None:
         store.drop(name)
         return
-    store.put(name, mark, (reader.pack(part.state), part.malformed), [], [], None)
+    store.put(name, mark, (_pack(reader, part.state), part.malformed), [], [], None)
 
 
 def fold_segment(path: str, rel: str, reader: Reader, kept: Part | None = None) -> Part:
@@ -211,13 +210,23 @@ class Folder:
     def part(self, k: int) -> tuple[Any, ...]:
         path, rel = self.items[k]
         part = fold_segment(path, rel, self.reader)
-        return (path, rel, self.reader.pack(part.state), part.high, part.malformed,
+        return (path, rel, _pack(self.reader, part.state), part.high, part.malformed,
                 part.unreadable, part.fold.value, part.fold.chain)
+
+
+def _pack(reader: Reader, state: Any) -> Any:
+    pack = getattr(reader, "pack", None)
+    return state if pack is None else pack(state)
+
+
+def _unpack(reader: Reader, packed: Any) -> Any:
+    unpack = getattr(reader, "unpack", None)
+    return packed if unpack is None else unpack(packed)
 
 
 def _unpacked(reader: Reader, packed: Any) -> Part:
     path, rel, state, high, malformed, unreadable, value, chain = packed
-    part = Part(path, rel, reader.unpack(state), high, Fold(value, [tuple(c) for c in chain]))
+    part = Part(path, rel, _unpack(reader, state), high, Fold(value, [tuple(c) for c in chain]))
     part.malformed = [(int(seq), str(why)) for seq, why in malformed]
     part.unreadable = unreadable
     return part
