@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from conftest import CLI, all_bytes_under, clean_env
 
-from agent_journal.ops import compact, context, coverage, search, writes
-from agent_journal.storage import counted_read, read_projection, search_index
+from agent_journal.ops import compact, context, decay, search, writes
+from agent_journal.storage import projection, read_projection, search_index
 
 MARKER = "quokkaxylophonemarker"
 
@@ -51,16 +51,16 @@ def _compact_dry_run(ctx: context.Context) -> None:
     compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=False)
 
 
-def _coverage(ctx: context.Context) -> None:
-    coverage.coverage(ctx)
+def _decay(ctx: context.Context) -> None:
+    decay.decay(ctx)
 
 
 # (reader, where it is paused: the step between its read and its store)
 READERS = {
     # compact's dry run keeps each segment's read part in cache/reads
     "read-projection": (_compact_dry_run, read_projection.Projection, "store", False),
-    # coverage (and decay) keep their counted reads in cache/counts
-    "counted-read": (_coverage, counted_read, "_kept", False),
+    # the projection engine (decay's counts in cache/counts, stats)
+    "projection": (_decay, projection, "_keep", False),
 }
 
 

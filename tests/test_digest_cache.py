@@ -17,7 +17,7 @@ from agent_journal.core.codec import PeekOnlyEvent
 from agent_journal.core.observation_fold import latest_wins
 from agent_journal.core.recovery.facts import event_facts
 from agent_journal.ops import digest
-from agent_journal.storage import digest_cache
+from agent_journal.storage import digest_cache, digest_point
 from agent_journal.storage.cache import cache_lock_path
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.root import Root
@@ -754,7 +754,7 @@ def test_a_cache_that_fails_while_a_digest_folds_through_it_is_not_needed(root, 
         yield from ()
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(digest_cache.FoldRead, "_spans", failing)
+    monkeypatch.setattr(digest_point.FoldRead, "_spans", failing)
     markdown, report, _ = digest._markdown_and_report(ws, session=None, max_chars=4000)
     assert (markdown, report) == expected
 
@@ -787,7 +787,9 @@ def test_a_session_start_follows_a_grown_segment_without_reading_its_older_rows(
     """The SessionStart context (strict=False) after an append reads the rows above the
     segment's mark and counts the rest: no row at or below the mark is fetched again (a
     session start costs the new rows, not the live segment). The next `digest` a person
-    runs (strict) verifies the rows the session start took on the census alone, once."""
+    runs (strict) verifies the rows the session start took on the census alone, once.
+    A digest that took rows on the census alone names the segments (ReadResult.census)
+    and says so on its first line; one that verified them does not."""
     ws = workspace(root)
     ws.append(calls(0, 40))
     folded(ws)
@@ -798,11 +800,17 @@ def test_a_session_start_follows_a_grown_segment_without_reading_its_older_rows(
     reads, got = _bodies_read(
         monkeypatch, lambda: digest._cached_digest(ws, max_chars=4000, strict=False))
     assert reads and all(f"seq > {high}" in sql for sql in reads), reads
-    assert got is not None and got[:2] == direct(ws)
+    assert got is not None and got[2].census == [ws.rel(p) for p in ws.segment_paths()]
+    markdown, report = direct(ws)
+    assert got[0] == digest.census_note(got[2]) + markdown
+    assert got[0].startswith("_Older rows of 1 segment(s) the hooks appended to were counted")
+    assert got[1] == {**report, "chars": len(got[0])}
     assert censused(ws) == [1]
+    again = digest._cached_digest(ws, max_chars=4000, strict=False)  # unchanged: still one
+    assert again is not None and again[2].census and again[0] == got[0]
     reads, got = _bodies_read(monkeypatch, lambda: digest._cached_digest(ws, max_chars=4000))
     assert any("seq <= " in sql for sql in reads), reads
-    assert got is not None and got[:2] == direct(ws)
+    assert got is not None and got[:2] == direct(ws) and got[2].census == []
     assert censused(ws) == [0]  # verified: a later strict read has only new rows to check
 
 

@@ -388,20 +388,20 @@ def test_without_the_projection_the_read_is_the_same(tmp_path, monkeypatch):
 
 
 def test_a_counts_projection_of_another_layout_is_thrown_away(tmp_path, monkeypatch):
-    from agent_journal.storage import counting_workers
+    from agent_journal.storage import projection
 
     _trusting(monkeypatch)
     root = tmp_path / "journal"
     _journal(root)
     _same_as_direct(root)
     with sqlite3.connect(root / "cache" / "counts" / "ws.sqlite") as conn:
-        assert conn.execute("UPDATE meta SET value = 'counted/1' WHERE key = 'layout'"
+        assert conn.execute("UPDATE meta SET value = 'counted/2' WHERE key = 'layout'"
                             ).rowcount == 1
     conn.close()
     counted: list[str] = []
-    real = counting_workers.count_segment
-    monkeypatch.setattr(counting_workers, "count_segment",
-                        lambda path, rel: counted.append(rel) or real(path, rel))
+    real = projection.fold_segment
+    monkeypatch.setattr(projection, "fold_segment",
+                        lambda path, rel, *a: counted.append(rel) or real(path, rel, *a))
     _same_as_direct(root)
     # every segment counted again, none trusted from the old file (by coverage, which
     # keeps nothing, and by decay, which keeps what it counted)

@@ -26,7 +26,7 @@ from agent_journal.core.derive import derive
 from agent_journal.core.errors import UsageError
 from agent_journal.ops import context, search, search_misses, writes
 from agent_journal.ops.context import Context
-from agent_journal.storage import search_index
+from agent_journal.storage import search_index, search_query
 from agent_journal.storage.cache import publish_cache, segment_signature
 from agent_journal.storage.connection import connect, run_write
 from agent_journal.storage.files import create_private_file
@@ -643,14 +643,14 @@ def test_pruned_ranking_equals_the_full_query(root, monkeypatch):
     conn.close()
     index = search_index.refresh(ws)
     pruned = []
-    original = search_index._Index._pruned
+    original = search_query.pruned
 
     def spy(*args, **kwargs):
         result = original(*args, **kwargs)
         pruned.append(result is not None)
         return result
 
-    monkeypatch.setattr(search_index._Index, "_pruned", staticmethod(spy))
+    monkeypatch.setattr(search_query, "pruned", spy)
     try:
         for _ in range(300):
             terms = list(dict.fromkeys(rng.choices(vocab, k=rng.randint(2, 5))))
@@ -658,8 +658,8 @@ def test_pruned_ranking_equals_the_full_query(root, monkeypatch):
                       include_retracted=rng.random() < 0.5,
                       now_ms=ranking.ts_millis("2025-03-10T00:00:00.000Z"),
                       boost=rng.choice([0.0, 1.0, 4.0]))
-            fast = index.query(terms, prune=True, **kw)
-            full = index.query(terms, prune=False, **kw)
+            fast = search_query.query(index.conn, terms, prune=True, **kw)
+            full = search_query.query(index.conn, terms, prune=False, **kw)
             assert fast == full, (terms, kw)
     finally:
         index.conn.close()

@@ -105,8 +105,8 @@ def coverage_counted(counts: Mapping[tuple[str, str], int], d: Derived,
 
 def coverage(ctx: Context) -> tuple[dict[str, Any], ReadResult]:
     from agent_journal.ops.context import damage_lists
+    from agent_journal.ops.counted import read_counted
     from agent_journal.ops.decay import derive_counted
-    from agent_journal.storage.counted_read import read_counted
     from agent_journal.storage.segment_reader import PausedGC
 
     with PausedGC():

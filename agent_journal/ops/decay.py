@@ -25,7 +25,7 @@ from agent_journal.ops.context import Context
 from agent_journal.storage.segment_reader import ReadResult
 
 if TYPE_CHECKING:
-    from agent_journal.storage.counted_read import Counted
+    from agent_journal.ops.counted import Counted
 
 
 def decay_derived(d: Derived) -> dict[str, Any]:
@@ -53,7 +53,7 @@ def decay_derived(d: Derived) -> dict[str, Any]:
 
 def derive_counted(got: Counted) -> tuple[dict[tuple[str, str], int], set[str], Derived]:
     """(events by (type, kind), every observation id, the derivation) of a
-    counted read (storage.counted_read.read_counted).
+    counted read (ops.counted.read_counted).
 
     Observations take no part in liveness or outcomes, so the derivation is
     of every other event; of the observations it knows only that the ids
@@ -87,7 +87,7 @@ def derive_counted(got: Counted) -> tuple[dict[tuple[str, str], int], set[str], 
 
 def decay(ctx: Context) -> tuple[dict[str, Any], ReadResult]:
     from agent_journal.ops.context import damage_lists
-    from agent_journal.storage.counted_read import read_counted
+    from agent_journal.ops.counted import read_counted
     from agent_journal.storage.segment_reader import PausedGC
 
     with PausedGC():

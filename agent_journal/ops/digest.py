@@ -51,9 +51,9 @@ if TYPE_CHECKING:
     from agent_journal.storage.segment_reader import ReadResult
     from agent_journal.storage.workspace import Workspace
 
-__all__ = ["CAPS", "DEFAULT_MAX_CHARS", "FLOORS", "Section", "build", "calls_of", "collect",
-           "digest", "fit", "fold_calls", "newest_markdown", "run_item", "session_markdown",
-           "whole_fold"]
+__all__ = ["CAPS", "DEFAULT_MAX_CHARS", "FLOORS", "Section", "build", "calls_of",
+           "census_note", "collect", "digest", "fit", "fold_calls", "newest_markdown",
+           "run_item", "session_markdown", "whole_fold"]
 
 
 def build(d: Derived, *, workspace: str, session: str | None, max_chars: int,
@@ -190,9 +190,9 @@ def _cached_digest(ws: Workspace, *, max_chars: int, strict: bool = True, stop: 
     never all of them held. None when the cache cannot serve."""
     from agent_journal.core.derive import derive
     from agent_journal.ops.context import damage_lists
-    from agent_journal.storage import digest_cache
+    from agent_journal.storage import digest_point
 
-    with digest_cache.FoldRead(ws, event_facts, strict=strict) as source:
+    with digest_point.FoldRead(ws, event_facts, strict=strict) as source:
         if source is None:
             return None
         d = derive(source.result.events)  # every event but the observations
@@ -207,18 +207,33 @@ def _cached_digest(ws: Workspace, *, max_chars: int, strict: bool = True, stop: 
                 try:
                     fold = None if kept is None else _fold_on(source, d, kept, state[0],
                                                               stop)
-                except digest_cache.Stale:
+                except digest_point.Stale:
                     fold = None
             if fold is None:
                 fold = _fold_on(source, d, DigestFold(), None, stop)
             if not fold.sufficient():
                 return None
+            note = census_note(source.result)
             markdown, report = build(d, workspace=ws.name, session=None,
-                                     max_chars=max_chars, damage=damage_lists(source.result),
-                                     fold=fold, held=source.held)
-        except digest_cache.Interleaved:
+                                     max_chars=max(1, max_chars - len(note)),
+                                     damage=damage_lists(source.result), fold=fold,
+                                     held=source.held)
+        except digest_point.Interleaved:
             return None  # the caller reads the segments
-        return markdown, report, source.result
+        if note:
+            report["maxChars"], report["chars"] = max_chars, len(note) + len(markdown)
+        return note + markdown, report, source.result
+
+
+def census_note(result: ReadResult) -> str:
+    """What a digest says when it trusted less than a full verification: the segments whose
+    older rows it took on the census alone (only the session-start digest does; any other
+    digest verifies every row), or nothing."""
+    if not result.census:
+        return ""
+    return (f"_Older rows of {len(result.census)} segment(s) the hooks appended to were "
+            "counted, not re-verified, for this session start (so damage there may not "
+            "show yet): `agent-journal digest` verifies every row._\n\n")
 
 
 def _markdown_and_report(ws: Workspace, *, session: str | None, max_chars: int,
@@ -298,7 +313,8 @@ def session_markdown(ws: Workspace, max_chars: int) -> str:
     The objectives and constraints are never trimmed, so the result can exceed
     `max_chars`; the hook cuts it to Claude Code's limit. The live segment the hooks
     append to is taken on the census rule (storage/digest_cache.py): the session starts
-    without re-verifying its older rows, which the next `digest` a person runs does.
+    without re-verifying its older rows, which the next `digest` a person runs does; a
+    digest that did so says it on its first line (`census_note`).
     It answers within SESSION_BUDGET_S ($AGENT_JOURNAL_SESSION_BUDGET_S): when the
     whole digest is not ready by then, it is abandoned, a digest of the newest work
     (`newest_markdown`) is given, saying what it left out, and the whole one is finished

@@ -30,7 +30,8 @@ from agent_journal.core.ranking import instant_millis, query_terms
 from agent_journal.core.thesaurus import expand
 from agent_journal.ops import search_misses, thesaurus
 from agent_journal.ops.context import Context
-from agent_journal.storage.search_index import answer, index_path
+from agent_journal.storage.search_index import index_path
+from agent_journal.storage.search_query import answer
 
 # -- knobs (documented in spec/SEARCH.md) ---------------------------------------------------
 

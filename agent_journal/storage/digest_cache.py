@@ -36,7 +36,9 @@ Invariants:
   below the mark of a segment that grew or was censused, and reads it again
   when the rows that fail verification are not the ones kept as malformed. So
   a digest a person runs reports damage as a direct read does; the context an
-  agent is given at a session start may miss it until then. A row edited into
+  agent is given at a session start may miss it until then, and says so: a
+  read names every segment it took on a census not verified since
+  (ReadResult.census), and the session-start digest shows that line. A row edited into
   another well-formed row (a new body with a recomputed checksum) is not told
   from an append by either, exactly as no reader can tell it from a genuine
   row; `show` reads every row. Our one in-place writer, `compact --apply`,
@@ -58,11 +60,8 @@ Invariants:
   again. When the cache cannot be trimmed so (locked, unreadable), compaction
   deletes it. Rows dropped here are overwritten (secure_delete), so a re-read
   segment leaves no stale bytes behind.
-- The digest's fold of the calls is kept beside the spans (FoldRead) at a verified
-  point: every segment's high-water mark and a cursor in (ts, id) order. It is folded
-  on only when no span at or before the cursor was written since and no tombstone
-  arrived since; dropping any segment's rows drops it; a kept fold that does not load
-  is folded again from nothing.
+- The digest's fold of the calls is kept beside the spans at a verified point
+  (storage/digest_point.py); dropping any segment's rows drops it.
 - Every other event is kept as its fields (model.event_values) marshalled, beside
   the blob's xxh3-64 digest, checked as it is loaded: a row that is not the one kept
   (a damaged page, a row changed by hand) makes `read` return None and throws the
@@ -84,7 +83,7 @@ from xxhash import xxh3_64_hexdigest
 
 from agent_journal.core import codec
 from agent_journal.core.errors import JournalError
-from agent_journal.core.model import OBSERVATION, TOMBSTONE, event_values, events_from_values
+from agent_journal.core.model import OBSERVATION, event_values, events_from_values
 from agent_journal.core.observation_fold import merge_spans, span_order
 from agent_journal.core.recovery.digest_fold import FOLD_VERSION
 from agent_journal.core.recovery.facts import FACTS_VERSION
@@ -112,7 +111,7 @@ from agent_journal.storage.workspace import Workspace
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterable
     from typing import Any
 
     from agent_journal.core.model import Event
@@ -176,7 +175,7 @@ def read(ws: Workspace, project: Project, *, strict: bool = True) -> ReadResult 
             try:
                 return _read_locked(ws, project, strict)
             except Damaged:
-                _discard(ws)
+                discard(ws)
                 return None
     except (OSError, sqlite3.Error, JournalError):
         return None
@@ -186,7 +185,7 @@ class Damaged(Exception):
     """A row of the cache is not what was kept: the file is thrown away (`_discard`)."""
 
 
-def _discard(ws: Workspace) -> None:
+def discard(ws: Workspace) -> None:
     """Delete a damaged cache (under its lock): the next digest fills it again."""
     try:
         remove_cache_files(path_of(ws))
@@ -211,7 +210,7 @@ def keep_unchanged(ws: Workspace, changed: Iterable[str]) -> bool:
                 return False  # nothing to keep: whatever lies beside it is swept
             if not names:
                 return True  # compaction changed no segment: nothing was derived from it
-            conn = _open(ws)
+            conn = open_cache(ws)
             try:
                 run_write(conn, lambda c: _drop(c, *(segment for segment, name in c.execute(
                     "SELECT id, name FROM segments").fetchall() if name in names)))
@@ -237,40 +236,43 @@ def _identity(ws: Workspace) -> dict[str, str]:
             "fold": FOLD_VERSION}
 
 
-def _open(ws: Workspace) -> sqlite3.Connection:
+def open_cache(ws: Workspace) -> sqlite3.Connection:
     schema = [statement for statement in SCHEMA.split(";") if statement.strip()]
     return open_identified_cache(path_of(ws), schema, _identity(ws), what="digest cache")
 
 
-class _Segment:
+class Segment:
     """One segment as this read takes it: its spans and events kept in the cache under
-    `cache_id` up to seq `high`, or (`cache_id` None) `scan`, read straight from the file."""
+    `cache_id` up to seq `high`, or (`cache_id` None) `scan`, read straight from the file;
+    `census`: its rows at or below the mark were taken on the census rule alone."""
 
-    __slots__ = ("cache_id", "high", "scan")
+    __slots__ = ("cache_id", "high", "scan", "census")
 
-    def __init__(self, cache_id: int | None, high: int, scan: SegmentScan | None) -> None:
+    def __init__(self, cache_id: int | None, high: int, scan: SegmentScan | None,
+                 census: bool = False) -> None:
         self.cache_id = cache_id
         self.high = high
         self.scan = scan
+        self.census = census
 
 
 def _read_locked(ws: Workspace, project: Project, strict: bool) -> ReadResult | None:
     generation = erasure_generation.noted(ws)  # before anything is read
-    conn = _open(ws)
+    conn = open_cache(ws)
     try:
         paths = ws.segment_paths()
-        taken = _follow_all(conn, ws, paths, project, generation, strict)
+        taken = follow_all(conn, ws, paths, project, generation, strict)
         return None if taken is None else _load(conn, ws, paths, taken)
     finally:
         conn.close()
 
 
-def _follow_all(conn: sqlite3.Connection, ws: Workspace, paths: list[str], project: Project,
-                generation: str, strict: bool) -> dict[str, _Segment] | None:
+def follow_all(conn: sqlite3.Connection, ws: Workspace, paths: list[str], project: Project,
+                generation: str, strict: bool) -> dict[str, Segment] | None:
     """Bring every segment's cached spans and events up to date; None when a compaction
     erased rows meanwhile. `strict` (see the module docstring) also re-verifies, row by
     row, the rows of a segment that were taken on the census rule alone."""
-    taken: dict[str, _Segment] = {}
+    taken: dict[str, Segment] = {}
     stored = {row[0]: row for row in conn.execute(
         "SELECT name, signature, trusted, high, rows, last, id, censused FROM segments")}
     gone = sorted(stored.keys() - {os.path.basename(p) for p in paths})
@@ -283,7 +285,8 @@ def _follow_all(conn: sqlite3.Connection, ws: Workspace, paths: list[str], proje
         sig = segment_signature(path)
         if (row is not None and sig is not None and row[1] == sig[0] and row[2]
                 and not (strict and row[7])):
-            taken[name] = _Segment(row[6], row[3], None)  # unchanged since it was read
+            # unchanged since it was read (a census the read did not verify stays one)
+            taken[name] = Segment(row[6], row[3], None, bool(row[7]))
             continue
         # A signature taken before the rows are read: a write landing in
         # between shows as a changed file next time. One transaction per
@@ -312,7 +315,7 @@ def _drop(c: sqlite3.Connection, *segments: int) -> None:
 
 def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | None,
             project: Project, signature: str | None, trusted: int, strict: bool
-            ) -> _Segment:
+            ) -> Segment:
     """Bring one segment's cached spans and events up to date, and say how to take it."""
     high, rows, last = (row[3], row[4], row[5]) if row is not None else (0, 0, None)
     censused = 0
@@ -342,7 +345,7 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
     if scan.unreadable is not None:
         if row is not None:
             _drop(c, row[6])
-        return _Segment(None, 0, read_segment(path, lazy=True))
+        return Segment(None, 0, read_segment(path, lazy=True))
     if row is None:
         inserted = c.execute("INSERT INTO segments(name, trusted, high, rows, censused) "
                              "VALUES (?, 0, 0, 0, 0)", (name,)).lastrowid
@@ -369,12 +372,12 @@ def _follow(c: sqlite3.Connection, path: str, name: str, row: tuple[Any, ...] | 
                   others)
     c.executemany("INSERT INTO malformed(segment, seq, reason) VALUES (?, ?, ?)",
                   ((segment, seq, why) for seq, why in scan.malformed))
+    census = bool(censused or (row is not None and not strict and row[7]))
     c.execute("UPDATE segments SET signature = ?, trusted = ?, high = ?, rows = ?, last = ?, "
               "censused = ? WHERE id = ?",
               (signature, trusted, scan.high, rows + len(scan.events) + len(scan.malformed),
-               last if scan.last is None else row_mark(*scan.last),
-               censused or (row is not None and not strict and row[7]), segment))
-    return _Segment(segment, scan.high, None)
+               last if scan.last is None else row_mark(*scan.last), int(census), segment))
+    return Segment(segment, scan.high, None, census)
 
 
 def _fold_new(segment: int, seqs: list[int], events: list[Event], project: Project
@@ -408,7 +411,7 @@ def _packed(ev: Event) -> tuple[bytes, str]:
     return blob, xxh3_64_hexdigest(blob)
 
 
-def _unpacked(rows: list[tuple[bytes, str]]) -> list[Event]:
+def unpacked(rows: list[tuple[bytes, str]]) -> list[Event]:
     """The events of rows of `others`; Damaged when a blob is not the one kept."""
     try:
         values = []
@@ -434,7 +437,7 @@ def _kept_spans(c: sqlite3.Connection, segment: int, spans: dict[str, Span]
 
 
 def _load(conn: sqlite3.Connection, ws: Workspace, paths: list[str],
-          taken: dict[str, _Segment]) -> ReadResult | None:
+          taken: dict[str, Segment]) -> ReadResult | None:
     """The read result: one event per kept span (a codec.PeekOnlyEvent with the span's
     first ts and event id, and `peek` (kind, session, facts, last ts, last event id)), the
     other events, and the segments read straight from their files. None when an
@@ -477,10 +480,12 @@ def _load(conn: sqlite3.Connection, ws: Workspace, paths: list[str],
             events.append(ev)
             if held.setdefault(row[0], ev) is not ev:
                 split.setdefault(row[0], [held[row[0]]]).append(ev)
-        events.extend(_unpacked(conn.execute(others, key).fetchall()))
+        events.extend(unpacked(conn.execute(others, key).fetchall()))
         result.malformed.extend({"segment": rel, "row": seq, "reason": why}
                                 for seq, why in conn.execute(malformed, key))
         result.high_water[rel] = seg.high
+        if seg.census:
+            result.census.append(rel)
     for parts in split.values():
         if _interleave(parts):
             return None
@@ -504,196 +509,3 @@ def _interleave(parts: list[Event]) -> bool:
             return True
         last = end
     return False
-
-
-# -- the digest's fold at a verified point --------------------------------------------------
-
-class Stale(Exception):
-    """The fold kept cannot be continued: a span it folded changed, or an observation it
-    folded gained a span in another segment."""
-
-
-class Interleaved(Exception):
-    """The cache cannot fold these calls: an observation's spans in two segments
-    interleave (only its events can fold it), or the cache could not be read on."""
-
-
-class FoldRead:
-    """`with FoldRead(ws, project) as source:` the digest's cache brought up to date and
-    held (locked) while a digest folds its calls through it; `source` is None when the
-    cache cannot serve (an unreadable segment, a lock not had in time, a compaction that
-    erased rows meanwhile): the caller reads the segments.
-
-    `source.result` holds every event that is not an observation, and the damage; `state`
-    is the fold kept at a verified point, (cursor, value), when it can be continued, else
-    None; `spans(cursor)` yields the calls after the cursor (all of them for None) in
-    (first ts, observation id) order, one merged span per observation; `keep(cursor,
-    value)` stores the fold folded up to the cursor. Invariants: the state is kept with
-    the high-water mark of every segment it was folded from, and is used only when no span
-    at or before its cursor was written since and no tombstone arrived since; dropping or
-    re-reading any segment's rows drops it (_drop).
-    """
-
-    def __init__(self, ws: Workspace, project: Project, *, strict: bool = True) -> None:
-        self.ws = ws
-        self.project = project
-        self.strict = strict
-        self.lock: FileLock | None = None
-        self.conn: sqlite3.Connection | None = None
-        self.result = ReadResult()
-        self.highs: dict[int, int] = {}  # cache segment id -> its high-water mark
-        self.new_tombstone = False
-        self.kept: Any = None
-        self.generation = ""
-
-    def __enter__(self) -> FoldRead | None:
-        try:
-            lock = FileLock(cache_lock_path(self.ws.root, AREA, self.ws.name),
-                            wait_s=LOCK_WAIT_S)
-            lock.__enter__()
-            self.lock = lock
-            self.generation = erasure_generation.noted(self.ws)  # before anything is read
-            self.conn = _open(self.ws)
-            paths = self.ws.segment_paths()
-            taken = _follow_all(self.conn, self.ws, paths, self.project, self.generation,
-                                self.strict)
-            if taken is None or any(seg.cache_id is None for seg in taken.values()):
-                self.__exit__()
-                return None
-            self._load(paths, taken)
-            return self
-        except Damaged:
-            if self.conn is not None:
-                self.conn.close()
-                self.conn = None
-            _discard(self.ws)
-            self.__exit__()
-            return None
-        except (OSError, sqlite3.Error, JournalError, ValueError, TypeError, EOFError):
-            self.__exit__()
-            return None
-
-    def __exit__(self, *exc: object) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
-        if self.lock is not None:
-            self.lock.__exit__(None, None, None)
-            self.lock = None
-
-    def _load(self, paths: list[str], taken: dict[str, _Segment]) -> None:
-        conn = self.conn
-        assert conn is not None
-        row = conn.execute("SELECT value FROM state WHERE key = 'digest'").fetchone()
-        kept = marshal.loads(row[0]) if row is not None else None
-        before: dict[int, int] = {int(k): v for k, v in kept[2]} if kept else {}
-        result = self.result
-        for path in paths:
-            seg = taken[os.path.basename(path)]
-            rel = self.ws.rel(path)
-            result.segments.append(rel)
-            assert seg.cache_id is not None
-            key = (seg.cache_id,)
-            since = before.get(seg.cache_id, 0)
-            rows = conn.execute("SELECT seq, payload, digest FROM others WHERE segment = ? "
-                                "ORDER BY seq", key).fetchall()
-            events = _unpacked([(blob, digest) for _, blob, digest in rows])
-            result.events.extend(events)
-            if any(row[0] > since and ev.type == TOMBSTONE
-                   for row, ev in zip(rows, events, strict=True)):
-                self.new_tombstone = True
-            result.malformed.extend({"segment": rel, "row": seq, "reason": why}
-                                    for seq, why in conn.execute(
-                                        "SELECT seq, reason FROM malformed WHERE segment = ? "
-                                        "ORDER BY seq", key))
-            result.high_water[rel] = seg.high
-            self.highs[seg.cache_id] = seg.high
-        if kept is not None and not self.new_tombstone and self._continues(kept, before):
-            self.kept = ((kept[0], kept[1]), kept[3])
-
-    def _continues(self, kept: list[Any], before: dict[int, int]) -> bool:
-        """Whether no span at or before the kept cursor was written since it was kept."""
-        assert self.conn is not None
-        ts, obs = kept[0], kept[1]
-        for segment in self.highs:
-            if self.conn.execute(
-                    "SELECT 1 FROM calls WHERE segment = ? AND written > ? AND "
-                    "(first_ts, obs) <= (?, ?) LIMIT 1",
-                    (segment, before.get(segment, 0), ts, obs)).fetchone():
-                return False
-        return True
-
-    @property
-    def state(self) -> tuple[tuple[str, str], Any] | None:
-        return self.kept  # type: ignore[no-any-return]
-
-    def held(self, obs_id: str) -> bool:
-        """Whether some segment holds an observation with this id."""
-        assert self.conn is not None
-        try:
-            return self.conn.execute("SELECT 1 FROM calls WHERE obs = ? LIMIT 1",
-                                     (obs_id,)).fetchone() is not None
-        except sqlite3.Error as exc:
-            raise Interleaved(str(exc)) from None
-
-    def spans(self, cursor: tuple[str, str] | None) -> Iterator[tuple[str, Span]]:
-        """(observation id, span) of every observation whose first event sorts after
-        `cursor` (by first ts, then id), in that order; raises Stale when such an
-        observation also has a span at or before the cursor, Interleaved when its spans
-        in two segments interleave or the cache cannot be read."""
-        try:
-            yield from self._spans(cursor)
-        except sqlite3.Error as exc:
-            raise Interleaved(str(exc)) from None
-
-    def _spans(self, cursor: tuple[str, str] | None) -> Iterator[tuple[str, Span]]:
-        conn = self.conn
-        assert conn is not None
-        loads = json.loads
-        columns = "obs, first_ts, first_id, last_ts, last_id, head"
-        args: tuple[str, ...] = ()
-        if cursor is None:
-            where = ""
-        else:
-            where = "WHERE (first_ts, obs) > (?, ?)"  # a range of the calls_order index
-            args = (cursor[0], cursor[1])
-        # Observations with a span in several segments are merged when the stream reaches
-        # them (there are few; most observations live in one segment). Read whole, they
-        # are found in one pass; after a cursor, the few rows there are asked one by one.
-        several = None if cursor is not None else {obs for (obs,) in conn.execute(
-            "SELECT obs FROM calls GROUP BY obs HAVING COUNT(*) > 1")}
-        count = "SELECT COUNT(*) FROM calls WHERE obs = ?"
-        done: set[str] = set()
-        for row in conn.execute(f"SELECT {columns} FROM calls {where} "
-                                "ORDER BY first_ts, obs", args):
-            obs = row[0]
-            if obs in done:
-                continue
-            if (obs in several) if several is not None else (
-                    conn.execute(count, (obs,)).fetchone()[0] > 1):
-                done.add(obs)
-                parts = [(*r[1:5], *loads(r[5])) for r in conn.execute(
-                    f"SELECT {columns} FROM calls WHERE obs = ?", (obs,))]
-                parts.sort(key=span_order)
-                if cursor is not None and (parts[0][0], obs) <= cursor:
-                    raise Stale(obs)
-                merged = merge_spans(parts)
-                if merged is None:
-                    raise Interleaved(obs)
-                yield obs, merged
-                continue
-            yield obs, (*row[1:5], *loads(row[5]))
-
-    def keep(self, cursor: tuple[str, str], value: Any) -> None:
-        """Store `value`, the fold of every call up to `cursor`, at this verified point."""
-        conn = self.conn
-        assert conn is not None
-        blob = marshal.dumps([cursor[0], cursor[1], sorted(self.highs.items()), value], 2)
-        try:
-            with erasure_generation.Storing(self.ws, self.generation) as unchanged:
-                if unchanged:
-                    run_write(conn, lambda c: c.execute(
-                        "INSERT OR REPLACE INTO state(key, value) VALUES ('digest', ?)",
-                        (blob,)))
-        except (OSError, sqlite3.Error, JournalError):
-            pass  # the cache is only an accelerator

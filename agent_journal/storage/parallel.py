@@ -12,9 +12,9 @@ complete. A worker that cannot start, dies, or sends anything out of order is
 stopped, and every item it claimed that was not taken is done here. Workers
 only read: the caller alone writes.
 
-Used by the compaction read (storage/compaction_workers.py), the counting read
-(storage/counting_workers.py) and the export checks (ops/export_check.py); the
-frames and messages are written down in spec/COMPACTION-READ.md.
+Used by the compaction read (storage/compaction_workers.py), a projection's first fill
+(storage/projection.py, `Folder`: coverage, decay, stats) and the export checks
+(ops/export_check.py); the frames and messages are written down in spec/COMPACTION-READ.md.
 
 Workers are fresh interpreters (not fork, not multiprocessing): they share no
 SQLite, lock or thread state with this process and never import the caller's

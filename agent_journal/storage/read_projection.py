@@ -13,8 +13,9 @@ but plain observations), `subjects` (every observation's id) and `plain`
 (the ages of the observations holding no artifact, as
 `core.observation_ages.summarize` gives them: all a plan needs of them but
 for the few a tombstone names, which are read from the segment by id).
-`coverage` and `decay` keep their own
-lazy read in the same layout at cache/counts (storage/counted_read.py).
+The projection engine (storage/projection.py) keeps its folds' states in
+the same records (`head`: the state and the malformed rows), one file per
+fold's area, its layout in the file's identity.
 
 Invariants:
 - A projection, never a source of truth: a run from it gives what a direct
@@ -67,7 +68,6 @@ from agent_journal.storage.verified_mark import Mark
 from agent_journal.storage.workspace import Workspace
 
 AREA = "reads"  # the strict reads compact plans from
-COUNTS_AREA = "counts"  # the lazy reads coverage and decay count (see read_counted)
 # Bump when what a record keeps, or how, changes: a file of another format is
 # thrown away, never read.
 FORMAT = "agent-journal-read-projection/2"
@@ -89,16 +89,10 @@ def path_of(ws: Workspace, area: str = AREA) -> str:
     return cache_path(ws.root, area, ws.name)
 
 
-# What an area's reader keeps, and how it fetches the rows its marks fold,
-# beyond FORMAT: bumped when only that reader changes.
-AREA_LAYOUTS = {COUNTS_AREA: "counted/2"}  # 2: kinds as the header reads them
-
-
 def _identity(ws: Workspace, area: str, layout: str | None = None) -> dict[str, str]:
     # The exact decoder's verdicts depend on these limits (see compaction_rows).
     identity = {"format": FORMAT, "area": area, "workspace": ws.name,
                 "limits": f"{sys.getrecursionlimit()}:{sys.get_int_max_str_digits()}"}
-    layout = layout or AREA_LAYOUTS.get(area)
     if layout is not None:
         identity["layout"] = layout
     return identity

@@ -39,6 +39,10 @@ class ReadResult:
         self.segments: list[str] = []
         # segment relative path -> highest seq read (compaction's "did it grow" check)
         self.high_water: dict[str, int] = {}
+        # Segments whose rows at or below a projection's mark were taken on the census
+        # rule alone (storage/cache.not_appended), not verified row by row: a read that
+        # trusts less than a full verification names them, and says so to its reader.
+        self.census: list[str] = []
 
     @property
     def damaged(self) -> bool:

@@ -1,6 +1,7 @@
-"""A first coverage or decay shared with worker processes is the serial one.
+"""A projection's first fill shared with worker processes is the serial one (coverage and
+decay, through storage/projection.py).
 
-A worker process counts the segments it claims with the very code the
+A worker process folds the segments it claims with the very code the
 serial read runs, damage included; a worker that cannot start, or that ends
 before saying it claimed all, has every segment counted here instead; a bad
 worker count is a usage error before anything is read or written.
@@ -29,7 +30,9 @@ from agent_journal.core.errors import UsageError
 from agent_journal.ops import context
 from agent_journal.ops.coverage import coverage
 from agent_journal.ops.decay import decay
-from agent_journal.storage import count_rows, counting_workers, parallel
+from agent_journal.storage import parallel, projection
+
+READER = "agent_journal.core.counts:CountFold"
 
 
 def _journal(root: Path) -> list[tuple[str, str]]:
@@ -51,10 +54,11 @@ def _journal(root: Path) -> list[tuple[str, str]]:
 
 def test_a_worker_counts_what_a_serial_read_counts(tmp_path: Path) -> None:
     items = _journal(tmp_path / "journal")
-    serial = [count_rows.packed(count_rows.count_segment(*item)) for item in items]
+    folder = projection.Folder((READER, items))
+    serial = [folder.part(k) for k in range(len(items))]
     queue = parallel.Queue(list(range(len(items))))
-    task = parallel.Task("agent_journal.storage.counting_workers:Counter", items, "", 0)
-    worker = parallel.Worker(task, queue.fd, count_rows.unpacked)
+    task = parallel.Task("agent_journal.storage.projection:Folder", (READER, items), "", 0)
+    worker = parallel.Worker(task, queue.fd, lambda packed: packed)
     try:
         worker.poll(block=True)  # this process claims nothing: the worker counts every one
     finally:
@@ -62,8 +66,8 @@ def test_a_worker_counts_what_a_serial_read_counts(tmp_path: Path) -> None:
         worker.stop()
     assert worker.done and not worker.failed
     parts = [worker.parts[k] for k in range(len(items))]
-    assert [count_rows.packed(p) for p in parts] == serial
-    assert parts[1].malformed and parts[3].unreadable
+    assert parts == serial
+    assert parts[1][4] and parts[3][5]  # malformed rows; unreadable
 
 
 # A worker that claims every segment, sends the first one's part, and ends
@@ -72,11 +76,11 @@ _CLAIMS_AND_DIES = """#!/bin/sh
 exec {python} -c '
 import marshal, sys
 from agent_journal.storage.parallel import claims, read_frame, write_frame
-from agent_journal.storage.count_rows import count_segment, packed
-items, fd = marshal.loads(read_frame(sys.stdin.buffer))[1:3]
+from agent_journal.storage.projection import Folder
+args, fd = marshal.loads(read_frame(sys.stdin.buffer))[1:3]
 claimed = list(claims(fd))
-part = packed(count_segment(*items[claimed[0]]))
-part[2].append((1, "made up"))
+part = Folder(args).part(claimed[0])
+part[4].append((1, "made up"))
 write_frame(sys.stdout.buffer, marshal.dumps((claimed[0], part), 2))
 '
 """
@@ -88,7 +92,7 @@ def test_coverage_and_decay_with_workers_are_the_direct_read(tmp_path: Path, mon
                                                              how: str) -> None:
     root = tmp_path / "journal"
     _journal(root)
-    monkeypatch.setenv(counting_workers.ENV_READ_WORKERS, "3")
+    monkeypatch.setenv(projection.ENV_READ_WORKERS, "3")
     if how == "no interpreter":
         monkeypatch.setattr(sys, "executable", str(tmp_path / "missing-python"))
     elif how == "ends at once":  # it starts, sends nothing and exits
@@ -101,7 +105,7 @@ def test_coverage_and_decay_with_workers_are_the_direct_read(tmp_path: Path, mon
     if how in ("claims and dies", "shared"):
         # This process waits, in its first count, until the workers have
         # claimed every other segment (a worker may take seconds to start).
-        real, calls = counting_workers.count_segment, []
+        real, calls = projection.fold_segment, []
         queues: list[Any] = []
 
         class Recorded(parallel.Queue):
@@ -110,17 +114,17 @@ def test_coverage_and_decay_with_workers_are_the_direct_read(tmp_path: Path, mon
                 self.size = len(order) * parallel.CLAIM
                 queues.append(self)
 
-        def slow_here(path: str, rel: str) -> count_rows.CountPart:
+        def slow_here(path: str, rel: str, *rest: Any) -> projection.Part:
             calls.append(rel)
             deadline = time.monotonic() + 120
             while len(calls) == 1 and queues and \
                     os.lseek(queues[-1].fd, 0, os.SEEK_CUR) < queues[-1].size:
                 assert time.monotonic() < deadline, "no worker claimed the rest"
                 time.sleep(0.01)
-            return real(path, rel)
+            return real(path, rel, *rest)
 
         monkeypatch.setattr(parallel, "Queue", Recorded)
-        monkeypatch.setattr(counting_workers, "count_segment", slow_here)
+        monkeypatch.setattr(projection, "fold_segment", slow_here)
     ctx = context.Context(str(root), "ws")
     assert coverage(ctx)[0] == _direct_coverage(root)  # counted, nothing kept
     assert not (root / "cache" / "counts").exists()
@@ -132,7 +136,7 @@ def test_a_bad_worker_count_is_refused_before_anything_is_read(tmp_path: Path,
                                                                monkeypatch: Any) -> None:
     root = tmp_path / "journal"
     _journal(root)
-    monkeypatch.setenv(counting_workers.ENV_READ_WORKERS, "two")
+    monkeypatch.setenv(projection.ENV_READ_WORKERS, "two")
     with pytest.raises(UsageError, match="AGENT_JOURNAL_READ_WORKERS"):
         coverage(context.Context(str(root), "ws"))
     assert not (root / "cache" / "counts").exists()
