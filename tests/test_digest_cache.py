@@ -803,7 +803,7 @@ def test_a_session_start_follows_a_grown_segment_without_reading_its_older_rows(
     assert got is not None and got[2].census == [ws.rel(p) for p in ws.segment_paths()]
     markdown, report = direct(ws)
     assert got[0] == digest.census_note(got[2]) + markdown
-    assert got[0].startswith("_Older rows of 1 segment(s) the hooks appended to were counted")
+    assert got[0].startswith("_Older rows of 1 segment(s) counted, not re-verified")
     assert got[1] == {**report, "chars": len(got[0])}
     assert censused(ws) == [1]
     again = digest._cached_digest(ws, max_chars=4000, strict=False)  # unchanged: still one

@@ -231,9 +231,8 @@ def census_note(result: ReadResult) -> str:
     digest verifies every row), or nothing."""
     if not result.census:
         return ""
-    return (f"_Older rows of {len(result.census)} segment(s) the hooks appended to were "
-            "counted, not re-verified, for this session start (so damage there may not "
-            "show yet): `agent-journal digest` verifies every row._\n\n")
+    return (f"_Older rows of {len(result.census)} segment(s) counted, not re-verified "
+            "(`agent-journal digest` verifies all)._\n\n")
 
 
 def _markdown_and_report(ws: Workspace, *, session: str | None, max_chars: int,
