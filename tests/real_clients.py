@@ -194,6 +194,16 @@ class Sandbox:
         return [str(CODEX), "exec", "--dangerously-bypass-approvals-and-sandbox",
                 "--dangerously-bypass-hook-trust", *extra, prompt]
 
+    def start_codex(self, server: ModelServer, prompt: str, *extra: str
+                    ) -> subprocess.Popen[bytes]:
+        """Codex running in a process group of its own (its pid is the group's): `codex` is
+        a node script that starts the native client, which a SIGKILL of the group ends."""
+        self.codex_config(server)
+        return subprocess.Popen(self.codex_argv(prompt, *extra), cwd=self.project,
+                                env=self.env(), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+
     def codex(self, server: ModelServer, prompt: str, *extra: str
               ) -> subprocess.CompletedProcess[str]:
         self.codex_config(server)

@@ -241,7 +241,8 @@ def test_a_folder_that_cannot_be_written_is_refused_before_anything_is_written(
         home, project, monkeypatch):
     # Tests run as root, where permission bits do not stop a write: the refusal is driven
     # through the access check it rests on.
-    from agent_journal.agents import claude_code_installer
+    from agent_journal.agents import hook_install
+    from agent_journal.agents.claude_code import AGENT
     from agent_journal.core.errors import JournalError
 
     real_access = os.access
@@ -250,8 +251,8 @@ def test_a_folder_that_cannot_be_written_is_refused_before_anything_is_written(
     monkeypatch.setattr(os, "access", lambda p, mode: False if str(p) == str(project)
                         else real_access(p, mode))
     with pytest.raises(JournalError, match="is not writable; nothing was written"):
-        claude_code_installer.install(project=str(project), scope="project", workspace=None,
-                                      root=None, dry_run=False)
+        hook_install.install(AGENT, project=str(project), scope="project", workspace=None,
+                             root=None, dry_run=False)
     assert sorted(p.name for p in project.iterdir()) == ["app"]
 
 
@@ -321,7 +322,7 @@ def test_scope_is_limited_to_each_agents_scopes(home, project):
 # -- the plugin ----------------------------------------------------------------------------
 
 def test_the_plugin_hooks_are_what_the_installer_writes():
-    from agent_journal.agents import claude_code_installer
+    from agent_journal.agents import claude_code
 
     market = json.loads((PLUGIN / "marketplace.json").read_text())
     (entry,) = market["plugins"]
@@ -332,8 +333,8 @@ def test_the_plugin_hooks_are_what_the_installer_writes():
     assert manifest["name"] == entry["name"] == "agent-journal"
     assert manifest["version"] == agent_journal.__version__
     hooks = json.loads((plugin_dir / "hooks" / "hooks.json").read_text())["hooks"]
-    command = claude_code_installer.hook_command()
-    expected = claude_code_installer.SPEC.handlers(command)
+    command = claude_code.hook_command()
+    expected = claude_code.AGENT.handlers(command)
     assert list(hooks) == list(expected)
     for event, groups in hooks.items():
         assert groups == [{"hooks": [expected[event]]}]

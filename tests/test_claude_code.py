@@ -24,10 +24,10 @@ from agent_journal.capture.claude_code import (
     is_file_write,
     main_input,
     parse_hook_payload,
-    read_transcript,
     said_id,
     sanitise_workspace_id,
 )
+from agent_journal.capture.claude_code_transcript import read_transcript
 from agent_journal.capture.redact import Redactor, marker
 
 REPO = Path(__file__).resolve().parents[1]
@@ -739,9 +739,10 @@ def test_capture_modules_import_only_the_standard_library_and_each_other() -> No
             else:
                 continue
             for name in names:
+                # core/cjson.py: json's own C decoder, a leaf that imports nothing.
                 assert name.split(".")[0] in allowed or name.startswith(
                     "agent_journal.capture."
-                ), f"{path.name} imports {name}"
+                ) or name == "agent_journal.core.cjson", f"{path.name} imports {name}"
 
 
 def test_importing_capture_is_light() -> None:
@@ -766,9 +767,9 @@ def test_importing_capture_is_light() -> None:
 
 @given(st.text(max_size=80))
 def test_event_name_check_matches_its_pattern(name: str) -> None:
-    from agent_journal.capture.claude_code import _EVENT_NAME, _is_event_name
+    from agent_journal.capture.hook_payload import _EVENT_NAME, is_event_name
 
-    assert _is_event_name(name) == bool(re.fullmatch(_EVENT_NAME, name))
+    assert is_event_name(name) == bool(re.fullmatch(_EVENT_NAME, name))
 
 
 @given(st.text(max_size=300))
@@ -822,7 +823,7 @@ def test_a_replayed_call_is_redacted_as_a_whole_dict_would_be(
         fields: dict[str, Any], extra: list[tuple[str, str]]) -> None:
     # read_transcript redacts only a call's fields that came from the transcript: the
     # result must be what redacting the whole observation gives.
-    from agent_journal.capture.claude_code import _redacted_call
+    from agent_journal.capture.claude_code_transcript import _redacted_call
 
     call = {"kind": "tool_call", "durationMs": None, "text": None, **fields,
             "callId": fields["id"]}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from agent_journal.capture.claude_code import read_transcript
+from agent_journal.capture.claude_code_transcript import read_transcript
 from agent_journal.capture.client_turns import local_output, slash_command
 
 

@@ -21,7 +21,7 @@ from conftest import CLI, DATA, clean_env
 DOCS = DATA / "claude-code" / "hooks" / "docs" / "input"
 EVENTS = sorted(p.stem for p in DOCS.glob("*.json"))
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-from agent_journal.agents.claude_code_hook import USAGE_NOTE  # noqa: E402
+from agent_journal.agents.session_context import USAGE_NOTE  # noqa: E402
 
 KINDS = {"UserPromptSubmit": "prompt", "SessionStart": "session_start",
          "PreCompact": "pre_compact", "Stop": "assistant_message", "SessionEnd": "session_end",
@@ -279,8 +279,8 @@ def test_damaged_journal_fails_open(cli, root):
 
 LOCKED = r"""
 import sys
-from agent_journal.agents import claude_code_hook
-claude_code_hook.WRITE_BUDGET_S = 1.0
+from agent_journal.agents import hook
+hook.WRITE_BUDGET_S = 1.0
 from agent_journal.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -305,9 +305,9 @@ def test_locked_journal_spools_quickly(cli, root):
     # Within the hook timeout the installer gives the agent (30 s): a bound a loaded
     # machine cannot break, while a hook that waited on the lock past its 1 s budget for
     # good would. (Unloaded it takes about 2 s.)
-    from agent_journal.agents import claude_code_installer
+    from agent_journal.agents import claude_code
 
-    assert elapsed < claude_code_installer.DEFAULT_TIMEOUT
+    assert elapsed < claude_code.DEFAULT_TIMEOUT
     # Locked past its budget, the hook kept the event in the spool: nothing failed, and
     # the next hook journals it.
     assert log_lines(root) == []
@@ -318,13 +318,13 @@ def test_locked_journal_spools_quickly(cli, root):
 
 
 def test_default_patience_is_bounded():
-    from agent_journal.agents import claude_code_hook as hook_module
-    from agent_journal.agents import claude_code_installer
+    from agent_journal.agents import claude_code
+    from agent_journal.agents import hook as hook_module
 
     # The last try starts before the budget ends and can wait on opening the segment, its
     # BEGIN IMMEDIATE and its COMMIT.
     last_try = hook_module.TRY_BUSY_S * 3 + 1
-    assert hook_module.WRITE_BUDGET_S + last_try < claude_code_installer.DEFAULT_TIMEOUT
+    assert hook_module.WRITE_BUDGET_S + last_try < claude_code.DEFAULT_TIMEOUT
 
 
 def test_full_disk_keeps_the_event_in_the_spool_and_logs_it(cli, root):
@@ -373,14 +373,14 @@ def test_internal_error_is_logged_with_where(cli, root, monkeypatch):
 
 
 def test_interrupt_in_process_is_swallowed(root, monkeypatch):
-    from agent_journal.agents import claude_code_hook as hook_module
+    from agent_journal.agents import hook as hook_module
     from agent_journal.cli import main as cli_module
 
     def boom(*_: Any, **__: Any) -> Any:
         raise KeyboardInterrupt
 
     monkeypatch.setenv("AGENT_JOURNAL_ROOT", str(root))
-    monkeypatch.setattr(hook_module, "claude_code", boom)
+    monkeypatch.setattr(hook_module, "run", boom)
     assert cli_module.run(["hook", "claude-code", "--workspace", "ws"]) == 0
     assert "KeyboardInterrupt" in log_lines(root)[0]
 
@@ -461,7 +461,7 @@ def test_session_start_on_an_empty_journal(cli, root):
 def test_session_start_prefers_a_digest_module(root, monkeypatch):
     import types
 
-    from agent_journal.agents import claude_code_hook as hook_module
+    from agent_journal.agents import session_context as hook_module
     from agent_journal.storage.root import Root
 
     fake = types.ModuleType("agent_journal.ops.digest")
@@ -482,16 +482,17 @@ def test_session_start_prefers_a_digest_module(root, monkeypatch):
 
 
 def test_session_start_write_failure_still_prints_context(root, monkeypatch):
-    from agent_journal.agents import claude_code_hook as hook_module
-    from agent_journal.storage.workspace import Workspace
+    from agent_journal.agents import hook as hook_module
+    from agent_journal.agents.claude_code import AGENT
+    from agent_journal.storage.workspace import Writer
 
     def fail(self: Any, events: Any, **_: Any) -> int:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(Workspace, "append", fail)
+    monkeypatch.setattr(Writer, "append", fail)  # the hook's append
     stdin = io.BytesIO((DOCS / "SessionStart.json").read_bytes())
-    result = hook_module.claude_code(stdin, root=str(root), workspace="ws")
-    assert isinstance(result.deferred, OSError)
+    result = hook_module.run(AGENT, stdin, root=str(root), workspace="ws")
+    assert isinstance(result.failure, OSError)
     assert "additionalContext" in json.loads(result.stdout)["hookSpecificOutput"]
 
 
@@ -642,7 +643,7 @@ def test_a_failure_is_logged_under_this_hooks_root_not_an_earlier_ones(inproc, t
 def locked_out(inproc, root, monkeypatch):
     """A journal whose one segment another writer keeps locked past the hooks' budget
     (0.2 s here) for as long as the block runs."""
-    from agent_journal.agents import claude_code_hook as hook_module
+    from agent_journal.agents import hook as hook_module
 
     assert inproc("hook", "claude-code", input=json.dumps(docs_payload("PreToolUse"))).code == 0
     segment = next((root / "workspaces").rglob("*.sqlite"))

@@ -438,7 +438,7 @@ def test_hook_stdin_left_open_after_a_whole_payload_is_journaled(root):
 
 
 def test_hook_stdin_that_never_ends_is_bounded(monkeypatch):
-    from agent_journal.agents import claude_code_hook as hook_module
+    from agent_journal.agents import hook as hook_module
     from agent_journal.capture.claude_code import HookPayloadError
 
     monkeypatch.setattr(hook_module, "STDIN_WAIT_S", 0.3)

@@ -300,7 +300,8 @@ def test_new_settings_file_is_readable_like_any_project_file(cli, project):
 
 
 def test_executable_is_never_a_shim(tmp_path, monkeypatch):
-    from agent_journal.agents import claude_code_installer
+    from agent_journal.agents import hook_command
+    from agent_journal.agents.claude_code import AGENT
     from agent_journal.core.errors import JournalError
 
     shims = tmp_path / ".pyenv" / "shims"
@@ -311,21 +312,21 @@ def test_executable_is_never_a_shim(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "executable", str(shims / "python"))
     monkeypatch.setattr(sys, "argv", [str(shims / "agent-journal")])
     with pytest.raises(JournalError, match="version-manager shim"):
-        claude_code_installer.hook_executable()
+        hook_command.hook_executable()
     # A real interpreter with no script beside it: run the package through it.
     real = tmp_path / "venv" / "bin"
     real.mkdir(parents=True)
     monkeypatch.setattr(sys, "executable", str(real / "python"))
-    assert claude_code_installer.hook_executable() == [str(real / "python"), "-m", "agent_journal"]
-    assert claude_code_installer.is_ours({"type": "command",
-                              "command": f"{real}/python -m agent_journal hook claude-code"})
+    assert hook_command.hook_executable() == [str(real / "python"), "-m", "agent_journal"]
+    assert AGENT.ours({"type": "command",
+                       "command": f"{real}/python -m agent_journal hook claude-code"})
 
 
 def test_the_console_script_beside_the_interpreter_wins(monkeypatch):
-    from agent_journal.agents import claude_code_installer
+    from agent_journal.agents import hook_command
 
     monkeypatch.setattr(sys, "argv", ["/somewhere/else/agent-journal"])
-    assert claude_code_installer.hook_executable() == [CLI]
+    assert hook_command.hook_executable() == [CLI]
 
 
 @pytest.mark.parametrize("handler, expected", [
@@ -340,9 +341,9 @@ def test_the_console_script_beside_the_interpreter_wins(monkeypatch):
     ("not a dict", False),
 ])
 def test_is_ours(handler, expected):
-    from agent_journal.agents.claude_code_installer import is_ours
+    from agent_journal.agents.claude_code import AGENT
 
-    assert is_ours(handler) is expected
+    assert AGENT.ours(handler) is expected
 
 
 def test_an_install_in_other_formatting_is_left_alone(cli, project):

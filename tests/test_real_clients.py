@@ -19,7 +19,7 @@ from typing import Any
 from model_server import Call, ModelServer, Script
 from real_clients import WAIT_TIMEOUT, Sandbox, agent_requests, injected, kill, needs_clients
 
-from agent_journal.agents import claude_code_installer
+from agent_journal.agents import claude_code
 
 pytestmark = needs_clients
 
@@ -58,7 +58,7 @@ def test_every_call_is_journaled_with_its_status_and_the_next_start_is_told(box)
     # context) stays synchronous.
     for event, groups in settings["hooks"].items():
         (handler,) = groups[0]["hooks"]
-        assert handler.get("async", False) == (event in claude_code_installer.ASYNC_EVENTS)
+        assert handler.get("async", False) == (event in claude_code.BACKGROUND)
     script = work(box, "alpha")
     ids = script.call_ids()
     with ModelServer([script, Script("beta", ["nothing to do"])]) as server:

@@ -1,4 +1,4 @@
-"""Completing sessions from their transcripts (claude_code_hook.complete_sessions), without
+"""Completing sessions from their transcripts (agents/claude_code.py complete_sessions), without
 the real clients: a real transcript from tests/data stands in for a session whose capture
 hooks were cut off. tests/test_real_clients.py shows the same with the real Claude Code."""
 

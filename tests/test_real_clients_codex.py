@@ -4,16 +4,19 @@ model server, with `agent-journal hooks install codex` as a user runs it (issue 
 `codex exec` runs a project's hooks only in a trusted project (config.toml `projects`)
 and, in exec mode, only with `--dangerously-bypass-hook-trust`: tests/real_clients.py
 sets both. Codex's PostToolUse gives a shell command no exit code and apply_patch no
-PostToolUse at all: the Stop hook reads both off the rollout (agents/codex_hook.py), and
+PostToolUse at all: the Stop hook reads both off the rollout (agents/codex.py), and
 this shows it against the real client.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from typing import Any
 
 from model_server import Call, ModelServer, Script
-from real_clients import injected, needs_clients
+from real_clients import WAIT_TIMEOUT, injected, needs_clients
 
 pytestmark = needs_clients
 
@@ -69,3 +72,48 @@ def test_codex_without_hooks_journals_nothing(box):
         box.codex(server, "alpha: say hi")
         assert DIGEST not in injected(server.requests[0])
     assert box.observations() == []
+
+
+def test_a_codex_killed_mid_call_is_warned_of_at_the_next_start(box):
+    """SIGKILL Codex while a command runs: no PostToolUse, no Stop. The call it started is
+    journaled (its PreToolUse ran), so is the one that finished, and the next session is
+    told of the unfinished one."""
+    box.install("codex")
+    pidfile = box.home / "tool.pid"
+    crash = Script("crash", [[Call("exec_command", {"cmd": "echo one"})],
+                             [Call("exec_command",
+                                   {"cmd": f"echo $$ > {pidfile}; exec sleep 600"})],
+                             "never reached"])
+    ids = crash.call_ids("call_")
+    with ModelServer([crash, Script("after", ["ok"])]) as server:
+        client = box.start_codex(server, "crash: start the long job")
+        try:
+            deadline = time.monotonic() + WAIT_TIMEOUT
+            while not (pidfile.exists() and pidfile.read_text().strip()):
+                assert client.poll() is None, "codex ended before the long call ran"
+                assert time.monotonic() < deadline, "the long call never started"
+                time.sleep(0.1)
+            box.wait_for_calls(lambda c: all(i in c for i in ids))
+        finally:
+            # SIGKILL mid-call: no PostToolUse, no Stop. `codex` is a node script that runs
+            # the native client: the whole process group goes, as in a crash of the terminal.
+            try:
+                os.killpg(client.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            client.wait(timeout=60)
+            if pidfile.exists() and pidfile.read_text().strip():
+                try:
+                    os.kill(int(pidfile.read_text()), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        seen = len(server.requests)
+        box.codex(server, "after: where are we?")
+        context = startup_context(server, seen)
+    calls = box.calls()
+    assert [(calls[i]["tool"], calls[i]["status"]) for i in ids] == [
+        ("Bash", "ok"), ("Bash", "started")]  # nothing lost, the second never ended
+    section = context[context.index(UNFINISHED):]
+    assert ids[1] in section and "sleep 600" in section
+    assert ids[0] not in section  # the call that finished is not in it
+    assert box.hook_log() == ""

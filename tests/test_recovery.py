@@ -209,7 +209,7 @@ def _said(i, text, *, meta=False):
 def test_compaction_without_logical_parent_is_not_a_rewind():
     import json
 
-    from agent_journal.capture.claude_code import read_transcript
+    from agent_journal.capture.claude_code_transcript import read_transcript
 
     boundary = json.dumps({"type": "system", "subtype": "compact_boundary", "uuid": "u2",
                            "parentUuid": None, "sessionId": "s",
@@ -496,7 +496,7 @@ def test_compaction_whose_logical_parent_is_not_in_the_file_is_not_a_rewind():
     # (seen in a real transcript): the conversation before it is still the current one.
     import json
 
-    from agent_journal.capture.claude_code import read_transcript
+    from agent_journal.capture.claude_code_transcript import read_transcript
 
     boundary = json.dumps({"type": "system", "subtype": "compact_boundary", "uuid": "u2",
                            "parentUuid": None, "logicalParentUuid": "never-written",

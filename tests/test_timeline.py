@@ -496,13 +496,13 @@ def test_last_n_is_the_tail_with_calls_far_apart(plan, hidden, window, failures)
 def test_text_shows_a_window_unless_every_line_is_asked_for(inproc, monkeypatch):
     import json as _json
 
-    from agent_journal.cli import main as cli_main
+    from agent_journal.cli import handlers as cli_handlers
 
     for n in range(3):
         assert inproc("observe", "--kind", "tool_call", "--id", f"w{n}", "--tool", "Bash",
                       "--input", _json.dumps({"command": f"echo N{n}"}),
                       "--status", "ok").code == 0
-    monkeypatch.setattr(cli_main, "TIMELINE_WINDOW", 2)
+    monkeypatch.setattr(cli_handlers, "TIMELINE_WINDOW", 2)
     text = inproc("timeline").out
     assert "echo N0" not in text and "echo N2" in text
     assert "(the last 2 lines: `--last N` for more, `--all` for every line)" in text

@@ -36,7 +36,8 @@ from typing import Any, BinaryIO, NamedTuple
 
 import xxhash
 
-from agent_journal.capture.claude_code import NotATranscriptError, read_transcript, safe_id
+from agent_journal.capture.claude_code_transcript import NotATranscriptError, read_transcript
+from agent_journal.capture.observation import safe_id
 from agent_journal.core import clock
 from agent_journal.core.errors import ConflictError, JournalError, UsageError
 from agent_journal.core.model import (

@@ -49,10 +49,10 @@ def run_checks(*, project: str | None, root: str | None, ack_hook_log: bool = Fa
     found = _guard(checks, "project file", lambda: _project(checks, folder))
     root_path = _guard(checks, "journal root", lambda: _root(checks, root, found))
     # From a subfolder, the project is where its project file is, else where install
-    # would have put the hooks (hook_settings.find_project).
+    # would have put the hooks (hook_command.find_project).
     hooks_folder = folder
     if project is None:
-        from agent_journal.agents.hook_settings import find_project
+        from agent_journal.agents.hook_command import find_project
 
         hooks_folder = found.folder if found is not None else find_project(None)[0]
     _guard(checks, "hooks", lambda: _hooks(checks, hooks_folder))
@@ -129,30 +129,30 @@ def _hooks(checks: list[Check], folder: str) -> None:
     """Every route a Claude Code or Codex session can reach us by: the hooks at each scope,
     the plugin (enabled in any settings file), the MCP server at each scope."""
     import agent_journal
-    from agent_journal.agents import claude_code_installer, codex_installer, hook_settings
+    from agent_journal.agents import hook_settings
+    from agent_journal.agents.agent import every_agent
 
     version = agent_journal.__version__
 
     installed = 0
-    for spec, scopes in ((claude_code_installer.SPEC, ("project", "local", "user")),
-                         (codex_installer.SPEC, ("project", "user"))):
-        for scope in scopes:
-            target = spec.target(scope, folder)
+    for agent in every_agent():
+        for scope in agent.scopes:
+            target = agent.settings(scope, folder)
             if not os.path.isfile(target.path):
                 continue
-            name = f"{spec.name} hooks ({scope})"
+            name = f"{agent.name} hooks ({scope})"
             try:
                 _, settings, _ = hook_settings.load(target.path)
             except JournalError as exc:
                 checks.append(Check(name, False, exc.message, f"fix {target.path} by hand"))
                 continue
-            if spec.name == claude_code_installer.AGENT:
+            if agent.name == "claude-code":
                 installed += _plugin(checks, scope, target.path, settings, version)
-            commands = _our_commands(settings, spec.ours)
+            commands = _our_commands(settings, agent.ours)
             if not commands:
                 continue
             installed += 1
-            fix = _install_fix(spec.name, scope, folder)
+            fix = _install_fix(agent.name, scope, folder)
             if target.shared and any(os.path.isabs(shlex.split(c)[0]) for c in commands):
                 checks.append(Check(name, False, f"{target.path} (shared with the project) "
                                     "runs a command by this machine's path", fix))
@@ -168,7 +168,7 @@ def _hooks(checks: list[Check], folder: str) -> None:
 
 def _cli() -> str:
     """How to run this installation's CLI from any shell."""
-    from agent_journal.agents.hook_settings import stable_executable
+    from agent_journal.agents.hook_command import stable_executable
 
     return " ".join(shlex.quote(w) for w in stable_executable())
 
@@ -176,7 +176,7 @@ def _cli() -> str:
 def _install_fix(agent: str, scope: str, folder: str, *, mcp: bool = False) -> str:
     """The install command that rewrites the entry doctor found wrong, as it will work
     here: a shared file needs this installation on PATH first."""
-    from agent_journal.agents.hook_settings import FIX_PATH, path_problem
+    from agent_journal.agents.hook_command import FIX_PATH, path_problem
 
     args = f"hooks install {agent} --scope {scope}"
     if scope != "user":
@@ -192,8 +192,8 @@ def _plugin(checks: list[Check], scope: str, path: str, settings: dict[str, Any]
             version: str) -> int:
     """The agent-journal plugin, when a Claude Code settings file enables it: its hooks run
     `agent-journal` from PATH."""
-    from agent_journal.agents.claude_code_installer import hook_command
-    from agent_journal.agents.hook_settings import FIX_PATH
+    from agent_journal.agents.claude_code import hook_command
+    from agent_journal.agents.hook_command import FIX_PATH
 
     enabled = settings.get("enabledPlugins")
     if not isinstance(enabled, dict) or not any(
@@ -254,7 +254,7 @@ def _is_this_installation(command: str) -> bool:
     import shutil
     import sys
 
-    from agent_journal.agents.hook_settings import hook_executable
+    from agent_journal.agents.hook_command import hook_executable
 
     exe = command if os.path.isabs(command) else shutil.which(command)
     if exe is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from agent_journal.capture.claude_code import sanitise_workspace_id
+from agent_journal.capture.observation import sanitise_workspace_id
 from agent_journal.storage.project_file import ProjectFile, find
 from agent_journal.storage.root import ENV_ROOT
 

@@ -27,7 +27,7 @@ import copy
 import os
 from typing import Any
 
-from agent_journal.agents.claude_code_installer import Change
+from agent_journal.agents.hook_install import Change
 from agent_journal.core.errors import JournalError, UsageError
 
 SERVER = "agent-journal"
@@ -41,7 +41,7 @@ def server_entry(workspace: str, root: str | None, scope: str = "local",
     """The entry for `scope`: in the shared .mcp.json the PATH command and no root (the
     project file names it); at user scope no workspace (the project file or the folder
     the client starts the server in names it); at local scope this installation."""
-    from agent_journal.agents.hook_settings import shared_command, stable_executable
+    from agent_journal.agents.hook_command import shared_command, stable_executable
 
     words = shared_command(path) if scope == "project" else stable_executable()
     args = words[1:] + ["mcp"]
@@ -89,7 +89,7 @@ def register(*, project: str | None, workspace: str | None, root: str | None,
              dry_run: bool, scope: str = "project") -> Change:
     """`hooks install claude-code --mcp`: the project, workspace and root resolved as the
     hook installer resolves them, so the server reads what the hook writes."""
-    from agent_journal.capture.claude_code import sanitise_workspace_id
+    from agent_journal.capture.observation import sanitise_workspace_id
     from agent_journal.core.model import validate_id
     from agent_journal.storage import project_file
     from agent_journal.storage.root import ENV_ROOT, check_root, resolve_root
@@ -118,7 +118,7 @@ def unregister(*, project: str | None, dry_run: bool, scope: str = "project") ->
 
 def project_folder(project: str | None) -> str:
     """The project the hooks are installed for (the same folder, found the same way)."""
-    from agent_journal.agents.hook_settings import find_project
+    from agent_journal.agents.hook_command import find_project
 
     return find_project(project)[0]
 

@@ -57,7 +57,7 @@ def session_for(given: str | None) -> str | None:
     raw = os.environ.get(ENV_CLAUDE_SESSION)
     if not raw:
         return None
-    from agent_journal.capture.claude_code import safe_id
+    from agent_journal.capture.observation import safe_id
 
     return safe_id(raw)  # the hook names the session the same way
 

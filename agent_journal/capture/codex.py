@@ -10,7 +10,8 @@ Sources of the formats:
   (common `session_id`, `turn_id`, `cwd`, `model`, `transcript_path`; tool events add
   `tool_name`, `tool_use_id`, `tool_input`, `tool_response`; SessionStart has `source`,
   PreCompact/PostCompact `trigger`, Stop `last_assistant_message`). They are Claude Code's
-  payloads in all that matters here, so claude_code.hook_to_observation does the work.
+  payloads in all that matters here, so its record, `HOOK`, is Claude Code's but for
+  PostCompact (a session event, no summary) and `outcome` (the exit code is in the text).
 - Session files (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`): one `{"timestamp", "type",
   "payload"}` per line (openai/codex `RolloutLine` / `RolloutItem`); tool calls are
   `response_item` payloads of type `function_call` / `custom_tool_call` / `local_shell_call`
@@ -24,18 +25,22 @@ Sources of the formats:
 
 from __future__ import annotations
 
-import json
-import re
-
 from agent_journal.capture.claude_code import (
+    LIFTED,
+    OUTPUT_FIELDS,
+    SAID,
+    SESSION_KINDS,
+    TOOL_EVENTS,
+)
+from agent_journal.capture.claude_code import outcome as claude_code_outcome
+from agent_journal.capture.hook_payload import HookFormat, HookPayloadError, parse_hook_payload
+from agent_journal.capture.observation import (
     ASSISTANT,
     COMPACT,
     OBSERVATION_KEYS,
     PROMPT,
-    HookPayloadError,
     NotATranscriptError,
-    hook_to_observation,
-    parse_hook_payload,
+    code_at,
     said_id,
 )
 from agent_journal.capture.redact import default_redactor
@@ -43,25 +48,45 @@ from agent_journal.capture.strictjson import StrictJSONError, loads
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import re
     from collections.abc import Iterable, Iterator
     from typing import Any
 
     from agent_journal.capture.redact import Redactor
 
-__all__ = ["HookPayloadError", "NotATranscriptError", "codex_hook_to_observation",
+__all__ = ["HOOK", "HookPayloadError", "NotATranscriptError", "codex_hook_to_observation",
            "parse_codex_payload", "read_codex_session"]
 
-# Kinds for the events Claude Code does not have; the others map as Claude Code's do.
-_EXTRA_KINDS = {"PostCompact": "post_compact"}
 # How Codex reports a shell command's end in the text a tool call returns (`shell`, and
-# the unified `exec_command`).
+# the unified `exec_command`): a line that starts with one of these, then the code.
 _EXIT_LINE = r"(?:^|\n)(?:Exit code:|Process exited with code) (\d{1,9})\b"
+_EXIT_PREFIXES = ("Exit code: ", "Process exited with code ")
 # Item types of an exec stream that are tool calls, and the tool name the hooks give them.
 _STREAM_TOOLS = {"command_execution": "Bash", "file_change": "apply_patch",
                  "mcp_tool_call": None, "web_search": "web_search"}
 _SHELL_TOOLS = frozenset({"shell", "container.exec", "exec_command", "local_shell"})
 # A turn the user aborted is written as Claude Code writes its user's interrupt.
 INTERRUPTED = "[Request interrupted by user]"
+
+
+def outcome(event: str, payload: dict[str, Any], observation: dict[str, Any]) -> None:
+    """How a Codex tool event says the call ended: as Claude Code's does, and a command's
+    exit code from the text its PostToolUse hands over (`_EXIT_LINE`), which decides the
+    status (the payload has no exit code of its own)."""
+    claude_code_outcome(event, payload, observation)
+    if event == "PostToolUse":
+        code = _exit_code(observation["output"])
+        if code is not None:
+            observation["exitCode"] = code
+            observation["status"] = "ok" if code == 0 else "error"
+
+
+# Codex's payloads are Claude Code's in all that matters here; it has no PostCompact
+# summary, and its PostCompact is a session event of its own.
+HOOK = HookFormat(
+    tool_events=TOOL_EVENTS, output_fields=OUTPUT_FIELDS, lifted=LIFTED,
+    session_kinds={**SESSION_KINDS, "PostCompact": "post_compact"},
+    said={k: v for k, v in SAID.items() if k != "PostCompact"}, outcome=outcome)
 
 
 def parse_codex_payload(text: str | bytes) -> dict[str, Any]:
@@ -71,16 +96,7 @@ def parse_codex_payload(text: str | bytes) -> dict[str, Any]:
 def codex_hook_to_observation(payload: dict[str, Any], redactor: Redactor | None = None
                               ) -> dict[str, Any]:
     """One Codex hook payload as a redacted observation dict (keys: OBSERVATION_KEYS)."""
-    observation = hook_to_observation(payload, redactor)
-    event = payload["hook_event_name"]
-    if event in _EXTRA_KINDS:
-        observation["kind"] = _EXTRA_KINDS[event]
-    if event == "PostToolUse":
-        code = _exit_code(observation["output"])
-        if code is not None:
-            observation["exitCode"] = code
-            observation["status"] = "ok" if code == 0 else "error"
-    return observation
+    return HOOK.observation(payload, redactor)
 
 
 def read_codex_session(lines: Iterable[str | bytes], redactor: Redactor | None = None
@@ -214,8 +230,19 @@ def _rollout(records: Iterator[tuple[int, dict[str, Any]]]) -> Iterator[dict[str
 
 # Text Codex puts in a user message on its own (the environment, AGENTS.md, the user's
 # instructions file): context for the model, not the user's words.
-_INJECTED = re.compile(r"^\s*(?:<(environment_context|user_instructions|user_shell_command|"
-                       r"turn_aborted)>|# AGENTS\.md instructions)")
+_INJECTED = (r"^\s*(?:<(environment_context|user_instructions|user_shell_command|"
+             r"turn_aborted)>|# AGENTS\.md instructions)")
+_compiled: dict[str, re.Pattern[str]] = {}
+
+
+def _pattern(source: str) -> re.Pattern[str]:
+    """`source` compiled on first use: `re` costs a hook that never needs it milliseconds."""
+    found = _compiled.get(source)
+    if found is None:
+        import re
+
+        found = _compiled[source] = re.compile(source)
+    return found
 
 
 class _Said:
@@ -243,7 +270,7 @@ class _Said:
                  and b.get("type") in ("input_text", "output_text", "text")
                  and isinstance(b.get("text"), str)] if isinstance(content, list) else []
         text = "\n\n".join(p.strip() for p in parts if p.strip())
-        if role == "user" and _INJECTED.match(text):
+        if role == "user" and _pattern(_INJECTED).match(text):
             return
         self.roles.add(role)
         self.add(PROMPT if role == "user" else ASSISTANT, text, ts, "item")
@@ -251,7 +278,7 @@ class _Said:
     def add_event(self, payload: dict[str, Any], ts: str) -> None:
         kind = {"user_message": PROMPT, "agent_message": ASSISTANT}.get(
             str(payload.get("type")))
-        if kind is not None and not (kind == PROMPT and _INJECTED.match(
+        if kind is not None and not (kind == PROMPT and _pattern(_INJECTED).match(
                 str(payload.get("message")))):
             self.add(kind, payload.get("message"), ts, "event")
 
@@ -279,6 +306,8 @@ def _tool_and_input(payload: dict[str, Any]) -> tuple[str | None, Any]:
     raw = payload.get("arguments", payload.get("input"))
     tool_input: Any = raw
     if isinstance(raw, str):
+        import json
+
         try:
             tool_input = json.loads(raw)
         except ValueError:
@@ -302,12 +331,13 @@ def _shell_text(command: Any) -> Any:
 
 # What Codex's exec_command puts before a command's own output: a chunk id, the wall time,
 # the exit code, a token count, then `Output:`.
-_EXEC_HEADER = re.compile(r"\AChunk ID: \S+\n(?:[^\n]*\n){0,6}?Output:\n")
+_EXEC_HEADER = r"\AChunk ID: \S+\n(?:[^\n]*\n){0,6}?Output:\n"
 
 
 def _without_exec_header(text: str) -> str:
     """A command's output without exec_command's header (its exit code is read before)."""
-    return _EXEC_HEADER.sub("", text, count=1) if text.startswith("Chunk ID: ") else text
+    return _pattern(_EXEC_HEADER).sub("", text, count=1) if text.startswith("Chunk ID: ") \
+        else text
 
 
 def _output(value: Any) -> tuple[str | None, int | None]:
@@ -318,6 +348,8 @@ def _output(value: Any) -> tuple[str | None, int | None]:
 
 
 def _raw_output(value: Any) -> tuple[str | None, int | None]:
+    import json
+
     if isinstance(value, dict):
         text = value.get("content", value.get("output"))
         return (text if isinstance(text, str) else json.dumps(value, ensure_ascii=False),
@@ -342,6 +374,8 @@ def rollout_outcomes(lines: Iterable[str | bytes]) -> dict[str, dict[str, Any]]:
     "exitCode"} for every call whose output is among them (a function call's or a custom
     tool's, such as apply_patch). Lines that are not whole JSON records are skipped (a
     tail read from the middle of a file starts with part of one)."""
+    import json
+
     names: dict[str, str] = {}
     found: dict[str, dict[str, Any]] = {}
     for line in lines:
@@ -363,10 +397,22 @@ def rollout_outcomes(lines: Iterable[str | bytes]) -> dict[str, dict[str, Any]]:
 
 
 def _exit_code(text: Any) -> int | None:
+    """What `_EXIT_LINE` finds first in the text's first 4096 characters, read without the
+    regex (`re` costs the hook milliseconds to import): at the start of the text or of a
+    line, a prefix, then the code."""
     if not isinstance(text, str):
         return None
-    match = re.search(_EXIT_LINE, text[:4096])
-    return int(match.group(1)) if match else None
+    window = text[:4096]
+    start = 0
+    while True:
+        for prefix in _EXIT_PREFIXES:
+            if window.startswith(prefix, start):
+                code = code_at(window, start + len(prefix))
+                if code is not None:
+                    return code
+        start = window.find("\n", start) + 1
+        if not start:
+            return None
 
 
 # -- exec --json streams ----------------------------------------------------------------
@@ -438,6 +484,8 @@ def _stream_call(call_id: str, thread: str | None, item: dict[str, Any], *, fini
     else:
         status = "ok"
     if output is not None and not isinstance(output, str):
+        import json
+
         output = json.dumps(output, ensure_ascii=False)
     return _call(call_id, thread, tool, tool_input, output if finished else None, status,
                  code if finished else None, {"agent": "codex", "item": item.get("id")},

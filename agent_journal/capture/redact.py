@@ -16,13 +16,14 @@ YOUR_ACCESS_TOKEN`) is kept too: no real key holds one (see _PLACEHOLDER).
 
 from __future__ import annotations
 
-import re
-
 from agent_journal.capture.redact_rules import BUILTIN_RULES, RULE_NAMES, TRIGGERS
 
 # Annotations only: typing costs milliseconds to import and this module is on the hook path.
+# So does `re` (with enum and functools): it is imported where a pattern is first compiled,
+# which a text holding no rule's trigger never needs.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import re
     from collections.abc import Callable, Iterable
     from typing import Any
 
@@ -56,6 +57,8 @@ class Redactor:
     def __init__(self, extra_patterns: Iterable[tuple[str, str]] = ()) -> None:
         self._extra: list[tuple[str, re.Pattern[str]]] = []
         for name, pattern in extra_patterns:
+            import re
+
             if not isinstance(name, str) or not re.fullmatch(_NAME, name):
                 raise ValueError(
                     f"redaction rule name {name!r} must be 1-64 characters of a-z 0-9 . _ - "
@@ -163,6 +166,8 @@ def _may_hold_trigger(text: str) -> bool:
         _values_scanned += 1
         if _values_scanned <= _COMPILE_AFTER:
             return True  # the caller's search per trigger decides
+        import re
+
         _trigger_scan = re.compile(_trigger_scan_pattern())
     return _trigger_scan.search(text) is not None
 
@@ -179,6 +184,8 @@ def _trigger_scan_pattern() -> str:
     before that character checked behind it: the regex engine then tries only positions
     holding one of a few rare characters, instead of trying every trigger everywhere.
     """
+    import re
+
     def rarity(ch: str) -> int:
         at = _BY_FREQUENCY.find(ch)
         return len(_BY_FREQUENCY) if at < 0 else at
@@ -239,6 +246,8 @@ class _Rule:
 
     def compiled(self) -> tuple[re.Pattern[str], Callable[[re.Match[str]], str]]:
         if self._compiled is None:
+            import re
+
             self._compiled = re.compile(self.source)
         if self._replace is None:
             # A user's pattern redacts whatever it matches; a built-in one keeps placeholders.
@@ -271,6 +280,8 @@ _PLACEHOLDER = r"[xX]{8}|(?<![A-Za-z0-9])(?:your|YOUR|Your)[_-]"
 
 def _replacer(name: str, compiled: re.Pattern[str],
               keep_placeholders: bool = False) -> Callable[[re.Match[str]], str]:
+    import re
+
     text = marker(name)
     placeholder = re.compile(_PLACEHOLDER).search if keep_placeholders else None
     if "secret" not in compiled.groupindex:

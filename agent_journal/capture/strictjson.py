@@ -10,12 +10,12 @@ problem.
 
 from __future__ import annotations
 
-import json
-import re
+from agent_journal.core.cjson import Decoder
 
 # Annotations only: typing costs milliseconds to import and this module is on the hook path.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import re
     from typing import Any, Literal
 
 __all__ = ["StrictJSONError", "loads"]
@@ -34,6 +34,8 @@ _surrogate: re.Pattern[str] | None = None
 def _surrogate_pattern() -> re.Pattern[str]:
     global _surrogate
     if _surrogate is None:
+        import re
+
         _surrogate = re.compile("[\ud800-\udfff]")
     return _surrogate
 
@@ -47,6 +49,8 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
+                import json
+
                 raise StrictJSONError(f"duplicate key {json.dumps(key)}")
             seen.add(key)
     return result
@@ -96,15 +100,16 @@ def _fix_string(text: str, mode: str) -> str:
     return _surrogate_pattern().sub("\ufffd", text)
 
 
-_strict_decoder: json.JSONDecoder | None = None
+_strict_decoder: Decoder | None = None
 
 
-def _decoder() -> json.JSONDecoder:
+def _decoder() -> Decoder:
     # One decoder for every call: json.loads with hooks builds a new one (and its scanner)
-    # each time, a cost paid per line of a transcript.
+    # each time, a cost paid per line of a transcript. (core.cjson: json's own decoder,
+    # without importing json, which costs the hook milliseconds, until an error needs it.)
     global _strict_decoder
     if _strict_decoder is None:
-        _strict_decoder = json.JSONDecoder(
+        _strict_decoder = Decoder(
             object_pairs_hook=_unique_pairs,
             parse_constant=_reject_constant,
             parse_float=_finite_float,
@@ -139,13 +144,15 @@ def loads(
         value = _decoder().decode(text)
     except StrictJSONError:
         raise
-    except json.JSONDecodeError as exc:
-        raise StrictJSONError(
-            f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
     except RecursionError:
         raise StrictJSONError("invalid JSON: nesting too deep") from None
     except ValueError as exc:
+        from json import JSONDecodeError  # (loaded by now: json's decoder reported it)
+
+        if isinstance(exc, JSONDecodeError):
+            raise StrictJSONError(
+                f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            ) from None
         # int() refuses integers beyond sys.get_int_max_str_digits().
         raise StrictJSONError(f"invalid JSON: {str(exc).splitlines()[0]}") from None
     # One scan of the text in the common case (no \\u escape), three only when one is there.

@@ -1,10 +1,9 @@
-"""The handlers of the commands that bring events in and read one back: the agents' hooks,
-`hooks install|uninstall`, `import`, `get`, `mcp` (each one library call, printed through
-cli/common.py).
+"""The handlers of the commands that bring events in and read one back: `hooks
+install|uninstall`, `import`, `get`, `mcp` (each one library call, printed through
+cli/common.py). The agents' hooks have their own, lighter module: hook_commands.py.
 
 Invariant: loaded only when one of these commands runs (cli/main.py dispatches to
-`capture_commands:NAME` by importing this module then); the hook path imports no more
-than it did from cli/main.py.
+`capture_commands:NAME` by importing this module then).
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ import sys
 
 from agent_journal.cli import output
 from agent_journal.cli.common import context, emit_action, existing_context
-from agent_journal.core.errors import JournalError
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
@@ -22,20 +20,6 @@ if TYPE_CHECKING:
 
 
 # -- capture: hook, installer, import, get ---------------------------------------------
-
-def cmd_hook_claude_code(a: dict[str, Any]) -> int:
-    from agent_journal.agents import claude_code_hook
-
-    if sys.stdin is None:
-        raise JournalError("no hook payload: stdin is closed")
-    result = claude_code_hook.claude_code(sys.stdin.buffer, root=a["root"],
-                                          workspace=a["workspace"])
-    if result.stdout is not None:
-        output.emit_line(result.stdout)
-    if result.deferred is not None:
-        raise result.deferred
-    return 0
-
 
 def _print_install(result: Any) -> None:
     if result.diff:
@@ -56,24 +40,25 @@ def _print_changes(changes: Any) -> None:
             output.warn(text)
 
 
-def _hooks(installer: str, action: str, a: dict[str, Any]) -> int:
-    import importlib
+def _hooks(name: str, action: str, a: dict[str, Any]) -> int:
+    from agent_journal.agents import hook_install
+    from agent_journal.agents.agent import agent
 
-    module = importlib.import_module(f"agent_journal.agents.{installer}")
-    _print_changes(getattr(module, action)(**_install_options(a)))
+    _print_changes(getattr(hook_install, action)(agent(name), **_install_options(a)))
     return 0
 
 
 def cmd_hooks_install(a: dict[str, Any]) -> int:
     if not a["mcp"]:
-        return _hooks("claude_code_installer", "install", a)
-    from agent_journal.agents import claude_code_installer, mcp_installer
+        return _hooks("claude-code", "install", a)
+    from agent_journal.agents import hook_install, mcp_installer
+    from agent_journal.agents.agent import agent
 
     options = _install_options(a)
     register = {k: options[k] for k in ("project", "scope", "workspace", "root")}
     # Checked first: a refusal here must leave the hooks untouched too.
     mcp_installer.register(**register, dry_run=True)
-    _print_changes(claude_code_installer.install(**options))
+    _print_changes(hook_install.install(agent("claude-code"), **options))
     _print_install(mcp_installer.register(**register, dry_run=a["dry_run"]))
     return 0
 
@@ -81,7 +66,7 @@ def cmd_hooks_install(a: dict[str, Any]) -> int:
 def cmd_hooks_uninstall(a: dict[str, Any]) -> int:
     from agent_journal.agents import mcp_installer
 
-    _hooks("claude_code_installer", "uninstall", a)
+    _hooks("claude-code", "uninstall", a)
     mcp_change = mcp_installer.unregister(project=a["project"], scope=a["scope"] or "project",
                                           dry_run=a["dry_run"])
     if mcp_change.changed or mcp_change.diff:
@@ -90,22 +75,11 @@ def cmd_hooks_uninstall(a: dict[str, Any]) -> int:
 
 
 def cmd_hooks_install_codex(a: dict[str, Any]) -> int:
-    return _hooks("codex_installer", "install", a)
+    return _hooks("codex", "install", a)
 
 
 def cmd_hooks_uninstall_codex(a: dict[str, Any]) -> int:
-    return _hooks("codex_installer", "uninstall", a)
-
-
-def cmd_hook_codex(a: dict[str, Any]) -> int:
-    from agent_journal.agents import codex_hook
-
-    result = codex_hook.codex(sys.stdin.buffer, root=a["root"], workspace=a["workspace"])
-    if result.stdout is not None:
-        output.emit_line(result.stdout)
-    if result.deferred is not None:
-        raise result.deferred
-    return 0
+    return _hooks("codex", "uninstall", a)
 
 
 def cmd_import_codex(a: dict[str, Any]) -> int:
@@ -161,7 +135,7 @@ def cmd_get(a: dict[str, Any]) -> int:
 
 def cmd_mcp(a: dict[str, Any]) -> int:
     from agent_journal.agents import mcp_server
-    from agent_journal.capture.claude_code import sanitise_workspace_id
+    from agent_journal.capture.observation import sanitise_workspace_id
 
     # A user-scope registration names no workspace: the folder the client starts us in does.
     workspace = a["workspace"] or sanitise_workspace_id(os.getcwd())

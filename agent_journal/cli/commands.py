@@ -267,7 +267,7 @@ CODEX_INSTALL = (PROJECT, CODEX_SCOPE, INSTALL_WORKSPACE, PLAIN_ROOT, DRY_RUN)
 _add(Command(
     "hook claude-code", "Journal one Claude Code hook payload read on stdin (run by Claude "
     "Code; never fails the agent: errors go to <root>/logs/hook.log and exit 0).",
-    "capture_commands:cmd_hook_claude_code",
+    "hook_commands:cmd_hook_claude_code",
     opts=(HOOK_WORKSPACE, PLAIN_ROOT),
     fail_open=True,
 ))
@@ -275,7 +275,7 @@ _add(Command(
 _add(Command(
     "hook codex", "Journal one Codex CLI hook payload read on stdin (run by Codex; never "
     "fails the agent: errors go to <root>/logs/hook.log and exit 0).",
-    "capture_commands:cmd_hook_codex",
+    "hook_commands:cmd_hook_codex",
     opts=(HOOK_WORKSPACE, PLAIN_ROOT),
     fail_open=True,
 ))

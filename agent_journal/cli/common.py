@@ -67,3 +67,21 @@ def emit_read(a: dict[str, Any], report: Any, result: Any, text: Any) -> int:
         output.emit_text(text(report))
     output.floor_warning(result.unreadable, result.malformed)
     return 0
+
+
+def log_failed_open(name: str, argv: list[str], exc: BaseException, *,
+                    root: str | None = None) -> None:
+    """Log the failure of a fail-open command (the agent hook) in <root>/logs/hook.log
+    (agents/hook_log.py: at `root`, else the root `argv` leads to); with no private place to
+    log (the root itself is unsafe or unusable), say so on stderr, which is not shown to
+    the agent on exit 0."""
+    try:
+        from agent_journal.agents.hook_log import log_failure
+
+        log_failure(name, argv, exc, root=root)
+    except BaseException as log_exc:
+        try:
+            output.error(f"{name} failed ({exc.__class__.__name__}) and could not log it: "
+                         f"{log_exc.__class__.__name__}")
+        except BaseException:
+            pass

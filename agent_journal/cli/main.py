@@ -1,15 +1,20 @@
-"""The command-line surface.
+"""The command-line surface: the console script's entry, dispatch, exit codes.
 
 Invariants:
-- Each command handler parses nothing itself (argv does, from the command
-  table), calls one library function, and renders the result through output.
+- Each command handler (cli/handlers.py, capture_commands.py, replica_commands.py,
+  hook_commands.py) parses nothing itself (argv does, from the command table), calls
+  one library function, and renders the result through output.
 - Exit codes are decided in one place, `run`: 0 ok, 1 refused or failed
   (JournalError), 2 usage error (UsageError, raised before anything is written).
 - No traceback reaches the user: unexpected exceptions become a one-line error.
 - A reader that leaves early (`| head`) ends the command quietly: exit 1, nothing on
   stderr, whatever was printing (a result, help, the version).
 - The hot path (write commands, the hook) imports neither typer nor click:
-  typer is loaded only to render --help.
+  typer is loaded only to render --help. This module, which every process loads,
+  imports nothing at its top but the errors: a handler's module is loaded when it runs,
+  the renderer when something is printed, so the hook loads neither.
+- A hook process ends as soon as its work is durable and its output flushed, without
+  the interpreter's teardown (`_end_now`), unless something registered work for exit.
 """
 
 from __future__ import annotations
@@ -17,13 +22,6 @@ from __future__ import annotations
 import os
 import sys
 
-from agent_journal.cli import output
-from agent_journal.cli.common import context as _context
-from agent_journal.cli.common import emit_action as _emit_action
-from agent_journal.cli.common import emit_read as _emit_read
-from agent_journal.cli.common import existing_context as _existing_context
-from agent_journal.cli.common import read_context as _read_context
-from agent_journal.cli.common import render as _render
 from agent_journal.core.errors import JournalError, UsageError
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
@@ -33,344 +31,16 @@ if TYPE_CHECKING:
 PROG = "agent-journal"
 
 
-def _read_output_arg(value: str | None) -> str | None:
-    if value is None:
-        return None
-    if value == "-" and sys.stdin is None:  # `<&-`: Python leaves no stdin object
-        raise UsageError("cannot read --output -: stdin is closed")
-    try:
-        if value == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            with open(value, "rb") as fh:
-                data = fh.read()
-    except OSError as exc:
-        raise UsageError(f"cannot read --output {value}: {exc.strerror}") from None
-    return data.decode("utf-8", errors="replace")
+def _output() -> Any:
+    from agent_journal.cli import output
 
+    return output
 
-def _parse_json_arg(flag: str, value: str | None) -> Any:
-    if value is None:
-        return None
-    import json
 
-    def reject(name: str) -> Any:
-        raise UsageError(f"{flag} must be JSON without NaN or Infinity")
+def _log_failed_open(name: str, argv: list[str], exc: BaseException) -> None:
+    from agent_journal.cli.common import log_failed_open
 
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, val in items:
-            if key in out:
-                raise UsageError(f"{flag} has a duplicate key {key!r}")
-            out[key] = val
-        return out
-
-    try:
-        return json.loads(value, object_pairs_hook=pairs, parse_constant=reject)
-    except ValueError as exc:
-        raise UsageError(f"{flag} is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise UsageError(f"{flag} is nested too deeply") from None
-
-
-def _print_write(result: Any, verb: str, as_json: bool) -> None:
-    if as_json:
-        output.emit_json(result.as_json())
-    else:
-        output.emit_line(f"{verb} {result.id}")
-    if result.warning:
-        output.warn(result.warning)
-
-
-# -- handlers ---------------------------------------------------------------------------
-
-def cmd_record(a: dict[str, Any]) -> int:
-    from agent_journal.ops import writes
-
-    result = writes.record(
-        _context(a), kind=a["kind"], entry_id=a["id"],
-        fields={"claim": a["claim"], "question": a["question"], "chosen": a["chosen"],
-                "text": a["text"]},
-        anchors=a["anchor"], depends_on=a["depends_on"], subject=a["subject"])
-    _print_write(result, "recorded", a["json"])
-    return 0
-
-
-def cmd_observe(a: dict[str, Any]) -> int:
-    from agent_journal.ops import writes
-
-    input_value = _parse_json_arg("--input", a["input"])
-    result = writes.observe(
-        _context(a), kind=a["kind"], obs_id=a["id"], tool=a["tool"], call_id=a["call_id"],
-        input_value=input_value, output=_read_output_arg(a["output"]), status=a["status"],
-        exit_code=a["exit_code"], duration_ms=a["duration_ms"])
-    _print_write(result, "observed", a["json"])
-    return 0
-
-
-def cmd_invalidate(a: dict[str, Any]) -> int:
-    from agent_journal.ops import writes
-
-    _print_write(writes.invalidate(_context(a), a["target"], a["reason"]), "invalidated",
-                 a["json"])
-    return 0
-
-
-def cmd_tombstone(a: dict[str, Any]) -> int:
-    from agent_journal.ops import writes
-
-    _print_write(writes.tombstone(_context(a), a["target"], a["reason"]), "tombstoned",
-                 a["json"])
-    return 0
-
-
-def cmd_show(a: dict[str, Any]) -> int:
-    from agent_journal.ops import show as show_op
-
-    report, result = show_op.show_stream(_read_context(a), only_id=a["id"],
-                                         observations=a["observations"], as_of=a["as_of"])
-    if a["json"]:
-        output.emit_json(report)
-    else:
-        from agent_journal.cli.render_reads import show_lines
-
-        output.emit_text(_as_of_note(a))
-        output.emit_lines(show_lines(report))
-    output.floor_warning(result.unreadable, result.malformed)
-    return 0
-
-
-def _as_of_note(a: dict[str, Any]) -> str:
-    return "" if a.get("as_of") is None else f"As of {a['as_of']}\n\n"
-
-
-# -- search (issue 7) -------------------------------------------------------------------
-
-def cmd_search(a: dict[str, Any]) -> int:
-    from agent_journal.ops import search
-
-    if a["misses"]:
-        return _search_misses(a)
-    if a["query"] is None:
-        raise UsageError("missing argument QUERY (or --misses)")
-    report = search.search(_existing_context(a), a["query"], limit=a["limit"], kind=a["kind"],
-                           include_retracted=a["include_retracted"])
-    if a["json"]:
-        output.emit_json(report)
-    else:
-        output.search_lines(report)
-    for text in report["warnings"]:
-        output.warn(text)
-    output.floor_warning(report["unreadable"], report["malformed"])
-    return 0
-
-
-def _search_misses(a: dict[str, Any]) -> int:
-    from agent_journal.ops import search_misses
-
-    given = [flag for flag, dest in (("QUERY", "query"), ("--limit", "limit"),
-                                     ("--kind", "kind"),
-                                     ("--include-retracted", "include_retracted"))
-             if a[dest] not in (None, False)]
-    if given:
-        raise UsageError(f"--misses lists the logged queries; it takes no {given[0]}")
-    report = search_misses.misses(_existing_context(a))
-    if a["json"]:
-        output.emit_json(report)
-    else:
-        output.misses_lines(report)
-    output.floor_warning(report["unreadable"], report["malformed"])
-    return 0
-
-
-def _alias(a: dict[str, Any], report: dict[str, Any]) -> int:
-    if a["json"]:
-        output.emit_json(report)
-    else:
-        output.alias_lines(report)
-    return 0
-
-
-def cmd_alias_add(a: dict[str, Any]) -> int:
-    from agent_journal.ops import thesaurus
-
-    return _alias(a, thesaurus.add(a["root"], a["word"], a["terms"]))
-
-
-def cmd_alias_remove(a: dict[str, Any]) -> int:
-    from agent_journal.ops import thesaurus
-
-    return _alias(a, thesaurus.remove(a["root"], a["word"], a["terms"]))
-
-
-def cmd_alias_list(a: dict[str, Any]) -> int:
-    from agent_journal.ops import thesaurus
-
-    report = thesaurus.listing(a["root"])
-    _alias(a, report)
-    if report["problem"] is not None:
-        output.warn(f"thesaurus {report['path']} is broken ({report['problem']}); search "
-                    "treats it as empty")
-    return 0
-
-
-# -- audit and recovery reads: trace, digest, coverage, decay ---------------------------
-
-def cmd_trace(a: dict[str, Any]) -> int:
-    from agent_journal.ops.trace import trace
-
-    report, result = trace(_read_context(a), a["id"], as_of=a["as_of"], must_name=True)
-    return _emit_read(a, report, result,
-                      lambda r: _as_of_note(a) + _render("trace_text")(a["id"], r))
-
-
-def cmd_digest(a: dict[str, Any]) -> int:
-    from agent_journal.ops.digest import digest
-
-    markdown, report, result = digest(_read_context(a), session=a["session"],
-                                      max_chars=a["max_chars"], as_of=a["as_of"])
-    from agent_journal.core.bidi import visible
-
-    return _emit_read(a, report, result, lambda r: visible(markdown))
-
-
-def cmd_coverage(a: dict[str, Any]) -> int:
-    from agent_journal.ops.coverage import coverage
-
-    report, result = coverage(_read_context(a))
-    return _emit_read(a, report, result, _render("coverage_text"))
-
-
-def cmd_stats(a: dict[str, Any]) -> int:
-    from agent_journal.ops.stats import stats
-
-    report, result = stats(_read_context(a))
-    return _emit_read(a, report, result, _render("stats_text"))
-
-
-def cmd_decay(a: dict[str, Any]) -> int:
-    from agent_journal.ops.decay import decay
-
-    report, result = decay(_read_context(a))
-    return _emit_read(a, report, result, _render("decay_text"))
-
-
-# -- audit views for people: timeline, checkpoints ------------------------------------
-
-TIMELINE_WINDOW = 200  # the lines `timeline` prints as text unless told otherwise
-
-
-def cmd_timeline(a: dict[str, Any]) -> int:
-    from agent_journal.ops.timeline import Filters, Timeline
-
-    filters = Filters(session=a["session"], tool=a["tool"], kind=a["kind"],
-                      failures_only=a["failures_only"], since=a["since"], until=a["until"])
-    html_path = None
-    if a["html"] is not None:
-        from agent_journal.cli import render_html
-
-        if a["json"]:
-            raise UsageError("--html and --json cannot be combined")
-        html_path = render_html.check_destination(a["html"], a["root"])
-    last = a["last"]
-    if a["all"] and last is not None:
-        raise UsageError("--all and --last cannot be combined")
-    # Text is for a person: a window, unless every line is asked for (issue 30).
-    window = last is None and not a["all"] and not a["json"] and html_path is None
-    if window:
-        last = TIMELINE_WINDOW
-    timeline = Timeline(_read_context(a), filters, last=last, as_of=a["as_of"])
-    with timeline:
-        if html_path is not None:
-            count = render_html.write_file(html_path, timeline.ctx.workspace_name, timeline)
-            output.emit_line(f"wrote {count} timeline rows to {html_path}")
-        elif a["json"]:
-            from agent_journal.cli.render_timeline import write_json_lines
-
-            write_json_lines(sys.stdout, timeline)
-        else:
-            from agent_journal.cli.render_timeline import write_text
-
-            shown = write_text(sys.stdout, timeline.ctx.workspace_name, timeline, header=True)
-            if window and shown >= TIMELINE_WINDOW:
-                output.emit_line(f"(the last {TIMELINE_WINDOW} lines: `--last N` for more, "
-                                 "`--all` for every line)")
-        sys.stdout.flush()
-        output.floor_warning(timeline.unreadable, timeline.malformed)
-    return 0
-
-
-def cmd_checkpoint(a: dict[str, Any]) -> int:
-    from agent_journal.ops.checkpoints import checkpoint
-
-    result = checkpoint(_context(a), a["name"], a["note"])
-    if a["json"]:
-        output.emit_json(result.as_json())
-    else:
-        output.emit_line(f"checkpoint {result.id} ({result.events} events)")
-    if result.warning:
-        output.warn(result.warning)
-    return 0
-
-
-def cmd_checkpoints(a: dict[str, Any]) -> int:
-    from agent_journal.ops.checkpoints import list_checkpoints
-
-    report = list_checkpoints(_existing_context(a))
-    if a["json"]:
-        output.emit_json(report)
-    else:
-        from agent_journal.cli.render_reads import checkpoints_text
-
-        output.emit_text(checkpoints_text(report))
-    output.floor_warning(report["unreadable"], report["malformed"])
-    return 0
-
-
-# -- retention: compact ----------------------------------------------------------------
-
-def cmd_compact(a: dict[str, Any]) -> int:
-    from agent_journal.ops import compact
-
-    # Like a read, it refuses a workspace that is not there (a typo would plan nothing).
-    outcome = compact.compact(_existing_context(a), entry_ttl_days=a["entry_ttl_days"],
-                              observation_ttl_days=a["observation_ttl_days"],
-                              apply=a["apply"])
-    if a["json"]:
-        # Its lists are of ids, a million of them for a large TTL run: written as
-        # they are encoded (a list of strings streams to the same bytes).
-        output.emit_json({key: iter(value) if isinstance(value, list) else value
-                          for key, value in outcome.report.items()})
-    else:
-        _emit_action(a, outcome.report, "compact_text")
-    for text in outcome.warnings:
-        output.warn(text)
-    if outcome.skipped:
-        output.error(compact.busy_message(len(outcome.skipped)))
-        return 1
-    return 0
-
-
-# -- checks and conventions: doctor, completion ------------------------------------------
-
-def cmd_doctor(a: dict[str, Any]) -> int:
-    from agent_journal.agents import doctor
-
-    checks = doctor.run_checks(project=a["project"], root=a["root"],
-                               ack_hook_log=a["ack_hook_log"])
-    if a["json"]:
-        output.emit_json(doctor.as_json(checks))
-    else:
-        for check in checks:
-            output.emit_line(check.line())
-    return 1 if any(not c.ok for c in checks) else 0
-
-
-def cmd_completion(a: dict[str, Any]) -> int:
-    from agent_journal.cli.completion import script
-
-    output.emit_text(script(a["shell"]))
-    return 0
+    log_failed_open(name, argv, exc)
 
 
 # -- dispatch ---------------------------------------------------------------------------
@@ -386,7 +56,7 @@ def run(argv: list[str]) -> int:
     if argv[:1] == ["--version"]:
         import agent_journal
 
-        output.emit_line(f"{PROG} {agent_journal.__version__}")
+        _output().emit_line(f"{PROG} {agent_journal.__version__}")
         return 0
     # Global options before a hook's name (`--root hook claude-code`, its value missing)
     # must not turn the hook into a usage error either: that would block the agent.
@@ -398,7 +68,7 @@ def run(argv: list[str]) -> int:
             if hook:
                 _log_failed_open("hook", argv, exc)
                 return 0
-            output.error(exc.message)
+            _output().error(exc.message)
             return exc.exit_code
     if _wants_help(argv):
         from agent_journal.cli.help import show_help
@@ -419,30 +89,29 @@ def run(argv: list[str]) -> int:
             raise UsageError(unknown_command(argv, PROG))
         values = parse(cmd, rest)
         code = int(_handler(cmd)(values))
-        output.flush()
+        _output().flush()
         return code
     except JournalError as exc:
-        output.error(exc.message)
+        _output().error(exc.message)
         return exc.exit_code
     except KeyboardInterrupt:
-        output.error("interrupted")
+        _output().error("interrupted")
         return 130
     except BrokenPipeError:
         _discard_stdout()
         return 1
     except Exception as exc:  # never a traceback in front of a user
-        output.error(f"internal error: {exc.__class__.__name__}: {exc}")
+        _output().error(f"internal error: {exc.__class__.__name__}: {exc}")
         if os.environ.get("AGENT_JOURNAL_DEBUG"):
             raise
         return 1
 
 
 def _handler(cmd: Any) -> Any:
-    """A command's handler: a function of this module, or `module:name`, a function of
+    """A command's handler: a function of cli/handlers.py, or `module:name`, a function of
     `agent_journal.cli.module`, imported only now."""
     module, _, name = cmd.handler.rpartition(":")
-    if not module:
-        return globals()[name]
+    module = module or "handlers"
     # (__import__, not importlib: importlib costs the hook path two more modules)
     return getattr(__import__(f"agent_journal.cli.{module}", fromlist=[name]), name)
 
@@ -517,42 +186,53 @@ def _run_failing_open(cmd: Any, rest: list[str]) -> int:
     """Run a fail-open command: every failure is logged and the exit code is 0.
 
     The agent hook's caller treats exit 2 as "block this tool call" and other codes as
-    errors shown to the user, so nothing it does may surface as anything but 0.
+    errors shown to the user, so nothing it does may surface as anything but 0. (The hook
+    logs what fails once it has chosen a root itself, at that root: agents/hook.py.)
     """
-    from agent_journal.agents.claude_code_hook import forget_chosen_root
     from agent_journal.cli.argv import parse
 
-    # A root an earlier hook in this process chose must not receive this one's failure.
-    forget_chosen_root()
     try:
         _handler(cmd)(parse(cmd, rest))
-        output.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
     except BaseException as exc:  # all of them, KeyboardInterrupt and SystemExit included
         _log_failed_open(cmd.name, rest, exc)
     return 0
 
 
-def _log_failed_open(name: str, rest: list[str], exc: BaseException) -> None:
-    try:
-        from agent_journal.agents.claude_code_hook import log_failure
+def _end_now(code: int) -> None:
+    """End this process now, its streams flushed, without the interpreter's teardown (a
+    hook's work is durable by now: every file it wrote is closed and synced, and freeing
+    a few thousand objects one by one cost it about 2 ms of the agent's tool call). Not
+    when anything registered work for exit (an atexit callback: a worker pool's, logging's)
+    or another thread still runs: then the process ends as every other does."""
+    import atexit
 
-        log_failure(name, rest, exc)
-    except BaseException as log_exc:
-        # No private place to log (the root itself is unsafe or unusable): stderr is all
-        # that is left, and it is not shown to the agent on exit 0.
-        try:
-            output.error(f"{name} failed ({exc.__class__.__name__}) and could not log it: "
-                         f"{log_exc.__class__.__name__}")
-        except BaseException:
-            pass
+    pending = getattr(atexit, "_ncallbacks", None)
+    threading = sys.modules.get("threading")
+    if pending is None or pending() or (threading is not None
+                                        and threading.active_count() > 1):
+        return
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except BaseException:
+        return  # the ordinary exit reports it
+    os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:
     # Files and folders the journal creates are private whatever the caller's umask.
     os.umask(0o077)
     _hold_standard_fds()
+    args = list(sys.argv[1:] if argv is None else argv)
+    # The console script's own process (argv None), running the hook, ends without
+    # teardown; a caller in the same process (tests, `python -m` callers) is left alone.
+    end_now = argv is None and (args[:1] == ["hook"] or (
+        bool(args) and args[0].partition("=")[0] in _GLOBAL_FLAGS and _names_a_hook(args)))
     try:
-        code = run(list(sys.argv[1:] if argv is None else argv))
+        code = run(args)
         if sys.stdout is not None:
             sys.stdout.flush()  # here, where a closed pipe can still be caught
     except BrokenPipeError:
@@ -560,10 +240,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except JournalError as exc:  # `--version > /dev/full`: what run could not catch
         _discard_stdout()
-        output.error(exc.message)
+        _output().error(exc.message)
         return exc.exit_code
     except OSError as exc:
         _discard_stdout()
-        output.error(f"cannot print the result: {exc.strerror or exc}")
+        _output().error(f"cannot print the result: {exc.strerror or exc}")
         return 1
+    if end_now:
+        _end_now(code)
     return code

@@ -12,7 +12,6 @@ closed stderr silences warnings and errors rather than failing the command.
 
 from __future__ import annotations
 
-import json
 import sys
 
 from agent_journal.core.errors import JournalError
@@ -60,6 +59,8 @@ def _stderr_write(text: str) -> None:
 
 
 def to_json(value: Any) -> str:
+    import json  # here: the hook, which prints no JSON document, does not load it
+
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
@@ -68,6 +69,8 @@ def line_encoder() -> Any:
     its C encoder is made once here, where `encode` makes one per call (the
     setup cost about as much as encoding a view). Documents made from stored
     JSON hold no cycles, so none is looked for."""
+    import json
+
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:
         return json.JSONEncoder(ensure_ascii=False).encode
@@ -109,6 +112,8 @@ def _emit_streamed(doc: dict[str, Any]) -> None:
     list is on one line of its own. The items are encoded by json's C encoder
     (the pure-Python one, which any `indent` selects, cost most of a large
     read), and nothing holds more than a batch of them."""
+    import json
+
     encode = line_encoder()
     encode_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
     parts: list[str] = ["{"]

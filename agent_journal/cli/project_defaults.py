@@ -38,7 +38,7 @@ def folder_workspace(root: str | None) -> str | None:
     """The workspace the hooks name after the current folder (agents/hook_target.py), when
     the root holds one by that name: a plugin install writes no project file, and its
     hooks write there."""
-    from agent_journal.capture.claude_code import sanitise_workspace_id
+    from agent_journal.capture.observation import sanitise_workspace_id
     from agent_journal.core.errors import UsageError
     from agent_journal.storage.root import resolve_root
 

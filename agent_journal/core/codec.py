@@ -9,11 +9,9 @@ fields, so a damaged or hand-edited row is reported as malformed, never trusted.
 
 from __future__ import annotations
 
-import json
-import re
-
 import xxhash
 
+from agent_journal.core import cjson
 from agent_journal.core.model import Event, event_from_stored
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
@@ -30,10 +28,13 @@ class MalformedEvent(ValueError):
     """A stored row that cannot be trusted as an event; the message says why."""
 
 
-# json.dumps with these options builds a new encoder on every call.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                              allow_nan=False)
-_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+# json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+# allow_nan=False).encode, calling the C encoder it would build directly: `encode` first
+# sets up, in Python, what its C encoder is made from, which cost as much as a third of
+# encoding an observation (and importing json costs the hook milliseconds).
+canonical_text = cjson.encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                               allow_nan=False)
+_canonical_text = canonical_text
 
 
 def canonical_bytes(event: Event) -> bytes:
@@ -43,24 +44,9 @@ def canonical_bytes(event: Event) -> bytes:
     return text.encode("utf-8")
 
 
-def _canonical_text(obj: dict[str, Any]) -> str:
-    """`_CANONICAL.encode(obj)`, calling the C encoder it would build directly.
-
-    `encode` first sets up, in Python, what its C encoder is made from; that setup cost
-    as much as a third of encoding an observation. The arguments are `_CANONICAL`'s own,
-    in the order `JSONEncoder.iterencode` passes them, with a fresh circular-reference
-    memo per call as it has.
-    """
-    if _c_make_encoder is None:
-        return _CANONICAL.encode(obj)
-    encoder = _c_make_encoder({}, _CANONICAL.default, json.encoder.encode_basestring, None,
-                              ":", ",", True, False, False)
-    return "".join(encoder(obj, 0))
-
-
-# What the canonical encoder writes escaped; a string with none of these is
-# written as itself between quotes.
-_ESCAPED = re.compile(r'["\\\x00-\x1f]')
+# Whether the canonical encoder writes a string escaped (a quote, a backslash, a control
+# character); one with none of these is written as itself between quotes.
+_escaped = cjson.needs_escape
 # The types of the data values _flat_data writes itself.
 _FLAT_TYPES = frozenset({str, int, bool, type(None)})
 
@@ -87,7 +73,7 @@ def _direct_canonical(ev: Event) -> str | None:
             str is type(ev.author) is type(ev.event_id) is type(ev.kind) is type(ev.replica)
             is type(ev.ts) is type(ev.type) is (str if subject is None else type(subject))
             is (str if session is None else type(session))) \
-            or _ESCAPED.search("".join(strings)):
+            or _escaped("".join(strings)):
         return None
     data = _flat_data(ev.data)
     if data is None:
@@ -129,7 +115,7 @@ def _flat_data(data: dict[str, Any]) -> str | None:
             return None
         strings.append(key)
         items.append(f'"{key}":{text}')
-    if _ESCAPED.search("".join(strings)):
+    if _escaped("".join(strings)):
         return None
     return "{" + ",".join(items) + "}"
 
@@ -149,7 +135,7 @@ def _reject_constant(name: str) -> Any:
 
 # One decoder for every row: json.loads(..., parse_constant=...) builds a new
 # decoder per call, which was a third of the cost of reading a large journal.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODER = cjson.Decoder(parse_constant=_reject_constant)
 _BLOB_TYPES = (bytes, bytearray, memoryview)
 _REQUIRED = frozenset(REQUIRED_FIELDS)
 
@@ -165,7 +151,9 @@ def _parse_json(body: bytes) -> Any:
     if body[:1] == b"{" and body[1:2] not in (b"", b"\x00"):
         text = body.decode("utf-8", "surrogatepass")
     else:
-        text = body.decode(json.detect_encoding(body), "surrogatepass")
+        from json import detect_encoding
+
+        text = body.decode(detect_encoding(body), "surrogatepass")
     try:
         obj, end = _DECODER.raw_decode(text)
         if end == len(text):

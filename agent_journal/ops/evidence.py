@@ -16,7 +16,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import os
 
 from agent_journal.core import codec
@@ -62,9 +61,9 @@ def threshold() -> int:
 
 
 def canonical_text(value: Any) -> str:
-    """A structured output as the JSON text that is stored and printed for it."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False)
+    """A structured output as the JSON text that is stored and printed for it (the
+    canonical encoding of event bodies: sorted keys, no blanks, UTF-8 kept)."""
+    return codec.canonical_text(value)
 
 
 def _summary_lines(text: str) -> str:

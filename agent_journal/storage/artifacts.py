@@ -19,7 +19,6 @@ Invariants:
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable
 
 from agent_journal.core.errors import JournalError
@@ -32,7 +31,13 @@ if TYPE_CHECKING:
 
 ARTIFACTS_DIR = "artifacts"
 ARTIFACT_ALGO = "xxh3-128"
-_ARTIFACT_HEX = re.compile(r"[0-9a-f]{32}")
+_HEX = frozenset("0123456789abcdef")
+
+
+def _is_hex32(text: str) -> bool:
+    """32 lowercase hex digits: an xxh3-128 digest as blobs are named (no regex: `re`
+    costs the hook milliseconds to import)."""
+    return len(text) == 32 and _HEX.issuperset(text)
 
 
 def artifact_ref(data: bytes) -> str:
@@ -48,7 +53,7 @@ def blob_matches_ref(path: str, ref: str) -> bool:
     import xxhash
 
     algo, sep, hexdigest = ref.partition(":") if isinstance(ref, str) else ("", "", "")
-    if not sep or algo != ARTIFACT_ALGO or not _ARTIFACT_HEX.fullmatch(hexdigest):
+    if not sep or algo != ARTIFACT_ALGO or not _is_hex32(hexdigest):
         return False
     digest = xxhash.xxh3_128()
     try:
@@ -63,7 +68,7 @@ def blob_matches_ref(path: str, ref: str) -> bool:
 def artifact_path(ws: Workspace, ref: str) -> str:
     """Where the blob with reference `ref` lives; JournalError for anything but a valid ref."""
     algo, sep, hexdigest = ref.partition(":") if isinstance(ref, str) else ("", "", "")
-    if not sep or algo != ARTIFACT_ALGO or not _ARTIFACT_HEX.fullmatch(hexdigest):
+    if not sep or algo != ARTIFACT_ALGO or not _is_hex32(hexdigest):
         raise JournalError(f"not an artifact reference: {str(ref)[:80]!r}")
     return os.path.join(ws.path, ARTIFACTS_DIR, hexdigest[:2], hexdigest)
 
@@ -202,8 +207,10 @@ def uncited_blobs(ws: Workspace, cited: set[str], *, now: float | None = None) -
     workspace's store that `cited` does not name and that were last written more
     than UNCITED_GRACE_S ago. Nothing can tombstone such bytes (no event names
     them), so compaction erases them like a purged capture's (`erase_blobs`)."""
+    import re
     import time
 
+    hex32 = re.compile(r"[0-9a-f]{32}")
     top = os.path.join(ws.path, ARTIFACTS_DIR)
     check_confined(top)
     if not os.path.isdir(top):
@@ -212,7 +219,7 @@ def uncited_blobs(ws: Workspace, cited: set[str], *, now: float | None = None) -
     found: set[str] = set()
     for folder, _dirs, files in os.walk(top):
         for name in files:
-            named = _ARTIFACT_HEX.search(name.lower())
+            named = hex32.search(name.lower())
             if named is None or named.group(0) in cited:
                 continue
             try:

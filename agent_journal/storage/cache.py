@@ -136,19 +136,25 @@ def publish_cache(conn: sqlite3.Connection, tmp: str, path: str) -> None:
         os.close(dfd)
 
 
-def segment_signature(path: str) -> tuple[str, int] | None:
+def segment_signature(path: str, st: os.stat_result | None = None
+                      ) -> tuple[str, int] | None:
     """A cheap fingerprint of a segment's files and their newest mtime (ns).
 
     None when the file cannot be examined. Any commit changes the fingerprint:
     in rollback-journal mode SQLite bumps the header's file change counter; in
     WAL mode the -wal file grows or is rewritten (its mtime moves). Callers
     still re-check a fingerprint taken within a second or two of the newest
-    mtime, since mtimes are only as fine as the kernel's clock tick.
+    mtime, since mtimes are only as fine as the kernel's clock tick. `st`: the
+    file's stat, when the caller has just taken it.
     """
     try:
-        st = os.stat(path)
-        with open(path, "rb") as fh:
-            header = fh.read(28)
+        if st is None:
+            st = os.stat(path)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            header = os.read(fd, 28)
+        finally:
+            os.close(fd)
     except OSError:
         return None
     counter = header[24:28].hex() if len(header) == 28 else "-"

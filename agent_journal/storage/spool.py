@@ -22,7 +22,6 @@ import os
 from agent_journal.core import codec
 from agent_journal.core.errors import SpoolFullError
 from agent_journal.storage.files import make_private_dirs, write_file_atomic
-from agent_journal.storage.locks import process_alive
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
@@ -99,6 +98,8 @@ def _claim(where: str, name: str) -> str | None:
     """Rename a waiting (or abandoned) file to this process's claim; None if another has it."""
     base = name
     if name.startswith(CLAIM):
+        from agent_journal.storage.locks import process_alive  # (the drain alone needs it)
+
         pid, _, base = name[len(CLAIM):].partition("-")
         if not pid.isdigit() or process_alive(int(pid)):
             return None

@@ -97,14 +97,16 @@ class Mark:
                    Fold(value, [(after, int(n)) for after, n in chain]))
 
 
-def signature(path: str) -> tuple[str, int] | None:
-    """segment_signature with the inode's change time: (fingerprint, newest mtime)."""
-
-    sig = segment_signature(path)
+def signature(path: str, st: os.stat_result | None = None) -> tuple[str, int] | None:
+    """segment_signature with the inode's change time: (fingerprint, newest mtime).
+    `st`: the file's stat, when the caller has just taken it (one stat serves both)."""
     try:
-        changed = os.stat(path).st_ctime_ns
+        if st is None:
+            st = os.stat(path)
     except OSError:
         return None
+    sig = segment_signature(path, st)
+    changed = st.st_ctime_ns
     return None if sig is None else (f"{sig[0]}:{changed}", max(sig[1], changed))
 
 

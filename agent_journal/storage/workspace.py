@@ -11,7 +11,6 @@ Invariants:
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 from collections.abc import Iterable, Iterator
 
@@ -21,14 +20,6 @@ from agent_journal.core.model import Event
 from agent_journal.storage.connection import connect, describe_sqlite_error, is_busy, run_write
 from agent_journal.storage.files import create_private_file, make_private_dirs
 from agent_journal.storage.segment import SEGMENT_SUFFIX, has_subject, init_segment, insert_events
-from agent_journal.storage.segment_reader import (
-    PausedGC,
-    Peek,
-    ReadResult,
-    read_entries,
-    read_segment,
-    structure_damage,
-)
 
 TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
 if TYPE_CHECKING:
@@ -36,6 +27,7 @@ if TYPE_CHECKING:
 
     from agent_journal.storage.cut import Cut
     from agent_journal.storage.root import Root
+    from agent_journal.storage.segment_reader import Peek, ReadResult
 
 ENV_SEGMENT_MAX_BYTES = "AGENT_JOURNAL_SEGMENT_MAX_BYTES"
 SEGMENT_MAX_BYTES = 64 * 1024 * 1024
@@ -62,18 +54,19 @@ class Workspace:
 
     # -- appending ----------------------------------------------------------------------
 
-    def _own_segment_pattern(self) -> re.Pattern[str]:
-        own = re.escape(self.root.replica_id)
-        return re.compile(rf"^{own}-(\d{{6}}){re.escape(SEGMENT_SUFFIX)}$")
-
-    def current_segment(self) -> str:
-        """This replica's newest segment, rotated when it passes the size limit."""
-        pattern = self._own_segment_pattern()
+    def current_segment(self, paths: list[str] | None = None) -> str:
+        """This replica's newest segment, rotated when it passes the size limit (`paths`:
+        segment_paths(), when the caller has listed them already)."""
+        # Its own segments are named <replica>-<six digits><SEGMENT_SUFFIX> (read without
+        # a regex: `re` costs the hook milliseconds to import).
+        prefix = os.path.join(self.segments_dir, self.root.replica_id + "-")
+        size = len(prefix) + 6 + len(SEGMENT_SUFFIX)
         numbers = []
-        for p in self.segment_paths():
-            m = pattern.match(os.path.basename(p))
-            if m:
-                numbers.append(int(m.group(1)))
+        for p in self.segment_paths() if paths is None else paths:
+            if len(p) == size and p.startswith(prefix) and p.endswith(SEGMENT_SUFFIX):
+                digits = p[len(prefix):size - len(SEGMENT_SUFFIX)]
+                if digits.isdecimal():
+                    numbers.append(int(digits))
         number = max(numbers) if numbers else 1
         path = self._own_segment_name(number)
         limit = int(os.environ.get(ENV_SEGMENT_MAX_BYTES) or SEGMENT_MAX_BYTES)
@@ -88,9 +81,11 @@ class Workspace:
         return os.path.join(self.segments_dir,
                             f"{self.root.replica_id}-{number:06d}{SEGMENT_SUFFIX}")
 
-    def open_for_append(self) -> sqlite3.Connection:
+    def open_for_append(self, path: str | None = None) -> sqlite3.Connection:
+        """A connection to this replica's current segment (`path`, when the caller chose
+        it), made and initialised if need be."""
         make_private_dirs(self.segments_dir)
-        path = self.current_segment()
+        path = self.current_segment() if path is None else path
         created = create_private_file(path)
         conn = connect(path)
         try:
@@ -101,6 +96,11 @@ class Workspace:
             raise
         return conn
 
+    def writer(self) -> Writer:
+        """A writer's one hold on this replica's current segment, for its look-ups and its
+        appends (close it, or use it as a context manager)."""
+        return Writer(self)
+
     def append(self, events: list[Event], *, unique_subject: str | None = None,
                subject_type: str | None = None) -> int:
         """Append events to this replica's current segment.
@@ -110,40 +110,9 @@ class Workspace:
         Older and imported segments are checked first; the current segment is
         checked inside the write lock, so two local writers cannot both pass.
         """
-        try:
-            return self._append(events, unique_subject, subject_type)
-        except sqlite3.OperationalError as exc:
-            if is_busy(exc):
-                raise BusyError("the journal stayed locked by other writers; retry") from None
-            raise StorageError(f"cannot append to workspace {self.name} "
-                               f"({self.segments_dir}): {describe_sqlite_error(exc)}") from None
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot append to workspace {self.name}: "
-                               f"{describe_sqlite_error(exc)}") from None
-
-    def _append(self, events: list[Event], unique_subject: str | None,
-                subject_type: str | None) -> int:
-        conn = self.open_for_append()
-        try:
-            current = conn.execute("PRAGMA database_list").fetchone()[2]
-            if unique_subject is not None:
-                for path in self.segment_paths():
-                    if os.path.basename(path) == os.path.basename(current):
-                        continue
-                    if self._segment_has_subject(path, unique_subject, subject_type):
-                        raise ConflictError(
-                            f"{subject_type} {unique_subject} already exists in workspace "
-                            f"{self.name}")
-
-            def work(c: sqlite3.Connection) -> int:
-                if unique_subject is not None and has_subject(c, unique_subject, subject_type):
-                    raise ConflictError(
-                        f"{subject_type} {unique_subject} already exists in workspace {self.name}")
-                return insert_events(c, events)
-
-            return int(run_write(conn, work))
-        finally:
-            conn.close()
+        with self.writer() as writer:
+            return writer.append(events, unique_subject=unique_subject,
+                                 subject_type=subject_type)
 
     # -- lookups ------------------------------------------------------------------------
 
@@ -209,20 +178,22 @@ class Workspace:
         in every writer's lookup (the reads report it); one that stays locked
         raises BusyError, as an append would.
         """
+        return self._tombstoned_among(subjects, self.segment_paths(), _tombstone_subjects)
+
+    def _tombstoned_among(self, subjects: Iterable[str], paths: list[str],
+                          ask: Any) -> set[str]:
         wanted = set(subjects)
         if not wanted:
             return set()
-        paths = self.segment_paths()
         if len(paths) <= ASK_DIRECTLY:
             # A few segments are asked faster than the index is read and checked.
             found: set[str] = set()
             for path in paths:
-                found |= _tombstone_subjects(path, wanted) or set()
+                found |= ask(path, wanted) or set()
             return found
         from agent_journal.storage import tombstone_index
 
-        return tombstone_index.tombstoned_among(self.root.path, self.name, paths, wanted,
-                                                _tombstone_subjects)
+        return tombstone_index.tombstoned_among(self.root.path, self.name, paths, wanted, ask)
 
     def holds_subject(self, subject: str, types: tuple[str, ...]) -> bool:
         """Whether any readable segment has an event of one of `types` about `subject`."""
@@ -245,11 +216,16 @@ class Workspace:
         `cut` (not with `peek`) reads only the rows inside it (cut.py).
         `observations=False` verifies observation rows but keeps none.
         """
+        # (segment_reader is loaded by the reads alone: the hook, which only writes, never.)
+        from agent_journal.storage.segment_reader import PausedGC
+
         with PausedGC():
             return self._read(lazy, peek, cut, observations)
 
     def _read(self, lazy: bool, peek: Peek | None = None, cut: Cut | None = None,
               observations: bool = True) -> ReadResult:
+        from agent_journal.storage.segment_reader import ReadResult, read_segment
+
         result = ReadResult()
         for path in self.segment_paths():
             rel = self.rel(path)
@@ -264,7 +240,13 @@ class Workspace:
         invalidation), and the observations among the newest `rows` rows of the most
         recently written segments: what a digest of the newest work needs when the whole
         one cannot wait. Its cost is bounded by `rows`, whatever the journal's size."""
-        from agent_journal.storage.segment_reader import segment_extent
+        from agent_journal.storage.segment_reader import (
+            PausedGC,
+            ReadResult,
+            read_entries,
+            read_segment,
+            segment_extent,
+        )
 
         paths = self.segment_paths()
         tails: dict[str, int] = {}  # segment -> the seq its newest rows start above
@@ -292,6 +274,7 @@ class Workspace:
     def structure_damage(self) -> list[dict[str, str]]:
         """{path, reason} of every segment SQLite's structural check fails on
         (segment_reader.structure_damage), in segment order."""
+        from agent_journal.storage.segment_reader import structure_damage
         found = []
         for path in self.segment_paths():
             reason = structure_damage(path)
@@ -302,6 +285,8 @@ class Workspace:
     def iter_segment(self, path: str, *, lazy: bool = False
                      ) -> Iterator[Event | tuple[str, int, str]]:
         """Yield events, then ("high", seq, ""); damage as ("malformed"|"unreadable", ...)."""
+        from agent_journal.storage.segment_reader import read_segment
+
         scan = read_segment(path, lazy=lazy)
         yield from scan.events
         for seq, why in scan.malformed:
@@ -310,6 +295,109 @@ class Workspace:
             yield ("unreadable", 0, scan.unreadable)
         else:
             yield ("high", scan.high, "")
+
+
+class Writer:
+    """One writer's hold on this replica's current segment: one connection (opened when
+    first needed, and only made into a segment by an append) serves the writer's tombstone
+    look-ups there and its appends, so a hook opens the segment it appends to once, and,
+    past ASK_DIRECTLY segments, the one small tombstone index for the others.
+
+    Each append asks anew which segment is current, as every append does: when another
+    writer rotated to a new one, or the file the connection holds is no longer the one at
+    its path, the connection is opened afresh on the current one."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.paths = ws.segment_paths()
+        self.current = ws.current_segment(self.paths)
+        self.conn: sqlite3.Connection | None = None
+        self.inode: tuple[int, int] | None = None  # (device, inode) of the file it holds
+        # Its events table answered a look-up: init_segment made it and set user_version
+        # in one transaction, so the segment is initialised.
+        self.initialised = False
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        conn, self.conn = self.conn, None
+        self.initialised = False
+        if conn is not None:
+            conn.close()
+
+    def tombstoned_among(self, subjects: Iterable[str]) -> set[str]:
+        """Workspace.tombstoned_among, the current segment asked through this hold."""
+        return self.ws._tombstoned_among(subjects, self.paths, self._ask)
+
+    def _ask(self, path: str, among: set[str] | None) -> set[str] | None:
+        if path != self.current:
+            return _tombstone_subjects(path, among)
+        if self.conn is None:
+            # (The file's identity first: one put in its place meanwhile is then the one
+            # the connection holds, and is told apart at the append.)
+            inode = _inode(path)
+            try:
+                self.conn = connect(path)
+            except sqlite3.Error:
+                return None
+            self.inode = inode
+        found = _subjects_of_tombstones(self.conn, among)
+        self.initialised = self.initialised or found is not None
+        return found
+
+    def append(self, events: list[Event], *, unique_subject: str | None = None,
+               subject_type: str | None = None) -> int:
+        """Workspace.append, through this hold."""
+        try:
+            return self._append(events, unique_subject, subject_type)
+        except sqlite3.OperationalError as exc:
+            if is_busy(exc):
+                raise BusyError("the journal stayed locked by other writers; retry") from None
+            self.close()  # a retry opens the segment afresh
+            raise StorageError(f"cannot append to workspace {self.ws.name} "
+                               f"({self.ws.segments_dir}): {describe_sqlite_error(exc)}"
+                               ) from None
+        except sqlite3.Error as exc:
+            self.close()
+            raise StorageError(f"cannot append to workspace {self.ws.name}: "
+                               f"{describe_sqlite_error(exc)}") from None
+
+    def _append(self, events: list[Event], unique_subject: str | None,
+                subject_type: str | None) -> int:
+        ws = self.ws
+        current = ws.current_segment()
+        if self.conn is not None and (current != self.current
+                                      or _inode(current) != self.inode):
+            self.close()
+        self.current = current
+        if self.conn is None:
+            self.conn = ws.open_for_append(current)
+            self.inode = _inode(current)
+            self.initialised = True
+        elif not self.initialised and \
+                self.conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+            init_segment(self.conn, workspace=ws.name, replica=ws.root.replica_id)
+        if unique_subject is not None:
+            current = os.path.basename(self.current)
+            for path in ws.segment_paths():
+                if os.path.basename(path) == current:
+                    continue
+                if ws._segment_has_subject(path, unique_subject, subject_type):
+                    raise ConflictError(
+                        f"{subject_type} {unique_subject} already exists in workspace "
+                        f"{ws.name}")
+
+        def work(c: sqlite3.Connection) -> int:
+            if unique_subject is not None and has_subject(c, unique_subject, subject_type):
+                raise ConflictError(
+                    f"{subject_type} {unique_subject} already exists in workspace {ws.name}")
+            return insert_events(c, events)
+
+        return int(run_write(self.conn, work))
 
 
 # Up to this many segments, a writer asks each one rather than the tombstone index.
@@ -325,6 +413,15 @@ def _tombstone_subjects(path: str, among: set[str] | None = None) -> set[str] | 
         conn = connect(path)
     except sqlite3.Error:
         return None
+    try:
+        return _subjects_of_tombstones(conn, among)
+    finally:
+        conn.close()
+
+
+def _subjects_of_tombstones(conn: sqlite3.Connection, among: set[str] | None
+                            ) -> set[str] | None:
+    """_tombstone_subjects on an open connection to the segment."""
     try:
         if among is None:
             return {str(row[0]) for row in conn.execute(
@@ -345,8 +442,14 @@ def _tombstone_subjects(path: str, among: set[str] | None = None) -> set[str] | 
         return None
     except sqlite3.Error:
         return None
-    finally:
-        conn.close()
+
+
+def _inode(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _mtime(path: str) -> float:
