@@ -184,38 +184,3 @@ def test_watched_slots_and_tombstone_targets():
     rows = [(1, tomb.event_id, "tombstone", "x", tomb.ts, body, digest),
             (2, "other-id", "tombstone", "y", tomb.ts, body, digest)]  # id column lies
     assert mr.tombstone_targets(rows) == {"x"}
-
-
-def _vouched(rows: list[tuple], events: dict[int, Event], specs) -> list[tuple]:
-    """The rows as storage hands them over (storage/vouched_rows.py): each
-    observation stored as written, its columns agreeing, `Vouched` with its data
-    cut to its artifact."""
-    out = []
-    for row in rows:
-        ev = events[row[0]]
-        if ev.type == "observation" and specs[row[0] - 1][5] == "plain":
-            art = ev.data.get("artifact")
-            row = (*row[:6], mr.Vouched({} if art is None else {"artifact": art}))
-        out.append(row)
-    return out
-
-
-@settings(max_examples=200)
-@given(rows_strategy, st.sets(st.integers(0, 30)), st.sets(st.sampled_from(["a", "b"])),
-       st.booleans())
-def test_a_vouched_row_is_decided_as_its_bytes_are(specs, held, known, sealed_bad):
-    """A law: the plan of rows with canonical observations vouched for is the plan
-    of the same rows read in full, for a root and for an export whose manifest
-    names malformed rows (whose rows are then all read)."""
-    rows, events = _rows(specs)
-    local = {f"00000000-0000-4000-8000-{n:012d}" for n in held}
-    tombstoned = _prescan(rows, events) | known
-    bad = {r[0]: "listed" for r in rows if specs[r[0] - 1][5] == "malformed"}
-    sealed = sealed_bad and bool(bad)
-    runs = []
-    for given_rows in (rows, _vouched(rows, events, specs)):
-        seg = _segment(given_rows, sealed=sealed, sealed_bad=bad if sealed else None)
-        plan, planner, wanted = _plan(given_rows, seg, local, tombstoned)
-        runs.append((plan.copied, plan.skip, plan.rebuilt, plan.tombstones, plan.malformed,
-                     planner.report(), wanted))
-    assert runs[0] == runs[1]

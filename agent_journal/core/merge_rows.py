@@ -16,8 +16,6 @@ Invariants:
   that keeps some content out.
 - Rows of a sealed export (checked by the exporter, the manifest naming its
   malformed rows) are decided from their columns; only tombstones are read.
-- A row whose body is `Vouched` (storage showed the exact decoder accepts it,
-  with columns agreeing, without running it) is decided as its bytes would be.
 """
 
 from __future__ import annotations
@@ -42,28 +40,12 @@ from agent_journal.core.merge_plan import (
 )
 from agent_journal.core.model import OBSERVATION, TOMBSTONE, Event
 
-# A stored row as merge reads it: (seq, event_id, type, subject, ts, checksum, body),
-# the body as stored, None (a sealed export's row that is no tombstone) or `Vouched`.
+# A stored row as merge reads it: (seq, event_id, type, subject, ts, checksum, body or None).
 Row = tuple[int, str, str, "str | None", str, str, Any]
 Slot = tuple[str, str]  # (replica, segment file name)
 # Artifact ref -> (its record, the ids of the observations citing it).
 Wanted = dict[str, tuple[dict[str, Any], set[str]]]
 _NOT_TAKEN = (DUPLICATE, TOMBSTONED, REMOVED)
-
-
-class Vouched(NamedTuple):
-    """In place of a body: an observation row storage has shown the exact decoder
-    accepts with its event id, subject and time columns agreeing (a blob with the
-    right checksum, in canonical layout, JSON by SQLite's strict test:
-    storage/observation_layout.py), so it is decided from its columns, copied as
-    stored. `data` is its data cut to the one member a merge reads, `artifact`
-    ({} without one)."""
-
-    data: dict[str, Any]
-
-
-# The bodies SQLite may copy as stored (a blob, or one it was not asked for).
-_AS_STORED = (bytes, type(None), Vouched)
 
 
 class RebuiltRow(NamedTuple):
@@ -173,11 +155,9 @@ def plan_segment(rows: list[Row], seg: SourceSegment, planner: Planner, slots: S
         obj: dict[str, Any] | None = None
         type_, subject, ts = col_type, col_subject, col_ts
         try:
-            if sealed and seq in sealed_bad:
-                raise codec.MalformedEvent(sealed_bad[seq])
-            if type(body) is Vouched:
-                obj = {"data": body.data}  # (columns: the body's own values)
-            elif sealed:
+            if sealed:
+                if seq in sealed_bad:
+                    raise codec.MalformedEvent(sealed_bad[seq])
                 if body is not None:
                     obj = verify_row(body, digest, event_id)
             elif (event_id in local_ids and event_id not in seen and type(body) is bytes
@@ -211,7 +191,7 @@ def plan_segment(rows: list[Row], seg: SourceSegment, planner: Planner, slots: S
             named = obj["id"] if obj is not None else subject
             if named is not None:
                 plan.tombstones.add(named)
-        elif type(body) in _AS_STORED and col_type == type_ \
+        elif (body is None or type(body) is bytes) and col_type == type_ \
                 and col_subject == subject and col_ts == ts:
             copied(event_id)  # (most rows: stored as they are)
             continue
@@ -247,7 +227,8 @@ def _rebuilt(row: Row, obj: dict[str, Any] | None, type_: str, subject: str | No
         if changed is not None:
             raw, new_digest = codec.encode(changed)
             return RebuiltRow(event_id, type_, subject, ts, raw, new_digest)
-    if type(body) not in _AS_STORED or (col_type, col_subject, col_ts) != (type_, subject, ts):
+    if type(body) is not bytes and body is not None or \
+            (col_type, col_subject, col_ts) != (type_, subject, ts):
         # Text body or lookup columns that disagree with the bytes: store it
         # the way this replica would have written it.
         return RebuiltRow(event_id, type_, subject, ts, codec.as_bytes(body), digest)

@@ -45,7 +45,7 @@ class CompactionRead(ReadResult):
     Observation events carry only `data.artifact` of their data: nothing else
     of an observation's data takes part in a plan, and most of a journal is
     observations, so a body in canonical layout is judged without parsing it
-    in Python (see `fast_observation`); any other goes to the exact decoder.
+    in Python (see `_fast_observation`); any other goes to the exact decoder.
     """
 
     def __init__(self) -> None:

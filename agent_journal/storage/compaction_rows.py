@@ -90,7 +90,7 @@ def _checked_text(body: Any, digest: Any) -> str | None:
         return None
 
 
-def fast_observation(fast: FastPath, body: Any, digest: Any, event_id: Any, subject: Any,
+def _fast_observation(fast: FastPath, body: Any, digest: Any, event_id: Any, subject: Any,
                       ts: Any) -> tuple[Any, ...] | None:
     """The observation row as the exact decoder reads it (data reduced to its
     artifact), as `model.event_values`; None when only the exact decoder may
@@ -404,7 +404,7 @@ def _judge_rows(rows: Iterable[tuple[Any, ...]], part: SegmentRead, fast: FastPa
     for seq, event_id, type_, body, digest, subject, ts, json_ok in rows:
         values = None
         if json_ok is not None:
-            values = fast_observation(fast, body, digest, event_id, subject, ts)
+            values = _fast_observation(fast, body, digest, event_id, subject, ts)
         elif type_ == "tombstone":
             found = _fast_tombstone(body, digest, event_id, subject, ts, in_place)
             if found is not None:

@@ -45,7 +45,6 @@ from agent_journal.storage.segment import (
     SEGMENT_SUFFIX,
     never_initialised,
 )
-from agent_journal.storage.vouched_rows import source_rows
 from agent_journal.storage.workspace import Workspace
 
 # Adopted files given their import meta at once (ImportWriter._finish_adoptions).
@@ -429,19 +428,12 @@ class ImportSource:
             raise Unreadable(describe_sqlite_error(exc)) from None
 
     def rows(self, *, bodies: str) -> list[tuple[int, str, str, str | None, str, str, Any]]:
-        """Every row in seq order; `bodies` "all" (a canonical observation's as
-        `Vouched`: storage/vouched_rows.py), or "tombstones" (only rows whose type
-        column says tombstone carry their body, for a sealed source)."""
+        """Every row in seq order; `bodies` "all", or "tombstones" (only rows whose
+        type column says tombstone carry their body, for a sealed source)."""
         if self.empty:
             return []
-        if bodies == "all":
-            assert self._conn is not None
-            try:
-                return source_rows(self._conn, "src")
-            except sqlite3.Error as exc:
-                raise Unreadable(describe_sqlite_error(exc)) from None
-        return self._query("SELECT seq, event_id, type, subject, ts, checksum, "
-                           "CASE WHEN type = 'tombstone' THEN body END "
+        body = "body" if bodies == "all" else "CASE WHEN type = 'tombstone' THEN body END"
+        return self._query(f"SELECT seq, event_id, type, subject, ts, checksum, {body} "
                            "FROM src.events ORDER BY seq")
 
     def ids(self) -> list[tuple[int, str]]:
