@@ -452,3 +452,30 @@ def test_a_large_workspace_is_asked_about_the_source_ids_never_read_whole(tmp_pa
     assert not replicas.probe_ids(ws, sources)  # the source is the larger
     monkeypatch.setattr(replicas, "READ_IDS_MAX_BYTES", 0)
     assert replicas.probe_ids(ws, sources)
+
+
+def test_the_held_probe_answers_as_a_fresh_read_and_never_keeps_a_writer_waiting(tmp_path):
+    """HeldProbe keeps each local segment open across a merge's questions: its answers
+    are ids_held's, including rows appended between two questions, and no transaction
+    is held between them, so a writer commits while it is open."""
+    from agent_journal.storage.replica_source import HeldProbe, ids_held
+
+    base = tmp_path / "b"
+    base.mkdir(mode=0o700)
+    root = _sealed_root(base, segments=2)
+    seg = sorted(_segments(root).iterdir())[0]
+    held = {r[0] for r in sqlite3.connect(seg).execute("SELECT event_id FROM events")}
+    wanted = held | {"not-held-1", "not-held-2"}
+    probe = HeldProbe()
+    try:
+        assert probe.held(str(seg), wanted) == ids_held(str(seg), wanted) == held
+        more = entry("later", replica=RID)
+        conn = connect(str(seg))
+        conn.execute("PRAGMA busy_timeout = 0")  # a lock left held would fail at once
+        try:
+            run_write(conn, lambda c: insert_events(c, [more]))
+        finally:
+            conn.close()
+        assert probe.held(str(seg), wanted | {more.event_id}) == held | {more.event_id}
+    finally:
+        probe.close()
