@@ -30,7 +30,7 @@ import statistics
 import subprocess
 import time
 
-from bench import CLI, Ctx
+from bench import CLI, Ctx, run_measured
 
 WS = "bench"
 LOCAL_REPLICA = "r10ca1000000000"
@@ -142,19 +142,15 @@ def ours(local: str, source: str, work: str) -> tuple[float, float, int, str]:
 
     target = os.path.join(work, "target")
     shutil.copytree(local, target)
-    start = time.perf_counter()
-    proc = subprocess.Popen([CLI, "merge", source, "--json", "--root", target, "--workspace",
-                             WS], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    out = proc.stdout.read() if proc.stdout is not None else b""
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
+    elapsed, cpu, peak, code, out = run_measured(
+        [CLI, "merge", source, "--json", "--root", target, "--workspace", WS])
+    if code != 0:
         raise SystemExit(f"merge {source} failed")
     report = json.loads(out)
     summary = f"imported {report['imported']}, alreadyPresent {report['alreadyPresent']}, " \
               f"{len(report['segmentsTouched'])} import file(s)"
     shutil.rmtree(target)
-    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, summary
+    return elapsed, cpu, peak, summary
 
 
 def run(ctx: Ctx) -> None:
