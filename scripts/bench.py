@@ -71,6 +71,35 @@ class Ctx:
         self.rows.append((name, line))
 
 
+# Runs a command and writes its wall seconds, CPU seconds, peak RSS (KiB) and exit code
+# to the file named first. A child's ru_maxrss counts the image it was forked from, so
+# a command spawned straight from a bench that has grown (it built a million events)
+# would report the bench's own size: this small reaper forks it instead.
+REAPER = r"""
+import os, sys, time
+out, cmd = sys.argv[1], sys.argv[2:]
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.execvp(cmd[0], cmd)
+_, status, u = os.wait4(pid, 0)
+with open(out, "w") as fh:
+    fh.write(f"{time.perf_counter() - start} {u.ru_utime + u.ru_stime} {u.ru_maxrss} "
+             f"{os.waitstatus_to_exitcode(status)}")
+"""
+
+
+def run_measured(cmd: list[str], env: dict[str, str] | None = None
+                 ) -> tuple[float, float, int, int, bytes]:
+    """(wall seconds, CPU seconds, peak RSS in KiB, exit code, stdout) of one whole
+    process, its peak its own (see REAPER)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".measured") as fh:
+        proc = subprocess.run([PY, "-I", "-S", "-c", REAPER, fh.name, *cmd], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False)
+        wall, cpu, rss, code = fh.read().split()
+    return float(wall), float(cpu), int(rss), int(code), proc.stdout
+
+
 def median(xs: list[float]) -> float:
     return statistics.median(xs)
 

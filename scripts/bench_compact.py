@@ -25,12 +25,11 @@ events (goal: <= 0.2x the first).
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from bench import CLI, Ctx
+from bench import CLI, Ctx, run_measured
 
 SEGMENTS = 100
 PER_SEGMENT = 10_000
@@ -104,13 +103,10 @@ def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
 
 def _timed_cpu(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds, peak RSS in KiB) of one whole process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    took = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) not in (0, 1):
+    took, cpu, peak, code, _out = run_measured(cmd, env)
+    if code not in (0, 1):
         raise SystemExit(f"{' '.join(cmd)} failed")
-    return took, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+    return took, cpu, peak
 
 
 def _append_events(root: Path, workspace: str, start: int, count: int) -> None:

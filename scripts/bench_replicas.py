@@ -15,18 +15,22 @@ Two sources, the same 1,000,000 rows:
 
 AJ_BENCH_REPLICAS_SCALE (else BENCH_SCALE) scales both sizes (default 1.0;
 0.1 = 100,000 local events and 100 segments of 1,000), for a quick look;
-AJ_BENCH_REPLICAS_ROUNDS sets the interleaved rounds (default 2, best kept).
+AJ_BENCH_REPLICAS_ROUNDS sets the interleaved rounds (default 3: naive, export, root,
+naive, ...); the medians are compared, wall and CPU (user + system) side by side, with
+the merge's peak RSS, so a loaded machine can neither fake nor hide a result.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import time
 
-from bench import CLI, Ctx
+from bench import CLI, Ctx, run_measured
 
 WS = "bench"
 LOCAL_REPLICA = "r10ca1000000000"
@@ -105,12 +109,18 @@ def build(ctx: Ctx, local_n: int, seg_n: int, per_seg: int) -> tuple[str, str, s
     return local, source, local_seg
 
 
-def naive(local_seg: str, source: str, work: str) -> float:
+def _cpu_here() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def naive(local_seg: str, source: str, work: str) -> tuple[float, float]:
+    """(wall, CPU seconds) of the naive union, in this process."""
     target = os.path.join(work, "naive.sqlite")
     shutil.copyfile(local_seg, target)
     src_dir = os.path.join(source, "workspaces", WS, "segments")
     files = sorted(os.path.join(src_dir, n) for n in os.listdir(src_dir))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_here()
     conn = sqlite3.connect(target, isolation_level=None)
     for path in files:
         conn.execute("ATTACH ? AS src", (path,))
@@ -121,25 +131,26 @@ def naive(local_seg: str, source: str, work: str) -> float:
         conn.execute("COMMIT")
         conn.execute("DETACH src")
     conn.close()
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, _cpu_here() - cpu
     os.unlink(target)
-    return elapsed
+    return elapsed, cpu
 
 
-def ours(local: str, source: str, work: str) -> tuple[float, str]:
-    target = os.path.join(work, "target")
-    shutil.copytree(local, target)
-    start = time.perf_counter()
-    proc = subprocess.run([CLI, "merge", source, "--json", "--root", target, "--workspace", WS],
-                          capture_output=True, check=True)
-    elapsed = time.perf_counter() - start
+def ours(local: str, source: str, work: str) -> tuple[float, float, int, str]:
+    """(wall, CPU seconds, peak RSS in KiB, summary) of one whole `merge` process."""
     import json
 
-    report = json.loads(proc.stdout)
+    target = os.path.join(work, "target")
+    shutil.copytree(local, target)
+    elapsed, cpu, peak, code, out = run_measured(
+        [CLI, "merge", source, "--json", "--root", target, "--workspace", WS])
+    if code != 0:
+        raise SystemExit(f"merge {source} failed")
+    report = json.loads(out)
     summary = f"imported {report['imported']}, alreadyPresent {report['alreadyPresent']}, " \
               f"{len(report['segmentsTouched'])} import file(s)"
     shutil.rmtree(target)
-    return elapsed, summary
+    return elapsed, cpu, peak, summary
 
 
 def run(ctx: Ctx) -> None:
@@ -154,20 +165,23 @@ def run(ctx: Ctx) -> None:
     print(f"   built {local_n:,} local + {seg_n} x {per_seg:,} source events and an export "
           f"in {time.perf_counter() - start:.0f} s (scale {scale})", flush=True)
     work = str(ctx.path("replicas-work"))
-    rounds = int(os.environ.get("AJ_BENCH_REPLICAS_ROUNDS") or "2")
-    best = {"naive": float("inf"), "export": float("inf"), "root": float("inf")}
-    ratios: dict[str, list[float]] = {"export": [], "root": []}
+    rounds = int(os.environ.get("AJ_BENCH_REPLICAS_ROUNDS") or "3")
+    times: dict[str, list[tuple[float, float]]] = {"naive": [], "export": [], "root": []}
+    peak = {"export": 0, "root": 0}
     summary = ""
     for _ in range(rounds):
         # Interleaved so that load from other processes hits every side alike.
-        floor = naive(local_seg, source, work)
-        best["naive"] = min(best["naive"], floor)
+        times["naive"].append(naive(local_seg, source, work))
         for kind, src in (("export", exported), ("root", source)):
-            mine, summary = ours(local, src, work)
-            best[kind] = min(best[kind], mine)
-            ratios[kind].append(mine / floor)
+            wall, cpu, rss, summary = ours(local, src, work)
+            times[kind].append((wall, cpu))
+            peak[kind] = max(peak[kind], rss)
+    floor_wall = statistics.median(w for w, _ in times["naive"])
+    floor_cpu = statistics.median(c for _, c in times["naive"])
     for kind, label in (("export", "export folder"), ("root", "journal root")):
-        ctx.report(f"merge {seg_n}x{per_seg:,} into {local_n:,} from {label}", best[kind],
-                   best["naive"], goal=1.5,
-                   extra=f"[{summary}; per-round ratios "
-                         + ", ".join(f"{r:.2f}" for r in ratios[kind]) + "]")
+        cpu = statistics.median(c for _, c in times[kind])
+        ctx.report(f"merge {seg_n}x{per_seg:,} into {local_n:,} from {label}",
+                   statistics.median(w for w, _ in times[kind]), floor_wall, goal=1.5,
+                   extra=f"[{summary}; {rounds} interleaved rounds] CPU {cpu / floor_cpu:.2f}x "
+                         f"({cpu:.2f} s vs {floor_cpu:.2f} s), peak "
+                         f"{peak[kind] / 1024:.0f} MiB")

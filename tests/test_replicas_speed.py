@@ -397,7 +397,11 @@ def test_an_export_of_bytes_checked_before_reads_no_row_for_its_tombstones(tmp_p
 
 @settings(LAW_SETTINGS, max_examples=max(1, LAW_SETTINGS.max_examples // 3))
 @given(replica_sets(3))
-def test_asking_the_local_index_about_the_source_ids_merges_what_reading_every_id_merges(data):
+@pytest.mark.parametrize("kind", ["export", "root"])
+def test_asking_the_local_index_about_the_source_ids_merges_what_reading_every_id_merges(
+        kind, data):
+    """Asked segment by segment as each is read (a journal root's, which may gain
+    rows meanwhile, as well as an export's)."""
     from unittest import mock
 
     base = scratch()
@@ -407,7 +411,10 @@ def test_asking_the_local_index_about_the_source_ids_merges_what_reading_every_i
         exported = []
         for n, src in enumerate([*sources, first]):
             dest = base / f"export{n}"
-            export(src, dest)
+            if kind == "export":
+                export(src, dest)
+            else:
+                shutil.copytree(src, dest, symlinks=True)
             exported.append(dest)
         runs = {}
         for probing in (False, True):
@@ -415,9 +422,9 @@ def test_asking_the_local_index_about_the_source_ids_merges_what_reading_every_i
             asked = []
             real = replicas.held_here
 
-            def counting(ws, wanted, real=real, asked=asked):
+            def counting(ws, wanted, probe=None, real=real, asked=asked):
                 asked.append(len(wanted))
-                return real(ws, wanted)
+                return real(ws, wanted, probe)
 
             with mock.patch.object(replicas, "probe_ids", lambda ws, srcs, p=probing: p), \
                     mock.patch.object(replicas, "held_here", counting):
@@ -429,3 +436,46 @@ def test_asking_the_local_index_about_the_source_ids_merges_what_reading_every_i
         assert runs[True] == runs[False]
     finally:
         shutil.rmtree(base)
+
+
+def test_a_large_workspace_is_asked_about_the_source_ids_never_read_whole(tmp_path,
+                                                                         monkeypatch):
+    """Bounded memory: past READ_IDS_MAX_BYTES of local segments a merge keeps only the
+    local ids it was asked about, even from a source larger than the workspace."""
+    base = tmp_path / "b"
+    base.mkdir(mode=0o700)
+    src = _sealed_root(base, segments=4)
+    into = make_root(base, "into", "r00000000000000b")
+    put(into, [entry("local", replica="r00000000000000b")])
+    ws = Context(str(into), WS).open(create=False)
+    sources = [replicas.open_source(str(src), WS)]
+    assert not replicas.probe_ids(ws, sources)  # the source is the larger
+    monkeypatch.setattr(replicas, "READ_IDS_MAX_BYTES", 0)
+    assert replicas.probe_ids(ws, sources)
+
+
+def test_the_held_probe_answers_as_a_fresh_read_and_never_keeps_a_writer_waiting(tmp_path):
+    """HeldProbe keeps each local segment open across a merge's questions: its answers
+    are ids_held's, including rows appended between two questions, and no transaction
+    is held between them, so a writer commits while it is open."""
+    from agent_journal.storage.replica_source import HeldProbe, ids_held
+
+    base = tmp_path / "b"
+    base.mkdir(mode=0o700)
+    root = _sealed_root(base, segments=2)
+    seg = sorted(_segments(root).iterdir())[0]
+    held = {r[0] for r in sqlite3.connect(seg).execute("SELECT event_id FROM events")}
+    wanted = held | {"not-held-1", "not-held-2"}
+    probe = HeldProbe()
+    try:
+        assert probe.held(str(seg), wanted) == ids_held(str(seg), wanted) == held
+        more = entry("later", replica=RID)
+        conn = connect(str(seg))
+        conn.execute("PRAGMA busy_timeout = 0")  # a lock left held would fail at once
+        try:
+            run_write(conn, lambda c: insert_events(c, [more]))
+        finally:
+            conn.close()
+        assert probe.held(str(seg), wanted | {more.event_id}) == held | {more.event_id}
+    finally:
+        probe.close()

@@ -8,6 +8,7 @@ meanwhile. Rows are copied by SQLite; only rebuilt rows are inserted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,9 @@ class MergeRun:
     wanted: Wanted  # the artifacts the observations taken or held cite
     allow_damaged: bool
     malformed: list[dict[str, Any]]  # {segment, row, reason}, as met
+    # Given a segment's event ids before it is decided, tells the planner which the
+    # local segments hold (None: the planner knows every local id already).
+    ask: Callable[[frozenset[str]], None] | None = None
 
 
 def import_segment(seg: ImportSource, name: str, run: MergeRun) -> None:
@@ -40,6 +44,8 @@ def import_segment(seg: ImportSource, name: str, run: MergeRun) -> None:
     damaged and no slot is watched, by sets (`_import_sealed`).
     """
     src = run.src
+    if run.ask is not None:
+        run.ask(seg.event_ids())
     own = merge_plan.own_segment(name)
     own_key = (own[0], name) if own is not None else None
     if src.sealed and not src.sealed_malformed.get(name) and own_key not in run.watch and \

@@ -40,6 +40,7 @@ from agent_journal.storage.local_scans import ScanPoints
 from agent_journal.storage.locks import MergeLock
 from agent_journal.storage.replica_import import ImportWriter
 from agent_journal.storage.replica_source import (
+    HeldProbe,
     SealedFacts,
     SegmentRows,
     Unreadable,
@@ -163,24 +164,31 @@ def scan_local(ws: Workspace, *, paths: list[str] | None = None, into: Local | N
     return local
 
 
+# A workspace this large has its ids asked about, never all read into memory: a
+# million ids take over 100 MiB, asking costs a few percent more CPU than reading.
+READ_IDS_MAX_BYTES = 64 << 20
+
+
 def probe_ids(ws: Workspace, sources: list[Source]) -> bool:
-    """Whether a merge of `sources` asks the local segments about the sources' ids
-    (`held_here`) rather than reading every local id into one set: when the
-    sources are smaller than the workspace (file sizes standing in for row
-    counts). Asking scans or probes each local segment's index but keeps only
-    the ids it was asked about; reading keeps every local id. Only the cost
+    """Whether a merge of `sources` asks the local segments about each source
+    segment's ids as it reads it (`held_here`) rather than reading every local id
+    into one set: when the sources are smaller than the workspace (file sizes
+    standing in for row counts), or the workspace is too large for its ids to be
+    held (READ_IDS_MAX_BYTES). Asking scans or probes each local segment's index
+    but keeps only the ids held; reading keeps every local id. Only the cost
     depends on it: `held_here` gives what the reading would have."""
     local = sum(size_or_none(p) or 0 for p in ws.segment_paths())
     source = sum(size_or_none(full) or 0 for src in sources for _, full in src.segments)
-    return source < local
+    return source < local or local > READ_IDS_MAX_BYTES
 
 
-def held_here(ws: Workspace, wanted: set[str]) -> set[str]:
-    """The ids among `wanted` some local segment holds."""
+def held_here(ws: Workspace, wanted: set[str], probe: HeldProbe | None = None) -> set[str]:
+    """The ids among `wanted` some local segment holds (asked through `probe`'s open
+    segments when given)."""
     found: set[str] = set()
     for path in ws.segment_paths() if wanted else ():
         try:
-            found |= ids_held(path, wanted)
+            found |= ids_held(path, wanted) if probe is None else probe.held(path, wanted)
         except Unreadable as exc:
             raise DamagedJournalError(
                 f"refusing to merge: the local segment {ws.rel(path)} became unreadable "
@@ -212,10 +220,10 @@ def _scan_remembering(ws: Workspace, srcs: list[Source]) -> tuple[Local, ScanPoi
     """scan_local of the whole workspace through its scan-points projection, for
     a merge of `srcs`, and the projection (each merge adds the imports it
     publishes; save it after). The local ids are left unread for a merge of a
-    few immutable events (export folders, which cannot gain rows meanwhile)
-    into a large workspace: it asks about its own."""
+    few events into a large workspace: it asks about each source segment's own
+    as it reads it (`_asker`)."""
     points = ScanPoints(ws)
-    read_ids = not (all(src.immutable for src in srcs) and probe_ids(ws, srcs))
+    read_ids = not probe_ids(ws, srcs)
     local = scan_local(ws, points=points, read_ids=read_ids)
     points.keep_only({os.path.basename(p) for p in ws.segment_paths()})
     points.save()
@@ -292,13 +300,18 @@ def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
     known_before = set(tombstoned)
     watch = merge_rows.watched_slots(scan.own_keys, scan.provenance_keys, local.slot_keys)
     slots = _local_slots(ws, me, tombstoned, watch)
-    local_ids, removed = _held(ws, local, src, scan.readable)
-    run = MergeRun(src, Planner(local_ids, tombstoned, removed), slots, watch,
-                   dict(src.artifacts), allow_damaged, [])
+    planner = Planner(local.ids, tombstoned, local.removed) if local.ids_read \
+        else Planner(set(), tombstoned, set())
+    probe = HeldProbe()
+    run = MergeRun(src, planner, slots, watch, dict(src.artifacts), allow_damaged, [],
+                   None if local.ids_read else _asker(ws, local, planner, probe))
     writer = ImportWriter(ws, merge_plan.safe_replica(src.replica),
                           max_bytes=int(os.environ.get(ENV_IMPORT_MAX_BYTES) or SEGMENT_MAX_BYTES),
                           name_for=merge_plan.import_segment_name)
-    touched = _write_imports(writer, run, scan.readable, known_before, progress)
+    try:
+        touched = _write_imports(writer, run, scan.readable, known_before, progress)
+    finally:
+        probe.close()
     for path in touched:
         points.remember_published(path, *writer.published[path],
                                   digest=writer.digests.get(path))
@@ -380,23 +393,23 @@ def _local_slots(ws: Workspace, me: str, tombstoned: set[str], watch: set[Slot]
     return slots
 
 
-def _held(ws: Workspace, local: Local, src: Source, readable: list[tuple[str, str]]
-          ) -> tuple[set[str], set[str]]:
-    """The local ids and the ids removed here a planner needs: all of them when
-    the scan read them, else those among the source's ids, asked of the
-    local segments (`held_here`)."""
-    if local.ids_read:
-        return local.ids, local.removed
-    wanted: set[str] = set()
-    for _, full in readable:
-        try:
-            wanted.update(event_ids(full))
-        except Unreadable as exc:
-            raise DamagedJournalError(
-                f"refusing to merge: the source segment {src.rel(full)} became unreadable "
-                f"({exc}); nothing was imported") from None
-    gone = local.removed & wanted
-    return held_here(ws, wanted), gone - held_here(ws, gone)
+def _asker(ws: Workspace, local: Local, planner: Planner, probe: HeldProbe
+           ) -> Callable[[frozenset[str]], None]:
+    """What a merge that did not read the local ids asks as it comes to each source
+    segment, inside the read of it (so what a source being written gains meanwhile
+    is asked too): which of the segment's ids some local segment holds
+    (`held_here`), and which a compaction here removed, into the planner. Only
+    the ids held are kept, never every local or every source id."""
+    held, removed = planner.local_ids, planner.removed_here
+    assert isinstance(held, set) and isinstance(removed, set)
+
+    def ask(ids: frozenset[str]) -> None:
+        held.update(held_here(ws, set(ids), probe))
+        gone = local.removed & ids
+        if gone:
+            removed.update(gone - held_here(ws, gone, probe))
+
+    return ask
 
 
 def _write_imports(writer: ImportWriter, run: MergeRun, readable: list[tuple[str, str]],

@@ -259,24 +259,66 @@ def ids_held(path: str, wanted: set[str]) -> set[str]:
     """Which of `wanted` the segment holds: each asked of its event_id index when
     they are few next to the segment's size, else found in one scan of the
     index (the answer is the same). Raises Unreadable."""
-    import json
-    import os
-
     if not wanted:
         return set()
     conn = _begin_read(path, immutable=False)
     if conn is None:
         return set()
     try:
+        return _held_in(conn, path, wanted)
+    finally:
+        conn.close()
+
+
+def _held_in(conn: sqlite3.Connection, path: str, wanted: set[str]) -> set[str]:
+    import json
+    import os
+
+    try:
         if len(wanted) * PROBE_BYTES < os.path.getsize(path):
             return {str(e) for (e,) in conn.execute(
                 "SELECT event_id FROM events WHERE event_id IN (SELECT value FROM json_each(?))",
                 (json.dumps(sorted(wanted)),))}
         return wanted.intersection(joined_ids(conn))
-    except sqlite3.Error as exc:
-        raise Unreadable(describe_sqlite_error(exc)) from None
-    finally:
-        conn.close()
+    except (sqlite3.Error, OSError) as exc:
+        raise Unreadable(describe_sqlite_error(exc) if isinstance(exc, sqlite3.Error)
+                         else str(exc)) from None
+
+
+class HeldProbe:
+    """`ids_held` asked of the same segments again and again (a merge asks about
+    each source segment's ids in turn): each segment is opened once, with a small
+    page cache, and each question is its own short read (no transaction is held
+    between questions, so no writer waits on one). Close it when done."""
+
+    CACHE_KIB = 256
+
+    def __init__(self) -> None:
+        self._conns: dict[str, sqlite3.Connection] = {}
+
+    def held(self, path: str, wanted: set[str]) -> set[str]:
+        """Which of `wanted` the segment at `path` holds. Raises Unreadable."""
+        if not wanted:
+            return set()
+        conn = self._conns.get(path)
+        if conn is None:
+            try:
+                conn = _open_for_reading(path, immutable=False)
+                conn.execute(f"PRAGMA cache_size = -{self.CACHE_KIB}")
+            except sqlite3.Error as exc:
+                raise Unreadable(describe_sqlite_error(exc)) from None
+            self._conns[path] = conn
+        try:
+            if never_initialised(conn):
+                return set()
+        except sqlite3.Error as exc:
+            raise Unreadable(describe_sqlite_error(exc)) from None
+        return _held_in(conn, path, wanted)
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
 
 
 def origin_keys(path: str) -> set[tuple[str, str]]:
