@@ -8,8 +8,9 @@ import json
 from conftest import DATA
 
 from agent_journal.capture.codex import read_codex_session
-from agent_journal.core.recovery.checks import parse_run, summary_context
+from agent_journal.core.recovery.checks import parse_run
 from agent_journal.core.recovery.facts import event_facts
+from agent_journal.core.recovery.run_output import summary_context
 
 AGENTV = DATA / "claude-code" / "codex" / "EntityProcess-agentv" / "a6" / "0726a7452e" / "0" / \
     "full.jsonl"

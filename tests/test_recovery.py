@@ -468,10 +468,10 @@ _NOISE = ["", "building...", "ok", "done in 3s", "Error: x", "warning: y", "make
        st.sampled_from(["", "\x1b[32m", "[job] | ", "\x1b[1m[ci]   | "]))
 @settings(max_examples=400, deadline=None)
 def test_the_gate_never_hides_a_summary_the_parsers_find(lines, prefix):
-    from agent_journal.core.recovery import checks
+    from agent_journal.core.recovery import checks, run_output
 
     text = "\n".join(prefix + line + ("\x1b[0m" if "\x1b" in prefix else "") for line in lines)
-    ungated = checks._parse_lines(checks._lines(checks._plain(text)))
+    ungated = checks._parse_lines(run_output.output_lines(run_output.plain(text)))
     assert parse_run(text) == ungated
 
 

@@ -69,7 +69,7 @@ def canonical_text(value: Any) -> str:
 def _summary_lines(text: str) -> str:
     if not text:
         return ""
-    from agent_journal.core.recovery.checks import summary_context
+    from agent_journal.core.recovery.run_output import summary_context
 
     return summary_context(text)
 
