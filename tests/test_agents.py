@@ -779,3 +779,50 @@ def test_codex_exec_output_loses_its_header_and_keeps_its_exit_code():
     assert _output(raw) == ("Unknown JSON field: x\n", 1)
     assert _output("Chunk ID is a phrase\nno header here") == (
         "Chunk ID is a phrase\nno header here", None)
+
+
+def test_codex_stop_tells_how_a_command_that_outlived_its_call_ended(home, tmp_path):
+    # A long `bun run test`: its PostToolUse says only "Process running with session ID
+    # 77"; the agent polls with write_stdin until the chunk that says it exited. The Stop
+    # hook reads the rollout and journals how the command itself ended.
+    def record(ts, payload):
+        return json.dumps({"timestamp": f"2026-06-18T08:0{ts}:00.000Z",
+                           "type": "response_item", "payload": payload})
+
+    def chunk(state, body):
+        return f"Chunk ID: ab\nWall time: 30.0 seconds\n{state}\nOriginal token count: 9\n" \
+               f"Output:\n{body}"
+
+    running = "Process running with session ID 77"
+    done = (" 9 pass\n 0 fail\nRan 9 tests across 2 files. [1.00s]\n"
+            "pkg test: Exited with code 0\n")
+    lines = [
+        record(1, {"type": "function_call", "name": "exec_command", "call_id": "call_run",
+                   "arguments": json.dumps({"cmd": "bun run test"})}),
+        record(1, {"type": "function_call_output", "call_id": "call_run",
+                   "output": chunk(running, "bun test v1.3\n")}),
+        record(2, {"type": "function_call", "name": "write_stdin", "call_id": "call_poll",
+                   "arguments": json.dumps({"session_id": 77, "chars": ""})}),
+        record(2, {"type": "function_call_output", "call_id": "call_poll",
+                   "output": chunk("Process exited with code 0", done)})]
+    rollout = tmp_path / "rollout.jsonl"
+    rollout.write_text("\n".join(lines) + "\n")
+    root = tmp_path / "j"
+    base = json.loads((CODEX_HOOKS / "PreToolUse.json").read_text())
+    base["transcript_path"] = str(rollout)
+    for event, extra in (("PreToolUse", {}), ("PostToolUse", {"tool_response": running})):
+        payload = dict(base, hook_event_name=event, tool_name="Bash", tool_use_id="call_run",
+                       tool_input={"command": "bun run test"}, **extra)
+        result = aj(home, "hook", "codex", "--root", str(root), "--workspace", "w",
+                    input=json.dumps(payload).encode())
+        assert (result.code, result.err) == (0, "")
+    stop = {k: v for k, v in base.items() if k not in ("tool_name", "tool_use_id",
+                                                       "tool_input", "turn_id")}
+    result = aj(home, "hook", "codex", "--root", str(root), "--workspace", "w",
+                input=json.dumps(dict(stop, hook_event_name="Stop", stop_hook_active=False,
+                                      last_assistant_message="done")).encode())
+    assert (result.code, result.err) == (0, "")
+    report = aj(home, "digest", "--json", "--root", str(root), "--workspace", "w").json()
+    [run] = report["testRuns"]
+    assert run["command"] == "bun run test" and run["ok"]
+    assert "9 pass, 0 fail" in run["summary"]

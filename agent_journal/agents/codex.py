@@ -59,8 +59,9 @@ ROLLOUT_TAIL_BYTES = 4 << 20
 def rollout_endings(payload: dict[str, Any], redactor: Any) -> list[dict[str, Any]]:
     """At the end of a turn (Stop) or a resume (SessionStart), what the rollout at
     `transcript_path` says that Codex's tool hooks did not: how each apply_patch ended
-    (it gets no PostToolUse), and each failed command's exit code (its PostToolUse may
-    carry none). One observation per such call, its event id derived from the session
+    (it gets no PostToolUse), each failed command's exit code (its PostToolUse may
+    carry none), and how a command that outlived its call ended (its PostToolUse said only
+    "Process running"). One observation per such call, its event id derived from the session
     and the call, so reading the same rollout again adds nothing."""
     if payload.get("hook_event_name") not in ("Stop", "SessionStart"):
         return []
@@ -82,7 +83,7 @@ def rollout_endings(payload: dict[str, Any], redactor: Any) -> list[dict[str, An
     for call_id, end in rollout_outcomes(lines).items():
         patch = end["tool"] == "apply_patch"
         code = end["exitCode"]
-        if not patch and not (isinstance(code, int) and code != 0):
+        if not patch and not end.get("told") and not (isinstance(code, int) and code != 0):
             continue  # a command that passed: its PostToolUse said all there is
         observation = dict.fromkeys(OBSERVATION_KEYS)
         observation.update(

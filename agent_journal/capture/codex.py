@@ -373,11 +373,16 @@ def rollout_outcomes(lines: Iterable[str | bytes]) -> dict[str, dict[str, Any]]:
     """What a rollout's lines say of the calls they hold: call id -> {"tool", "output",
     "exitCode"} for every call whose output is among them (a function call's or a custom
     tool's, such as apply_patch). Lines that are not whole JSON records are skipped (a
-    tail read from the middle of a file starts with part of one)."""
+    tail read from the middle of a file starts with part of one). A command that outlived
+    its call is told whole once it exited (codex_exec: every chunk its polls returned,
+    its exit code; `"told": True`), and nothing while it still runs."""
     import json
 
-    names: dict[str, str] = {}
+    from agent_journal.capture.codex_exec import RunningCommands
+
+    names: dict[str, tuple[str | None, Any]] = {}
     found: dict[str, dict[str, Any]] = {}
+    running = RunningCommands()
     for line in lines:
         try:
             record = json.loads(line)
@@ -389,10 +394,17 @@ def rollout_outcomes(lines: Iterable[str | bytes]) -> dict[str, dict[str, Any]]:
         kind, call_id = payload.get("type"), payload["call_id"]
         if kind in ("function_call", "custom_tool_call") and isinstance(payload.get("name"),
                                                                         str):
-            names[call_id] = payload["name"]
+            names[call_id] = (payload["name"], _tool_and_input(payload)[1])
         elif kind in ("function_call_output", "custom_tool_call_output"):
-            text, code = _output(payload.get("output"))
-            found[call_id] = {"tool": names.get(call_id), "output": text, "exitCode": code}
+            name, tool_input = names.get(call_id, (None, None))
+            raw = payload.get("output")
+            text, code = _output(raw)
+            call = {"id": call_id, "tool": "Bash" if name in _SHELL_TOOLS else name,
+                    "input": tool_input, "output": text, "exitCode": code, "endTs": None}
+            for told in running.step(call, _raw_output(raw)[0]):
+                found[told["id"]] = {"tool": names.get(told["id"], (None,))[0],
+                                     "output": told["output"], "exitCode": told["exitCode"],
+                                     "told": told["id"] != call_id}
     return found
 
 
