@@ -816,6 +816,10 @@ def test_codex_stop_tells_how_a_command_that_outlived_its_call_ended(home, tmp_p
         result = aj(home, "hook", "codex", "--root", str(root), "--workspace", "w",
                     input=json.dumps(payload).encode())
         assert (result.code, result.err) == (0, "")
+    # Before Stop the command has not ended: no run, no pass, an unfinished call.
+    report = aj(home, "digest", "--json", "--root", str(root), "--workspace", "w").json()
+    assert report["testRuns"] == []
+    assert [c["id"] for c in report["unfinishedToolCalls"]] == ["call_run"]
     stop = {k: v for k, v in base.items() if k not in ("tool_name", "tool_use_id",
                                                        "tool_input", "turn_id")}
     result = aj(home, "hook", "codex", "--root", str(root), "--workspace", "w",
@@ -823,6 +827,7 @@ def test_codex_stop_tells_how_a_command_that_outlived_its_call_ended(home, tmp_p
                                       last_assistant_message="done")).encode())
     assert (result.code, result.err) == (0, "")
     report = aj(home, "digest", "--json", "--root", str(root), "--workspace", "w").json()
+    assert report["unfinishedToolCalls"] == []
     [run] = report["testRuns"]
     assert run["command"] == "bun run test" and run["ok"]
     assert "9 pass, 0 fail" in run["summary"]

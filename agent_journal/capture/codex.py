@@ -61,6 +61,7 @@ __all__ = ["HOOK", "HookPayloadError", "NotATranscriptError", "codex_hook_to_obs
 # the unified `exec_command`): a line that starts with one of these, then the code.
 _EXIT_LINE = r"(?:^|\n)(?:Exit code:|Process exited with code) (\d{1,9})\b"
 _EXIT_PREFIXES = ("Exit code: ", "Process exited with code ")
+_RUNNING = "Process running with session ID "
 # Item types of an exec stream that are tool calls, and the tool name the hooks give them.
 _STREAM_TOOLS = {"command_execution": "Bash", "file_change": "apply_patch",
                  "mcp_tool_call": None, "web_search": "web_search"}
@@ -72,13 +73,19 @@ INTERRUPTED = "[Request interrupted by user]"
 def outcome(event: str, payload: dict[str, Any], observation: dict[str, Any]) -> None:
     """How a Codex tool event says the call ended: as Claude Code's does, and a command's
     exit code from the text its PostToolUse hands over (`_EXIT_LINE`), which decides the
-    status (the payload has no exit code of its own)."""
+    status (the payload has no exit code of its own); a command still running when its
+    call returned has not ended (`started`)."""
     claude_code_outcome(event, payload, observation)
     if event == "PostToolUse":
-        code = _exit_code(observation["output"])
+        output = observation["output"]
+        code = _exit_code(output)
         if code is not None:
             observation["exitCode"] = code
             observation["status"] = "ok" if code == 0 else "error"
+        elif isinstance(output, str) and _RUNNING in output[:400]:
+            # The command outlived its call: it has not ended, whatever the call did. The
+            # Stop hook tells how it ended, from the rollout (rollout_outcomes).
+            observation["status"] = "started"
 
 
 # Codex's payloads are Claude Code's in all that matters here; it has no PostCompact
