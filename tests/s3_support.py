@@ -23,6 +23,14 @@ LOOPBACK = "127.0.0.1"
 MAX_PROXIED_REQUESTS = 20_000
 
 
+def plain(key: str, data: bytes) -> bytes:
+    """What a remote object holds, as a reader sees it: a packed segment base (`.z`)
+    and a delta are zlib streams of SQLite files (spec/SYNC.md, "Deltas")."""
+    import zlib
+
+    return zlib.decompress(data) if key.endswith((".z", ".delta")) else data
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind((LOOPBACK, 0))
@@ -91,7 +99,8 @@ class FaultProxy:
     """Forwards to `target_port`; `plan` is consumed one entry per request:
     "pass", an HTTP status ("500", "503", "429") answered with an S3 error
     body, or "drop" (the connection closed with no answer). An empty plan
-    passes everything. `seen` counts requests by method."""
+    passes everything. `requests` counts requests, `moved` the bytes of their bodies
+    and of the answers' bodies (both ways)."""
 
     CODES = {"500": "InternalError", "503": "SlowDown", "429": "TooManyRequestsException"}
 
@@ -100,6 +109,7 @@ class FaultProxy:
         self.plan: list[str] = []
         self.injected: list[str] = []
         self.requests = 0
+        self.moved = 0
         self.lock = threading.Lock()
         proxy = self
 
@@ -114,6 +124,7 @@ class FaultProxy:
                 body = self.rfile.read(length) if length else b""
                 with proxy.lock:
                     proxy.requests += 1
+                    proxy.moved += len(body)
                     if proxy.requests > MAX_PROXIED_REQUESTS:
                         action = "drop"
                     else:
@@ -141,6 +152,8 @@ class FaultProxy:
                 conn.request(self.command, self.path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
+                with proxy.lock:
+                    proxy.moved += len(data)
                 self.send_response(resp.status)
                 for k, v in resp.getheaders():
                     if k.lower() not in ("connection", "transfer-encoding", "content-length",

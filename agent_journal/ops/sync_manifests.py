@@ -21,9 +21,9 @@ import json
 import re
 from typing import Any
 
-from agent_journal.core import merge_plan
+from agent_journal.core import delta_plan, merge_plan, push_plan
 from agent_journal.core.errors import JournalError
-from agent_journal.core.push_plan import MANIFEST_KEY, SYNC_FORMAT, segment_key
+from agent_journal.core.push_plan import MANIFEST_KEY, SYNC_FORMAT, SYNC_FORMATS
 from agent_journal.ops.sync_common import replica_prefix
 from agent_journal.storage.remote import ObjectMissing, ObjectUnusable, Remote
 
@@ -47,8 +47,9 @@ def check_sync_manifest(raw: bytes, *, workspace: str, replica: str) -> dict[str
         obj = loads(raw)
     except StrictJSONError as exc:
         raise JournalError(f"not JSON: {exc}") from None
-    if not isinstance(obj, dict) or obj.get("syncFormat") != SYNC_FORMAT:
-        raise JournalError(f"syncFormat is not {SYNC_FORMAT}")
+    if not isinstance(obj, dict) or obj.get("syncFormat") not in SYNC_FORMATS \
+            or type(obj["syncFormat"]) is not int:
+        raise JournalError(f"syncFormat is not one of {', '.join(map(str, SYNC_FORMATS))}")
     if not isinstance(obj.get("pushedTs"), str) or not _PUSHED_TS.fullmatch(obj["pushedTs"]):
         raise JournalError("pushedTs is not a time this journal writes")
     if obj.get("workspace") != workspace:
@@ -69,11 +70,36 @@ def check_sync_manifest(raw: bytes, *, workspace: str, replica: str) -> dict[str
     if not isinstance(objects, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in objects.items()):
         raise JournalError("objects must map paths to keys")
-    wanted = {f["name"]: segment_key(f["name"], f["checksum"]) for f in export["files"]}
+    for f in export["files"]:
+        why = push_plan.packed_error(f)
+        if why is not None or ("packed" in f and obj["syncFormat"] == SYNC_FORMAT):
+            raise JournalError(why or f"syncFormat {SYNC_FORMAT} packs no segment")
+    wanted = {f["name"]: push_plan.base_key(f) for f in export["files"]}
     wanted.update({a["path"]: a["path"] for a in export["artifacts"] if a["path"] is not None})
+    wanted.update(delta_plan.chain_objects(_checked_deltas(obj, export)))
     if objects != wanted:
         raise JournalError("objects do not name exactly the export's files by their content")
     return obj
+
+
+def _checked_deltas(obj: dict[str, Any], export: dict[str, Any]) -> dict[str, Any]:
+    """A manifest's deltas (core/delta_plan.py): only in syncFormat 2, and there a
+    non-empty rising chain for some of its own files."""
+    if obj["syncFormat"] == SYNC_FORMAT or "deltas" not in obj:
+        if "deltas" in obj:
+            raise JournalError(f"syncFormat {SYNC_FORMAT} names no deltas")
+        return {}
+    deltas = obj.get("deltas")
+    if not isinstance(deltas, dict) or not deltas:
+        raise JournalError("deltas must map segments to their chains")
+    names = {f["name"] for f in export["files"]}
+    for name, chain in deltas.items():
+        if name not in names:
+            raise JournalError(f"deltas name {name!r}, which is not one of its files")
+        why = delta_plan.chain_error(name, chain)
+        if why is not None:
+            raise JournalError(why)
+    return deltas
 
 
 class Seen:
