@@ -10,9 +10,12 @@ since this replica's last sync) and sent out (its own 500). Goal: <= 1.3x in
 every round. Printed per round: the worst and the median sync's ratio, and the
 bytes moved against the new bytes.
 
-The events are observations of tool calls with a command and some output drawn
-from a fixed vocabulary (seeded), about 1 KB each, so compression finds what it
-would find in a real journal, not a repeated string.
+The events are observations of tool calls with a command and some output (about
+1 KB each, seeded): words of a small vocabulary mixed with paths, line numbers
+and hex digests, so that compression finds about what it finds in a real
+journal (a few times smaller), not a repeated string. Each round's wall and CPU
+time (this process: the syncs run in it) are printed too: they should not grow
+with the rounds.
 AJ_BENCH_SYNC_REPLICAS / _ROUNDS_N / _EVENTS change the shape (10 / 20 / 500).
 """
 
@@ -39,7 +42,7 @@ def _events(rng: random.Random, replica: str, start: int, count: int) -> list:
 
     out = []
     for i in range(start, start + count):
-        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(80, 160)))
+        words = " ".join(_token(rng) for _ in range(rng.randint(60, 120)))
         out.append(Event(
             event_id=f"{uuid.UUID(int=rng.getrandbits(128))}", type="observation",
             kind="tool_call", id=f"{replica}-o{i}", ts=f"2026-01-01T00:00:{i % 60:02d}.000Z",
@@ -48,6 +51,15 @@ def _events(rng: random.Random, replica: str, start: int, count: int) -> list:
                   "output": words, "status": "ok", "exitCode": 0,
                   "durationMs": rng.randint(1, 5000)}))
     return out
+
+
+def _token(rng: random.Random) -> str:
+    roll = rng.random()
+    if roll < 0.6:
+        return rng.choice(WORDS)
+    if roll < 0.8:
+        return f"src/{rng.choice(WORDS)}/{rng.choice(WORDS)}.py:{rng.randint(1, 2000)}"
+    return f"{rng.getrandbits(40):010x}"
 
 
 def _size(events: list) -> int:
@@ -88,6 +100,7 @@ def run(ctx: Ctx) -> None:
         start = time.perf_counter()
         for r in range(rounds):
             ratios, moved_round, new_round = [], 0, 0
+            wall, cpu = time.perf_counter(), time.process_time()
             for i, c in enumerate(roots):
                 events = _events(rng, f"r{i}", r * per, per)
                 ws = c.open(create=True)
@@ -107,7 +120,9 @@ def run(ctx: Ctx) -> None:
             verdict = "ok" if max(ratios) <= GOAL else f"OVER goal {GOAL}x"
             print(f"   round {r + 1:2d}: worst sync {max(ratios):5.2f}x, median "
                   f"{statistics.median(ratios):5.2f}x  ({moved_round / 1e6:7.2f} MB moved for "
-                  f"{new_round / 1e6:7.2f} MB new) {verdict}", flush=True)
+                  f"{new_round / 1e6:7.2f} MB new) {verdict}; "
+                  f"{time.perf_counter() - wall:5.1f} s wall, "
+                  f"{time.process_time() - cpu:5.1f} s CPU", flush=True)
         print(f"   {n} replicas x {rounds} rounds x {per} events in "
               f"{time.perf_counter() - start:.0f} s; {proxy.requests} requests", flush=True)
         line = (f"{'bytes moved per sync / new events bytes':<48} {worst_all:6.2f}x  (worst "

@@ -79,7 +79,7 @@ LANDERS = 2
 
 
 def sync(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[str, Any]:
-    opened = open_checked(ctx, name)
+    opened = open_checked(ctx, name, listing_first=True)
     _probe_before_pull(ctx, opened)
     pulled = pull(ctx, name, progress=progress, opened=opened)
     pushed = push(ctx, name, progress=progress, opened=opened)
@@ -110,7 +110,7 @@ class _Pulled:
 
 def pull(ctx: Context, name: str | None, *, progress: Progress = None,
          opened: Opened | None = None) -> dict[str, Any]:
-    spec, remote = opened or open_checked(ctx, name)
+    spec, remote = opened or open_checked(ctx, name, listing_first=True)
     root = Root.open(ctx.root_arg, create=False)
     me = read_replica_id(root.path) if root.exists else None
     ws_path = os.path.join(root.path, "workspaces", ctx.workspace_name)

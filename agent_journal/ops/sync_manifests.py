@@ -35,6 +35,8 @@ _PUSHED_TS = re.compile(r"[0-9]{1,4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2
 ROLLUP = "s/"
 
 Refused = list[dict[str, Any]]
+# Manifests asked for at once: each request waits mostly on the service.
+READERS = 8
 
 
 def check_sync_manifest(raw: bytes, *, workspace: str, replica: str) -> dict[str, Any]:
@@ -156,8 +158,11 @@ def read_manifests(remote: Remote, workspace: str, me: str | None,
                    state: dict[str, Any], refused: Refused,
                    *, conditional: bool = True) -> list[Seen]:
     """Every other replica's manifest, checked; with `conditional`, those the state
-    says were merged as they are come back with no manifest (unchanged)."""
-    seen = []
+    says were merged as they are come back with no manifest (unchanged). The ones to
+    ask for are asked for READERS at a time; the answer is in listing order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    slots: list[Seen | tuple[str, dict[str, Any]] | None] = []
     for replica, listed in manifest_etags(remote, workspace).items():
         if replica == me:
             continue
@@ -167,31 +172,42 @@ def read_manifests(remote: Remote, workspace: str, me: str | None,
             continue
         remembered = state["replicas"].get(replica, {}) if conditional else {}
         if listed is not None and listed == remembered.get("etag"):
-            seen.append(Seen(replica, None, listed, list(remembered.get("tombstoned", []))))
-            continue
-        got = _read_one(remote, workspace, replica, remembered, refused)
-        if got is not None:
-            seen.append(got)
+            slots.append(Seen(replica, None, listed, list(remembered.get("tombstoned", []))))
+        else:
+            slots.append((replica, remembered))
+    asks = [s for s in slots if isinstance(s, tuple)]
+    found: list[tuple[Seen | None, Refused]] = []
+    if asks:
+        with ThreadPoolExecutor(max_workers=min(READERS, len(asks))) as pool:
+            found = list(pool.map(lambda ask: _read_one(remote, workspace, *ask), asks))
+    answers = iter(found)
+    seen = []
+    for slot in slots:
+        if isinstance(slot, tuple):
+            got, why = next(answers)
+            refused.extend(why)
+            slot = got
+        if slot is not None:
+            seen.append(slot)
     return seen
 
 
-def _read_one(remote: Remote, workspace: str, replica: str, remembered: dict[str, Any],
-              refused: Refused) -> Seen | None:
+def _read_one(remote: Remote, workspace: str, replica: str, remembered: dict[str, Any]
+              ) -> tuple[Seen | None, Refused]:
+    """One replica's manifest (None: none yet, or refused) and what was refused."""
     key = replica_prefix(workspace, replica) + MANIFEST_KEY
     try:
         got = remote.get_bytes(key, if_none_match=remembered.get("etag"))
     except ObjectMissing:
-        return None  # a first push that has not written its manifest yet
+        return None, []  # a first push that has not written its manifest yet
     except ObjectUnusable as exc:
-        refused.append({"replica": replica, "key": key, "reason": f"bad manifest: {exc}"})
-        return None
+        return None, [{"replica": replica, "key": key, "reason": f"bad manifest: {exc}"}]
     if got is None:
         return Seen(replica, None, remembered.get("etag"),
-                    list(remembered.get("tombstoned", [])))
+                    list(remembered.get("tombstoned", []))), []
     raw, etag = got
     try:
         manifest = check_sync_manifest(raw, workspace=workspace, replica=replica)
     except JournalError as exc:
-        refused.append({"replica": replica, "key": key, "reason": f"bad manifest: {exc}"})
-        return None
-    return Seen(replica, manifest, etag, list(manifest["export"]["tombstoned"]))
+        return None, [{"replica": replica, "key": key, "reason": f"bad manifest: {exc}"}]
+    return Seen(replica, manifest, etag, list(manifest["export"]["tombstoned"])), []

@@ -69,6 +69,8 @@ def _boto() -> tuple[Any, Any, Any]:
 
 
 class S3Remote(Remote):
+    listing_checks = True  # ListObjectsV2 answers NoSuchBucket, AccessDenied, ... as well
+
     def __init__(self, url: str, bucket: str, prefix: str, *,
                  endpoint_url: str | None = None) -> None:
         boto3, config, exceptions = _boto()
