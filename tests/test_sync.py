@@ -20,7 +20,7 @@ import pytest
 from conftest import CLI
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from s3_support import FaultProxy, MotoServer, aws_env, plain
+from s3_support import ON_BOTH_SERVERS, FaultProxy, MotoServer, aws_env, plain
 from test_replicas import make_root, state
 
 from agent_journal.core.errors import JournalError, RemoteError, UsageError
@@ -195,6 +195,7 @@ def test_push_snapshots_only_segments_that_changed(tmp_path: Path, s3, aws,
     assert state(a) == state(b)
 
 
+@ON_BOTH_SERVERS
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), n=st.sampled_from([2, 5]))
 def test_replicas_syncing_in_any_order_converge(tmp_path_factory, s3, data, n) -> None:
@@ -272,6 +273,7 @@ def test_concurrent_pushes_never_touch_each_others_keys(tmp_path: Path, s3, aws)
     assert state(roots[0]) == state(roots[1])
 
 
+@ON_BOTH_SERVERS
 def test_push_killed_at_every_step_leaves_a_remote_everyone_accepts(
         tmp_path: Path, s3, aws, monkeypatch) -> None:
     """Each round rotates a segment, so its push uploads two or three objects,
@@ -345,6 +347,7 @@ def test_a_manifest_claiming_another_replica_is_refused(tmp_path: Path, s3, aws)
 
 # -- erasure reaching the remote ------------------------------------------------------------
 
+@ON_BOTH_SERVERS
 def test_purge_reaches_every_object_and_a_stale_replica_resurrects_nothing(
         tmp_path: Path, s3, aws) -> None:
     # A reader merges replicas in id order: the stale one comes first, before the

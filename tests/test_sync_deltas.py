@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from s3_support import plain
+from s3_support import ON_BOTH_SERVERS, plain
 from test_replicas import make_root, state
 from test_sync import add_remote, bucket_bytes, ctx, note, replicas_with_remote
 from test_sync_copy import entry_ids, files_under
@@ -191,6 +191,7 @@ def test_a_bucket_of_format_1_still_pulls_and_is_extended(tmp_path: Path) -> Non
     assert entry_ids(b) == {"old", "new", "newer"}
 
 
+@ON_BOTH_SERVERS
 def test_bytes_through_s3_are_those_of_the_new_rows(tmp_path: Path, s3, aws) -> None:
     (a, b), bucket = replicas_with_remote(tmp_path, s3, 2)
     for n in range(200):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from s3_support import FaultProxy
+from s3_support import ON_BOTH_SERVERS, FaultProxy
 from test_replicas import make_root
 from test_sync import add_remote, ctx, new_bucket, note
 
@@ -24,6 +24,7 @@ def empty_manifest(replica: str) -> bytes:
                        "objects": {}}).encode()
 
 
+@ON_BOTH_SERVERS
 def test_a_pull_with_nothing_new_lists_once_whatever_the_number_of_replicas(
         tmp_path, s3, aws) -> None:
     bucket = new_bucket(s3)
