@@ -53,6 +53,8 @@ def aws_env(**extra: str) -> dict[str, str]:
 
 
 class MotoServer:
+    GRACE_S = 10  # SIGTERM, then SIGKILL after this long
+
     def __init__(self) -> None:
         self.port = free_port()
         self.url = f"http://{LOOPBACK}:{self.port}"
@@ -81,18 +83,20 @@ class MotoServer:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=self.GRACE_S)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
 
-    def client(self):  # type: ignore[no-untyped-def]
+    def client(self, attempts: int | None = None):  # type: ignore[no-untyped-def]
         import boto3
+        from botocore.config import Config
 
         env = aws_env()
         return boto3.client("s3", endpoint_url=self.url, region_name="us-east-1",
                             aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
+                            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+                            config=Config(retries={"max_attempts": attempts or 5}))
 
 
 class SeaweedServer(MotoServer):
@@ -138,32 +142,12 @@ class SeaweedServer(MotoServer):
             if self.proc.poll() is not None:
                 raise RuntimeError("SeaweedFS exited at start (a port taken?)")
             try:
-                self.client().list_buckets()
+                self.client(attempts=1).list_buckets()
                 return self
             except Exception:  # not answering yet (connection refused, 503)
                 time.sleep(0.2)
         self.stop()
         raise RuntimeError("SeaweedFS did not answer within 60 s")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=self.GRACE_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def client(self):  # type: ignore[no-untyped-def]
-        import boto3
-        from botocore.config import Config
-
-        env = aws_env()
-        return boto3.client("s3", endpoint_url=self.url, region_name="us-east-1",
-                            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-                            config=Config(retries={"max_attempts": 1}))
-
 
 class FaultProxy:
     """Forwards to `target_port`; `plan` is consumed one entry per request:
