@@ -212,3 +212,39 @@ def test_bytes_through_s3_are_those_of_the_new_rows(tmp_path: Path, s3, aws) -> 
     assert pulled["imported"] == 5
     assert state(a) == state(b)
     remotes.remove(ctx(a), "origin")
+
+
+def test_a_pull_killed_while_it_fetches_deltas_loses_nothing(tmp_path: Path) -> None:
+    """A pull SIGKILLed once its staging folder is there (fetching, joining or merging
+    deltas): the next pull brings every event, and the killed one's stage is gone."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from conftest import CLI
+    from s3_support import aws_env
+
+    share, (a, b) = share_and_roots(tmp_path, 2)
+    note(a, "base", "b" * 300)
+    sync.push(ctx(a), None)
+    sync.pull(ctx(b), None)
+    for k in range(3):  # three deltas of a segment b holds the base of
+        for n in range(40):
+            note(a, f"d{k}-{n}", "d" * 300)
+        assert sync.push(ctx(a), None)["deltas"] == 1
+    remotes_dir = b / "workspaces" / WS / "remotes" / "origin"
+    env = aws_env(AGENT_JOURNAL_ROOT=str(b), AGENT_JOURNAL_WORKSPACE=WS)
+    proc = subprocess.Popen([CLI, "pull"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        if any(p.name.startswith(".pull-") for p in remotes_dir.glob(".pull-*")):
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+    killed = proc.wait(timeout=60) == -signal.SIGKILL
+    again = sync.pull(ctx(b), None)
+    assert killed or again["fetched"] == 0  # (a pull quicker than the poll: nothing left)
+    assert not again["refused"] and not again["missing"]
+    assert state(a) == state(b)
+    assert not list(remotes_dir.glob(".pull-*"))
