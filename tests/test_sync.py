@@ -132,8 +132,9 @@ def test_s3_without_boto3_names_the_extra(tmp_path: Path) -> None:
     root = make_root(tmp_path, "a")
     add_remote(root, "s3://some-bucket/p")
     shim = tmp_path / "noboto"
-    shim.mkdir()
+    (shim / "botocore").mkdir(parents=True)  # boto3's core, what the S3 remote imports
     (shim / "boto3.py").write_text("raise ImportError('hidden for this test')\n")
+    (shim / "botocore" / "__init__.py").write_text("raise ImportError('hidden for this test')\n")
     proc = run_cli(root, "pull", env={"PYTHONPATH": str(shim)})
     assert proc.returncode == 1
     assert proc.stderr.strip() == \
