@@ -87,6 +87,9 @@ class Scanned(NamedTuple):
 
     sig: Signature | None
     ids: tuple[str, ...]
+    # Where the scan ended (its `rows` unused): a segment that grew since is scanned
+    # above it only, while the row there is the same one (seqs only grow).
+    tip: Tip | None = None
 
     def holds_for(self, sig: Signature | None) -> bool:
         return sig is not None and self.sig == sig
@@ -145,7 +148,8 @@ class PushMemory(NamedTuple):
     def as_json(self) -> dict[str, Any]:
         return {
             "url": self.url, "tombstones": self.tombstones,
-            "tombstonesBySegment": {name: {"sig": _listed(s.sig), "ids": list(s.ids)}
+            "tombstonesBySegment": {name: {"sig": _listed(s.sig), "ids": list(s.ids),
+                                           "tip": None if s.tip is None else s.tip.as_json()}
                                     for name, s in self.scans.items()},
             "owned": sorted(self.owned),
             "segments": {name: {"sig": _listed(r.sig), "entry": r.entry,
@@ -181,7 +185,7 @@ def _scanned(held: Any) -> Scanned | None:
             or not all(isinstance(i, str) for i in held["ids"]):
         return None
     sig = _signature(held.get("sig"))
-    return None if sig is None else Scanned(sig, tuple(held["ids"]))
+    return None if sig is None else Scanned(sig, tuple(held["ids"]), Tip.parse(held.get("tip")))
 
 
 def _remembered(held: Any) -> Remembered | None:

@@ -63,7 +63,11 @@ from agent_journal.storage.locks import FileLock
 from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Remote
 from agent_journal.storage.replica_source import Unreadable
 from agent_journal.storage.sealed_hold import SealedHold
-from agent_journal.storage.segment_tail import highest_seq, read_tip
+from agent_journal.storage.segment_tail import (
+    highest_seq,
+    read_tip,
+    tombstone_candidates_above,
+)
 from agent_journal.storage.workspace import Workspace
 
 # The way on that every refusal of a copied root names.
@@ -437,6 +441,9 @@ class _TombstoneScans:
             if held is not None and held.holds_for(sig):
                 self.found[name] = held
                 ids.update(held.ids)
+            elif held is not None and (grown := self._grown(path, held, sig)) is not None:
+                self.found[name] = grown  # a segment that changed: read above its tip
+                ids.update(grown.ids)
             else:
                 stale.append((name, sig, path))
         if not stale:
@@ -448,6 +455,25 @@ class _TombstoneScans:
             self.found[name] = Scanned(sig, tuple(sorted(got)))
             ids.update(got)
         return ids
+
+    def _grown(self, path: str, held: Scanned, sig: push_plan.Signature | None
+               ) -> Scanned | None:
+        """What a changed segment's tombstones name: those remembered up to its tip
+        and those of the rows above it (all its rows when no tip was kept). Tombstones
+        are never removed, and seqs only grow while the row at the tip stays; None
+        when it did not (the segment is read as a stale one)."""
+        from agent_journal.core.merge_rows import tombstone_targets
+
+        try:
+            got = tombstone_candidates_above(path, held.tip)
+        except Unreadable as exc:
+            raise DamagedJournalError(f"refusing to push: {self.ws.rel(path)} is unreadable "
+                                      f"({exc}); it could hold a tombstone") from None
+        if got is None:
+            return None
+        rows, tip = got
+        before = set(held.ids) if held.tip is not None else set()
+        return Scanned(sig, tuple(sorted(before | tombstone_targets(rows))), tip)
 
     def settle(self, in_snapshot: Mapping[str, set[str]],
                signatures: Mapping[str, push_plan.Signature | None]) -> None:

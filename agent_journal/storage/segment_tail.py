@@ -17,13 +17,13 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Container, Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from agent_journal.core import merge_plan
 from agent_journal.core.delta_plan import Tip, next_tip
 from agent_journal.storage.connection import connect, describe_sqlite_error, quote_path
 from agent_journal.storage.files import create_private_file, unlink_quietly
-from agent_journal.storage.replica_source import Unreadable
+from agent_journal.storage.replica_source import TOMBSTONE_CANDIDATES_WHERE, Unreadable
 from agent_journal.storage.segment import (
     SCHEMA,
     SEGMENT_FORMAT,
@@ -95,8 +95,38 @@ def read_tip(path: str, high: int) -> Tip:
 
 def _tip(conn: sqlite3.Connection, high: int) -> Tip:
     row = conn.execute("SELECT event_id FROM events WHERE seq = ?", (high,)).fetchone()
-    count = conn.execute("SELECT count(*) FROM events WHERE seq <= ?", (high,)).fetchone()[0]
-    return Tip(high, "" if row is None else str(row[0]), int(count))
+    # All the rows less those above: the whole count reads the smallest index, the
+    # rest only the tail of the table, where counting up to `high` would read it all.
+    total = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+    above = conn.execute("SELECT count(*) FROM events WHERE seq > ?", (high,)).fetchone()[0]
+    return Tip(high, "" if row is None else str(row[0]), int(total) - int(above))
+
+
+def tombstone_candidates_above(path: str, tip: Tip | None
+                               ) -> tuple[list[tuple[Any, ...]], Tip] | None:
+    """The rows of a live segment above `tip.high` that could be tombstones (all its
+    rows without a tip), as SegmentRows(only="tombstone_candidates") reads them, and
+    where they end, in one read transaction; None when the row at the tip is not the
+    one it names (a row deleted there and its seq taken again: read it all)."""
+    high = 0 if tip is None else tip.high
+    with _reading(path, live=True) as conn:
+        if conn is None:
+            return [], Tip(0, "", 0)
+        conn.execute("BEGIN")
+        try:
+            if tip is not None and _tip(conn, high).event_id != tip.event_id:
+                return None
+            rows = conn.execute(
+                "SELECT seq, event_id, type, subject, ts, body, checksum FROM events "
+                "WHERE seq > ? AND (" + TOMBSTONE_CANDIDATES_WHERE.removeprefix(" WHERE ")
+                + ") ORDER BY seq", (high,)).fetchall()
+            last = conn.execute("SELECT seq, event_id FROM events ORDER BY seq DESC LIMIT 1"
+                                ).fetchone()
+        finally:
+            conn.execute("COMMIT")
+    end = Tip(high, "" if tip is None else tip.event_id, 0) if last is None or \
+        last[0] <= high else Tip(int(last[0]), str(last[1]), 0)
+    return rows, end
 
 
 def take_tail(path: str, tip: Tip, dest: str) -> Tail | None:
