@@ -12,6 +12,10 @@ as it landed, its facts read by the fetching threads: the merge after the
 transfers decides and publishes). Goal: each <= 1.5x its floor. A
 second pull with nothing new must fetch nothing; its time is printed too.
 
+Then bench_sync_rounds.py: 10 replicas x 20 rounds x 500 events, each sync's
+bytes (counted at a proxy) against the new events' bytes, per round (goal
+<= 1.3x in every round).
+
 AJ_BENCH_SYNC_SCALE (else BENCH_SCALE) scales the events per segment
 (default 1.0; 0.1 = 100 segments of 1,000); AJ_BENCH_SYNC_ROUNDS sets the
 interleaved rounds (default 2, best kept).
