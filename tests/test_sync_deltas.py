@@ -248,3 +248,21 @@ def test_a_pull_killed_while_it_fetches_deltas_loses_nothing(tmp_path: Path) -> 
     assert not again["refused"] and not again["missing"]
     assert state(a) == state(b)
     assert not list(remotes_dir.glob(".pull-*"))
+
+
+def test_an_object_that_inflates_past_its_bound_is_refused(tmp_path: Path) -> None:
+    """A delta inflates to at most MAX_INFLATED, a packed snapshot to the bytes its
+    entry names: a small object that would inflate to more (a zip bomb) is cut off."""
+    import zlib
+
+    from agent_journal.ops.sync_deltas import inflate
+
+    bomb = tmp_path / "bomb"
+    bomb.write_bytes(zlib.compress(b"\0" * 5_000_000, 9))
+    assert bomb.stat().st_size < 10_000
+    assert inflate(str(bomb), str(tmp_path / "out1"), 1_000_000) == \
+        "it inflates past 1000000 bytes"
+    assert inflate(str(bomb), str(tmp_path / "out2"), 5_000_000) is None
+    torn = tmp_path / "torn"
+    torn.write_bytes(bomb.read_bytes()[:-4])
+    assert inflate(str(torn), str(tmp_path / "out3")) == "it is not one whole zlib stream"

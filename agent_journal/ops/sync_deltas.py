@@ -39,8 +39,8 @@ from agent_journal.storage.replica_source import Unreadable, fetched_segment_fau
 from agent_journal.storage.segment_tail import append_rows, take_tail
 from agent_journal.storage.workspace import Workspace
 
-# No tail is larger than a segment, which rolls at 64 MiB: an object that inflates
-# past this is refused, whatever its manifest says.
+# A delta inflates to at most this (a push whose tail is larger snapshots the segment
+# whole instead); a packed snapshot to exactly the bytes its entry names.
 MAX_INFLATED = 256 * 1024 * 1024
 _CHUNK = 1 << 20
 # Inflating a tail is quick, and it compresses a JSON journal several times over.
@@ -80,6 +80,9 @@ def extend(ws: Workspace, stage: str, candidates: Mapping[str, Remembered],
             out.held[name] = held._replace(sig=signatures.get(name))
             os.unlink(tail_path)
             continue
+        if os.path.getsize(tail_path) > MAX_INFLATED:
+            os.unlink(tail_path)
+            continue  # more than a reader inflates: the segment is snapshotted whole
         v = verdict(tail_path, known)
         if not set(v.tombstones) <= known:
             os.unlink(tail_path)
@@ -125,25 +128,28 @@ def _deflate(src: str, dest: str) -> tuple[int, str]:
     return digest.result()
 
 
-def inflate(src: str, dest: str) -> str | None:
-    """The SQLite file a fetched delta holds, written to the new file `dest`; why not,
-    when it does not inflate (or inflates past MAX_INFLATED)."""
+def inflate(src: str, dest: str, limit: int = MAX_INFLATED) -> str | None:
+    """The SQLite file a fetched delta or packed snapshot holds, written to the new file
+    `dest`; why not, when it does not inflate (or inflates past `limit` bytes)."""
     unpacker = zlib.decompressobj()
     total = 0
     try:
         with open(src, "rb") as fh, open_private_new(dest) as out:
             while chunk := fh.read(_CHUNK):
-                data = unpacker.decompress(chunk, MAX_INFLATED + 1 - total)
+                data = unpacker.decompress(chunk, min(limit + 1 - total, _CHUNK))
                 while True:
                     total += len(data)
-                    if total > MAX_INFLATED:
-                        return "it inflates past any tail of a segment"
+                    if total > limit:
+                        return f"it inflates past {limit} bytes"
                     out.write(data)
                     if not unpacker.unconsumed_tail:
                         break
                     data = unpacker.decompress(unpacker.unconsumed_tail,
-                                               MAX_INFLATED + 1 - total)
-            out.write(unpacker.flush())
+                                               min(limit + 1 - total, _CHUNK))
+            rest = unpacker.flush(_CHUNK)
+            if total + len(rest) > limit:
+                return f"it inflates past {limit} bytes"
+            out.write(rest)
             if not unpacker.eof or unpacker.unused_data:
                 return "it is not one whole zlib stream"
     except zlib.error as exc:
@@ -168,7 +174,7 @@ def fetch_object(remote: Remote, key: str, entry: Entry, delta: bool, dest: str
         if got != (size, checksum):
             return MISMATCH, got[0]
         if packed:
-            why = inflate(target, dest)
+            why = inflate(target, dest, MAX_INFLATED if delta else entry["bytes"])
             if why is not None:
                 return why, got[0]
             if not delta and file_digest(dest) != (entry["bytes"], entry["checksum"]):
