@@ -12,6 +12,10 @@ as it landed, its facts read by the fetching threads: the merge after the
 transfers decides and publishes). Goal: each <= 1.5x its floor. A
 second pull with nothing new must fetch nothing; its time is printed too.
 
+Then bench_sync_rounds.py: 10 replicas x 20 rounds x 500 events, each sync's
+bytes (counted at a proxy) against the new events' bytes, per round (goal
+<= 1.3x in every round).
+
 AJ_BENCH_SYNC_SCALE (else BENCH_SCALE) scales the events per segment
 (default 1.0; 0.1 = 100 segments of 1,000); AJ_BENCH_SYNC_ROUNDS sets the
 interleaved rounds (default 2, best kept).
@@ -194,6 +198,12 @@ def run(ctx: Ctx) -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
+    # And what each sync moves against what is new, round after round.
+    import bench_sync_rounds
+
+    print("   10 replicas x 20 rounds x 500 events, each sync's bytes against the new "
+          "events' bytes:", flush=True)
+    bench_sync_rounds.run(ctx)
 
 
 if __name__ == "__main__":

@@ -170,11 +170,14 @@ def run_on_a_terminal(cmd: list[str], env: dict[str, str], timeout: float
 # -- a real S3 server (tests/s3_support.py) -----------------------------------------------
 
 @pytest.fixture(scope="module")
-def s3():
-    """moto's S3 server on a free 127.0.0.1 port, one per test module that asks."""
-    from s3_support import MotoServer
+def s3(request, tmp_path_factory):
+    """moto's S3 server on a free 127.0.0.1 port, one per test module that asks; a test
+    parametrized with `ON_BOTH_SERVERS` runs on SeaweedFS as well (one per module)."""
+    from s3_support import MotoServer, SeaweedServer
 
-    server = MotoServer().start()
+    kind = getattr(request, "param", "moto")
+    server = MotoServer().start() if kind == "moto" else \
+        SeaweedServer(str(tmp_path_factory.mktemp("seaweedfs"))).start()
     try:
         yield server
     finally:

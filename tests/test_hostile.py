@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import CLI, Result, all_bytes_under, clean_env
+from s3_support import plain
 
 SETPRIV = shutil.which("setpriv")
 # Root reads and writes everything; without these capabilities it meets the permission
@@ -1012,7 +1013,8 @@ class Prefix:
         self.pristine = {k: v for k, v in bucket.keys().items() if k.startswith(self.base)}
         self.manifest: dict[str, Any] = json.loads(self.pristine[self.base + "manifest.json"])
         (self.seg,) = self.manifest["export"]["files"]
-        self.seg_bytes = self.pristine[self.base + self.manifest["objects"][self.seg["name"]]]
+        key = self.base + self.manifest["objects"][self.seg["name"]]
+        self.seg_bytes = plain(key, self.pristine[key])
 
     def restore(self) -> None:
         self.bucket.clear(self.base)
@@ -1034,6 +1036,7 @@ class Prefix:
 
         manifest = manifest or self.fresh()
         (entry,) = manifest["export"]["files"]
+        entry.pop("packed", None)  # sent as it is
         path = self.work / f"seg-{os.urandom(4).hex()}"
         path.write_bytes(data)
         entry["bytes"], entry["checksum"] = file_digest(str(path))
@@ -1077,6 +1080,7 @@ def _dotdot_checksum(m: dict[str, Any]) -> None:
     from agent_journal.ops import sync
 
     (f,) = m["export"]["files"]
+    f.pop("packed", None)
     f["checksum"] = "xxh3-64:/../../../../../outside"
     m["objects"] = {f["name"]: sync.segment_key(f["name"], f["checksum"])} | {
         a["path"]: a["path"] for a in m["export"]["artifacts"] if a["path"]}

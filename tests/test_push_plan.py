@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_journal.core import push_plan as pp
+from agent_journal.core.delta_plan import Tip
 
 RID = "r0123456789abcde"
 PREFIX = f"ws/{RID}/"
@@ -184,10 +185,11 @@ def test_the_next_memory_reuses_what_it_took(push, data):
     names = [f["name"] for f in got.export["files"]]
     signatures = {n: data.draw(SIGS) for n in names}
     highs = {n: data.draw(st.none() | st.integers(0, 99)) for n in names}
-    memory = pp.next_memory("s3://b/p", got, signatures, highs, {}, {"segments/a.sqlite"},
-                            {"d1"})
+    tips = {n: None if h is None else Tip(h, "e", h) for n, h in highs.items()}
+    memory = pp.next_memory("s3://b/p", got, signatures, push[1], tips, "g", {},
+                            {"segments/a.sqlite"}, {"d1"})
     assert set(memory.segments) == set(got.fresh | got.kept)
-    assert all(r.high == highs[n] for n, r in memory.segments.items())
+    assert all(r.high == highs[n] for n, r in memory.segments.items() if n in got.fresh)
     assert memory.tombstones == pp.tombstones_digest(set(got.export["tombstoned"]))
     present = {PREFIX + k for k in got.objects.values()}
     assert pp.reusable(memory, signatures, PREFIX, present).keys() == memory.segments.keys()

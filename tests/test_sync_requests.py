@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from s3_support import FaultProxy
+from s3_support import ON_BOTH_SERVERS, FaultProxy
 from test_replicas import make_root
 from test_sync import add_remote, ctx, new_bucket, note
 
@@ -24,6 +24,7 @@ def empty_manifest(replica: str) -> bytes:
                        "objects": {}}).encode()
 
 
+@ON_BOTH_SERVERS
 def test_a_pull_with_nothing_new_lists_once_whatever_the_number_of_replicas(
         tmp_path, s3, aws) -> None:
     bucket = new_bucket(s3)
@@ -45,18 +46,67 @@ def test_a_pull_with_nothing_new_lists_once_whatever_the_number_of_replicas(
         proxy.requests = 0
         again = sync.pull(ctx(b), None)
         assert (again["replicas"], again["changed"], again["fetched"]) == (REPLICAS + 1, 0, 0)
-        assert proxy.requests <= 3, proxy.requests  # the bucket's check and one listing
+        assert proxy.requests == 1, proxy.requests  # one listing (it checks the bucket too)
         note(a, "n2")
         sync.push(ctx(a), None)
         proxy.requests = 0
         third = sync.pull(ctx(b), None)
         assert (third["changed"], third["imported"]) == (1, 1)
-        assert proxy.requests == 4  # and the one manifest that changed, and its segment
+        assert proxy.requests == 3  # and the one manifest that changed, and its delta
         sync.pull(ctx(a), None)
         proxy.requests = 0
         synced = sync.sync(ctx(a), None)
         assert not synced["push"]["manifestWritten"]
-        assert proxy.requests == 4  # one check, the listing, the own prefix and manifest
+        assert proxy.requests == 3  # the listing, the own prefix and manifest
+    finally:
+        proxy.stop()
+
+
+THOUSAND = 1_000
+
+
+def test_a_pull_with_nothing_new_among_a_thousand_replicas_makes_at_most_three_requests(
+        tmp_path, s3, aws) -> None:
+    """1,000 small replicas, 999 of them listing as much as a replica can (its manifest, and
+    objects under both segments/ and artifacts/: here the leftovers of an interrupted
+    push, which no manifest names) and one real one: a pull with nothing new makes
+    its one listing, 2,999 keys and prefixes in three pages of 1,000, and nothing else.
+    (The puller's memory of the 999 is written as a pull of them leaves it, to keep
+    the test short: the test of 120 replicas pulls them for real.)"""
+    from concurrent.futures import ThreadPoolExecutor
+
+    bucket = new_bucket(s3)
+    client = s3.client()
+
+    def put(n: int) -> tuple[str, str]:
+        replica = f"r{n:015x}"
+        base = f"team/{WS}/{replica}/"
+        etag = client.put_object(Bucket=bucket, Key=base + "manifest.json",
+                                 Body=empty_manifest(replica))["ETag"]
+        client.put_object(Bucket=bucket, Key=base + f"segments/{replica}-000001.x.sqlite",
+                          Body=b"left over")
+        client.put_object(Bucket=bucket, Key=base + "artifacts/sha256/00", Body=b"left over")
+        return replica, etag
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        etags = dict(pool.map(put, range(THOUSAND - 1)))  # and a: 1,000 replicas
+    proxy = FaultProxy(s3.port).start()
+    try:
+        a, b = make_root(tmp_path, "a"), make_root(tmp_path, "b")
+        for root in (a, b):
+            add_remote(root, f"s3://{bucket}/team", proxy.url)
+        state = b / "workspaces" / WS / "remotes" / "origin" / "state.json"
+        state.parent.mkdir(parents=True, mode=0o700)
+        state.write_text(json.dumps({"url": f"s3://{bucket}/team", "replicas": {
+            r: {"etag": e, "merged": [], "tombstoned": []} for r, e in etags.items()}}))
+        note(a, "n1")
+        sync.push(ctx(a), None)
+        first = sync.pull(ctx(b), None)
+        assert (first["replicas"], first["imported"]) == (THOUSAND, 1)
+        proxy.requests = 0
+        again = sync.pull(ctx(b), None)
+        assert (again["replicas"], again["changed"], again["fetched"]) == (THOUSAND, 0, 0)
+        assert proxy.requests <= 3, proxy.requests
     finally:
         proxy.stop()
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import all_bytes_under
+from s3_support import plain
 from test_replicas import make_root, state
 
 from agent_journal.ops import compact, remotes, sync, writes
@@ -37,8 +38,9 @@ def digests(paths: list[Path]) -> dict[str, str]:
 def objects(share: Path) -> dict[str, str]:
     """Digest of every pushed segment object, by the segment it is a copy of (its key
     is `<segment stem>.<checksum>.sqlite`)."""
-    return {p.name.split(".")[0] + ".sqlite": hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in share.rglob("*.sqlite") if p.is_file()}
+    return {p.name.split(".")[0] + ".sqlite":
+            hashlib.sha256(plain(p.name, p.read_bytes())).hexdigest()
+            for p in share.rglob("*.sqlite*") if p.is_file()}
 
 
 @pytest.fixture

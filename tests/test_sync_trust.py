@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import s3_support
-from s3_support import LOOPBACK, MotoServer
+from s3_support import LOOPBACK, ON_BOTH_SERVERS, MotoServer
 from test_replicas import make_root
 from test_sync import add_remote, bucket_bytes, ctx, new_bucket, note, run_cli
 
@@ -121,7 +121,8 @@ def probe_memory(root: Path) -> Path:
 
 # -- the conditional-write probe ---------------------------------------------------------
 
-def test_moto_passes_the_probe_once_and_it_leaves_nothing_behind(
+@ON_BOTH_SERVERS
+def test_a_real_server_passes_the_probe_once_and_it_leaves_nothing_behind(
         tmp_path: Path, s3: MotoServer, aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
     from agent_journal.storage.remote_s3 import S3Remote
 

@@ -183,7 +183,9 @@ def _push_lines(report: dict[str, Any]) -> list[str]:
     out = [f"pushed workspace {report['workspace']} to {_where(report)} as replica "
            f"{report['replica']}",
            f"{INDENT}{_plural(report['files'], 'segment file')} "
-           f"({report['snapshotted']} snapshotted now), {_plural(report['events'], 'event')}, "
+           f"({report['snapshotted']} snapshotted now, "
+           f"{_plural(report['deltas'], 'delta')} of new rows), "
+           f"{_plural(report['events'], 'event')}, "
            f"{report['withheld']} withheld (tombstoned)",
            f"{INDENT}uploaded {_plural(report['uploaded'], 'object')} "
            f"({_plural(report['uploadedBytes'], 'byte')}), {report['alreadyPresent']} already "

@@ -315,6 +315,11 @@ def _require(cond: bool, message: str) -> None:
         raise ManifestError(message)
 
 
+def is_checksum(value: str) -> bool:
+    """Whether `value` has the form ALGO:HEX of every checksum a manifest names."""
+    return bool(_CHECKSUM.fullmatch(value))
+
+
 def check_manifest(obj: Any, *, workspace: str) -> dict[str, Any]:
     """Validate a parsed manifest; return it. Raises ManifestError."""
     _require(isinstance(obj, dict), "manifest is not a JSON object")

@@ -26,9 +26,16 @@ from typing import Any, NamedTuple
 
 import xxhash
 
-from agent_journal.core import merge_plan
+from agent_journal.core import delta_plan, merge_plan
+from agent_journal.core.delta_plan import Tip
 
 SYNC_FORMAT = 1
+# A manifest naming deltas (core/delta_plan.py); one naming none is still format 1,
+# so a version that knows no deltas reads it.
+DELTA_SYNC_FORMAT = 2
+SYNC_FORMATS = (SYNC_FORMAT, DELTA_SYNC_FORMAT)
+# A base object sent compressed (an entry's `packed`): its key ends so.
+PACKED_SUFFIX = ".z"
 MANIFEST_KEY = "manifest.json"
 
 # What changes when a segment does: its file's and its WAL's (inode, size, mtime).
@@ -42,6 +49,28 @@ def segment_key(name: str, checksum: str) -> str:
     stem = name[: -len(merge_plan.SEGMENT_SUFFIX)]
     digest = checksum.partition(":")[2]
     return f"segments/{stem}.{digest}{merge_plan.SEGMENT_SUFFIX}"
+
+
+def base_key(entry: Entry) -> str:
+    """The key of a segment's base object: its snapshot, or (an entry naming it
+    `packed`) that snapshot zlib-compressed, keyed by the compressed bytes."""
+    packed = entry.get("packed")
+    if isinstance(packed, dict):
+        return segment_key(entry["name"], packed["checksum"]) + PACKED_SUFFIX
+    return segment_key(entry["name"], entry["checksum"])
+
+
+def packed_error(entry: Entry) -> str | None:
+    """Why a file entry's `packed` (when it has one) is not one a push writes."""
+    packed = entry.get("packed")
+    if packed is None:
+        return None
+    if not isinstance(packed, dict) or set(packed) != {"bytes", "checksum"} \
+            or type(packed["bytes"]) is not int or packed["bytes"] < 0 \
+            or not isinstance(packed["checksum"], str) \
+            or not merge_plan.is_checksum(packed["checksum"]):
+        return f"segment {entry['name']}: packed must give bytes and a checksum"
+    return None
 
 
 def tombstones_digest(ids: AbstractSet[str]) -> str:
@@ -58,6 +87,9 @@ class Scanned(NamedTuple):
 
     sig: Signature | None
     ids: tuple[str, ...]
+    # Where the scan ended (its `rows` unused): a segment that grew since is scanned
+    # above it only, while the row there is the same one (seqs only grow).
+    tip: Tip | None = None
 
     def holds_for(self, sig: Signature | None) -> bool:
         return sig is not None and self.sig == sig
@@ -70,6 +102,12 @@ class Remembered(NamedTuple):
     entry: Entry
     artifacts: tuple[Entry, ...] | None  # None: not kept (an older version) or unusable
     high: int | None = None  # the highest seq the snapshot holds (None: not known)
+    tip: Tip | None = None  # where the base and its deltas end (None: no delta may follow)
+    generation: str | None = None  # the erasure generation the tip was read under
+    deltas: tuple[Entry, ...] = ()  # the chain after the base, oldest first
+
+    def held(self) -> delta_plan.Held:
+        return delta_plan.Held(self.tip, self.generation, self.deltas)
 
 
 _NONE: Mapping[str, Any] = MappingProxyType({})
@@ -110,11 +148,14 @@ class PushMemory(NamedTuple):
     def as_json(self) -> dict[str, Any]:
         return {
             "url": self.url, "tombstones": self.tombstones,
-            "tombstonesBySegment": {name: {"sig": _listed(s.sig), "ids": list(s.ids)}
+            "tombstonesBySegment": {name: {"sig": _listed(s.sig), "ids": list(s.ids),
+                                           "tip": None if s.tip is None else s.tip.as_json()}
                                     for name, s in self.scans.items()},
             "owned": sorted(self.owned),
             "segments": {name: {"sig": _listed(r.sig), "entry": r.entry,
-                                "artifacts": list(r.artifacts or ()), "high": r.high}
+                                "artifacts": list(r.artifacts or ()), "high": r.high,
+                                "tip": None if r.tip is None else r.tip.as_json(),
+                                "generation": r.generation, "deltas": list(r.deltas)}
                          for name, r in self.segments.items()},
             "manifests": sorted(self.manifests),
         }
@@ -144,7 +185,7 @@ def _scanned(held: Any) -> Scanned | None:
             or not all(isinstance(i, str) for i in held["ids"]):
         return None
     sig = _signature(held.get("sig"))
-    return None if sig is None else Scanned(sig, tuple(held["ids"]))
+    return None if sig is None else Scanned(sig, tuple(held["ids"]), Tip.parse(held.get("tip")))
 
 
 def _remembered(held: Any) -> Remembered | None:
@@ -156,8 +197,16 @@ def _remembered(held: Any) -> Remembered | None:
         isinstance(a, dict) and isinstance(a.get("ref"), str)
         and isinstance(a.get("observations"), list) for a in cited)
     high = held.get("high")
+    deltas = held.get("deltas") or []
+    name = entry.get("name")
+    sound = isinstance(name, str) and name.endswith(merge_plan.SEGMENT_SUFFIX) and (
+        not deltas or delta_plan.chain_error(name, deltas) is None)
+    generation = held.get("generation")
     return Remembered(_signature(held.get("sig")), entry, tuple(cited) if usable else None,
-                      high if type(high) is int else None)
+                      high if type(high) is int else None,
+                      Tip.parse(held.get("tip")) if sound else None,
+                      generation if isinstance(generation, str) else None,
+                      tuple(deltas) if sound else ())
 
 
 # -- before the snapshots ----------------------------------------------------------------
@@ -173,9 +222,30 @@ def reusable(memory: PushMemory, signatures: Mapping[str, Signature | None], pre
         if (held.artifacts is not None and held.entry.get("name") == name
                 and isinstance(checksum, str) and held.sig is not None
                 and signatures.get(name) == held.sig
-                and prefix + segment_key(name, checksum) in present
+                and prefix + base_key(held.entry) in present
                 and all(not a.get("path") or prefix + a["path"] in present
-                        for a in held.artifacts)):
+                        for a in held.artifacts)
+                and all(prefix + k in present
+                        for k in delta_plan.chain_objects({name: list(held.deltas)}).values())):
+            out[name] = held
+    return out
+
+
+def extendable(memory: PushMemory, signatures: Mapping[str, Signature | None],
+               generation: str, prefix: str, present: Container[str],
+               reused: Container[str]) -> dict[str, Remembered]:
+    """The changed segments (not in `reused`) whose next rows may travel as a delta
+    after what the remote holds of them (delta_plan.can_extend), provided the
+    tombstones did not change and the rows up to the tip are the same ones."""
+    out = {}
+    for name, held in memory.segments.items():
+        checksum = held.entry.get("checksum")
+        if name in reused or name not in signatures or held.entry.get("name") != name \
+                or not isinstance(checksum, str):
+            continue
+        if delta_plan.can_extend(held.held(), generation,
+                                 prefix + base_key(held.entry) in present, present,
+                                 prefix, name, held.artifacts):
             out[name] = held
     return out
 
@@ -188,7 +258,8 @@ def owned_keys(memory: PushMemory) -> set[str]:
     for name, held in memory.segments.items():
         checksum = held.entry.get("checksum")
         if isinstance(checksum, str) and merge_plan.own_segment(name) is not None:
-            owned.add(segment_key(name, checksum))
+            owned.add(base_key(held.entry))
+            owned.update(delta_plan.chain_objects({name: list(held.deltas)}).values())
     return owned
 
 
@@ -202,6 +273,7 @@ class Assembly(NamedTuple):
     artifacts_by_file: dict[str, list[Entry]]  # what each segment's rows cite
     fresh: frozenset[str]  # segments snapshotted by this push
     kept: frozenset[str]  # reused entries still good for the next push
+    deltas: dict[str, list[Entry]]  # segment name -> its chain after the base
 
 
 def assemble(staged: Mapping[str, Any], reused: Mapping[str, Remembered],
@@ -217,13 +289,15 @@ def assemble(staged: Mapping[str, Any], reused: Mapping[str, Remembered],
     by_file = dict(cited)
     by_file.update({name: list(r.artifacts or ()) for name, r in reused.items()})
     export["artifacts"] = union_artifacts(staged["artifacts"], by_file.values())
-    objects = {f["name"]: segment_key(f["name"], f["checksum"]) for f in export["files"]}
+    objects = {f["name"]: base_key(f) for f in export["files"]}
     objects.update({a["path"]: a["path"] for a in export["artifacts"] if a["path"]})
+    deltas = {name: list(r.deltas) for name, r in sorted(reused.items()) if r.deltas}
+    objects.update(delta_plan.chain_objects(deltas))
     # A tombstone that came while the snapshots were taken: the reused entries were
     # scrubbed without it, so the next push takes them again.
     kept = frozenset() if reused and tombstoned != set(known) else frozenset(reused)
     fresh = frozenset(f["name"] for f in export["files"]) - frozenset(reused)
-    return Assembly(export, objects, by_file, fresh, kept)
+    return Assembly(export, objects, by_file, fresh, kept, deltas)
 
 
 def unchanged(in_place: Mapping[str, Any] | None, own: AbstractSet[str],
@@ -259,8 +333,13 @@ def union_artifacts(listed: list[Entry], more: Iterable[list[Entry]]) -> list[En
 
 def manifest(workspace: str, replica: str, pushed_ts: str, assembly: Assembly
              ) -> dict[str, Any]:
-    return {"syncFormat": SYNC_FORMAT, "workspace": workspace, "replica": replica,
-            "pushedTs": pushed_ts, "export": assembly.export, "objects": assembly.objects}
+    packed = any("packed" in f for f in assembly.export["files"])
+    out = {"syncFormat": DELTA_SYNC_FORMAT if assembly.deltas or packed else SYNC_FORMAT,
+           "workspace": workspace, "replica": replica, "pushedTs": pushed_ts,
+           "export": assembly.export, "objects": assembly.objects}
+    if assembly.deltas:
+        out["deltas"] = assembly.deltas
+    return out
 
 
 def encode(manifest: Mapping[str, Any]) -> bytes:
@@ -279,25 +358,37 @@ def _comparable(manifest: Mapping[str, Any] | None) -> Any:
         return None
     export = dict(manifest["export"])
     export.pop("createdTs", None)
-    return manifest["objects"], export
+    return manifest["objects"], export, manifest.get("deltas") or {}
 
 
 def segment_keys(manifest: Mapping[str, Any]) -> set[str]:
-    return {manifest["objects"][f["name"]] for f in manifest["export"]["files"]}
+    """The keys of its segment objects: bases and deltas."""
+    return {manifest["objects"][f["name"]] for f in manifest["export"]["files"]} | \
+        set(delta_plan.chain_objects(manifest.get("deltas") or {}).values())
 
 
 def next_memory(url: str, assembly: Assembly, signatures: Mapping[str, Signature | None],
-                highs: Mapping[str, int | None], scans: Mapping[str, Scanned],
+                reused: Mapping[str, Remembered], tips: Mapping[str, Tip | None],
+                generation: str | None, scans: Mapping[str, Scanned],
                 owned: AbstractSet[str], manifests: AbstractSet[str]) -> PushMemory:
     """What the next push needs, saved before the manifest is written: the entries this
-    push took or could keep (with the highest seq of each, `highs`), under its
-    tombstones; `owned` and `manifests` name the snapshots and manifests of this push
-    and of the manifest in place."""
-    segments = {f["name"]: Remembered(signatures.get(f["name"]), f,
-                                      tuple(assembly.artifacts_by_file.get(f["name"], ())),
-                                      highs.get(f["name"]))
-                for f in assembly.export["files"]
-                if f["name"] in assembly.kept or f["name"] in assembly.fresh}
+    push took (with the tip of each, `tips`, read under erasure `generation`; None
+    when a compaction ran meanwhile) or could keep (their chains and tips as `reused`
+    says), under its tombstones; `owned` and `manifests` name the snapshots and
+    manifests of this push and of the manifest in place."""
+    segments: dict[str, Remembered] = {}
+    for f in assembly.export["files"]:
+        name = f["name"]
+        if name in assembly.kept:
+            held = reused[name]
+            segments[name] = held._replace(
+                sig=signatures.get(name), generation=generation if held.tip else None)
+        elif name in assembly.fresh:
+            tip = tips.get(name)
+            segments[name] = Remembered(
+                signatures.get(name), f, tuple(assembly.artifacts_by_file.get(name, ())),
+                None if tip is None else tip.high, tip,
+                None if tip is None else generation)
     return PushMemory(url=url, tombstones=tombstones_digest(set(assembly.export["tombstoned"])),
                       scans=dict(scans), owned=frozenset(owned), segments=segments,
                       manifests=frozenset(manifests))

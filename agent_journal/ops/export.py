@@ -276,7 +276,7 @@ def _export(ws: Workspace, dest: str, progress: Progress, *, segments: list[str]
     # In segment order, as a serial check would meet them.
     files = [publish.files[k] for k in range(len(snapshots))]
     cited = export_plan.cited([(s.name, ready[k]) for k, s in enumerate(snapshots)], tombstoned)
-    listed, missing = _ship_artifacts(ws, dest, cited.records, progress)
+    listed, missing = ship_artifacts(ws, dest, cited.records, progress)
     manifest = {"format": MANIFEST_FORMAT, "workspace": ws.name,
                 "sourceReplica": replica, "createdTs": clock.now_ts(),
                 "files": files, "artifacts": listed, "tombstoned": sorted(tombstoned)}
@@ -420,7 +420,7 @@ class _Publisher:
             self.on_file(self.files[k])  # final: a push may upload it while the next is checked
 
 
-def _ship_artifacts(ws: Workspace, dest: str,
+def ship_artifacts(ws: Workspace, dest: str,
                     records: dict[str, tuple[dict[str, Any], set[str]]], progress: Progress
                     ) -> tuple[list[dict[str, Any]], list[str]]:
     """Copy each cited blob into the export, checked; the manifest's artifact

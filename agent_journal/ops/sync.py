@@ -27,7 +27,7 @@ import os
 import shutil
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from agent_journal.core import merge_plan
+from agent_journal.core import delta_plan, merge_plan
 from agent_journal.core.push_plan import segment_key
 from agent_journal.ops.context import Context
 from agent_journal.ops.sync_common import (
@@ -43,6 +43,7 @@ from agent_journal.ops.sync_common import (
     say,
     state_dir,
 )
+from agent_journal.ops.sync_deltas import MISMATCH, fetch_object
 from agent_journal.ops.sync_manifests import Refused, Seen, load_state, read_manifests
 from agent_journal.ops.sync_push import push
 from agent_journal.ops.sync_status import status
@@ -50,6 +51,7 @@ from agent_journal.storage.files import (
     fsync_path,
     make_private_dirs,
     open_private_new,
+    unlink_quietly,
     write_file_atomic,
 )
 from agent_journal.storage.remote import ObjectMissing, ObjectUnusable, Remote
@@ -77,7 +79,7 @@ LANDERS = 2
 
 
 def sync(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[str, Any]:
-    opened = open_checked(ctx, name)
+    opened = open_checked(ctx, name, listing_first=True)
     _probe_before_pull(ctx, opened)
     pulled = pull(ctx, name, progress=progress, opened=opened)
     pushed = push(ctx, name, progress=progress, opened=opened)
@@ -108,7 +110,7 @@ class _Pulled:
 
 def pull(ctx: Context, name: str | None, *, progress: Progress = None,
          opened: Opened | None = None) -> dict[str, Any]:
-    spec, remote = opened or open_checked(ctx, name)
+    spec, remote = opened or open_checked(ctx, name, listing_first=True)
     root = Root.open(ctx.root_arg, create=False)
     me = read_replica_id(root.path) if root.exists else None
     ws_path = os.path.join(root.path, "workspaces", ctx.workspace_name)
@@ -153,6 +155,8 @@ def _fetch_and_merge(ctx: Context, ws: Workspace, opened: Opened, changed: list[
         facts: dict[str, SealedFacts] = {}
         out.fetched, out.fetched_bytes = _Fetcher(opened.remote, ws.name, out, progress,
                                                   facts).run(plans)
+        for p in plans:
+            _join_deltas(p, ws.name, out, facts)
         arrived = [p for p in plans if p.files or p.artifacts]
         # A manifest's tombstone list only summarises tombstone events: an id no
         # event stands behind (here or in what arrived) withholds nothing.
@@ -176,7 +180,7 @@ def _remember(state: dict[str, Any], plans: list[_Fetching], path: str) -> None:
     for p in plans:
         entry = state["replicas"].setdefault(p.seen.replica, {})
         # Remember only keys the current manifest still names: the memory stays bounded.
-        entry["merged"] = sorted((p.had | p.done()) & set(p.objects.values()))
+        entry["merged"] = sorted((p.had | p.done) & set(p.objects.values()))
         entry["tombstoned"] = p.seen.tombstoned
         if p.complete:
             entry["etag"] = p.seen.etag
@@ -208,11 +212,10 @@ def _pull_warnings(out: _Pulled) -> list[str]:
 class _Wanted(NamedTuple):
     """One object a pull fetches: where it goes in the stage, what it must be."""
 
-    path: str  # export-relative: a segment file name, or artifacts/<algo>/<digest>
-    size: int
-    checksum: str
+    path: str  # export-relative: a segment file name, artifacts/<algo>/<digest>, a delta's
     entry: dict[str, Any]  # its manifest entry
     segment: bool
+    delta: str | None = None  # a delta: the segment it extends
 
 
 class _Fetching:
@@ -225,21 +228,23 @@ class _Fetching:
         self.export = seen.manifest["export"]
         self.objects: dict[str, str] = seen.manifest["objects"]
         self.had = set(remembered.get("merged", []))
-        self.wanted = [_Wanted(f["name"], f["bytes"], f["checksum"], f, True)
+        self.wanted = [_Wanted(f["name"], f, True)
                        for f in self.export["files"] if self.objects[f["name"]] not in self.had]
-        self.wanted += [_Wanted(a["path"], a["bytes"], a["checksum"], a, False)
+        self.wanted += [_Wanted(a["path"], a, False)
                         for a in self.export["artifacts"]
                         if a["path"] is not None and self.objects[a["path"]] not in self.had]
+        self.wanted += [_Wanted(delta_plan.delta_path(name, d["from"], d["to"]), d, False,
+                                name)
+                        for name, chain in sorted(seen.manifest.get("deltas", {}).items())
+                        for d in delta_plan.wanted(chain, name, self.had)]
         self.files: list[dict[str, Any]] = []
         self.artifacts: list[dict[str, Any]] = []
+        self.deltas: dict[str, list[dict[str, Any]]] = {}  # segment -> deltas that arrived
+        self.done: set[str] = set()  # the keys whatever this pull merges came from
         self.complete = True
 
     def dest(self, path: str) -> str:
         return os.path.join(self.stage, *path.split("/"))
-
-    def done(self) -> set[str]:
-        return {self.objects[f["name"]] for f in self.files} | \
-            {self.objects[a["path"]] for a in self.artifacts}
 
     def write_manifest(self, union: set[str], backed: set[str]) -> None:
         staged = dict(self.export, files=self.files, artifacts=self.artifacts,
@@ -249,6 +254,35 @@ class _Fetching:
         # compaction removes), so no fsync waits behind the fetched bytes.
         with open_private_new(os.path.join(self.stage, merge_plan.MANIFEST_NAME)) as out:
             out.write(json.dumps(staged, sort_keys=True).encode("utf-8"))
+
+
+def _join_deltas(p: _Fetching, workspace: str, out: _Pulled,
+                 facts: dict[str, SealedFacts]) -> None:
+    """Join each segment's deltas that arrived to the staged file of that segment (its
+    base, when it arrived too), which the merge then reads as any fetched segment."""
+    from agent_journal.ops.sync_deltas import join
+
+    for name, arrived in sorted(p.deltas.items()):
+        base = next((f for f in p.files if f["name"] == name), None)
+        got = join(p.stage, name, p.seen.replica, base, arrived)
+        p.done.update(p.objects[delta_plan.delta_path(name, d["from"], d["to"])]
+                      for d in got.applied)
+        for d, why in got.failed:
+            key = p.objects[delta_plan.delta_path(name, d["from"], d["to"])]
+            out.refused.append({"replica": p.seen.replica,
+                                "key": replica_prefix(workspace, p.seen.replica) + key,
+                                "reason": why})
+            p.complete = False
+        if got.entry is None:
+            continue
+        p.files = sorted([f for f in p.files if f["name"] != name] + [got.entry],
+                         key=lambda f: f["name"])
+        dest = p.dest(name)
+        fsync_path(dest)
+        facts.pop(os.path.realpath(dest), None)
+        ahead = read_sealed_facts(dest)
+        if ahead is not None:
+            facts[os.path.realpath(dest)] = ahead
 
 
 def _tombstones_behind(ws: Workspace, arrived: list[_Fetching], union: set[str]) -> set[str]:
@@ -320,22 +354,30 @@ class _Fetcher:
         dest = p.dest(w.path)
         make_private_dirs(os.path.dirname(dest))
         try:
-            got = self.remote.download(key, dest)
+            if w.segment or w.delta is not None:
+                why, moved = fetch_object(self.remote, key, w.entry, w.delta is not None, dest)
+            else:
+                got = self.remote.download(key, dest)
+                why = None if got == (w.entry["bytes"], w.entry["checksum"]) else MISMATCH
+                moved = got[0]
         except ObjectMissing:
             return _MISSING, 0
         except ObjectUnusable as exc:
             self.faults[dest] = str(exc)
             return _UNUSABLE, 0
-        if got != (w.size, w.checksum):
-            os.unlink(dest)
-            return _REFUSED, got[0]
+        if why == MISMATCH:
+            unlink_quietly(dest)
+            return _REFUSED, moved
+        if why is not None:
+            self.faults[dest] = why
+            return _OK, moved
         if w.segment:
             assert self.landers is not None
             listed = {m["row"] for m in w.entry["malformed"]}
             self.landed.append(self.landers.submit(self._land, dest, listed))
-        elif (why := _artifact_fault(dest, w.entry["ref"])) is not None:
-            self.faults[dest] = why
-        return _OK, w.size
+        elif w.delta is None and (fault := _artifact_fault(dest, w.entry["ref"])) is not None:
+            self.faults[dest] = fault
+        return _OK, moved
 
     def _land(self, dest: str, listed: set[int]) -> None:
         # The merge may publish this very file as an import (ImportWriter.adopt):
@@ -363,8 +405,8 @@ class _Fetcher:
                 count += 1
                 total += got
             if outcome == _REFUSED:
-                self.out.refused.append({"replica": p.seen.replica, "key": key, "reason":
-                                         "size or checksum does not match its manifest"})
+                self.out.refused.append({"replica": p.seen.replica, "key": key,
+                                         "reason": MISMATCH})
                 p.complete = False
                 continue
             dest = p.dest(w.path)
@@ -373,9 +415,13 @@ class _Fetcher:
                                          "reason": self.faults[dest]})
                 p.complete = False
                 if outcome != _UNUSABLE:
-                    os.unlink(dest)
+                    unlink_quietly(dest)
+                continue
+            if w.delta is not None:
+                p.deltas.setdefault(w.delta, []).append(w.entry)
                 continue
             (p.files if w.segment else p.artifacts).append(w.entry)
+            p.done.add(p.objects[w.path])
         return count, total
 
 

@@ -62,10 +62,16 @@ class Opened(NamedTuple):
     remote: Remote
 
 
-def open_checked(ctx: Context, name: str | None) -> Opened:
+def open_checked(ctx: Context, name: str | None, *, listing_first: bool = False) -> Opened:
+    """The remote, checked to answer (the bucket or folder exists, the credentials
+    work) before anything is written. With `listing_first` (the caller's first request
+    is the workspace's listing, which refuses what `check` would, in the same words:
+    Remote.listing_checks), that listing is the check: a pull with nothing new then
+    costs its listing alone."""
     spec = remotes.resolve(ctx, name)
     remote = remotes.open_remote(spec)
-    remote.check()
+    if not (listing_first and remote.listing_checks):
+        remote.check()
     return Opened(spec, remote)
 
 

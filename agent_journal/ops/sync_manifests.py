@@ -21,9 +21,9 @@ import json
 import re
 from typing import Any
 
-from agent_journal.core import merge_plan
+from agent_journal.core import delta_plan, merge_plan, push_plan
 from agent_journal.core.errors import JournalError
-from agent_journal.core.push_plan import MANIFEST_KEY, SYNC_FORMAT, segment_key
+from agent_journal.core.push_plan import MANIFEST_KEY, SYNC_FORMAT, SYNC_FORMATS
 from agent_journal.ops.sync_common import replica_prefix
 from agent_journal.storage.remote import ObjectMissing, ObjectUnusable, Remote
 
@@ -35,6 +35,8 @@ _PUSHED_TS = re.compile(r"[0-9]{1,4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2
 ROLLUP = "s/"
 
 Refused = list[dict[str, Any]]
+# Manifests asked for at once: each request waits mostly on the service.
+READERS = 8
 
 
 def check_sync_manifest(raw: bytes, *, workspace: str, replica: str) -> dict[str, Any]:
@@ -47,8 +49,9 @@ def check_sync_manifest(raw: bytes, *, workspace: str, replica: str) -> dict[str
         obj = loads(raw)
     except StrictJSONError as exc:
         raise JournalError(f"not JSON: {exc}") from None
-    if not isinstance(obj, dict) or obj.get("syncFormat") != SYNC_FORMAT:
-        raise JournalError(f"syncFormat is not {SYNC_FORMAT}")
+    if not isinstance(obj, dict) or obj.get("syncFormat") not in SYNC_FORMATS \
+            or type(obj["syncFormat"]) is not int:
+        raise JournalError(f"syncFormat is not one of {', '.join(map(str, SYNC_FORMATS))}")
     if not isinstance(obj.get("pushedTs"), str) or not _PUSHED_TS.fullmatch(obj["pushedTs"]):
         raise JournalError("pushedTs is not a time this journal writes")
     if obj.get("workspace") != workspace:
@@ -69,11 +72,36 @@ def check_sync_manifest(raw: bytes, *, workspace: str, replica: str) -> dict[str
     if not isinstance(objects, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in objects.items()):
         raise JournalError("objects must map paths to keys")
-    wanted = {f["name"]: segment_key(f["name"], f["checksum"]) for f in export["files"]}
+    for f in export["files"]:
+        why = push_plan.packed_error(f)
+        if why is not None or ("packed" in f and obj["syncFormat"] == SYNC_FORMAT):
+            raise JournalError(why or f"syncFormat {SYNC_FORMAT} packs no segment")
+    wanted = {f["name"]: push_plan.base_key(f) for f in export["files"]}
     wanted.update({a["path"]: a["path"] for a in export["artifacts"] if a["path"] is not None})
+    wanted.update(delta_plan.chain_objects(_checked_deltas(obj, export)))
     if objects != wanted:
         raise JournalError("objects do not name exactly the export's files by their content")
     return obj
+
+
+def _checked_deltas(obj: dict[str, Any], export: dict[str, Any]) -> dict[str, Any]:
+    """A manifest's deltas (core/delta_plan.py): only in syncFormat 2, and there a
+    non-empty rising chain for some of its own files."""
+    if obj["syncFormat"] == SYNC_FORMAT or "deltas" not in obj:
+        if "deltas" in obj:
+            raise JournalError(f"syncFormat {SYNC_FORMAT} names no deltas")
+        return {}
+    deltas = obj.get("deltas")
+    if not isinstance(deltas, dict) or not deltas:
+        raise JournalError("deltas must map segments to their chains")
+    names = {f["name"] for f in export["files"]}
+    for name, chain in deltas.items():
+        if name not in names:
+            raise JournalError(f"deltas name {name!r}, which is not one of its files")
+        why = delta_plan.chain_error(name, chain)
+        if why is not None:
+            raise JournalError(why)
+    return deltas
 
 
 class Seen:
@@ -130,8 +158,11 @@ def read_manifests(remote: Remote, workspace: str, me: str | None,
                    state: dict[str, Any], refused: Refused,
                    *, conditional: bool = True) -> list[Seen]:
     """Every other replica's manifest, checked; with `conditional`, those the state
-    says were merged as they are come back with no manifest (unchanged)."""
-    seen = []
+    says were merged as they are come back with no manifest (unchanged). The ones to
+    ask for are asked for READERS at a time; the answer is in listing order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    slots: list[Seen | tuple[str, dict[str, Any]] | None] = []
     for replica, listed in manifest_etags(remote, workspace).items():
         if replica == me:
             continue
@@ -141,31 +172,42 @@ def read_manifests(remote: Remote, workspace: str, me: str | None,
             continue
         remembered = state["replicas"].get(replica, {}) if conditional else {}
         if listed is not None and listed == remembered.get("etag"):
-            seen.append(Seen(replica, None, listed, list(remembered.get("tombstoned", []))))
-            continue
-        got = _read_one(remote, workspace, replica, remembered, refused)
-        if got is not None:
-            seen.append(got)
+            slots.append(Seen(replica, None, listed, list(remembered.get("tombstoned", []))))
+        else:
+            slots.append((replica, remembered))
+    asks = [s for s in slots if isinstance(s, tuple)]
+    found: list[tuple[Seen | None, Refused]] = []
+    if asks:
+        with ThreadPoolExecutor(max_workers=min(READERS, len(asks))) as pool:
+            found = list(pool.map(lambda ask: _read_one(remote, workspace, *ask), asks))
+    answers = iter(found)
+    seen = []
+    for slot in slots:
+        if isinstance(slot, tuple):
+            got, why = next(answers)
+            refused.extend(why)
+            slot = got
+        if slot is not None:
+            seen.append(slot)
     return seen
 
 
-def _read_one(remote: Remote, workspace: str, replica: str, remembered: dict[str, Any],
-              refused: Refused) -> Seen | None:
+def _read_one(remote: Remote, workspace: str, replica: str, remembered: dict[str, Any]
+              ) -> tuple[Seen | None, Refused]:
+    """One replica's manifest (None: none yet, or refused) and what was refused."""
     key = replica_prefix(workspace, replica) + MANIFEST_KEY
     try:
         got = remote.get_bytes(key, if_none_match=remembered.get("etag"))
     except ObjectMissing:
-        return None  # a first push that has not written its manifest yet
+        return None, []  # a first push that has not written its manifest yet
     except ObjectUnusable as exc:
-        refused.append({"replica": replica, "key": key, "reason": f"bad manifest: {exc}"})
-        return None
+        return None, [{"replica": replica, "key": key, "reason": f"bad manifest: {exc}"}]
     if got is None:
         return Seen(replica, None, remembered.get("etag"),
-                    list(remembered.get("tombstoned", [])))
+                    list(remembered.get("tombstoned", []))), []
     raw, etag = got
     try:
         manifest = check_sync_manifest(raw, workspace=workspace, replica=replica)
     except JournalError as exc:
-        refused.append({"replica": replica, "key": key, "reason": f"bad manifest: {exc}"})
-        return None
-    return Seen(replica, manifest, etag, list(manifest["export"]["tombstoned"]))
+        return None, [{"replica": replica, "key": key, "reason": f"bad manifest: {exc}"}]
+    return Seen(replica, manifest, etag, list(manifest["export"]["tombstoned"])), []

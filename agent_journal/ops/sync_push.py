@@ -29,7 +29,8 @@ import shutil
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from agent_journal.core import clock, merge_plan, push_plan
+from agent_journal.core import clock, delta_plan, export_plan, merge_plan, push_plan
+from agent_journal.core.delta_plan import Tip
 from agent_journal.core.errors import (
     ConflictError,
     DamagedJournalError,
@@ -37,6 +38,7 @@ from agent_journal.core.errors import (
     NotFoundError,
 )
 from agent_journal.core.push_plan import MANIFEST_KEY, PushMemory, Remembered, Scanned
+from agent_journal.ops import sync_deltas
 from agent_journal.ops.context import Context
 from agent_journal.ops.sync_common import (
     PUSH_CACHE,
@@ -55,12 +57,17 @@ from agent_journal.ops.sync_common import (
     state_dir,
 )
 from agent_journal.ops.sync_manifests import check_sync_manifest
-from agent_journal.storage.files import write_file_atomic
+from agent_journal.storage import erasure_generation
+from agent_journal.storage.files import unlink_quietly, write_file_atomic
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Remote
 from agent_journal.storage.replica_source import Unreadable
 from agent_journal.storage.sealed_hold import SealedHold
-from agent_journal.storage.segment_tail import highest_seq
+from agent_journal.storage.segment_tail import (
+    highest_seq,
+    read_tip,
+    tombstone_candidates_above,
+)
 from agent_journal.storage.workspace import Workspace
 
 # The way on that every refusal of a copied root names.
@@ -107,11 +114,15 @@ class _Push:
         self.prefix = replica_prefix(ws.name, self.me)
         self.memory_path = os.path.join(state_dir(ws.path, self.spec.name), PUSH_CACHE)
         self.killer = Killer()
-        # The highest seq each snapshot holds: `remote status` counts the rows above it.
-        self.highs: dict[str, int | None] = {}
+        # Where each snapshot ends in its segment: `remote status` counts the rows
+        # above it, and the next push's delta starts there.
+        self.tips: dict[str, Tip | None] = {}
 
     def run(self) -> dict[str, Any]:
         say(self.progress, "push: reading the remote")
+        # Noted before anything is read: a compaction that runs during the push moves
+        # it, and then no tip read by this push is trusted by the next one.
+        generation = erasure_generation.noted(self.ws)
         present = set(self.remote.list_keys(self.prefix))
         # The manifest is read once, first: the push replaces exactly this one (its
         # etag is the write's condition), so another root pushing meanwhile is refused.
@@ -124,18 +135,27 @@ class _Push:
         # A segment unchanged since the last push, under the same tombstones, would
         # snapshot to the same bytes: its entry is reused, the others snapshotted again.
         reusable = push_plan.reusable(memory, signatures, self.prefix, present)
+        # A segment that grew since its push sends only its new rows (a delta).
+        extendable = push_plan.extendable(memory, signatures, generation, self.prefix,
+                                          present, reusable)
         self._refuse_another_roots(current, memory, scans)
-        # An entry is reused only under the very tombstones it was scrubbed under,
-        # which takes knowing every segment's; with nothing to reuse, the export
-        # reads them itself (of its snapshots, then of the other segments).
+        # An entry is reused (or extended) only under the very tombstones it was
+        # scrubbed under, which takes knowing every segment's; with nothing to reuse,
+        # the export reads them itself (of its snapshots, then of the other segments).
         known: set[str] = set()
         reused: dict[str, Remembered] = {}
-        if reusable:
+        uploader = _Uploader(self.remote, self.prefix, self.stage, present, self.killer)
+        # The deltas and what their rows cite are staged in a folder of their own.
+        deltas_up = _Uploader(self.remote, self.prefix, os.path.join(self.stage, ".deltas"),
+                              present, self.killer)
+        extended = None
+        if reusable or extendable:
             known = scans.of(self.ws.segment_paths())
             if memory.tombstones == push_plan.tombstones_digest(known):
-                reused = reusable
-        self.highs.update({name: held.high for name, held in reused.items()})
-        uploader = _Uploader(self.remote, self.prefix, self.stage, present, self.killer)
+                reused = dict(reusable)
+                if extendable:
+                    extended = self._extend(extendable, known, signatures, deltas_up)
+                    reused.update(extended.held)
         own = {n for n in signatures if (found := merge_plan.own_segment(n)) is not None
                and found[0] == self.me}
         unchanged = push_plan.unchanged(current.manifest, own, reused, known)
@@ -148,10 +168,33 @@ class _Push:
                 say(self.progress, f"push: uploading {a['path']}")
                 uploader.upload(a["path"], a["path"])
         manifest = push_plan.manifest(self.ws.name, self.me, clock.now_ts(), assembly)
-        written = self._publish(current, manifest, assembly, loaded, signatures, scans)
+        still = generation if erasure_generation.noted(self.ws) == generation else None
+        written = self._publish(current, manifest, assembly, loaded, signatures, scans,
+                                reused, still)
         deleted = self._delete_stale(self.remote.list_keys(self.prefix) if written else present,
                                      assembly.objects)
-        return self._report(exported, assembly, uploader, len(reused), written, deleted)
+        return self._report(exported, assembly, (uploader, deltas_up),
+                            len(reused), written, deleted, extended)
+
+    def _extend(self, candidates: Mapping[str, Remembered], known: set[str],
+                signatures: Mapping[str, push_plan.Signature | None],
+                uploader: _Uploader) -> sync_deltas.Extended:
+        """The deltas of the segments that grew, each uploaded with what its rows cite."""
+        from agent_journal.ops import export as export_op
+
+        stage = uploader.stage
+
+        def ship(cited: export_plan.Cited) -> list[dict[str, Any]]:
+            return export_op.ship_artifacts(self.ws, stage, cited.records, self.progress)[0]
+
+        got = sync_deltas.extend(self.ws, stage, candidates, known, signatures, ship)
+        for path, key in got.made:
+            say(self.progress, f"push: uploading {path}")
+            uploader.upload(path, key)
+        for a in got.artifacts:
+            if a["path"]:
+                uploader.upload(a["path"], a["path"])
+        return got
 
     def _read_current(self) -> _Current:
         try:
@@ -233,13 +276,25 @@ class _Push:
 
         pending: list[Future[None]] = []
         in_snapshot: dict[str, set[str]] = {}
+        packed: dict[str, dict[str, Any]] = {}
+
+        def send(name: str, checksum: str, held: bool) -> None:
+            # A snapshot travels compressed; a sealed file linked under its hold goes
+            # as it is, streamed from the segment's own bytes.
+            if held:
+                uploader.upload(name, push_plan.segment_key(name, checksum))
+                return
+            local, packed[name] = sync_deltas.pack(os.path.join(self.stage, name))
+            key = push_plan.base_key({"name": name, "checksum": checksum,
+                                      "packed": packed[name]})
+            uploader.upload(os.path.basename(local), key)
+
         with ThreadPoolExecutor(max_workers=1) as pool:
             def on_file(entry: dict[str, Any]) -> None:
                 say(self.progress, f"push: uploading {entry['name']}")
-                self.highs[entry["name"]] = _highest_seq(os.path.join(self.stage,
-                                                                      entry["name"]))
-                key = push_plan.segment_key(entry["name"], entry["checksum"])
-                pending.append(pool.submit(uploader.upload, entry["name"], key))
+                self.tips[entry["name"]] = _tip(self.ws, self.stage, entry["name"])
+                pending.append(pool.submit(send, entry["name"], entry["checksum"],
+                                           entry["name"] in uploader.holds))
 
             try:
                 exported = export_op.export_own(
@@ -254,13 +309,17 @@ class _Push:
                     uploader.release()
         with open(os.path.join(self.stage, merge_plan.MANIFEST_NAME), "rb") as fh:
             staged = json.loads(fh.read())
+        for f in staged["files"]:
+            if f["name"] in packed:
+                f["packed"] = packed[f["name"]]
         scans.settle(in_snapshot, signatures)
         return exported, push_plan.assemble(staged, reused, known, exported["artifactsByFile"])
 
     def _publish(self, current: _Current, manifest: dict[str, Any],
                  assembly: push_plan.Assembly, loaded: LoadedMemory,
                  signatures: Mapping[str, push_plan.Signature | None],
-                 scans: _TombstoneScans) -> bool:
+                 scans: _TombstoneScans, reused: Mapping[str, Remembered],
+                 generation: str | None) -> bool:
         """Save the memory (unless the file already says it), then write the manifest
         unless the one in place says the same. Saved first: whether or not the write
         lands (or this process dies right after it), the next push finds the manifest
@@ -275,8 +334,8 @@ class _Push:
             ours.add(str(current.digest))
         if write:
             ours.add(push_plan.manifest_digest(body))
-        saved = push_plan.next_memory(self.spec.url, assembly, signatures, self.highs,
-                                      scans.found, owned, ours)
+        saved = push_plan.next_memory(self.spec.url, assembly, signatures, reused, self.tips,
+                                      generation, scans.found, owned, ours)
         raw = json.dumps(saved.as_json(), sort_keys=True).encode("utf-8")
         if raw != loaded.raw:
             write_file_atomic(self.memory_path, raw)
@@ -303,9 +362,12 @@ class _Push:
         return deleted
 
     def _report(self, exported: dict[str, Any], assembly: push_plan.Assembly,
-                uploader: _Uploader, reused: int, written: bool,
-                deleted: list[str]) -> dict[str, Any]:
+                uploaders: tuple[_Uploader, ...], reused: int, written: bool,
+                deleted: list[str], extended: sync_deltas.Extended | None) -> dict[str, Any]:
         warnings = []
+        if extended is not None and extended.malformed:
+            warnings.append(f"{extended.malformed} malformed row(s) were pushed as stored; "
+                            "readers skip them")
         if exported["artifactsMissing"]:
             warnings.append(f"{len(exported['artifactsMissing'])} artifact(s) could not be "
                             "pushed (missing or not matching their checksum)")
@@ -316,9 +378,13 @@ class _Push:
         return {
             "remote": self.spec.name, "url": self.spec.url, "workspace": self.ws.name,
             "replica": self.me, "files": len(files), "snapshotted": len(assembly.fresh),
-            "events": sum(f["events"] for f in files), "withheld": exported["withheld"],
-            "uploaded": uploader.uploaded, "uploadedBytes": uploader.bytes,
-            "alreadyPresent": uploader.already + reused, "manifestWritten": written,
+            "deltas": 0 if extended is None else len(extended.made),
+            "events": sum(f["events"] for f in files) + delta_plan.delta_events(assembly.deltas),
+            "withheld": exported["withheld"] + (0 if extended is None else extended.withheld),
+            "uploaded": sum(u.uploaded for u in uploaders),
+            "uploadedBytes": sum(u.bytes for u in uploaders),
+            "alreadyPresent": sum(u.already for u in uploaders) + reused,
+            "manifestWritten": written,
             "deleted": deleted, "warnings": warnings,
         }
 
@@ -375,6 +441,9 @@ class _TombstoneScans:
             if held is not None and held.holds_for(sig):
                 self.found[name] = held
                 ids.update(held.ids)
+            elif held is not None and (grown := self._grown(path, held, sig)) is not None:
+                self.found[name] = grown  # a segment that changed: read above its tip
+                ids.update(grown.ids)
             else:
                 stale.append((name, sig, path))
         if not stale:
@@ -386,6 +455,25 @@ class _TombstoneScans:
             self.found[name] = Scanned(sig, tuple(sorted(got)))
             ids.update(got)
         return ids
+
+    def _grown(self, path: str, held: Scanned, sig: push_plan.Signature | None
+               ) -> Scanned | None:
+        """What a changed segment's tombstones name: those remembered up to its tip
+        and those of the rows above it (all its rows when no tip was kept). Tombstones
+        are never removed, and seqs only grow while the row at the tip stays; None
+        when it did not (the segment is read as a stale one)."""
+        from agent_journal.core.merge_rows import tombstone_targets
+
+        try:
+            got = tombstone_candidates_above(path, held.tip)
+        except Unreadable as exc:
+            raise DamagedJournalError(f"refusing to push: {self.ws.rel(path)} is unreadable "
+                                      f"({exc}); it could hold a tombstone") from None
+        if got is None:
+            return None
+        rows, tip = got
+        before = set(held.ids) if held.tip is not None else set()
+        return Scanned(sig, tuple(sorted(before | tombstone_targets(rows))), tip)
 
     def settle(self, in_snapshot: Mapping[str, set[str]],
                signatures: Mapping[str, push_plan.Signature | None]) -> None:
@@ -408,22 +496,18 @@ def _events_not_held(ws: Workspace, remote: Remote, prefix: str, manifest: dict[
     from agent_journal.storage.replica_source import event_ids, ids_held, imported_then_removed
 
     ids: set[str] = set()
-    for f in manifest["export"]["files"]:
-        key = manifest["objects"][f["name"]]
+    for n, (path, f, delta) in enumerate(delta_plan.segment_objects(manifest)):
+        key = manifest["objects"][path]
         if key in owned:
             continue
-        dest = os.path.join(stage, f".held-{f['name']}")
+        dest = os.path.join(stage, f".held-{n}")
         try:
-            got = remote.download(prefix + key, dest)
-        except ObjectMissing:
-            continue
-        try:
-            if got == (f["bytes"], f["checksum"]):
+            if sync_deltas.fetch_object(remote, prefix + key, f, delta, dest)[0] is None:
                 ids.update(event_ids(dest))
-        except Unreadable:
-            pass  # readers refuse it as well
+        except (ObjectMissing, Unreadable):
+            pass  # gone, or readers refuse it as well
         finally:
-            os.unlink(dest)
+            unlink_quietly(dest)
     me = ws.root.replica_id
     for path in ws.segment_paths() if ids else ():
         own = merge_plan.own_segment(os.path.basename(path))
@@ -439,8 +523,11 @@ def _events_not_held(ws: Workspace, remote: Remote, prefix: str, manifest: dict[
     return len(ids)
 
 
-def _highest_seq(path: str) -> int | None:
+def _tip(ws: Workspace, stage: str, name: str) -> Tip | None:
+    """Where a snapshot just staged ends in its live segment: its highest seq, the id
+    there and the rows up to it (None when either cannot be read)."""
     try:
-        return highest_seq(path)
+        return read_tip(os.path.join(ws.segments_dir, name),
+                        highest_seq(os.path.join(stage, name)))
     except Unreadable:
         return None  # the export refuses it, or reports its damage

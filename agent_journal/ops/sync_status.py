@@ -16,7 +16,7 @@ import os
 import shutil
 from typing import Any
 
-from agent_journal.core import merge_plan, push_plan
+from agent_journal.core import delta_plan, merge_plan, push_plan
 from agent_journal.core.push_plan import PushMemory
 from agent_journal.ops.context import Context
 from agent_journal.ops.sync_common import (
@@ -124,8 +124,9 @@ def _replica_line(s: Seen, me: str | None, union: set[str],
     export = s.manifest["export"]
     return {
         "replica": s.replica, "self": s.replica == me, "pushedTs": s.manifest["pushedTs"],
-        "files": len(export["files"]), "events": sum(f["events"] for f in export["files"]),
-        "bytes": sum(f["bytes"] for f in export["files"]),
+        "files": len(export["files"]),
+        "events": sum(f["events"] for _, f, _ in delta_plan.segment_objects(s.manifest)),
+        "bytes": sum(f["bytes"] for _, f, _ in delta_plan.segment_objects(s.manifest)),
         "unseenTombstones": sorted(union - set(s.tombstoned)), "objectsHoldingErased": holding,
     }
 
@@ -154,14 +155,14 @@ def _scan_objects(remote: Remote, workspace: str, s: Seen, unseen: set[str],
     folder = tempfile.mkdtemp(prefix=f".status-{os.getpid()}-",
                               dir=base if base and os.path.isdir(base) else None)
     try:
-        for f in s.manifest["export"]["files"]:
-            key = prefix + s.manifest["objects"][f["name"]]
+        for path, f, delta in delta_plan.segment_objects(s.manifest):
+            key = prefix + s.manifest["objects"][path]
             memo = scans.get(key) if isinstance(scans.get(key), dict) else None
             checked = set(memo.get("checked", [])) if memo else set()
             holds = set(memo.get("holds", [])) if memo else set()
             need = unseen - checked
             if need:
-                found = _scan_one(remote, s.replica, key, f, need, folder, refused)
+                found = _scan_one(remote, s.replica, key, f, need, folder, refused, delta)
                 if found is None:
                     continue
                 holds |= found
@@ -174,22 +175,22 @@ def _scan_objects(remote: Remote, workspace: str, s: Seen, unseen: set[str],
 
 
 def _scan_one(remote: Remote, replica: str, key: str, f: dict[str, Any], need: set[str],
-              folder: str, refused: Refused) -> set[str] | None:
-    """Which of `need` one segment object holds rows about; None when it could not be
-    checked (gone since the manifest was read, or refused)."""
-    dest = os.path.join(folder, f["name"])
+              folder: str, refused: Refused, delta: bool) -> set[str] | None:
+    """Which of `need` one segment object (a delta: inflated first) holds rows about;
+    None when it could not be checked (gone since the manifest was read, or refused)."""
+    from agent_journal.ops.sync_deltas import fetch_object
+
+    dest = os.path.join(folder, "object")
     try:
-        got = remote.download(key, dest)
+        why = fetch_object(remote, key, f, delta, dest)[0]
     except ObjectMissing:
         return None  # replaced by a newer push since the manifest was read
     except ObjectUnusable as exc:
         refused.append({"replica": replica, "key": key, "reason": str(exc)})
         return None
     try:
-        if got != (f["bytes"], f["checksum"]):
-            refused.append({"replica": replica, "key": key,
-                            "reason": "size or checksum does not match its manifest"})
-            return None
+        if why is not None:
+            raise Unreadable(why)
         return subjects_present(dest, need, tuple(merge_plan.ERASABLE_TYPES))
     except Unreadable as exc:
         refused.append({"replica": replica, "key": key, "reason": str(exc)})

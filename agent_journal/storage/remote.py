@@ -53,6 +53,10 @@ class Remote:
     """What sync needs from a remote. Keys are relative to the URL's prefix."""
 
     url = ""
+    # Whether a listing refuses a missing bucket or refused credentials with the very
+    # line `check` gives, so that a command whose first request is a listing need not
+    # check first (a folder's listing of a missing folder would be empty: no).
+    listing_checks = False
 
     def check(self) -> None:
         """Raise RemoteError unless the bucket or folder exists and answers."""

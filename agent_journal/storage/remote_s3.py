@@ -1,7 +1,8 @@
-"""A remote in an S3-compatible bucket, through boto3: `s3://bucket/prefix`.
+"""A remote in an S3-compatible bucket, through botocore (what boto3, the `s3` extra, is
+built on): `s3://bucket/prefix`.
 
 Invariants:
-- boto3 is imported here only, and only when an s3:// remote is used; without
+- botocore is imported here only, and only when an s3:// remote is used; without
   it the one line says which extra to install.
 - Credentials, region and profile come from the standard AWS chain; nothing
   here reads or stores a secret. The instance-metadata lookup is left to that
@@ -51,27 +52,32 @@ _clients: dict[Any, Any] = {}
 _sessions: dict[Any, Any] = {}
 
 
-def _session(boto3: Any, env: tuple[str | None, ...]) -> Any:
+def _session(botocore_session: Any, env: tuple[str | None, ...]) -> Any:
     # A session caches the credentials it resolved: one per credential setting.
     if env not in _sessions:
-        _sessions[env] = boto3.session.Session()
+        _sessions[env] = botocore_session.Session()
     return _sessions[env]
 
 
 def _boto() -> tuple[Any, Any, Any]:
+    """botocore, which boto3 is built on: every call here is a plain client call, so
+    boto3's own layer (its resources and s3transfer, about a fifth of the import's
+    CPU) is not loaded. The same credential chain, retries and configuration."""
     try:
-        import boto3
         import botocore.config
         import botocore.exceptions
+        import botocore.session
     except ImportError:
         raise RemoteError(EXTRA_HINT) from None
-    return boto3, botocore.config, botocore.exceptions
+    return botocore.session, botocore.config, botocore.exceptions
 
 
 class S3Remote(Remote):
+    listing_checks = True  # ListObjectsV2 answers NoSuchBucket, AccessDenied, ... as well
+
     def __init__(self, url: str, bucket: str, prefix: str, *,
                  endpoint_url: str | None = None) -> None:
-        boto3, config, exceptions = _boto()
+        session, config, exceptions = _boto()
         self.url = url
         self.bucket = bucket
         self.prefix = prefix + "/" if prefix else ""
@@ -97,7 +103,8 @@ class S3Remote(Remote):
             cfg = config.Config(retries={"mode": mode, "total_max_attempts": attempts},
                                 connect_timeout=10, read_timeout=60, **extra)
             try:
-                client = _session(boto3, env).client("s3", endpoint_url=endpoint_url, config=cfg)
+                client = _session(session, env).create_client("s3", endpoint_url=endpoint_url,
+                                                              config=cfg)
             except exceptions.BotoCoreError as exc:
                 raise RemoteError(f"remote {url}: {exc}") from None
             _clients[key] = client
