@@ -113,7 +113,7 @@ def working_tree(text: str) -> list[tuple[str, str]] | None:
     if "nothing to commit" in text and "working tree clean" in text:
         return []
     lines = text.splitlines()
-    if any(line in _SECTIONS for line in lines):
+    if "Untracked files:" in text or "Changes " in text or "Unmerged paths:" in text:
         found: list[tuple[str, str]] = []
         section = ""
         for line in lines:
@@ -125,11 +125,18 @@ def working_tree(text: str) -> list[tuple[str, str]] | None:
                 word = m.group(1) or _SECTIONS[section] or "modified"
                 found.append(({"new file": "added"}.get(word, word), m.group(2).strip()))
         return found[:_MAX]
-    listed = [line for line in lines if line.strip() and not line.startswith("## ")]
-    if not listed:  # `git status -sb` of a clean tree prints its branch line alone
-        return [] if any(line.startswith("## ") for line in lines) else None
-    matched = [m for line in listed if (m := _SHORT_STATUS.match(line))]
-    if len(matched) != len(listed):
-        return None
-    return [(_SHORT_STATE.get(m.group(1).strip()[:1] or "M", "modified"), m.group(2))
-            for m in matched][:_MAX]
+    found = []
+    branch_line = False
+    for line in lines:
+        if line.startswith("## "):
+            branch_line = True
+            continue
+        if not line.strip():
+            continue
+        m = _SHORT_STATUS.match(line)
+        if m is None:
+            return None  # a line of anything else: no status (read no further)
+        found.append((_SHORT_STATE.get(m.group(1).strip()[:1] or "M", "modified"),
+                      m.group(2)))
+    # `git status -sb` of a clean tree prints its branch line alone.
+    return found[:_MAX] if found or branch_line else None
