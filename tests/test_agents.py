@@ -649,6 +649,17 @@ def _rollout_lines(*call_ids: str) -> list[str]:
     return kept
 
 
+def _codex_stop(home: Path, root: Path, base: dict[str, Any]) -> None:
+    """Codex's Stop hook for the session of `base` (a tool payload), which reads the
+    rollout at its transcript_path."""
+    stop = {k: v for k, v in base.items() if k not in ("tool_name", "tool_use_id",
+                                                       "tool_input", "turn_id")}
+    result = aj(home, "hook", "codex", "--root", str(root), "--workspace", "w",
+                input=json.dumps(dict(stop, hook_event_name="Stop", stop_hook_active=False,
+                                      last_assistant_message="done")).encode())
+    assert (result.code, result.err) == (0, "")
+
+
 def test_codex_stop_reads_how_patches_and_failed_commands_ended_from_the_rollout(home,
                                                                                tmp_path):
     # apply_patch gets a PreToolUse and no PostToolUse; a command's PostToolUse may carry no
@@ -674,13 +685,8 @@ def test_codex_stop_reads_how_patches_and_failed_commands_ended_from_the_rollout
     send("PostToolUse", tool_name="Bash", tool_use_id=failed,
          tool_input={"command": "gh issue view 1 --json closedByPullRequestsReferences"},
          tool_response="Unknown JSON field")
-    stop = {k: v for k, v in base.items() if k not in ("tool_name", "tool_use_id",
-                                                       "tool_input", "turn_id")}
     for _ in range(2):
-        result = aj(home, "hook", "codex", "--root", str(root), "--workspace", "w",
-                    input=json.dumps(dict(stop, hook_event_name="Stop", stop_hook_active=False,
-                                          last_assistant_message="done")).encode())
-        assert (result.code, result.err) == (0, "")
+        _codex_stop(home, root, base)
     report = aj(home, "digest", "--json", "--root", str(root), "--workspace", "w").json()
     assert report["unfinishedToolCalls"] == []
     assert [p["id"] for p in report["openProblems"]] == [failed]
@@ -820,12 +826,7 @@ def test_codex_stop_tells_how_a_command_that_outlived_its_call_ended(home, tmp_p
     report = aj(home, "digest", "--json", "--root", str(root), "--workspace", "w").json()
     assert report["testRuns"] == []
     assert [c["id"] for c in report["unfinishedToolCalls"]] == ["call_run"]
-    stop = {k: v for k, v in base.items() if k not in ("tool_name", "tool_use_id",
-                                                       "tool_input", "turn_id")}
-    result = aj(home, "hook", "codex", "--root", str(root), "--workspace", "w",
-                input=json.dumps(dict(stop, hook_event_name="Stop", stop_hook_active=False,
-                                      last_assistant_message="done")).encode())
-    assert (result.code, result.err) == (0, "")
+    _codex_stop(home, root, base)
     report = aj(home, "digest", "--json", "--root", str(root), "--workspace", "w").json()
     assert report["unfinishedToolCalls"] == []
     [run] = report["testRuns"]
