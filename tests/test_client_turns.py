@@ -45,3 +45,19 @@ def test_the_first_prompt_is_the_users_words_not_clear():
     assert said == [("session_event", "/clear"),
                     ("prompt", "ok the e2e tests are still failing - can we run them locally"),
                     ("prompt", "/review 183")]
+
+
+def test_a_queued_slash_command_is_no_request():
+    queued = [{"type": "queue-operation", "operation": "enqueue", "sessionId": "s1",
+               "timestamp": "2026-02-21T22:30:00.000Z", "content": "/model"},
+              {"type": "queue-operation", "operation": "enqueue", "sessionId": "s1",
+               "timestamp": "2026-02-21T22:39:00.000Z", "content": "/clear"},
+              {"type": "queue-operation", "operation": "enqueue", "sessionId": "s1",
+               "timestamp": "2026-02-21T22:39:30.000Z", "content": "also run the linter"}]
+    records = [queued[0],
+               _user(1, "<command-name>/model</command-name>\n<command-args></command-args>"),
+               _user(2, "fix the e2e tests"), *queued[1:]]
+    said = [(o["kind"], o["text"]) for o in read_transcript(
+        [json.dumps(r) for r in records], conversation=True) if o["kind"] != "tool_call"]
+    assert said == [("session_event", "/model"), ("prompt", "fix the e2e tests"),
+                    ("session_event", "/clear"), ("prompt", "also run the linter")]

@@ -194,6 +194,7 @@ class _Conversation:
         elif command is not None:
             # `/clear` is something the session did; `/review 183` something the user asked.
             text, said = command, PROMPT if " " in command else SESSION_EVENT
+            self.prompts.add(text)  # its queued copy, if any, is not said again
         elif record.get("isMeta") is True or text.startswith(_CLIENT_NOTES):
             # Written into the user's turn by the client (a local command's output, a
             # background task's notification): not what the user asked.
@@ -212,11 +213,14 @@ class _Conversation:
     def _queued(self, record: dict[str, Any]) -> None:
         """A prompt the user typed while the agent worked: Claude Code queues it and hands
         it over inside a tool result, so the queue is where its words are. A queued
-        background task (a JSON object) and a prompt also recorded as a turn are not."""
+        background task (a JSON object) and a prompt also recorded as a turn are not; a
+        queued slash command alone (`/model`, `/clear`) is something the session did."""
         text = record.get("content")
         if not isinstance(text, str) or not text.strip() or text.lstrip().startswith("{"):
             return
-        self.items.append((record, PROMPT, text.strip()))
+        text = text.strip()
+        bare_command = text.startswith("/") and " " not in text and "\n" not in text
+        self.items.append((record, SESSION_EVENT if bare_command else PROMPT, text))
 
     def current(self) -> set[str]:
         seen: set[str] = set()
