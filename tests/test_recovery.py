@@ -512,3 +512,14 @@ def test_compaction_whose_logical_parent_is_not_in_the_file_is_not_a_rewind():
     lines = [_said(1, "first task"), progress, boundary, _said(3, "second task")]
     said = [o for o in read_transcript(lines, conversation=True) if o["kind"] == "prompt"]
     assert [o["data"].get("branch") for o in said] == [None, None]
+
+
+def test_gits_global_options_do_not_make_another_command():
+    from agent_journal.core.recovery.failures import head
+
+    assert head("git -C /w/app add a.ts b.ts") == head("git add c.ts") == "git add"
+    assert head("git -c core.editor=true commit -m x") == "git commit"
+    calls = [call(1, "Bash", "git -C /w add x.ts", status="error", exit_code=2,
+                  output="error: unexpected argument '-C' found"),
+             call(2, "Bash", "git add x.ts", output="")]
+    assert failures(calls)[0].resolved_by == "c2"

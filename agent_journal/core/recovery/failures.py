@@ -120,6 +120,8 @@ def head(command: str) -> str:
     """A command's program and subcommands (`gh api graphql`, `js build`, `go build`):
     what it is, whatever it was given."""
     words = command.split()
+    while len(words) > 2 and words[0] == "git" and words[1] in ("-C", "-c"):
+        del words[1:3]  # git's global options say where or how, not what: `git -C x add`
     kept = words[:1]
     for word in words[1:3]:
         if not _SUBCOMMAND.match(word) or "." in word:
