@@ -12,9 +12,9 @@ as it landed, its facts read by the fetching threads: the merge after the
 transfers decides and publishes). Goal: each <= 1.5x its floor. A
 second pull with nothing new must fetch nothing; its time is printed too.
 
-Then bench_sync_rounds.py: 10 replicas x 20 rounds x 500 events, each sync's
-bytes (counted at a proxy) against the new events' bytes, per round (goal
-<= 1.3x in every round).
+Then sync_rounds.py (a part of this bench, not a bench of its own): 10 replicas x
+20 rounds x 500 events, each sync's bytes (counted at a proxy) against the new
+events' bytes, per round (goal <= 1.3x in every round).
 
 AJ_BENCH_SYNC_SCALE (else BENCH_SCALE) scales the events per segment
 (default 1.0; 0.1 = 100 segments of 1,000); AJ_BENCH_SYNC_ROUNDS sets the
@@ -199,11 +199,11 @@ def run(ctx: Ctx) -> None:
         server.terminate()
         server.wait(timeout=10)
     # And what each sync moves against what is new, round after round.
-    import bench_sync_rounds
+    import sync_rounds
 
     print("   10 replicas x 20 rounds x 500 events, each sync's bytes against the new "
           "events' bytes:", flush=True)
-    bench_sync_rounds.run(ctx)
+    sync_rounds.run(ctx)
 
 
 if __name__ == "__main__":
