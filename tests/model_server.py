@@ -200,30 +200,27 @@ class ModelServer:
         found = None
         if body.get("tools"):  # the agent's own loop; side queries offer no tools
             found = self._turn(anthropic_prompts(body.get("messages") or []))
-        model = body.get("model") or "claude-stand-in"
-        if found is None:
-            return anthropic_stream(model, FALLBACK_TEXT, [])
-        script, t = found
-        turn = script.turns[t]
-        if isinstance(turn, str):
-            return anthropic_stream(model, turn, [])
-        calls = [(call_id(script.marker, t, c, call), call) for c, call in enumerate(turn)]
-        return anthropic_stream(model, None, calls)
+        return self._reply(found, body.get("model") or "claude-stand-in", anthropic_stream)
 
     # -- OpenAI Responses ---------------------------------------------------------------
 
     def _openai(self, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         found = self._turn(openai_prompts(body.get("input") or []))
-        model = body.get("model") or "gpt-stand-in"
+        return self._reply(found, body.get("model") or "gpt-stand-in", openai_stream, "call_")
+
+    @staticmethod
+    def _reply(found: Any, model: str, stream: Any, prefix: str = "toolu_"
+               ) -> list[tuple[str, dict[str, Any]]]:
+        """The scripted turn `found` (or the fallback text) as one API's stream: its text,
+        or its tool calls with ids the client hands back (call_id, `prefix`)."""
         if found is None:
-            return openai_stream(model, FALLBACK_TEXT, [])
+            return stream(model, FALLBACK_TEXT, [])
         script, t = found
         turn = script.turns[t]
         if isinstance(turn, str):
-            return openai_stream(model, turn, [])
-        calls = [(call_id(script.marker, t, c, call, "call_"), call)
-                 for c, call in enumerate(turn)]
-        return openai_stream(model, None, calls)
+            return stream(model, turn, [])
+        return stream(model, None, [(call_id(script.marker, t, c, call, prefix), call)
+                                    for c, call in enumerate(turn)])
 
 
 # -- reading a conversation -------------------------------------------------------------

@@ -268,24 +268,30 @@ def test_last_reads_only_the_bodies_it_shows(tmp_path, monkeypatch):
     assert len(decoded) == 3000
 
 
+def _call_event(ws, millis: int, obs_id: str, status: str, exit_code: int | None):
+    """A Bash call's start (`started`, with its command) or finish, stamped `millis` after
+    the hour's start."""
+    from agent_journal.core import model
+
+    return model.Event(
+        event_id=model.new_event_id(), type="observation", kind="tool_call", id=obs_id,
+        ts=f"2026-05-01T12:{millis // 60000 % 60:02d}:{millis // 1000 % 60:02d}."
+           f"{millis % 1000:03d}Z", author="agent", session="s", replica=ws.root.replica_id,
+        data={"tool": "Bash", "input": {"command": f"run {obs_id}"} if status == "started"
+              else None, "status": status, "exitCode": exit_code})
+
+
 def _calls_journal(base: Path, plan: list[tuple[int, bool, bool]]):
     """Calls made from a plan: (gap in ms, finishes at once, fails). A call that
     finishes at once after a gap of 3 has its finish stamped before its start
     (the clocks of the two hook processes disagree)."""
-    from agent_journal.core import model
     from agent_journal.storage.root import Root
 
     ws = Root.open(str(base / "j"), create=True).workspace("ws")
     events, clock, pending = [], 0, []
 
     def ev(obs_id: str, status: str, exit_code: int | None) -> None:
-        millis = 1_000_000 + clock
-        events.append(model.Event(
-            event_id=model.new_event_id(), type="observation", kind="tool_call", id=obs_id,
-            ts=f"2026-05-01T12:{millis // 60000 % 60:02d}:{millis // 1000 % 60:02d}."
-               f"{millis % 1000:03d}Z", author="agent", session="s", replica=ws.root.replica_id,
-            data={"tool": "Bash", "input": {"command": f"run {obs_id}"} if status == "started"
-                  else None, "status": status, "exitCode": exit_code}))
+        events.append(_call_event(ws, 1_000_000 + clock, obs_id, status, exit_code))
 
     for i, (gap, at_once, fails) in enumerate(plan):
         clock += gap + 1
@@ -440,13 +446,7 @@ def _interleaved_journal(base: Path, plan: list[tuple[int, int, bool]], tombston
         slots.append((finish, f"o{i}", "error" if fails else "ok", 1 if fails else 0))
     events = []
     for millis, obs_id, status, exit_code in slots:
-        millis += 1_000_000
-        events.append(model.Event(
-            event_id=model.new_event_id(), type="observation", kind="tool_call", id=obs_id,
-            ts=f"2026-05-01T12:{millis // 60000 % 60:02d}:{millis // 1000 % 60:02d}."
-               f"{millis % 1000:03d}Z", author="agent", session="s", replica=ws.root.replica_id,
-            data={"tool": "Bash", "input": {"command": f"run {obs_id}"} if status == "started"
-                  else None, "status": status, "exitCode": exit_code}))
+        events.append(_call_event(ws, millis + 1_000_000, obs_id, status, exit_code))
     for i in sorted(tombstoned):
         events.append(model.Event(
             event_id=model.new_event_id(), type="tombstone", kind="tombstone", id=f"o{i}",

@@ -401,7 +401,10 @@ def rollout_outcomes(lines: Iterable[str | bytes]) -> dict[str, dict[str, Any]]:
         kind, call_id = payload.get("type"), payload["call_id"]
         if kind in ("function_call", "custom_tool_call") and isinstance(payload.get("name"),
                                                                         str):
-            names[call_id] = (payload["name"], _tool_and_input(payload)[1])
+            # Only a poll's input is read (its session id): the rest need their names.
+            name = payload["name"]
+            names[call_id] = (name, _tool_and_input(payload)[1] if name == "write_stdin"
+                              else None)
         elif kind in ("function_call_output", "custom_tool_call_output"):
             name, tool_input = names.get(call_id, (None, None))
             raw = payload.get("output")
