@@ -71,7 +71,6 @@ from agent_journal.ops.digest_lines import (
     LAST_MESSAGE_CHARS,
     MESSAGE_CHARS,
     META_CHARS,
-    OPERATION_CHARS,
     OUTCOME_CHARS,
     PLAN_CHARS,
     PROMPT_CHARS,
@@ -100,6 +99,7 @@ from agent_journal.ops.digest_lines import (
     _todo_line,
     installed_item,
     list_bases,
+    operation_items,
     run_item,
     tree_line,
 )
@@ -315,9 +315,8 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     git = commits(calls)
     commit_section = Section("commits", "Commits", "commits")
     pushed = {p.destination for p in git.pushes}
-    for operation, call_id, ts in git.operations[-GIT_OPERATIONS:]:
-        commit_section.add({"gitOperation": operation, "callId": call_id, "ts": ts},
-                           f"- {hhmm(ts)} ran {code(one_line(operation, OPERATION_CHARS))}\n")
+    for item in operation_items(git.operations[-GIT_OPERATIONS:]):
+        commit_section.add(*item)
     for cm in git.commits:
         who = f", by agent {cm.agent}" if cm.agent else ""
         commit_section.add({"hash": cm.hash, "subject": cm.subject, "branch": cm.branch,

@@ -319,9 +319,9 @@ def _commits(fold: DigestFold) -> tuple[Section, str | None]:
     # The git operations first: the bound drops a section's first items first, and a
     # commit says more than a reset or a stash that came before or after it.
     operations = git.operations[-lines.GIT_OPERATIONS:]
-    for operation, call_id, ts in operations:
-        section.add({"gitOperation": operation, "callId": call_id, "ts": ts},
-                    f"- {hhmm(ts)} ran {code(one_line(operation, lines.OPERATION_CHARS))}\n")
+    operations = lines.operation_items(operations)
+    for item in operations:
+        section.add(*item)
     for cm in git.commits:
         who = f", by agent {cm.agent}" if cm.agent else ""
         section.add({"hash": cm.hash, "subject": cm.subject, "branch": cm.branch,

@@ -262,7 +262,8 @@ def _fixed_md(r: TestRun, then: list[str] | None, *, brief: bool = False) -> str
     done after, and the agent's words right after it (`brief`: how it failed alone)."""
     failed = r.last_failed
     assert failed is not None
-    what = failed.first_failure or failed.summary
+    # The tests it named failing, and its first failure line (else its summary).
+    what = failed.failures[-1] if failed.failures else (failed.first_failure or failed.summary)
     line = f"  - was failing ({hhmm(failed.ts)}): {one_line(what, REASON_CHARS)}"
     if failed.fixed_by and failed.fixed_by != r.command:
         line += f"; fixed by {code(one_line(failed.fixed_by, TARGET_CHARS))}"
@@ -323,6 +324,22 @@ def path_base(cwd: str | None, paths: list[str]) -> str | None:
     return common if common.count("/") >= 2 else cwd
 
 
+def operation_items(operations: list[tuple[str, str, str]]
+                    ) -> list[tuple[dict[str, Any], str]]:
+    """The git operations (command, call id, ts) as commit-section items: a run of the same
+    command one after another is one line with its count, dated by its last run."""
+    grouped: list[list[Any]] = []
+    for operation, call_id, ts in operations:
+        if grouped and grouped[-1][0] == operation:
+            grouped[-1][1:] = [call_id, ts, grouped[-1][3] + 1]
+        else:
+            grouped.append([operation, call_id, ts, 1])
+    return [({"gitOperation": op, "callId": call_id, "ts": ts, "times": times},
+             f"- {hhmm(ts)} ran {code(one_line(op, OPERATION_CHARS))}"
+             + (f" ({times} times)" if times > 1 else "") + "\n")
+            for op, call_id, ts, times in grouped]
+
+
 def installed_item(installed: dict[str, str]) -> tuple[dict[str, Any], str]:
     """The packages installed (package -> when, the latest last) as one line of the files
     changed, the last of them (kept longest under the bound)."""
@@ -348,8 +365,13 @@ def list_bases(cwd: str | None, changed: list[str], read: list[str]
 
 
 def _relative(path: str, cwd: str | None) -> str:
-    if cwd and path.startswith(cwd.rstrip("/") + "/"):
-        return path[len(cwd.rstrip("/")) + 1:]
+    """`path` below `cwd` without it (a Windows folder's backslash too), else as it is."""
+    if not cwd:
+        return path
+    for sep in ("/", "\\"):
+        base = cwd.rstrip(sep) + sep
+        if path.startswith(base):
+            return path[len(base):]
     return path
 
 

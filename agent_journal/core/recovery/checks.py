@@ -260,9 +260,9 @@ def _go_first_failure(lines: list[str]) -> str | None:
         m = _GO_FAIL.match(line)
         if not m:
             continue
-        for after in lines[i + 1:i + 4]:
+        for k, after in enumerate(lines[i + 1:i + 4], i + 1):
             if after.strip() and after[:1].isspace() and not _GO_FAIL.match(after):
-                return after.strip()
+                return _go_message(after.strip(), lines[k + 1:k + 8])
             if after.strip():
                 break
         for j in range(i - 1, max(-1, i - 200), -1):
@@ -274,6 +274,20 @@ def _go_first_failure(lines: list[str]) -> str | None:
                 break
         return None
     return None
+
+
+_GO_WHERE = re.compile(r"^\S+\.go:\d+:$")
+_TESTIFY_ERROR = re.compile(r"^\s*Error:\s+(\S.*)$")
+
+
+def _go_message(first: str, after: list[str]) -> str:
+    """A failing test's first logged line; a bare `file.go:N:` (testify's) with the
+    `Error:` line printed under it."""
+    if _GO_WHERE.match(first):
+        error = next((m.group(1) for x in after if (m := _TESTIFY_ERROR.match(x))), None)
+        if error:
+            return f"{first} {error.strip()}"
+    return first
 
 
 def _cargo(lines: list[str]) -> RunSummary | None:

@@ -132,8 +132,12 @@ def git_operations(command: str) -> list[str]:
     but for output plumbing (`2>&1`, a pipe into tail)."""
     if "git " not in command:
         return []
-    return [command_key(part) for part in re.split(r"&&|;|\|\|", command)
-            if _GIT_OPERATION.match(part.strip())]
+    # An abort puts back what was there before: it changes nothing worth a line.
+    return [command_key(part) for part in re.split(r"&&|;|\|\||\n", command)
+            if _GIT_OPERATION.match(part.strip()) and not _ABORT.search(part)]
+
+
+_ABORT = re.compile(r" --(?:abort|quit)\b")
 
 
 class GitFold:

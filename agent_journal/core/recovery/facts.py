@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "20"
+FACTS_VERSION = "21"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -476,15 +476,17 @@ def shell_reads(command: str) -> list[str]:
     nothing for a command that redirects or edits in place."""
     import shlex
 
+    # The first line's first command: `;`, `|`, `&` end it even when not spaced apart.
+    lexer = shlex.shlex(command.split("\n", 1)[0], posix=True, punctuation_chars=";&|")
+    lexer.whitespace_split = True
+    first: list[str] = []
     try:
-        words = shlex.split(command, posix=True)
+        for word in lexer:
+            if word.strip(";&|") == "":
+                break
+            first.append(word)
     except ValueError:
         return []
-    first: list[str] = []
-    for word in words:
-        if word in _SEPARATORS:
-            break
-        first.append(word)
     if not first or first[0] not in _READERS or any(
             w.startswith((">", "-i")) or w == "--in-place" for w in first):
         return []

@@ -1,0 +1,67 @@
+"""Lines the digest spends its bound on say something: what a skill load, a Windows path, a
+chained read, a git clean-up and a testify failure come to."""
+
+from __future__ import annotations
+
+from agent_journal.capture.client_turns import local_output
+from agent_journal.core.recovery.checks import parse_run
+from agent_journal.core.recovery.commits import git_operations
+from agent_journal.core.recovery.facts import shell_reads
+from agent_journal.ops.digest_lines import _relative, operation_items
+
+
+def test_a_loaded_skill_reads_as_its_name_not_its_body() -> None:
+    body = ("Base directory for this skill: D:\\repo\\.claude\\skills\\conventional-commit\n\n"
+            "# Conventional Commit\n\n## Commit Message Structure\n" + "x" * 2000)
+    assert local_output(body) == "skill loaded: conventional-commit"
+    assert local_output("Base directory for this skill: /home/u/.claude/skills/tdd/\n\n#") \
+        == "skill loaded: tdd"
+
+
+def test_windows_paths_are_shown_relative_to_a_windows_folder() -> None:
+    assert _relative("D:\\omp\\website\\sidebars.js", "D:\\omp") == "website\\sidebars.js"
+    assert _relative("D:\\omp\\website\\sidebars.js", "D:\\omp\\") == "website\\sidebars.js"
+    assert _relative("/w/a/b.py", "/w") == "a/b.py"
+    assert _relative("D:\\other\\x.js", "D:\\omp") == "D:\\other\\x.js"
+
+
+def test_a_read_ends_where_its_command_does_spaced_or_not() -> None:
+    assert shell_reads("cat a.go; echo '=== goldens ==='; sed -n 1p b.go") == ["a.go"]
+    assert shell_reads("cat a.go;echo hi") == ["a.go"]
+    assert shell_reads("head -n 5 a b|grep x") == ["a", "b"]
+    assert shell_reads("sed -n 1,80p src/x.go\nhead y") == ["src/x.go"]
+    assert shell_reads("cat a 2>/dev/null") == []
+
+
+def test_git_operations_split_at_line_ends_and_an_abort_is_not_one() -> None:
+    script = "git cherry-pick --abort 2>/dev/null\ngit reset -q --hard\nsed -i s/a/b/ f"
+    assert git_operations(script) == ["git reset -q --hard"]
+    assert git_operations("git rebase --abort") == []
+    assert git_operations("git stash pop") == ["git stash pop"]
+
+
+def test_the_same_git_operation_in_a_row_is_one_line_with_its_count() -> None:
+    ops = [("git reset --hard", "c1", "2026-01-01T06:00:00Z"),
+           ("git reset --hard", "c2", "2026-01-01T06:05:00Z"),
+           ("git stash pop", "c3", "2026-01-01T06:06:00Z"),
+           ("git reset --hard", "c4", "2026-01-01T06:07:00Z")]
+    items = operation_items(ops)
+    assert [i["times"] for i, _ in items] == [2, 1, 1]
+    assert items[0][0]["callId"] == "c2" and "(2 times)" in items[0][1]
+    assert "times" not in items[1][1]
+
+
+def test_a_testify_failure_says_its_error_not_only_where_it_failed() -> None:
+    out = "\n".join([
+        "--- FAIL: TestEncodeCursorWithoutAnchor (0.00s)",
+        "    svg_test.go:520: ",
+        "        \tError Trace:\tD:/omp/src/svg/svg_test.go:520",
+        "        \tError:      \tShould be true",
+        "        \tTest:       \tTestEncodeCursorWithoutAnchor",
+        "FAIL",
+        "FAIL\tgithub.com/x/omp/src/svg\t0.2s",
+    ])
+    run = parse_run(out)
+    assert run is not None and not run.ok
+    assert run.failing == ["TestEncodeCursorWithoutAnchor"]
+    assert run.first_failure == "svg_test.go:520: Should be true"
