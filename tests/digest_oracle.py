@@ -61,7 +61,7 @@ from agent_journal.core.recovery.test_runs import (
     quiet,
     test_runs,
 )
-from agent_journal.core.recovery.text import clip_middle
+from agent_journal.core.recovery.text import clip_log, clip_middle
 from agent_journal.core.recovery.working_tree import working_tree
 from agent_journal.ops.digest_lines import (
     CHANGED_LINES,
@@ -132,7 +132,7 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     goal = said.prompts[0] if said.prompts else None
     asked = Section("asked", "What the user asked since", "prompts")
     for p in said.prompts[1:]:
-        asked.add(_said_item(p), f"- {hhmm(p.ts)} {one_line(p.text, PROMPT_CHARS)}\n")
+        asked.add(_said_item(p), f"- {hhmm(p.ts)} {clip_log(p.text, PROMPT_CHARS)}\n")
     for f_call in tool_calls:
         words = f_call.get("words")
         if f_call.get("refusal") == "rejected" and words:

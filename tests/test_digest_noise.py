@@ -65,3 +65,20 @@ def test_a_testify_failure_says_its_error_not_only_where_it_failed() -> None:
     assert run is not None and not run.ok
     assert run.failing == ["TestEncodeCursorWithoutAnchor"]
     assert run.first_failure == "svg_test.go:520: Should be true"
+
+
+def test_a_pasted_log_keeps_its_error_line_and_the_request_after_it() -> None:
+    from agent_journal.core.recovery.text import clip_log
+
+    noise = "\n".join(f"[Proxy] GET /api/x/{i} -> ok" for i in range(40))
+    more = "\n".join(f"[Proxy] GET /api/y/{i}" for i in range(20))
+    log = (f"I ran the job and got this:\n{noise}\n[Job] failed: git checkout failed "
+           f"(exit 1): error: pathspec '.' did not match\n{more}\nCan you look at why?")
+    clipped = clip_log(log, 500)
+    assert len(clipped) <= 500
+    assert clipped.startswith("I ran the job and got this:")
+    assert "error: pathspec '.' did not match" in clipped
+    assert clipped.endswith("Can you look at why?")
+    assert clip_log("fix the test\nplease", 500) == "fix the test ⏎ please"
+    plain = "word " * 300 + "and then commit"
+    assert len(clip_log(plain, 500)) <= 500 and clip_log(plain, 500).endswith("commit")

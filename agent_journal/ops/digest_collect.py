@@ -24,6 +24,7 @@ from agent_journal.core.recovery.condense import condense
 from agent_journal.core.recovery.digest_fold import RECENT, TAIL, TASK, DigestFold
 from agent_journal.core.recovery.facts import event_facts
 from agent_journal.core.recovery.failures import is_lookup
+from agent_journal.core.recovery.text import clip_log
 from agent_journal.ops import digest_lines as lines
 from agent_journal.ops.digest_lines import (
     CHANGED_LINES,
@@ -189,7 +190,7 @@ def _asked(fold: DigestFold) -> Section:
     """The prompts after the first, and the user's words rejecting a call, in time order."""
     asked = Section("asked", "What the user asked since", "prompts")
     for p in fold.asked.items:
-        asked.add(_said_item(p), f"- {hhmm(p.ts)} {one_line(p.text, PROMPT_CHARS)}\n")
+        asked.add(_said_item(p), f"- {hhmm(p.ts)} {clip_log(p.text, PROMPT_CHARS)}\n")
     for f_call in fold.rejections.items:
         asked.add({"id": f_call.id, "kind": "rejection", "ts": f_call.ts,
                    "text": f_call.get("words")},
