@@ -79,7 +79,6 @@ from agent_journal.ops.digest_lines import (
     RESULT_CHARS,
     RETRACTED_NOTE,
     REWOUND_NOTE,
-    SUMMARY_CHARS,
     TARGET_CHARS,
     WATERMARK,
     _call_item,
@@ -101,6 +100,7 @@ from agent_journal.ops.digest_lines import (
     list_bases,
     operation_items,
     run_item,
+    summary_quote,
     tree_line,
 )
 from agent_journal.ops.digest_md import code, hhmm, one_line, quote
@@ -130,8 +130,11 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     shown: set[str] = set()  # call ids already rendered above recent activity
 
     goal = said.prompts[0] if said.prompts else None
+    if said.summaries and (goal is None or (said.summaries[0].ts, said.summaries[0].id)
+                           < (goal.ts, goal.id)):
+        goal = said.summaries[0]  # the journal begins with the client's summary
     asked = Section("asked", "What the user asked since", "prompts")
-    for p in said.prompts[1:]:
+    for p in said.prompts[1:] if goal is not None and goal.kind == "prompt" else said.prompts:
         asked.add(_said_item(p), f"- {hhmm(p.ts)} {clip_log(p.text, PROMPT_CHARS)}\n")
     for f_call in tool_calls:
         words = f_call.get("words")
@@ -401,7 +404,7 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
             since = (f" (the latest; after it: {later_calls} tool call(s), "
                      f"{later_prompts} prompt(s))")
         summaries.add(_said_item(sm), f"- {hhmm(sm.ts)}{since}:\n"
-                                      + quote(sm.text, SUMMARY_CHARS))
+                      + summary_quote(sm, goal))
     if said.titles:
         titles = "; ".join(one_line(t.text, 60) for t in said.titles[-20:])
         summaries.add({"kind": "titles", "titles": [t.text for t in said.titles]},

@@ -577,3 +577,42 @@ def test_the_bound_is_hard_under_every_bound_without_objectives():
         markdown, report = build(events, max_chars=bound)
         assert len(markdown) <= bound, (bound, len(markdown))
         assert report["overBound"] is False and report["chars"] == len(markdown)
+
+
+SUMMARY = ("This session is being continued from a previous conversation that ran out of "
+           "context.\n\nSummary:\n1. **Primary Request and Intent:**\n   Fix the parser's "
+           "unicode escapes.\n\n2. **Key Technical Concepts:**\n   - the lexer\n\n"
+           "9. **Optional Next Step:**\n   Run the lexer tests.")
+
+
+def test_a_journal_that_begins_with_a_summary_takes_its_goal_from_it():
+    events = [said("s1", at(1), "compact_summary", SUMMARY),
+              obs("o1", at(2), "Read", {"file_path": "a.py"}),
+              said("p1", at(3), "prompt", "go on with the lexer")]
+    markdown, report = build(events)
+    goal = section(markdown, "Goal")
+    assert "Continued from an earlier conversation" in goal
+    assert "Fix the parser's unicode escapes." in goal and "Key Technical" not in goal
+    assert "This session is being continued" not in goal
+    assert report["goal"]["kind"] == "compact_summary"
+    assert "go on with the lexer" in section(markdown, "What the user asked since")
+    summaries = section(markdown, "Compaction summaries")
+    assert "Key Technical Concepts" in summaries and "Run the lexer tests." in summaries
+    assert "unicode escapes" not in summaries
+
+
+def test_a_summary_after_the_first_prompt_leaves_the_goal_alone():
+    events = [said("p1", at(1), "prompt", "fix the parser"),
+              said("s1", at(2), "compact_summary", SUMMARY)]
+    markdown, report = build(events)
+    assert "First prompt" in section(markdown, "Goal")
+    assert "Primary Request" in section(markdown, "Compaction summaries")
+
+
+def test_a_said_text_too_long_for_its_event_keeps_its_end():
+    from agent_journal.core.recovery.facts import event_facts
+
+    facts = event_facts("prompt", {"text": "log line\n" * 200, "artifact": {
+        "ref": "r", "bytes": 40000, "tail": "last log line\nplease fix the parser"}})
+    assert facts is not None and facts["text"].endswith("please fix the parser")
+    assert facts["chars"] == 40000

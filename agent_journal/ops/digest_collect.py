@@ -41,7 +41,6 @@ from agent_journal.ops.digest_lines import (
     RESULT_CHARS,
     RETRACTED_NOTE,
     REWOUND_NOTE,
-    SUMMARY_CHARS,
     TARGET_CHARS,
     WATERMARK,
     _call_item,
@@ -407,7 +406,7 @@ def _summaries(fold: DigestFold) -> Section:
             since = (f" (the latest; after it: {fold.calls_since} tool call(s), "
                      f"{fold.prompts_since} prompt(s))")
         summaries.add(_said_item(sm), f"- {hhmm(sm.ts)}{since}:\n"
-                                      + quote(sm.text, SUMMARY_CHARS))
+                      + lines.summary_quote(sm, fold.goal))
     if fold.titles:
         titles = "; ".join(one_line(t.text, 60) for t in fold.titles[-20:])
         summaries.add({"kind": "titles", "titles": [t.text for t in fold.titles]},

@@ -324,6 +324,18 @@ def path_base(cwd: str | None, paths: list[str]) -> str | None:
     return common if common.count("/") >= 2 else cwd
 
 
+def summary_quote(summary: Any, goal: Any) -> str:
+    """A compaction summary quoted in SUMMARY_CHARS; the one the Goal shows (the journal
+    begins with it) without the part the Goal quotes, its head and tail."""
+    if goal is None or goal.id != summary.id:
+        return quote(summary.text, SUMMARY_CHARS)
+    from agent_journal.core.recovery.conversation import summary_parts
+    from agent_journal.core.recovery.text import clip_middle
+
+    rest = summary_parts(summary.text)[1] or summary.text
+    return quote(clip_middle(rest, SUMMARY_CHARS), SUMMARY_CHARS)
+
+
 def operation_items(operations: list[tuple[str, str, str]]
                     ) -> list[tuple[dict[str, Any], str]]:
     """The git operations (command, call id, ts) as commit-section items: a run of the same

@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+from agent_journal.core.recovery.conversation import summary_parts
 from agent_journal.core.recovery.text import clip_middle
 from agent_journal.ops.digest_lines import GOAL_CHARS
 from agent_journal.ops.digest_md import code, quote
@@ -158,7 +159,11 @@ def _fixed_md(workspace: str, session: str | None, collected: dict[str, Any],
                    "malformed row(s): this digest is a floor, not a total.\n")
     out.append("\n## Goal\n")
     goal = collected["goal"]
-    if goal is not None:
+    if goal is not None and goal["kind"] == "compact_summary":
+        out.append("Continued from an earlier conversation; what the client's summary of "
+                   f"it ({goal['ts'][:16].replace('T', ' ')}) says was asked:\n")
+        out.append(quote(clip_middle(summary_parts(goal["text"])[0], goal_chars), goal_chars))
+    elif goal is not None:
         out.append(f"First prompt ({goal['ts'][:16].replace('T', ' ')}):\n")
         # Head and tail: a first prompt that pastes a log ends with what to do about it.
         out.append(quote(clip_middle(goal["text"], goal_chars), goal_chars))

@@ -91,3 +91,32 @@ def conversation(calls: Iterable[Call]) -> Conversation:
         elif kind == "session_event":
             out.meta.append(said)
     return out
+
+
+_INTENT = None  # compiled on first use
+
+
+def summary_parts(text: str) -> tuple[str, str]:
+    """A compaction summary as (what the user asked, the rest): Claude Code's `Primary
+    Request and Intent` section and what follows it; for a summary of another shape, the
+    whole text and nothing. The client's opening sentence (`This session is being
+    continued ...`) is left out."""
+    import re
+
+    global _INTENT
+    if _INTENT is None:
+        _INTENT = (re.compile(r"^\s*1\.\s*\**Primary Request and Intent:?\**:?\s*$",
+                              re.MULTILINE | re.IGNORECASE),
+                   re.compile(r"^\s*\d+\.\s*\*\*", re.MULTILINE))
+    head, section = _INTENT
+    found = head.search(text)
+    if found is None:
+        lines = text.strip().splitlines()
+        if lines and lines[0].startswith("This session is being continued"):
+            lines = lines[1:]
+        return "\n".join(lines).strip(), ""
+    after = text[found.end():]
+    nxt = section.search(after)
+    if nxt is None:
+        return after.strip(), ""
+    return after[:nxt.start()].strip(), after[nxt.start():].strip()

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 # Bump whenever what `packed` holds or how `step` folds changes: a fold kept by another
 # version is thrown away with the cache that kept it (storage/digest_cache.py).
-FOLD_VERSION = "17"
+FOLD_VERSION = "18"
 TAIL = 200
 # How many of each the digest can show (ops.digest.CAPS keeps to these).
 # (The assistant messages kept cover the earlier ones shown after the outcomes shown are
@@ -240,6 +240,10 @@ class DigestFold:
             if said.source == "summary":
                 self.titles.append(said)
             else:
+                if self.goal is None:
+                    # The journal begins with the client's summary of an earlier
+                    # conversation: what it says was asked is the goal.
+                    self.goal = said
                 self.summaries.add(said)
                 self.calls_since = self.prompts_since = 0
         elif kind == "subagent_result":

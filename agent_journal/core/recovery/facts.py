@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "21"
+FACTS_VERSION = "22"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -138,9 +138,16 @@ def _said_facts(kind: str, data: dict[str, Any], hook: dict[str, Any] | None,
     if isinstance(text, str) and text.strip():
         artifact = data.get("artifact")
         size = artifact.get("bytes") if isinstance(artifact, dict) else None
-        # A long prompt keeps its end too: the request after a pasted log or spec.
-        cap = clip_middle if facts.get("said") == "prompt" else clip
-        facts["text"] = cap(text, TEXT_CHARS)
+        if isinstance(artifact, dict) and isinstance(artifact.get("tail"), str):
+            # A text too long for the event: its end (a prompt's request after a paste, a
+            # summary's work in progress) is in the artifact record.
+            text = f"{text}\n … \n{artifact['tail']}"
+        # A long prompt keeps its end too: the request after a pasted log or spec; a
+        # compaction summary its whole opening (what was asked) and its end (the work
+        # in progress and the next step), in twice the room.
+        said = facts.get("said")
+        cap = clip_middle if said in ("prompt", "compact_summary") else clip
+        facts["text"] = cap(text, 2 * TEXT_CHARS if said == "compact_summary" else TEXT_CHARS)
         facts["chars"] = size if isinstance(size, int) else len(text)
 
 
