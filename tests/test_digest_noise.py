@@ -82,3 +82,29 @@ def test_a_pasted_log_keeps_its_error_line_and_the_request_after_it() -> None:
     assert clip_log("fix the test\nplease", 500) == "fix the test ⏎ please"
     plain = "word " * 300 + "and then commit"
     assert len(clip_log(plain, 500)) <= 500 and clip_log(plain, 500).endswith("commit")
+
+
+def test_a_file_written_from_a_heredoc_is_elided_and_the_command_after_it_is_what_ran():
+    from agent_journal.core.recovery.facts import event_facts
+    from agent_journal.core.recovery.failures import is_lookup
+    from agent_journal.core.recovery.test_runs import core
+
+    body = "## Summary\n" + "- a line of the pull request's body\n" * 20
+    command = (f"cd /x && cat > /tmp/b.md <<'EOF'\n{body}EOF\n"
+               "gh pr edit 1533 --body-file /tmp/b.md")
+    facts = event_facts("tool_call", {"tool": "Bash", "input": {"command": command},
+                                      "status": "error", "exitCode": 1,
+                                      "output": "GraphQL: Projects (classic) is deprecated"})
+    assert facts is not None
+    assert facts["target"] == ("cd /x && cat > /tmp/b.md <<'EOF'\n…\nEOF\n"
+                               "gh pr edit 1533 --body-file /tmp/b.md")
+    assert core(facts["target"]) == "gh pr edit 1533 --body-file /tmp/b.md"
+    assert not is_lookup("Bash", facts["target"])  # a failed edit, not a failed `cat`
+    # A short heredoc stays as it is; a script fed to an interpreter is the command.
+    short = "cat > a.txt <<EOF\nhi\nEOF\nwc -l a.txt"
+    assert event_facts("tool_call", {"tool": "Bash", "input": {"command": short}})[
+        "target"] == short
+    script = "python3 - <<'PY'\n" + "print('x')\n" * 30 + "PY"
+    assert "print('x')" in event_facts("tool_call", {"tool": "Bash",
+                                                     "input": {"command": script}})["target"]
+

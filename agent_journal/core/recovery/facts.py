@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "22"
+FACTS_VERSION = "23"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -206,6 +206,8 @@ def _target_facts(tool: str | None, value: Any, facts: dict[str, Any]) -> None:
         facts["workdir"] = workdir
     if target is None:
         return
+    if tool == "Bash" and "<<" in target:
+        target = _FILE_HEREDOC.sub(_elided, target)
     facts["target"] = clip(target, TARGET_CHARS)
     if tool == "Bash":
         # The relative paths a shell call names are resolved in the directory it ran
@@ -461,6 +463,15 @@ def edit_change(value: Any) -> list[str | None] | None:
 
 
 _CD = re.compile(r"(?:^|[;&|(]\s*)(?:cd|pushd)\s")
+# A file written from a heredoc (`cat > f <<'EOF'`, then its lines, then `EOF`): the
+# lines are the file's, not the command's; the target keeps what ran after them.
+_FILE_HEREDOC = re.compile(r"(\bcat\s*>>?\s*\S+\s*<<-?\s*(['\"]?)(\w+)\2[^\n]*\n)"
+                           r"(.*?)(\n\3[ \t]*(?:\n|$))", re.DOTALL)
+
+
+def _elided(m: re.Match[str]) -> str:
+    body = m.group(4)
+    return m.group(0) if len(body) <= 80 else f"{m.group(1)}…{m.group(5)}"
 
 
 def _within(workdir: Any, path: str) -> str:

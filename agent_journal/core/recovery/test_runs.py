@@ -53,6 +53,9 @@ _PACKAGE_RUNNER = re.compile(r"^(?:npm|pnpm|yarn)(?: (?:run|run-script|exec))? (
 # `sleep N &&`, comment lines, and words that run the rest as it is (`time`, `rtk`...).
 _STAGE = re.compile(r"^(?:\s*#[^\n]*\n)+|^cd \S+ (?:&&|;) |^Set-Location \S+; |"
                     r"^sleep [\d.]+ && |"
+                    # a file written from a heredoc first: what runs is what follows it
+                    r"^cat\s*>>?\s*\S+\s*<<-?\s*(?P<q>['\"]?)(?P<end>\w+)(?P=q)[^\n]*\n"
+                    r"(?s:.*?)\n(?P=end)[ \t]*(?:\n|&&|;)\s*(?=\S)|"
                     r"^(?:time|rtk|nice|nohup|stdbuf -o\S*|unbuffer|command|caffeinate -i) ")
 SILENT_PASS = "exit 0, no summary printed"
 _FILTERED = re.compile(r"\|\s*(?:grep|rg|select-string)\b", re.IGNORECASE)
@@ -85,9 +88,10 @@ def check_key(command: str) -> str:
 
 
 def core(command: str) -> str:
-    """`command` without a leading `cd DIR &&`, `sleep N &&`, comment lines or a word that
-    runs the rest as it is (`time`, `rtk`, `nice`): the same command run from elsewhere,
-    or after a pause, is the same command."""
+    """`command` without a leading `cd DIR &&`, `sleep N &&`, comment lines, a file
+    written from a heredoc before it (`cat > f <<'EOF' ... EOF`) or a word that runs the
+    rest as it is (`time`, `rtk`, `nice`): the same command run from elsewhere, after a
+    pause or after writing its input, is the same command."""
     previous = None
     while previous != command:
         previous = command
