@@ -108,3 +108,36 @@ def test_a_file_written_from_a_heredoc_is_elided_and_the_command_after_it_is_wha
     assert "print('x')" in event_facts("tool_call", {"tool": "Bash",
                                                      "input": {"command": script}})["target"]
 
+
+
+def _tool_call(i, tool, tool_input, *, status="ok", output="done"):
+    from agent_journal.core.recovery.calls import Call
+    from agent_journal.core.recovery.facts import event_facts
+
+    facts = event_facts("tool_call", {"tool": tool, "input": tool_input, "status": status,
+                                      "output": output}) or {}
+    ts = f"2026-01-01T00:00:{i:02d}.000Z"
+    return Call(f"c{i}", "tool_call", "s", ts, ts, facts)
+
+
+def test_a_failed_mcp_call_is_resolved_by_a_later_success_of_the_same_server_only():
+    from agent_journal.core.recovery.failures import failures
+
+    calls = [_tool_call(1, "mcp__browser__find", {"query": "Add to Studio link"},
+                        status="error", output="no read_page tree cached"),
+             _tool_call(2, "mcp__github__get_issue", {"number": 3}),
+             _tool_call(3, "mcp__browserx__find", {"query": "x"})]
+    assert not failures(calls)[0].resolved  # another server, or one named alike
+    calls.append(_tool_call(4, "mcp__browser__read_page", {"tabId": 1}))
+    assert failures(calls)[0].resolved
+
+
+def test_a_failing_run_names_its_tests_by_their_own_titles():
+    from agent_journal.core.recovery.test_runs import failure_text
+
+    check = {"failing": ["[chromium] › tests/share.spec.ts:338:3 › Sharing › 6.1 Alice "
+                         "revokes access", "src/a.test.ts > parser > reads numbers",
+                         "TestParse"],
+             "firstFailure": "TypeError: Cannot read properties of undefined"}
+    assert failure_text(check) == ("6.1 Alice revokes access, reads numbers, TestParse: "
+                                   "TypeError: Cannot read properties of undefined")

@@ -6,7 +6,8 @@ run that exited 0 but printed a traceback (reasons.printed_traceback) is a `trac
 failure. A call that
 failed as a benign no-op (reasons.BENIGN_NOOPS: `nothing to commit, working tree clean`)
 is not a failure at all. A failure
-is resolved when a later call of the same tool on the same target succeeded (for a test
+is resolved when a later call of the same tool on the same target succeeded (of an MCP
+server's tool: when any later call of that server succeeded; for a test
 or check command: when a later run of it passed, or a later passing run that
 test_runs counts as one of it: a chain that ran it, or a run whose selection holds its
 selection), or when a later `a && b` chain that succeeded ran it; it is open otherwise. A
@@ -74,6 +75,9 @@ _SHELLS = frozenset({"Bash", "PowerShell"})
 
 def _same(call: Call) -> tuple[str | None, str | None]:
     target = call.target
+    server = _server(call.tool)
+    if server is not None:
+        return (server, None)  # any later success of the same MCP server resolves it
     if call.tool in _SHELLS and target:
         # A test or check run is the same run whatever its options (check_key); any
         # command is the same wherever it ran from (test_runs.core), and one that is no
@@ -84,6 +88,16 @@ def _same(call: Call) -> tuple[str | None, str | None]:
             plain = run_key(core(command_key(target)))
             target = plain if is_lookup(call.tool, target) else head(plain)
     return (call.tool, target)
+
+
+def _server(tool: str | None) -> str | None:
+    """`mcp__name` for a tool of MCP server `name` (`mcp__name__tool`), else None: a
+    server's tool that failed (a browser that timed out, a page not read yet) works again
+    once the server answers a later call."""
+    if tool is None or not tool.startswith("mcp__"):
+        return None
+    server, _, rest = tool[5:].partition("__")
+    return f"mcp__{server}" if server and rest else None
 
 
 # Tools and shell commands that only look something up: one that fails (a file that is
