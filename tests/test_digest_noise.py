@@ -141,3 +141,12 @@ def test_a_failing_run_names_its_tests_by_their_own_titles():
              "firstFailure": "TypeError: Cannot read properties of undefined"}
     assert failure_text(check) == ("6.1 Alice revokes access, reads numbers, TestParse: "
                                    "TypeError: Cannot read properties of undefined")
+
+
+def test_output_sent_to_dev_null_does_not_change_what_ran():
+    from agent_journal.core.recovery.test_runs import command_key
+
+    assert command_key("git cherry-pick -n 72247047 >/dev/null") == "git cherry-pick -n 72247047"
+    assert command_key("pytest -q 2>/dev/null | tail -3") == "pytest -q"
+    assert command_key("make > /dev/null 2>&1") == "make"
+    assert command_key("ls /dev/nullable") == "ls /dev/nullable"

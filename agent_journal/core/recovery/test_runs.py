@@ -43,8 +43,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 _COMMENTS = re.compile(r"^(?:[ \t]*#[^\n]*\n)+")
-# Output plumbing that does not change what ran: `2>&1`, and a pipe into a pager-like tail.
-_PLUMBING = re.compile(r"\s+2>&1|\s*\|\s*(?:tail|head|less|more|cat)\b[^|]*$")
+# Output plumbing that does not change what ran: `2>&1`, output sent to /dev/null, and a
+# pipe into a pager-like tail.
+_PLUMBING = re.compile(r"\s+2>&1|\s+[12]?>\s*/dev/null\b|"
+                       r"\s*\|\s*(?:tail|head|less|more|cat)\b[^|]*$")
 
 
 _PACKAGE_RUNNER = re.compile(r"^(?:npm|pnpm|yarn)(?: (?:run|run-script|exec))? (?=\S)|^npx |"
