@@ -101,7 +101,7 @@ from agent_journal.ops.digest_lines import (
     operation_items,
     run_item,
     summary_quote,
-    tree_line,
+    tree_item,
 )
 from agent_journal.ops.digest_md import code, hhmm, one_line, quote
 from agent_journal.ops.digest_page import CAPS, Section
@@ -169,11 +169,9 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
         stopped.add({"id": c.id, "kind": "lastAction", "ts": c.ts, "line": _call_line(c)},
                     "- last action:" + _call_line(c)[1:])
         shown.add(c.id)
-    tree = working_tree(tool_calls)
-    if tree is not None:
-        stopped.add({"kind": "workingTree", "id": tree[0], "ts": tree[1],
-                     "files": [{"state": st, "path": p} for st, p in tree[2]]},
-                    tree_line(tree[1], tree[2]))
+    session_cwd = next((c.get("cwd") for c in reversed(calls) if c.get("cwd")), None)
+    for tree in reversed(working_tree(tool_calls)):
+        stopped.add(*tree_item(tree, session_cwd))
     plan = next((c for c in reversed(tool_calls) if c.get("plan") and not c.unfinished), None)
     if plan is not None:
         verdict = "approved" if plan.succeeded else "not approved"

@@ -219,13 +219,10 @@ def _stopped(fold: DigestFold) -> Section:
     for c, _ in fold.last_actions.items:
         stopped.add({"id": c.id, "kind": "lastAction", "ts": c.ts, "line": _call_line(c)},
                     "- last action:" + _call_line(c)[1:])
-    tree = fold.tree.standing()
-    if tree is not None:
-        # No git command changed it since (a commit, a rebase, a stash...): what the
-        # latest `git status` listed, with its time; edits since are under Files changed.
-        stopped.add({"kind": "workingTree", "id": tree[0], "ts": tree[1],
-                     "files": [{"state": st, "path": p} for st, p in tree[2]]},
-                    lines.tree_line(tree[1], tree[2]))
+    # No git command changed them since (a commit, a rebase, a stash...): what the
+    # latest `git status` of each checkout listed; edits since are under Files changed.
+    for tree in reversed(fold.tree.standing()):
+        stopped.add(*lines.tree_item(tree, fold.cwd))
     if fold.plan is not None:
         plan = fold.plan[0]
         verdict = "approved" if plan.succeeded else "not approved"

@@ -439,15 +439,27 @@ def _failure_line(f: Failure, *, with_id: bool, then: list[str] | None = None) -
     return f"- {hhmm(f.ts)} {what} -> {head}{reason}{ident}{said}\n"
 
 
-def tree_line(ts: str, files: list[list[str]]) -> str:
+def tree_item(tree: list[Any], cwd: str | None) -> tuple[dict[str, Any], str]:
+    """A checkout's standing listing ([call id, ts, files, folder]) as an item of Where
+    it stopped; the folder named when it is not the session's."""
+    call_id, ts, files, folder = tree
+    other = folder if folder and folder.rstrip("/") != (cwd or "").rstrip("/") else None
+    return ({"kind": "workingTree", "id": call_id, "ts": ts, "folder": other,
+             "files": [{"state": st, "path": p} for st, p in files]},
+            tree_line(ts, files, other))
+
+
+def tree_line(ts: str, files: list[list[str]], folder: str | None = None) -> str:
     """`- working tree at 09:27 (git status): modified `a.ts`, `b.mdx`; untracked `c``:
-    what the latest `git status` listed, shown only while no git command changed it."""
+    what the latest `git status` listed, shown only while no git command changed it;
+    `of `folder`` after "tree" for a checkout other than the session's."""
+    where = f" of {code(folder)}" if folder else ""
     if not files:
-        return f"- working tree at {hhmm(ts)} (git status): clean, nothing to commit\n"
+        return f"- working tree{where} at {hhmm(ts)} (git status): clean, nothing to commit\n"
     by_state: dict[str, list[str]] = {}
     for state, path in files:
         by_state.setdefault(state, []).append(code(one_line(path, 100)))
     said = "; ".join(f"{state} {', '.join(paths[:6])}"
                      + (f" and {len(paths) - 6} more" if len(paths) > 6 else "")
                      for state, paths in by_state.items())
-    return f"- working tree at {hhmm(ts)} (git status): {said}\n"
+    return f"- working tree{where} at {hhmm(ts)} (git status): {said}\n"

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "23"
+FACTS_VERSION = "24"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -355,6 +355,7 @@ def _git_facts(text: str, failed: bool, facts: dict[str, Any]) -> None:
         log_lines,
         push_rejections_in,
         pushes_in,
+        ran_status,
         removed_by_git_clean,
         removed_by_git_rm,
         switched_branch,
@@ -393,7 +394,7 @@ def _git_facts(text: str, failed: bool, facts: dict[str, Any]) -> None:
             facts["log"] = [list(x) for x in listed[:12]]
     if not failed and "Merge made by" in text:
         facts["merged"] = True
-    if not failed and (target is None or "git status" in target):
+    if not failed and (target is None or ran_status(target)):
         tree = working_tree(text)
         if tree is not None:
             facts["tree"] = [list(x) for x in tree]

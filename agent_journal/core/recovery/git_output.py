@@ -26,6 +26,14 @@ _PUSH_TO = re.compile(r"^To (\S+)")
 _SWITCHED = re.compile(r"^Switched to (?:a new )?branch '([^']+)'")
 _GIT_RM = re.compile(r"^rm '([^']+)'$")
 _GIT_CLEAN = re.compile(r"^Removing (\S+)$")
+_STATUS = re.compile(r"\bgit\s+(?:-C\s+\S+\s+)?status\b")
+
+
+def ran_status(command: str) -> bool:
+    """Whether a command ran `git status` (`git -C DIR status` too)."""
+    return "status" in command and _STATUS.search(command) is not None
+
+
 _LOG_LINE = re.compile(r"^[*|/\\_ .\-]*?\b([0-9a-f]{7,12}) (?!\.\.)(.+)$")
 _MAX = 20
 
