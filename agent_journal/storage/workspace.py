@@ -351,8 +351,19 @@ class Writer:
 
     def append(self, events: list[Event], *, unique_subject: str | None = None,
                subject_type: str | None = None) -> int:
-        """Workspace.append, through this hold."""
+        """Workspace.append, through this hold.
+
+        A compaction may replace the current segment by a copy while this hold
+        waits for its lock (storage/segment_copy.py): SQLite then refuses the
+        write to the file no longer under the name (SQLITE_READONLY_DBMOVED),
+        and the append is made once more, to the file now there."""
         try:
+            try:
+                return self._append(events, unique_subject, subject_type)
+            except sqlite3.OperationalError as exc:
+                if is_busy(exc) or self.inode is None or _inode(self.current) == self.inode:
+                    raise
+            self.close()
             return self._append(events, unique_subject, subject_type)
         except sqlite3.OperationalError as exc:
             if is_busy(exc):
