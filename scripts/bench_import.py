@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import CLI, Ctx, median
+from bench import CLI, Ctx, median, run_measured
 from benchdata import scaled
 
 from agent_journal.storage.root import Root
@@ -169,18 +168,21 @@ def run(ctx: Ctx) -> None:
 
 
 def _timed(ctx: Ctx, make_cmd: Callable[[int], list[str]], runs: int
-           ) -> tuple[float, float]:
-    """The median wall time and the median CPU time (user + system) of `runs` runs.
+           ) -> tuple[float, float, int]:
+    """The median wall time, the median CPU time (user + system) and the highest peak
+    RSS (KiB) of `runs` runs, each a whole process (bench.run_measured).
 
     On a machine shared with other work, the wall time of a CPU-bound process grows with
     the load and its CPU time much less, so both are shown."""
-    walls, cpus = [], []
+    walls, cpus, peak = [], [], 0
     for i in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        walls += ctx.time_process(lambda _run, i=i: make_cmd(i), runs=1)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return median(walls), median(cpus)
+        wall, cpu, rss, code, _out = run_measured(make_cmd(i))
+        if code != 0:
+            raise SystemExit(f"{' '.join(make_cmd(i))} failed")
+        walls.append(wall)
+        cpus.append(cpu)
+        peak = max(peak, rss)
+    return median(walls), median(cpus), peak
 
 
 def _run_one(ctx: Ctx, agent: str, here: Path, write: Callable[[str], int]) -> None:
@@ -199,19 +201,25 @@ def _run_one(ctx: Ctx, agent: str, here: Path, write: Callable[[str], int]) -> N
     first = subprocess.run(fresh_import(0), check=True, capture_output=True, text=True)
     written = json.loads(first.stdout)["eventsWritten"]
     runs = 3
-    t_import, cpu_import = _timed(ctx, fresh_import, runs)
     # The floor's body size: the mean stored row of the imported workspace.
     seg_dir = os.path.join(root, "workspaces", "w0", "segments")
     seg_bytes = sum(os.path.getsize(os.path.join(seg_dir, n)) for n in os.listdir(seg_dir))
     row_size = max(64, seg_bytes // max(1, written) - 150)
     floor_script = FLOOR_INSERT.format(schema=SCHEMA)
-    t_floor, cpu_floor = _timed(
-        ctx, lambda i: [sys.executable, "-I", "-S", "-c", floor_script,
-                        str(here / f"floor-{i}.sqlite"), str(written), str(row_size)], runs)
+    # Floor (A) and import (B) alternate, pair by pair.
+    pairs = [(_timed(ctx, lambda i, k=k: [sys.executable, "-I", "-S", "-c", floor_script,
+                                          str(here / f"floor-{k}.sqlite"), str(written),
+                                          str(row_size)], 1),
+              _timed(ctx, fresh_import, 1)) for k in range(runs)]
+    t_floor, cpu_floor = median([a[0] for a, _ in pairs]), median([a[1] for a, _ in pairs])
+    t_import, cpu_import = median([b[0] for _, b in pairs]), median([b[1] for _, b in pairs])
+    rss_import = max(b[2] for _, b in pairs)
     ctx.report(f"import {agent} ({written} events)", t_import, t_floor,
                extra=f"{written / t_import:,.0f} events/s (goal >= 20,000); "
                      f"floor {written / t_floor:,.0f} rows/s; by CPU time "
-                     f"{cpu_import / cpu_floor:.2f}x, {written / cpu_import:,.0f} events/s")
+                     f"{cpu_import / cpu_floor:.2f}x, {written / cpu_import:,.0f} events per "
+                     f"CPU-second (goal >= 50,000); peak {rss_import / 1024:.0f} MiB "
+                     "(goal <= 300)")
 
     # Re-import into a workspace that holds it all already: nothing new to write.
     again = subprocess.run(_import_cmd(agent, root, "w0", transcript), check=True,

@@ -1,6 +1,6 @@
-"""Erasure by copy (storage/segment_copy.py): a sealed segment loses its rows by a
-copy of the rows that stay, renamed over it; the live segments are changed in
-place; whatever the copy cannot do safely leaves the old file and goes in place."""
+"""Erasure by copy (storage/segment_copy.py): a segment loses its rows by a copy of
+the rows that stay, renamed over it, the live one too (its appends meanwhile go into
+the copy); whatever the copy cannot do safely leaves the old file and goes in place."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from conftest import all_bytes_under
 
 from agent_journal.core import codec
 from agent_journal.core.model import Event
-from agent_journal.ops import compact, context, show, writes
-from agent_journal.storage import segment_copy
+from agent_journal.ops import compact, context, show
+from agent_journal.storage import erasure, segment_copy
+from agent_journal.storage import workspace as workspace_module
 from agent_journal.storage.workspace import ENV_SEGMENT_MAX_BYTES
 
 SECRET = "COPIED-AWAY-SECRET-9c41"
@@ -141,7 +142,7 @@ def test_the_copy_and_the_change_in_place_leave_the_same_journal(root, tmp_path,
     copied = compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None,
                              apply=True)
     with monkeypatch.context() as m:
-        m.setattr(compact, "sealed_segments", lambda ws: set())
+        m.setattr(erasure, "copy_survivors", lambda *a, **kw: None)  # every one in place
         in_place = compact.compact(_ctx(other), entry_ttl_days=None,
                                    observation_ttl_days=None, apply=True)
     assert copied.report == in_place.report
@@ -155,20 +156,111 @@ def test_the_copy_and_the_change_in_place_leave_the_same_journal(root, tmp_path,
         show.show(_ctx(other), observations=True)[0]
 
 
-def test_the_live_segments_are_changed_in_place(root, monkeypatch):
-    monkeypatch.setenv(ENV_SEGMENT_MAX_BYTES, "1")
+def _live_journal(root: Path, monkeypatch: Any) -> Path:
+    """One segment, the live one every append goes to: ten observations, the first
+    five tombstoned."""
+    monkeypatch.setenv(ENV_SEGMENT_MAX_BYTES, str(1 << 30))
     ws = _ctx(root).open(create=True)
     replica = ws.root.replica_id
-    ws.append([_event(n, replica, doomed=True) for n in range(10)])
-    ws.append([_event(n, replica, doomed=False) for n in range(10, 20)])
-    for n in range(0, 10):
-        writes.tombstone(_ctx(root), f"o{n}", "must go")  # a segment each: the first two sealed
-    segments = sorted(Path(ws.segments_dir).glob("*.sqlite"))
-    inodes = {p: p.stat().st_ino for p in segments}
-    compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None, apply=True)
-    assert segments[0].stat().st_ino != inodes[segments[0]]  # sealed: copied
-    assert [p.stat().st_ino for p in segments[-2:]] == [inodes[p] for p in segments[-2:]]
+    ws.append([_event(n, replica, doomed=n < 5) for n in range(10)])
+    ws.append([_tombstone(n, replica) for n in range(5)])
+    [segment] = Path(ws.segments_dir).glob("*.sqlite")
+    return segment
+
+
+def _not_marked(path: Path) -> bool:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT value FROM meta WHERE key = 'rebuild'").fetchall() == []
+    finally:
+        conn.close()
+
+
+def test_the_live_segment_is_copied_too(root, monkeypatch):
+    segment = _live_journal(root, monkeypatch)
+    inode = segment.stat().st_ino
+    outcome = compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None,
+                              apply=True)
+    assert len(outcome.report["tombstonesMarkedPurged"]) == 5
+    assert segment.stat().st_ino != inode and _not_marked(segment)  # copied, not in place
     assert SECRET.encode() not in all_bytes_under(root)
+    assert KEPT.encode() in segment.read_bytes()
+
+
+def test_rows_appended_to_a_live_segment_after_the_copy_go_into_it(root, monkeypatch):
+    # A writer that commits between the copy and the rename: its row is copied under the
+    # old file's exclusive lock before the rename, never lost, never a reason to fall
+    # back to deleting in place.
+    segment = _live_journal(root, monkeypatch)
+    replica = _ctx(root).open(create=False).root.replica_id
+    real_finish = segment_copy._finish
+    appended: list[str] = []
+
+    def finish_then_append(*a: Any, **kw: Any) -> Any:
+        done = real_finish(*a, **kw)
+        if not appended:
+            ev = _event(700, replica, doomed=False)
+            body, digest = codec.encode(ev)
+            conn = sqlite3.connect(segment, isolation_level=None)
+            conn.execute("INSERT INTO events(event_id, type, subject, ts, body, checksum) "
+                         "VALUES (?, ?, ?, ?, ?, ?)", (ev.event_id, ev.type, ev.id, ev.ts,
+                                                      body, digest))
+            conn.close()
+            appended.append(ev.event_id)
+        return done
+
+    monkeypatch.setattr(segment_copy, "_finish", finish_then_append)
+    inode = segment.stat().st_ino
+    outcome = compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None,
+                              apply=True)
+    assert appended and outcome.skipped == []
+    assert segment.stat().st_ino != inode and _not_marked(segment)  # the copy replaced it
+    assert appended[0] in {r[1] for r in _rows(segment)}
+    assert SECRET.encode() not in all_bytes_under(root)
+
+
+def test_a_tombstone_appended_after_the_copy_leaves_the_segment_as_it_was(root, monkeypatch):
+    segment = _live_journal(root, monkeypatch)
+    replica = _ctx(root).open(create=False).root.replica_id
+    real_finish = segment_copy._finish
+
+    def finish_then_tombstone(*a: Any, **kw: Any) -> Any:
+        done = real_finish(*a, **kw)
+        ev = _tombstone(7, replica)
+        body, digest = codec.encode(ev)
+        conn = sqlite3.connect(segment, isolation_level=None)
+        conn.execute("INSERT OR IGNORE INTO events(event_id, type, subject, ts, body, "
+                     "checksum) VALUES (?, ?, ?, ?, ?, ?)",
+                     (ev.event_id, ev.type, ev.id, ev.ts, body, digest))
+        conn.close()
+        return done
+
+    monkeypatch.setattr(segment_copy, "_finish", finish_then_tombstone)
+    before = _rows(segment)
+    outcome = compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None,
+                              apply=True)
+    assert outcome.skipped == [os.path.relpath(segment, root)]
+    assert [r for r in _rows(segment) if r[1] != _tombstone(7, replica).event_id] == before
+    assert [p for p in segment.parent.iterdir()
+            if p.name.startswith(segment_copy.COPY_PREFIX)] == []
+
+
+def test_a_writer_whose_segment_was_replaced_while_it_waited_appends_to_the_new_file(
+        root, monkeypatch):
+    segment = _live_journal(root, monkeypatch)
+    ws = _ctx(root).open(create=False)
+    writer = ws.writer()
+    assert writer.tombstoned_among(["o9"]) == set()  # its connection is on the old file
+    compact.compact(_ctx(root), entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    # The writer checks the file's identity before it appends; here the rename comes
+    # after that check, while it waits for the lock: SQLite refuses the write.
+    real_inode = workspace_module._inode
+    held = [writer.inode]
+    monkeypatch.setattr(workspace_module, "_inode",
+                        lambda path: held.pop() if held else real_inode(path))
+    assert writer.append([_event(50, ws.root.replica_id, doomed=False)]) == 1
+    writer.close()
+    assert "o50" in {r[3] for r in _rows(segment)}
 
 
 def test_a_writer_still_holding_a_replaced_segment_is_refused_never_lost(root, monkeypatch):

@@ -316,3 +316,34 @@ def test_transcript_time_fast_path_agrees_with_parsing(value: str) -> None:
     except UsageError:
         expected = None
     assert _ts(value) == expected
+
+
+def test_a_bad_line_after_batches_were_written_rolls_the_whole_import_back(
+        root, tmp_path, monkeypatch):
+    # The import streams: batches are planned and written as the file is read, all in
+    # one transaction, so a bad line near the end, after several batches went to the
+    # segment, leaves no event behind.
+    from agent_journal.agents import claude_code_import
+    from agent_journal.core.errors import JournalError
+    from agent_journal.ops.context import Context
+    from agent_journal.storage import import_transaction
+
+    monkeypatch.setattr(claude_code_import, "BATCH", 5)
+    written: list[int] = []
+    real_append = import_transaction.ImportTransaction.append
+
+    def counted(self: Any, events: list[Any]) -> int:
+        written.append(real_append(self, events))
+        return written[-1]
+
+    monkeypatch.setattr(import_transaction.ImportTransaction, "append", counted)
+    bad = _write(tmp_path / "late.jsonl", MAIN.read_bytes().rstrip(b"\n") + b"\nnot json\n")
+    ctx = Context(str(root), "late")
+    ctx.open(create=True)  # a workspace that exists: its segment must stay empty
+    with pytest.raises(JournalError, match="nothing imported"):
+        claude_code_import.import_claude_code(ctx, str(bad))
+    assert len(written) >= 10 and sum(written) > 40  # batches went to the segment...
+    assert rows(root) == 0  # ...and were rolled back
+    monkeypatch.setattr(import_transaction.ImportTransaction, "append", real_append)
+    report = claude_code_import.import_claude_code(ctx, str(MAIN))  # the good file: whole
+    assert report["eventsWritten"] == rows(root) >= sum(written)

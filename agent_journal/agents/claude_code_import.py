@@ -1,8 +1,12 @@
 """`import claude-code`: a session transcript's tool calls and what it said, as observations.
 
 Invariants:
-- All or nothing on input: the whole transcript is parsed and redacted before the first
-  write, so a file that is not a Claude Code transcript writes nothing at all.
+- All or nothing on input: the transcript is read, planned and written BATCH calls at a
+  time, every batch in the one transaction of the import (storage/import_transaction.py),
+  so memory holds one batch, and a file that is not a Claude Code transcript, even at its
+  last line, or a refused import, writes no event at all. (Blobs of large outputs written
+  before such a failure are cited by nothing, and the next `compact --apply` deletes
+  them, as it does those of a writer killed before its event.)
 - Re-importing adds nothing. Each call becomes at most two events, its start and its end,
   whose event ids are derived from (replica, session, observation id, phase); and a phase
   the journal already holds for that observation id (captured live by the hook, or by an
@@ -11,9 +15,8 @@ Invariants:
   derives from the same text (capture.claude_code.said_id), skipped when the id is held.
 - Events carry the transcript's ids, session and times (not the time of the import), are
   authored `agent`, and pass the same redactor and artifact rules as the hook.
-- Writes go in batches, one transaction each: an interrupted import leaves whole batches,
-  and running it again completes it. A batch's blobs are written just before it and
-  stay locked until it commits, so a compaction running meanwhile keeps them.
+- No compaction runs while the import's transaction is open (it holds the workspace's
+  compaction lock), so none can delete a blob an uncommitted event cites.
 - A call whose observation id a tombstone names is skipped whole, events and blob, and
   counted (`tombstoned`): erased content is never written back, even by re-importing
   the transcript it came from.
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, BinaryIO, NamedTuple
@@ -50,19 +53,17 @@ from agent_journal.ops.context import Context
 from agent_journal.ops.evidence import capture_output
 from agent_journal.ops.redaction_config import redactor_for
 from agent_journal.storage import import_memory
-from agent_journal.storage.artifacts import BlobHolds
+from agent_journal.storage.import_transaction import ImportTransaction
 from agent_journal.storage.root import Root
 from agent_journal.storage.segment_reader import PausedGC
-from agent_journal.storage.workspace import Workspace, latest_cwds, observation_phases
+from agent_journal.storage.workspace import Workspace, latest_cwds
 
 Progress = Callable[[int, int, str], None]
 
-# Events per transaction: one commit (and its fsyncs) per batch is what a write costs, so
-# batches are large, yet short enough that a hook waiting on the lock is not stalled for
-# long; an interrupted import still leaves only whole batches. A batch also
-# ends once it holds BLOBS blobs, each an open descriptor until the batch commits.
+# Items (calls, things said) read, planned and written at a time: large enough that the
+# journal's look-ups and the inserts cost little per item, small enough that memory holds
+# little but the batch.
 BATCH = 5_000
-BLOBS = 256
 STARTED = "started"
 SAID = "said"
 _UNKNOWN: tuple[frozenset[Any], str] = (frozenset(), "")  # no phase of the call is held
@@ -83,13 +84,19 @@ def import_claude_code(ctx: Context, path: str, *, progress: Progress | None = N
         if known is not None:
             return known
         size = os.fstat(fh.fileno()).st_size
-        try:
-            replayed = list(read_transcript(_reading(fh, size, progress), redactor,
-                                            conversation=True))
-        except NotATranscriptError as exc:
-            raise JournalError(f"{path}: {exc}; nothing imported") from None
-        return write_calls(ctx, path, replayed, progress=progress, memory_key=key,
-                           other_project=other_project)
+        replayed = read_transcript(reading(fh, size, progress), redactor, conversation=True)
+        return write_calls(ctx, path, refusing(path, replayed, NotATranscriptError),
+                           progress=progress, memory_key=key, other_project=other_project)
+
+
+def refusing(path: str, calls: Iterator[dict[str, Any]], refused: type[Exception]
+             ) -> Iterator[dict[str, Any]]:
+    """`calls` as they are read, an input refused (`refused`) as a JournalError naming
+    it: raised inside the import's transaction, it leaves nothing imported."""
+    try:
+        yield from calls
+    except refused as exc:
+        raise JournalError(f"{path}: {exc}; nothing imported") from None
 
 
 def recalled(ctx: Context, path: str, fh: BinaryIO, importer: str
@@ -126,7 +133,8 @@ class Planned(NamedTuple):
 class ImportPlan:
     """What an import writes, and what it counts of what it leaves."""
 
-    events: list[Planned] = field(default_factory=list)
+    events: list[Planned] = field(default_factory=list)  # the batch's, to write
+    queued: int = 0  # events planned in every batch so far
     calls: int = 0
     messages: int = 0
     recognised: int = 0  # a phase (or a thing said) the journal already holds
@@ -138,35 +146,58 @@ class ImportPlan:
     sessions: set[str] = field(default_factory=set)
 
 
-def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
+def write_calls(ctx: Context, path: str, replayed: Iterable[dict[str, Any]], *,
                 progress: Progress | None = None, memory_key: str | None = None,
                 other_project: bool = False) -> dict[str, Any]:
     """Write replayed calls, and what the session said, (each agent's capture shape,
-    redacted) and report what came of it; shared by every agent's import.
+    redacted) as they are read, and report what came of it; shared by every agent's
+    import.
 
-    With `memory_key`, what a re-import of the same file would report is remembered
-    once every batch has committed (storage/import_memory.py). A workspace holding
-    another project refuses the import before anything is written, unless
+    The input is taken BATCH items at a time, each planned against the journal and
+    written in the one transaction of the import (storage/import_transaction.py), so
+    memory holds a batch and a failure anywhere, the input's last line included,
+    writes nothing. With `memory_key`, what a re-import of the same file would report
+    is remembered once the transaction has committed (storage/import_memory.py). A
+    workspace holding another project refuses the import, writing nothing, unless
     `other_project` (then the report names that project in `otherProject`)."""
-    project = transcript_project(replayed)
-    other = _other_project(ctx, project)
-    if other is not None and not other_project:
-        raise ConflictError(
-            f"{path} is from project {_project_name(project)} but workspace "
-            f"{ctx.workspace_name} holds observations from {other}; nothing "
-            "imported (pass --other-project to import it anyway)")
-    ids = [safe_id(c["id"]) for c in replayed]
+    calls = iter(replayed)
+    first = next(calls, None)  # an input refused at its first line leaves no workspace
+    found = _workspace_cwds(ctx)
     ws = ctx.open(create=True)
     replica = ws.root.replica_id
-    known = observation_phases(ws, ids)
-    tombstoned = ws.tombstoned_among(ids)
     plan = ImportPlan()
-    items = list(zip(replayed, ids, strict=True))
-    _plan_calls(plan, [(c, i) for c, i in items if c["kind"] == "tool_call"], known,
-                tombstoned, replica)
-    _plan_said(plan, [(c, i) for c, i in items if c["kind"] != "tool_call"], known,
-               tombstoned, replica)
-    written, artifacts = _write_batches(ws, plan.events, progress)
+    fold = ProjectFold()
+    ids: list[str] = []
+    tombstoned: set[str] = set()
+    written = artifacts = 0
+    with ImportTransaction(ws) as tx:
+        for batch in _batches(first, calls):
+            for item in batch:
+                fold.add(item)
+            batch_ids = [safe_id(c["id"]) for c in batch]
+            ids += batch_ids
+            known = tx.observation_phases(batch_ids)
+            here = tx.tombstoned_among(batch_ids)
+            tombstoned |= here
+            items = list(zip(batch, batch_ids, strict=True))
+            plan.events = []
+            _plan_calls(plan, [(c, i) for c, i in items if c["kind"] == "tool_call"], known,
+                        here, replica)
+            _plan_said(plan, [(c, i) for c, i in items if c["kind"] != "tool_call"], known,
+                       here, replica)
+            done, captured = _write_batch(ws, tx, plan.events)
+            plan.queued += len(plan.events)
+            written += done
+            artifacts += captured
+            if progress is not None:  # a count: how many the input holds is not known yet
+                progress(written, written, "writing events")
+        project = fold.project()
+        other = _other_of(found, project)
+        if other is not None and not other_project:
+            raise ConflictError(
+                f"{path} is from project {_project_name(project)} but workspace "
+                f"{ctx.workspace_name} holds observations from {other}; nothing "
+                "imported (pass --other-project to import it anyway)")
     report = {
         "transcript": os.path.abspath(path),
         "workspace": ws.name,
@@ -175,7 +206,7 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
         "messages": plan.messages,
         "unfinished": plan.unfinished,
         "eventsWritten": written,
-        "alreadyPresent": plan.recognised + len(plan.events) - written,
+        "alreadyPresent": plan.recognised + plan.queued - written,
         "tombstoned": plan.tombstoned,
         "artifacts": artifacts,
         "project": project,
@@ -188,10 +219,25 @@ def write_calls(ctx: Context, path: str, replayed: list[dict[str, Any]], *,
     return report
 
 
+def _batches(first: dict[str, Any] | None, rest: Iterator[dict[str, Any]]
+             ) -> Iterator[list[dict[str, Any]]]:
+    """The input BATCH items at a time (none when it is empty)."""
+    if first is None:
+        return
+    batch = [first]
+    for item in rest:
+        batch.append(item)
+        if len(batch) >= BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 def _plan_calls(plan: ImportPlan, calls: list[tuple[dict[str, Any], str]],
                 known: dict[str, Any], tombstoned: set[str], replica: str) -> None:
     """Each call's start and end, unless the journal holds that phase already."""
-    plan.calls = len(calls)
+    plan.calls += len(calls)
     session_ids: dict[str, str] = {}  # a session id as the journal names it, made once
     for call, obs_id in calls:
         raw_session = call["session"]
@@ -251,30 +297,18 @@ def _plan_said(plan: ImportPlan, said: list[tuple[dict[str, Any], str]],
              "transcript": item["data"]}, SCHEMA_VERSION), "text"))
 
 
-def _write_batches(ws: Workspace, planned: list[Planned], progress: Progress | None
-                   ) -> tuple[int, int]:
-    """Write the planned events in batches, one transaction each; (events
-    written, artifacts captured). A batch's blobs are written just before it
-    and stay locked until it has committed (BlobHolds), so a compaction running
-    meanwhile keeps them. A batch ends at BATCH events or at BLOBS held blobs
-    (each an open descriptor)."""
-    written = artifacts = 0
-    start = 0
-    while start < len(planned):
-        with BlobHolds() as holds:
-            end = start
-            while end < len(planned) and end - start < BATCH and len(holds) < BLOBS:
-                values, fill = planned[end]
-                if fill is not None:
-                    data = values[8]  # made for this event alone (above): filled in place
-                    data[fill], data["artifact"] = capture_output(ws, data[fill], holds=holds)
-                    artifacts += data["artifact"] is not None
-                end += 1
-            written += ws.append(events_from_values([v for v, _ in planned[start:end]]))
-        start = end
-        if progress is not None:
-            progress(end, len(planned), "writing events")
-    return written, artifacts
+def _write_batch(ws: Workspace, tx: ImportTransaction, planned: list[Planned]
+                 ) -> tuple[int, int]:
+    """Capture the batch's outputs (large ones as blobs) and write its events in the
+    import's transaction; (events written, artifacts captured). No compaction runs
+    while the transaction is open (ImportTransaction), so no blob is held besides."""
+    artifacts = 0
+    for values, fill in planned:
+        if fill is not None:
+            data = values[8]  # made for this event alone (above): filled in place
+            data[fill], data["artifact"] = capture_output(ws, data[fill])
+            artifacts += data["artifact"] is not None
+    return tx.append(events_from_values([v for v, _ in planned])), artifacts
 
 
 # How many of a segment's newest events are looked at for the project it holds: an
@@ -282,27 +316,41 @@ def _write_batches(ws: Workspace, planned: list[Planned], progress: Progress | N
 PROJECT_WINDOW = 1_000
 
 
-def transcript_project(replayed: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The session's project: the cwd it started in (the earliest item naming one), with
-    the git branch and repository the transcript names there; None when none is named."""
-    first: tuple[str, dict[str, Any]] | None = None
-    for item in replayed:
+class ProjectFold:
+    """The session's project, folded as the input is read: the cwd it started in (the
+    earliest item naming one), with the git branch and repository the transcript names
+    there; None when none is named."""
+
+    def __init__(self) -> None:
+        self.first: tuple[str, dict[str, Any]] | None = None
+
+    def add(self, item: dict[str, Any]) -> None:
         data = item.get("data")
         if not isinstance(data, dict) or not isinstance(data.get("cwd"), str) \
                 or not data["cwd"]:
-            continue
+            return
         ts = item["ts"] if isinstance(item.get("ts"), str) else ""
-        if first is None or (ts and (not first[0] or ts < first[0])):
-            first = (ts, data)
-    if first is None:
-        return None
-    data = first[1]
-    return {"cwd": data["cwd"],
-            "branch": data.get("gitBranch") if isinstance(data.get("gitBranch"), str)
-            and data.get("gitBranch") else None,
-            "repository": data.get("gitRepository")
-            if isinstance(data.get("gitRepository"), str) and data.get("gitRepository")
-            else None}
+        if self.first is None or (ts and (not self.first[0] or ts < self.first[0])):
+            self.first = (ts, data)
+
+    def project(self) -> dict[str, Any] | None:
+        if self.first is None:
+            return None
+        data = self.first[1]
+        return {"cwd": data["cwd"],
+                "branch": data.get("gitBranch") if isinstance(data.get("gitBranch"), str)
+                and data.get("gitBranch") else None,
+                "repository": data.get("gitRepository")
+                if isinstance(data.get("gitRepository"), str) and data.get("gitRepository")
+                else None}
+
+
+def transcript_project(replayed: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """ProjectFold over a whole input."""
+    fold = ProjectFold()
+    for item in replayed:
+        fold.add(item)
+    return fold.project()
 
 
 def _project_name(project: dict[str, Any] | None) -> str:
@@ -323,17 +371,20 @@ def related(a: str, b: str) -> bool:
     return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
 
 
-def _other_project(ctx: Context, project: dict[str, Any] | None) -> str | None:
-    """The cwd of another project the workspace's latest observations come from, or None
-    (no project named, no workspace yet, or every project found is related)."""
-    if project is None:
-        return None
+def _workspace_cwds(ctx: Context) -> list[str]:
+    """The cwds the workspace's latest observations come from, the most recent first
+    (none when there is no workspace yet), read before the import writes."""
     try:
         ws = ctx.open(create=False)  # a refused import must leave nothing behind
     except JournalError:
-        return None
-    found = latest_cwds(ws, PROJECT_WINDOW)
-    if not found or any(related(project["cwd"], cwd) for cwd in found):
+        return []
+    return latest_cwds(ws, PROJECT_WINDOW)
+
+
+def _other_of(found: list[str], project: dict[str, Any] | None) -> str | None:
+    """The cwd of another project among `found`, or None (no project named, none
+    found, or every project found is related)."""
+    if project is None or not found or any(related(project["cwd"], cwd) for cwd in found):
         return None
     return found[0]
 
@@ -349,7 +400,7 @@ def _event(replica: str, session: str | None, obs_id: str, call: dict[str, Any],
             obs_id, ts, AUTHOR_AGENT, session, replica, data, SCHEMA_VERSION)
 
 
-def _reading(fh: BinaryIO, size: int, progress: Progress | None) -> Iterator[bytes]:
+def reading(fh: BinaryIO, size: int, progress: Progress | None) -> Iterator[bytes]:
     if progress is None:
         yield from fh
         return

@@ -1,7 +1,7 @@
 """`import codex`: a Codex session file or saved `codex exec --json` stream as observations.
 
 Invariants: those of claude_code_import, whose writing it shares (`write_calls`): all or
-nothing on input (the whole file is parsed and redacted before the first write), re-importing
+nothing on input (one transaction, batch by batch, as the file is read), re-importing
 adds nothing (event ids derived from the call), the same redactor and artifact rules as the
 hook, and the same refusal of a workspace holding another project; a file remembered as
 imported whole (storage/import_memory.py) is not read again.
@@ -9,12 +9,13 @@ imported whole (storage/import_memory.py) is not read again.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
-from agent_journal.agents.claude_code_import import recalled, write_calls
+from agent_journal.agents.claude_code_import import reading, recalled, refusing, write_calls
 from agent_journal.capture.codex import NotATranscriptError, read_codex_session
-from agent_journal.core.errors import JournalError, UsageError
+from agent_journal.core.errors import UsageError
 from agent_journal.ops.context import Context
 from agent_journal.ops.redaction_config import redactor_for
 from agent_journal.storage.root import Root
@@ -34,9 +35,7 @@ def import_codex(ctx: Context, path: str, *, progress: Progress | None = None,
         key, known = recalled(ctx, path, fh, "codex")
         if known is not None:
             return known
-        try:
-            calls = list(read_codex_session(fh, redactor))
-        except NotATranscriptError as exc:
-            raise JournalError(f"{path}: {exc}; nothing imported") from None
-        return write_calls(ctx, path, calls, progress=progress, memory_key=key,
-                           other_project=other_project)
+        size = os.fstat(fh.fileno()).st_size
+        calls = read_codex_session(reading(fh, size, progress), redactor)
+        return write_calls(ctx, path, refusing(path, calls, NotATranscriptError),
+                           progress=progress, memory_key=key, other_project=other_project)

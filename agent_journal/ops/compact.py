@@ -10,10 +10,11 @@ Invariants:
   exactly the plan a dry run prints, and reports what it actually did.
 - The read comes from the read projection where its marks hold, and is the
   read a direct one gives (compaction_read.read_projected).
-- Segments are changed in place, in short transactions (an item's events in
-  one, a segment's tombstone rewrites after its deletes), or, a sealed
-  segment (no append can reach it), replaced whole by a copy of the rows
-  that stay (storage/segment_copy.py); each change only when the
+- A segment losing rows is replaced whole by a copy of the rows that stay
+  (storage/segment_copy.py; a live segment's appends meanwhile go into the
+  copy), or, where a copy cannot safely replace it, changed in place in
+  short transactions (an item's events in one, a segment's tombstone
+  rewrites after its deletes); each change only when the
   segment's highest seq is still what the read (or the previous transaction)
   saw, or every row appended since is one the plan does not depend on
   (`CompactionPlan.unaffected_by`, checked under the segment's write lock).
@@ -74,7 +75,7 @@ from agent_journal.storage.erasure import (
     write_compact_intent,
 )
 from agent_journal.storage.locks import compaction_lock, remove_import_leftovers
-from agent_journal.storage.segment_copy import remove_leftovers, sealed_segments
+from agent_journal.storage.segment_copy import remove_leftovers
 from agent_journal.storage.segment_edit import Applied, SegmentGrew, TombstoneRewrite
 from agent_journal.storage.segment_reader import PausedGC, ReadResult
 from agent_journal.storage.workspace import Workspace
@@ -206,8 +207,6 @@ class _Run:
             if here:
                 self.tombs[seg] = here
         self.rewrites = prepared.read.tombstone_rewrites
-        # the segments no append can reach: changed by a copy of what stays
-        self.sealed = sealed_segments(self.ws)
         # segment -> event ids whose rows there are deleted / rewritten
         self.gone: dict[str, set[str]] = {}
         self.flipped: dict[str, set[str]] = {}
@@ -326,8 +325,7 @@ class _Run:
         try:
             return apply_to_segment(path, self.expected[job.seg], job.deletes,
                                     job.rewrites, tolerate=self.plan.unaffected_by,
-                                    together=self.plan.deletions.__getitem__,
-                                    sealed=job.seg in self.sealed)
+                                    together=self.plan.deletions.__getitem__)
         except SegmentGrew as grew:
             return grew
 

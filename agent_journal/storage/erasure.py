@@ -11,9 +11,10 @@ Invariants:
   The first delete marks the segment (`meta` key `rebuild`, in the same
   transaction) and the rebuild clears the mark: a run killed in between
   leaves it for the next run to finish (`rebuild_marked`).
-- A sealed segment (no append can reach it) loses its rows by a copy of the
-  rows that stay, which replaces the file whole (segment_copy.py), wherever
-  that can be done safely; every other segment is changed in place.
+- A segment loses its rows by a copy of the rows that stay, which replaces
+  the file whole (segment_copy.py), wherever that can be done safely (a
+  rollback-journal segment with no other name); only the others, and a
+  segment's tombstone rewrites when it loses no row, are changed in place.
 - In place, a segment is changed in short transactions of at most CHUNK_ROWS
   rows stored near each other (CHUNK_SPAN), each first checking nothing was
   appended that the plan could depend on (segment_edit.check_high); rows go
@@ -157,15 +158,14 @@ def bulk_json_usable(conn: sqlite3.Connection) -> bool:
 
 def apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
                      rewrites: Iterable[TombstoneRewrite], tolerate: Tolerate | None = None,
-                     together: Callable[[str], object] | None = None, *,
-                     sealed: bool = False) -> Applied:
+                     together: Callable[[str], object] | None = None) -> Applied:
     """Delete rows and rewrite tombstones in one segment.
 
     `rewrites` say which tombstones to turn purged (`TombstoneRewrite`); a
-    row whose checksum changed since it was read is left alone. A `sealed`
-    segment, one no append can reach (segment_copy.sealed_segments), with rows
-    to delete is replaced by a copy of the rows that stay, rewrites made
-    (segment_copy.copy_survivors), where that can be done safely. Otherwise
+    row whose checksum changed since it was read is left alone. A segment
+    with rows to delete is replaced by a copy of the rows that stay, rewrites
+    made (segment_copy.copy_survivors), where that can be done safely (a live
+    segment's appends during the copy go into the copy). Otherwise
     the work goes in place, in chunks of at most CHUNK_ROWS rows
     stored near each other (CHUNK_SPAN, see `_chunks`), in storage order,
     each its own transaction, so writers appending to the segment wait
@@ -182,7 +182,7 @@ def apply_to_segment(path: str, expected_high: int, delete_ids: Iterable[str],
     committed (none when the first chunk saw it).
     """
     ids, rows = list(delete_ids), list(rewrites)
-    if sealed and ids:
+    if ids:
         copied = copy_survivors(path, expected_high, ids, rows, tolerate,
                                 bulk=bulk_json_usable)
         if copied is not None:

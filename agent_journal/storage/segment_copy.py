@@ -1,16 +1,15 @@
-"""Erasure by copy: a sealed segment's surviving rows copied into a new file that
+"""Erasure by copy: a segment's surviving rows copied into a new file that
 replaces it.
 
 Deleting rows in place costs what secure_delete rewrites, then a VACUUM that
 copies the whole file again (erasure.py); copying the rows that stay into a
 new file costs one copy, and leaves no freed page, journal or stale cell with
-a deleted row's bytes. It is used only where no append can reach.
+a deleted row's bytes.
 
 Invariants:
-- Only a sealed segment is copied (`sealed_segments`: every segment but this
-  replica's two newest own ones), and only in a rollback journal mode: a WAL
-  and its index are found by the file's name, and a new file under that name
-  would inherit them. Anything else is changed in place.
+- Only a segment in a rollback journal mode is copied: a WAL and its index
+  are found by the file's name, and a new file under that name would inherit
+  them. Anything else is changed in place.
 - The copy is the old file without the deleted rows: the same schema and
   header settings (page size, encoding, user_version, application_id), every
   other row as stored at the same seq (the INTEGER PRIMARY KEY, which readers
@@ -20,17 +19,23 @@ Invariants:
   `removed` with the ids deleted (segment_edit.keep_removed_ids).
 - The copy replaces the old file whole (written, fsynced, renamed over it,
   the folder fsynced), under the old file's exclusive lock, and only while
-  no other connection has committed to the old file since the copy was made
-  (`data_version`), its only name is the segment's (a push links a sealed
-  segment into its stage, ops/export.py: such a segment is changed in place,
-  where the link sees the change too), and no journal or WAL lies beside it.
-  Otherwise the copy is deleted, the old file is as it was, and the caller
-  changes the segment in place.
-- So no name under the root keeps the old bytes. A process that had the old
-  file open reads what it read before (as if it had read before the
-  compaction; the erasure generation keeps it from storing that, see
-  erasure_generation.py); a writer that had it open is refused by SQLite
-  (SQLITE_READONLY_DBMOVED), never silently lost (a hook spools the event).
+  its only name is the segment's (a push links a sealed segment into its
+  stage, ops/export.py: such a segment is changed in place, where the link
+  sees the change too) and no journal or WAL lies beside it. Rows a writer
+  appended to a live segment after the copy was made (writers append
+  nothing else, and only a compaction, under the workspace's lock, deletes
+  or rewrites a row) are copied too under that lock, after the plan's check
+  of them (`check_high`: SegmentGrew, the old file left as it was); any
+  other change since the copy leaves the old file as it was, the copy is
+  deleted, and the caller changes the segment in place.
+- So no name under the root keeps the old bytes, and no append is lost: an
+  append either committed before the exclusive lock (and is in the copy) or
+  comes after the rename (into the new file). A writer that had the old file
+  open is refused by SQLite (SQLITE_READONLY_DBMOVED), never silently lost:
+  workspace.Writer then opens the segment afresh and appends again. A
+  process that had the old file open reads what it read before (as if it
+  had read before the compaction; the erasure generation keeps it from
+  storing that, see erasure_generation.py).
 - A copy a killed run left (`.compact-*` beside the segments) holds only rows
   that run kept; the next `compact --apply` deletes it (`remove_leftovers`),
   holding the compaction lock, before anything else.
@@ -44,7 +49,6 @@ import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from agent_journal.core import merge_plan
 from agent_journal.core.errors import StorageError
 from agent_journal.storage.connection import connect, is_busy, run_write
 from agent_journal.storage.files import (
@@ -67,21 +71,6 @@ if TYPE_CHECKING:
     from agent_journal.storage.workspace import Workspace
 
 COPY_PREFIX = ".compact-"
-
-
-def sealed_segments(ws: Workspace) -> set[str]:
-    """The segments (relative to the root) no append can reach: every other replica's,
-    and this replica's own but its two newest (merge_plan.sealed_own)."""
-    paths = ws.segment_paths()
-    replica = ws.root.replica_id
-    own_sealed = merge_plan.sealed_own((os.path.basename(p) for p in paths), replica)
-    sealed: set[str] = set()
-    for path in paths:
-        name = os.path.basename(path)
-        found = merge_plan.own_segment(name)
-        if found is None or found[0] != replica or name in own_sealed:
-            sealed.add(ws.rel(path))
-    return sealed
 
 
 def remove_leftovers(ws: Workspace) -> None:
@@ -141,12 +130,13 @@ class _Copy(NamedTuple):
     high: int  # its highest seq
     rewritten: set[str]  # the tombstones turned purged in it
     version: int  # the old file's data_version when it was copied
+    schema: int  # the old file's schema_version when it was copied
 
 
 def copy_survivors(path: str, expected_high: int, deletes: list[str],
                    rewrites: list[TombstoneRewrite], tolerate: Tolerate | None, *,
                    bulk: Callable[[sqlite3.Connection], bool]) -> Applied | None:
-    """Replace a sealed segment by a copy without the rows `deletes` names and
+    """Replace a segment by a copy without the rows `deletes` names and
     with `rewrites` made (each only while its row is the one read). `bulk`:
     whether a connection takes a list of rows as one JSON text
     (erasure.bulk_json_usable).
@@ -170,7 +160,7 @@ def copy_survivors(path: str, expected_high: int, deletes: list[str],
         if _identity(path) != inode or not _copyable(old, path, bulk):
             return None
         copied = _copy(old, path, tmp, expected_high, deletes, rewrites, tolerate, bulk)
-        if copied is None or not _swap(old, path, tmp, copied.version, inode):
+        if copied is None or not _swap(old, path, tmp, copied, inode, tolerate):
             return None
     except (OSError, sqlite3.Error):
         return None
@@ -218,7 +208,7 @@ def _copy(old: sqlite3.Connection, path: str, tmp: str, expected_high: int,
         return None
     high, version = filled
     rewritten = _finish(tmp, rewrites, schema.indexes, bulk)
-    return _Copy(high, rewritten, version)
+    return _Copy(high, rewritten, version, schema.version)
 
 
 def _create(tmp: str, header: _Header, schema: _Schema) -> None:
@@ -293,11 +283,13 @@ def _finish(tmp: str, rewrites: list[TombstoneRewrite], indexes: list[str],
     return rewritten
 
 
-def _swap(old: sqlite3.Connection, path: str, tmp: str, version: int,
-          inode: tuple[int, int]) -> bool:
-    """Rename the copy over the old file under its exclusive lock (no reader
-    between), if nothing changed it since the copy; False, changing nothing,
-    when something did or readers kept it busy."""
+def _swap(old: sqlite3.Connection, path: str, tmp: str, copied: _Copy,
+          inode: tuple[int, int], tolerate: Tolerate | None) -> bool:
+    """Rename the copy over the old file under its exclusive lock (no reader or
+    writer between), once the rows appended since the copy (a live segment's
+    writers) are in it too; False, changing nothing, when something else
+    changed the file or readers kept it busy. Raises SegmentGrew, changing
+    nothing, when an appended row is one the plan may depend on."""
     try:
         old.execute("BEGIN EXCLUSIVE")
     except sqlite3.OperationalError as exc:
@@ -306,9 +298,11 @@ def _swap(old: sqlite3.Connection, path: str, tmp: str, version: int,
         raise
     try:
         st = os.stat(path)
-        if int(old.execute("PRAGMA data_version").fetchone()[0]) != version \
-                or (st.st_dev, st.st_ino) != inode or st.st_nlink != 1 \
+        if (st.st_dev, st.st_ino) != inode or st.st_nlink != 1 \
                 or os.path.exists(path + "-journal") or os.path.exists(path + "-wal"):
+            return False
+        if int(old.execute("PRAGMA data_version").fetchone()[0]) != copied.version \
+                and not _catch_up(old, path, tmp, copied, tolerate):
             return False
         check_confined(path)
         os.replace(tmp, path)
@@ -316,3 +310,31 @@ def _swap(old: sqlite3.Connection, path: str, tmp: str, version: int,
     finally:
         old.execute("ROLLBACK")
 
+
+def _catch_up(old: sqlite3.Connection, path: str, tmp: str, copied: _Copy,
+              tolerate: Tolerate | None) -> bool:
+    """Under the old file's exclusive lock: copy the rows writers appended since
+    the copy was made into it, written through. The only change a writer makes
+    to a segment is an append of events (workspace.Writer), and only a
+    compaction, which holds the workspace's lock, deletes or rewrites a row:
+    rows up to the copy's highest seq are the ones copied. False when the
+    schema changed, or when no row was appended (something else changed the
+    file)."""
+    if int(old.execute("PRAGMA schema_version").fetchone()[0]) != copied.schema:
+        return False
+    check_high(old, path, copied.high, tolerate)  # SegmentGrew: left as it was
+    rows = old.execute("SELECT * FROM events WHERE seq > ? ORDER BY seq",
+                       (copied.high,)).fetchall()
+    if not rows:
+        return False
+    conn = connect(tmp)
+    try:
+        conn.execute("PRAGMA journal_mode = OFF")
+        conn.execute("PRAGMA synchronous = OFF")
+        conn.execute("BEGIN")
+        conn.executemany(f"INSERT INTO events VALUES ({','.join('?' * len(rows[0]))})", rows)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    fsync_path(tmp)
+    return True

@@ -132,20 +132,23 @@ class Workspace:
         """Every readable, well-formed event whose subject is `subject` (indexed lookup)."""
         return list(self.events_with_subjects([subject]))
 
-    def events_with_subjects(self, subjects: Iterable[str], type_: str | None = None
+    def events_with_subjects(self, subjects: Iterable[str], type_: str | None = None, *,
+                             held: dict[str, sqlite3.Connection] | None = None
                              ) -> Iterator[Event]:
         """Readable, well-formed events about any of `subjects` (of one type if given).
 
         An indexed lookup for writers' checks; unreadable segments and malformed
-        rows are skipped here, and read commands report them.
+        rows are skipped here, and read commands report them. A segment in `held`
+        is asked through that connection (a writer's, inside its transaction).
         """
         wanted = sorted(set(subjects))
         if not wanted:
             return
         only = "" if type_ is None else "type = ? AND "
         for path in self.segment_paths():
+            mine = (held or {}).get(path)
             try:
-                conn = connect(path)
+                conn = mine or connect(path)
             except sqlite3.Error:
                 continue
             try:
@@ -160,7 +163,8 @@ class Workspace:
             except sqlite3.Error:
                 continue
             finally:
-                conn.close()
+                if mine is None:
+                    conn.close()
             for event_id, type_found, subject, ts, body, digest in rows:
                 try:
                     yield codec.decode_checked(body, digest, event_id, type_found, subject, ts)
@@ -351,8 +355,19 @@ class Writer:
 
     def append(self, events: list[Event], *, unique_subject: str | None = None,
                subject_type: str | None = None) -> int:
-        """Workspace.append, through this hold."""
+        """Workspace.append, through this hold.
+
+        A compaction may replace the current segment by a copy while this hold
+        waits for its lock (storage/segment_copy.py): SQLite then refuses the
+        write to the file no longer under the name (SQLITE_READONLY_DBMOVED),
+        and the append is made once more, to the file now there."""
         try:
+            try:
+                return self._append(events, unique_subject, subject_type)
+            except sqlite3.OperationalError as exc:
+                if is_busy(exc) or self.inode is None or _inode(self.current) == self.inode:
+                    raise
+            self.close()
             return self._append(events, unique_subject, subject_type)
         except sqlite3.OperationalError as exc:
             if is_busy(exc):
@@ -366,6 +381,19 @@ class Writer:
             raise StorageError(f"cannot append to workspace {self.ws.name}: "
                                f"{describe_sqlite_error(exc)}") from None
 
+    def open_current(self) -> sqlite3.Connection:
+        """The connection to the current segment (as last asked), made and initialised
+        if need be."""
+        if self.conn is None:
+            self.conn = self.ws.open_for_append(self.current)
+            self.inode = _inode(self.current)
+            self.initialised = True
+        elif not self.initialised and \
+                self.conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+            init_segment(self.conn, workspace=self.ws.name, replica=self.ws.root.replica_id)
+            self.initialised = True
+        return self.conn
+
     def _append(self, events: list[Event], unique_subject: str | None,
                 subject_type: str | None) -> int:
         ws = self.ws
@@ -374,13 +402,7 @@ class Writer:
                                       or _inode(current) != self.inode):
             self.close()
         self.current = current
-        if self.conn is None:
-            self.conn = ws.open_for_append(current)
-            self.inode = _inode(current)
-            self.initialised = True
-        elif not self.initialised and \
-                self.conn.execute("PRAGMA user_version").fetchone()[0] == 0:
-            init_segment(self.conn, workspace=ws.name, replica=ws.root.replica_id)
+        conn = self.open_current()
         if unique_subject is not None:
             current = os.path.basename(self.current)
             for path in ws.segment_paths():
@@ -397,7 +419,7 @@ class Writer:
                     f"{subject_type} {unique_subject} already exists in workspace {ws.name}")
             return insert_events(c, events)
 
-        return int(run_write(self.conn, work))
+        return int(run_write(conn, work))
 
 
 # Up to this many segments, a writer asks each one rather than the tombstone index.
@@ -459,15 +481,17 @@ def _mtime(path: str) -> float:
         return 0.0
 
 
-def observation_phases(ws: Workspace, ids: Iterable[str]) -> dict[str, tuple[set[Any], str]]:
+def observation_phases(ws: Workspace, ids: Iterable[str], *,
+                       held: dict[str, sqlite3.Connection] | None = None
+                       ) -> dict[str, tuple[set[Any], str]]:
     """For each observation id present in a readable segment: the statuses its events
-    carry and the latest `ts` among them.
+    carry and the latest `ts` among them (`held`: see events_with_subjects).
 
     Used by import to recognise calls the live hook already captured. Rows that fail
     verification are skipped here; read commands report them.
     """
     found: dict[str, tuple[set[Any], str]] = {}
-    for ev in ws.events_with_subjects(ids, "observation"):
+    for ev in ws.events_with_subjects(ids, "observation", held=held):
         subject = str(ev.id)
         statuses, latest = found.get(subject, (set(), ev.ts))
         statuses.add(ev.data.get("status"))
