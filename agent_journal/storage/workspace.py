@@ -359,16 +359,20 @@ class Writer:
 
         A compaction may replace the current segment by a copy while this hold
         waits for its lock (storage/segment_copy.py): SQLite then refuses the
-        write to the file no longer under the name (SQLITE_READONLY_DBMOVED),
-        and the append is made once more, to the file now there."""
+        write to the file no longer under the name (SQLITE_READONLY_DBMOVED, or a
+        plain "readonly database" when the move is seen mid-write), and the append is
+        made again, to the file now there (MOVED_RETRIES times: compactions in a row)."""
         try:
-            try:
-                return self._append(events, unique_subject, subject_type)
-            except sqlite3.OperationalError as exc:
-                if is_busy(exc) or self.inode is None or _inode(self.current) == self.inode:
-                    raise
-            self.close()
-            return self._append(events, unique_subject, subject_type)
+            for attempt in range(MOVED_RETRIES):
+                try:
+                    return self._append(events, unique_subject, subject_type)
+                except sqlite3.OperationalError as exc:
+                    if is_busy(exc) or attempt + 1 == MOVED_RETRIES or not (
+                            _moved(exc) or (self.inode is not None
+                                            and _inode(self.current) != self.inode)):
+                        raise
+                self.close()
+            raise AssertionError("unreachable")  # the last attempt returns or raises
         except sqlite3.OperationalError as exc:
             if is_busy(exc):
                 raise BusyError("the journal stayed locked by other writers; retry") from None
@@ -420,6 +424,17 @@ class Writer:
             return insert_events(c, events)
 
         return int(run_write(conn, work))
+
+
+MOVED_RETRIES = 5  # appends made again after the segment was replaced under the writer
+
+
+def _moved(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite refused a write because the file it had open is no longer there
+    under its name (replaced by a compaction's copy)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code == 1032 or (code is not None and code & 0xFF == 8) or \
+        "readonly database" in str(exc)
 
 
 # Up to this many segments, a writer asks each one rather than the tombstone index.
