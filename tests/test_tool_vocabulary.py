@@ -50,9 +50,12 @@ def test_a_name_mapped_twice_differently_is_refused() -> None:
         tools.install({"Bash": (tools.OTHER_SHELL, None)})
 
 
-def test_a_third_agents_tools_are_read_by_the_core_once_its_table_is_installed() -> None:
+def test_a_third_agents_tools_are_read_by_the_core_once_its_table_is_installed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A new agent's shell, edit and lookup tools, under names no agent used before, are
     read as the existing agents' are: their targets, files, edits and lookups."""
+    for table in ("_TOOLS", "_KINDS", "_FIELDS"):  # installed for this test only
+        monkeypatch.setattr(tools, table, dict(getattr(tools, table)))
     call = {"tool": "run_terminal_cmd", "status": "ok", "exitCode": 0,
             "input": {"cmd": "rm old.py"}, "output": "", "hook": {"cwd": "/w"}}
     edit = {"tool": "str_replace", "status": "ok", "input": {
