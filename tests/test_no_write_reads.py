@@ -60,7 +60,8 @@ def test_a_read_that_promises_no_writes_writes_nothing(journal: Path, args, kept
     assert snapshot(journal) == before
 
 
-@pytest.mark.parametrize("args", [("compact",), ("compact", "--apply"), ("coverage",)])
+@pytest.mark.parametrize("args", [("compact",), ("compact", "--apply"), ("compact", "--json"),
+                                  ("coverage",), ("coverage", "--json"), ("doctor",)])
 def test_a_refused_or_damaged_read_writes_nothing(journal: Path, args) -> None:
     segment = next((journal / "workspaces" / "ws" / "segments").glob("*.sqlite"))
     with sqlite3.connect(segment) as conn:

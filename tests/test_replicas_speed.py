@@ -38,7 +38,7 @@ from agent_journal.core import codec
 from agent_journal.core.errors import DamagedJournalError
 from agent_journal.ops import export_check, replicas
 from agent_journal.ops.context import Context
-from agent_journal.storage import local_scans, verified_points
+from agent_journal.storage import local_scans, verified_mark, verified_points
 from agent_journal.storage.connection import connect, run_write
 from agent_journal.storage.files import create_private_file, make_private_dirs
 from agent_journal.storage.root import Root
@@ -242,7 +242,7 @@ def _scan_points(root: Path) -> Path:
 
 
 def test_a_remembered_local_segment_that_changed_is_read_again(tmp_path, monkeypatch):
-    monkeypatch.setattr(local_scans, "RACY_NS", 0)
+    monkeypatch.setattr(verified_mark, "RACY_NS", 0)
     target = make_root(tmp_path, "target", "r00000000000000t")
     put(target, [entry("x", replica="r00000000000000t")])
     first = make_root(tmp_path, "first", "r00000000000000f")
@@ -260,7 +260,7 @@ def test_a_remembered_local_segment_that_changed_is_read_again(tmp_path, monkeyp
 
 
 def test_damage_in_a_remembered_local_segment_still_refuses(tmp_path, monkeypatch):
-    monkeypatch.setattr(local_scans, "RACY_NS", 0)
+    monkeypatch.setattr(verified_mark, "RACY_NS", 0)
     target = make_root(tmp_path, "target", "r00000000000000t")
     put(target, [tombstone("x", replica="r00000000000000t"),
                  entry("z", replica="r00000000000000t")])
@@ -279,7 +279,7 @@ def test_damage_in_a_remembered_local_segment_still_refuses(tmp_path, monkeypatc
 
 
 def test_merges_through_remembered_scans_equal_merges_without(tmp_path, monkeypatch):
-    monkeypatch.setattr(local_scans, "RACY_NS", 0)
+    monkeypatch.setattr(verified_mark, "RACY_NS", 0)
     rids = [f"r{i:015x}" for i in range(1, 4)]
     roots = []
     for i, rid in enumerate(rids):
@@ -370,7 +370,7 @@ def test_a_published_import_is_trusted_by_its_fingerprint_once_it_is_old(tmp_pat
     merge(target, src)
     path = next(_segments(target).glob("import-*.sqlite"))
     assert "checksum" in json.loads(_scan_points(target).read_text())["segments"][path.name]
-    monkeypatch.setattr(local_scans, "RACY_NS", 0)  # as if two seconds had passed
+    monkeypatch.setattr(verified_mark, "RACY_NS", 0)  # as if two seconds had passed
     put(src, [entry("b", replica="r00000000000000s")])
     merge(target, src)
     assert "checksum" not in json.loads(_scan_points(target).read_text())["segments"][path.name]

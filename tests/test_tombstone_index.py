@@ -41,8 +41,6 @@ def test_the_index_answers_what_every_segment_answers(tmp_path_factory, steps, t
         mp.setattr(workspace_module, "ASK_DIRECTLY", directly)
         if trusted:  # every signature trusted at once: the index is used as soon as kept
             mp.setattr(verified_mark, "RACY_NS", -10**18)
-            import agent_journal.storage.tombstone_index as ti
-            mp.setattr(ti, "RACY_NS", -10**18)
         for n, (op, target) in enumerate(steps):
             if op == "note":
                 writes.record(ctx, kind="note", entry_id=f"n{n}", fields={"text": target},
@@ -60,9 +58,7 @@ def test_the_index_answers_what_every_segment_answers(tmp_path_factory, steps, t
 
 def test_a_tombstone_written_by_hand_into_an_older_segment_is_seen(tmp_path: Path,
                                                                    monkeypatch) -> None:
-    import agent_journal.storage.tombstone_index as ti
-
-    monkeypatch.setattr(ti, "RACY_NS", -10**18)
+    monkeypatch.setattr(verified_mark, "RACY_NS", -10**18)
     monkeypatch.setattr(workspace_module, "ASK_DIRECTLY", 0)
     root = tmp_path / "journal"
     ctx = Context(str(root), "ws")

@@ -10,6 +10,7 @@ every tombstoned call, and counts; a call failed when its status is `error`. No 
 
 from __future__ import annotations
 
+from agent_journal.core import tools
 from agent_journal.core.model import OBSERVATION, TOMBSTONE
 
 TYPE_CHECKING = False
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from agent_journal.core.model import Event
 
 FAILED = "error"
-_SHELLS = frozenset({"Bash", "PowerShell", "shell", "exec_command", "local_shell"})
+_SHELLS = frozenset({tools.SHELL, tools.OTHER_SHELL})  # kinds of tool (core/tools.py)
 
 
 class StatsFold:
@@ -54,7 +55,7 @@ class StatsFold:
 def _record(calls: dict[str, list[Any]], call_id: str, ev: Event) -> None:
     data = ev.data
     tool = str(data.get("tool") or "")
-    head = command_head(data.get("input")) if tool in _SHELLS else None
+    head = command_head(data.get("input")) if tools.kind_of(tool) in _SHELLS else None
     seen = calls.get(call_id)
     if seen is None:
         calls[call_id] = [tool, data.get("status"), head, ev.session, ev.ts, ev.ts,

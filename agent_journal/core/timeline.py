@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from agent_journal.core import tools
 from agent_journal.core.model import (
     CHECKPOINT,
     ENTRY,
@@ -51,7 +52,7 @@ FAILED_STATUSES = frozenset({"error", "cancelled"})
 TARGET_CHARS = 200
 PROMPT_WORDS = 12
 
-WRITING_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
+WRITING_TOOLS = frozenset({tools.WRITE, tools.EDIT, tools.NOTEBOOK_EDIT})  # core/tools.py
 SUMMARY_CHARS = 160
 
 
@@ -94,12 +95,13 @@ def target_of(tool: Any, kind: str, data: dict[str, Any]) -> str | None:
 
 
 def task_list_summary(tool: Any, value: Any) -> str | None:
-    """A task list (TodoWrite's todos, Codex's update_plan) in a few words: how many
+    """A task list (a whole list's todos, or its plan steps) in a few words: how many
     tasks, how many done, and the one in progress (else the next one)."""
     if not isinstance(value, dict):
         return None
-    items = value.get("todos") if tool == "TodoWrite" else (
-        value.get("plan") if tool == "update_plan" else None)
+    kind = tools.kind_of(tool if isinstance(tool, str) else None)
+    items = value.get("todos") if kind == tools.TODO_LIST else (
+        value.get("plan") if kind == tools.PLAN_STEPS else None)
     if not isinstance(items, list):
         return None
     tasks = [(t.get("status"), t.get("content") or t.get("step") or t.get("activeForm"))
@@ -394,14 +396,14 @@ def session_matches(session: str | None, given: str) -> bool:
 # -- header facts: the seam to the digest's derivations -----------------------------------
 
 class FilesChanged:
-    """Paths that succeeded Write/Edit/MultiEdit/NotebookEdit calls acted on."""
+    """Paths that succeeded calls writing or editing a file acted on."""
 
     def __init__(self) -> None:
         self.paths: dict[str, dict[str, Any]] = {}
 
     def add(self, line: Line) -> None:
-        if line.type != OBSERVATION or line.tool not in WRITING_TOOLS or line.failed \
-                or line.status in (None, STARTED) or not line.target:
+        if line.type != OBSERVATION or tools.kind_of(line.tool) not in WRITING_TOOLS \
+                or line.failed or line.status in (None, STARTED) or not line.target:
             return
         have = self.paths.setdefault(line.target, {"path": line.target, "count": 0,
                                                    "lastTs": line.ts})
@@ -441,8 +443,8 @@ class TestResults:
         self.latest: dict[str, dict[str, Any]] = {}
 
     def add(self, line: Line) -> None:
-        if line.type != OBSERVATION or line.tool != "Bash" or not line.target \
-                or line.status in (None, STARTED):
+        if line.type != OBSERVATION or tools.kind_of(line.tool) != tools.SHELL \
+                or not line.target or line.status in (None, STARTED):
             return
         run = test_run(line, self.parse_run)
         if run is None:

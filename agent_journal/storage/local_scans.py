@@ -12,15 +12,15 @@ Invariants:
   while its fingerprint (storage.cache.segment_signature: device, inode, size,
   mtime, SQLite's change counter, the WAL) is the one they were read under,
   and it has no rollback journal beside it; any other segment is read in full.
-  A fingerprint taken within RACY_NS of the segment's newest mtime is not
-  remembered (mtimes are only as fine as the clock tick).
+  A fingerprint that does not vouch for its file alone (verified_mark.vouches: taken
+  within RACY_NS of its newest mtime) is not remembered.
 - Only clean answers are kept (no damage, no malformed candidate row): damage
   is reported exactly as a direct read reports it, every time.
 - An import a merge has just published (storage/replica_import.py) is kept
   without being read: its tombstones are the ones that merge wrote into it,
   its provenance pairs are read from its `origin` table while it is built,
   and it names nothing as removed (its provenance rows describe only rows
-  it holds). Its fingerprint is taken within RACY_NS of its last write, so
+  it holds). Its fingerprint does not vouch for it yet (taken just after its last write), so
   until a later look finds it older than that, the entry also holds the
   file's size and xxh3-64 checksum, and is used only for exactly those bytes.
 - It holds ids (tombstone targets, ids compaction removed) and segment names,
@@ -37,10 +37,10 @@ from typing import Any
 from agent_journal.storage.cache import segment_signature
 from agent_journal.storage.files import file_digest
 from agent_journal.storage.segment_memo import SegmentMemo
+from agent_journal.storage.verified_mark import vouches
 
 AREA = "merge-scan"
 FORMAT = 1
-RACY_NS = 2_000_000_000
 
 
 class ScanPoints(SegmentMemo):
@@ -84,7 +84,7 @@ class ScanPoints(SegmentMemo):
             return False
         if segment_signature(path) != got:
             return False  # written while it was read
-        if looked_ns - got[1] >= RACY_NS:
+        if vouches(got, looked_ns):
             del held["bytes"], held["checksum"]
             self.changed = True
         return True
@@ -101,7 +101,7 @@ class ScanPoints(SegmentMemo):
         entry: dict[str, Any] = {
             "sig": got[0], "tombstoned": sorted(tombstoned), "removed": [],
             "origin": sorted([r, s] for r, s in origin)}
-        if time.time_ns() - got[1] < RACY_NS:
+        if not vouches(got, time.time_ns()):
             if digest is not None and digest[0] == got[0]:
                 entry["bytes"], entry["checksum"] = digest[1]
             else:
@@ -118,8 +118,7 @@ class ScanPoints(SegmentMemo):
                  origin: set[tuple[str, str]]) -> None:
         """Keep a clean segment's answers, read under `sig` (taken before the read)."""
         got = segment_signature(path)
-        if sig is None or got is None or got[0] != sig or \
-                time.time_ns() - got[1] < RACY_NS:
+        if sig is None or got is None or got[0] != sig or not vouches(got, time.time_ns()):
             return
         self.entries[os.path.basename(path)] = {
             "sig": sig, "tombstoned": sorted(tombstoned), "removed": sorted(removed),

@@ -38,9 +38,9 @@ from agent_journal.core import codec
 from agent_journal.core.model import OBSERVATION
 from agent_journal.storage.compaction_rows import READ_SLICE_ROWS
 from agent_journal.storage.parallel import Pool, Task, file_sizes, worker_count
-from agent_journal.storage.read_projection import Projection, open_projection, segment_names
+from agent_journal.storage.read_projection import Projection, Record, marked, open_projection
 from agent_journal.storage.segment_reader import read_checked
-from agent_journal.storage.verified_mark import CHANGED, SAME, Before, Fold, check
+from agent_journal.storage.verified_mark import CHANGED, SAME, Before, Fold
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -93,17 +93,13 @@ def project(ws: Workspace, reader: Reader, *, keep: bool = True) -> list[Part]:
     """Every segment's state, in segment order, from what was kept where it holds."""
     read_workers([])  # a bad worker count is refused before any file is touched
     with open_projection(ws, reader.area, keep=keep, layout=reader.layout) as store:
-        segments = segment_names(ws)
-        if store is not None:
-            store.drop(*sorted(store.records.keys() - {name for _, _, name in segments}))
         # Every signature is taken, and every mark checked, before any row is read.
-        plans = [(name, Before(path), *_kept(store, reader, path, rel, name))
-                 for path, rel, name in segments]
-        whole = iter(fold_segments(reader, [(path, rel) for (path, rel, _), (*_, kept, _)
-                                            in zip(segments, plans, strict=True)
+        plans = [(path, rel, name, before, *_kept(store, reader, path, rel, verdict, record))
+                 for path, rel, name, before, verdict, record in marked(store, ws, fetch_rows)]
+        whole = iter(fold_segments(reader, [(path, rel) for path, rel, *_, kept, _ in plans
                                             if kept is None]))
         parts: list[Part] = []
-        for (path, rel, _), (name, before, part, same) in zip(segments, plans, strict=True):
+        for path, rel, name, before, part, same in plans:
             if not same:
                 part = next(whole) if part is None else fold_segment(path, rel, reader, part)
                 _keep(store, reader, name, before, part)
@@ -112,18 +108,16 @@ def project(ws: Workspace, reader: Reader, *, keep: bool = True) -> list[Part]:
     return parts
 
 
-def _kept(store: Projection | None, reader: Reader, path: str, rel: str, name: str
-          ) -> tuple[Part | None, bool]:
+def _kept(store: Projection | None, reader: Reader, path: str, rel: str, verdict: str,
+          record: Record | None) -> tuple[Part | None, bool]:
     """(the kept part of a segment whose mark holds, else None; whether the segment is
     the same as when it was kept, so nothing needs reading)."""
-    record = None if store is None else store.records.get(name)
     if store is None or record is None:
         return None, False
-    verdict = check(path, record.mark, fetch_rows)
     got = None if verdict == CHANGED else store.load(record, "head")
     record.loaded.clear()
     if got is None:
-        store.drop(name)
+        store.drop(record.name)
         return None, False
     state, malformed = got[0]
     part = Part(path, rel, _unpack(reader, state), record.mark.high, record.mark.fold)

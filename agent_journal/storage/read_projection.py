@@ -54,7 +54,7 @@ from xxhash import xxh3_128_hexdigest
 
 from agent_journal.core.errors import JournalError
 from agent_journal.core.observation_ages import Summary, ids_of, is_summary, merged
-from agent_journal.storage import erasure_generation
+from agent_journal.storage import erasure_generation, verified_mark
 from agent_journal.storage.cache import (
     cache_lock_path,
     cache_path,
@@ -64,8 +64,12 @@ from agent_journal.storage.cache import (
 from agent_journal.storage.compaction_rows import SegmentRead
 from agent_journal.storage.connection import run_write
 from agent_journal.storage.locks import FileLock
-from agent_journal.storage.verified_mark import Mark
+from agent_journal.storage.verified_mark import CHANGED, SAME, Before, Mark
 from agent_journal.storage.workspace import Workspace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from agent_journal.storage.verified_mark import Fetch
 
 AREA = "reads"  # the strict reads compact plans from
 # Bump when what a record keeps, or how, changes: a file of another format is
@@ -319,6 +323,26 @@ def segment_names(ws: Workspace) -> list[tuple[str, str, str]]:
     return [(p, ws.rel(p), os.path.basename(p)) for p in ws.segment_paths()]
 
 
+def marked(projection: Projection | None, ws: Workspace, fetch: Fetch
+           ) -> list[tuple[str, str, str, Before, str, Record | None]]:
+    """Every segment, in read order, as a run of any projection starts it: (path, rel,
+    name, the signature taken before any of its rows is read, the verdict of
+    `verified_mark.check` on its kept record, by the reader's own query `fetch`, or
+    CHANGED when none is kept, the record). Records of segments gone are dropped."""
+    segments = segment_names(ws)
+    records = {} if projection is None else projection.records
+    if projection is not None:
+        projection.drop(*sorted(records.keys() - {name for _, _, name in segments}))
+    found = []
+    for path, rel, name in segments:
+        before = Before(path)
+        record = records.get(name)
+        found.append((path, rel, name, before,
+                      CHANGED if record is None else verified_mark.check(path, record.mark, fetch),
+                      record))
+    return found
+
+
 class Seen:
     """One segment as a run takes it: `part` (its rows: every row but the plain
     observations, which stay in the segment), the ids of its observations
@@ -348,18 +372,8 @@ def projected(projection: Projection | None, ws: Workspace, *, ages: bool,
     their ages. Without a projection every segment is read whole.
     """
     from agent_journal.storage.compaction_rows import fetch_rows
-    from agent_journal.storage.verified_mark import CHANGED, SAME, Before, check
 
-    segments = segment_names(ws)
-    records = {} if projection is None else projection.records
-    if projection is not None:
-        projection.drop(*sorted(records.keys() - {name for _, _, name in segments}))
-    plan: list[tuple[str, str, str, Before, str, Record | None]] = []
-    for path, rel, name in segments:
-        before = Before(path)
-        record = records.get(name)
-        state = CHANGED if record is None else check(path, record.mark, fetch_rows)
-        plan.append((path, rel, name, before, state, record))
+    plan = marked(projection, ws, fetch_rows)
     whole = iter(read_whole([(p, r) for p, r, _, _, state, _ in plan if state == CHANGED]))
 
     def fresh(path: str, rel: str, name: str, before: Before, part: SegmentRead,

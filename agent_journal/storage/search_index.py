@@ -73,6 +73,7 @@ from agent_journal.storage.cache import (
 )
 from agent_journal.storage.connection import run_write
 from agent_journal.storage.locks import FileLock
+from agent_journal.storage.verified_mark import vouches
 from agent_journal.storage.workspace import Workspace
 
 INDEX_AREA = "search"
@@ -83,9 +84,6 @@ INDEX_AREA = "search"
 INDEX_FORMAT = "agent-journal-search/6"
 
 
-# A segment fingerprint taken this close to the segment's newest mtime could
-# miss a write landing in the same clock tick, so it is checked again next time.
-RACY_NS = 2_000_000_000
 APPLY_BATCH = 5000
 
 
@@ -428,7 +426,7 @@ class _Index:
         taken_ns = time.time_ns()
         sig = segment_signature(path)
         signature = sig[0] if sig else None
-        trusted = int(sig is not None and taken_ns - sig[1] >= RACY_NS)
+        trusted = int(vouches(sig, taken_ns))  # (else checked again next time)
         high, rows, last = (row[1], row[2], row[6]) if row else (0, 0, None)
         if row is not None and signature is not None and row[3] == signature and row[4]:
             return  # unchanged since it was indexed

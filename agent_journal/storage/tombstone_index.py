@@ -27,7 +27,7 @@ import time
 from agent_journal.core import cjson
 from agent_journal.core.errors import JournalError
 from agent_journal.storage.files import FILE_MODE, make_private_dirs, unlink_quietly
-from agent_journal.storage.verified_mark import RACY_NS, signature
+from agent_journal.storage.verified_mark import signature, vouches
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def tombstoned_among(root_path: str, workspace: str, paths: list[str], wanted: s
                 and held[0] == sig[0] and isinstance(held[1], list):
             subjects = held[1]
         else:
-            keep = sig is not None and taken - sig[1] >= RACY_NS
+            keep = vouches(sig, taken)
             asked = ask(path, None if keep else wanted)
             if asked is None:
                 continue

@@ -97,6 +97,14 @@ class Mark:
                    Fold(value, [(after, int(n)) for after, n in chain]))
 
 
+def vouches(sig: tuple[str, int] | None, taken_ns: int) -> bool:
+    """The one rule by which a file's signature, taken at `taken_ns`, vouches for the file
+    alone (every projection keeping a segment by its signature asks it): it was taken at
+    least RACY_NS after the file's newest write, which a write in the same tick would not
+    move. (`sig`: a segment_signature or `signature`, (fingerprint, newest mtime).)"""
+    return sig is not None and taken_ns - sig[1] >= RACY_NS
+
+
 def signature(path: str, st: os.stat_result | None = None) -> tuple[str, int] | None:
     """segment_signature with the inode's change time: (fingerprint, newest mtime).
     `st`: the file's stat, when the caller has just taken it (one stat serves both)."""
@@ -124,8 +132,7 @@ class Before:
         when the file could not be examined."""
         if self.signature is None:
             return None
-        trusted = self.taken_ns - self.signature[1] >= RACY_NS
-        return Mark(self.signature[0], trusted, high, fold)
+        return Mark(self.signature[0], vouches(self.signature, self.taken_ns), high, fold)
 
 
 def check(path: str, mark: Mark, fetch: Fetch) -> str:

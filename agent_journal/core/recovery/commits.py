@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from agent_journal.core import tools
 from agent_journal.core.recovery.calls import Call, ordered
 from agent_journal.core.recovery.record import Record
 from agent_journal.core.recovery.test_runs import command_key
@@ -176,7 +177,8 @@ class GitFold:
                       Commit(hash_, subject, on, call.id, call.ts, call.get("agent")))
             state.branch = on
             committed = True
-        if not committed and call.succeeded and call.tool == "Bash" and call.target:
+        shell = tools.kind_of(call.tool) == tools.SHELL
+        if not committed and call.succeeded and shell and call.target:
             subject = commit_message(call.target)
             if subject:
                 # It succeeded, but its output (hidden by a wrapper, or cut) named no hash.
@@ -190,7 +192,7 @@ class GitFold:
         for remote, source, destination, why in call.get("pushRejected") or ():
             self._add(2, state.rejected,
                       Rejected(remote, source, destination, why, call.id, call.ts))
-        if call.succeeded and call.tool == "Bash" and call.target:
+        if call.succeeded and shell and call.target:
             for operation in git_operations(call.target):
                 # A merge that made a listed commit is told by that commit.
                 if not (committed and _MERGE.match(operation)):

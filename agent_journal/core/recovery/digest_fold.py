@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+from agent_journal.core import tools
 from agent_journal.core.recovery import task_list
 from agent_journal.core.recovery.calls import Call
 from agent_journal.core.recovery.commits import GitFold
@@ -177,7 +178,7 @@ class DigestFold:
         self.tree.step(call)
         if joined or listed or call.unfinished:
             mark = SHOWN
-        elif call.tool in ("Task", "Agent") and call.get("result"):
+        elif tools.kind_of(call.tool) == tools.SUBAGENT and call.get("result"):
             mark = TASK
         else:
             mark = RECENT
@@ -202,7 +203,7 @@ class DigestFold:
         elif call.get("taskId"):
             todos = task_list.step(self.task_table, call)
             if todos is not None:
-                # The task list as a TodoWrite would have carried it, on this call.
+                # The task list as a whole list would have carried it, on this call.
                 self.todo = (Call(call.id, call.kind, call.session, call.ts, call.last_ts,
                                   dict(call.facts, todos=todos)), mark)
         if mark == TASK:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from agent_journal.core import tools
 from agent_journal.core.recovery.patches import PATCH_TOOLS, patch_file_ops, patch_refused
 from agent_journal.core.recovery.text import clip, clip_middle
 
@@ -32,23 +33,15 @@ PLAN_CHARS = 3000
 TARGET_CHARS = 400
 DESCRIPTION_CHARS = 160
 FAILED_STATUSES = frozenset({"error", "cancelled"})
-# The tools whose output is a shell's: only their output is read for runs and git output.
-SHELL_TOOLS = frozenset({"Bash", "BashOutput", None})
-WRITERS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
-# Tools whose output is an answer worth a line (a subagent's report, a search's result).
-ANSWERING_TOOLS = frozenset({"Task", "Agent", "WebSearch", "WebFetch", "SendMessage"})
+# The kinds of tool (core/tools.py) whose output is a shell's: only their output is read
+# for runs and git output (None: a call that names no tool).
+SHELL_TOOLS = frozenset({tools.SHELL, tools.SHELL_OUTPUT, None})
+WRITERS = frozenset({tools.WRITE, tools.EDIT, tools.NOTEBOOK_EDIT})
+# Kinds whose output is an answer worth a line (a subagent's report, a search's result).
+ANSWERING_TOOLS = frozenset({tools.SUBAGENT, tools.WEB, tools.MESSAGE, tools.MCP})
 
-# The input field that names what a call acted on, tried in order.
-_TARGET_FIELDS: dict[str, tuple[str, ...]] = {
-    "Bash": ("command",), "BashOutput": ("bash_id",), "KillShell": ("shell_id",),
-    "Read": ("file_path",), "Write": ("file_path",), "Edit": ("file_path",),
-    "MultiEdit": ("file_path",), "NotebookEdit": ("notebook_path", "file_path"),
-    "Grep": ("pattern",), "Glob": ("pattern",), "LS": ("path",), "WebFetch": ("url",),
-    "WebSearch": ("query",), "ToolSearch": ("query",), "Task": ("description", "prompt"),
-    "Agent": ("description", "prompt"), "TaskCreate": ("subject",),
-    "TaskUpdate": ("taskId",), "SendMessage": ("to", "recipient"),
-    "Skill": ("skill", "command"), "SlashCommand": ("command",), "TodoWrite": (),
-}
+# The input fields that name what a call acted on, tried in order, when its agent's
+# vocabulary does not say (tools.target_fields).
 _FALLBACK = ("file_path", "path", "notebook_path", "command", "pattern", "url", "query",
              "description")
 
@@ -57,7 +50,8 @@ def target_of(tool: str | None, value: Any) -> str | None:
     """The input field a reader recognises a call by (a command, a path), verbatim."""
     if not isinstance(value, dict):
         return None
-    for name in _TARGET_FIELDS.get(tool or "", _FALLBACK):
+    fields = tools.target_fields(tool)
+    for name in _FALLBACK if fields is None else fields:
         field = value.get(name)
         if isinstance(field, str) and field.strip():
             return field
@@ -153,9 +147,10 @@ def _said_facts(kind: str, data: dict[str, Any], hook: dict[str, Any] | None,
 
 def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
     """A tool call's facts: what its input says, then what its output says."""
-    tool = data.get("tool") if isinstance(data.get("tool"), str) else None
-    if tool is not None:
-        facts["tool"] = tool
+    name = data.get("tool") if isinstance(data.get("tool"), str) else None
+    if name is not None:
+        facts["tool"] = name
+    tool = tools.kind_of(name)
     status = data.get("status")
     if isinstance(status, str):
         facts["status"] = status
@@ -165,14 +160,14 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
     value = data.get("input")
     output = data.get("output")
     text = output_text(output)
-    _target_facts(tool, value, facts)
+    _target_facts(name, tool, value, facts)
     _input_facts(tool, value, text, facts)
     artifact = data.get("artifact")
     if text is not None and isinstance(artifact, dict) and isinstance(artifact.get("tail"), str):
         middle = artifact.get("middle")
         text = text + "\n" + (middle + "\n" if isinstance(middle, str) else "") + \
             artifact["tail"]
-    if tool == "Write":
+    if tool == tools.WRITE:
         kind = _write_kind(output, text)
         if kind:
             facts["write"] = kind
@@ -183,8 +178,7 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
     failed = _failure_facts(tool, text, failed, facts)
     if tool in SHELL_TOOLS:
         _shell_output_facts(text, failed, facts)
-    elif (tool in ANSWERING_TOOLS or (tool or "").startswith("mcp__")) and isinstance(
-            output, str) and not failed:
+    elif tool in ANSWERING_TOOLS and isinstance(output, str) and not failed:
         # A subagent's or other tool's answer: its densest sentences (a report's opening
         # is often "Now I have everything I need"; its findings name things).
         from agent_journal.core.recovery.condense import condense
@@ -192,13 +186,15 @@ def _call_facts(data: dict[str, Any], facts: dict[str, Any]) -> None:
         facts["result"] = condense(output, 600)
 
 
-def _target_facts(tool: str | None, value: Any, facts: dict[str, Any]) -> None:
+def _target_facts(name: str | None, tool: str | None, value: Any, facts: dict[str, Any]
+                  ) -> None:
     """What the call acted on (`target`), where a shell call ran, whether its exit status
     is a pipe's (`piped`), and the files a shell call moves, removes or reads."""
-    target = target_of(tool, value)
+    target = target_of(name, value)
     # A shell call that names the directory it ran in (Codex's `workdir`), when that is
     # not the session's, says so.
-    workdir = value.get("workdir") if isinstance(value, dict) and tool == "Bash" else None
+    workdir = value.get("workdir") if isinstance(value, dict) and tool == tools.SHELL \
+        else None
     if not (isinstance(workdir, str) and workdir.startswith("/")) or \
             workdir.rstrip("/") == str(facts.get("cwd", "")).rstrip("/"):
         workdir = None
@@ -206,10 +202,10 @@ def _target_facts(tool: str | None, value: Any, facts: dict[str, Any]) -> None:
         facts["workdir"] = workdir
     if target is None:
         return
-    if tool == "Bash" and "<<" in target:
+    if tool == tools.SHELL and "<<" in target:
         target = _FILE_HEREDOC.sub(_elided, target)
     facts["target"] = clip(target, TARGET_CHARS)
-    if tool == "Bash":
+    if tool == tools.SHELL:
         # The relative paths a shell call names are resolved in the directory it ran
         # in (so `rm a.py` and an Edit of /w/a.py are one file), unless it changed
         # directory on the way.
@@ -229,7 +225,7 @@ def _input_facts(tool: str | None, value: Any, text: str | None, facts: dict[str
                  ) -> None:
     """What an edit changed and defined, a patch's files, a plan, a task list, a
     description."""
-    if tool in WRITERS and tool != "Write":
+    if tool in WRITERS and tool != tools.WRITE:
         change = edit_change(value)
         if change:
             facts["change"] = change
@@ -244,7 +240,7 @@ def _input_facts(tool: str | None, value: Any, text: str | None, facts: dict[str
             if facts.get("target") is None:
                 paths = dict.fromkeys(op[-1] for op in ops)
                 facts["target"] = clip(", ".join(paths), TARGET_CHARS)
-    if tool == "ExitPlanMode" and isinstance(value, dict) and isinstance(value.get("plan"), str):
+    if tool == tools.PLAN and isinstance(value, dict) and isinstance(value.get("plan"), str):
         facts["plan"] = clip(value["plan"], PLAN_CHARS)
     _todo_facts(tool, value, text, facts)
     if isinstance(value, dict) and isinstance(value.get("description"), str):
@@ -253,17 +249,17 @@ def _input_facts(tool: str | None, value: Any, text: str | None, facts: dict[str
 
 def _todo_facts(tool: str | None, value: Any, text: str | None, facts: dict[str, Any]
                 ) -> None:
-    """A task list: TaskCreate/TaskUpdate's task, TodoWrite's or Codex's update_plan's."""
-    if tool in ("TaskCreate", "TaskUpdate"):
+    """A task list: one task's change (a task list kept call by call), or the whole list."""
+    if tool in (tools.TASK_CREATE, tools.TASK_UPDATE):
         from agent_journal.core.recovery.task_list import task_facts
 
         facts.update(task_facts(tool, value, text))
-    if tool == "TodoWrite" and isinstance(value, dict) and isinstance(value.get("todos"), list):
+    if tool == tools.TODO_LIST and isinstance(value, dict) and isinstance(value.get("todos"), list):
         facts["todos"] = [[str(t.get("status")), clip(str(t.get("content")), 160)]
                           for t in value["todos"][:20] if isinstance(t, dict)]
-    elif tool == "update_plan" and isinstance(value, dict) and isinstance(value.get("plan"),
-                                                                         list):
-        # Codex's todo list: {"plan": [{"step", "status"}], "explanation"}.
+    elif tool == tools.PLAN_STEPS and isinstance(value, dict) and isinstance(value.get("plan"),
+                                                                            list):
+        # {"plan": [{"step", "status"}], "explanation"}.
         facts["todos"] = [[str(t.get("status")), clip(str(t.get("step")), 160)]
                           for t in value["plan"][:20] if isinstance(t, dict)]
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 
+from agent_journal.core import tools
 from agent_journal.core.recovery.calls import Call, ordered
 from agent_journal.core.recovery.record import Record
 from agent_journal.core.recovery.test_runs import (
@@ -70,15 +71,15 @@ class Failure(Record):
         return self.resolved_by is not None
 
 
-_SHELLS = frozenset({"Bash", "PowerShell"})
+_SHELLS = frozenset({tools.SHELL, tools.OTHER_SHELL})  # kinds of tool (core/tools.py)
 
 
 def _same(call: Call) -> tuple[str | None, str | None]:
     target = call.target
-    server = _server(call.tool)
+    server = tools.server_of(call.tool)
     if server is not None:
         return (server, None)  # any later success of the same MCP server resolves it
-    if call.tool in _SHELLS and target:
+    if tools.kind_of(call.tool) in _SHELLS and target:
         # A test or check run is the same run whatever its options (check_key); any
         # command is the same wherever it ran from (test_runs.core), and one that is no
         # lookup is the same command whatever its arguments (head).
@@ -90,20 +91,10 @@ def _same(call: Call) -> tuple[str | None, str | None]:
     return (call.tool, target)
 
 
-def _server(tool: str | None) -> str | None:
-    """`mcp__name` for a tool of MCP server `name` (`mcp__name__tool`), else None: a
-    server's tool that failed (a browser that timed out, a page not read yet) works again
-    once the server answers a later call."""
-    if tool is None or not tool.startswith("mcp__"):
-        return None
-    server, _, rest = tool[5:].partition("__")
-    return f"mcp__{server}" if server and rest else None
-
-
 # Tools and shell commands that only look something up: one that fails (a file that is
 # not there, a pattern with no match) is a question answered "no", not a problem to fix.
-_LOOKUP_TOOLS = frozenset({"Read", "Grep", "Glob", "LS", "WebFetch", "WebSearch",
-                           "ToolSearch", "NotebookRead", "BashOutput", "TaskOutput"})
+_LOOKUP_TOOLS = frozenset({tools.READ, tools.SEARCH, tools.WEB, tools.SHELL_OUTPUT,
+                           tools.TASK_OUTPUT})
 _LOOKUP_HEADS = frozenset({"grep", "rg", "ag", "ls", "cat", "head", "tail", "awk", "find",
                            "fd", "wc", "file", "stat", "which", "type", "jq", "tree", "du",
                            "echo", "printf", "test", "[", "diff", "readlink", "realpath",
@@ -116,9 +107,10 @@ _SUBCOMMAND = re.compile(r"^[A-Za-z][\w:.-]*$")
 def is_lookup(tool: str | None, target: str | None) -> bool:
     """Whether a call of `tool` on `target` only looked something up (a read, a search,
     a listing)."""
-    if tool in _LOOKUP_TOOLS:
+    kind = tools.kind_of(tool)
+    if kind in _LOOKUP_TOOLS:
         return True
-    if tool not in _SHELLS or not target:
+    if kind not in _SHELLS or not target:
         return False
     words = core(target).split()
     if not words:
@@ -204,7 +196,8 @@ class FailuresFold:
             # that tool (a browser tool that timed out, then worked).
             self._add(failure, key if key[0] is not None or key[1] is not None else None,
                       hidden)
-            parts = chain_keys(call.target) if call.tool == "Bash" and call.target else []
+            parts = chain_keys(call.target) if tools.kind_of(call.tool) == tools.SHELL \
+                and call.target else []
             if parts and call.id in self.open:
                 self.chains[call.id] = sorted(set(parts))
             return failure
@@ -217,7 +210,7 @@ class FailuresFold:
             self._masked_step(call)
             return None
         keys = [_same(call), (call.tool, None)]
-        if call.tool in _SHELLS and call.target:
+        if tools.kind_of(call.tool) in _SHELLS and call.target:
             keys.append((call.tool, check_key(command_key(call.target))))
             # A failure that printed no run summary was keyed by the command itself,
             # or (not a lookup) by its head.

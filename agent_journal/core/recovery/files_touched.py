@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 
+from agent_journal.core import tools
 from agent_journal.core.recovery.calls import Call, ordered
 from agent_journal.core.recovery.record import Record
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 CREATED, UPDATED, WRITTEN, EDITED = "created", "updated", "written", "edited"
 _GIT_CLEAN = re.compile(r"\bgit clean\b")
-READERS = frozenset({"Read", "NotebookRead"})
+READERS = frozenset({tools.READ})  # kinds of tool (core/tools.py)
 DELETED, MOVED, REVERTED = "deleted", "moved", "reverted"
 MAX_DEFINES = 8  # names kept per file
 MAX_INSTALLED = 20  # packages kept (dependencies.py), the latest installed last
@@ -83,7 +84,7 @@ class FilesFold:
 
     def _defines(self, call: Call, names: list[str]) -> None:
         """Names a change defined, kept on the file it changed (a patch of one file)."""
-        paths = [call.target] if call.tool in ("Write", "Edit", "MultiEdit") else \
+        paths = [call.target] if tools.kind_of(call.tool) in (tools.WRITE, tools.EDIT) else \
             list(dict.fromkeys(op[-1] for op in call.get("fileOps") or ()))
         if len(paths) != 1 or paths[0] not in self.files:
             return
@@ -109,10 +110,10 @@ class FilesFold:
         if not call.succeeded:
             return
         files, touch = self.files, self._touch
-        tool, target = call.tool, call.target
-        if tool == "Write" and target:
+        tool, target = tools.kind_of(call.tool), call.target
+        if tool == tools.WRITE and target:
             touch(target, call.get("write") or WRITTEN, call)
-        elif tool in ("Edit", "MultiEdit", "NotebookEdit") and target:
+        elif tool in (tools.EDIT, tools.NOTEBOOK_EDIT) and target:
             touch(target, EDITED, call)
             files[target].last_change = call.get("change")
         names = call.get("defines")
@@ -181,7 +182,7 @@ class ReadsFold:
     def step(self, call: Call) -> None:
         if not call.succeeded:
             return
-        paths = [call.target] if call.tool in READERS and call.target else []
+        paths = [call.target] if tools.kind_of(call.tool) in READERS and call.target else []
         paths += call.get("reads") or []
         read = self.read
         for path in paths:

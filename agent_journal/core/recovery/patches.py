@@ -11,11 +11,13 @@ nothing, whatever it names.
 
 from __future__ import annotations
 
+from agent_journal.core import tools
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-PATCH_TOOLS = frozenset({"apply_patch"})
+PATCH_TOOLS = frozenset({tools.PATCH})  # kinds of tool (core/tools.py)
 _HEADS = (("*** Add File: ", "created"), ("*** Update File: ", "edited"),
           ("*** Delete File: ", "deleted"))
 _MOVE = "*** Move to: "

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import re
 
+from agent_journal.core import tools
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from agent_journal.core.recovery.calls import Call
 
 KEPT = 3
+_SHELLS = frozenset({tools.SHELL, tools.OTHER_SHELL})  # kinds of tool (core/tools.py)
 _BY_NUMBER = re.compile(
     r"\bgh pr (?:view|checks|diff|merge|comment|review|edit|ready|close|reopen|checkout)"
     r"(?:\s+-{1,2}[\w-]+(?:[ =](?!\d)\S+)?)*\s+#?(\d+)\b"
@@ -39,7 +42,7 @@ class PullRequestsFold:
         self.named: dict[str, str | None] = {}
 
     def step(self, call: Call) -> None:
-        if not call.succeeded or call.tool not in ("Bash", "PowerShell") or not call.target \
+        if not call.succeeded or tools.kind_of(call.tool) not in _SHELLS or not call.target \
                 or "gh " not in call.target:
             return
         found: dict[str, str | None] = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from agent_journal.core import tools
 from agent_journal.core.recovery.calls import Call
 from agent_journal.core.recovery.failures import is_lookup
 from agent_journal.core.recovery.test_runs import command_key, core, quiet
@@ -22,8 +23,8 @@ if TYPE_CHECKING:
 
 ACTIONS = 3  # kept per failure
 ACTION_CHARS = 72  # of a command, as an action shows it
-_EDITS = frozenset({"Edit", "MultiEdit", "NotebookEdit", "Write"})
-_SHELLS = frozenset({"Bash", "PowerShell"})
+_EDITS = frozenset({tools.EDIT, tools.NOTEBOOK_EDIT, tools.WRITE})  # kinds (core/tools.py)
+_SHELLS = frozenset({tools.SHELL, tools.OTHER_SHELL})
 
 
 def action_of(call: Call) -> str | None:
@@ -37,12 +38,13 @@ def action_of(call: Call) -> str | None:
     tool, target = call.tool, call.target
     if is_lookup(tool, target):
         return None
-    if tool in _EDITS and target:
+    kind = tools.kind_of(tool)
+    if kind in _EDITS and target:
         return f"edited {_base(target)}"
     ops = call.get("fileOps")
-    if ops and tool not in _SHELLS:
+    if ops and kind not in _SHELLS:
         return "changed " + ", ".join(dict.fromkeys(_base(op[-1]) for op in ops[:3]))
-    if tool in _SHELLS and target:
+    if kind in _SHELLS and target:
         command = " ".join(core(command_key(target)).split())
         return f"ran `{clip(command, ACTION_CHARS)}`"
     return None

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from agent_journal.core import tools
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -27,7 +29,7 @@ def task_facts(tool: str | None, value: Any, output: str | None) -> dict[str, st
     TaskCreate's from its result, a TaskUpdate's from its input), `taskSubject`,
     `taskStatus`. A call's start and end are separate events: the facts merge."""
     facts: dict[str, str] = {}
-    if tool == "TaskCreate":
+    if tool == tools.TASK_CREATE:
         found = _CREATED.search(output or "")
         if found:
             facts["taskId"] = found.group(1)
@@ -37,7 +39,7 @@ def task_facts(tool: str | None, value: Any, output: str | None) -> dict[str, st
             facts["taskSubject"] = subject[:160]
         if isinstance(status, str):
             facts["taskStatus"] = status
-        if tool == "TaskUpdate" and isinstance(value.get("taskId"), str | int):
+        if tool == tools.TASK_UPDATE and isinstance(value.get("taskId"), str | int):
             facts["taskId"] = str(value["taskId"])
     return facts
 
@@ -48,7 +50,7 @@ def step(table: dict[str, list[str]], call: Call) -> list[list[str]] | None:
     if not task_id or not call.succeeded:
         return None
     subject, status = call.get("taskSubject"), call.get("taskStatus")
-    if call.tool == "TaskCreate":
+    if tools.kind_of(call.tool) == tools.TASK_CREATE:
         if len(table) >= MAX_TASKS and task_id not in table:
             return None
         table[task_id] = [status or "pending", subject or ""]

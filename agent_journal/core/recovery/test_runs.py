@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from agent_journal.core import tools
 from agent_journal.core.recovery.calls import Call, ordered
 from agent_journal.core.recovery.record import Record
 from agent_journal.core.recovery.run_summary import RunSummary
@@ -162,10 +163,10 @@ def earlier_runs(latest: RunSummary, latest_id: str, first: RunMark | None,
     return passed, first if figures(first.summary) - told else None
 
 
-# Tools that only read: a call of one between a failing run and a re-run changes nothing
-# the re-run depends on.
-_READING = frozenset({"Read", "Grep", "Glob", "LS", "WebFetch", "WebSearch", "ToolSearch",
-                      "TodoWrite", "BashOutput", "NotebookRead"})
+# Kinds of tool (core/tools.py) that only read: a call of one between a failing run and a
+# re-run changes nothing the re-run depends on.
+_READING = frozenset({tools.READ, tools.SEARCH, tools.WEB, tools.TODO_LIST,
+                      tools.SHELL_OUTPUT})
 
 
 def quiet(call: Call) -> bool:
@@ -174,9 +175,10 @@ def quiet(call: Call) -> bool:
     (the user may have acted before one)."""
     if not call.is_tool_call:
         return call.said != "prompt"
-    if call.tool in _READING:
+    kind = tools.kind_of(call.tool)
+    if kind in _READING:
         return True
-    return call.tool == "Bash" and bool(call.get("reads")) and not call.get("fileOps")
+    return kind == tools.SHELL and bool(call.get("reads")) and not call.get("fileOps")
 
 
 class FailedRun(Record):
