@@ -358,11 +358,13 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     files.fill(touched, lambda f: (
         {"path": f.path, "state": f.state, "changes": f.changes, "lastTs": f.last_ts,
          "lastChange": ({"added": f.last_change[0], "removed": f.last_change[1]}
-                        if f.last_change else None), "defines": list(f.defines)},
+                        if f.last_change else None), "defines": list(f.defines),
+         "removes": list(f.removes)},
         f"- {code(_relative(f.path, base))}: {f.state}"
         f"{f' to {code(_relative(f.moved_to, base))}' if f.moved_to else ''} "
         f"({f.changes} change(s), last {hhmm(f.last_ts)})"
         + (f"; defines {', '.join(f.defines)}" if f.defines else "")
+        + (f"; removes {', '.join(f.removes)}" if f.removes else "")
         + (_change_md(f.last_change) if f.path in with_change else "") + "\n"))
 
     installed: dict[str, str] = {}

@@ -150,3 +150,22 @@ def test_output_sent_to_dev_null_does_not_change_what_ran():
     assert command_key("pytest -q 2>/dev/null | tail -3") == "pytest -q"
     assert command_key("make > /dev/null 2>&1") == "make"
     assert command_key("ls /dev/nullable") == "ls /dev/nullable"
+
+
+def test_an_edit_that_takes_a_definition_out_says_so_until_it_is_defined_again():
+    from agent_journal.core.recovery.files_touched import files_touched
+
+    old = "function chunkArray(a, n) {\n  return [];\n}\nexport const SIZE = 5;\n"
+    first = _tool_call(1, "Edit", {"file_path": "/w/engine.ts", "old_string": old,
+                                   "new_string": "export const SIZE = 5;\n"})
+    assert first.get("undefines") == ["chunkArray"]
+    [state] = files_touched([first])
+    assert state.removes == ["chunkArray"] and state.defines == []
+    again = _tool_call(2, "Edit", {"file_path": "/w/engine.ts", "old_string": "x",
+                                   "new_string": "function chunkArray(a) {}\n"})
+    [state] = files_touched([first, again])
+    assert state.removes == [] and state.defines == ["chunkArray"]
+    patch = ("*** Begin Patch\n*** Update File: a.py\n@@\n-def old_helper(x):\n"
+             "-    return x\n+def new_helper(x):\n+    return x\n*** End Patch")
+    facts = _tool_call(3, "apply_patch", {"input": patch})
+    assert facts.get("undefines") == ["old_helper"] and facts.get("defines") == ["new_helper"]

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "24"
+FACTS_VERSION = "25"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -233,6 +233,9 @@ def _input_facts(tool: str | None, value: Any, text: str | None, facts: dict[str
         names = _defined(value)
         if names:
             facts["defines"] = names
+        gone = _defined(value, removed=True)
+        if gone:
+            facts["undefines"] = gone
     if tool in PATCH_TOOLS:
         ops = patch_file_ops(value)
         if ops:
@@ -419,26 +422,30 @@ def _first_new(lines: list[str], other: set[str]) -> str | None:
     return None
 
 
-def _defined(value: Any) -> list[str]:
-    """The names an Edit, MultiEdit, Write or patch defines (symbols.defined_names)."""
+def _defined(value: Any, removed: bool = False) -> list[str]:
+    """The names an Edit, MultiEdit, Write or patch defines (symbols.defined_names); with
+    `removed`, the names it took out (defined in what it replaced, not in what it wrote)."""
     from agent_journal.core.recovery.symbols import defined_names
+
+    def compared(new: str, old: str) -> list[str]:
+        return defined_names(old, new) if removed else defined_names(new, old)
 
     if isinstance(value, str):  # a patch's text: its added lines against its removed ones
         lines = value.splitlines()
-        return defined_names("\n".join(x[1:] for x in lines if x.startswith("+")),
-                             "\n".join(x[1:] for x in lines if x.startswith("-")))
+        return compared("\n".join(x[1:] for x in lines if x.startswith("+")),
+                        "\n".join(x[1:] for x in lines if x.startswith("-")))
     if not isinstance(value, dict):
         return []
     if isinstance(value.get("content"), str):
-        return defined_names(value["content"])
+        return [] if removed else defined_names(value["content"])
     if isinstance(value.get("input"), str):  # Codex's apply_patch {"input": patch}
-        return _defined(value["input"])
+        return _defined(value["input"], removed)
     edits: list[Any] = value["edits"] if isinstance(value.get("edits"), list) else [value]
     added = "\n".join(e["new_string"] for e in edits
                       if isinstance(e, dict) and isinstance(e.get("new_string"), str))
-    removed = "\n".join(e["old_string"] for e in edits
-                        if isinstance(e, dict) and isinstance(e.get("old_string"), str))
-    return defined_names(added, removed)
+    taken = "\n".join(e["old_string"] for e in edits
+                      if isinstance(e, dict) and isinstance(e.get("old_string"), str))
+    return compared(added, taken)
 
 
 def edit_change(value: Any) -> list[str | None] | None:

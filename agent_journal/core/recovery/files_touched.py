@@ -41,8 +41,9 @@ MAX_INSTALLED = 20  # packages kept (dependencies.py), the latest installed last
 
 class FileState(Record):
     __slots__ = ("path", "state", "changes", "last_ts", "call_ids", "moved_to", "last_change",
-                 "defines")
-    DEFAULTS = {"call_ids": list, "moved_to": None, "last_change": None, "defines": list}
+                 "defines", "removes")
+    DEFAULTS = {"call_ids": list, "moved_to": None, "last_change": None, "defines": list,
+                "removes": list}
     path: str
     state: str
     changes: int
@@ -51,6 +52,7 @@ class FileState(Record):
     moved_to: str | None
     last_change: list[str | None] | None  # the latest edit's [added, removed] line
     defines: list[str]  # names its changes defined (symbols.py), the latest last
+    removes: list[str]  # names its changes took out and none defined again, the latest last
 
 
 class FilesFold:
@@ -82,18 +84,23 @@ class FilesFold:
         if state != MOVED:
             entry.moved_to = None
 
-    def _defines(self, call: Call, names: list[str]) -> None:
-        """Names a change defined, kept on the file it changed (a patch of one file)."""
+    def _defines(self, call: Call, names: list[str], gone: list[str]) -> None:
+        """Names a change defined and names it took out, kept on the file it changed (a
+        patch of one file): a name defined again is no longer taken out, and the reverse."""
         paths = [call.target] if tools.kind_of(call.tool) in (tools.WRITE, tools.EDIT) else \
             list(dict.fromkeys(op[-1] for op in call.get("fileOps") or ()))
         if len(paths) != 1 or paths[0] not in self.files:
             return
-        kept = self.files[paths[0]].defines
-        for name in names:
-            if name in kept:
-                kept.remove(name)
-            kept.append(name)
-        del kept[:-MAX_DEFINES]
+        entry = self.files[paths[0]]
+        for kept, other, changed in ((entry.defines, entry.removes, names),
+                                     (entry.removes, entry.defines, gone)):
+            for name in changed:
+                if name in kept:
+                    kept.remove(name)
+                if name in other:
+                    other.remove(name)
+                kept.append(name)
+            del kept[:-MAX_DEFINES]
 
     def _revert(self, path: str, call: Call) -> None:
         """`git checkout -- path` / `git restore path` puts the path back; when it names a
@@ -116,9 +123,9 @@ class FilesFold:
         elif tool in (tools.EDIT, tools.NOTEBOOK_EDIT) and target:
             touch(target, EDITED, call)
             files[target].last_change = call.get("change")
-        names = call.get("defines")
-        if names:
-            self._defines(call, names)
+        names, gone = call.get("defines"), call.get("undefines")
+        if names or gone:
+            self._defines(call, names or [], gone or [])
         for package in call.get("installs") or ():
             self.installed.pop(package, None)
             self.installed[package] = call.ts
