@@ -169,3 +169,14 @@ def test_an_edit_that_takes_a_definition_out_says_so_until_it_is_defined_again()
              "-    return x\n+def new_helper(x):\n+    return x\n*** End Patch")
     facts = _tool_call(3, "apply_patch", {"input": patch})
     assert facts.get("undefines") == ["old_helper"] and facts.get("defines") == ["new_helper"]
+
+
+def test_keeping_the_task_list_between_a_failure_and_a_rerun_changes_nothing():
+    from agent_journal.core.recovery.test_runs import quiet
+
+    for tool, value in (("TodoWrite", {"todos": []}), ("update_plan", {"plan": []}),
+                        ("TaskUpdate", {"taskId": "1", "status": "completed"}),
+                        ("TaskCreate", {"subject": "x"}), ("web_search", {"query": "x"})):
+        assert quiet(_tool_call(1, tool, value)), tool
+    assert not quiet(_tool_call(1, "Edit", {"file_path": "a", "old_string": "a",
+                                            "new_string": "b"}))

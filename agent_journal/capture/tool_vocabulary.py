@@ -46,7 +46,7 @@ CLAUDE_CODE: dict[str, Tool] = {
 }
 # Codex's calls as capture/codex.py stores them: a shell call as Claude Code's `Bash` (older
 # captures kept Codex's own shell names, whose input is not parsed), an MCP tool as
-# mcp__<server>__<tool>. (`web_search` and `container.exec` have no kind yet.)
+# mcp__<server>__<tool>. (`container.exec` has no kind yet.)
 CODEX: dict[str, Tool] = {
     "Bash": CLAUDE_CODE["Bash"],
     "shell": (tools.OTHER_SHELL, None),
@@ -55,6 +55,7 @@ CODEX: dict[str, Tool] = {
     "write_stdin": (tools.SHELL_INPUT, None),
     "apply_patch": (tools.PATCH, None),
     "update_plan": (tools.PLAN_STEPS, None),
+    "web_search": (tools.WEB, None),
 }
 # Names by their prefix, any agent's: an MCP server's tools.
 PREFIXES = {"mcp__": tools.MCP}

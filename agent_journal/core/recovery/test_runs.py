@@ -163,9 +163,10 @@ def earlier_runs(latest: RunSummary, latest_id: str, first: RunMark | None,
     return passed, first if figures(first.summary) - told else None
 
 
-# Kinds of tool (core/tools.py) that only read: a call of one between a failing run and a
-# re-run changes nothing the re-run depends on.
+# Kinds of tool (core/tools.py) that only read or keep the task list: a call of one between
+# a failing run and a re-run changes nothing the re-run depends on.
 _READING = frozenset({tools.READ, tools.SEARCH, tools.WEB, tools.TODO_LIST,
+                      tools.PLAN_STEPS, tools.TASK_CREATE, tools.TASK_UPDATE,
                       tools.SHELL_OUTPUT})
 
 
