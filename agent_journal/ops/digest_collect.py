@@ -315,8 +315,7 @@ def _commits(fold: DigestFold) -> tuple[Section, str | None]:
     section = Section("commits", "Commits", "commits")
     # The git operations first: the bound drops a section's first items first, and a
     # commit says more than a reset or a stash that came before or after it.
-    operations = git.operations[-lines.GIT_OPERATIONS:]
-    operations = lines.operation_items(operations)
+    operations = lines.operation_items(git.operations[-lines.GIT_OPERATIONS:])
     for item in operations:
         section.add(*item)
     for cm in git.commits:
