@@ -180,3 +180,21 @@ def test_keeping_the_task_list_between_a_failure_and_a_rerun_changes_nothing():
         assert quiet(_tool_call(1, tool, value)), tool
     assert not quiet(_tool_call(1, "Edit", {"file_path": "a", "old_string": "a",
                                             "new_string": "b"}))
+
+
+def test_an_http_client_that_exits_0_on_an_error_answer_failed():
+    from agent_journal.core.recovery.http_errors import http_error
+
+    body = ('{"message":"Failed to pin file to IPFS: fetch failed",'
+            '"error":"Internal Server Error","statusCode":500}')
+    verbose = "* Trying ::1\n< HTTP/1.1 100 Continue\n< HTTP/1.1 502 Bad Gateway\r\n< X: y\n"
+    assert http_error(body) == "HTTP 500: Failed to pin file to IPFS: fetch failed"
+    assert http_error(verbose) == "HTTP 502: Bad Gateway"
+    assert http_error('{"message": "Not Found", "status": 404}') is None  # a lookup's no
+    assert http_error('{"status": 500}') is None  # a field of data, not an answer
+    assert http_error('{"items": [], "status": "completed"}') is None
+    curl = _tool_call(1, "Bash", {"command": "curl -s -X POST http://x/upload"}, output=body)
+    assert curl.failed and curl.get("reason").startswith("HTTP 500: Failed to pin")
+    # The same output from a command that is no HTTP client is its own business.
+    cat = _tool_call(2, "Bash", {"command": "cat response.json"}, output=body)
+    assert cat.succeeded

@@ -3,7 +3,9 @@
 Invariant: `fold` is the fold `Derived.observation_view` does (`latest_wins` of
 `core/observation_fold.py`: the latest event that says anything wins), applied to
 `facts.event_facts` of each event;
-`call_from_view` gives the same Call from a view of the whole observation.
+`call_from_view` gives the same Call from a view of the whole observation. A tool call
+failed when its status or exit code says so, or when its command ran an HTTP client that
+printed an error answer (`httpError`, core/recovery/http_errors.py) and exited 0.
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ class Call(Record):
                 state = STARTED
             elif status in FAILED_STATUSES or (isinstance(exit_code, int) and exit_code != 0):
                 state = FAILED
+            elif "httpError" in facts and _http_client(facts.get("target")):
+                # `curl -s` exits 0 on an error answer: the call failed all the same.
+                state = FAILED
+                facts.setdefault("reason", facts["httpError"])
             else:
                 state = OK
         self._state = state
@@ -155,3 +161,9 @@ def ordered(calls: Iterable[Call]) -> list[Call]:
     if isinstance(calls, Ordered):
         return calls
     return Ordered(sorted(calls, key=_ORDER))
+
+
+def _http_client(target: Any) -> bool:
+    from agent_journal.core.recovery.http_errors import runs_http_client
+
+    return isinstance(target, str) and runs_http_client(target)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "25"
+FACTS_VERSION = "26"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -286,6 +286,8 @@ def _failure_facts(tool: str | None, text: str, failed: bool, facts: dict[str, A
         facts["status"] = "error"
         facts.pop("fileOps", None)
         facts["reason"] = clip(refused_patch, 300)
+    if not failed and tool == tools.SHELL:
+        _http_failure(facts, text)
     if not failed:
         return False
     reason = error_reason(text)
@@ -304,6 +306,20 @@ def _failure_facts(tool: str | None, text: str, failed: bool, facts: dict[str, A
         if words:
             facts["words"] = clip(words, 1000)
     return True
+
+
+def _http_failure(facts: dict[str, Any], text: str) -> None:
+    """An error answer an HTTP client printed, exiting 0 all the same (http_errors): kept
+    as `httpError`, whatever the event's command (an import keeps the command on the
+    call's start and its output on its end); calls.Call makes the call a failure when its
+    command ran an HTTP client."""
+    if "HTTP/" not in text and "tatus" not in text:
+        return
+    from agent_journal.core.recovery.http_errors import http_error
+
+    reason = http_error(text)
+    if reason is not None:
+        facts["httpError"] = reason
 
 
 def _shell_output_facts(text: str, failed: bool, facts: dict[str, Any]) -> None:
