@@ -1,0 +1,46 @@
+"""A push that finds another root writing under its replica id forks this root.
+
+spec/SYNC.md, "A root copied or restored". Invariants:
+- The fork happens before the push writes anything to the remote, and only when
+  the own manifest in place was written by another root (sync_push.AnotherRoot).
+- It loses and strands nothing: the root's segments stay as they are and stay its
+  own to push (storage/replica_fork.py), so the push that forked goes on under the
+  new id with every event this root holds, those written after the roots parted
+  included; the old id's prefix is left to the other root, and from now on this
+  root pulls it like any other replica's.
+- A root that does not yet hold the tombstones the other root's manifest names
+  forks, but pushes only after a pull brought them (so what that root erased is
+  not published again).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_journal.core.errors import ConflictError
+from agent_journal.storage.replica_fork import fork as fork_root
+from agent_journal.storage.workspace import Workspace
+
+
+class PullFirst(ConflictError):
+    """A push forked, and must pull the other root's tombstones before it pushes."""
+
+    def __init__(self, forked: dict[str, Any]) -> None:
+        super().__init__(
+            f"{forked['reason']}. Nothing was pushed: the other root erased what this "
+            "root still holds, so pull first (it brings that root's tombstones), then "
+            "push; `sync` does both")
+        self.forked = forked
+
+
+def fork(ws: Workspace, url: str, why: str) -> dict[str, Any]:
+    """Fork the root of `ws` away from its current id; the report's `forked` object."""
+    old = ws.root.replica_id
+    new = fork_root(ws.root, old)
+    return {"from": old, "to": new, "why": why,
+            "reason": (f"replica {old}'s manifest in {url} was written by another root with "
+                       f"this replica id ({why}): a copy of this root, or this root restored "
+                       f"from a backup. This root is now replica {new}; its events, those "
+                       f"written since the roots parted included, are pushed under {new}, "
+                       f"and {old}'s are pulled like any other replica's")}
+
