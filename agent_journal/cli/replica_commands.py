@@ -77,6 +77,15 @@ def cmd_merge(a: dict[str, Any]) -> int:
 
 # -- sync through a bucket or a shared folder ----------------------------------------
 
+def _sync_context(a: dict[str, Any]) -> Any:
+    """The context of a command that uses the remotes: with the project file's remote."""
+    from agent_journal.cli.project_defaults import project_remote
+
+    ctx = context(a)
+    ctx.project_remote = project_remote(ctx.workspace_name)
+    return ctx
+
+
 def cmd_remote_add(a: dict[str, Any]) -> int:
     from agent_journal.ops import remotes
 
@@ -88,21 +97,21 @@ def cmd_remote_add(a: dict[str, Any]) -> int:
 def cmd_remote_list(a: dict[str, Any]) -> int:
     from agent_journal.ops import remotes
 
-    emit_action(a, remotes.list_remotes(context(a)), "remote_list_text")
+    emit_action(a, remotes.list_remotes(_sync_context(a)), "remote_list_text")
     return 0
 
 
 def cmd_remote_remove(a: dict[str, Any]) -> int:
     from agent_journal.ops import remotes
 
-    emit_action(a, remotes.remove(context(a), a["name"]), "remote_remove_text")
+    emit_action(a, remotes.remove(_sync_context(a), a["name"]), "remote_remove_text")
     return 0
 
 
 def cmd_remote_status(a: dict[str, Any]) -> int:
     from agent_journal.ops import sync
 
-    report = sync.status(context(a), a["name"])
+    report = sync.status(_sync_context(a), a["name"])
     emit_action(a, report, "remote_status_text")
     for text in report["warnings"]:
         output.warn(text)
@@ -114,7 +123,7 @@ def sync_command(a: dict[str, Any], what: str) -> int:
 
     progress = output.progress_for_terminal()
     try:
-        report = getattr(sync, what)(context(a), a["name"], progress=progress)
+        report = getattr(sync, what)(_sync_context(a), a["name"], progress=progress)
     finally:
         output.progress_done(progress)
     emit_action(a, report, f"{what}_text")
