@@ -121,6 +121,8 @@ def cmd_remote_status(a: dict[str, Any]) -> int:
 def sync_command(a: dict[str, Any], what: str) -> int:
     from agent_journal.ops import sync
 
+    if a["within"] is not None:
+        return _within(a, what)
     progress = output.progress_for_terminal()
     try:
         report = getattr(sync, what)(_sync_context(a), a["name"], progress=progress)
@@ -133,6 +135,26 @@ def sync_command(a: dict[str, Any], what: str) -> int:
     # could, but a script must not read it as complete.
     refused = report.get("refused") or (report.get("pull") or {}).get("refused")
     return 1 if refused else 0
+
+
+def _within(a: dict[str, Any], what: str) -> int:
+    """The command in a process of its own, waited for at most --within seconds; exit 0
+    whatever it does (ops/sync_background.py)."""
+    from agent_journal.ops.sync_background import run_within
+
+    ctx = context(a)  # the workspace checked here, and named to the other process
+    argv = [what, *([a["name"]] if a["name"] else []), "--workspace", ctx.workspace_name,
+            *(["--root", a["root"]] if a["root"] else [])]
+    report = run_within(what, argv, a["within"], a["root"])
+    if a["json"]:
+        output.emit_json(report)
+    else:
+        state = ("done" if report["exitCode"] == 0 else "failed" if report["finished"]
+                 else "goes on in the background")
+        output.emit_text(f"{what}: {state} (log: {report['log']})")
+    for text in report["warnings"]:
+        output.warn(text)
+    return 0
 
 
 def cmd_push(a: dict[str, Any]) -> int:
