@@ -147,3 +147,24 @@ def test_a_manifest_names_another_ids_segments_only_under_forked_from(tmp_path) 
                 {**good, "syncFormat": 1}):
         with pytest.raises(JournalError):
             check_sync_manifest(json.dumps(bad).encode(), workspace=WS, replica=new)
+
+
+def test_compaction_never_takes_the_old_ids_newest_segments_for_sealed(tmp_path) -> None:
+    # A process that read the old id before the fork (an MCP server) still appends to
+    # its newest segment: compaction must not copy it as if no append could reach it.
+    from agent_journal.storage.replica_fork import fork, own_replicas
+    from agent_journal.storage.root import Root
+    from agent_journal.storage.segment_copy import sealed_segments
+
+    root = make_root(tmp_path, "root")
+    note(root, "n0")
+    old = replica_id(root)
+    segments = root / "workspaces" / WS / "segments"
+    for n in (2, 3):
+        shutil.copy(segments / f"{old}-000001.sqlite", segments / f"{old}-00000{n}.sqlite")
+    opened = Root.open(str(root), create=False)
+    new = fork(opened, old)
+    assert replica_id(root) == new and own_replicas(opened) == {old, new}
+    assert fork(Root.open(str(root), create=False), old) == new  # once only
+    sealed = sealed_segments(opened.workspace(WS))
+    assert sealed == {f"workspaces/{WS}/segments/{old}-000001.sqlite"}

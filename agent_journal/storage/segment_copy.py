@@ -71,15 +71,19 @@ COPY_PREFIX = ".compact-"
 
 def sealed_segments(ws: Workspace) -> set[str]:
     """The segments (relative to the root) no append can reach: every other replica's,
-    and this replica's own but its two newest (merge_plan.sealed_own)."""
+    and this replica's own but its two newest (merge_plan.sealed_own), of its id and of
+    each id it forked from (a process that read the old id may still append there)."""
+    from agent_journal.storage.replica_fork import own_replicas
+
     paths = ws.segment_paths()
-    replica = ws.root.replica_id
-    own_sealed = merge_plan.sealed_own((os.path.basename(p) for p in paths), replica)
+    replicas = own_replicas(ws.root)
+    names = [os.path.basename(p) for p in paths]
+    own_sealed = frozenset().union(*(merge_plan.sealed_own(names, r) for r in replicas))
     sealed: set[str] = set()
     for path in paths:
         name = os.path.basename(path)
         found = merge_plan.own_segment(name)
-        if found is None or found[0] != replica or name in own_sealed:
+        if found is None or found[0] not in replicas or name in own_sealed:
             sealed.add(ws.rel(path))
     return sealed
 
