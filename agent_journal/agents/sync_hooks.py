@@ -2,9 +2,11 @@
 "Syncing from an agent's hooks").
 
 Invariants:
-- They are separate handlers running `agent-journal pull|push --within SECONDS`, never
-  the capture hook (`agent-journal hook AGENT`): the capture path imports nothing of sync,
-  and a sync that hangs or fails holds and fails nothing of the capture.
+- They are separate handlers running `agent-journal hook sync-start|sync-end` (a pull or push
+  `--within` its bound; a fail-open command, like the capture hook: whatever goes wrong,
+  even a usage error, is logged and the agent sees exit 0, never the 2 that would block
+  it), never the capture hook (`agent-journal hook AGENT`): the capture path imports
+  nothing of sync, and a sync that hangs or fails holds and fails nothing of the capture.
 - The pull at session start waits at most PULL_WITHIN_S for itself (then goes on in the
   background), and is written after the capture handler, so an agent that runs an
   event's handlers one after another builds the session's context first; the push at
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
     from agent_journal.agents.agent import Agent, Target
 
 PULL_WITHIN_S = 3
+# The bound of `hook sync-start` and `hook sync-end` (cli/replica_commands.py), seconds.
+WITHIN = {"start": PULL_WITHIN_S, "end": 0}
 # What the agent allows each handler before it ends it (seconds): well past the bound,
 # which the command keeps itself.
 TIMEOUT_S = 15
@@ -37,17 +41,15 @@ END_EVENT = {"claude-code": "SessionEnd", "codex": "Stop"}
 def handlers(agent: Agent, target: Target, extra: list[str]) -> dict[str, dict[str, Any]]:
     words = shared_command(target.path) if target.shared else stable_executable()
 
-    def handler(verb: str, within: int) -> dict[str, Any]:
-        command = " ".join(shlex.quote(w) for w in
-                           [*words, verb, "--within", str(within), *extra])
+    def handler(when: str) -> dict[str, Any]:
+        command = " ".join(shlex.quote(w) for w in [*words, "hook", f"sync-{when}", *extra])
         return {"type": "command", "command": command, "timeout": TIMEOUT_S}
 
-    return {"SessionStart": handler("pull", PULL_WITHIN_S),
-            END_EVENT[agent.name]: handler("push", 0)}
+    return {"SessionStart": handler("start"), END_EVENT[agent.name]: handler("end")}
 
 
 def is_sync_handler(handler: Any) -> bool:
-    """An agent-journal sync handler (`pull`/`push --within`), whichever installation."""
+    """An agent-journal sync handler (`hook sync-start|sync-end`), whichever installation."""
     if not isinstance(handler, dict) or handler.get("type") != "command":
         return False
     command = handler.get("command")
@@ -61,4 +63,4 @@ def is_sync_handler(handler: Any) -> bool:
         words = words[2:]
     elif not words or os.path.basename(words[0]) != SCRIPT:
         return False
-    return len(words) >= 3 and words[1] in ("pull", "push") and "--within" in words[2:]
+    return len(words) >= 3 and words[1:3] in (["hook", "sync-start"], ["hook", "sync-end"])

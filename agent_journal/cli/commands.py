@@ -109,7 +109,7 @@ OBSERVE_KINDS = ("tool_call", "user_prompt", "session_start", "pre_compact", "po
 
 # Help for the first word of two- and three-word commands.
 GROUP_HELP = {
-    "hook": "Journal what an agent's hook sends on stdin (run by the agent, fails open).",
+    "hook": "What an agent's hooks run: journal what it sends on stdin, or sync (fails open).",
     "hooks": "Install or remove the agent-journal hook in an agent's settings.",
     "hooks install": "Add the hook to an agent's settings.",
     "hooks uninstall": "Remove the hook from an agent's settings.",
@@ -263,7 +263,7 @@ OTHER_PROJECT = Opt("other_project", "--other-project", "Import even when the wo
                     "same folder nor inside or above it); a warning names both.", kind=BARE)
 SYNC_HOOKS = Opt("sync", "--sync", "Also sync through the workspace's remote: a pull of at "
                  "most 3 s when a session starts, a push in the background when it ends "
-                 "(`pull`/`push --within`; never failing the session). Uninstall removes "
+                 "(`hook sync-start|sync-end`; never failing the session). Uninstall removes "
                  "them with the hooks.", kind=BARE)
 CLAUDE_INSTALL = (PROJECT, CLAUDE_SCOPE, INSTALL_WORKSPACE, PLAIN_ROOT, DRY_RUN, MCP, SYNC_HOOKS)
 CODEX_INSTALL = (PROJECT, CODEX_SCOPE, INSTALL_WORKSPACE, PLAIN_ROOT, DRY_RUN, SYNC_HOOKS)
@@ -281,6 +281,29 @@ _add(Command(
     "fails the agent: errors go to <root>/logs/hook.log and exit 0).",
     "hook_commands:cmd_hook_codex",
     opts=(HOOK_WORKSPACE, PLAIN_ROOT),
+    fail_open=True,
+))
+
+SYNC_HOOK_WORKSPACE = Opt("workspace", "--workspace", "Workspace id (default: "
+                          "$AGENT_JOURNAL_WORKSPACE, else the .agent-journal.toml found from "
+                          "the current folder).", env=ENV_WORKSPACE, metavar="ID", type="id",
+                          project="workspace")
+
+_add(Command(
+    "hook sync-start", "Pull, waited for at most 3 s, then left to finish in the background "
+    "(run by an agent at session start; never fails the agent: errors go to "
+    "<root>/logs/hook.log and <root>/logs/sync.log, and exit 0).",
+    "replica_commands:cmd_sync_hook_start",
+    opts=(SYNC_HOOK_WORKSPACE, PLAIN_ROOT),
+    fail_open=True,
+))
+
+_add(Command(
+    "hook sync-end", "Push in the background, not waited for (run by an agent at session "
+    "end; never fails the agent: errors go to <root>/logs/hook.log and <root>/logs/sync.log, "
+    "and exit 0).",
+    "replica_commands:cmd_sync_hook_end",
+    opts=(SYNC_HOOK_WORKSPACE, PLAIN_ROOT),
     fail_open=True,
 ))
 

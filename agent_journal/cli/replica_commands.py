@@ -137,9 +137,10 @@ def sync_command(a: dict[str, Any], what: str) -> int:
     return 1 if refused else 0
 
 
-def _within(a: dict[str, Any], what: str) -> int:
+def _within(a: dict[str, Any], what: str, *, quiet: bool = False) -> int:
     """The command in a process of its own, waited for at most --within seconds; exit 0
-    whatever it does (ops/sync_background.py)."""
+    whatever it does (ops/sync_background.py). `quiet`: nothing on stdout (an agent
+    reads a session hook's stdout as context)."""
     from agent_journal.ops.sync_background import run_within
 
     ctx = context(a)  # the workspace checked here, and named to the other process
@@ -148,13 +149,35 @@ def _within(a: dict[str, Any], what: str) -> int:
     report = run_within(what, argv, a["within"], a["root"])
     if a["json"]:
         output.emit_json(report)
-    else:
+    elif not quiet:
         state = ("done" if report["exitCode"] == 0 else "failed" if report["finished"]
                  else "goes on in the background")
         output.emit_text(f"{what}: {state} (log: {report['log']})")
     for text in report["warnings"]:
         output.warn(text)
     return 0
+
+
+def cmd_sync_hook_start(a: dict[str, Any]) -> int:
+    return _sync_hook(a, "pull", "start")
+
+
+def cmd_sync_hook_end(a: dict[str, Any]) -> int:
+    return _sync_hook(a, "push", "end")
+
+
+def _sync_hook(a: dict[str, Any], what: str, when: str) -> int:
+    """A session hook's sync (agents/sync_hooks.py): `what --within` its bound. Declared
+    fail_open: anything that goes wrong here is logged, and the agent sees exit 0."""
+    from agent_journal.agents.sync_hooks import WITHIN
+    from agent_journal.cli.argv import _check_clock
+
+    _check_clock()  # as argv checks it for every command that is not fail-open
+    if a["workspace"] is None:
+        raise UsageError("no workspace here (no --workspace, $AGENT_JOURNAL_WORKSPACE or "
+                         ".agent-journal.toml); nothing to sync")
+    return _within({**a, "name": None, "json": False, "within": WITHIN[when]}, what,
+                   quiet=True)
 
 
 def cmd_push(a: dict[str, Any]) -> int:
