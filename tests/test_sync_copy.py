@@ -182,6 +182,11 @@ def test_a_copy_holding_content_the_owner_erased_pulls_before_it_pushes(
     assert "pull first" in pushed.stderr and len(pushed.stderr.strip().splitlines()) == 1
     assert replica_id(copy) != replica_id(owner)  # forked, nothing pushed
     assert not any(b"MARKSECRET" in v for v in bucket_bytes(s3, bucket).values())
+    # Pushing again without the pull changes nothing: the new id's push is refused too.
+    again = run_cli(copy, "push")
+    assert again.returncode == 1 and "pull first" in again.stderr, again
+    assert "is now replica" not in again.stderr  # no second fork
+    assert not any(b"MARKSECRET" in v for v in bucket_bytes(s3, bucket).values())
     synced = run_cli(copy, "sync", "--json")
     assert synced.returncode == 0, synced.stderr
     assert not any(b"MARKSECRET" in v for v in bucket_bytes(s3, bucket).values())

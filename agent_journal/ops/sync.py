@@ -87,11 +87,12 @@ def sync(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[s
         pushed = push(ctx, name, progress=progress, opened=opened)
     except PullFirst as exc:
         # This root forked (a copy: ops/sync_fork.py) and holds content the other root
-        # erased: the pull of the old id's prefix brings its tombstones, then push.
+        # erased: a pull of the old id's prefix brings its tombstones, then push.
         pulled = pull(ctx, name, progress=progress, opened=opened)
         pushed = push(ctx, name, progress=progress, opened=opened)
-        pushed["forked"] = pushed["forked"] or exc.forked
-        pushed["warnings"].insert(0, exc.forked["reason"])
+        if exc.forked is not None:
+            pushed["forked"] = pushed["forked"] or exc.forked
+            pushed["warnings"].insert(0, exc.forked["reason"])
     else:
         if pushed["forked"] is not None:
             # The old id's prefix is another replica's now: what that root pushed

@@ -8,9 +8,10 @@ spec/SYNC.md, "A root copied or restored". Invariants:
   new id with every event this root holds, those written after the roots parted
   included; the old id's prefix is left to the other root, and from now on this
   root pulls it like any other replica's.
-- A root that does not yet hold the tombstones the other root's manifest names
-  forks, but pushes only after a pull brought them (so what that root erased is
-  not published again).
+- A root that forked pushes only while it holds every tombstone the manifests of the
+  ids it forked from name (PullFirst otherwise, checked at each push, one read per
+  such id): what the other root erased is not published again under the new id; a
+  pull brings the tombstones.
 """
 
 from __future__ import annotations
@@ -23,14 +24,17 @@ from agent_journal.storage.workspace import Workspace
 
 
 class PullFirst(ConflictError):
-    """A push forked, and must pull the other root's tombstones before it pushes."""
+    """A root that forked must pull the tombstones the manifest of an id it forked from
+    names before it pushes (`forked`: the fork this very push made, if it made one)."""
 
-    def __init__(self, forked: dict[str, Any]) -> None:
+    def __init__(self, old: str, count: int, forked: dict[str, Any] | None = None) -> None:
         super().__init__(
-            f"{forked['reason']}. Nothing was pushed: the other root erased what this "
-            "root still holds, so pull first (it brings that root's tombstones), then "
-            "push; `sync` does both")
-        self.forked = forked
+            (f"{forked['reason']}. " if forked is not None else "")
+            + f"Nothing was pushed: the manifest of replica {old}, which this root forked "
+            f"from, names {count} tombstone(s) this root does not hold (the other root "
+            "erased what this root still holds): pull first (it brings them), then push; "
+            "`sync` does both")
+        self.old, self.count, self.forked = old, count, forked
 
 
 def fork(ws: Workspace, url: str, why: str) -> dict[str, Any]:

@@ -75,9 +75,9 @@ from agent_journal.storage.workspace import Workspace
 class AnotherRoot(Exception):
     """The own manifest in place was written by another root with this replica id."""
 
-    def __init__(self, why: str, *, tombstones: bool = False) -> None:
+    def __init__(self, why: str) -> None:
         super().__init__(why)
-        self.why, self.tombstones = why, tombstones
+        self.why = why
 
 
 def push(ctx: Context, name: str | None, *, progress: Progress = None,
@@ -103,10 +103,10 @@ def push(ctx: Context, name: str | None, *, progress: Progress = None,
                                         ) from None
                 forked = sync_fork.fork(ws, spec.url, exc.why)
                 say(progress, f"push: {forked['reason']}")
-                if exc.tombstones:
-                    # What the other root erased is withheld only once its tombstones
-                    # are here: a pull of the old prefix brings them, then push.
-                    raise sync_fork.PullFirst(forked) from None
+            except sync_fork.PullFirst as exc:
+                if forked is None:
+                    raise
+                raise sync_fork.PullFirst(exc.old, exc.count, forked) from None
             finally:
                 shutil.rmtree(stage, ignore_errors=True)
     report["forked"] = forked
@@ -163,6 +163,7 @@ class _Push:
         extendable = push_plan.extendable(memory, signatures, generation, self.prefix,
                                           present, reusable)
         self._refuse_another_roots(current, memory, scans)
+        self._refuse_unseen_erasure(scans)
         # An entry is reused (or extended) only under the very tombstones it was
         # scrubbed under, which takes knowing every segment's; with nothing to reuse,
         # the export reads them itself (of its snapshots, then of the other segments).
@@ -249,7 +250,7 @@ class _Push:
                 self.ws.segment_paths())
             if foreign:
                 raise AnotherRoot(f"it names {len(foreign)} tombstone(s) this root does not "
-                                  "hold", tombstones=True)
+                                  "hold")
         if memory.manifests:
             if current.digest not in memory.manifests and \
                     not self._written_under_another_name(current.digest):
@@ -263,6 +264,21 @@ class _Push:
                                    push_plan.owned_keys(memory), self.stage)
         if lacking:
             raise AnotherRoot(f"it names {lacking} event(s) this root does not hold")
+
+    def _refuse_unseen_erasure(self, scans: _TombstoneScans) -> None:
+        """PullFirst, nothing written, when the manifest of an id this root forked from
+        names a tombstone this root does not hold: the other root erased content this
+        root may still hold, and would push again under its new id."""
+        for old in sorted(own_replicas(self.ws.root) - {self.me}):
+            try:
+                got = self.remote.get_bytes(replica_prefix(self.ws.name, old) + MANIFEST_KEY)
+                assert got is not None
+                theirs = check_sync_manifest(got[0], workspace=self.ws.name, replica=old)
+            except (ObjectMissing, JournalError):
+                continue  # none there, or one readers refuse too
+            unseen = set(theirs["export"]["tombstoned"]) - scans.of(self.ws.segment_paths())
+            if unseen:
+                raise sync_fork.PullFirst(old, len(unseen))
 
     def _written_under_another_name(self, digest: str | None) -> bool:
         """Whether the push memory of another remote name with this URL wrote it."""
