@@ -87,7 +87,10 @@ def test_events_a_writer_adds_under_the_old_id_after_the_fork_are_pushed(tmp_pat
     note(copy, "new-id-writer")
     assert {p.name.split("-")[0] for p in (copy / "workspaces" / WS / "segments").iterdir()
             if p.suffix == ".sqlite"} == {old, new}
+    # remote status counts both as not pushed yet: the old id's segment is still its own.
+    assert sync.status(ctx(copy), None)["unpushed"]["events"] == 2
     assert sync.push(ctx(copy), None)["forked"] is None
+    assert sync.status(ctx(copy), None)["unpushed"]["events"] == 0
     assert fresh_pull(tmp_path, share, "f1") == {"first", "in-both", "copy-after",
                                                  "late-writer", "new-id-writer"}
 
