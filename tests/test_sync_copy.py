@@ -1,9 +1,11 @@
-"""A copied root (same replica id, same prefix) never drops what another root pushed.
+"""A copied root (same replica id, same prefix) never drops what another root pushed,
+and strands nothing of its own: it forks to a new replica id.
 
 spec/SYNC.md "The order of writes" step 2 and "A root copied or restored": a push
-replaces its manifest only when every snapshot that manifest names is one this
-root wrote, or holds only events this root's own segments hold (or it removed
-itself). Scenario tests run against moto's S3 server on 127.0.0.1 and real
+replaces its manifest only when its memory knows it as one this root wrote (or,
+without that memory, when every snapshot it names is one this root wrote or holds
+only events this root's own segments hold); otherwise this root forks. Scenario
+tests run against moto's S3 server on 127.0.0.1 (one on SeaweedFS too) and real
 processes (exit codes, one-line errors, SIGKILL); the interleaving law runs the
 library against a shared folder, where the same push code is exercised faster.
 """
@@ -19,11 +21,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from s3_support import MotoServer, plain
+from s3_support import ON_BOTH_SERVERS, MotoServer, plain
 from test_replicas import make_root
 from test_sync import add_remote, bucket_bytes, ctx, new_bucket, note, run_cli
 
-from agent_journal.core.errors import ConflictError
 from agent_journal.ops import compact, remotes, sync, writes
 from agent_journal.ops.show import show
 
@@ -68,58 +69,87 @@ def owner_and_copy(tmp_path: Path, s3: MotoServer) -> tuple[Path, Path, str, str
     return owner, copy, bucket, url
 
 
-def test_a_copy_cannot_drop_what_the_owner_pushed_after_the_copy(tmp_path, s3, aws) -> None:
+def replica_id(root: Path) -> str:
+    return (root / "replica-id").read_text().strip()
+
+
+def views_agree(tmp_path: Path, url: str, endpoint: str, roots: list[Path],
+                expected: set[str]) -> None:
+    """After a pull each, every root and a fresh replica see exactly `expected`."""
+    for root in roots:
+        sync.pull(ctx(root), None)
+        assert entry_ids(root) == expected, root
+    assert fresh_pull(tmp_path, url, endpoint) == expected
+
+
+@ON_BOTH_SERVERS
+def test_a_copy_that_finds_the_owner_pushed_forks_and_strands_nothing(tmp_path, s3,
+                                                                      aws) -> None:
     owner, copy, bucket, url = owner_and_copy(tmp_path, s3)
+    old = replica_id(owner)
     note(owner, "owner-after")
     sync.push(ctx(owner), None)
-    note(copy, "copy-after")
-    remote_before, copy_before = bucket_bytes(s3, bucket), files_under(copy)
+    for n in range(10):
+        note(copy, f"copy-after-{n}")
+    copied = {f"copy-after-{n}" for n in range(10)}
 
-    pushed = run_cli(copy, "push")
-    assert pushed.returncode == 1, pushed
-    line = pushed.stderr.strip()
-    assert len(line.splitlines()) == 1 and "Traceback" not in line
-    assert "another root with this replica id" in line and "Nothing was pushed" in line
-    assert bucket_bytes(s3, bucket) == remote_before  # nothing written to the remote
-    assert files_under(copy) == copy_before  # nor locally
-    assert fresh_pull(tmp_path, url, s3.url) == {"before-copy", "owner-after"}
-    # The owner goes on as before.
+    pushed = run_cli(copy, "push", "--json")
+    assert pushed.returncode == 0, pushed.stderr
+    report = json.loads(pushed.stdout)
+    new = replica_id(copy)
+    assert new != old and replica_id(owner) == old
+    assert report["forked"]["from"] == old and report["forked"]["to"] == new
+    assert report["replica"] == new and "not one this root wrote" in report["forked"]["why"]
+    assert "is now replica" in pushed.stderr  # the warning, one line
+    keys = bucket_bytes(s3, bucket)
+    assert f"team/{WS}/{new}/manifest.json" in keys
+    # The owner is not refused: it goes on under its id, and sees the copy's events.
     note(owner, "owner-later")
-    assert sync.push(ctx(owner), None)["manifestWritten"]
-    assert fresh_pull(tmp_path, url, s3.url) == {"before-copy", "owner-after", "owner-later"}
+    assert sync.push(ctx(owner), None)["forked"] is None
+    note(copy, "copy-later")
+    assert sync.push(ctx(copy), None)["forked"] is None
+    views_agree(tmp_path, url, s3.url, [owner, copy],
+                {"before-copy", "owner-after", "owner-later", "copy-later"} | copied)
+    assert replica_id(owner) == old
 
 
-def test_the_owner_cannot_drop_what_a_copy_pushed_first(tmp_path, s3, aws) -> None:
-    # Whoever pushes second after the histories parted is refused, the owner too:
-    # the copy's events are in the remote and only the copy holds them.
-    owner, copy, bucket, url = owner_and_copy(tmp_path, s3)
-    note(copy, "copy-after")
-    sync.push(ctx(copy), None)
-    note(owner, "owner-after")
-    with pytest.raises(ConflictError, match="another root with this replica id"):
-        sync.push(ctx(owner), None)
-    assert fresh_pull(tmp_path, url, s3.url) == {"before-copy", "copy-after"}
-
-
-def test_the_way_out_the_refusal_names_keeps_every_event(tmp_path, s3, aws) -> None:
-    # The refused root is merged into a new root (its own replica id), which pulls
-    # what the other root pushed: it holds every event of both, and pushes.
+def test_the_owner_forks_when_a_copy_pushed_first(tmp_path, s3, aws) -> None:
+    # Whoever pushes second after the histories parted forks, the owner too: the
+    # copy's events stay under the old id, the owner's go under its new one.
     owner, copy, _, url = owner_and_copy(tmp_path, s3)
+    old = replica_id(owner)
+    note(copy, "copy-after")
+    assert sync.push(ctx(copy), None)["forked"] is None
+    note(owner, "owner-after")
+    assert sync.push(ctx(owner), None)["forked"]["from"] == old
+    assert replica_id(copy) == old and replica_id(owner) != old
+    views_agree(tmp_path, url, s3.url, [owner, copy],
+                {"before-copy", "copy-after", "owner-after"})
+
+
+def test_a_stale_copy_that_pulls_before_it_pushes_never_takes_the_prefix(
+        tmp_path, s3, aws) -> None:
+    # `sync` pulls first: the copy's pull skips its own (the owner's) prefix, then
+    # its push finds the owner's manifest and forks, and pulls that prefix at once.
+    owner, copy, bucket, url = owner_and_copy(tmp_path, s3)
+    old = replica_id(owner)
     note(owner, "owner-after")
     sync.push(ctx(owner), None)
+    owners_manifest = bucket_bytes(s3, bucket)[f"team/{WS}/{old}/manifest.json"]
     note(copy, "copy-after")
-    assert run_cli(copy, "push").returncode == 1
-    new = make_root(tmp_path, "new")
-    assert run_cli(new, "merge", str(copy)).returncode == 0
-    assert run_cli(new, "remote", "add", "origin", url, "--endpoint-url", s3.url).returncode == 0
-    assert run_cli(new, "pull").returncode == 0
-    note(new, "new-own")
-    assert run_cli(new, "push").returncode == 0, "a new replica id has a prefix of its own"
-    assert entry_ids(new) == {"before-copy", "owner-after", "copy-after", "new-own"}
+    synced = run_cli(copy, "sync", "--json")
+    assert synced.returncode == 0, synced.stderr
+    assert json.loads(synced.stdout)["push"]["forked"]["from"] == old
+    assert bucket_bytes(s3, bucket)[f"team/{WS}/{old}/manifest.json"] == owners_manifest
+    assert entry_ids(copy) == {"before-copy", "owner-after", "copy-after"}
+    note(owner, "owner-later")
+    assert run_cli(owner, "sync").returncode == 0, "the owner is never refused"
+    assert replica_id(owner) == old
+    views_agree(tmp_path, url, s3.url, [owner, copy],
+                {"before-copy", "owner-after", "copy-after", "owner-later"})
 
 
-def test_a_root_restored_from_an_older_backup_is_refused_until_replaced(
-        tmp_path, s3, aws) -> None:
+def test_a_root_restored_from_an_older_backup_forks(tmp_path, s3, aws) -> None:
     owner, backup, _, url = owner_and_copy(tmp_path, s3)
     note(owner, "after-backup")
     sync.push(ctx(owner), None)
@@ -127,8 +157,40 @@ def test_a_root_restored_from_an_older_backup_is_refused_until_replaced(
     shutil.move(backup, owner)  # the disk died; last week's backup takes its place
     note(owner, "after-restore")
     pushed = run_cli(owner, "push")
-    assert pushed.returncode == 1 and "restored from a backup" in pushed.stderr, pushed
-    assert fresh_pull(tmp_path, url, s3.url) == {"before-copy", "after-backup"}
+    assert pushed.returncode == 0 and "restored from a backup" in pushed.stderr, pushed
+    assert fresh_pull(tmp_path, url, s3.url) == {"before-copy", "after-backup",
+                                                 "after-restore"}
+
+
+def test_a_copy_holding_content_the_owner_erased_pulls_before_it_pushes(
+        tmp_path, s3, aws) -> None:
+    bucket = new_bucket(s3)
+    url = f"s3://{bucket}/team"
+    owner = make_root(tmp_path, "owner")
+    add_remote(owner, url, s3.url)
+    note(owner, "secret", "note MARKSECRET")
+    note(owner, "kept")
+    sync.push(ctx(owner), None)
+    copy = tmp_path / "copy"
+    shutil.copytree(owner, copy, symlinks=True)
+    writes.tombstone(ctx(owner), "secret", "leaked")
+    compact.compact(ctx(owner), entry_ttl_days=None, observation_ttl_days=None, apply=True)
+    sync.push(ctx(owner), None)
+    note(copy, "copy-after")
+    pushed = run_cli(copy, "push")
+    assert pushed.returncode == 1, pushed
+    assert "pull first" in pushed.stderr and len(pushed.stderr.strip().splitlines()) == 1
+    assert replica_id(copy) != replica_id(owner)  # forked, nothing pushed
+    assert not any(b"MARKSECRET" in v for v in bucket_bytes(s3, bucket).values())
+    # Pushing again without the pull changes nothing: the new id's push is refused too.
+    again = run_cli(copy, "push")
+    assert again.returncode == 1 and "pull first" in again.stderr, again
+    assert "is now replica" not in again.stderr  # no second fork
+    assert not any(b"MARKSECRET" in v for v in bucket_bytes(s3, bucket).values())
+    synced = run_cli(copy, "sync", "--json")
+    assert synced.returncode == 0, synced.stderr
+    assert not any(b"MARKSECRET" in v for v in bucket_bytes(s3, bucket).values())
+    views_agree(tmp_path, url, s3.url, [owner, copy], {"kept", "copy-after"})
 
 
 def test_the_owner_keeps_pushing_after_compaction_and_without_its_memory(
@@ -156,16 +218,14 @@ def test_the_owner_keeps_pushing_after_compaction_and_without_its_memory(
     assert fresh_pull(tmp_path, url, s3.url) == {"n1", "n2", "n3", "n4"}
 
 
-def test_a_copy_without_push_memory_is_still_refused(tmp_path, s3, aws) -> None:
-    owner, copy, bucket, _ = owner_and_copy(tmp_path, s3)
+def test_a_copy_without_push_memory_forks_too(tmp_path, s3, aws) -> None:
+    owner, copy, _, url = owner_and_copy(tmp_path, s3)
     note(owner, "owner-after")
     sync.push(ctx(owner), None)
     shutil.rmtree(copy / "workspaces" / WS / "remotes")
     note(copy, "copy-after")
-    before = bucket_bytes(s3, bucket)
-    with pytest.raises(ConflictError, match="another root with this replica id"):
-        sync.push(ctx(copy), None)
-    assert bucket_bytes(s3, bucket) == before
+    assert "event(s) this root does not hold" in sync.push(ctx(copy), None)["forked"]["why"]
+    assert fresh_pull(tmp_path, url, s3.url) == {"before-copy", "owner-after", "copy-after"}
 
 
 @pytest.mark.parametrize("point", ["before-manifest", "after-manifest"])
@@ -244,11 +304,11 @@ def _interleave(tmp_path_factory, steps: list[tuple[str, int]]) -> None:
         elif op == "forget":
             shutil.rmtree(root / "workspaces" / WS / "remotes", ignore_errors=True)
         elif op == "push":
-            try:
-                sync.push(ctx(root), None)
-            except ConflictError as exc:
-                assert "another root with this replica id" in str(exc)
-            else:
-                acknowledged |= held[i]
+            sync.push(ctx(root), None)  # never refused: a copy forks
+            acknowledged |= held[i]
     seen = fresh_pull(base, f"file://{share}", None)
     assert sorted(acknowledged - seen) == []
+    # And every event any root wrote reaches the remote once each root pushes.
+    for root in roots:
+        sync.push(ctx(root), None)
+    assert fresh_pull(base, f"file://{share}", None) == set().union(*held)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 
+from agent_journal.agents import sync_hooks
 from agent_journal.agents.agent import every_agent
 from agent_journal.agents.hook_command import command_for, find_project
 from agent_journal.agents.hook_settings import (
@@ -189,9 +190,10 @@ def _root_given(root: str | None) -> str | None:
 
 
 def install(agent: Agent, *, project: str | None, scope: str, workspace: str | None,
-            root: str | None, dry_run: bool) -> list[Change]:
+            root: str | None, dry_run: bool, sync: bool = False) -> list[Change]:
     """Our handlers into `agent`'s hooks file at `scope`, and (but at user scope) the
-    project file naming the workspace (and the root when one was given)."""
+    project file naming the workspace (and the root when one was given); with `sync`,
+    the sync handlers too (agents/sync_hooks.py)."""
     from agent_journal.capture.observation import sanitise_workspace_id
     from agent_journal.core.model import validate_id
 
@@ -220,9 +222,17 @@ def install(agent: Agent, *, project: str | None, scope: str, workspace: str | N
         settings.update(deep(agent.new_file))
     wanted = agent.handlers(command)
     add_handlers(target.path, settings, wanted, agent.ours)
+    syncing = sync_hooks.handlers(agent, target, extra) if sync else {}
+    add_handlers(target.path, settings, syncing, sync_hooks.is_sync_handler)
     after = before if settings == original else rendered(None, {}, settings, indent)
-    after = kept_text(before, after, settings,
-                      lambda text: splice_install(text, wanted, agent.ours, indent))
+
+
+    def splice(text: str) -> str:
+        text = splice_install(text, wanted, agent.ours, indent)
+        return splice_install(text, syncing, sync_hooks.is_sync_handler, indent) \
+            if syncing else text
+
+    after = kept_text(before, after, settings, splice)
     changes: list[tuple[Change, str | None]] = []
     described = ""
     if folder is not None and scope != "user":
@@ -248,9 +258,10 @@ def install(agent: Agent, *, project: str | None, scope: str, workspace: str | N
 
 def uninstall(agent: Agent, *, project: str | None, scope: str,
               workspace: str | None = None, root: str | None = None,
-              dry_run: bool) -> list[Change]:
-    """Remove exactly our handlers (workspace and root are accepted, like install's, and
-    do not matter: every handler of ours goes, whichever workspace it names)."""
+              dry_run: bool, sync: bool = False) -> list[Change]:
+    """Remove exactly our handlers, the sync handlers too (workspace, root and sync are
+    accepted, like install's, and do not matter: every handler of ours goes, whichever
+    workspace it names)."""
     folder, note = (find_project(project) if scope != "user" or project is not None
                     else (None, ""))
     target = agent.settings(scope, folder)
@@ -263,9 +274,11 @@ def uninstall(agent: Agent, *, project: str | None, scope: str,
         before, settings, indent = load(target.path)
         original = deep(settings)
         remove_handlers(settings, agent.ours)
+        remove_handlers(settings, sync_hooks.is_sync_handler)
         after = rendered(before, original, settings, indent, empty=agent.empty)
         after = kept_text(before, after, settings,
-                          lambda text: splice_uninstall(text, agent.ours))
+                          lambda text: splice_uninstall(splice_uninstall(text, agent.ours),
+                                                        sync_hooks.is_sync_handler))
         message = (f"removed agent-journal hooks from {target.path}" if after != before
                    else f"no agent-journal hooks in {target.path}; nothing changed")
         if note:

@@ -30,7 +30,8 @@ def _print_install(result: Any) -> None:
 
 def _install_options(a: dict[str, Any]) -> dict[str, Any]:
     return {"project": a["project"], "scope": a["scope"] or "project",
-            "workspace": a["workspace"], "root": a["root"], "dry_run": a["dry_run"]}
+            "workspace": a["workspace"], "root": a["root"], "dry_run": a["dry_run"],
+            "sync": a["sync"]}
 
 
 def _print_changes(changes: Any) -> None:

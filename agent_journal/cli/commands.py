@@ -109,7 +109,7 @@ OBSERVE_KINDS = ("tool_call", "user_prompt", "session_start", "pre_compact", "po
 
 # Help for the first word of two- and three-word commands.
 GROUP_HELP = {
-    "hook": "Journal what an agent's hook sends on stdin (run by the agent, fails open).",
+    "hook": "What an agent's hooks run: journal what it sends on stdin, or sync (fails open).",
     "hooks": "Install or remove the agent-journal hook in an agent's settings.",
     "hooks install": "Add the hook to an agent's settings.",
     "hooks uninstall": "Remove the hook from an agent's settings.",
@@ -261,8 +261,12 @@ MCP = Opt("mcp", "--mcp", "Also register `agent-journal mcp` as an MCP server at
 OTHER_PROJECT = Opt("other_project", "--other-project", "Import even when the workspace "
                     "already holds observations from another project (a cwd neither the "
                     "same folder nor inside or above it); a warning names both.", kind=BARE)
-CLAUDE_INSTALL = (PROJECT, CLAUDE_SCOPE, INSTALL_WORKSPACE, PLAIN_ROOT, DRY_RUN, MCP)
-CODEX_INSTALL = (PROJECT, CODEX_SCOPE, INSTALL_WORKSPACE, PLAIN_ROOT, DRY_RUN)
+SYNC_HOOKS = Opt("sync", "--sync", "Also sync through the workspace's remote: a pull of at "
+                 "most 3 s when a session starts, a push in the background when it ends "
+                 "(`hook sync-start|sync-end`; never failing the session). Uninstall removes "
+                 "them with the hooks.", kind=BARE)
+CLAUDE_INSTALL = (PROJECT, CLAUDE_SCOPE, INSTALL_WORKSPACE, PLAIN_ROOT, DRY_RUN, MCP, SYNC_HOOKS)
+CODEX_INSTALL = (PROJECT, CODEX_SCOPE, INSTALL_WORKSPACE, PLAIN_ROOT, DRY_RUN, SYNC_HOOKS)
 
 _add(Command(
     "hook claude-code", "Journal one Claude Code hook payload read on stdin (run by Claude "
@@ -277,6 +281,29 @@ _add(Command(
     "fails the agent: errors go to <root>/logs/hook.log and exit 0).",
     "hook_commands:cmd_hook_codex",
     opts=(HOOK_WORKSPACE, PLAIN_ROOT),
+    fail_open=True,
+))
+
+SYNC_HOOK_WORKSPACE = Opt("workspace", "--workspace", "Workspace id (default: "
+                          "$AGENT_JOURNAL_WORKSPACE, else the .agent-journal.toml found from "
+                          "the current folder).", env=ENV_WORKSPACE, metavar="ID", type="id",
+                          project="workspace")
+
+_add(Command(
+    "hook sync-start", "Pull, waited for at most 3 s, then left to finish in the background "
+    "(run by an agent at session start; never fails the agent: errors go to "
+    "<root>/logs/hook.log and <root>/logs/sync.log, and exit 0).",
+    "replica_commands:cmd_sync_hook_start",
+    opts=(SYNC_HOOK_WORKSPACE, PLAIN_ROOT),
+    fail_open=True,
+))
+
+_add(Command(
+    "hook sync-end", "Push in the background, not waited for (run by an agent at session "
+    "end; never fails the agent: errors go to <root>/logs/hook.log and <root>/logs/sync.log, "
+    "and exit 0).",
+    "replica_commands:cmd_sync_hook_end",
+    opts=(SYNC_HOOK_WORKSPACE, PLAIN_ROOT),
     fail_open=True,
 ))
 
@@ -525,27 +552,33 @@ _add(Command(
     opts=(READ_JSON,) + READ_COMMON,
 ))
 
+WITHIN = Opt("within", "--within", "Run in a process of its own and wait at most SECONDS "
+             "for it (0: not at all); it goes on past that, its output in "
+             "<root>/logs/sync.log. Never fails: what the agents' session hooks run.",
+             metavar="SECONDS", type="int", minimum=0)
+
 _add(Command(
     "push", "Upload what this replica wrote that the remote lacks (verified snapshots of its "
     "own segments, then its manifest), and delete its keys that no longer hold its data. "
-    "Refuses, writing nothing, when its manifest there holds events this root lacks (pushed "
-    "by a copy of this root, or before this root was restored from a backup).",
+    "When its manifest there was written by another root with this replica id (a copy of "
+    "this root, or this root restored from a backup), this root takes a new replica id and "
+    "pushes under it.",
     "replica_commands:cmd_push",
     args=(REMOTE_NAME,),
-    opts=(READ_JSON,) + READ_COMMON,
+    opts=(READ_JSON, WITHIN) + READ_COMMON,
 ))
 
 _add(Command(
     "pull", "Fetch the other replicas' new objects from the remote, verify them, and merge "
     "them (the same union merge, never importing tombstoned content).", "replica_commands:cmd_pull",
     args=(REMOTE_NAME,),
-    opts=(READ_JSON,) + READ_COMMON,
+    opts=(READ_JSON, WITHIN) + READ_COMMON,
 ))
 
 _add(Command(
     "sync", "pull, then push.", "replica_commands:cmd_sync",
     args=(REMOTE_NAME,),
-    opts=(READ_JSON,) + READ_COMMON,
+    opts=(READ_JSON, WITHIN) + READ_COMMON,
 ))
 
 # -- checks and conventions: doctor, completion ------------------------------------------

@@ -48,3 +48,12 @@ def folder_workspace(root: str | None) -> str | None:
     except (OSError, UsageError):
         return None
     return name if os.path.isdir(os.path.join(root_path, "workspaces", name)) else None
+
+
+def project_remote(workspace: str) -> tuple[str, str | None, str] | None:
+    """The sync remote the project file names, (url, endpoint url, the file's path), for
+    the workspace the file names (or any, when it names none); None without one."""
+    project = current_project()
+    if project is None or project.remote is None or project.workspace not in (None, workspace):
+        return None
+    return project.remote, project.remote_endpoint, project.path

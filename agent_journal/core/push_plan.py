@@ -333,13 +333,26 @@ def union_artifacts(listed: list[Entry], more: Iterable[list[Entry]]) -> list[En
 
 def manifest(workspace: str, replica: str, pushed_ts: str, assembly: Assembly
              ) -> dict[str, Any]:
+    """The manifest a push writes. Its files may be segments named after an id this
+    root forked from (storage/replica_fork.py): those ids are its `forkedFrom`, which
+    only a reader of format 2 that knows it accepts."""
     packed = any("packed" in f for f in assembly.export["files"])
-    out = {"syncFormat": DELTA_SYNC_FORMAT if assembly.deltas or packed else SYNC_FORMAT,
+    forked = forked_from(replica, assembly.export["files"])
+    out = {"syncFormat": DELTA_SYNC_FORMAT if assembly.deltas or packed or forked
+           else SYNC_FORMAT,
            "workspace": workspace, "replica": replica, "pushedTs": pushed_ts,
            "export": assembly.export, "objects": assembly.objects}
     if assembly.deltas:
         out["deltas"] = assembly.deltas
+    if forked:
+        out["forkedFrom"] = forked
     return out
+
+
+def forked_from(replica: str, files: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The other ids an export's own segments are named after, sorted."""
+    return sorted({own[0] for f in files if (own := merge_plan.own_segment(f["name"]))
+                   is not None} - {replica})
 
 
 def encode(manifest: Mapping[str, Any]) -> bytes:

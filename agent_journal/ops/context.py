@@ -40,6 +40,10 @@ class Context:
     def author(self) -> str:
         return AUTHOR_AGENT if self.session else AUTHOR_HUMAN
 
+    # Set by the sync commands: the remote the project file names for this workspace,
+    # (url, endpoint url or None, the file's path); ops/remotes.py lists it as `project`.
+    project_remote: tuple[str, str | None, str] | None = None
+
     # Set by read commands: opening for a read then refuses a workspace that is not there
     # (after the operation has checked its own arguments, so usage errors still come first).
     must_exist = False

@@ -49,6 +49,7 @@ from agent_journal.storage.files import (
     rename_durable,
     write_file_atomic,
 )
+from agent_journal.storage.replica_fork import own_replicas
 from agent_journal.storage.replica_source import (
     SegmentRows,
     Unreadable,
@@ -133,7 +134,8 @@ def export_own(ws: Workspace, dest: str, *, progress: Progress = None,
         report = _export(ws, dest, progress, segments=shipped, more_tombstones=other_tombstones,
                          on_file=on_file, durable=durable,
                          snapshot_tombstones=snapshot_tombstones,
-                         holds=None if durable else holds, sealed=_sealed(own, ws.root.replica_id))
+                         holds=None if durable else holds,
+                         sealed=_sealed(own, own_replicas(ws.root)))
     if report["unreadable"]:
         first = report["unreadable"][0]
         raise DamagedJournalError(f"refusing to push: {first['path']} is unreadable "
@@ -148,18 +150,22 @@ def segment_tombstones(ws: Workspace, paths: list[str]) -> list[set[str]]:
     return _in_threads(lambda path: _tombstones_in(ws, [path]), paths)
 
 
-def _sealed(own: list[str], replica: str) -> frozenset[str]:
-    """Own segments no append can reach (merge_plan.sealed_own), by file name."""
-    return merge_plan.sealed_own((os.path.basename(p) for p in own), replica)
+def _sealed(own: list[str], replicas: frozenset[str]) -> frozenset[str]:
+    """Own segments no append can reach (merge_plan.sealed_own), by file name: of each
+    id the root owns segments of (its own, and those it forked from)."""
+    names = [os.path.basename(p) for p in own]
+    return frozenset().union(*(merge_plan.sealed_own(names, r) for r in replicas))
 
 
 def _own_and_others(ws: Workspace) -> tuple[list[str], list[str]]:
-    replica = ws.root.replica_id
+    """The segments this root pushes (named after its id, or an id it forked from:
+    storage/replica_fork.py) and the others (imports)."""
+    replicas = own_replicas(ws.root)
     own: list[str] = []
     others: list[str] = []
     for path in ws.segment_paths():
         found = merge_plan.own_segment(os.path.basename(path))
-        (own if found is not None and found[0] == replica else others).append(path)
+        (own if found is not None and found[0] in replicas else others).append(path)
     return own, others
 
 

@@ -10,7 +10,12 @@ Invariants:
   each other's entry.
 - A bad name, URL or endpoint is refused (UsageError) before the root is
   created or anything written; a config that cannot be understood refuses
-  the command rather than being overwritten.
+  the command rather than being overwritten. A URL that carries credentials
+  is refused without being echoed (storage/remote.py).
+- The project file (`.agent-journal.toml`, committed with the project) may name
+  the team's remote: it is listed as the remote `project` (a remote of that name
+  in config.json overrides it on this machine), never written to config.json;
+  a bad URL there refuses the command (exit 1) naming the file.
 """
 
 from __future__ import annotations
@@ -30,18 +35,26 @@ SECTION = "remotes"
 CONFIG_LOCK = ".config.lock"
 
 
-class RemoteSpec:
-    """One configured remote."""
+# The name of the remote a project file names.
+PROJECT_REMOTE = "project"
 
-    def __init__(self, name: str, url: str, endpoint_url: str | None) -> None:
+
+class RemoteSpec:
+    """One configured remote (`project_file`: the project file it comes from)."""
+
+    def __init__(self, name: str, url: str, endpoint_url: str | None,
+                 project_file: str | None = None) -> None:
         self.name = name
         self.url = url
         self.endpoint_url = endpoint_url
+        self.project_file = project_file
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "url": self.url}
         if self.endpoint_url is not None:
             out["endpointUrl"] = self.endpoint_url
+        if self.project_file is not None:
+            out["projectFile"] = self.project_file
         return out
 
 
@@ -105,12 +118,14 @@ def remove(ctx: Context, name: str) -> dict[str, Any]:
     name = check_remote_name(name)
     root = Root.open(ctx.root_arg, create=False)
     if not root.exists:
-        raise NotFoundError(f"no remote {name} for workspace {ctx.workspace_name}")
+        raise NotFoundError(f"no remote {name} for workspace {ctx.workspace_name}"
+                            + _in_project_file(ctx, name))
     with FileLock(os.path.join(root.path, CONFIG_LOCK)):
         config = _load(root.path)
         entries = _entries(config, ctx.workspace_name)
         if name not in entries:
-            raise NotFoundError(f"no remote {name} for workspace {ctx.workspace_name}")
+            raise NotFoundError(f"no remote {name} for workspace {ctx.workspace_name}"
+                                + _in_project_file(ctx, name))
         gone = RemoteSpec(name, entries.pop(name)["url"], None)
         if entries:
             config[SECTION][ctx.workspace_name] = entries
@@ -122,12 +137,34 @@ def remove(ctx: Context, name: str) -> dict[str, Any]:
     return {"workspace": ctx.workspace_name, "removed": gone.as_json()}
 
 
+def _in_project_file(ctx: Context, name: str) -> str:
+    if name == PROJECT_REMOTE and ctx.project_remote is not None:
+        return (f" in config.json: it comes from the project file {ctx.project_remote[2]}; "
+                "change it there")
+    return ""
+
+
 def configured(ctx: Context) -> list[RemoteSpec]:
     root = Root.open(ctx.root_arg, create=False)
-    if not root.exists:
-        return []
-    entries = _entries(_load(root.path), ctx.workspace_name)
-    return [RemoteSpec(n, e["url"], e.get("endpointUrl")) for n, e in sorted(entries.items())]
+    entries = _entries(_load(root.path), ctx.workspace_name) if root.exists else {}
+    known = [RemoteSpec(n, e["url"], e.get("endpointUrl")) for n, e in entries.items()]
+    if ctx.project_remote is not None and PROJECT_REMOTE not in entries:
+        known.append(_project_spec(*ctx.project_remote))
+    return sorted(known, key=lambda spec: spec.name)
+
+
+def _project_spec(url: str, endpoint: str | None, path: str) -> RemoteSpec:
+    """The project file's remote, checked as `remote add` checks one (exit 1, naming the
+    file: the file is wrong, not the command line)."""
+    try:
+        parse_url(url)
+        endpoint = check_endpoint(endpoint)
+        if endpoint is not None and not url.startswith("s3://"):
+            raise UsageError("remote-endpoint-url applies to s3:// remotes only")
+    except UsageError as exc:
+        raise JournalError(f"project file {path}: {exc.message}") from None
+    return RemoteSpec(PROJECT_REMOTE, url.rstrip("/") if url.startswith("s3://") else url,
+                      endpoint, path)
 
 
 def list_remotes(ctx: Context) -> dict[str, Any]:

@@ -80,6 +80,10 @@ class Local:
         self.ids_read = True
         self.tombstoned: set[str] = set()
         self.slot_keys: set[tuple[str, str]] = set()
+        # By segment file name, the slots it can speak about (its own, or those its
+        # provenance names): a merge reads the slots of only those segments whose keys
+        # it watches (`_local_slots`), not of every import the history holds.
+        self.slots_of: dict[str, set[tuple[str, str]]] = {}
         # ids the provenance of local imports names that no local segment holds:
         # imported once, then removed by a compaction here (see merge_plan.REMOVED)
         self.removed: set[str] = set()
@@ -114,9 +118,11 @@ def scan_local(ws: Workspace, *, paths: list[str] | None = None, into: Local | N
         own = merge_plan.own_segment(name)
         if own is not None:
             local.slot_keys.add((own[0], name))
+            local.slots_of[name] = {(own[0], name)}
         held = points.lookup(path) if points is not None else None
         if held is not None:
             local.slot_keys |= held["origin"]
+            local.slots_of.setdefault(name, set()).update(held["origin"])
             try:
                 if read_ids:
                     ids.update(event_ids(path))
@@ -129,6 +135,7 @@ def scan_local(ws: Workspace, *, paths: list[str] | None = None, into: Local | N
         sig = points.fingerprint(path) if points is not None else None
         origin = origin_keys(path)
         local.slot_keys |= origin
+        local.slots_of.setdefault(name, set()).update(origin)
         damage = structure_damage(path)
         if damage is not None:
             local.unreadable.append({"path": ws.rel(path), "reason": damage})
@@ -299,7 +306,7 @@ def _merge_locked(ws: Workspace, src: Source, me: str, progress: Progress,
     tombstoned = scan.tombstoned | local.tombstoned
     known_before = set(tombstoned)
     watch = merge_rows.watched_slots(scan.own_keys, scan.provenance_keys, local.slot_keys)
-    slots = _local_slots(ws, me, tombstoned, watch)
+    slots = _local_slots(ws, me, tombstoned, watch, local.slots_of)
     planner = Planner(local.ids, tombstoned, local.removed) if local.ids_read \
         else Planner(set(), tombstoned, set())
     probe = HeldProbe()
@@ -380,12 +387,17 @@ def _refuse_damage(src: Source, scan: SourceScan, local: Local, allow_damaged: b
             "What they hide could be the tombstone that keeps some of the source out")
 
 
-def _local_slots(ws: Workspace, me: str, tombstoned: set[str], watch: set[Slot]
-                 ) -> SlotIndex:
-    """The local events of the watched slots."""
+def _local_slots(ws: Workspace, me: str, tombstoned: set[str], watch: set[Slot],
+                 slots_of: dict[str, set[Slot]]) -> SlotIndex:
+    """The local events of the watched slots, read from only the segments that can
+    speak about one (by `slots_of`, what scan_local found; a segment it did not see is
+    read)."""
     slots = SlotIndex(me, tombstoned)
     for path in ws.segment_paths() if watch else ():
         name = os.path.basename(path)
+        known = slots_of.get(name)
+        if known is not None and known.isdisjoint(watch):
+            continue  # none of its slots is watched: it would add nothing
         own = merge_plan.own_segment(name)
         key = (own[0], name) if own is not None else None
         for slot in read_slots(path, own=key, keys=watch):

@@ -44,6 +44,7 @@ from agent_journal.ops.sync_common import (
     state_dir,
 )
 from agent_journal.ops.sync_deltas import MISMATCH, fetch_object
+from agent_journal.ops.sync_fork import PullFirst
 from agent_journal.ops.sync_manifests import Refused, Seen, load_state, read_manifests
 from agent_journal.ops.sync_push import push
 from agent_journal.ops.sync_status import status
@@ -82,7 +83,21 @@ def sync(ctx: Context, name: str | None, *, progress: Progress = None) -> dict[s
     opened = open_checked(ctx, name, listing_first=True)
     _probe_before_pull(ctx, opened)
     pulled = pull(ctx, name, progress=progress, opened=opened)
-    pushed = push(ctx, name, progress=progress, opened=opened)
+    try:
+        pushed = push(ctx, name, progress=progress, opened=opened)
+    except PullFirst as exc:
+        # This root forked (a copy: ops/sync_fork.py) and holds content the other root
+        # erased: a pull of the old id's prefix brings its tombstones, then push.
+        pulled = pull(ctx, name, progress=progress, opened=opened)
+        pushed = push(ctx, name, progress=progress, opened=opened)
+        if exc.forked is not None:
+            pushed["forked"] = pushed["forked"] or exc.forked
+            pushed["warnings"].insert(0, exc.forked["reason"])
+    else:
+        if pushed["forked"] is not None:
+            # The old id's prefix is another replica's now: what that root pushed
+            # comes in at once rather than at the next sync.
+            pulled = pull(ctx, name, progress=progress, opened=opened)
     return {"pull": pulled, "push": pushed, "warnings": pulled["warnings"] + pushed["warnings"]}
 
 

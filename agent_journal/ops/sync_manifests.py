@@ -64,10 +64,13 @@ def check_sync_manifest(raw: bytes, *, workspace: str, replica: str) -> dict[str
         raise JournalError(str(exc)) from None
     if export["sourceReplica"] != replica:
         raise JournalError(f"its export is of replica {export['sourceReplica']!r}")
+    owners = {replica, *_checked_forked_from(obj, replica)}
     for f in export["files"]:
         own = merge_plan.own_segment(f["name"])
-        if own is None or own[0] != replica:
+        if own is None or own[0] not in owners:
             raise JournalError(f"{f['name']} is not one of replica {replica}'s own segments")
+    if obj.get("forkedFrom", []) != push_plan.forked_from(replica, export["files"]):
+        raise JournalError("forkedFrom does not name exactly the other ids its files have")
     objects = obj.get("objects")
     if not isinstance(objects, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in objects.items()):
@@ -82,6 +85,19 @@ def check_sync_manifest(raw: bytes, *, workspace: str, replica: str) -> dict[str
     if objects != wanted:
         raise JournalError("objects do not name exactly the export's files by their content")
     return obj
+
+
+def _checked_forked_from(obj: dict[str, Any], replica: str) -> list[str]:
+    """The ids a forked replica's segments may also be named after (syncFormat 2 only):
+    a root copied from another forks to a new id and keeps pushing its old segments."""
+    if "forkedFrom" not in obj:
+        return []
+    got = obj["forkedFrom"]
+    if obj["syncFormat"] == SYNC_FORMAT or not isinstance(got, list) or not got or not all(
+            isinstance(r, str) and r != replica and merge_plan.safe_replica(r) == r
+            for r in got) or got != sorted(set(got)):
+        raise JournalError("forkedFrom must list other replica ids, sorted, in syncFormat 2")
+    return got
 
 
 def _checked_deltas(obj: dict[str, Any], export: dict[str, Any]) -> dict[str, Any]:

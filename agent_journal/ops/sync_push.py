@@ -38,7 +38,7 @@ from agent_journal.core.errors import (
     NotFoundError,
 )
 from agent_journal.core.push_plan import MANIFEST_KEY, PushMemory, Remembered, Scanned
-from agent_journal.ops import sync_deltas
+from agent_journal.ops import sync_deltas, sync_fork
 from agent_journal.ops.context import Context
 from agent_journal.ops.sync_common import (
     PUSH_CACHE,
@@ -61,6 +61,7 @@ from agent_journal.storage import erasure_generation
 from agent_journal.storage.files import unlink_quietly, write_file_atomic
 from agent_journal.storage.locks import FileLock
 from agent_journal.storage.remote import ObjectMissing, PreconditionFailed, Remote
+from agent_journal.storage.replica_fork import own_replicas
 from agent_journal.storage.replica_source import Unreadable
 from agent_journal.storage.sealed_hold import SealedHold
 from agent_journal.storage.segment_tail import (
@@ -70,9 +71,13 @@ from agent_journal.storage.segment_tail import (
 )
 from agent_journal.storage.workspace import Workspace
 
-# The way on that every refusal of a copied root names.
-_WAY_ON = ("to go on from this one, make a new root, `merge` this root into it and `pull` "
-           "there (spec/SYNC.md, \"A root copied or restored\")")
+
+class AnotherRoot(Exception):
+    """The own manifest in place was written by another root with this replica id."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
 
 
 def push(ctx: Context, name: str | None, *, progress: Progress = None,
@@ -84,11 +89,30 @@ def push(ctx: Context, name: str | None, *, progress: Progress = None,
                             "nothing to push")
     check_conditional_writes(ws.path, ws.name, ws.root.replica_id, Opened(spec, remote))
     with FileLock(os.path.join(state_dir(ws.path, spec.name), "push.lock")):
-        stage = new_stage(ws, spec.name, "push")
-        try:
-            return _Push(ws, Opened(spec, remote), stage, progress).run()
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
+        forked = None
+        while True:
+            stage = new_stage(ws, spec.name, "push")
+            try:
+                report = _Push(ws, Opened(spec, remote), stage, progress).run()
+                break
+            except AnotherRoot as exc:
+                if forked is not None:  # a fresh id's prefix taken at once: not a copy
+                    raise ConflictError(f"refusing to push to {spec.url}: replica "
+                                        f"{forked['to']}'s manifest there changed under "
+                                        "this push; nothing was pushed, run push again"
+                                        ) from None
+                forked = sync_fork.fork(ws, spec.url, exc.why)
+                say(progress, f"push: {forked['reason']}")
+            except sync_fork.PullFirst as exc:
+                if forked is None:
+                    raise
+                raise sync_fork.PullFirst(exc.old, exc.count, forked) from None
+            finally:
+                shutil.rmtree(stage, ignore_errors=True)
+    report["forked"] = forked
+    if forked is not None:
+        report["warnings"].insert(0, forked["reason"])
+    return report
 
 
 # What the export reports of a push that snapshots nothing.
@@ -139,6 +163,7 @@ class _Push:
         extendable = push_plan.extendable(memory, signatures, generation, self.prefix,
                                           present, reusable)
         self._refuse_another_roots(current, memory, scans)
+        self._refuse_unseen_erasure(scans)
         # An entry is reused (or extended) only under the very tombstones it was
         # scrubbed under, which takes knowing every segment's; with nothing to reuse,
         # the export reads them itself (of its snapshots, then of the other segments).
@@ -156,8 +181,9 @@ class _Push:
                 if extendable:
                     extended = self._extend(extendable, known, signatures, deltas_up)
                     reused.update(extended.held)
+        mine = own_replicas(self.ws.root)
         own = {n for n in signatures if (found := merge_plan.own_segment(n)) is not None
-               and found[0] == self.me}
+               and found[0] in mine}
         unchanged = push_plan.unchanged(current.manifest, own, reused, known)
         if unchanged is None:
             exported, assembly = self._snapshot(uploader, reused, known, scans, signatures)
@@ -212,33 +238,23 @@ class _Push:
 
     def _refuse_another_roots(self, current: _Current, memory: PushMemory,
                               scans: _TombstoneScans) -> None:
-        """ConflictError, nothing written, when the manifest in place was written by
-        another root with this replica id and replacing it could lose its work."""
+        """AnotherRoot, nothing written, when the manifest in place was written by
+        another root with this replica id (the push then forks: ops/sync_fork.py)."""
         if current.manifest is None:
             return
-        where = f"refusing to push to {self.spec.url}: replica {self.me}'s manifest there"
         if current.manifest["export"]["tombstoned"]:
             # Tombstones are never removed, so a manifest this root wrote names only
             # tombstones it still holds. One naming others was written by another root
-            # with this replica id (a copy made before a purge): replacing it would
-            # publish again what that root erased, and drop what it wrote since.
+            # with this replica id (a copy made before a purge).
             foreign = set(current.manifest["export"]["tombstoned"]) - scans.of(
                 self.ws.segment_paths())
             if foreign:
-                raise ConflictError(
-                    f"{where} names {len(foreign)} tombstone(s) this root does not hold, "
-                    "so another root with this replica id (a copy of this root?) pushed "
-                    "it; pushing from here would publish again what that root erased. "
-                    "Nothing was pushed")
+                raise AnotherRoot(f"it names {len(foreign)} tombstone(s) this root does not "
+                                  "hold")
         if memory.manifests:
             if current.digest not in memory.manifests and \
                     not self._written_under_another_name(current.digest):
-                raise ConflictError(
-                    f"{where} is not one this root wrote, so another root with this "
-                    "replica id pushed it (a copy of this root, or this root restored "
-                    "from a backup older than its last push) and pushing from here would "
-                    f"replace it. Nothing was pushed. Keep pushing from the root that wrote it; "
-                    f"{_WAY_ON}")
+                raise AnotherRoot("it is not one this root wrote")
             return
         # No memory of the manifests this root wrote (lost, or of an older version):
         # only this root's own history may leave the manifest. A snapshot there that
@@ -247,12 +263,22 @@ class _Push:
         lacking = _events_not_held(self.ws, self.remote, self.prefix, current.manifest,
                                    push_plan.owned_keys(memory), self.stage)
         if lacking:
-            raise ConflictError(
-                f"{where} names {lacking} event(s) this root does not hold, so another "
-                "root with this replica id pushed them (a copy of this root, or this root "
-                "restored from a backup older than its last push) and pushing from here "
-                "would drop them. Nothing was pushed. Keep pushing from the root that wrote "
-                f"them; {_WAY_ON}")
+            raise AnotherRoot(f"it names {lacking} event(s) this root does not hold")
+
+    def _refuse_unseen_erasure(self, scans: _TombstoneScans) -> None:
+        """PullFirst, nothing written, when the manifest of an id this root forked from
+        names a tombstone this root does not hold: the other root erased content this
+        root may still hold, and would push again under its new id."""
+        for old in sorted(own_replicas(self.ws.root) - {self.me}):
+            try:
+                got = self.remote.get_bytes(replica_prefix(self.ws.name, old) + MANIFEST_KEY)
+                assert got is not None
+                theirs = check_sync_manifest(got[0], workspace=self.ws.name, replica=old)
+            except (ObjectMissing, JournalError):
+                continue  # none there, or one readers refuse too
+            unseen = set(theirs["export"]["tombstoned"]) - scans.of(self.ws.segment_paths())
+            if unseen:
+                raise sync_fork.PullFirst(old, len(unseen))
 
     def _written_under_another_name(self, digest: str | None) -> bool:
         """Whether the push memory of another remote name with this URL wrote it."""
@@ -508,10 +534,10 @@ def _events_not_held(ws: Workspace, remote: Remote, prefix: str, manifest: dict[
             pass  # gone, or readers refuse it as well
         finally:
             unlink_quietly(dest)
-    me = ws.root.replica_id
+    mine = own_replicas(ws.root)
     for path in ws.segment_paths() if ids else ():
         own = merge_plan.own_segment(os.path.basename(path))
-        if own is None or own[0] != me:
+        if own is None or own[0] not in mine:
             continue  # an import is never pushed: what it holds would leave the remote
         try:
             ids -= ids_held(path, ids) | imported_then_removed(path)

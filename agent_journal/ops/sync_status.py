@@ -31,6 +31,7 @@ from agent_journal.ops.sync_common import (
 from agent_journal.ops.sync_manifests import Refused, Seen, load_state, read_manifests
 from agent_journal.storage.files import make_private_dirs, write_file_atomic
 from agent_journal.storage.remote import ObjectMissing, ObjectUnusable, Remote
+from agent_journal.storage.replica_fork import own_replicas
 from agent_journal.storage.replica_source import Unreadable, subjects_present
 from agent_journal.storage.root import Root, read_replica_id
 from agent_journal.storage.segment_tail import sizes_above
@@ -98,10 +99,11 @@ def _unpushed(ws: Workspace, me: str, own: Seen | None, memory: PushMemory,
     named = {f["name"]: f for f in own.manifest["export"]["files"]} \
         if own is not None and own.manifest is not None else {}
     segments = events = size = 0
+    mine = own_replicas(ws.root)  # its id, and any it forked from (push sends them all)
     for path in ws.segment_paths():
         name = os.path.basename(path)
         found = merge_plan.own_segment(name)
-        if found is None or found[0] != me:
+        if found is None or found[0] not in mine:
             continue  # an import: its author pushes it
         mark = push_plan.remote_mark(named.get(name), memory.segments.get(name),
                                      segment_signature(path))

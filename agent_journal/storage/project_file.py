@@ -3,9 +3,11 @@
 Invariants:
 - It is found from a folder upwards, the nearest one wins; a folder without one costs one
   failed stat per level, and `tomllib` is imported only when a file is found.
-- It holds at most two string keys, `workspace` (a valid id) and `root`; anything else in
-  it, or a file that is not TOML, is refused with its path (and line, where TOML says),
-  never guessed at.
+- It holds only string keys: `workspace` (a valid id), `root`, and the team's sync remote
+  `remote` with its `remote-endpoint-url` (spec/SYNC.md; never credentials: a file can
+  hold no other key, and sync refuses a URL that carries any); anything else in it, or a
+  file that is not TOML, is refused with its path (and line, where TOML says), never
+  guessed at.
 - A relative `root` is relative to the folder holding the file, so the file means the same
   thing from every subfolder.
 - Written only by `render` (a fixed two-line writer), so what install writes, uninstall can
@@ -24,19 +26,22 @@ if TYPE_CHECKING:
     pass
 
 NAME = ".agent-journal.toml"
-KEYS = ("workspace", "root")
+KEYS = ("workspace", "root", "remote", "remote-endpoint-url")
 HEADER = "# agent-journal: where this project's journal lives (written by `hooks install`)\n"
 
 
 class ProjectFile:
     """A project file found on disk: its path, folder and the values it holds."""
 
-    def __init__(self, path: str, workspace: str | None, root: str | None, text: str) -> None:
+    def __init__(self, path: str, workspace: str | None, root: str | None, text: str,
+                 remote: str | None = None, remote_endpoint: str | None = None) -> None:
         self.path = path
         self.folder = os.path.dirname(path)
         self.workspace = workspace
         self.root = root
         self.text = text
+        self.remote = remote  # checked where it is used (ops/remotes.py), not here
+        self.remote_endpoint = remote_endpoint
 
     def root_path(self) -> str | None:
         """`root` made absolute against the file's folder (None when the file names none)."""
@@ -84,7 +89,7 @@ def load(path: str) -> ProjectFile:
     unknown = sorted(set(data) - set(KEYS))
     if unknown:
         raise JournalError(f"project file {path} has unknown key(s) {', '.join(unknown)}; "
-                           f"it may hold only {' and '.join(KEYS)}")
+                           f"it may hold only {', '.join(KEYS)}")
     values: dict[str, str | None] = {}
     for key in KEYS:
         value = data.get(key)
@@ -96,7 +101,8 @@ def load(path: str) -> ProjectFile:
             except UsageError as exc:
                 raise JournalError(f"project file {path}: {exc.message}") from None
         values[key] = value
-    return ProjectFile(path, values["workspace"], values["root"], text)
+    return ProjectFile(path, values["workspace"], values["root"], text, values["remote"],
+                       values["remote-endpoint-url"])
 
 
 _SIMPLE_LINE = (r'([A-Za-z0-9_-]+)[ \t]*=[ \t]*'

@@ -122,16 +122,37 @@ def check_remote_name(name: str | None) -> str:
     return name
 
 
+# Said instead of the URL (which is never echoed) when it carries credentials.
+_NO_SECRETS = ("it carries credentials, which agent-journal never stores (a remote is "
+               "written to config.json or a committed project file): remove them, and give "
+               "them through the standard AWS chain instead (AWS_ACCESS_KEY_ID and "
+               "AWS_SECRET_ACCESS_KEY, AWS_PROFILE and ~/.aws, or an instance role)")
+
+
+def _carries_secret(url: str) -> bool:
+    """user:password@ in the authority, or a query (a signed or keyed URL)."""
+    if not isinstance(url, str):
+        return False
+    _, sep, rest = url.partition("://")
+    authority = rest.split("/", 1)[0] if sep else ""
+    return "@" in authority or ("?" in url and "=" in url.split("?", 1)[1])
+
+
 def check_endpoint(url: str | None) -> str | None:
     if url is None:
         return None
+    if _carries_secret(url):
+        raise UsageError(f"bad endpoint URL: {_NO_SECRETS}")
     if not _ENDPOINT.match(url):
         raise UsageError(f"bad --endpoint-url {url!r}: expected http(s)://HOST[:PORT]")
     return url.rstrip("/")
 
 
 def parse_url(url: str) -> tuple[str, str, str]:
-    """('s3', bucket, prefix) or ('file', absolute folder, ''); UsageError otherwise."""
+    """('s3', bucket, prefix) or ('file', absolute folder, ''); UsageError otherwise (never
+    echoing a URL that carries credentials)."""
+    if _carries_secret(url):
+        raise UsageError(f"bad remote URL: {_NO_SECRETS}")
     if not isinstance(url, str) or url != url.strip() or any(c in url for c in "?#\\\0\n\r\t"):
         raise UsageError(f"bad remote URL {url!r}: no spaces, '?', '#' or backslashes")
     if url.startswith("s3://"):
