@@ -92,7 +92,10 @@ class Journal:
             # gets the PATH command, and is refused without it).
             "PATH": f"{Path(CLI).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
         full.update(env or {})
-        return run_here(argv, full)
+        try:
+            return run_here(argv, full)
+        finally:
+            _reap_background_syncs()
 
     def valid(self, name: str) -> tuple[list[str], dict[str, str]]:
         """Arguments with which `name` does its real work here, so that one argument made
@@ -132,6 +135,24 @@ class Journal:
         positional = positional + ["n1"] * (
             sum(1 for arg in cmd.args if arg.required) - len(positional))
         return list(positional), options
+
+
+def _reap_background_syncs() -> None:
+    """Wait for the syncs a command left running (`hook sync-start|sync-end`, `--within`:
+    this process's children running agent_journal), so what they write is theirs and
+    lands before the next case's snapshot, never inside it."""
+    me = str(os.getpid())
+    for proc_stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = proc_stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (proc_stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if fields[1] == me and b"agent_journal" in cmdline:
+            try:
+                os.waitpid(int(proc_stat.parent.name), 0)
+            except ChildProcessError:
+                pass
 
 
 def run_here(argv: list[str], env: dict[str, str | None]) -> Result:
