@@ -198,3 +198,14 @@ def test_an_http_client_that_exits_0_on_an_error_answer_failed():
     # The same output from a command that is no HTTP client is its own business.
     cat = _tool_call(2, "Bash", {"command": "cat response.json"}, output=body)
     assert cat.succeeded
+
+
+def test_a_failure_reason_is_never_a_test_the_runner_reports_passing():
+    from agent_journal.core.recovery.reasons import error_reason
+
+    bun = ("(pass) grade > fails clearly when the manifest is missing [2854.95ms]\n"
+           "(fail) grade > grades assertions from a trace [12.00ms]\n"
+           "error: expect(received).toMatchObject(expected)\n 3 pass\n 2 fail\n")
+    assert error_reason(bun) == "(fail) grade > grades assertions from a trace [12.00ms]"
+    vitest = " ✓ src/a.test.ts > handles failures (3ms)\n × src/b.test.ts > parses\n"
+    assert error_reason(vitest) == "× src/b.test.ts > parses"

@@ -18,6 +18,7 @@ from agent_journal.core.anchors import EXTERNAL, PURGED, TOMBSTONED, UNKNOWN, an
 from agent_journal.core.derive import INVALIDATED, Derived
 from agent_journal.core.model import ENTRY_FIELDS
 from agent_journal.core.recovery.condense import condense
+from agent_journal.core.recovery.test_runs import test_title
 from agent_journal.ops.digest_md import clip, code, hhmm, one_line, quote
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
@@ -428,7 +429,8 @@ def _failure_line(f: Failure, *, with_id: bool, then: list[str] | None = None) -
     if f.summary:
         reason += f" ({one_line(f.summary, REASON_CHARS)})"
     if f.failing and with_id is False:
-        reason += "; failing: " + one_line(", ".join(f.failing[:6]), REASON_CHARS)
+        reason += "; failing: " + one_line(", ".join(test_title(t) for t in f.failing[:6]),
+                                           REASON_CHARS)
     if f.first_failure and f.first_failure != f.reason:
         reason += f"; first failure: {one_line(f.first_failure, REASON_CHARS)}"
     if then:

@@ -218,11 +218,11 @@ def failure_text(check: dict[str, Any]) -> str:
     """What a failing run said, in a line: the tests it names failing, and its first
     failure line (else its summary)."""
     failing = check.get("failing") or []
-    named = ", ".join(_title(str(f)) for f in failing[:4]) + ": " if failing else ""
+    named = ", ".join(test_title(str(f)) for f in failing[:4]) + ": " if failing else ""
     return named + str(check.get("firstFailure") or check.get("summary") or "failed")
 
 
-def _title(test: str) -> str:
+def test_title(test: str) -> str:
     """A failing test as its own title: the last part of a `file › suite › title` or
     `file > suite > title` path (Playwright, Jest, Vitest), where the title says which."""
     for sep in (" › ", " > "):
