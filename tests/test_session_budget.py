@@ -113,3 +113,26 @@ def test_the_rows_the_digest_cache_has_not_read(cli, root):
     cli("observe", "--kind", "tool_call", "--id", "c9", "--tool", "Bash", "--status", "ok")
     assert digest_cache.unread_rows(ws) == 1
     assert not (root / "cache" / "digest" / "ws.sqlite-journal").exists()
+
+
+def test_a_cache_locked_by_a_writer_is_not_waited_for(cli, root):
+    """The count is a probe: a cache another process is committing to (here: holding it
+    exclusively) answers None at once, and the start takes the bounded path."""
+    import sqlite3
+    import time
+
+    from agent_journal.storage import digest_cache
+
+    journal(cli)
+    cli("digest")
+    ws = Root(str(root)).workspace("ws")
+    holder = sqlite3.connect(digest_cache.path_of(ws), isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        started = time.monotonic()
+        assert digest_cache.unread_rows(ws) is None
+        assert time.monotonic() - started < 5  # (not the 15 s every other statement waits)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert digest_cache.unread_rows(ws) == 0

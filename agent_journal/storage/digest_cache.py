@@ -181,12 +181,16 @@ def read(ws: Workspace, project: Project, *, strict: bool = True) -> ReadResult 
         return None
 
 
+PROBE_BUSY_S = 0.05
+
+
 def unread_rows(ws: Workspace) -> int | None:
     """About how many rows of the workspace's segments the cache has not read yet (all of
     them when there is no cache, or one another version kept), counted from each segment's
     highest seq against the mark kept for it, so the count costs an index look-up per
-    segment, never a scan. Nothing is written, nothing is locked; None when the cache
-    cannot be read now (a writer is filling it): the caller then cannot tell."""
+    segment, never a scan. Nothing is written, nothing is locked, and a lock another
+    process holds on the cache is waited for at most PROBE_BUSY_S: None when the cache
+    cannot be read now (a writer is committing to it): the caller then cannot tell."""
     from agent_journal.storage.connection import connect
     from agent_journal.storage.segment_reader import segment_extent
 
@@ -194,7 +198,7 @@ def unread_rows(ws: Workspace) -> int | None:
     path = path_of(ws)
     if os.path.exists(path):
         try:
-            conn = connect(path, readonly=True)
+            conn = connect(path, readonly=True, busy_s=PROBE_BUSY_S)
             try:
                 if dict(conn.execute("SELECT key, value FROM meta")) == _identity(ws):
                     marks = dict(conn.execute("SELECT name, high FROM segments"))
