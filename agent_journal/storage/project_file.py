@@ -2,7 +2,8 @@
 
 Invariants:
 - It is found from a folder upwards, the nearest one wins; a folder without one costs one
-  failed stat per level, and `tomllib` is imported only when a file is found.
+  failed stat per level. The plain form `render` writes is read without `tomllib` or `re`
+  (the installed hook reads the file on every tool call); anything else goes to tomllib.
 - It holds at most two string keys, `workspace` (a valid id) and `root`; anything else in
   it, or a file that is not TOML, is refused with its path (and line, where TOML says),
   never guessed at.
