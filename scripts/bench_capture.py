@@ -7,6 +7,9 @@ wall ratio unevenly, CPU much less). Floor and hook runs alternate, so a burst o
 other work on a shared machine lands on both sides of the ratio; the CPU ratio is the
 median of the pairs' ratios.
 
+The hook as installed (no flags: the project's .agent-journal.toml, found from the
+payload's cwd, names the workspace and root), CPU against the same floor, same goal.
+
 Flat in the number of segments: the same hook on a workspace of 100 segments (a journal
 after months of work), against the hook on one of a single segment, run in turn; goal
 <= 1.2x (CPU).
@@ -48,7 +51,8 @@ def payload(i: int, stamp: int) -> bytes:
     return data
 
 
-def timed(cmd: list[str], stdin: bytes | None = None) -> tuple[float, float]:
+def timed(cmd: list[str], stdin: bytes | None = None,
+          env: dict[str, str] | None = None) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one run of `cmd` to its end, its input written first
     to a pipe (as an agent hands a hook its payload), its output thrown away."""
     read, write = os.pipe()
@@ -58,7 +62,7 @@ def timed(cmd: list[str], stdin: bytes | None = None) -> tuple[float, float]:
     null = os.open(os.devnull, os.O_WRONLY)
     start = time.perf_counter()
     try:
-        pid = os.posix_spawn(cmd[0], cmd, os.environ, file_actions=[
+        pid = os.posix_spawn(cmd[0], cmd, os.environ if env is None else env, file_actions=[
             (os.POSIX_SPAWN_DUP2, read, 0), (os.POSIX_SPAWN_DUP2, null, 1),
             (os.POSIX_SPAWN_DUP2, null, 2)])
     finally:
@@ -99,7 +103,37 @@ def run(ctx: Ctx) -> None:
                cpu_floor, goal=GOAL_P50, extra=f"pairs' median {pairs:.2f}x")
     ctx.report("hook claude-code, 2 KB PostToolUse, CPU p95", p95([c for _, c in hooks]),
                cpu_floor, goal=GOAL_P95)
+    _installed(ctx, floor_cmd, stamp)
     _segments(ctx, stamp)
+
+
+def _installed(ctx: Ctx, floor_cmd: list[str], stamp: int) -> None:
+    """The hook as `hooks install` writes it: no flags, the workspace and root named by the
+    project's .agent-journal.toml, found from the payload's cwd."""
+    from agent_journal.storage import project_file
+
+    base = ctx.path("capture-installed")
+    root = str(base / "root")
+    project = base / "project"
+    project.mkdir(exist_ok=True)
+    (project / project_file.NAME).write_text(project_file.render("bench", root))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_JOURNAL_")}
+    cmd = [CLI, "hook", "claude-code"]
+
+    def one(i: int) -> bytes:
+        body = json.loads(payload(i, stamp))
+        body["cwd"] = str(project)
+        return json.dumps(body).encode()
+
+    timed(cmd, one(-1), env)
+    floors: list[float] = []
+    hooks: list[float] = []
+    for i in range(RUNS):
+        floors.append(timed(floor_cmd)[1])
+        hooks.append(timed(cmd, one(i), env)[1])
+    pairs = median([h / f for h, f in zip(hooks, floors, strict=True) if f])
+    ctx.report("hook as installed (project file, no flags), CPU p50", median(hooks),
+               median(floors), goal=GOAL_P50, extra=f"pairs' median {pairs:.2f}x")
 
 
 def _segments(ctx: Ctx, stamp: int) -> None:

@@ -26,6 +26,13 @@ CODEX_STREAMS = DATA / "claude-code" / "codex" / "agentcmd-exec-json"
 ROLLOUT = next((DATA / "codex" / "sessions").glob("rollout-*.jsonl"))
 PLUGIN = REPO / ".claude-plugin"
 
+def command_line(handler: dict[str, Any]) -> str:
+    """The command a hooks file's handler runs, as one shell line (exec form or not)."""
+    from agent_journal.agents.hook_command import handler_words
+
+    return shlex.join(handler_words(handler) or [])
+
+
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
@@ -82,7 +89,7 @@ def handlers(path: Path) -> list[dict[str, Any]]:
     found = []
     for groups in json.loads(path.read_text())["hooks"].values():
         for group in groups:
-            found += [h for h in group["hooks"] if " hook " in h["command"]]
+            found += [h for h in group["hooks"] if " hook " in command_line(h)]
     return found
 
 
@@ -109,12 +116,14 @@ def test_every_scope_of_every_agent_from_a_clean_home(home, project):
         assert (result.code, result.err) == (0, ""), result
         assert path.is_file()
         # The one on PATH is this installation: the command is the bare, stable name.
-        assert {h["command"] for h in handlers(path)} == {f"agent-journal hook {agent}"}
+        assert {command_line(h) for h in handlers(path)} == {f"agent-journal hook {agent}"}
     assert (project / ".agent-journal.toml").read_text().endswith('workspace = "shop"\n')
     assert json.loads((project / ".claude" / "settings.json").read_text())["model"] == "opus"
     assert '\n    "model"' in (project / ".claude" / "settings.json").read_text()
 
-    claude = handlers(project / ".claude" / "settings.json")[0]["command"]
+    # (Claude Code runs its hooks in exec form, no shell; Codex through one: run_hook runs
+    # the shell line either way.)
+    claude = command_line(handlers(project / ".claude" / "settings.json")[0])
     codex = handlers(project / ".codex" / "hooks.json")[0]["command"]
     sub = project / "app" / "models"
     for command, path in ((claude, CLAUDE_DOCS / "PreToolUse.json"),
@@ -268,7 +277,7 @@ def test_a_shared_file_is_refused_when_the_command_is_not_on_path(home, project)
                            cwd=project, capture_output=True,
                            env=clean_env(HOME=str(home), PATH=env_path))
     assert local.returncode == 0 and local.stderr == b""
-    commands = {h["command"] for h in handlers(project / ".claude" / "settings.local.json")}
+    commands = {command_line(h) for h in handlers(project / ".claude" / "settings.local.json")}
     assert commands == {f"{shlex.quote(CLI)} hook claude-code"}
 
 

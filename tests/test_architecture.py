@@ -308,3 +308,27 @@ def test_a_tool_call_hook_loads_neither_json_nor_re(used_root, tmp_path, agent, 
     loaded = set(proc.stderr.split("MODULES ")[1].split())
     assert not loaded & {"json", "re", "enum", "typing"}, sorted(
         loaded & {"json", "re", "enum", "typing"})
+
+
+def test_a_tool_call_hook_in_a_project_loads_neither_json_nor_re(used_root, tmp_path):
+    """As installed: the hook command names no workspace, the project's .agent-journal.toml
+    (found from the payload's cwd) does, in the plain form install writes; reading it
+    must not cost the call `re` (storage/project_file.py)."""
+    from agent_journal.storage import project_file
+
+    root = tmp_path / "journal"
+    shutil.copytree(used_root, root)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / project_file.NAME).write_text(project_file.render("ws", str(root)))
+    payload = json.loads(hook_payload("claude-code", "PostToolUse").read_text())
+    payload["cwd"] = str(project)
+    proc = subprocess.run([sys.executable, "-c", BARE_PROBE, "hook", "claude-code"],
+                          capture_output=True, text=True, env=clean_env(), cwd=project,
+                          input=json.dumps(payload))
+    assert proc.returncode == 0, proc.stderr
+    assert not (root / "logs").exists(), (root / "logs" / "hook.log").read_text()
+    loaded = set(proc.stderr.split("MODULES ")[1].split())
+    assert "agent_journal.storage.project_file" in loaded  # (the project file was read)
+    assert not loaded & {"json", "re", "enum", "typing", "tomllib"}, sorted(
+        loaded & {"json", "re", "enum", "typing", "tomllib"})

@@ -24,7 +24,8 @@ import pytest
 from conftest import CLI, DATA, Result, clean_env
 from test_hostile import NO_DAC, SETPRIV
 
-from agent_journal.cli.commands import BARE, COMMANDS, MULTI, Command, Opt
+from agent_journal.cli.argv import BARE, MULTI, Command, Opt
+from agent_journal.cli.commands import COMMANDS
 
 WS = "ws"
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_journal.cli.commands import BARE, COMMANDS
+from agent_journal.cli.argv import BARE
+from agent_journal.cli.commands import COMMANDS
 
 NOW = {"AGENT_JOURNAL_NOW": "2026-05-01T12:00:00Z"}
 TRANSCRIPT = [

@@ -610,7 +610,8 @@ def _feed_fifo(path: str, stop: threading.Event) -> None:
 def test_every_command_with_hostile_arguments(tmp_path, monkeypatch):
     """No hostile argument, in any slot of any command, reaches "internal error", a
     traceback, or an exit code outside 0/1/2."""
-    from agent_journal.cli.commands import BARE, COMMANDS
+    from agent_journal.cli.argv import BARE
+    from agent_journal.cli.commands import COMMANDS
 
     base = tmp_path / "private"
     base.mkdir(mode=0o700)

@@ -20,6 +20,13 @@ EVENTS = ["PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionDenied",
           "SubagentStop", "SessionEnd"]
 SCRIPT = str(BIN / "agent-journal")
 
+def command_line(handler: dict[str, Any]) -> str:
+    """The command a hooks file's handler runs, as one shell line (exec form or not)."""
+    from agent_journal.agents.hook_command import handler_words
+
+    return shlex.join(handler_words(handler) or [])
+
+
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
@@ -47,7 +54,7 @@ def ours(settings: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     for event, groups in settings.get("hooks", {}).items():
         for group in groups:
             for handler in group.get("hooks", []):
-                if " hook claude-code " in handler.get("command", "") + " ":
+                if " hook claude-code " in command_line(handler) + " ":
                     found.setdefault(event, []).append(handler)
     return found
 
@@ -58,7 +65,7 @@ def strip_ours(settings: dict[str, Any]) -> dict[str, Any]:
     for event in list(hooks):
         for group in list(hooks[event]):
             group["hooks"] = [h for h in group["hooks"]
-                              if " hook claude-code " not in h.get("command", "") + " "]
+                              if " hook claude-code " not in command_line(h) + " "]
             if not group["hooks"]:
                 hooks[event].remove(group)
         if not hooks[event]:
@@ -81,9 +88,10 @@ def test_fresh_install(cli, project):
         # the real client running it); SessionStart, whose output is the context, does not.
         assert handler.get("async", False) is (event in (
             "PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionDenied"))
-        words = shlex.split(handler["command"])
+        # Exec form (Claude Code >= 2.1.337): the executable and its arguments, no shell.
         # A shared file: the PATH command, never this machine's path.
-        assert words == ["agent-journal", "hook", "claude-code"]
+        assert (handler["command"], handler["args"]) == ("agent-journal",
+                                                         ["hook", "claude-code"])
     # Each handler sits in its own group with no matcher: every tool, every source.
     assert all(group == {"hooks": [ours(settings)[event][0]]}
                for event, groups in settings["hooks"].items() for group in groups)
@@ -161,7 +169,7 @@ def test_reinstall_with_another_workspace_replaces_in_place(cli, project):
     after = json.loads(path.read_text())
     found = ours(after)
     assert all(len(handlers) == 1 for handlers in found.values())
-    assert all(h["command"].endswith("hook claude-code") for (h,) in found.values())
+    assert all(command_line(h).endswith("hook claude-code") for (h,) in found.values())
     assert 'workspace = "other"' in (project / ".agent-journal.toml").read_text()
     assert after["hooks"]["PreToolUse"][1]["matcher"] == "Bash"  # order kept
 
@@ -221,12 +229,18 @@ def test_unsafe_root_is_refused(cli, project, tmp_path):
 def test_installed_command_really_journals(cli, project, root):
     root.mkdir(mode=0o700)
     run(cli, "install", "claude-code", "--project", str(project), "--root", str(root))
-    command = ours(json.loads(settings_path(project).read_text()))["PreToolUse"][0]["command"]
+    handler = ours(json.loads(settings_path(project).read_text()))["PreToolUse"][0]
     payload = (DATA / "claude-code" / "hooks" / "docs" / "input" /
                "PreToolUse.json").read_bytes()
-    # Claude Code runs it through a shell, from the project, with its own environment.
-    proc = subprocess.run(["bash", "-c", command], input=payload, cwd=project,
-                          capture_output=True, env=clean_env(PATH=ON_PATH))
+    # Claude Code runs it in exec form (the command found on PATH, its args as they are,
+    # no shell), from the project, with its own environment.
+    import shutil
+
+    env = clean_env(PATH=ON_PATH)
+    exe = shutil.which(handler["command"], path=env["PATH"])
+    assert exe is not None
+    proc = subprocess.run([exe, *handler["args"]], input=payload, cwd=project,
+                          capture_output=True, env=env)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
     shown = cli("show", "--json", "--observations", "--root", str(root),
                 workspace="my-project").json()

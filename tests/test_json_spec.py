@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from test_hostile import run_main
 
-from agent_journal.cli.argv import find_command
+from agent_journal.cli.commands import find_command
 
 SPEC = Path(__file__).resolve().parents[1] / "spec" / "cli-json.md"
 NOW = "2026-06-01T12:00:00Z"

@@ -47,7 +47,12 @@ def settings_of(folder: Path) -> dict:
 
 
 def commands(settings: dict, event: str) -> list[str]:
-    return [h["command"] for g in settings["hooks"].get(event, []) for h in g["hooks"]]
+    """Each handler's command line: a shell-form `command`, or an exec-form `command` and
+    its `args` quoted as a shell would take them."""
+    import shlex
+
+    return [shlex.join([h["command"], *h["args"]]) if "args" in h else h["command"]
+            for g in settings["hooks"].get(event, []) for h in g["hooks"]]
 
 
 def install(folder: Path, name: str = "claude-code", **kw) -> None:

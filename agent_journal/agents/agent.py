@@ -47,8 +47,8 @@ class Agent:
                  allowed_top: tuple[str, ...] | None = None,
                  new_file: dict[str, Any] | None = None,
                  more: Callable[[dict[str, Any], Any], list[dict[str, Any]]] | None = None,
-                 settle: Callable[[Workspace, dict[str, Any], Any], None] | None = None
-                 ) -> None:
+                 settle: Callable[[Workspace, dict[str, Any], Any], None] | None = None,
+                 exec_form: bool = False) -> None:
         self.name = name
         self.payloads = payloads
         self.events = events            # the hook events installed, in the order written
@@ -67,18 +67,27 @@ class Agent:
         # SessionStart context is built (a failure of it at SessionStart is logged and the
         # context still printed)
         self.settle = settle
+        # Whether its hooks file runs a handler in exec form (`command` the executable,
+        # `args` its arguments: no shell is started) rather than as a shell command line.
+        self.exec_form = exec_form
 
-    def handler(self, event: str, command: str) -> dict[str, Any]:
-        """The handler its hooks file holds for `event`, running `command`."""
-        found: dict[str, Any] = {"type": "command", "command": command,
-                                 "timeout": self.timeouts.get(event, self.default_timeout)}
+    def handler(self, event: str, words: list[str]) -> dict[str, Any]:
+        """The handler its hooks file holds for `event`, running the command `words`."""
+        found: dict[str, Any] = {"type": "command"}
+        if self.exec_form:
+            found.update(command=words[0], args=words[1:])
+        else:
+            import shlex
+
+            found["command"] = shlex.join(words)
+        found["timeout"] = self.timeouts.get(event, self.default_timeout)
         if event in self.background:
             found["async"] = True
         found.update(self.extra_keys.get(event, {}))
         return found
 
-    def handlers(self, command: str) -> dict[str, dict[str, Any]]:
-        return {event: self.handler(event, command) for event in self.events}
+    def handlers(self, words: list[str]) -> dict[str, dict[str, Any]]:
+        return {event: self.handler(event, words) for event in self.events}
 
     def ours(self, handler: Any) -> bool:
         """An agent-journal hook handler for this agent, whichever installation or

@@ -7,6 +7,9 @@ local installs also write the project's .agent-journal.toml (workspace, and the 
 one was given), so the command itself names no workspace and is the same at every scope and
 in the plugin's hooks/hooks.json.
 
+Its handlers are written in exec form (`command` and `args`: Claude Code 2.1.337 starts the
+executable without a shell, one process less per hook); Codex's stay shell command lines.
+
 The capture hooks (BACKGROUND, one or two per tool call) run with `"async": true`: Claude
 Code starts them and goes on with the call without waiting, so they cost the agent only
 their spawn. Nothing the agent reads comes from them (they print nothing). The other events
@@ -63,12 +66,10 @@ def settings_file(scope: str, folder: str | None) -> Target:
     return Target(os.path.join(folder, FILES[scope]), folder, scope == "project")
 
 
-def hook_command(extra: list[str] | None = None) -> str:
+def hook_command(extra: list[str] | None = None) -> list[str]:
     """The command install writes when the agent-journal on PATH is this installation (and
-    the plugin's hooks/hooks.json runs)."""
-    import shlex
-
-    return " ".join(shlex.quote(w) for w in ["agent-journal", "hook", NAME] + (extra or []))
+    the plugin's hooks/hooks.json runs), as words."""
+    return ["agent-journal", "hook", NAME] + (extra or [])
 
 
 # -- completing sessions from their transcripts -------------------------------------------
@@ -162,4 +163,4 @@ def backfill(ws: Workspace, transcript: str, redactor: Any) -> int:
 
 AGENT = Agent(name=NAME, payloads=HOOK, events=EVENTS, scopes=("project", "local", "user"),
               settings=settings_file, timeouts=TIMEOUTS, default_timeout=DEFAULT_TIMEOUT,
-              background=BACKGROUND, settle=complete_sessions)
+              background=BACKGROUND, settle=complete_sessions, exec_form=True)

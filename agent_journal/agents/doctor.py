@@ -200,7 +200,8 @@ def _plugin(checks: list[Check], scope: str, path: str, settings: dict[str, Any]
             isinstance(k, str) and k.split("@")[0] == "agent-journal" and v is True
             for k, v in enabled.items()):
         return 0
-    checks.append(_command_check(f"claude-code plugin ({scope})", path, [hook_command()],
+    checks.append(_command_check(f"claude-code plugin ({scope})", path,
+                                 [shlex.join(hook_command())],
                                  version, FIX_PATH, "hook"))
     return 1
 
@@ -264,12 +265,15 @@ def _is_this_installation(command: str) -> bool:
 
 
 def _our_commands(settings: dict[str, Any], ours: Callable[[Any], bool]) -> set[str]:
+    from agent_journal.agents.hook_command import handler_words
+
     found: set[str] = set()
     for groups in (settings.get("hooks") or {}).values():
         for group in groups if isinstance(groups, list) else ():
             for handler in group.get("hooks", []) if isinstance(group, dict) else ():
-                if ours(handler):
-                    found.add(handler["command"])
+                words = handler_words(handler) if ours(handler) else None
+                if words is not None:
+                    found.add(shlex.join(words))
     return found
 
 

@@ -39,9 +39,8 @@ from agent_journal.capture.observation import safe_id
 from agent_journal.core import clock
 from agent_journal.core.errors import BusyError, JournalError, StorageError
 from agent_journal.core.model import AUTHOR_AGENT, OBSERVATION, Event, new_event_id
-from agent_journal.ops.evidence import capture_output
+from agent_journal.ops.evidence import capture_output, kept_whole
 from agent_journal.ops.redaction_config import load_redactor
-from agent_journal.storage.artifacts import BlobHolds
 from agent_journal.storage.connection import set_write_patience
 from agent_journal.storage.root import Root, resolve_root
 
@@ -53,6 +52,7 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
     from agent_journal.agents.agent import Agent
+    from agent_journal.storage.artifacts import BlobHolds
     from agent_journal.storage.workspace import Workspace, Writer
 
 # How long a locked journal may hold up the agent's tool call before the hook gives up (and
@@ -136,8 +136,9 @@ def _journal_payload(payload: dict[str, Any], agent: Agent, root: str, project: 
     failure: BaseException | None = None
     # One hold on the segment appended to serves the look-ups and the append.
     writer = ws.writer()
-    # A blob the event cites stays locked until the event has committed (BlobHolds).
-    holds = BlobHolds()
+    # A blob the event cites stays locked until the event has committed (BlobHolds, made
+    # when an output is kept whole: storage/artifacts.py is off the path of the rest).
+    holds: list[BlobHolds] = []
     try:
         # What a tombstone names is never written again: the call is skipped, silently
         # (the agent must not be disturbed, and nothing failed).
@@ -162,7 +163,8 @@ def _journal_payload(payload: dict[str, Any], agent: Agent, root: str, project: 
                 failure = exc
     finally:
         writer.close()
-        holds.release()
+        for hold in holds:
+            hold.release()
     if not session_start:
         if agent.settle is not None:
             agent.settle(ws, payload, redactor)
@@ -320,21 +322,32 @@ def patiently(work: Callable[[], T], deadline: float) -> T:
             time.sleep(int.from_bytes(os.urandom(1), "big") / 10_000)  # 0 to 25 ms
 
 
+def _capture(ws: Workspace, value: Any, holds: list[BlobHolds], partial: bool = False
+             ) -> tuple[Any, dict[str, Any] | None]:
+    """capture_output, a blob it writes held in `holds` (made here, the first time)."""
+    if not kept_whole(value):
+        return value, None  # (what capture_output returns for it)
+    if not holds:
+        from agent_journal.storage.artifacts import BlobHolds
+
+        holds.append(BlobHolds())
+    return capture_output(ws, value, partial=partial, holds=holds[0])
+
+
 def _event(ws: Workspace, agent: Agent, observation: dict[str, Any], payload: dict[str, Any],
-           holds: BlobHolds) -> Event:
+           holds: list[BlobHolds]) -> Event:
     event_id = observation.get("eventId") or new_event_id()
     kind = observation["kind"]
     raw_id = observation["id"]
     obs_id = safe_id(raw_id) if raw_id else f"{kind}-{event_id}"
     session = observation["session"]
-    output, artifact = capture_output(
-        ws, observation["output"], partial=agent.payloads.cut_short(observation["output"],
-                                                                    payload),
-        holds=holds)
+    output, artifact = _capture(ws, observation["output"], holds,
+                                partial=agent.payloads.cut_short(observation["output"],
+                                                                 payload))
     text = observation["text"]
     if text is not None:
         # What the session said: a large text is kept whole as an artifact, like an output.
-        text, artifact = capture_output(ws, text, holds=holds)
+        text, artifact = _capture(ws, text, holds)
     data = {
         "tool": observation["tool"],
         "callId": observation["callId"],

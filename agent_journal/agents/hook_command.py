@@ -89,23 +89,35 @@ def shared_command(path: str) -> list[str]:
     return [SCRIPT]
 
 
-def command_for(agent: str, target: Target, extra: list[str]) -> str:
-    """The hook command for `agent`: the PATH command in a shared file, else the stable
-    command of this installation."""
+def command_for(agent: str, target: Target, extra: list[str]) -> list[str]:
+    """The hook command for `agent`, as words: the PATH command in a shared file, else the
+    stable command of this installation."""
     words = shared_command(target.path) if target.shared else stable_executable()
-    return " ".join(shlex.quote(w) for w in words + ["hook", agent] + extra)
+    return words + ["hook", agent] + extra
+
+
+def handler_words(handler: Any) -> list[str] | None:
+    """The command a hooks file's handler runs, as words (exec form: `command` and
+    `args`; else its shell command line split), or None when it names none."""
+    if not isinstance(handler, dict) or handler.get("type") != "command":
+        return None
+    command, args = handler.get("command"), handler.get("args")
+    if not isinstance(command, str):
+        return None
+    if args is not None:
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            return None
+        return [command, *args]
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return None
 
 
 def is_ours_for(agent: str, handler: Any) -> bool:
     """An agent-journal hook handler for `agent`, whichever installation or workspace."""
-    if not isinstance(handler, dict) or handler.get("type") != "command":
-        return False
-    command = handler.get("command")
-    if not isinstance(command, str):
-        return False
-    try:
-        words = shlex.split(command)
-    except ValueError:
+    words = handler_words(handler)
+    if words is None:
         return False
     if len(words) >= 3 and os.path.basename(words[0]) == SCRIPT:
         return words[1:3] == ["hook", agent]

@@ -1,4 +1,6 @@
-"""The lean argument parser every command runs through.
+"""The lean argument parser every command runs through, and the shape of what it parses
+against: a command's row (`Command`, its `Opt`ions and `Arg`uments), whose table is
+cli/commands.py.
 
 Invariants:
 - A flag that takes a value always needs one: a missing value, an empty one,
@@ -17,14 +19,14 @@ Invariants:
 - Nothing is written before parsing succeeds (parsing happens first).
 - A command or option that does not exist is a usage error naming the nearest
   that does, when one is near (`did you mean ...`).
-It imports nothing heavy, so the hook and write paths stay fast.
+It imports nothing heavy, and not the command table, so the hook and write paths stay fast
+(the hook parses against its own rows, cli/hook_commands.py, without building the table).
 """
 
 from __future__ import annotations
 
 import os
 
-from agent_journal.cli.commands import BARE, COMMANDS, MULTI, Command, Opt
 from agent_journal.core.errors import UsageError
 from agent_journal.core.model import validate_id
 
@@ -33,62 +35,87 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+VALUE = "value"   # --flag VALUE, exactly once
+MULTI = "multi"   # --flag VALUE, repeatable
+BARE = "bare"     # --flag, takes no value
+
+ENV_WORKSPACE = "AGENT_JOURNAL_WORKSPACE"
+ENV_SESSION = "AGENT_JOURNAL_SESSION"
+ENV_ROOT = "AGENT_JOURNAL_ROOT"  # the same name as storage.root.ENV_ROOT
+
+# Value types argv checks: "str" (any text), "int" (a whole number, see `minimum`), "id" (a
+# journal id: core.model.validate_id, so no path separators or control characters and a
+# bounded length, refused before anything is opened).
+
+
+class Opt:
+    __slots__ = ("dest", "flag", "kind", "help", "type", "required", "env", "metavar",
+                 "minimum", "project", "choices")
+
+    def __init__(self, dest: str, flag: str, help: str, *, kind: str = VALUE,
+                 type: str = "str", required: bool = False, env: str | None = None,
+                 metavar: str | None = None, minimum: int | None = None,
+                 project: str | None = None, choices: tuple[str, ...] | None = None) -> None:
+        self.dest = dest
+        self.flag = flag
+        self.kind = kind
+        self.help = help
+        self.type = type
+        self.required = required
+        self.env = env
+        self.metavar = metavar or dest.upper()
+        self.minimum = minimum
+        # The key of .agent-journal.toml that gives the default when neither the flag nor
+        # `env` does (cli/project_defaults.py).
+        self.project = project
+        # The only values the flag accepts (checked by argv, listed in help).
+        self.choices = choices
+
+
+class Arg:
+    __slots__ = ("dest", "metavar", "help", "required", "type", "many")
+
+    def __init__(self, dest: str, help: str, *, metavar: str | None = None,
+                 required: bool = True, type: str = "str", many: bool = False) -> None:
+        self.dest = dest
+        self.metavar = metavar or dest.upper()
+        self.help = help
+        self.required = required
+        self.type = type
+        # The last argument only: it takes every remaining word, as a list (one at
+        # least when required).
+        self.many = many
+
+
+class Command:
+    __slots__ = ("name", "help", "args", "opts", "handler", "fail_open")
+
+    def __init__(self, name: str, help: str, handler: str, args: tuple[Arg, ...] = (),
+                 opts: tuple[Opt, ...] = (), fail_open: bool = False) -> None:
+        self.name = name
+        self.help = help
+        self.handler = handler
+        self.args = args
+        self.opts = opts
+        # A fail-open command (the agent hook) must never fail its caller: cli.run logs
+        # any failure, its own usage errors included, and exits 0.
+        self.fail_open = fail_open
+
+
 # Far above any count, duration or exit code, and far below the digits Python refuses to
 # convert (4300), so a huge number is a usage error, not an internal one.
 MAX_INT_DIGITS = 18
 
 
-def find_command(argv: list[str]) -> tuple[Command | None, list[str]]:
-    """Match the longest command name at the start of argv (names may be two words)."""
-    for width in (3, 2, 1):
-        name = " ".join(argv[:width])
-        if len(argv) >= width and name in COMMANDS:
-            return COMMANDS[name], argv[width:]
-    return None, argv
-
-
-def _nearest(typed: str, known: list[str]) -> str | None:
+def nearest(typed: str, known: list[str]) -> str | None:
     from difflib import get_close_matches  # (loaded here: only a mistake needs it)
 
     found = get_close_matches(typed, known, n=1, cutoff=0.6)
     return found[0] if found else None
 
 
-def unknown_command(argv: list[str], prog: str) -> str:
-    """The message for argv that names no command: the nearest command (or group of
-    commands) when one is near, the commands of a group named without one."""
-    words: list[str] = []
-    for token in argv[:3]:
-        if token.startswith("-"):
-            break
-        words.append(token)
-    if not words:
-        return f"no command given; see {prog} --help"
-    typed = " ".join(words)
-    under = [name for name in COMMANDS if name.startswith(typed + " ")]
-    if under:
-        return f"{typed!r} needs a command: {', '.join(under)}"
-    best: tuple[float, str, str] | None = None
-    from difflib import SequenceMatcher
-
-    for width in range(1, len(words) + 1):
-        phrase = " ".join(words[:width])
-        known = [name for name in COMMANDS if len(name.split()) == width]
-        if width == len(words):  # a group's name is a fair answer to the whole phrase
-            known += sorted({" ".join(name.split()[:width]) for name in COMMANDS
-                             if len(name.split()) > width})
-        near = _nearest(phrase, known)
-        if near is not None:
-            ratio = SequenceMatcher(None, phrase, near).ratio()
-            if best is None or ratio > best[0]:
-                best = (ratio, phrase, near)
-    if best is None:
-        return f"no such command {words[0]!r}; see {prog} --help"
-    return f"no such command {best[1]!r}; did you mean {best[2]!r}? (see {prog} --help)"
-
-
 def _unknown_option(flag: str, cmd: Command) -> UsageError:
-    near = _nearest(flag, [opt.flag for opt in cmd.opts] + ["--help"])
+    near = nearest(flag, [opt.flag for opt in cmd.opts] + ["--help"])
     hint = f"; did you mean {near}?" if near is not None else ""
     return UsageError(f"no such option {flag} for {cmd.name}{hint}")
 
@@ -207,7 +234,7 @@ def _positional(cmd: Command, token: str, positionals: list[str], by_flag: dict[
     if len(positionals) >= len(cmd.args) and not (cmd.args and cmd.args[-1].many):
         near = None
         if token.startswith("-") and not only_positionals:  # `-json` for `--json`
-            near = _nearest("-" + token.partition("=")[0], list(by_flag))
+            near = nearest("-" + token.partition("=")[0], list(by_flag))
         hint = f"; did you mean {near}?" if near is not None else ""
         raise UsageError(f"unexpected argument {token!r}{hint}")
     arg = cmd.args[min(len(positionals), len(cmd.args) - 1)]

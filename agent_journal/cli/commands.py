@@ -1,79 +1,28 @@
 """The command table: the one definition of every command's arguments.
 
-Invariant: each command's name, options, help and handler are declared here
-once. Both the lean argument parser (`argv`, used to run every command, with
-no typer/click import on the hot path) and the typer application (`help`,
-used only to render --help) are built from this table, so they cannot drift.
+Invariant: each command's name, options, help and handler are declared once, here
+(the hook's beside its handlers). Both the lean argument parser (`argv`, used to run
+every command, with no typer/click import on the hot path) and the typer application
+(`help`, used only to render --help) are built from this table, so they cannot drift.
+The hook's rows are declared beside its handlers (cli/hook_commands.py) and added here,
+so the hook process parses its arguments without building this table; what a row is
+(`Command`, `Opt`, `Arg`) is argv's.
 """
 
 from __future__ import annotations
 
-VALUE = "value"   # --flag VALUE, exactly once
-MULTI = "multi"   # --flag VALUE, repeatable
-BARE = "bare"     # --flag, takes no value
-
-ENV_WORKSPACE = "AGENT_JOURNAL_WORKSPACE"
-ENV_SESSION = "AGENT_JOURNAL_SESSION"
-ENV_ROOT = "AGENT_JOURNAL_ROOT"  # the same name as storage.root.ENV_ROOT
-
-# Value types argv checks: "str" (any text), "int" (a whole number, see `minimum`), "id" (a
-# journal id: core.model.validate_id, so no path separators or control characters and a
-# bounded length, refused before anything is opened).
-
-
-class Opt:
-    __slots__ = ("dest", "flag", "kind", "help", "type", "required", "env", "metavar",
-                 "minimum", "project", "choices")
-
-    def __init__(self, dest: str, flag: str, help: str, *, kind: str = VALUE,
-                 type: str = "str", required: bool = False, env: str | None = None,
-                 metavar: str | None = None, minimum: int | None = None,
-                 project: str | None = None, choices: tuple[str, ...] | None = None) -> None:
-        self.dest = dest
-        self.flag = flag
-        self.kind = kind
-        self.help = help
-        self.type = type
-        self.required = required
-        self.env = env
-        self.metavar = metavar or dest.upper()
-        self.minimum = minimum
-        # The key of .agent-journal.toml that gives the default when neither the flag nor
-        # `env` does (cli/project_defaults.py).
-        self.project = project
-        # The only values the flag accepts (checked by argv, listed in help).
-        self.choices = choices
-
-
-class Arg:
-    __slots__ = ("dest", "metavar", "help", "required", "type", "many")
-
-    def __init__(self, dest: str, help: str, *, metavar: str | None = None,
-                 required: bool = True, type: str = "str", many: bool = False) -> None:
-        self.dest = dest
-        self.metavar = metavar or dest.upper()
-        self.help = help
-        self.required = required
-        self.type = type
-        # The last argument only: it takes every remaining word, as a list (one at
-        # least when required).
-        self.many = many
-
-
-class Command:
-    __slots__ = ("name", "help", "args", "opts", "handler", "fail_open")
-
-    def __init__(self, name: str, help: str, handler: str, args: tuple[Arg, ...] = (),
-                 opts: tuple[Opt, ...] = (), fail_open: bool = False) -> None:
-        self.name = name
-        self.help = help
-        self.handler = handler
-        self.args = args
-        self.opts = opts
-        # A fail-open command (the agent hook) must never fail its caller: cli.run logs
-        # any failure, its own usage errors included, and exits 0.
-        self.fail_open = fail_open
-
+from agent_journal.cli.argv import (
+    BARE,
+    ENV_ROOT,
+    ENV_SESSION,
+    ENV_WORKSPACE,
+    MULTI,
+    Arg,
+    Command,
+    Opt,
+    nearest,
+)
+from agent_journal.cli.hook_commands import HOOK_COMMANDS, PLAIN_ROOT
 
 ROOT = Opt("root", "--root", "Journal root folder (default: $AGENT_JOURNAL_ROOT, else the "
            "project file's root, else $XDG_DATA_HOME/agent-journal).", metavar="DIR",
@@ -83,10 +32,6 @@ WORKSPACE = Opt("workspace", "--workspace", "Workspace id (default: $AGENT_JOURN
                 "hooks named after this folder, when the root holds it).",
                 required=True, env=ENV_WORKSPACE, metavar="ID", project="workspace",
                 type="id")
-# The hook and the installers take the root only from the flag or $AGENT_JOURNAL_ROOT: the
-# hook finds the project file from the payload's cwd itself, and install writes one.
-PLAIN_ROOT = Opt("root", "--root", "Journal root folder (default: $AGENT_JOURNAL_ROOT, else "
-                 "$XDG_DATA_HOME/agent-journal).", metavar="DIR", env=ENV_ROOT)
 SESSION = Opt("session", "--session", "Writing session id (default: $AGENT_JOURNAL_SESSION; "
               "none means a human wrote it).", env=ENV_SESSION, metavar="ID", type="id")
 JSON = Opt("json", "--json", "Print JSON instead of a line of text.", kind=BARE)
@@ -236,10 +181,6 @@ _add(Command(
 
 # -- capture: the agent hook, its installer, transcript import, exact evidence --------
 
-HOOK_WORKSPACE = Opt("workspace", "--workspace", "Workspace id (default: "
-                     "$AGENT_JOURNAL_WORKSPACE, else the .agent-journal.toml found from the "
-                     "payload's cwd, else the name of that cwd folder).",
-                     env=ENV_WORKSPACE, metavar="ID", type="id")
 PROJECT = Opt("project", "--project", "Project folder (default: the nearest folder from the "
               "current one upwards holding .agent-journal.toml, .claude, .codex or .git, "
               "else the current folder).", metavar="DIR")
@@ -268,44 +209,8 @@ SYNC_HOOKS = Opt("sync", "--sync", "Also sync through the workspace's remote: a 
 CLAUDE_INSTALL = (PROJECT, CLAUDE_SCOPE, INSTALL_WORKSPACE, PLAIN_ROOT, DRY_RUN, MCP, SYNC_HOOKS)
 CODEX_INSTALL = (PROJECT, CODEX_SCOPE, INSTALL_WORKSPACE, PLAIN_ROOT, DRY_RUN, SYNC_HOOKS)
 
-_add(Command(
-    "hook claude-code", "Journal one Claude Code hook payload read on stdin (run by Claude "
-    "Code; never fails the agent: errors go to <root>/logs/hook.log and exit 0).",
-    "hook_commands:cmd_hook_claude_code",
-    opts=(HOOK_WORKSPACE, PLAIN_ROOT),
-    fail_open=True,
-))
-
-_add(Command(
-    "hook codex", "Journal one Codex CLI hook payload read on stdin (run by Codex; never "
-    "fails the agent: errors go to <root>/logs/hook.log and exit 0).",
-    "hook_commands:cmd_hook_codex",
-    opts=(HOOK_WORKSPACE, PLAIN_ROOT),
-    fail_open=True,
-))
-
-SYNC_HOOK_WORKSPACE = Opt("workspace", "--workspace", "Workspace id (default: "
-                          "$AGENT_JOURNAL_WORKSPACE, else the .agent-journal.toml found from "
-                          "the current folder).", env=ENV_WORKSPACE, metavar="ID", type="id",
-                          project="workspace")
-
-_add(Command(
-    "hook sync-start", "Pull, waited for at most 3 s, then left to finish in the background "
-    "(run by an agent at session start; never fails the agent: errors go to "
-    "<root>/logs/hook.log and <root>/logs/sync.log, and exit 0).",
-    "replica_commands:cmd_sync_hook_start",
-    opts=(SYNC_HOOK_WORKSPACE, PLAIN_ROOT),
-    fail_open=True,
-))
-
-_add(Command(
-    "hook sync-end", "Push in the background, not waited for (run by an agent at session "
-    "end; never fails the agent: errors go to <root>/logs/hook.log and <root>/logs/sync.log, "
-    "and exit 0).",
-    "replica_commands:cmd_sync_hook_end",
-    opts=(SYNC_HOOK_WORKSPACE, PLAIN_ROOT),
-    fail_open=True,
-))
+for _hook in HOOK_COMMANDS.values():  # (declared beside their handlers)
+    _add(_hook)
 
 _add(Command(
     "hooks install claude-code", "Add the agent-journal hook to Claude Code's settings at a "
@@ -598,3 +503,45 @@ _add(Command(
     "cmd_completion",
     args=(Arg("shell", "bash, zsh or fish.", metavar="SHELL"),),
 ))
+
+
+def find_command(argv: list[str]) -> tuple[Command | None, list[str]]:
+    """Match the longest command name at the start of argv (names may be two words)."""
+    for width in (3, 2, 1):
+        name = " ".join(argv[:width])
+        if len(argv) >= width and name in COMMANDS:
+            return COMMANDS[name], argv[width:]
+    return None, argv
+
+
+def unknown_command(argv: list[str], prog: str) -> str:
+    """The message for argv that names no command: the nearest command (or group of
+    commands) when one is near, the commands of a group named without one."""
+    words: list[str] = []
+    for token in argv[:3]:
+        if token.startswith("-"):
+            break
+        words.append(token)
+    if not words:
+        return f"no command given; see {prog} --help"
+    typed = " ".join(words)
+    under = [name for name in COMMANDS if name.startswith(typed + " ")]
+    if under:
+        return f"{typed!r} needs a command: {', '.join(under)}"
+    best: tuple[float, str, str] | None = None
+    from difflib import SequenceMatcher
+
+    for width in range(1, len(words) + 1):
+        phrase = " ".join(words[:width])
+        known = [name for name in COMMANDS if len(name.split()) == width]
+        if width == len(words):  # a group's name is a fair answer to the whole phrase
+            known += sorted({" ".join(name.split()[:width]) for name in COMMANDS
+                             if len(name.split()) > width})
+        near = nearest(phrase, known)
+        if near is not None:
+            ratio = SequenceMatcher(None, phrase, near).ratio()
+            if best is None or ratio > best[0]:
+                best = (ratio, phrase, near)
+    if best is None:
+        return f"no such command {words[0]!r}; see {prog} --help"
+    return f"no such command {best[1]!r}; did you mean {best[2]!r}? (see {prog} --help)"

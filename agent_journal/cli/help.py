@@ -10,7 +10,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from agent_journal.cli.commands import BARE, COMMANDS, GROUP_HELP, MULTI, Command
+from agent_journal.cli.argv import BARE, MULTI, Command
+from agent_journal.cli.commands import COMMANDS, GROUP_HELP
 
 
 def _callback(cmd: Command) -> Any:

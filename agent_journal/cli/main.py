@@ -51,7 +51,7 @@ def _wants_help(argv: list[str]) -> bool:
 
 
 def run(argv: list[str]) -> int:
-    from agent_journal.cli.argv import find_command, parse
+    from agent_journal.cli.argv import parse
 
     if argv[:1] == ["--version"]:
         import agent_journal
@@ -74,7 +74,7 @@ def run(argv: list[str]) -> int:
         from agent_journal.cli.help import show_help
 
         return show_help(argv)
-    cmd, rest = find_command(argv)
+    cmd, rest = _find_command(argv)
     if cmd is not None and cmd.fail_open:
         return _run_failing_open(cmd, rest)
     if cmd is None and (argv[0] == "hook" or hook):
@@ -84,7 +84,7 @@ def run(argv: list[str]) -> int:
         return 0
     try:
         if cmd is None:
-            from agent_journal.cli.argv import unknown_command
+            from agent_journal.cli.commands import unknown_command
 
             raise UsageError(unknown_command(argv, PROG))
         values = parse(cmd, rest)
@@ -107,6 +107,19 @@ def run(argv: list[str]) -> int:
         return 1
 
 
+def _find_command(argv: list[str]) -> tuple[Any, list[str]]:
+    """The command argv names, and the words after its name. `hook AGENT` is looked up in
+    the hook's own rows: the hook process never builds the command table."""
+    if argv[:1] == ["hook"]:
+        from agent_journal.cli.hook_commands import HOOK_COMMANDS
+
+        hook = HOOK_COMMANDS.get(" ".join(argv[:2]))
+        return (hook, argv[2:]) if hook is not None else (None, argv)
+    from agent_journal.cli.commands import find_command
+
+    return find_command(argv)
+
+
 def _handler(cmd: Any) -> Any:
     """A command's handler: a function of cli/handlers.py, or `module:name`, a function of
     `agent_journal.cli.module`, imported only now."""
@@ -122,9 +135,9 @@ _GLOBAL_FLAGS = ("--root", "--workspace")
 
 def _names_a_hook(argv: list[str]) -> bool:
     """Whether the words `hook AGENT` of a fail-open command stand somewhere in argv."""
-    from agent_journal.cli.commands import COMMANDS
+    from agent_journal.cli.hook_commands import HOOK_COMMANDS
 
-    return any(word == "hook" and COMMANDS.get(f"hook {argv[i + 1]}") is not None
+    return any(word == "hook" and f"hook {argv[i + 1]}" in HOOK_COMMANDS
                for i, word in enumerate(argv[:-1]))
 
 
@@ -142,9 +155,7 @@ def _hoist_global_options(argv: list[str]) -> list[str]:
             raise UsageError(f"{argv[i]} needs a value")
         moved += argv[i:i + 2]
         i += 2
-    from agent_journal.cli.argv import find_command
-
-    cmd, rest = find_command(argv[i:])
+    cmd, rest = _find_command(argv[i:])
     if cmd is None:
         if i < len(argv):
             return argv[i:] + moved

@@ -21,13 +21,6 @@ import os
 from agent_journal.core import codec
 from agent_journal.core.errors import IntegrityError, JournalError, NotFoundError
 from agent_journal.core.model import OBSERVATION, validate_id
-from agent_journal.storage.artifacts import (
-    BlobHolds,
-    artifact_path,
-    artifact_ref,
-    read_artifact,
-    write_artifact,
-)
 
 TYPE_CHECKING = False  # typing stays unimported at run time; mypy reads this as True
 if TYPE_CHECKING:
@@ -36,6 +29,7 @@ if TYPE_CHECKING:
     from agent_journal.core.derive import Derived
     from agent_journal.core.model import Event
     from agent_journal.ops.context import Context
+    from agent_journal.storage.artifacts import BlobHolds
     from agent_journal.storage.workspace import Workspace
 
 ENV_THRESHOLD = "AGENT_JOURNAL_ARTIFACT_THRESHOLD"
@@ -74,6 +68,16 @@ def _summary_lines(text: str) -> str:
     return summary_context(text)
 
 
+def _encoded(value: Any) -> tuple[str, bytes]:
+    text = value if isinstance(value, str) else canonical_text(value)
+    return text, text.encode("utf-8", errors="surrogatepass")
+
+
+def kept_whole(value: Any) -> bool:
+    """Whether `capture_output` stores `value` as a blob (it is above the threshold)."""
+    return value is not None and len(_encoded(value)[1]) > threshold()
+
+
 def capture_output(ws: Workspace, value: Any, *, partial: bool = False,
                    holds: BlobHolds | None = None) -> tuple[Any, dict[str, Any] | None]:
     """(the `output` to store in the event, the `artifact` record or None).
@@ -89,10 +93,11 @@ def capture_output(ws: Workspace, value: Any, *, partial: bool = False,
     """
     if value is None:
         return None, None
-    text = value if isinstance(value, str) else canonical_text(value)
-    data = text.encode("utf-8", errors="surrogatepass")
+    text, data = _encoded(value)
     if len(data) <= threshold():
         return value, None
+    from agent_journal.storage.artifacts import artifact_ref, write_artifact
+
     artifact: dict[str, Any] = {
         "ref": artifact_ref(data),
         "bytes": len(data),
@@ -208,6 +213,8 @@ def _from_artifact(ws: Workspace, obs_id: str, artifact: Any) -> Evidence:
                              "is in the journal")
     if not isinstance(size, int) or not isinstance(digest, str) or not isinstance(ref, str):
         raise IntegrityError(f"{what}: the event does not record bytes, checksum and ref")
+    from agent_journal.storage.artifacts import artifact_path, artifact_ref, read_artifact
+
     try:
         path = artifact_path(ws, ref)
         data = read_artifact(ws, ref)

@@ -47,12 +47,15 @@ def journal_mode_for(version: tuple[int, int, int]) -> str:
 JOURNAL_MODE = journal_mode_for(sqlite3.sqlite_version_info)
 
 
-def connect(path: str, *, readonly: bool = False, immutable: bool = False
-            ) -> sqlite3.Connection:
+def connect(path: str, *, readonly: bool = False, immutable: bool = False,
+            busy_s: float | None = None) -> sqlite3.Connection:
     """Open an existing SQLite file. Busy timeout first, autocommit, no file creation.
 
     `immutable` is for a verified export file: nobody writes it, so SQLite
-    takes no locks and looks for no journal.
+    takes no locks and looks for no journal. `busy_s`: how long a statement waits
+    for a lock another connection holds (a probe that must not hold up its caller
+    waits less); by default BUSY_TIMEOUT_S as it stands now (set_write_patience
+    lowers it for the hook).
     """
     check_confined(path)  # SQLite follows symbolic links; the journal does not
     _check_regular(path)
@@ -61,7 +64,9 @@ def connect(path: str, *, readonly: bool = False, immutable: bool = False
     # `timeout` installs SQLite's busy handler as the connection opens, before
     # any statement runs.
     try:
-        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+        conn = sqlite3.connect(uri, uri=True,
+                               timeout=BUSY_TIMEOUT_S if busy_s is None else busy_s,
+                               isolation_level=None,
                                check_same_thread=False)
     except sqlite3.OperationalError:
         # "unable to open database file" names neither the file nor the reason; the

@@ -181,6 +181,37 @@ def read(ws: Workspace, project: Project, *, strict: bool = True) -> ReadResult 
         return None
 
 
+PROBE_BUSY_S = 0.05
+
+
+def unread_rows(ws: Workspace) -> int | None:
+    """About how many rows of the workspace's segments the cache has not read yet (all of
+    them when there is no cache, or one another version kept), counted from each segment's
+    highest seq against the mark kept for it, so the count costs an index look-up per
+    segment, never a scan. Nothing is written, nothing is locked, and a lock another
+    process holds on the cache is waited for at most PROBE_BUSY_S: None when the cache
+    cannot be read now (a writer is committing to it): the caller then cannot tell."""
+    from agent_journal.storage.connection import connect
+    from agent_journal.storage.segment_reader import segment_extent
+
+    marks: dict[str, int] = {}
+    path = path_of(ws)
+    if os.path.exists(path):
+        try:
+            conn = connect(path, readonly=True, busy_s=PROBE_BUSY_S)
+            try:
+                if dict(conn.execute("SELECT key, value FROM meta")) == _identity(ws):
+                    marks = dict(conn.execute("SELECT name, high FROM segments"))
+            finally:
+                conn.close()
+        except (OSError, sqlite3.Error, JournalError):
+            return None
+    # (max(seq) is the row count of a segment nothing was erased from, and above it after a
+    # compaction: an estimate that errs towards more.)
+    return sum(max(0, segment_extent(p, count=False)[0] - marks.get(os.path.basename(p), 0))
+               for p in ws.segment_paths())
+
+
 class Damaged(Exception):
     """A row of the cache is not what was kept: the file is thrown away (`_discard`)."""
 

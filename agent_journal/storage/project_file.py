@@ -2,7 +2,8 @@
 
 Invariants:
 - It is found from a folder upwards, the nearest one wins; a folder without one costs one
-  failed stat per level, and `tomllib` is imported only when a file is found.
+  failed stat per level. The plain form `render` writes is read without `tomllib` or `re`
+  (the installed hook reads the file on every tool call); anything else goes to tomllib.
 - It holds only string keys: `workspace` (a valid id), `root`, and the team's sync remote
   `remote` with its `remote-endpoint-url` (spec/SYNC.md; never credentials: a file can
   hold no other key, and sync refuses a URL that carries any); anything else in it, or a
@@ -105,15 +106,15 @@ def load(path: str) -> ProjectFile:
                        values["remote-endpoint-url"])
 
 
-_SIMPLE_LINE = (r'([A-Za-z0-9_-]+)[ \t]*=[ \t]*'
-                r'"((?:[^"\\\x00-\x1f\x7f]|\\["\\]|\\u[0-9a-fA-F]{4})*)"[ \t]*')
+# The characters a key may hold in the plain form render writes (a TOML bare key).
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 def _read_simple(text: str) -> dict[str, str] | None:
     """The file's keys when every line is blank, a comment or `key = "basic string"` with
-    only the escapes render writes, each key once; else None (let tomllib decide)."""
-    import re
-
+    only the escapes render writes (\\", \\\\, \\uXXXX), each key once; else None (let
+    tomllib decide). Read without `re`: the hook reads this file on every tool call."""
     data: dict[str, str] = {}
     # TOML ends lines at \n (or \r\n) only; splitlines() would also split at \x85 and
     # friends, which may stand inside a string.
@@ -121,14 +122,45 @@ def _read_simple(text: str) -> dict[str, str] | None:
         stripped = line.removesuffix("\r").strip(" \t")
         if not stripped or stripped.startswith("#"):
             continue
-        match = re.fullmatch(_SIMPLE_LINE, stripped)
-        if match is None or match.group(1) in data:
+        key, eq, rest = stripped.partition("=")
+        key = key.rstrip(" \t")
+        if not eq or not key or not set(key) <= _KEY_CHARS or key in data:
             return None
-        data[match.group(1)] = re.sub(
-            r'\\(["\\]|u[0-9a-fA-F]{4})',
-            lambda m: m.group(1) if len(m.group(1)) == 1 else chr(int(m.group(1)[1:], 16)),
-            match.group(2))
+        value = _basic_string(rest.lstrip(" \t"))
+        if value is None:
+            return None
+        data[key] = value
     return data
+
+
+def _basic_string(text: str) -> str | None:
+    """The value of `text` when it is one TOML basic string and nothing after it but blanks
+    (already stripped), holding no control character and no escape but \\", \\\\ and
+    \\uXXXX; else None."""
+    if not text.startswith('"'):
+        return None
+    out: list[str] = []
+    i, end = 1, len(text)
+    while i < end:
+        ch = text[i]
+        if ch == '"':
+            return "".join(out) if i == end - 1 else None
+        if ch < " " or ch == "\x7f":
+            return None
+        if ch != "\\":
+            out.append(ch)
+            i += 1
+            continue
+        escaped = text[i + 1:i + 2]
+        if escaped in ('"', "\\"):
+            out.append(escaped)
+            i += 2
+        elif escaped == "u" and len(text[i + 2:i + 6]) == 4 and set(text[i + 2:i + 6]) <= _HEX:
+            out.append(chr(int(text[i + 2:i + 6], 16)))
+            i += 6
+        else:
+            return None
+    return None
 
 
 def render(workspace: str, root: str | None) -> str:

@@ -216,9 +216,10 @@ def read_segment(path: str, *, lazy: bool = False, peek: Peek | None = None,
     return scan
 
 
-def segment_extent(path: str) -> tuple[int, int]:
+def segment_extent(path: str, *, count: bool = True) -> tuple[int, int]:
     """(the highest seq, how many rows) of a segment; (0, 0) when it cannot be read (its
-    damage is reported by the read that follows)."""
+    damage is reported by the read that follows). Without `count` the rows are not
+    counted (0): the highest seq alone is an index look-up."""
     try:
         conn = open_segment_for_read(path)
     except sqlite3.Error:
@@ -226,9 +227,12 @@ def segment_extent(path: str) -> tuple[int, int]:
     try:
         if never_initialised(conn):
             return 0, 0
-        high, count = conn.execute("SELECT coalesce(max(seq), 0), count(*) FROM events"
-                                   ).fetchone()
-        return int(high), int(count)
+        if not count:
+            return int(conn.execute("SELECT coalesce(max(seq), 0) FROM events"
+                                    ).fetchone()[0]), 0
+        high, rows = conn.execute("SELECT coalesce(max(seq), 0), count(*) FROM events"
+                                  ).fetchone()
+        return int(high), int(rows)
     except sqlite3.Error:
         return 0, 0
     finally:
