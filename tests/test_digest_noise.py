@@ -209,3 +209,15 @@ def test_a_failure_reason_is_never_a_test_the_runner_reports_passing():
     assert error_reason(bun) == "(fail) grade > grades assertions from a trace [12.00ms]"
     vitest = " ✓ src/a.test.ts > handles failures (3ms)\n × src/b.test.ts > parses\n"
     assert error_reason(vitest) == "× src/b.test.ts > parses"
+
+
+def test_a_failure_reason_is_never_a_line_of_source_the_runner_quotes():
+    from agent_journal.core.recovery.reasons import error_reason
+
+    frame = ("1 | // When the subprocess fails, this is the error instance returned.\n"
+             "2 | export class Failed {}\n"
+             "error: expect(received).toMatchObject(expected)\n")
+    assert error_reason(frame) == "error: expect(received).toMatchObject(expected)"
+    assert error_reason("> 52 |     throw new CryptoError('Key unwrapping failed')\n"
+                        "CryptoError: Key unwrapping failed\n") == \
+        "CryptoError: Key unwrapping failed"

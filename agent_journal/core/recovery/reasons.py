@@ -2,13 +2,14 @@
 
 Invariants: the reason is a line of the output itself (never rewritten beyond trimming
 and a length cap); log noise (`level=info` lines, bare `Exit code N`, blank and
-decoration lines, a test a runner reports passing) is skipped; for a Python traceback
-the exception line is the reason, and so is the first exception line pytest marks with
-`E` (it prints no traceback header). A line that only heads what follows (`Failure:`,
-`Error:`) is joined to the line after it. A permission denial or a user's rejection is
-recognised only by Claude Code's own fixed wording, so an error is never mistaken for
-one. A benign no-op (`benign`) is recognised only when the failure's reason is one of a
-short fixed list of messages saying the wanted state already holds (BENIGN_NOOPS).
+decoration lines, a test a runner reports passing, a line of source a runner quotes) is
+skipped; for a Python traceback the exception line is the reason, and so is the first
+exception line pytest marks with `E` (it prints no traceback header). A line that only
+heads what follows (`Failure:`, `Error:`) is joined to the line after it. A permission
+denial or a user's rejection is recognised only by Claude Code's own fixed wording, so an
+error is never mistaken for one. A benign no-op (`benign`) is recognised only when the
+failure's reason is one of a short fixed list of messages saying the wanted state already
+holds (BENIGN_NOOPS).
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ REASON_CHARS = 240
 
 _EXIT = re.compile(r"^Exit code \d+$")
 _NOISE = re.compile(r"^(?:time=\"[^\"]*\"\s+)?level=(?:info|debug|trace)\b|"
-                    # a test a runner reports passing says nothing of what failed
+                    # a test a runner reports passing says nothing of what failed, nor
+                    # does a line of source a runner quotes around it (`12 | code`)
                     r"^(?:\(pass\)|✓|✔|√|PASS\s|--- PASS:|ok\s+\S+\s+[\d.]+s)|"
+                    r"^>?\s*\d+\s*\|(?!\|)|"
                     r"^\s*(?:\[?(?:INFO|DEBUG|TRACE)\]?[: ])|"
                     r"^\d{4}-\d\d-\d\d[T ][\d:.]+\S*\s+(?:INFO|DEBUG|TRACE)\b|"
                     r"^[\s\-=_*~#|+]*$", re.IGNORECASE)
