@@ -17,22 +17,11 @@ from pathlib import Path
 import pytest
 from conftest import CLI
 from s3_support import aws_env
+from test_remote_project import project, run
 from test_replicas import make_root
 
 from agent_journal.agents import hook_install, sync_hooks
 from agent_journal.agents.agent import agent
-
-
-def project(tmp_path: Path, name: str, lines: str) -> Path:
-    folder = tmp_path / name
-    folder.mkdir()
-    (folder / ".agent-journal.toml").write_text('workspace = "team"\n' + lines)
-    return folder
-
-
-def run(folder: Path, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, *args], cwd=folder, capture_output=True, text=True,
-                          env=aws_env(AGENT_JOURNAL_ROOT=str(root)), timeout=120)
 
 
 def as_the_agent(folder: Path, root: Path, command: str) -> subprocess.CompletedProcess[str]:
