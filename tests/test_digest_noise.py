@@ -221,3 +221,25 @@ def test_a_failure_reason_is_never_a_line_of_source_the_runner_quotes():
     assert error_reason("> 52 |     throw new CryptoError('Key unwrapping failed')\n"
                         "CryptoError: Key unwrapping failed\n") == \
         "CryptoError: Key unwrapping failed"
+
+
+def test_a_run_piped_into_tail_failed_when_its_runner_printed_so():
+    from agent_journal.core.recovery.exit_lines import failed_line
+
+    pnpm = ("> @c/e2e@0.14.0 test /w/tests/e2e\n> playwright test -- --grep 'Sharing'\n\n"
+            "Error: No tests found.\nMake sure that arguments are regular expressions.\n\n"
+            " ERR_PNPM_RECURSIVE_RUN_FIRST_FAIL  @c/e2e@0.14.0 test: `playwright test`\n"
+            "Exit status 1\n")
+    assert failed_line(pnpm) == "ERR_PNPM_RECURSIVE_RUN_FIRST_FAIL  @c/e2e@0.14.0 test: " \
+        "`playwright test`"
+    assert failed_line("make: *** [Makefile:12: test] Error 2\n").startswith("make: ***")
+    assert failed_line('error: script "test" exited with code 1\n') is not None
+    assert failed_line("error Command failed with exit code 2.\n") is not None
+    assert failed_line("all good\nExit status 0\n") is None
+    assert failed_line("the docs say npm error codes look like E404\n") is None
+    piped = _tool_call(1, "Bash", {"command": "pnpm --filter e2e test 2>&1 | tail -60"},
+                       output=pnpm)
+    assert piped.failed and piped.get("reason") == "Error: No tests found."
+    # Not piped: the exit status is the command's own, and it said 0.
+    plain = _tool_call(2, "Bash", {"command": "pnpm --filter e2e test || true"}, output=pnpm)
+    assert plain.succeeded

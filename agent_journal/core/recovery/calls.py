@@ -5,7 +5,9 @@ Invariant: `fold` is the fold `Derived.observation_view` does (`latest_wins` of
 `facts.event_facts` of each event;
 `call_from_view` gives the same Call from a view of the whole observation. A tool call
 failed when its status or exit code says so, or when its command ran an HTTP client that
-printed an error answer (`httpError`, core/recovery/http_errors.py) and exited 0.
+printed an error answer (`httpError`, core/recovery/http_errors.py) and exited 0, or when
+its exit status was its pipe's and its runner printed that it failed (`failedLine`,
+core/recovery/exit_lines.py).
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ class Call(Record):
                 # `curl -s` exits 0 on an error answer: the call failed all the same.
                 state = FAILED
                 facts.setdefault("reason", facts["httpError"])
+            elif "failedLine" in facts and facts.get("piped") and "check" not in facts:
+                # `pnpm test | tail` exits with tail's 0; pnpm said it failed.
+                state = FAILED
+                facts.setdefault("reason", facts["failedReason"])
             else:
                 state = OK
         self._state = state

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "28"
+FACTS_VERSION = "29"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -322,6 +322,18 @@ def _http_failure(facts: dict[str, Any], text: str) -> None:
         facts["httpError"] = reason
 
 
+def _failed_line(text: str, facts: dict[str, Any]) -> None:
+    """The line by which a runner said the command it ran failed (exit_lines), with the
+    output's error line: what a pipe's exit status hid (calls.Call reads them)."""
+    from agent_journal.core.recovery.exit_lines import failed_line
+    from agent_journal.core.recovery.reasons import error_reason
+
+    line = failed_line(text)
+    if line is not None:
+        facts["failedLine"] = line
+        facts["failedReason"] = error_reason(text) or line
+
+
 def _shell_output_facts(text: str, failed: bool, facts: dict[str, Any]) -> None:
     """What a shell call's output says: a test or check run, a traceback, commits, pushes,
     a branch switched, files git removed, a `git log` listing, a merge, packages."""
@@ -339,6 +351,7 @@ def _shell_output_facts(text: str, failed: bool, facts: dict[str, Any]) -> None:
             facts["traceback"] = crashed
         if text.strip():
             facts["printed"] = True  # with `piped`: a run whose verdict is unknown
+            _failed_line(text, facts)
     _git_facts(text, failed, facts)
     if not failed and "github.com/" in text:
         from agent_journal.core.recovery.pull_requests import urls_in
