@@ -1967,14 +1967,15 @@ def test_a_second_applied_compaction_refuses_while_one_runs(cli, root, monkeypat
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         monkeypatch.setattr(locks, "COMPACT_LOCK_WAIT_S", 0.2)
-        with pytest.raises(errors.CompactionRunningError, match="another compact --apply"):
+        with pytest.raises(errors.CompactionRunningError,
+                           match="another compact --apply or an import"):
             compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
         # A dry run needs no lock.
         dry = compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=False)
         assert dry.report["tombstoned"] == ["f-secret"]
         refused = cli("compact", "--json", "--apply")  # waits its full 5 s, then refuses
         assert refused.code == 1 and refused.out == ""
-        assert "another compact --apply is running" in refused.err
+        assert "another compact --apply or an import is running" in refused.err
         assert {p: p.read_bytes() for p in segments(root)} == before
         assert sorted(os.listdir(ws.path)) == ["segments"]  # nothing written, not even a lock
     finally:

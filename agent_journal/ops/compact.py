@@ -156,8 +156,8 @@ def compact(ctx: Context, *, entry_ttl_days: int | None, observation_ttl_days: i
                 held.enter_context(compaction_lock(ws))
             except BlockingIOError:
                 raise CompactionRunningError(
-                    "another compact --apply is running on this workspace; nothing was "
-                    "changed. Re-run when it has finished") from None
+                    "another compact --apply or an import is running on this workspace; "
+                    "nothing was changed. Re-run when it has finished") from None
             # Events a hook spooled are journaled first (those a tombstone names are
             # dropped), so no spool file outlives the erasure of what it holds.
             spool.drain(ws)
