@@ -96,6 +96,7 @@ from agent_journal.ops.digest_lines import (
     _retracted_entry,
     _said_item,
     _todo_line,
+    failure_said,
     installed_item,
     list_bases,
     operation_items,
@@ -256,7 +257,9 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     open_runs = open_.total
     problems = [f for f in open_fails if not is_lookup(f.tool, f.target)]
     misses = [f for f in open_fails if is_lookup(f.tool, f.target)]
-    open_.fill(problems, lambda f: (_failure_item(f), _failure_line(f, with_id=True)))
+    # A call that failed again the same way shows once, as its latest failure.
+    open_.fill(problems, lambda f: (_failure_item(f), _failure_line(f, with_id=True)),
+               same=failure_said)
     open_.total += open_runs
     lookups = Section("failedLookups", "Failed lookups", "failed lookups",
                       "Reads, searches and listings that found nothing; not problems.")

@@ -616,3 +616,16 @@ def test_a_said_text_too_long_for_its_event_keeps_its_end():
         "ref": "r", "bytes": 40000, "tail": "last log line\nplease fix the parser"}})
     assert facts is not None and facts["text"].endswith("please fix the parser")
     assert facts["chars"] == 40000
+
+
+def test_a_call_that_failed_again_the_same_way_is_one_open_problem():
+    failed = {"status": "error", "exit_code": 1}
+    events = [said("p1", at(1), "prompt", "edit the pull request"),
+              obs("o1", at(2), "Bash", {"command": "gh pr edit 15 --body-file b.md"}, **failed),
+              obs("o2", at(3), "Bash", {"command": "gh pr edit 15 --body-file b.md"}, **failed),
+              obs("o3", at(4), "Bash", {"command": "gh pr edit 16 --body-file b.md"}, **failed)]
+    markdown, report = build(events)
+    problems = section(markdown, "Open problems")
+    assert problems.count("gh pr edit 15") == 1 and "[o2]" in problems
+    assert "gh pr edit 16" in problems
+    assert [p["id"] for p in report["openProblems"]] == ["o2", "o3"]

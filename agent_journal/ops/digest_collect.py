@@ -58,6 +58,7 @@ from agent_journal.ops.digest_lines import (
     _retracted_entry,
     _said_item,
     _todo_line,
+    failure_said,
     installed_item,
     list_bases,
     run_item,
@@ -272,7 +273,9 @@ def _problems(fold: DigestFold, runs: list[Any]) -> tuple[Section, Section, Sect
     problems = [f for f in kept_open if not is_lookup(f.tool, f.target)]
     misses = [f for f in kept_open if is_lookup(f.tool, f.target)]
     then = fold.remedies.of
-    open_.fill(problems, lambda f: (_failure_item(f), _failure_line(f, with_id=True)))
+    # A call that failed again the same way shows once, as its latest failure.
+    open_.fill(problems, lambda f: (_failure_item(f), _failure_line(f, with_id=True)),
+               same=failure_said)
     lookups = Section("failedLookups", "Failed lookups", "failed lookups",
                       "Reads, searches and listings that found nothing; not problems.")
     lookups.fill(misses, lambda f: (_failure_item(f), _failure_line(f, with_id=True)))

@@ -337,6 +337,12 @@ def summary_quote(summary: Any, goal: Any) -> str:
     return quote(clip_middle(rest, SUMMARY_CHARS), SUMMARY_CHARS)
 
 
+def failure_said(f: Any) -> str:
+    """What a failure's line says but for its time and id: two failures saying the same
+    are one problem."""
+    return f"{f.tool}\x00{f.target}\x00{f.kind}\x00{f.reason}\x00{f.exit_code}"
+
+
 def operation_items(operations: list[tuple[str, str, str]]
                     ) -> list[tuple[dict[str, Any], str]]:
     """The git operations (command, call id, ts) as commit-section items: a run of the same

@@ -98,10 +98,11 @@ class Section:
         self.md.append(md)
         self.total += 1
 
-    def fill(self, items: list[Any], render: Any) -> None:
-        """Render only the newest CAPS[key] of `items` (oldest first); count them all."""
+    def fill(self, items: list[Any], render: Any, same: Any = None) -> None:
+        """Render only the newest CAPS[key] of `items` (oldest first); count them all.
+        `same(x)`: what an item says, for items that may repeat one another (see add)."""
         for x in items[-CAPS[self.key]:]:
-            self.add(*render(x))
+            self.add(*render(x), same=same(x) if same is not None else None)
         self.total = len(items)
 
     def keep_latest(self) -> None:
