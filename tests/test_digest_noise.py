@@ -6,7 +6,7 @@ from __future__ import annotations
 from agent_journal.capture.client_turns import local_output
 from agent_journal.core.recovery.checks import parse_run
 from agent_journal.core.recovery.commits import git_operations
-from agent_journal.core.recovery.facts import shell_reads
+from agent_journal.core.recovery.shell_words import shell_reads
 from agent_journal.ops.digest_lines import _relative, operation_items
 
 

@@ -8,10 +8,11 @@ from hypothesis import strategies as st
 from agent_journal.core.recovery.calls import Call
 from agent_journal.core.recovery.checks import parse_run
 from agent_journal.core.recovery.commits import commits
-from agent_journal.core.recovery.facts import event_facts, shell_file_ops
+from agent_journal.core.recovery.facts import event_facts
 from agent_journal.core.recovery.failures import failures
 from agent_journal.core.recovery.files_touched import files_touched
 from agent_journal.core.recovery.reasons import DENIED, REJECTED, error_reason, refusal
+from agent_journal.core.recovery.shell_words import shell_file_ops
 from agent_journal.core.recovery.test_runs import test_runs as runs_of
 
 
@@ -299,8 +300,8 @@ def test_patches_change_the_files_they_name():
 
 
 def test_files_read_are_those_never_changed():
-    from agent_journal.core.recovery.facts import shell_reads
     from agent_journal.core.recovery.files_touched import files_read
+    from agent_journal.core.recovery.shell_words import shell_reads
 
     assert shell_reads("sed -n 1,80p src/a.ts") == ["src/a.ts"]
     assert shell_reads("head -n 5 a.txt | grep x") == ["a.txt"]

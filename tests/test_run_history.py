@@ -5,8 +5,9 @@ neither when they would say nothing new; under a tight bound they go before any 
 from __future__ import annotations
 
 from agent_journal.core.recovery.calls import Call
-from agent_journal.core.recovery.facts import event_facts, piped
+from agent_journal.core.recovery.facts import event_facts
 from agent_journal.core.recovery.failures import failures
+from agent_journal.core.recovery.shell_words import piped
 from agent_journal.core.recovery.test_runs import SILENT_PASS, figures
 from agent_journal.core.recovery.test_runs import test_runs as runs_of
 from agent_journal.ops import digest as dg

@@ -109,7 +109,7 @@ class Call(Record):
     @property
     def masked(self) -> bool:
         """Whether its verdict is unknown: it printed something, no runner summary, and
-        its exit status was its pipe's last command's (facts.piped)."""
+        its exit status was its pipe's last command's (shell_words.piped)."""
         facts = self.facts
         return bool(facts.get("piped") and facts.get("printed")) and "check" not in facts
 

@@ -4,7 +4,7 @@ Invariants: `event_facts` is a pure function of an event's kind and data; its re
 a small JSON-able dict (so a cache can keep it in place of the event), or None when the
 event holds nothing the derivations use. Texts are capped (TEXT_CHARS) at a word
 boundary (a prompt keeps its head and its tail); everything else is taken verbatim or
-parsed by checks, git_output and reasons.
+parsed by checks, git_output, reasons and shell_words.
 """
 
 from __future__ import annotations
@@ -13,6 +13,16 @@ import re
 
 from agent_journal.core import tools
 from agent_journal.core.recovery.patches import PATCH_TOOLS, patch_file_ops, patch_refused
+from agent_journal.core.recovery.shell_words import (
+    MAY_MOVE,
+    MAY_READ,
+    changes_directory,
+    elide_heredocs,
+    piped,
+    shell_file_ops,
+    shell_reads,
+    within,
+)
 from agent_journal.core.recovery.text import clip, clip_middle
 
 TYPE_CHECKING = False
@@ -202,21 +212,21 @@ def _target_facts(name: str | None, tool: str | None, value: Any, facts: dict[st
         facts["workdir"] = workdir
     if target is None:
         return
-    if tool == tools.SHELL and "<<" in target:
-        target = _FILE_HEREDOC.sub(_elided, target)
+    if tool == tools.SHELL:
+        target = elide_heredocs(target)
     facts["target"] = clip(target, TARGET_CHARS)
     if tool == tools.SHELL:
         # The relative paths a shell call names are resolved in the directory it ran
         # in (so `rm a.py` and an Edit of /w/a.py are one file), unless it changed
         # directory on the way.
-        base = None if _CD.search(target) else workdir or facts.get("cwd")
-        ops = shell_file_ops(target) if re.search(_MAY_MOVE, target) else None
+        base = None if changes_directory(target) else workdir or facts.get("cwd")
+        ops = shell_file_ops(target) if re.search(MAY_MOVE, target) else None
         if ops:
-            facts["fileOps"] = [[op[0], *(_within(base, p) for p in op[1:])]
+            facts["fileOps"] = [[op[0], *(within(base, p) for p in op[1:])]
                                 for op in ops]
-        read = shell_reads(target) if _MAY_READ.match(target) else None
+        read = shell_reads(target) if MAY_READ.match(target) else None
         if read:
-            facts["reads"] = [_within(base, p) for p in read]
+            facts["reads"] = [within(base, p) for p in read]
         if piped(target):
             facts["piped"] = True
 
@@ -368,15 +378,6 @@ def _shell_output_facts(text: str, failed: bool, facts: dict[str, Any]) -> None:
 
 
 # A pipe (`|` or `|&`), not `||` and not the `>|` redirection.
-_PIPE = re.compile(r"(?<![|>])\|(?!\|)")
-
-
-def piped(command: str) -> bool:
-    """Whether `command`'s exit status is a pipe's last command's (`pytest | tail -5`
-    exits 0 whatever pytest did; `pipefail` aside)."""
-    return "pipefail" not in command and _PIPE.search(command) is not None
-
-
 def _git_facts(text: str, failed: bool, facts: dict[str, Any]) -> None:
     from agent_journal.core.recovery.git_output import (
         commits_in,
@@ -406,12 +407,12 @@ def _git_facts(text: str, failed: bool, facts: dict[str, Any]) -> None:
     base = facts.get("workdir") or facts.get("cwd")
     removed = removed_by_git_rm(text)
     if removed:
-        facts["removed"] = [_within(base, p) for p in removed]
+        facts["removed"] = [within(base, p) for p in removed]
     # `Removing path` is git clean's; the output alone cannot say it was git clean
     # (an import keeps the command on the call's start), so files_touched checks.
     cleaned = removed_by_git_clean(text) if not failed else None
     if cleaned:
-        facts["cleaned"] = [_within(base, p) for p in cleaned]
+        facts["cleaned"] = [within(base, p) for p in cleaned]
     # An import keeps a call's command on its start and its output on its end: the
     # end's listing is kept whatever its target, and commits() reads it only for a
     # call whose command ran `git log`.
@@ -493,136 +494,3 @@ def edit_change(value: Any) -> list[str | None] | None:
     added = _first_new(new_lines, {x.strip() for x in old_lines})
     removed = _first_new(old_lines, {x.strip() for x in new_lines})
     return [added, removed] if added or removed else None
-
-
-_CD = re.compile(r"(?:^|[;&|(]\s*)(?:cd|pushd)\s")
-# A file written from a heredoc (`cat > f <<'EOF'`, then its lines, then `EOF`): the
-# lines are the file's, not the command's; the target keeps what ran after them.
-_FILE_HEREDOC = re.compile(r"(\bcat\s*>>?\s*\S+\s*<<-?\s*(['\"]?)(\w+)\2[^\n]*\n)"
-                           r"(.*?)(\n\3[ \t]*(?:\n|$))", re.DOTALL)
-
-
-def _elided(m: re.Match[str]) -> str:
-    body = m.group(4)
-    return m.group(0) if len(body) <= 80 else f"{m.group(1)}…{m.group(5)}"
-
-
-def _within(workdir: Any, path: str) -> str:
-    """`path` as named in a call that ran in `workdir` (None: unknown, the path as it is)."""
-    if not isinstance(workdir, str) or not workdir.startswith("/") or path.startswith("/"):
-        return path
-    import posixpath
-
-    return posixpath.normpath(posixpath.join(workdir, path))
-
-
-# A command that starts by printing files (how Codex and shells read them).
-_MAY_READ = re.compile(r"\s*(?:cat|head|tail|sed|nl|less|bat)\s")
-_READERS = frozenset({"cat", "head", "tail", "sed", "nl", "less", "bat"})
-
-
-def shell_reads(command: str) -> list[str]:
-    """The files a plain shell read prints (`cat a b`, `head -n 5 a`, `sed -n 1,80p a`):
-    literal paths of the first command of a pipe, never one with globs or variables, and
-    nothing for a command that redirects or edits in place."""
-    import shlex
-
-    # The first line's first command: `;`, `|`, `&` end it even when not spaced apart.
-    lexer = shlex.shlex(command.split("\n", 1)[0], posix=True, punctuation_chars=";&|")
-    lexer.whitespace_split = True
-    first: list[str] = []
-    try:
-        for word in lexer:
-            if word.strip(";&|") == "":
-                break
-            first.append(word)
-    except ValueError:
-        return []
-    if not first or first[0] not in _READERS or any(
-            w.startswith((">", "-i")) or w == "--in-place" for w in first):
-        return []
-    args = first[1:]
-    paths: list[str] = []
-    skip = False
-    for i, word in enumerate(args):
-        if skip:
-            skip = False
-            continue
-        if word.startswith("-"):
-            skip = word in ("-n", "-c", "-e") and first[0] in ("head", "tail", "sed")
-            continue
-        if first[0] == "sed" and i == 0 or (first[0] == "sed" and not paths and
-                                            re.fullmatch(r"[\d,$]+p|\d+q", word)):
-            continue  # sed's script
-        if any(ch in _UNSAFE for ch in word):
-            return []
-        paths.append(word)
-    return paths[:20]
-
-
-# Only a command naming rm, mv, git checkout or git restore is split into words.
-_MAY_MOVE = r"\b(?:rm|mv|checkout|restore)\b"
-_SEPARATORS = frozenset({"&&", ";", "||", "|", "&"})
-_UNSAFE = frozenset("*?[]{}$`~<>()\\")
-
-
-def shell_file_ops(command: str) -> list[list[str]]:
-    """Files a shell command plainly deletes, moves or reverts: ["deleted", path],
-    ["moved", src, dst] and ["reverted", path], from `rm`, `git rm` (not --cached), `mv`,
-    `git mv`, `git checkout -- paths` and `git restore paths` (not --staged alone: that
-    leaves the file as it is) with literal paths only. Anything with globs, variables,
-    redirections or subshells in a path is left out: its effect cannot be read off the
-    command."""
-    import shlex  # only for shell commands that may move or delete files
-
-    try:
-        words = shlex.split(command, comments=True, posix=True)
-    except ValueError:
-        return []
-    ops: list[list[str]] = []
-    part: list[str] = []
-    for word in [*words, ";"]:
-        if word in _SEPARATORS:
-            ops.extend(_ops_of(part))
-            part = []
-        else:
-            part.append(word)
-    return ops[:50]
-
-
-def _ops_of(words: list[str]) -> list[list[str]]:
-    if not words:
-        return []
-    if words[0] == "git" and len(words) > 2 and words[1] in ("checkout", "restore"):
-        return _reverted(words[1], words[2:])
-    if words[0] == "git" and len(words) > 1 and words[1] in ("rm", "mv"):
-        verb, args = words[1], words[2:]
-    elif words[0] in ("rm", "mv"):
-        verb, args = words[0], words[1:]
-    else:
-        return []
-    flags = [a for a in args if a.startswith("-")]
-    paths = [a for a in args if not a.startswith("-")]
-    if "--cached" in flags or any(ch in _UNSAFE for p in paths for ch in p) or not paths:
-        return []
-    if verb == "rm":
-        return [["deleted", p] for p in paths]
-    if len(paths) == 2 and not any(f in ("-t", "--target-directory") for f in flags):
-        return [["moved", paths[0], paths[1]]]
-    return []
-
-
-def _reverted(verb: str, args: list[str]) -> list[list[str]]:
-    """`git checkout [HEAD] -- paths` (without `--` the first word may be a branch) and
-    `git restore [--worktree] paths`: the paths' uncommitted changes are discarded."""
-    if verb == "checkout":
-        if "--" not in args or args[:args.index("--")] not in ([], ["HEAD"]):
-            return []
-        paths = args[args.index("--") + 1:]
-    else:
-        if any(a.startswith("-") and a not in ("-W", "--worktree", "--") for a in args):
-            return []  # --staged, --source: not the working tree put back as committed
-        paths = [a for a in args if not a.startswith("-")]
-    if not paths or any(ch in _UNSAFE for p in paths for ch in p):
-        return []
-    return [["reverted", p] for p in paths]

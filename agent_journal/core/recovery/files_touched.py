@@ -4,7 +4,7 @@ only read.
 Invariants: only calls that succeeded count. Write is `created` or `updated` as the tool's
 response says (`written` when it does not say); Edit, MultiEdit and NotebookEdit are
 `edited`; a patch (Codex's apply_patch) changes what patches.patch_file_ops reads off it;
-a shell call counts only in the plain forms facts.shell_file_ops reads (`reverted` for a
+a shell call counts only in the plain forms shell_words.shell_file_ops reads (`reverted` for a
 `git checkout -- path` or `git restore path`: its uncommitted changes are gone, and when
 the path is a folder so are those of the files under it this span edited or updated), or
 through `git rm`'s own output and, for a call that ran `git clean`, its output. A file's
