@@ -67,6 +67,25 @@ def imported_modules(path: Path, *, run_time_only: bool = False) -> set[str]:
             if n.startswith("agent_journal.")}
 
 
+MODULE_LINES = 600  # a module a newcomer reads at once (issue 29)
+FUNCTION_LINES = 80  # a function read at once
+
+
+def test_no_module_or_function_is_too_long_to_read_at_once():
+    too_long = []
+    for path in modules():
+        text = path.read_text()
+        rel = path.relative_to(PKG)
+        if text.count("\n") > MODULE_LINES:
+            too_long.append(f"{rel}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > FUNCTION_LINES:
+                    too_long.append(f"{rel}:{node.lineno} {node.name}: {lines} lines")
+    assert not too_long, too_long
+
+
 def test_every_module_lives_in_a_layer():
     loose = [p.name for p in modules() if layer_of(p) == ""]
     assert sorted(loose) == ["__init__.py", "__main__.py"], loose
