@@ -171,3 +171,27 @@ def _stop(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def test_doctor_says_when_the_session_syncs_have_no_remote(tmp_path, monkeypatch) -> None:
+    from agent_journal.agents.doctor import run_checks
+
+    folder = project(tmp_path, "p", "")
+    root = make_root(tmp_path, "root")
+    monkeypatch.setenv("AGENT_JOURNAL_ROOT", str(root))
+    install(folder, sync=True)
+
+    def syncs() -> list:
+        return [c for c in run_checks(project=str(folder), root=str(root))
+                if c.name == "session syncs"]
+
+    [check] = syncs()
+    assert not check.ok and "has no remote" in check.detail and "remote add" in check.fix
+    (folder / ".agent-journal.toml").write_text(
+        'workspace = "team"\nremote = "file://' + str(tmp_path / "share") + '"\n')
+    [check] = syncs()
+    assert check.ok and "syncs with project" in check.detail
+    # Without the sync handlers, doctor says nothing of syncs.
+    hook_install.uninstall(agent("claude-code"), project=str(folder), scope="local",
+                           dry_run=False)
+    assert syncs() == []

@@ -56,6 +56,7 @@ def run_checks(*, project: str | None, root: str | None, ack_hook_log: bool = Fa
 
         hooks_folder = found.folder if found is not None else find_project(None)[0]
     _guard(checks, "hooks", lambda: _hooks(checks, hooks_folder))
+    _guard(checks, "session syncs", lambda: _syncs(checks, hooks_folder, root_path, found))
     if root_path is not None:
         _guard(checks, "redaction config", lambda: _redaction(checks, root_path))
         _guard(checks, "thesaurus", lambda: _thesaurus(checks, root_path))
@@ -164,6 +165,43 @@ def _hooks(checks: list[Check], folder: str) -> None:
         checks.append(Check("hooks", True, "no agent-journal hook, plugin or MCP server "
                             "installed for this project or user (agent-journal hooks install "
                             "claude-code|codex adds one)"))
+
+
+def _syncs(checks: list[Check], folder: str, root: str | None, found: Any) -> None:
+    """The session syncs `hooks install --sync` added: they sync the project's workspace
+    with its remotes, so a workspace with none makes every session log a failed sync."""
+    from agent_journal.agents.agent import every_agent
+    from agent_journal.agents.hook_settings import load
+    from agent_journal.agents.sync_hooks import is_sync_handler
+
+    where = [target.path for agent in every_agent() for scope in agent.scopes
+             if os.path.isfile((target := agent.settings(scope, folder)).path)
+             and _our_commands(load(target.path)[1], is_sync_handler)]
+    if not where:
+        return
+    workspace = found.workspace if found is not None else None
+    if workspace is None:
+        checks.append(Check("session syncs", False, f"{', '.join(where)} syncs at session "
+                            "start and end, but no project file here names a workspace",
+                            "agent-journal hooks install claude-code|codex --sync (writes "
+                            "the project file)"))
+        return
+    from agent_journal.ops.context import Context
+    from agent_journal.ops.remotes import configured
+
+    ctx = Context(root, workspace)
+    if found.remote is not None:
+        ctx.project_remote = (found.remote, found.remote_endpoint, found.path)
+    names = [spec.name for spec in configured(ctx)]
+    if not names:
+        checks.append(Check("session syncs", False, f"{', '.join(where)} syncs workspace "
+                            f"{workspace} at session start and end, but it has no remote: "
+                            "every session logs a failed sync",
+                            f"agent-journal remote add NAME URL --workspace {workspace}, or "
+                            f'remote = "s3://BUCKET/PREFIX" in {found.path}'))
+        return
+    checks.append(Check("session syncs", True, f"workspace {workspace} syncs with "
+                        f"{', '.join(names)} at session start and end"))
 
 
 def _cli() -> str:
