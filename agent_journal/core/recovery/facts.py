@@ -240,10 +240,9 @@ def _input_facts(tool: str | None, value: Any, text: str | None, facts: dict[str
         if change:
             facts["change"] = change
     if tool in WRITERS or tool in PATCH_TOOLS:
-        names = _defined(value)
+        names, gone = _defined(value)
         if names:
             facts["defines"] = names
-        gone = _defined(value, removed=True)
         if gone:
             facts["undefines"] = gone
     if tool in PATCH_TOOLS:
@@ -323,8 +322,8 @@ def _http_failure(facts: dict[str, Any], text: str) -> None:
     as `httpError`, whatever the event's command (an import keeps the command on the
     call's start and its output on its end); calls.Call makes the call a failure when its
     command ran an HTTP client."""
-    if "HTTP/" not in text and "tatus" not in text:
-        return
+    if "HTTP/" not in text and '"status' not in text:
+        return  # no status line and no JSON status: most outputs stop here
     from agent_journal.core.recovery.http_errors import http_error
 
     reason = http_error(text)
@@ -452,30 +451,27 @@ def _first_new(lines: list[str], other: set[str]) -> str | None:
     return None
 
 
-def _defined(value: Any, removed: bool = False) -> list[str]:
-    """The names an Edit, MultiEdit, Write or patch defines (symbols.defined_names); with
-    `removed`, the names it took out (defined in what it replaced, not in what it wrote)."""
-    from agent_journal.core.recovery.symbols import defined_names
-
-    def compared(new: str, old: str) -> list[str]:
-        return defined_names(old, new) if removed else defined_names(new, old)
+def _defined(value: Any) -> tuple[list[str], list[str]]:
+    """(the names an Edit, MultiEdit, Write or patch defines, and those it took out:
+    defined in what it replaced, not in what it wrote) (symbols.changed_names)."""
+    from agent_journal.core.recovery.symbols import changed_names, defined_names
 
     if isinstance(value, str):  # a patch's text: its added lines against its removed ones
         lines = value.splitlines()
-        return compared("\n".join(x[1:] for x in lines if x.startswith("+")),
-                        "\n".join(x[1:] for x in lines if x.startswith("-")))
+        return changed_names("\n".join(x[1:] for x in lines if x.startswith("+")),
+                             "\n".join(x[1:] for x in lines if x.startswith("-")))
     if not isinstance(value, dict):
-        return []
+        return [], []
     if isinstance(value.get("content"), str):
-        return [] if removed else defined_names(value["content"])
+        return defined_names(value["content"]), []
     if isinstance(value.get("input"), str):  # Codex's apply_patch {"input": patch}
-        return _defined(value["input"], removed)
+        return _defined(value["input"])
     edits: list[Any] = value["edits"] if isinstance(value.get("edits"), list) else [value]
     added = "\n".join(e["new_string"] for e in edits
                       if isinstance(e, dict) and isinstance(e.get("new_string"), str))
     taken = "\n".join(e["old_string"] for e in edits
                       if isinstance(e, dict) and isinstance(e.get("old_string"), str))
-    return compared(added, taken)
+    return changed_names(added, taken)
 
 
 def edit_change(value: Any) -> list[str | None] | None:

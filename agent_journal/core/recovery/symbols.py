@@ -31,9 +31,19 @@ _DEFINITION = re.compile(
 
 def defined_names(added: str, removed: str = "") -> list[str]:
     """The names `added` defines that `removed` did not (see the module)."""
-    before = set(_names(removed[:_CAP]))
+    return _new_names(_names(added[:_CAP]), set(_names(removed[:_CAP])))
+
+
+def changed_names(added: str, removed: str) -> tuple[list[str], list[str]]:
+    """(the names `added` defines that `removed` did not, and the reverse): each text
+    read once."""
+    new, old = _names(added[:_CAP]), _names(removed[:_CAP])
+    return _new_names(new, set(old)), _new_names(old, set(new))
+
+
+def _new_names(names: list[str], before: set[str]) -> list[str]:
     found: list[str] = []
-    for name in _names(added[:_CAP]):
+    for name in names:
         if name not in before and name not in found and len(name) > 1:
             found.append(name)
             if len(found) == MAX_NAMES:
