@@ -181,9 +181,15 @@ def test_doctor_says_when_the_session_syncs_have_no_remote(tmp_path, monkeypatch
     monkeypatch.setenv("AGENT_JOURNAL_ROOT", str(root))
     install(folder, sync=True)
 
+    def files() -> dict:
+        return {str(f): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()}
+
     def syncs() -> list:
-        return [c for c in run_checks(project=str(folder), root=str(root))
-                if c.name == "session syncs"]
+        before = files()
+        found = [c for c in run_checks(project=str(folder), root=str(root))
+                 if c.name == "session syncs"]
+        assert files() == before  # doctor writes nothing, not even asking the remotes
+        return found
 
     [check] = syncs()
     assert not check.ok and "has no remote" in check.detail and "remote add" in check.fix
