@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import all_bytes_under
+from conftest import all_bytes_under, clean_env
 
-from agent_journal.core import codec
+from agent_journal.core import codec, errors
 from agent_journal.core.model import Event
-from agent_journal.ops import compact, context, show
-from agent_journal.storage import erasure, segment_copy
+from agent_journal.ops import compact, context, show, writes
+from agent_journal.storage import connection, erasure, segment_copy, swap_guard
 from agent_journal.storage import workspace as workspace_module
 from agent_journal.storage.workspace import ENV_SEGMENT_MAX_BYTES
 
@@ -261,6 +263,75 @@ def test_a_writer_whose_segment_was_replaced_while_it_waited_appends_to_the_new_
     assert writer.append([_event(50, ws.root.replica_id, doomed=False)]) == 1
     writer.close()
     assert "o50" in {r[3] for r in _rows(segment)}
+
+
+def test_a_copy_is_not_renamed_over_a_segment_while_a_writer_is_in_a_statement(
+        root, monkeypatch):
+    # A writer holds the swap guard from its check of the file it holds to its
+    # statement's end; a copy renamed over the segment meanwhile would leave it
+    # on a file SQLite finds the new file's journal beside. The compaction gives
+    # up the copy after a bounded wait and changes the segment in place.
+    segment = _live_journal(root, monkeypatch)
+    monkeypatch.setattr(swap_guard, "COMPACTION_WAIT_S", 0.05)
+    inode = segment.stat().st_ino
+    with swap_guard.writer_guard(str(segment.parent)):
+        outcome = compact.compact(_ctx(root), entry_ttl_days=None,
+                                  observation_ttl_days=None, apply=True)
+    assert len(outcome.report["tombstonesMarkedPurged"]) == 5
+    assert segment.stat().st_ino == inode  # in place, never renamed over
+    assert SECRET.encode() not in all_bytes_under(root)
+
+
+def test_a_writer_waits_while_a_copy_is_being_renamed_over_its_segment(root, monkeypatch):
+    segment = _live_journal(root, monkeypatch)
+    ws = _ctx(root).open(create=False)
+    monkeypatch.setattr(connection, "BUSY_TIMEOUT_S", 0.05)
+    before = _rows(segment)
+    with swap_guard.swap_guard(str(segment.parent)), ws.writer() as writer:
+        with pytest.raises(errors.BusyError):
+            writer.append([_event(51, ws.root.replica_id, doomed=False)])
+        with pytest.raises(errors.BusyError):
+            writer.tombstoned_among(["o9"])
+    assert _rows(segment) == before
+    assert ws.append([_event(51, ws.root.replica_id, doomed=False)]) == 1
+
+
+WRITER = r"""
+import sys
+from agent_journal.ops import context, writes
+root, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ctx = context.Context(root, "ws", session=name)
+for i in range(count):
+    writes.observe(ctx, kind="tool_call", obs_id=f"{name}-{i}", tool="Bash", call_id=str(i),
+                   input_value=None, output="x" * 2000, status="ok", exit_code=0,
+                   duration_ms=1)
+"""
+
+
+def test_writers_never_fail_while_the_live_segment_is_copied_over_again_and_again(
+        root, monkeypatch):
+    # SQLite locks a file but finds its journal by name: a writer left on a replaced
+    # file took a writer's journal of the new file for a crashed one, played it back
+    # and deleted it, and that writer's commit failed (disk I/O error).
+    segment = _live_journal(root, monkeypatch)
+    ctx = _ctx(root)
+    env = clean_env(AGENT_JOURNAL_WORKSPACE="ws")
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(root), f"w{n}", "150"],
+                                env=env, stderr=subprocess.PIPE) for n in range(4)]
+    rounds = 0
+    try:
+        while any(w.poll() is None for w in writers) or rounds < 3:
+            writes.observe(ctx, kind="tool_call", obs_id=f"doomed-{rounds}", tool="Bash",
+                           call_id="d", input_value=None, output=SECRET, status="ok",
+                           exit_code=0, duration_ms=1)
+            writes.tombstone(ctx, f"doomed-{rounds}", "must go")
+            compact.compact(ctx, entry_ttl_days=None, observation_ttl_days=None, apply=True)
+            rounds += 1
+    finally:
+        errs = [w.communicate(timeout=120)[1].decode() for w in writers]
+    assert [w.returncode for w in writers] == [0] * 4, errs
+    subjects = {r[3] for r in _rows(segment)}
+    assert all(f"w{n}-{i}" in subjects for n in range(4) for i in range(150))
 
 
 def test_a_writer_still_holding_a_replaced_segment_is_refused_never_lost(root, monkeypatch):

@@ -146,7 +146,9 @@ def run_write(conn: sqlite3.Connection, work: Any) -> Any:
 
 
 def describe_sqlite_error(exc: Exception) -> str:
-    return f"{exc.__class__.__name__}: {exc}".splitlines()[0]
+    name = getattr(exc, "sqlite_errorname", None)
+    told = f" ({name})" if name and name not in str(exc) else ""
+    return f"{exc.__class__.__name__}: {exc}{told}".splitlines()[0]
 
 
 def set_write_patience(busy_timeout_s: float, attempts: int) -> None:

@@ -22,7 +22,7 @@ from agent_journal.core.model import TOMBSTONE
 from agent_journal.storage import provenance
 from agent_journal.storage.connection import connect, describe_sqlite_error, is_busy
 from agent_journal.storage.files import create_private_file, unlink_quietly
-from agent_journal.storage.segment import never_initialised
+from agent_journal.storage.segment import never_initialised, open_segment_for_read
 
 
 class Unreadable(Exception):
@@ -32,14 +32,7 @@ class Unreadable(Exception):
 def _open_for_reading(path: str, *, immutable: bool) -> sqlite3.Connection:
     if immutable:
         return connect(path, immutable=True)
-    try:
-        conn = connect(path, readonly=True)
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        return conn
-    except sqlite3.Error:
-        # A hot journal left by a crashed writer needs a writable connection
-        # to roll back before anything can be read.
-        return connect(path)
+    return open_segment_for_read(path)
 
 
 def _begin_read(path: str, *, immutable: bool) -> sqlite3.Connection | None:

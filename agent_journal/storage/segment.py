@@ -11,6 +11,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterable
 
@@ -74,12 +75,44 @@ def insert_events(conn: sqlite3.Connection, events: Iterable[Event]) -> int:
 
 
 def open_segment_for_read(path: str) -> sqlite3.Connection:
-    """Read-write so a hot journal left by a killed writer can be rolled back;
-    read-only when the file cannot be opened for writing."""
+    """A read-only connection: one that cannot play a journal back.
+
+    SQLite finds a journal by the file's name: a writable connection left on a
+    segment a compaction's copy replaced would take the journal of a writer of
+    the new file for a crashed one, play it back and delete it (swap_guard.py).
+    A read-only one is refused instead (SQLITE_READONLY_ROLLBACK, "attempt to
+    write a readonly database"). So is one that finds the journal a killed writer
+    left: that is rolled back here, once, by a writable connection made under
+    the swap guard and closed at once, and the file is opened read-only again."""
     try:
-        return connect(path)
+        return _read_only(path)
+    except sqlite3.OperationalError as exc:
+        if "readonly" not in str(exc):
+            raise
+    from agent_journal.storage.swap_guard import writer_guard
+
+    with writer_guard(os.path.dirname(path)):
+        conn = connect(path)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+    return _read_only(path)
+
+
+def _read_only(path: str) -> sqlite3.Connection:
+    """Raises OperationalError when a journal lies beside the file; any other fault
+    is the caller's first statement's to report, as with every connection."""
+    conn = connect(path, readonly=True)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError as exc:
+        if "readonly" in str(exc):
+            conn.close()
+            raise
     except sqlite3.Error:
-        return connect(path, readonly=True)
+        pass
+    return conn
 
 
 def never_initialised(conn: sqlite3.Connection, schema: str = "main") -> bool:

@@ -30,9 +30,11 @@ Invariants:
   deleted, and the caller changes the segment in place.
 - So no name under the root keeps the old bytes, and no append is lost: an
   append either committed before the exclusive lock (and is in the copy) or
-  comes after the rename (into the new file). A writer that had the old file
-  open is refused by SQLite (SQLITE_READONLY_DBMOVED), never silently lost:
-  workspace.Writer then opens the segment afresh and appends again. A
+  comes after the rename (into the new file). The rename is made under the
+  swap guard (swap_guard.py), so no writer is between its check of the file
+  it holds and the end of its statement: its next statement opens the new
+  file. (Where the folder cannot be locked, SQLite refuses a writer's write to
+  the old file, SQLITE_READONLY_DBMOVED, and workspace.Writer appends again.) A
   process that had the old file open reads what it read before (as if it
   had read before the compaction; the erasure generation keeps it from
   storing that, see erasure_generation.py).
@@ -66,6 +68,7 @@ from agent_journal.storage.segment_edit import (
     keep_removed_ids,
     rewrite_tombstones,
 )
+from agent_journal.storage.swap_guard import swap_guard
 
 if TYPE_CHECKING:
     from agent_journal.storage.workspace import Workspace
@@ -289,7 +292,19 @@ def _swap(old: sqlite3.Connection, path: str, tmp: str, copied: _Copy,
     writer between), once the rows appended since the copy (a live segment's
     writers) are in it too; False, changing nothing, when something else
     changed the file or readers kept it busy. Raises SegmentGrew, changing
-    nothing, when an appended row is one the plan may depend on."""
+    nothing, when an appended row is one the plan may depend on.
+
+    Writers are kept out of the file under the name by the swap guard, taken
+    before the old file's lock (swap_guard.py): False when they kept it busy."""
+    try:
+        with swap_guard(os.path.dirname(path)):
+            return _swap_guarded(old, path, tmp, copied, inode, tolerate)
+    except TimeoutError:
+        return False
+
+
+def _swap_guarded(old: sqlite3.Connection, path: str, tmp: str, copied: _Copy,
+                  inode: tuple[int, int], tolerate: Tolerate | None) -> bool:
     try:
         old.execute("BEGIN EXCLUSIVE")
     except sqlite3.OperationalError as exc:

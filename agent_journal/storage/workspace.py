@@ -19,7 +19,14 @@ from agent_journal.core.errors import BusyError, ConflictError, StorageError
 from agent_journal.core.model import Event
 from agent_journal.storage.connection import connect, describe_sqlite_error, is_busy, run_write
 from agent_journal.storage.files import create_private_file, make_private_dirs
-from agent_journal.storage.segment import SEGMENT_SUFFIX, has_subject, init_segment, insert_events
+from agent_journal.storage.segment import (
+    SEGMENT_SUFFIX,
+    has_subject,
+    init_segment,
+    insert_events,
+    open_segment_for_read,
+)
+from agent_journal.storage.swap_guard import writer_guard
 
 TYPE_CHECKING = False  # typing is costly on the hook path; mypy reads this as True
 if TYPE_CHECKING:
@@ -118,7 +125,7 @@ class Workspace:
 
     def _segment_has_subject(self, path: str, subject: str, type_: str | None) -> bool:
         try:
-            conn = connect(path)
+            conn = open_segment_for_read(path)
         except sqlite3.Error:
             return False
         try:
@@ -148,7 +155,7 @@ class Workspace:
         for path in self.segment_paths():
             mine = (held or {}).get(path)
             try:
-                conn = mine or connect(path)
+                conn = mine or open_segment_for_read(path)
             except sqlite3.Error:
                 continue
             try:
@@ -340,16 +347,17 @@ class Writer:
     def _ask(self, path: str, among: set[str] | None) -> set[str] | None:
         if path != self.current:
             return _tombstone_subjects(path, among)
-        if self.conn is None:
-            # (The file's identity first: one put in its place meanwhile is then the one
-            # the connection holds, and is told apart at the append.)
+        with writer_guard(self.ws.segments_dir):
             inode = _inode(path)
-            try:
-                self.conn = connect(path)
-            except sqlite3.Error:
-                return None
-            self.inode = inode
-        found = _subjects_of_tombstones(self.conn, among)
+            if self.conn is not None and inode != self.inode:
+                self.close()  # a compaction's copy took its place
+            if self.conn is None:
+                try:
+                    self.conn = connect(path)
+                except sqlite3.Error:
+                    return None
+                self.inode = inode
+            found = _subjects_of_tombstones(self.conn, among)
         self.initialised = self.initialised or found is not None
         return found
 
@@ -357,15 +365,18 @@ class Writer:
                subject_type: str | None = None) -> int:
         """Workspace.append, through this hold.
 
-        A compaction may replace the current segment by a copy while this hold
-        waits for its lock (storage/segment_copy.py): SQLite then refuses the
-        write to the file no longer under the name (SQLITE_READONLY_DBMOVED, or a
-        plain "readonly database" when the move is seen mid-write), and the append is
-        made again, to the file now there (MOVED_RETRIES times: compactions in a row)."""
+        Each attempt runs under the swap guard (storage/swap_guard.py), which a
+        compaction's copy of the segment waits for: the file the connection holds
+        is the one under the segment's name from the attempt's check to its end.
+        Should SQLite still refuse the write to a file no longer under the name
+        (SQLITE_READONLY_DBMOVED, or a plain "readonly database" when the move is
+        seen mid-write: a file system that cannot lock the folder), the append is
+        made again, to the file now there (MOVED_RETRIES times)."""
         try:
             for attempt in range(MOVED_RETRIES):
                 try:
-                    return self._append(events, unique_subject, subject_type)
+                    with writer_guard(self.ws.segments_dir):
+                        return self._append(events, unique_subject, subject_type)
                 except sqlite3.OperationalError as exc:
                     if is_busy(exc) or attempt + 1 == MOVED_RETRIES or not (
                             _moved(exc) or (self.inode is not None
@@ -447,7 +458,7 @@ def _tombstone_subjects(path: str, among: set[str] | None = None) -> set[str] | 
     means "do not write"); None when it cannot be opened or read. Raises BusyError when
     it stays locked."""
     try:
-        conn = connect(path)
+        conn = open_segment_for_read(path)
     except sqlite3.Error:
         return None
     try:
