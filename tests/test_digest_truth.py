@@ -176,3 +176,38 @@ def test_biome_and_a_fix_script_are_one_history():
     run = _run(calls, "bun run lint")
     assert run.passing and run.fixed and run.runs == 3
     assert all(f.resolved for f in failures(calls))
+
+
+EXPORT = "./bin/tool config export image --output /tmp/hero.svg --data-only"
+
+
+@pytest.mark.parametrize("later", [
+    f"go build -o ./bin/tool . && cd site && {EXPORT} 2>&1 | head -3; grep -o viewBox /tmp/hero.svg",
+    f"make tool; {EXPORT}; ls -la /tmp/hero.svg",
+])
+def test_the_same_invocation_run_again_inside_a_passing_compound_may_have_fixed_it(later):
+    # Its exit status may be a later command's: neither open nor fixed outright, said so.
+    failed = f"cd site && {EXPORT} 2>&1 | head -5; ls -la /tmp/hero.svg && head -c 300 x"
+    calls = [call(1, failed, status="error", output="no config found, please provide one"),
+             call(2, later, output="viewBox")]
+    [failure] = failures(calls)
+    assert failure.resolved and failure.maybe == calls[1].ts
+
+
+@pytest.mark.parametrize("later", [
+    # another invocation of the same program, a test run whose verdict is its own output's,
+    # and the invocation after an `||` (it ran only if something failed first)
+    "make tool; ./bin/tool config export image --output /tmp/other.svg; ls",
+    "true || ./bin/tool config export image --output /tmp/hero.svg --data-only; ls",
+])
+def test_only_the_very_invocation_counts(later):
+    calls = [call(1, f"{EXPORT} | head -5; ls x", status="error", output="no config"),
+             call(2, later, output="fine")]
+    assert not failures(calls)[0].resolved
+
+
+def test_a_test_run_inside_a_compound_with_a_later_status_is_no_evidence():
+    run = "pnpm --filter e2e test -- tests/full.spec.ts"
+    calls = [call(1, f"{run} 2>&1 | tail -30", status="error", output="test-failed-1.png"),
+             call(2, f"git stash && {run} 2>&1 | tail -30; git stash pop", output="x")]
+    assert not failures(calls)[0].resolved

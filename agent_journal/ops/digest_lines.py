@@ -417,8 +417,8 @@ def _call_item(c: Call) -> dict[str, Any]:
 def _failure_item(f: Failure, then: list[str] | None = None) -> dict[str, Any]:
     return {"id": f.call_id, "tool": f.tool, "target": f.target, "kind": f.kind,
             "reason": f.reason, "exitCode": f.exit_code, "ts": f.ts, "words": f.words,
-            "resolvedBy": f.resolved_by, "failing": list(f.failing), "diagnosis": f.diagnosis,
-            "then": list(then or ())}
+            "resolvedBy": f.resolved_by, "maybeFixedAt": f.maybe, "failing": list(f.failing),
+            "diagnosis": f.diagnosis, "then": list(then or ())}
 
 
 def _failure_line(f: Failure, *, with_id: bool, then: list[str] | None = None) -> str:
@@ -441,6 +441,10 @@ def _failure_line(f: Failure, *, with_id: bool, then: list[str] | None = None) -
         reason += f"; first failure: {one_line(f.first_failure, REASON_CHARS)}"
     if then:
         reason += "; then: " + "; ".join(then)
+    if f.maybe:
+        # Suggestive evidence only: said in words.
+        reason += (f"; the same invocation ran again at {hhmm(f.maybe)} inside a longer "
+                   "command that exited 0 (a status perhaps another command's): may be fixed")
     ident = f" [{f.call_id}]" if with_id else ""
     said = f"\n  - the agent then: {condense(f.diagnosis, DIAGNOSIS_CHARS)}" if f.diagnosis \
         else ""

@@ -40,16 +40,20 @@ if TYPE_CHECKING:
 
 ERROR = "error"
 TRACEBACK = "traceback"
+_RUNS_CHECKS = re.compile(r"\b(?:test|tests|spec|e2e|lint|vet|check|typecheck|pytest|jest|"
+                          r"vitest|playwright|mocha|tsc|mypy|ruff|eslint|clippy)\b")
 _RUNS_PYTHON = re.compile(r"\bpython[\d.]*\b|\b(?:uv|poetry|pipenv|pdm|hatch) run\b")
 
 
 class Failure(Record):
     __slots__ = (
         "call_id", "tool", "target", "kind", "reason", "ts", "exit_code", "words",
-        "resolved_by", "description", "summary", "first_failure", "failing", "diagnosis"
+        "resolved_by", "description", "summary", "first_failure", "failing", "diagnosis",
+        "maybe"
     )
     DEFAULTS = {"exit_code": None, "words": None, "resolved_by": None, "description": None,
-                "summary": None, "first_failure": None, "failing": list, "diagnosis": None}
+                "summary": None, "first_failure": None, "failing": list, "diagnosis": None,
+                "maybe": None}
     call_id: str
     tool: str | None
     target: str | None
@@ -65,6 +69,9 @@ class Failure(Record):
     failing: list[str]  # and the tests or codes it names as failing
     # What the agent said right after it, before its next action: its own diagnosis.
     diagnosis: str | None
+    # When it was resolved only by a later command that ran the same invocation among
+    # others, its exit status perhaps another's: the time of that run (may be fixed).
+    maybe: str | None
 
     @property
     def resolved(self) -> bool:
@@ -120,6 +127,23 @@ def is_lookup(tool: str | None, target: str | None) -> bool:
     if words[0] == "git":
         return len(words) > 1 and words[1] in _GIT_LOOKUPS
     return words[0] in _LOOKUP_HEADS
+
+
+def invocations(command: str, *, whole: bool = False) -> list[str]:
+    """The simple commands a compound command ran (`a && b | c; d`), each as command_key
+    gives it and only up to a pipe: none after a `||` (which ran only if what came before
+    failed), no `cd`. Empty for a command that is not compound, unless `whole`."""
+    if not whole and not any(sep in command for sep in (";", "&&", "\n", "|")):
+        return []
+    found = []
+    for group in re.split(r"[;\n]", command):
+        if "||" in group:
+            continue
+        for part in group.split("&&"):
+            key = command_key(part).split("|")[0].strip()
+            if key and not key.startswith(("cd ", "Set-Location ")):
+                found.append(key)
+    return found
 
 
 def head(command: str) -> str:
@@ -208,6 +232,7 @@ class FailuresFold:
             return None  # the command ran again and still fails
         if run is None and call.masked:
             self._masked_step(call)
+            self._invocations_step(call)
             return None
         keys = [_same(call), (call.tool, None)]
         if tools.kind_of(call.tool) in _SHELLS and call.target:
@@ -231,7 +256,29 @@ class FailuresFold:
             self.visible_open -= visible_n
         if self.chains:
             self._chains_step({k for _, k in keys}, call.id)
+        if tools.kind_of(call.tool) in _SHELLS and call.target:
+            self._invocations_step(call)
         return None
+
+    def _invocations_step(self, call: Call) -> None:
+        """A success that ran, among other commands, the very invocation a failed command
+        ran (`omp export x | head -3; grep y out`): the failure may be fixed, as far as a
+        status that may be another command's tells. Settled and marked `maybe`, unless it
+        was a test or check run, whose verdict needs a summary of its own (test_runs)."""
+        for part in invocations(call.target or ""):
+            if _RUNS_CHECKS.search(part):
+                continue  # a test or check run: its verdict is its own output's, not a status
+            key = (call.tool, head(run_key(core(part))))
+            ids = self.waiting.get(key)
+            if not ids:
+                continue
+            for call_id in [i for i in ids if self.open[i][1].summary is None
+                            and part in invocations(self.open[i][1].target or "", whole=True)]:
+                ids.remove(call_id)
+                self.open[call_id][1].maybe = call.ts
+                self._settle(call_id, call.id)
+            if not ids:
+                del self.waiting[key]
 
     def _masked_step(self, call: Call) -> None:
         """A success whose exit was its pipe's last command's, with no runner summary:
