@@ -543,6 +543,10 @@ stop = sys.argv[1]
 import os
 runs = 0
 while not os.path.exists(stop) or runs == 0:
+    # Something to erase every time: the live segment is copied and renamed over,
+    # under the hooks' appends (storage/swap_guard.py).
+    main(["record", "--kind", "note", "--id", f"doomed-{runs}", "--text", "must go"])
+    main(["tombstone", f"doomed-{runs}", "--reason", "must go"])
     main(["compact", "--apply"])  # refused or done: either way it raced the hooks
     runs += 1
 """
