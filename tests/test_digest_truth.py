@@ -182,7 +182,7 @@ EXPORT = "./bin/tool config export image --output /tmp/hero.svg --data-only"
 
 
 @pytest.mark.parametrize("later", [
-    f"go build -o ./bin/tool . && cd site && {EXPORT} 2>&1 | head -3; grep -o viewBox /tmp/hero.svg",
+    f"go build -o ./bin/tool . && cd site && {EXPORT} 2>&1 | head -3; grep -o vb /tmp/hero.svg",
     f"make tool; {EXPORT}; ls -la /tmp/hero.svg",
 ])
 def test_the_same_invocation_run_again_inside_a_passing_compound_may_have_fixed_it(later):
@@ -211,3 +211,17 @@ def test_a_test_run_inside_a_compound_with_a_later_status_is_no_evidence():
     calls = [call(1, f"{run} 2>&1 | tail -30", status="error", output="test-failed-1.png"),
              call(2, f"git stash && {run} 2>&1 | tail -30; git stash pop", output="x")]
     assert not failures(calls)[0].resolved
+
+
+def test_a_failing_chain_passes_once_each_of_its_commands_has_passed_since():
+    lint_fail = "Checked 278 files in 112ms. No fixes applied.\nFound 4 errors."
+    calls = [call(1, "bun run lint && bun test", status="error", output=lint_fail),
+             call(2, "bun test", output=BUN_OK),
+             call(3, "bun run lint", output="Checked 278 files in 134ms. No fixes applied.")]
+    chain = _run(calls, "bun run lint && bun test")
+    assert chain.passing and chain.fixed and chain.maybe_covered_by is None
+    # One of them only, or one that passed before the chain failed, is not enough.
+    assert not _run(calls[:2], "bun run lint && bun test").passing
+    early = [call(0, "bun run lint", output="Checked 278 files in 99ms. No fixes applied."),
+             calls[0], calls[1]]
+    assert not _run(early, "bun run lint && bun test").passing

@@ -14,7 +14,8 @@ unless that status was a pipe's last command's and the run printed something
 A chain `a && b` that passed is also a passing run of each command it chained whose
 latest run failed, and so is a passing run of the same runner, in the same directory,
 whose selection provably holds a failing command's (`pytest tests/` after a failing
-`pytest tests/test_x.py::test_a`: run_coverage.covers). Unrelated calls, and the order
+`pytest tests/test_x.py::test_a`: run_coverage.covers). A failing chain `a && b`
+passes once each command it chained has passed since it failed. Unrelated calls, and the order
 they were read in, change nothing.
 
 Of a command's earlier runs a history keeps two, whatever the number of runs: its first
@@ -288,7 +289,8 @@ class TestRunsFold:
         # passing run, `changes` after its latest run when that failed (else None), whether
         # the latest run passed on a re-run, the wrapper run that may cover its latest
         # failing run (else None), its latest failing run as FailedRun fields (else
-        # None)]; a summary is built for the latest run only (a busy
+        # None), for a failing `a && b` chain the run keys of its commands that have not
+        # passed since (else None)]; a summary is built for the latest run only (a busy
         # journal holds many runs of few commands), the runs as [summary, ts, id, ok].
         self.history: dict[str, list[Any]] = {}
         # The keys whose latest run failed, in no particular order: what a passing run
@@ -341,6 +343,7 @@ class TestRunsFold:
                 if part != key and part_seen is not None and _failing(part_seen[0]):
                     self._add(part, part_seen, call, True)
                     joined = True
+            joined = self._parts_passed(call, {key, *chain_keys(command)}) or joined
         if isinstance(raw, dict) and raw.get("ok") is True and call.succeeded:
             joined = self._cover(call, key, command, raw.get("runner")) or joined
         if call.succeeded and self.failing and (not isinstance(raw, dict) or raw.get("ok")):
@@ -359,7 +362,7 @@ class TestRunsFold:
             history[key] = [call, 1, 0 if ok else 1, [call.id] if self.keep_ids else [],
                             runner, mark, mark if ok else None,
                             None if ok else self.changes, False, None,
-                            None if ok else _failed(call)]
+                            None if ok else _failed(call), None if ok else _parts(key, command)]
             if not ok:
                 self.failing[key] = None
                 self.just_failed = key
@@ -378,6 +381,7 @@ class TestRunsFold:
         if ok:
             seen[6] = _mark(call)
             seen[7] = None
+            seen[11] = None
             if self.failing.pop(key, 0) is None and seen[10] is not None:
                 self.settled.append(seen[10][3])
                 target = call.target or call.tool or ""
@@ -386,10 +390,28 @@ class TestRunsFold:
             seen[2] += 1
             seen[7] = self.changes
             seen[10] = _failed(call, seen[10])
+            target = call.target or call.tool or ""
+            seen[11] = _parts(key, self.keys.get(target) or command_key(target))
             self.failing[key] = None
             self.just_failed = key
         if self.keep_ids:
             seen[3].append(call.id)
+
+    def _parts_passed(self, call: Call, passed: set[str]) -> bool:
+        """A failing `a && b` chain whose every command has passed since it failed (run
+        keys `passed` just did) passes with the last of them: what it ran now passes."""
+        done = False
+        for other in list(self.failing):
+            seen = self.history[other]
+            left = seen[11]
+            if not left or other in passed or not passed.intersection(left):
+                continue
+            seen[11] = [p for p in left if p not in passed]
+            if not seen[11]:
+                self._add(other, seen, call, True)
+                self.covered.append(other)
+                done = True
+        return done
 
     def _cover(self, call: Call, key: str, command: str, runner: Any) -> bool:
         """Count this passing run as a passing run of each failing command of the same
@@ -467,8 +489,8 @@ class TestRunsFold:
 
     def result(self) -> list[TestRun]:
         runs = []
-        for key, (call, count, failed, ids, runner, first, passed, _, rerun, maybe, last_failed
-                  ) in self.history.items():
+        for key, (call, count, failed, ids, runner, first, passed, _, rerun, maybe, last_failed,
+                  _) in self.history.items():
             latest = call.check
             if latest is None:  # a silent successful run of a command with a history
                 latest = RunSummary(str(runner), True, SILENT_PASS)
@@ -501,6 +523,12 @@ def same_runner_files(broad: str, narrow: str) -> bool:
     from agent_journal.core.recovery.run_coverage import same_files
 
     return same_files(broad, narrow)
+
+
+def _parts(key: str, command: str) -> list[str] | None:
+    """The run keys of a failing `a && b` chain's commands, other than its own."""
+    parts = [p for p in chain_keys(command) if p != key]
+    return sorted(set(parts)) or None
 
 
 def _failed(call: Call, before: list[Any] | None = None) -> list[Any]:
