@@ -225,3 +225,16 @@ def test_a_failing_chain_passes_once_each_of_its_commands_has_passed_since():
     early = [call(0, "bun run lint", output="Checked 278 files in 99ms. No fixes applied."),
              calls[0], calls[1]]
     assert not _run(early, "bun run lint && bun test").passing
+
+
+def test_a_failure_is_known_by_the_invocation_it_was_run_for():
+    # Not by a lookup, a sourced file or a variable set on the way.
+    calls = [call(1, "git mv a.go b.go && git status --short", status="error",
+                  output="fatal: not under version control"),
+             call(2, "git add c.go && git status --short", output=" M c.go"),
+             call(3, ". ./env.sh\nFOO=1\nmake gen | tail -3", status="error", output="boom"),
+             call(4, ". ./env.sh; make lint-free-thing", output="ok")]
+    moved, generated = failures(calls)
+    assert not moved.resolved and not generated.resolved
+    calls.append(call(5, "FOO=1; make gen 2>&1 | tail -1; ls out", output="done"))
+    assert failures(calls)[1].maybe == calls[-1].ts

@@ -11,6 +11,10 @@ server's tool: when any later call of that server succeeded; for a test
 or check command: when a later run of it passed, or a later passing run that
 test_runs counts as one of it: a chain that ran it, or a run whose selection holds its
 selection), or when a later `a && b` chain that succeeded ran it; it is open otherwise. A
+shell failure is known by the invocation it was run for (`principal`: not a lookup, a
+sourced file or a variable set first); a later success that ran that very invocation
+among other commands, its exit status perhaps another's, resolves it as `maybe` fixed,
+said so in words (never for a test or check run, whose verdict is its own output's). A
 success whose exit status was a pipe's (calls.Call.masked) resolves no test or check run.
 A failure's `diagnosis` is the first thing the agent said after it, before its next tool
 call: why it thinks the call failed, in its own words.
@@ -94,6 +98,9 @@ def _same(call: Call) -> tuple[str | None, str | None]:
             target = check_key(command_key(target))
         else:
             plain = run_key(core(command_key(target)))
+            if plain.split()[:1] and (plain.split()[0] in _SETUP or _ASSIGNMENT.match(plain)):
+                # (a script that sets up first is known by what it was run for)
+                plain = run_key(core(principal(call.tool, target) or plain))
             target = plain if is_lookup(call.tool, target) else head(plain)
     return (call.tool, target)
 
@@ -146,6 +153,21 @@ def invocations(command: str, *, whole: bool = False) -> list[str]:
     return found
 
 
+# What only prints, or sets up what follows: never what a command was run for.
+_SETUP = frozenset({"echo", "Write-Host", ".", "source", "set", "export", "unset"})
+_ASSIGNMENT = re.compile(r"^(?:\$env:\w+\s*=|[A-Za-z_]\w*=\S*$)")
+
+
+def principal(tool: str | None, command: str) -> str | None:
+    """The invocation a command was run for: its first that is no lookup, no variable
+    set for what follows, no string printed (invocations())."""
+    for part in invocations(command, whole=True):
+        if not _ASSIGNMENT.match(part) and part[0] not in "\"'" and \
+                not is_lookup(tool, part) and part.split()[0] not in _SETUP:
+            return part
+    return None
+
+
 def head(command: str) -> str:
     """A command's program and subcommands (`gh api graphql`, `js build`, `go build`):
     what it is, whatever it was given."""
@@ -174,7 +196,7 @@ class FailuresFold:
     of its key does not); of the resolved ones the latest N by their own (ts, id)."""
 
     __slots__ = ("open", "waiting", "stuck", "dropped", "visible_open", "resolved",
-                 "resolved_total", "keep", "n", "chains", "settled")
+                 "resolved_total", "keep", "n", "chains", "settled", "invoked")
 
     def __init__(self, keep: int | None = None) -> None:
         # call id -> [order, failure, hidden, key]: the open failures kept
@@ -192,6 +214,9 @@ class FailuresFold:
         # succeeded since: it is resolved once each of them has.
         self.chains: dict[str, list[str]] = {}
         self.settled: list[str] = []  # the failures the latest step resolved
+        # invocation (invocations()) -> the open failed shell calls that ran it, for a
+        # later success that runs it again among other commands (_invocations_step)
+        self.invoked: dict[str, list[str]] = {}
 
     def step(self, call: Call, hidden: bool = False, covered: Iterable[str] = ()
              ) -> Failure | None:
@@ -266,19 +291,32 @@ class FailuresFold:
         status that may be another command's tells. Settled and marked `maybe`, unless it
         was a test or check run, whose verdict needs a summary of its own (test_runs)."""
         for part in invocations(call.target or ""):
-            if _RUNS_CHECKS.search(part):
-                continue  # a test or check run: its verdict is its own output's, not a status
-            key = (call.tool, head(run_key(core(part))))
-            ids = self.waiting.get(key)
-            if not ids:
-                continue
-            for call_id in [i for i in ids if self.open[i][1].summary is None
-                            and part in invocations(self.open[i][1].target or "", whole=True)]:
-                ids.remove(call_id)
-                self.open[call_id][1].maybe = call.ts
+            for call_id in list(self.invoked.get(part, ())):
+                held = self.open.get(call_id)
+                if held is None or held[1].tool != call.tool:
+                    continue
+                key = held[3]
+                group = self.stuck if key is None else self.waiting.get(key, [])
+                group.remove(call_id)
+                if key is not None and not group:
+                    del self.waiting[key]
+                held[1].maybe = call.ts
                 self._settle(call_id, call.id)
-            if not ids:
-                del self.waiting[key]
+
+    def _index(self, failure: Failure, add: bool) -> None:
+        """Keep `invoked` to the open failed shell calls that are no test or check run."""
+        if failure.summary is not None or tools.kind_of(failure.tool) not in _SHELLS:
+            return
+        part = principal(failure.tool, failure.target or "")
+        if part is None or _RUNS_CHECKS.search(part):
+            return
+        ids = self.invoked.setdefault(part, [])
+        if add and failure.call_id not in ids:
+            ids.append(failure.call_id)
+        elif failure.call_id in ids:
+            ids.remove(failure.call_id)
+        if not ids:
+            del self.invoked[part]
 
     def _masked_step(self, call: Call) -> None:
         """A success whose exit was its pipe's last command's, with no runner summary:
@@ -295,6 +333,7 @@ class FailuresFold:
 
     def _settle(self, call_id: str, by: str) -> None:
         order, failure, was_hidden, _ = self.open.pop(call_id)
+        self._index(failure, False)
         self.chains.pop(call_id, None)
         failure.resolved_by = by
         self.settled.append(call_id)
@@ -318,6 +357,7 @@ class FailuresFold:
 
     def _add(self, failure: Failure, key: Key | None, hidden: bool) -> None:
         self.open[failure.call_id] = [self.n, failure, hidden, key]
+        self._index(failure, True)
         self.n += 1
         if not hidden:
             self.visible_open += 1
@@ -328,7 +368,7 @@ class FailuresFold:
             if len(alike) > self.keep:
                 oldest = alike[0]
                 group.remove(oldest)
-                del self.open[oldest]
+                self._index(self.open.pop(oldest)[1], False)
                 self.chains.pop(oldest, None)
                 self.dropped.setdefault(key, [0, 0])[0 if hidden else 1] += 1
 
@@ -376,11 +416,12 @@ class FailuresFold:
                 [[list(k), ids] for k, ids in self.waiting.items()], self.stuck,
                 [[None if k is None else list(k), v] for k, v in self.dropped.items()],
                 self.visible_open, [[n, list(f.fields())] for n, f in self.resolved],
-                self.resolved_total, self.keep, self.n, self.chains]
+                self.resolved_total, self.keep, self.n, self.chains, self.invoked]
 
     @classmethod
     def unpacked(cls, packed: list[Any]) -> FailuresFold:
-        opened, waiting, stuck, dropped, visible, resolved, total, keep, n, chains = packed
+        opened, waiting, stuck, dropped, visible, resolved, total, keep, n, chains, invoked = \
+            packed
         fold = cls(keep)
         fold.open = {f[0]: [i, Failure(*f), hidden, None if key is None else tuple(key)]
                      for i, f, hidden, key in opened}
@@ -391,6 +432,7 @@ class FailuresFold:
         fold.resolved = [(i, Failure(*f)) for i, f in resolved]
         fold.resolved_total, fold.n = total, n
         fold.chains = {k: list(v) for k, v in chains.items()}
+        fold.invoked = {k: list(v) for k, v in invoked.items()}
         return fold
 
 
