@@ -299,6 +299,16 @@ def test_patches_change_the_files_they_name():
     assert calls[0].target == "src/new.ts, src/a.ts, moved.ts, gone.ts"
 
 
+def test_a_patch_says_what_it_changed_in_each_file_as_an_edit_does():
+    patch = ("*** Begin Patch\n*** Update File: src/a.ts\n@@ ctx\n const keep = 1;\n"
+             "-  metadata: { id }\n+  metadata: { id, trace_path }\n*** Add File: src/n.ts\n"
+             "+export {}\n*** Update File: src/b.ts\n@@\n-same\n+same\n*** End Patch\n")
+    calls = [split_call(1, "apply_patch", patch, "Success. Updated the following files:")]
+    changed = {f.path: f.last_change for f in files_touched(calls)}
+    assert changed == {"src/a.ts": ["metadata: { id, trace_path }", "metadata: { id }"],
+                       "src/n.ts": None, "src/b.ts": None}
+
+
 def test_files_read_are_those_never_changed():
     from agent_journal.core.recovery.files_touched import files_read
     from agent_journal.core.recovery.shell_words import shell_reads

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "29"
+FACTS_VERSION = "30"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -247,6 +247,9 @@ def _input_facts(tool: str | None, value: Any, text: str | None, facts: dict[str
             facts["undefines"] = gone
     if tool in PATCH_TOOLS:
         ops = patch_file_ops(value)
+        changes = patch_changes(value)
+        if changes:
+            facts["changes"] = changes
         if ops:
             facts["fileOps"] = ops
             if facts.get("target") is None:
@@ -472,6 +475,21 @@ def _defined(value: Any) -> tuple[list[str], list[str]]:
     taken = "\n".join(e["old_string"] for e in edits
                       if isinstance(e, dict) and isinstance(e.get("old_string"), str))
     return changed_names(added, taken)
+
+
+def patch_changes(value: Any) -> dict[str, list[str | None]]:
+    """Of each file a patch updates, [first added line, first removed line], as
+    edit_change gives them for an Edit (files whose hunks changed no line that can be
+    told left out)."""
+    from agent_journal.core.recovery.patches import patch_lines
+
+    found: dict[str, list[str | None]] = {}
+    for path, (new_lines, old_lines) in patch_lines(value).items():
+        added = _first_new(new_lines, {x.strip() for x in old_lines})
+        removed = _first_new(old_lines, {x.strip() for x in new_lines})
+        if added or removed:
+            found[path] = [added, removed]
+    return found
 
 
 def edit_change(value: Any) -> list[str | None] | None:

@@ -10,7 +10,8 @@ the path is a folder so are those of the files under it this span edited or upda
 through `git rm`'s own output and, for a call that ran `git clean`, its output. A file's
 state is its latest change; a file created in the journal's span stays `created` through
 later edits (it is new work); its `last_change` is the latest change's first added and
-removed line when that change was an edit, and `defines` the latest MAX_DEFINES names its
+removed line when that change was an edit or a patch's update of it (none after a change
+that does not say, a shell's), and `defines` the latest MAX_DEFINES names its
 changes defined (symbols.py; a patch's names count only when it changed that one file).
 The packages successful calls installed (dependencies.py) are kept apart, the latest
 MAX_INSTALLED by their latest install.
@@ -136,6 +137,8 @@ class FilesFold:
                 self._revert(op[1], call)
             elif op[0] in (DELETED, CREATED, EDITED) and len(op) == 2:
                 touch(op[1], op[0], call)
+                if op[0] == EDITED:  # (a patch says what it changed; a shell edit not)
+                    files[op[1]].last_change = (call.get("changes") or {}).get(op[1])
             elif op[0] == MOVED and len(op) == 3:
                 touch(op[1], MOVED, call)
                 files[op[1]].moved_to = op[2]

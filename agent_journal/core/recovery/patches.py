@@ -21,6 +21,7 @@ PATCH_TOOLS = frozenset({tools.PATCH})  # kinds of tool (core/tools.py)
 _HEADS = (("*** Add File: ", "created"), ("*** Update File: ", "edited"),
           ("*** Delete File: ", "deleted"))
 _MOVE = "*** Move to: "
+_UPDATE = "*** Update File: "
 _KINDS = {"add": "created", "create": "created", "update": "edited", "modify": "edited",
           "delete": "deleted", "remove": "deleted"}
 _MAX_OPS = 50
@@ -73,6 +74,26 @@ def patch_file_ops(value: Any) -> list[list[str]]:
         if len(ops) >= _MAX_OPS:
             break
     return ops
+
+
+def patch_lines(value: Any) -> dict[str, tuple[list[str], list[str]]]:
+    """Each file a patch updates, with the lines its hunks add and those they remove
+    (the `+` and `-` lines, their marks taken off), in the patch's order: what an Edit's
+    new and old strings are to an Edit."""
+    text = patch_text(value)
+    found: dict[str, tuple[list[str], list[str]]] = {}
+    if not text:
+        return found
+    lines: tuple[list[str], list[str]] | None = None
+    for line in text.splitlines():
+        if line.startswith("*** "):
+            path = line[len(_UPDATE):].strip() if line.startswith(_UPDATE) else ""
+            lines = found.setdefault(path, ([], [])) if path else None
+            if len(found) > _MAX_OPS:
+                break
+        elif lines is not None and line[:1] in "+-" and len(lines[0]) + len(lines[1]) < 400:
+            lines[0 if line[0] == "+" else 1].append(line[1:])
+    return found
 
 
 def patch_refused(output: str | None) -> str | None:
