@@ -332,6 +332,8 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
     for push in git.pushes:
         commit_section.add({"push": push.destination, "remote": push.remote,
                             "source": push.source, "callId": push.call_id, "ts": push.ts},
+                           f"- {hhmm(push.ts)} deleted {push.destination} on {push.remote}\n"
+                           if push.source == "(delete)" else
                            f"- {hhmm(push.ts)} pushed {push.source} -> {push.destination} "
                            f"to {push.remote}\n")
         shown.add(push.call_id)

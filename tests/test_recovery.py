@@ -166,6 +166,23 @@ def test_push_rejection_is_listed_with_its_reason():
     assert commits([pushed]).pushes == []
 
 
+def test_branches_deleted_are_named_as_git_printed_them():
+    from agent_journal.ops.digest_lines import operation_items
+
+    loop = call(1, "Bash", 'for b in feat/a fix/b; do git branch -D "$b"; done',
+                output="Deleted branch feat/a (was 1a2b3c4d).\nDeleted branch fix/b (was 9f8e7d6).")
+    remote = call(2, "Bash", "git push origin --delete feat/a",
+                  output="To github.com:o/r.git\n - [deleted]         feat/a")
+    git = commits([loop, remote])
+    assert [op[0] for op in git.operations] == [
+        "deleted branches: feat/a (was 1a2b3c4d), fix/b (was 9f8e7d6)"]
+    assert operation_items(git.operations)[0][1].endswith(
+        " deleted branches: feat/a (was 1a2b3c4d), fix/b (was 9f8e7d6)\n")
+    [push] = git.pushes
+    assert (push.remote, push.source, push.destination) == (
+        "github.com:o/r.git", "(delete)", "feat/a")
+
+
 def test_package_managers_share_one_run_history_and_silent_passes_count():
     jest_fail = ("Tests:       1 failed, 3 passed, 4 total")
     calls = [call(1, "Bash", "npm test", status="error", exit_code=1, output=jest_fail),

@@ -24,6 +24,7 @@ from agent_journal.core.recovery.condense import condense
 from agent_journal.core.recovery.digest_fold import RECENT, TAIL, TASK, DigestFold
 from agent_journal.core.recovery.facts import event_facts
 from agent_journal.core.recovery.failures import is_lookup
+from agent_journal.core.recovery.git_output import DELETED_REF
 from agent_journal.core.recovery.text import clip_log
 from agent_journal.ops import digest_lines as lines
 from agent_journal.ops.digest_lines import (
@@ -330,6 +331,8 @@ def _commits(fold: DigestFold) -> tuple[Section, str | None]:
     for push in git.pushes:
         section.add({"push": push.destination, "remote": push.remote,
                      "source": push.source, "callId": push.call_id, "ts": push.ts},
+                    f"- {hhmm(push.ts)} deleted {push.destination} on {push.remote}\n"
+                    if push.source == DELETED_REF else
                     f"- {hhmm(push.ts)} pushed {push.source} -> {push.destination} "
                     f"to {push.remote}\n")
     for rej in git.rejected:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from agent_journal.core.anchors import EXTERNAL, PURGED, TOMBSTONED, UNKNOWN, anchor_report
 from agent_journal.core.derive import INVALIDATED, Derived
 from agent_journal.core.model import ENTRY_FIELDS
+from agent_journal.core.recovery.commits import DELETED_BRANCHES
 from agent_journal.core.recovery.condense import condense
 from agent_journal.core.recovery.test_runs import test_title
 from agent_journal.ops.digest_md import clip, code, hhmm, one_line, quote
@@ -354,7 +355,9 @@ def operation_items(operations: list[tuple[str, str, str]]
         else:
             grouped.append([operation, call_id, ts, 1])
     return [({"gitOperation": op, "callId": call_id, "ts": ts, "times": times},
-             f"- {hhmm(ts)} ran {code(one_line(op, OPERATION_CHARS))}"
+             (f"- {hhmm(ts)} {one_line(op, 2 * OPERATION_CHARS)}"
+              if op.startswith(DELETED_BRANCHES) else
+              f"- {hhmm(ts)} ran {code(one_line(op, OPERATION_CHARS))}")
              + (f" ({times} times)" if times > 1 else "") + "\n")
             for op, call_id, ts, times in grouped]
 

@@ -126,6 +126,8 @@ _GIT_OPERATION = re.compile(
 
 
 _MERGE = re.compile(r"^git (?:-C \S+ )?merge ")
+_BRANCH_DELETE = re.compile(r"^git (?:-C \S+ )?branch -[dD] ")
+DELETED_BRANCHES = "deleted branches: "  # an operation told by git's output, not a command
 
 
 def git_operations(command: str) -> list[str]:
@@ -192,10 +194,16 @@ class GitFold:
         for remote, source, destination, why in call.get("pushRejected") or ():
             self._add(2, state.rejected,
                       Rejected(remote, source, destination, why, call.id, call.ts))
+        gone = call.get("branchesDeleted")
+        if gone:
+            # Named as git's output names them: a loop's `git branch -D "$b"` does not.
+            said = ", ".join(f"{name} (was {hash_})" for name, hash_ in gone)
+            state.operations.append((f"{DELETED_BRANCHES}{said}", call.id, call.ts))
         if call.succeeded and shell and call.target:
             for operation in git_operations(call.target):
                 # A merge that made a listed commit is told by that commit.
-                if not (committed and _MERGE.match(operation)):
+                if not (committed and _MERGE.match(operation)) and not (
+                        gone and _BRANCH_DELETE.match(operation)):
                     state.operations.append((operation, call.id, call.ts))
         switched = call.get("switched")
         if isinstance(switched, str):

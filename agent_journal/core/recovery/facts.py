@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 # Bump whenever event_facts would give a different result for some event: caches of the
 # facts (storage/digest_cache.py) made by another version are thrown away.
-FACTS_VERSION = "30"
+FACTS_VERSION = "31"
 TOOL_CALL = "tool_call"
 # What the session said, and the older hook kinds that carried the same text in `hook`.
 SAID_KINDS = frozenset({"prompt", "assistant_message", "compact_summary", "subagent_result",
@@ -382,6 +382,7 @@ def _shell_output_facts(text: str, failed: bool, facts: dict[str, Any]) -> None:
 # A pipe (`|` or `|&`), not `||` and not the `>|` redirection.
 def _git_facts(text: str, failed: bool, facts: dict[str, Any]) -> None:
     from agent_journal.core.recovery.git_output import (
+        branches_deleted_in,
         commits_in,
         log_lines,
         push_rejections_in,
@@ -399,6 +400,9 @@ def _git_facts(text: str, failed: bool, facts: dict[str, Any]) -> None:
     pushed = pushes_in(text)
     if pushed:
         facts["pushes"] = [list(p) for p in pushed]
+    gone = branches_deleted_in(text)
+    if gone:
+        facts["branchesDeleted"] = [list(b) for b in gone]
     refused_refs = push_rejections_in(text)
     if refused_refs:
         facts["pushRejected"] = [list(p) for p in refused_refs]

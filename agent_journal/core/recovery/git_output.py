@@ -2,7 +2,8 @@
 
 Invariant: only git's fixed output forms are read (`[branch hash] subject` after a
 commit, `old..new  src -> dst` after a push, ` ! [rejected]  src -> dst (why)` for a ref
-a push had refused, `Switched to a new branch 'x'`, `rm 'path'` after `git rm`,
+a push had refused, ` - [deleted]  dst` for a ref a push deleted, `Deleted branch x (was
+hash).` after `git branch -d`, `Switched to a new branch 'x'`, `rm 'path'` after `git rm`,
 `Removing path` after `git clean` (its dry run says `Would remove`), `hash subject`
 lines of `git log --oneline`, `git status` in its long or short form); nothing is
 inferred from the command alone.
@@ -22,6 +23,10 @@ _PUSH = re.compile(r"^\s*(?:\+ |\* )?(?:[0-9a-f]{7,40}\.\.\.?[0-9a-f]{7,40}|\[ne
                    r"\[new tag\])\s+(?P<src>\S+) -> (?P<dst>\S+)")
 _PUSH_REJECTED = re.compile(r"^\s*! \[(?:remote )?rejected\]\s+(?P<src>\S+) -> (?P<dst>\S+)"
                             r"(?: \((?P<why>[^)]+)\))?")
+_PUSH_DELETED = re.compile(r"^\s*- \[deleted\]\s+(?P<dst>\S+)$")
+DELETED_REF = "(delete)"  # the source of a push that deleted its destination
+_BRANCH_DELETED = re.compile(
+    r"^Deleted (?:remote-tracking )?branch (\S+) \(was ([0-9a-f]{7,40})\)\.?$")
 _PUSH_TO = re.compile(r"^To (\S+)")
 _SWITCHED = re.compile(r"^Switched to (?:a new )?branch '([^']+)'")
 _GIT_RM = re.compile(r"^rm '([^']+)'$")
@@ -69,6 +74,18 @@ def pushes_in(text: str) -> list[tuple[str, str, str]]:
     """(remote, source ref, destination ref) of every ref update a push reports."""
     found = [(remote, m.group("src"), m.group("dst"))
              for remote, m in _push_matches(text, _PUSH, need_remote=True)]
+    found += [(remote, DELETED_REF, m.group("dst"))
+              for remote, m in _push_matches(text, _PUSH_DELETED, need_remote=True)]
+    return found[:_MAX]
+
+
+def branches_deleted_in(text: str) -> list[tuple[str, str]]:
+    """(branch, the hash it pointed to) of each branch `git branch -d/-D` deleted."""
+    found = []
+    for line in text.splitlines():
+        m = _BRANCH_DELETED.match(line.strip()) if line.startswith("Deleted ") else None
+        if m:
+            found.append((m.group(1), m.group(2)))
     return found[:_MAX]
 
 
