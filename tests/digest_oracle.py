@@ -100,7 +100,9 @@ from agent_journal.ops.digest_lines import (
     installed_item,
     list_bases,
     operation_items,
+    resolved_item,
     run_item,
+    same_way_groups,
     summary_quote,
     tree_item,
 )
@@ -276,9 +278,11 @@ def oracle_collect(d: Derived, calls: list[Call]) -> dict[str, Any]:
                 actions.append(action)
         return actions
 
-    resolved.fill(resolved_fails, lambda f: (
-        _failure_item(f, remedies(f.call_id, f.resolved_by)),
-        _failure_line(f, with_id=False, then=remedies(f.call_id, f.resolved_by))))
+    newest = resolved_fails[-CAPS["resolvedProblems"]:]
+    groups = same_way_groups(newest)
+    resolved.fill(groups, lambda g: resolved_item(
+        g, remedies(g[-1].call_id, g[-1].resolved_by)))
+    resolved.total = len(resolved_fails) - (len(newest) - len(groups))
     shown.update(f.call_id for f in open_fails[-CAPS["openProblems"]:])
     shown.update(f.call_id for f in resolved_fails[-CAPS["resolvedProblems"]:])
 

@@ -166,6 +166,24 @@ def test_push_rejection_is_listed_with_its_reason():
     assert commits([pushed]).pushes == []
 
 
+def test_calls_that_failed_one_after_another_the_same_way_are_one_resolved_problem():
+    from agent_journal.ops.digest_lines import resolved_item, same_way_groups
+
+    why = "SyntaxError: Export named 'x' not found in module dist/index.js"
+    calls = [call(n, "Bash", f"bun cli.ts {sub} --help", status="error", exit_code=1,
+                  output=why) for n, sub in ((1, "grade"), (2, "prepare"), (3, "score"))]
+    calls += [call(4, "Bash", "bun run build", output="built"),
+              call(5, "Bash", "bun cli.ts grade --help", output="usage"),
+              call(6, "Bash", "bun cli.ts prepare --help", output="usage"),
+              call(7, "Bash", "bun cli.ts score --help", output="usage")]
+    groups = same_way_groups([f for f in failures(calls) if f.resolved])
+    assert [[f.call_id for f in g] for g in groups] == [["c1", "c2", "c3"]]
+    item, line = resolved_item(groups[0], None)
+    assert [e["id"] for e in item["sameWay"]] == ["c1", "c2"] and item["id"] == "c3"
+    assert line.count("SyntaxError") == 1
+    assert "`bun cli.ts grade --help`, `bun cli.ts prepare --help` failed the same way" in line
+
+
 def test_branches_deleted_are_named_as_git_printed_them():
     from agent_journal.ops.digest_lines import operation_items
 

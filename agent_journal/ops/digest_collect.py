@@ -282,10 +282,10 @@ def _problems(fold: DigestFold, runs: list[Any]) -> tuple[Section, Section, Sect
     lookups.fill(misses, lambda f: (_failure_item(f), _failure_line(f, with_id=True)))
     lookups.total = len(misses) + fold.failures.lookups_dropped()
     open_.total = fold.failures.visible_open + open_runs - lookups.total
-    resolved.fill(fold.failures.resolved_failures(),
-                  lambda f: (_failure_item(f, then(f.call_id)),
-                             _failure_line(f, with_id=False, then=then(f.call_id))))
-    resolved.total = fold.failures.resolved_total
+    kept = fold.failures.resolved_failures()[-CAPS["resolvedProblems"]:]
+    groups = lines.same_way_groups(kept)
+    resolved.fill(groups, lambda g: lines.resolved_item(g, then(g[-1].call_id)))
+    resolved.total = fold.failures.resolved_total - (len(kept) - len(groups))
     return open_, resolved, lookups
 
 

@@ -424,7 +424,34 @@ def _failure_item(f: Failure, then: list[str] | None = None) -> dict[str, Any]:
             "diagnosis": f.diagnosis, "then": list(then or ())}
 
 
-def _failure_line(f: Failure, *, with_id: bool, then: list[str] | None = None) -> str:
+def same_way_groups(failures: list[Failure]) -> list[list[Failure]]:
+    """Failures in time order, those that failed one after another the same way (the
+    same tool, kind, reason and exit code; different calls) grouped: a broken build
+    fails every command that needs it, and says why once."""
+    groups: list[list[Failure]] = []
+    for f in failures:
+        last = groups[-1][-1] if groups else None
+        if last is not None and f.reason and (f.tool, f.kind, f.reason, f.exit_code) == (
+                last.tool, last.kind, last.reason, last.exit_code):
+            groups[-1].append(f)
+        else:
+            groups.append([f])
+    return groups
+
+
+def resolved_item(group: list[Failure], then: list[str] | None
+                  ) -> tuple[dict[str, Any], str]:
+    """A group of resolved failures (same_way_groups) as one item: the latest's, naming
+    the calls before it that failed the same way."""
+    f = group[-1]
+    item = _failure_item(f, then)
+    item["sameWay"] = [{"id": e.call_id, "target": e.target, "ts": e.ts} for e in group[:-1]]
+    return item, _failure_line(f, with_id=False, then=then,
+                               same_way=[e.target or e.tool or "call" for e in group[:-1]])
+
+
+def _failure_line(f: Failure, *, with_id: bool, then: list[str] | None = None,
+                  same_way: list[str] | None = None) -> str:
     tool = f.tool or "call"
     what = f"{tool} {code(one_line(f.target, TARGET_CHARS))}" if f.target else tool
     if f.description and f.tool == "Bash":
@@ -442,6 +469,9 @@ def _failure_line(f: Failure, *, with_id: bool, then: list[str] | None = None) -
                                            REASON_CHARS)
     if f.first_failure and f.first_failure != f.reason:
         reason += f"; first failure: {one_line(f.first_failure, REASON_CHARS)}"
+    if same_way:
+        reason += "; " + ", ".join(code(one_line(t, 80)) for t in same_way) + \
+            " failed the same way just before"
     if then:
         reason += "; then: " + "; ".join(then)
     if f.maybe:
