@@ -113,7 +113,11 @@ def test_every_scope_of_every_agent_from_a_clean_home(home, project):
                 ("codex", "user", home / ".codex" / "hooks.json")]
     for agent, scope, path in installs:
         result = aj(home, "hooks", "install", agent, "--scope", scope, cwd=project)
-        assert (result.code, result.err) == (0, ""), result
+        # (Codex's one warning: the hooks run once trusted, test_codex_install_says_...)
+        codex = result.err.startswith("WARNING: Codex runs these hooks only once you trust")
+        assert result.code == 0, result
+        assert result.err == "" or (agent == "codex" and codex and
+                                    result.err.count("\n") == 1), result
         assert path.is_file()
         # The one on PATH is this installation: the command is the bare, stable name.
         assert {command_line(h) for h in handlers(path)} == {f"agent-journal hook {agent}"}
@@ -225,6 +229,20 @@ def test_codex_refuses_top_level_keys_it_would_reject(home, project):
     result = aj(home, "hooks", "install", "codex", cwd=project)
     assert result.code == 1 and "only description and hooks" in result.err
     assert path.read_text() == '{"$schema": "x", "hooks": {}}\n'
+
+
+def test_codex_install_says_the_hooks_run_only_once_trusted(home, project):
+    # Codex skips a new or changed hook until the user trusts it, and `codex exec` says
+    # nothing about it: the install says what to do, once, when it wrote something.
+    first = aj(home, "hooks", "install", "codex", cwd=project)
+    assert first.code == 0 and "/hooks" in first.err and "trust this folder" in first.err
+    assert "--dangerously-bypass-hook-trust" in first.err
+    again = aj(home, "hooks", "install", "codex", cwd=project)
+    assert again.code == 0 and "trust" not in again.err
+    user = aj(home, "hooks", "install", "codex", "--scope", "user", cwd=project)
+    assert "/hooks" in user.err and "trust this folder" not in user.err
+    claude = aj(home, "hooks", "install", "claude-code", cwd=project)
+    assert "trust" not in claude.err
 
 
 @pytest.mark.parametrize("link", ["file", "folder"])

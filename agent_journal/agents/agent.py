@@ -48,7 +48,8 @@ class Agent:
                  new_file: dict[str, Any] | None = None,
                  more: Callable[[dict[str, Any], Any], list[dict[str, Any]]] | None = None,
                  settle: Callable[[Workspace, dict[str, Any], Any], None] | None = None,
-                 exec_form: bool = False) -> None:
+                 exec_form: bool = False,
+                 pending: Callable[[str], str] | None = None) -> None:
         self.name = name
         self.payloads = payloads
         self.events = events            # the hook events installed, in the order written
@@ -70,6 +71,9 @@ class Agent:
         # Whether its hooks file runs a handler in exec form (`command` the executable,
         # `args` its arguments: no shell is started) rather than as a shell command line.
         self.exec_form = exec_form
+        # (scope) -> what the user must still do before hooks just written run, said by
+        # the install (an agent that runs only the hooks the user trusted)
+        self.pending = pending
 
     def handler(self, event: str, words: list[str]) -> dict[str, Any]:
         """The handler its hooks file holds for `event`, running the command `words`."""

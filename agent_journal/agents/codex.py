@@ -97,8 +97,19 @@ def rollout_endings(payload: dict[str, Any], redactor: Any) -> list[dict[str, An
     return found
 
 
+def pending_trust(scope: str) -> str:
+    """Codex runs a new or changed hook only once the user has trusted it (by its hash,
+    in /hooks), a project's hooks only in a trusted project, and `codex exec` skips an
+    untrusted hook without a word."""
+    project = (" and trust this folder when it asks (a project's hooks load only in a "
+               "trusted project)") if scope == "project" else ""
+    return ("Codex runs these hooks only once you trust them: start `codex` here and trust "
+            f"them in /hooks{project}; until then `codex exec` skips them without a word "
+            "(--dangerously-bypass-hook-trust runs them for one invocation)")
+
+
 AGENT = Agent(name=NAME, payloads=HOOK, events=EVENTS, scopes=("project", "user"),
               settings=settings_file, timeouts=TIMEOUTS, default_timeout=DEFAULT_TIMEOUT,
               extra_keys={"SessionStart": {"additionalContextLimit": CONTEXT_LIMIT_TOKENS}},
               allowed_top=("description", "hooks"), new_file={"description": DESCRIPTION},
-              more=rollout_endings)
+              more=rollout_endings, pending=pending_trust)

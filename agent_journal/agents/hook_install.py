@@ -245,6 +245,8 @@ def install(agent: Agent, *, project: str | None, scope: str, workspace: str | N
                else f"agent-journal hooks already installed in {target.path}; nothing changed")
     if note:
         message += f" ({note})"
+    if after != before and agent.pending is not None:
+        warnings.append(agent.pending(scope))
     changes.insert(0, (Change(target.path, before, after, message, warnings=warnings,
                               prune=True), target.boundary))
     if target.boundary is not None and not target.shared:
