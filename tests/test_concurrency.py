@@ -86,3 +86,32 @@ def test_sigkilled_writers_lose_no_acknowledged_event(root):
     proc = subprocess.run([CLI, "record", "--kind", "note", "--id", "after", "--text", "x"],
                           env=env, capture_output=True)
     assert proc.returncode == 0
+
+
+HALF_WRITTEN = r"""
+import os, signal, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA cache_size = 1")  # dirty pages go to the file before the commit
+conn.execute("BEGIN IMMEDIATE")
+for i in range(300):
+    conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (f"k{i}", "x" * 500))
+os.kill(os.getpid(), signal.SIGKILL)  # killed mid-transaction: its journal is hot
+"""
+
+
+def test_a_read_rolls_back_what_a_killed_writer_left_half_written(root):
+    # Reads open segments read-only (a stale writable connection could play back another
+    # file's journal: storage/swap_guard.py); a journal a killed writer left is rolled
+    # back once, by a writable connection made for it, and the read sees what committed.
+    env = clean_env(AGENT_JOURNAL_ROOT=str(root), AGENT_JOURNAL_WORKSPACE="ws")
+    subprocess.run([CLI, "record", "--kind", "note", "--id", "kept", "--text", "x"], env=env,
+                   check=True, capture_output=True)
+    [segment] = (root / "workspaces" / "ws" / "segments").glob("*.sqlite")
+    killed = subprocess.run([sys.executable, "-c", HALF_WRITTEN, str(segment)])
+    assert killed.returncode == -signal.SIGKILL
+    assert segment.with_name(segment.name + "-journal").stat().st_size > 0
+    assert show_ids(root) == ["kept"]
+    assert not segment.with_name(segment.name + "-journal").exists()
+    with sqlite3.connect(segment) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("SELECT count(*) FROM meta WHERE key LIKE 'k%'").fetchone()[0] == 0
