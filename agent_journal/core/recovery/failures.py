@@ -297,9 +297,10 @@ class FailuresFold:
                     continue
                 key = held[3]
                 group = self.stuck if key is None else self.waiting.get(key, [])
-                group.remove(call_id)
+                if call_id in group:
+                    group.remove(call_id)
                 if key is not None and not group:
-                    del self.waiting[key]
+                    self.waiting.pop(key, None)
                 held[1].maybe = call.ts
                 self._settle(call_id, call.id)
 
