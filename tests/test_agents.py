@@ -243,6 +243,10 @@ def test_codex_install_says_the_hooks_run_only_once_trusted(home, project):
     assert "/hooks" in user.err and "trust this folder" not in user.err
     claude = aj(home, "hooks", "install", "claude-code", cwd=project)
     assert "trust" not in claude.err
+    doctor = aj(home, "doctor", cwd=project).out
+    [codex_line] = [line for line in doctor.splitlines() if "codex hooks (project)" in line]
+    assert "trust them in /hooks" in codex_line
+    assert all("/hooks" not in line for line in doctor.splitlines() if "claude-code" in line)
 
 
 @pytest.mark.parametrize("link", ["file", "folder"])

@@ -158,8 +158,11 @@ def _hooks(checks: list[Check], folder: str) -> None:
                 checks.append(Check(name, False, f"{target.path} (shared with the project) "
                                     "runs a command by this machine's path", fix))
                 continue
-            checks.append(_command_check(name, target.path, sorted(commands), version, fix,
-                                         "hook"))
+            check = _command_check(name, target.path, sorted(commands), version, fix, "hook")
+            if check.ok and agent.pending is not None:
+                # (whether the agent trusts them is its own record, which doctor cannot read)
+                check.detail += f"; {agent.pending(scope)}"
+            checks.append(check)
     installed += _mcp(checks, folder, version)
     if not installed:
         checks.append(Check("hooks", True, "no agent-journal hook, plugin or MCP server "
