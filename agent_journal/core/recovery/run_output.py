@@ -70,25 +70,36 @@ _TESTS = tuple((name, ((source,),) if needles is None else needles,
                for name, source, needles in _PIECES)
 
 
-# Every piece with needles has one of its first group's in any text it matches: the
-# pieces each such needle can start, and those with no needles (tried in every text).
-_STARTS: dict[str, list[tuple[str, tuple[tuple[str, ...], ...], re.Pattern[str] | None]]] = {}
-for _test in _TESTS:
-    for _needle in _test[1][0] if _test[1] else ():
-        _STARTS.setdefault(_needle, []).append(_test)
+_Test = tuple[str, tuple[tuple[str, ...], ...], "re.Pattern[str] | None"]
+
+
+def _by_needle(tests: tuple[_Test, ...]) -> dict[str, list[_Test]]:
+    """Every piece with needles has one of its first group's in any text it matches: the
+    pieces each such needle can start."""
+    starts: dict[str, list[_Test]] = {}
+    for test in tests:
+        for needle in test[1][0] if test[1] else ():
+            starts.setdefault(needle, []).append(test)
+    return starts
+
+
+_STARTS = _by_needle(_TESTS)
 _BARE = tuple((name, pattern) for name, needles, pattern in _TESTS if not needles)
 
 
 def pieces(text: str) -> frozenset[str]:
     """The names of the GATE's pieces `text` holds: empty exactly when GATE finds nothing.
     Each needle is looked for once, in C; a piece's pattern runs only where its needles
-    are (most outputs hold none)."""
+    are (most outputs hold none), at most once."""
     held = {name for name, pattern in _BARE if pattern is not None and pattern.search(text)}
+    tried = set(held)
     for needle, tests in _STARTS.items():
         if needle in text:
             for name, needles, pattern in tests:
-                if name not in held and \
-                        all(any(n in text for n in group) for group in needles[1:]) and \
+                if name in tried:
+                    continue
+                tried.add(name)
+                if all(any(n in text for n in group) for group in needles[1:]) and \
                         (pattern is None or pattern.search(text) is not None):
                     held.add(name)
     return frozenset(held)
