@@ -7,19 +7,22 @@ benchmark lines), cargo test, jest, vitest, mocha, rspec, minitest (`rails test`
 Playwright, bun test (and npm/yarn/pnpm test, which print one of these), mypy, pyright,
 pyrefly, ruff (check, --fix and format), biome, tsc, eslint, golangci-lint; and, only when none of
 these is there, a bare tally line a script prints ("Passed: 254, Failed: 0", runner
-"tests").
+"tests"). A parser runs only on text holding one of its GATE pieces (`_PARSERS`), without
+which it finds nothing, so its verdict is the one it gives run on every output.
 """
 
 from __future__ import annotations
 
 import re
 
-from agent_journal.core.recovery.run_output import GATE, by_package, output_lines, plain
+from agent_journal.core.recovery.run_output import by_package, output_lines, pieces, plain
 from agent_journal.core.recovery.run_summary import RunSummary
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
+
+    Parser = Callable[[list[str]], "RunSummary | None"]
 
 # Lines are capped before matching: a minified bundle on one line must not cost the
 # regex engine seconds.
@@ -109,19 +112,22 @@ def parse_run(text: str | None) -> RunSummary | None:
     if not text or not isinstance(text, str):
         return None
     text = plain(text)
-    if GATE.search(text) is None:
-        return None
+    held = pieces(text)
+    if not held:
+        return None  # GATE finds nothing: no summary (most outputs stop here)
+    parsers = [parse for parse, needs in _PARSERS if not held.isdisjoint(needs)]
+    tally = _ANY_PASS.search(text) is not None
     lines = output_lines(text)
     packages = by_package(lines)
     if packages is not None:
         # A monorepo's runner (`bun run --filter`, turbo, pnpm -r) prefixes each package's
         # lines with its name: each package's summary is its own.
         found = [(name, run) for name, part in packages.items()
-                 if (run := _parse_lines(part)) is not None]
+                 if (run := _parse_lines(part, parsers, tally)) is not None]
         if found:
             # Each package's counts, its detail in parentheses left out: one line for all.
             return _combined([(name, _brief(run)) for name, run in found])
-    return _parse_lines(lines)
+    return _parse_lines(lines, parsers, tally)
 
 
 def _brief(run: RunSummary) -> RunSummary:
@@ -131,17 +137,19 @@ def _brief(run: RunSummary) -> RunSummary:
     return brief
 
 
-def _parse_lines(lines: list[str]) -> RunSummary | None:
+def _parse_lines(lines: list[str], parsers: Iterable[Parser] | None = None,
+                 tally: bool = True) -> RunSummary | None:
+    """The summary in `lines`, by `parsers` (those GATE's pieces in the text let run, in
+    _PARSERS's order; by default every one) and, when none finds one and `tally`, a
+    script's tally."""
     found: list[RunSummary] = []
-    for parse in (_pytest, _unittest, _go, _cargo, _jest, _vitest, _mocha, _rspec, _minitest,
-                  _playwright, _bun, _mypy, _pyright, _pyrefly, _ruff, _biome, _tsc,
-                  _eslint, _golangci):
+    for parse in _ALL if parsers is None else parsers:
         run = parse(lines)
         if run is not None:
             found.append(run)
     if not found:
         # Only when no runner's own summary is there: a script's tally of its results.
-        return _tally(lines)
+        return _tally(lines) if tally else None
     if len(found) == 1:
         return found[0]
     return _combined([(run.runner, run) for run in found])
@@ -555,3 +563,23 @@ def _eslint(lines: list[str]) -> RunSummary | None:
             return RunSummary("eslint", int(m.group(2)) == 0, line.strip(),
                               errors=int(m.group(2)), first_failure=first)
     return None
+
+
+# Each parser, in the order their summaries are combined, with the GATE pieces
+# (run_output._PIECES) one of which is in every text it finds a summary in: the piece
+# its summary (or, for go test and tsc, failure) line cannot match without.
+_PARSERS: tuple[tuple[Parser, frozenset[str]], ...] = tuple(
+    (parse, frozenset(needs)) for parse, needs in (
+        (_pytest, ("pytest", "no tests ran")), (_unittest, ("ran tests",)),
+        (_go, ("go fail", "go package")), (_cargo, ("cargo",)), (_jest, ("Tests",)),
+        (_vitest, ("Tests",)), (_mocha, ("mocha",)), (_rspec, ("rspec",)),
+        (_minitest, ("minitest",)), (_playwright, ("playwright",)), (_bun, ("ran tests",)),
+        (_mypy, ("mypy ok", "found errors")), (_pyright, ("pyright",)),
+        (_pyrefly, ("pyrefly",)),
+        (_ruff, ("ruff ok", "found errors", "reformatted", "left unchanged",
+                 "already formatted")),
+        (_biome, ("biome",)), (_tsc, ("tsc",)), (_eslint, ("eslint",)),
+        (_golangci, ("issues",))))
+_ALL = tuple(parse for parse, _ in _PARSERS)
+# A script's tally (`_TALLY`, case-insensitive) cannot be without "pass".
+_ANY_PASS = re.compile("pass", re.IGNORECASE)

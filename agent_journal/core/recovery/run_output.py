@@ -4,7 +4,8 @@ Invariants: `plain` drops terminal colour codes; `output_lines` cuts each line a
 LINE_CAP characters (a minified bundle on one line must not cost the regex engine
 seconds) and drops a job runner's `[job] | ` relay prefix; `by_package` splits lines a
 monorepo's runner prefixed with a package's name, or says there are none; GATE holds a
-piece of every summary line some parser needs, so text without one holds no summary;
+piece of every summary line some parser needs, so text without one holds no summary, and
+`pieces` names the GATE's pieces a text holds, none exactly when GATE finds nothing;
 `summary_context` is what a large output keeps of its middle for the parsers to read.
 """
 
@@ -22,21 +23,86 @@ _RELAY = re.compile(r"^\[[^\]]{1,80}\]\s+\|\s?")
 
 
 # A text can hold a runner's summary only if it holds one of these pieces, each a part
-# that some parser's summary (or, for go test and tsc, failure) line cannot do without.
-# Most shell outputs hold none, and one search in C settles that before fourteen parsers
-# walk the lines in Python. Loosening a piece is always safe; adding a parser means
-# adding its piece here (tests/test_recovery.py holds the gate to the parsers' verdicts).
-GATE = re.compile(
+# that some parser's summary (or, for go test and tsc, failure) line cannot do without;
+# GATE is their alternation. Each piece is named, with the substrings it cannot match
+# without: every group of its `needles` has one of its strings in any text the piece
+# matches (None: the piece is a plain string, its own needle). Most shell outputs hold no
+# needle, and `pieces` settles that by substring tests in C, running a piece's pattern
+# only where its needles are; checks.parse_run then runs only the parsers whose pieces
+# the text holds. Loosening a piece or a needle is always safe; adding a parser means
+# adding its piece here (tests/test_recovery.py holds the gate to the parsers' verdicts,
+# tests/test_parse_gate.py `pieces` to GATE and to the parsers run ungated).
+_IN_COUNT = ("passed", "failed", "error", "skipped", "deselected", "warning", "rerun")
+_TIMED = ("passed (", "failed (", "flaky (", "skipped (", "did not run (", "interrupted (")
+_PIECES: tuple[tuple[str, str, tuple[tuple[str, ...], ...] | None], ...] = (
     # pytest's summary: its last count and the duration (a bare "3 passed" is no summary)
-    r"\d (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)"
-    r"(?:, )? in [\d.]"
-    r"|no tests ran|Ran \d+ test|--- FAIL: |(?:ok|FAIL)\s+\S+\s+(?:[\d.]+s|\(cached\))"
-    r"|test result: |Tests|passing \(|example|Success: no issues found|Found \d+ error"
-    r"|information|All checks passed!|reformatted|left unchanged|already formatted"
-    r"|INFO \d+ error|error TS\d|\u2716|\d runs, \d+ assertions"
-    r"|\d (?:passed|failed|flaky|skipped|did not run|interrupted) \([\d.]+(?:ms|s|m|h)\)"
-    r"|(?i:pass(?:ed|es)?\s*[:=]\s*\d)|\d passed, \d+ failed|\d issues?[.:]"
-    r"|Checked \d+ files? in ")
+    ("pytest", r"\d (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?"
+     r"|rerun)(?:, )? in [\d.]", ((" in ",), _IN_COUNT)),
+    ("no tests ran", "no tests ran", None),
+    ("ran tests", r"Ran \d+ test", (("Ran ",),)),
+    ("go fail", "--- FAIL: ", None),
+    ("go package", r"(?:ok|FAIL)\s+\S+\s+(?:[\d.]+s|\(cached\))", (("ok", "FAIL"),)),
+    ("cargo", "test result: ", None),
+    ("Tests", "Tests", None),
+    ("mocha", r"passing \(", (("passing (",),)),
+    ("rspec", "example", None),
+    ("mypy ok", "Success: no issues found", None),
+    ("found errors", r"Found \d+ error", (("Found ",),)),
+    ("pyright", "information", None),
+    ("ruff ok", "All checks passed!", None),
+    ("reformatted", "reformatted", None),
+    ("left unchanged", "left unchanged", None),
+    ("already formatted", "already formatted", None),
+    ("pyrefly", r"INFO \d+ error", (("INFO ",),)),
+    ("tsc", r"error TS\d", (("error TS",),)),
+    ("eslint", r"\u2716", (("\u2716",),)),
+    ("minitest", r"\d runs, \d+ assertions", ((" runs, ",),)),
+    ("playwright", r"\d (?:passed|failed|flaky|skipped|did not run|interrupted) "
+     r"\([\d.]+(?:ms|s|m|h)\)", (_TIMED,)),
+    ("tally", r"(?i:pass(?:ed|es)?\s*[:=]\s*\d)", ()),
+    ("passed failed", r"\d passed, \d+ failed", (("passed, ",),)),
+    ("issues", r"\d issues?[.:]", ((" issue",),)),
+    ("biome", r"Checked \d+ files? in ", (("Checked ",),)),
+)
+GATE = re.compile("|".join(source for _, source, _ in _PIECES))
+_TESTS = tuple((name, ((source,),) if needles is None else needles,
+                None if needles is None else re.compile(source))
+               for name, source, needles in _PIECES)
+
+
+_Test = tuple[str, tuple[tuple[str, ...], ...], "re.Pattern[str] | None"]
+
+
+def _by_needle(tests: tuple[_Test, ...]) -> dict[str, list[_Test]]:
+    """Every piece with needles has one of its first group's in any text it matches: the
+    pieces each such needle can start."""
+    starts: dict[str, list[_Test]] = {}
+    for test in tests:
+        for needle in test[1][0] if test[1] else ():
+            starts.setdefault(needle, []).append(test)
+    return starts
+
+
+_STARTS = _by_needle(_TESTS)
+_BARE = tuple((name, pattern) for name, needles, pattern in _TESTS if not needles)
+
+
+def pieces(text: str) -> frozenset[str]:
+    """The names of the GATE's pieces `text` holds: empty exactly when GATE finds nothing.
+    Each needle is looked for once, in C; a piece's pattern runs only where its needles
+    are (most outputs hold none), at most once."""
+    held = {name for name, pattern in _BARE if pattern is not None and pattern.search(text)}
+    tried = set(held)
+    for needle, tests in _STARTS.items():
+        if needle in text:
+            for name, needles, pattern in tests:
+                if name in tried:
+                    continue
+                tried.add(name)
+                if all(any(n in text for n in group) for group in needles[1:]) and \
+                        (pattern is None or pattern.search(text) is not None):
+                    held.add(name)
+    return frozenset(held)
 
 
 def summary_context(text: str, before: int = 3, cap: int = 4000) -> str:
