@@ -42,12 +42,19 @@ def ids(folder: Path, root: Path) -> set[str]:
     return {e["id"] for e in json.loads(shown.stdout)["entries"]}
 
 
-def test_two_machines_sync_through_the_project_files_remote(tmp_path) -> None:
+def two_machines(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
+    """Two projects whose project files name one shared file remote, and a root each:
+    (alice, bob, alice's root, bob's root)."""
     share = tmp_path / "share"
     share.mkdir(mode=0o700)
     line = f'remote = "file://{share}"\n'
     alice, bob = project(tmp_path, "alice", line), project(tmp_path, "bob", line)
-    a_root, b_root = make_root(tmp_path, "a-root"), make_root(tmp_path, "b-root")
+    return alice, bob, make_root(tmp_path, "a-root"), make_root(tmp_path, "b-root")
+
+
+def test_two_machines_sync_through_the_project_files_remote(tmp_path) -> None:
+    alice, bob, a_root, b_root = two_machines(tmp_path)
+    share = tmp_path / "share"  # (the remote both project files name)
     note(alice, a_root, "from-alice")
     listed = run(alice, a_root, "remote", "list", "--json")
     assert listed.returncode == 0, listed.stderr

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import CLI
 from s3_support import aws_env
-from test_remote_project import project, run
+from test_remote_project import project, run, two_machines
 from test_replicas import make_root
 
 from agent_journal.agents import hook_install, sync_hooks
@@ -86,11 +86,8 @@ def test_codex_pushes_at_each_stop(tmp_path, monkeypatch) -> None:
 
 
 def test_the_installed_handlers_sync_two_machines(tmp_path) -> None:
-    share = tmp_path / "share"
-    share.mkdir(mode=0o700)
-    line = f'remote = "file://{share}"\n'
-    alice, bob = project(tmp_path, "alice", line), project(tmp_path, "bob", line)
-    a_root, b_root = make_root(tmp_path, "a-root"), make_root(tmp_path, "b-root")
+    alice, bob, a_root, b_root = two_machines(tmp_path)
+    share = tmp_path / "share"  # (the remote both project files name)
     install(alice, sync=True)
     install(bob, sync=True)
     assert run(alice, a_root, "record", "--kind", "note", "--id", "n1",

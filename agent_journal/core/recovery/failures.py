@@ -290,6 +290,8 @@ class FailuresFold:
         ran (`omp export x | head -3; grep y out`): the failure may be fixed, as far as a
         status that may be another command's tells. Settled and marked `maybe`, unless it
         was a test or check run, whose verdict needs a summary of its own (test_runs)."""
+        if not self.invoked:
+            return  # no open failure ran an invocation to look for
         for part in invocations(call.target or ""):
             for call_id in list(self.invoked.get(part, ())):
                 held = self.open.get(call_id)
